@@ -1,0 +1,1 @@
+"""Backends: StableHLO ``converter.Module`` → executable JAX, native PyTorch, ONNX."""

@@ -1,0 +1,39 @@
+"""Control flow and structural ops: while, if, case, optimization_barrier, composite, and the
+custom_call targets with a direct JAX meaning (StableHLO spec sections of those names)."""
+
+from __future__ import annotations
+
+from jax import lax
+
+from ..registry import register
+
+
+@register("stablehlo.while")
+def _while(interp, op, *init):
+    cond = interp.region_fn(op.regions[0])
+    body = interp.region_fn(op.regions[1])
+    out = lax.while_loop(lambda c: cond(*c)[0], lambda c: tuple(body(*c)), tuple(init))
+    return list(out)
+
+
+@register("stablehlo.if")
+def _if(interp, op, pred):
+    then_fn = interp.region_fn(op.regions[0])
+    else_fn = interp.region_fn(op.regions[1])
+    return list(lax.cond(pred, lambda: tuple(then_fn()), lambda: tuple(else_fn())))
+
+
+@register("stablehlo.case")
+def _case(interp, op, index):
+    branches = [interp.region_fn(r) for r in op.regions]
+    return list(lax.switch(index, [lambda b=b: tuple(b()) for b in branches]))
+
+
+@register("stablehlo.optimization_barrier")
+def _optimization_barrier(interp, op, *xs):
+    return list(lax.optimization_barrier(tuple(xs)))
+
+
+@register("stablehlo.composite")
+def _composite(interp, op, *xs):
+    return interp.call_function(interp.functions[op.attr("decomposition")], xs)

@@ -1,0 +1,69 @@
+"""``dot_general`` and ``convolution`` (StableHLO spec sections of those names)."""
+
+from __future__ import annotations
+
+from jax import lax
+
+from converter import dtypes
+
+from ..registry import register
+
+_PRECISION = {"DEFAULT": lax.Precision.DEFAULT, "HIGH": lax.Precision.HIGH, "HIGHEST": lax.Precision.HIGHEST}
+
+
+def _precision(op):
+    config = op.attr("precision_config") or []
+    if not config:
+        return None
+    return tuple(_PRECISION[p] for p in config)
+
+
+@register("stablehlo.dot_general")
+def _dot_general(interp, op, lhs, rhs):
+    d = op.attr("dot_dimension_numbers")
+    dims = (
+        (tuple(d["lhs_contracting_dimensions"]), tuple(d["rhs_contracting_dimensions"])),
+        (tuple(d["lhs_batching_dimensions"]), tuple(d["rhs_batching_dimensions"])),
+    )
+    out = dtypes.to_numpy(op.result_type.dtype)
+    return lax.dot_general(lhs, rhs, dims, precision=_precision(op), preferred_element_type=out)
+
+
+@register("stablehlo.dot")
+def _dot(interp, op, lhs, rhs):
+    out = dtypes.to_numpy(op.result_type.dtype)
+    return lax.dot(lhs, rhs, precision=_precision(op), preferred_element_type=out)
+
+
+@register("stablehlo.convolution")
+def _convolution(interp, op, lhs, rhs):
+    d = op.attr("dimension_numbers")
+    rank = op.operand_type(0).rank
+    nspatial = rank - 2
+    window_reversal = op.attr("window_reversal")
+    if window_reversal and any(window_reversal):
+        rhs = lax.rev(rhs, tuple(d["kernel_spatial_dimensions"][i] for i, r in enumerate(window_reversal) if r))
+    dn = lax.ConvDimensionNumbers(
+        lhs_spec=(d["input_batch_dimension"], d["input_feature_dimension"], *d["input_spatial_dimensions"]),
+        rhs_spec=(
+            d["kernel_output_feature_dimension"],
+            d["kernel_input_feature_dimension"],
+            *d["kernel_spatial_dimensions"],
+        ),
+        out_spec=(d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]),
+    )
+    padding = op.attr("padding")
+    padding = [(0, 0)] * nspatial if padding is None else [tuple(int(v) for v in p) for p in padding]
+    return lax.conv_general_dilated(
+        lhs,
+        rhs,
+        window_strides=op.attr("window_strides") or [1] * nspatial,
+        padding=padding,
+        lhs_dilation=op.attr("lhs_dilation") or [1] * nspatial,
+        rhs_dilation=op.attr("rhs_dilation") or [1] * nspatial,
+        dimension_numbers=dn,
+        feature_group_count=op.attr("feature_group_count", 1),
+        batch_group_count=op.attr("batch_group_count", 1),
+        precision=_precision(op),
+        preferred_element_type=dtypes.to_numpy(op.result_type.dtype),
+    )

@@ -1,0 +1,114 @@
+"""Region reductions: reduce, reduce_window, sort (StableHLO spec sections of those names).
+
+Common bodies (add, max, min, mul, and, or, xor) map to ``lax.reduce_sum`` and kin, which JAX
+differentiates; a non-identity init value is combined afterwards, which is exact for these
+associative, commutative bodies. Other bodies run through ``lax.reduce`` with the region as
+the computation.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from converter.regions import classify_combiner, classify_comparator
+
+from ..registry import register
+
+_COMBINE = {
+    "add": lax.add,
+    "max": lax.max,
+    "min": lax.min,
+    "mul": lax.mul,
+    "and": lax.bitwise_and,
+    "or": lax.bitwise_or,
+    "xor": lax.bitwise_xor,
+}
+_REDUCE = {
+    "add": lax.reduce_sum,
+    "max": lax.reduce_max,
+    "min": lax.reduce_min,
+    "mul": lax.reduce_prod,
+    "and": lax.reduce_and,
+    "or": lax.reduce_or,
+    "xor": lax.reduce_xor,
+}
+
+
+@register("stablehlo.reduce")
+def _reduce(interp, op, *args):
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    dims = tuple(op.attr("dimensions"))
+    kind = classify_combiner(op.regions[0]) if n == 1 else None
+    if kind in _REDUCE:
+        return _COMBINE[kind](_REDUCE[kind](operands[0], dims), inits[0])
+    body = interp.region_fn(op.regions[0])
+
+    def computation(acc, x):
+        out = body(*acc, *x)
+        return tuple(out)
+
+    return list(lax.reduce(tuple(operands), tuple(inits), computation, dims))
+
+
+@register("stablehlo.reduce_window")
+def _reduce_window(interp, op, *args):
+    n = len(args) // 2
+    operands, inits = args[:n], args[n:]
+    rank = op.operand_type(0).rank
+    kind = classify_combiner(op.regions[0]) if n == 1 else None
+    padding = op.attr("padding")
+    padding = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in padding]
+    kwargs = dict(
+        window_dimensions=tuple(op.attr("window_dimensions")),
+        window_strides=tuple(op.attr("window_strides") or [1] * rank),
+        padding=padding,
+        base_dilation=tuple(op.attr("base_dilations") or [1] * rank),
+        window_dilation=tuple(op.attr("window_dilations") or [1] * rank),
+    )
+    if kind in ("add", "max", "min"):
+        return lax.reduce_window(operands[0], inits[0], _COMBINE[kind], **kwargs)
+    body = interp.region_fn(op.regions[0])
+
+    def computation(acc, x):
+        return tuple(body(*acc, *x))
+
+    return list(lax.reduce_window(tuple(operands), tuple(inits), computation, **kwargs))
+
+
+@register("stablehlo.sort")
+def _sort(interp, op, *operands):
+    dim = op.attr("dimension", -1) % operands[0].ndim
+    stable = bool(op.attr("is_stable"))
+    if classify_comparator(op.regions[0]) == "ascending":
+        return list(lax.sort(operands, dimension=dim, is_stable=stable, num_keys=1))
+    return _sort_general(interp.region_fn(op.regions[0]), operands, dim)
+
+
+def _sort_general(less, operands, dim):
+    """Sort with any strict-weak-order comparator ``less``: each element's rank is the
+    number of elements that must precede it (``less(x_j, x_i)``, or equal and earlier, which
+    makes it stable), then elements are scattered to their ranks. O(n^2) in the sorted
+    dimension, exact for every comparator."""
+    moved = [jnp.moveaxis(x, dim, -1) for x in operands]
+    n = moved[0].shape[-1]
+
+    def cmp(a, b):
+        return less(*[v for pair in zip(a, b) for v in pair])[0]
+
+    pair = jax.vmap(jax.vmap(cmp, in_axes=(None, 0)), in_axes=(0, None))
+    batch_shape = moved[0].shape[:-1]
+    flat = [x.reshape((-1, n)) for x in moved]
+
+    def one_row(*row):
+        before = pair(row, row)  # before[j, i] = less(x_j, x_i)
+        after = pair(row, row).T  # after[j, i] = less(x_i, x_j)
+        j = jnp.arange(n)
+        ties = (~before & ~after) & (j[:, None] < j[None, :])
+        rank = jnp.sum(before | ties, axis=0)
+        return [jnp.zeros_like(x).at[rank].set(x) for x in row]
+
+    out = jax.vmap(one_row)(*flat)
+    return [jnp.moveaxis(o.reshape(*batch_shape, n), -1, dim) for o in out]

@@ -1,0 +1,84 @@
+"""The converter's error hierarchy.
+
+Every error the converter raises on purpose derives from :class:`ConversionError`, so callers
+can catch one type. Errors raised while lowering or interpreting one op are wrapped in
+:class:`OpConversionError`, which names the op and its source location (the StableHLO
+``loc(...)`` or the torch FX node's stack trace), the way ``torch.fx.Interpreter`` reports
+``While executing {node}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class ConversionError(Exception):
+    """Base class of every error the converter raises on purpose."""
+
+
+@dataclass(frozen=True)
+class MissingOp:
+    """One op kind that a registry has no rule for.
+
+    Attributes:
+        name: the source op's canonical name (``aten.addmm.default``, ``stablehlo.fft``,
+            ``ai.onnx::Col2Im-18``).
+        count: how many times it occurs in the model.
+        location: source location of its first occurrence (``file.py:42``), or ``""``.
+    """
+
+    name: str
+    count: int
+    location: str = ""
+
+
+class UnsupportedOpError(ConversionError):
+    """The model uses ops that the registry of the conversion direction lacks.
+
+    Raised once per model with *every* missing op, never one at a time.
+
+    Attributes:
+        missing: the missing ops, sorted by name.
+        direction: what was being converted (``"torch frontend"``, ``"jax backend"``).
+    """
+
+    def __init__(self, missing: Iterable[MissingOp], direction: str):
+        self.missing = sorted(missing, key=lambda m: m.name)
+        self.direction = direction
+        lines = [f"{len(self.missing)} op(s) have no lowering in the {direction}:"]
+        for m in self.missing:
+            where = f", first at {m.location}" if m.location else ""
+            lines.append(f"  {m.name} (x{m.count}{where})")
+        super().__init__("\n".join(lines))
+
+
+class OpConversionError(ConversionError):
+    """Lowering or interpreting one op failed.
+
+    Attributes:
+        op_name: the op (``aten.convolution.default``, ``stablehlo.gather``).
+        location: its source location, possibly empty.
+    """
+
+    def __init__(self, op_name: str, location: str, cause: BaseException):
+        self.op_name = op_name
+        self.location = location
+        where = f" at {location}" if location else ""
+        super().__init__(f"While converting {op_name}{where}: {type(cause).__name__}: {cause}")
+
+
+class SignatureMismatchError(ConversionError, ValueError):
+    """A converted function was called with inputs that do not match its signature.
+
+    The message names the argument path (``args[1]['mask']``) and the expected and actual
+    shape and dtype.
+    """
+
+
+class ParseError(ConversionError):
+    """An input file or IR text could not be read (malformed StableHLO, corrupt archive)."""
+
+
+class ModuleFormatError(ParseError):
+    """A saved :class:`converter.Module` file is missing, corrupt, or of an unknown version."""

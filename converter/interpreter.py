@@ -1,0 +1,124 @@
+"""The base walker every backend derives from.
+
+Like ``torch.fx.Interpreter``: :meth:`Interpreter.run` calls ``@main``; each function body is
+a region whose ops go through :meth:`Interpreter.run_op`, which looks the op name up in the
+backend's registry. Backends override only the dispatch (the registry, and how values are
+made), never the walk. ``func.call`` and the region terminators are handled here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from jaxlib.mlir import ir
+
+from . import mlir
+from .errors import ConversionError, MissingOp, OpConversionError, UnsupportedOpError
+from .registry import Registry
+
+_TERMINATORS = {"func.return", "stablehlo.return"}
+# ops the walker itself handles
+_BUILTIN_OPS = _TERMINATORS | {"func.call"}
+
+
+class Interpreter:
+    """Walks a StableHLO module, evaluating each op with a rule from :attr:`registry`.
+
+    A rule is called as ``rule(interp, op, *operands)`` with an :class:`converter.mlir.Op` view
+    and the already-evaluated operand values, and returns one value or a sequence with one
+    value per result.
+
+    Args:
+        module: the ``ir.Module`` to run.
+    """
+
+    registry: Registry
+    direction: str = "backend"
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.functions = mlir.functions(module)
+        self.main = mlir.main_function(module)
+
+    # ------------------------------------------------------------------ checks
+
+    def check_supported(self) -> None:
+        """Raise :class:`UnsupportedOpError` naming every op kind (with counts and first
+        location) that neither the walker nor the registry handles."""
+        counts: Counter[str] = Counter()
+        first: dict[str, str] = {}
+        for fn in self.functions.values():
+            for op in mlir.walk_ops(fn):
+                key = self.dispatch_key(mlir.Op(op))
+                if key in _BUILTIN_OPS or key in self.registry:
+                    continue
+                counts[key] += 1
+                first.setdefault(key, mlir.format_location(op.location))
+        if counts:
+            raise UnsupportedOpError(
+                [MissingOp(k, n, first[k]) for k, n in counts.items()], self.direction
+            )
+
+    def dispatch_key(self, op: mlir.Op) -> str:
+        """The registry key for ``op``: its name, or ``custom_call@target`` for custom calls."""
+        if op.name == "stablehlo.custom_call":
+            return f"stablehlo.custom_call@{op.attr('call_target_name')}"
+        return op.name
+
+    # ------------------------------------------------------------------ walk
+
+    def run(self, *args: Any) -> list[Any]:
+        """Evaluate ``@main`` on ``args`` (one value per argument); returns its results."""
+        return self.call_function(self.main, list(args))
+
+    def call_function(self, fn: ir.Operation, args: Sequence[Any]) -> list[Any]:
+        """Evaluate a ``func.func`` body on ``args``."""
+        return self.run_region(fn.regions[0], args, {})
+
+    def run_region(self, region: ir.Region, args: Sequence[Any], outer: dict) -> list[Any]:
+        """Evaluate a single-block region; values defined outside it are read from ``outer``
+        (StableHLO region ops may capture enclosing values). Returns the terminator's
+        operands."""
+        block = region.blocks[0]
+        env = dict(outer)
+        if len(block.arguments) != len(args):
+            raise ConversionError(f"region expects {len(block.arguments)} values, got {len(args)}")
+        for barg, val in zip(block.arguments, args):
+            env[barg] = val
+        for operation in block.operations:
+            op = mlir.Op(operation.operation)
+            operands = [env[v] for v in op.operands]
+            if op.name in _TERMINATORS:
+                return operands
+            results = self.run_op(op, operands, env)
+            for res, val in zip(op.results, results):
+                env[res] = val
+        raise ConversionError("region has no terminator")
+
+    def region_fn(self, region: ir.Region) -> Callable[..., list[Any]]:
+        """A Python callable evaluating ``region`` on its block arguments (for loop bodies,
+        comparators and reducers). Call it from a rule before evaluating anything else: it
+        captures the values visible at the op being run."""
+        env = self.env
+        return lambda *args: self.run_region(region, args, env)
+
+    def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
+        """Evaluate one op; errors are wrapped with the op name and its location."""
+        self.env = env
+        try:
+            if op.name == "func.call":
+                return self.call_function(self.functions[op.attr("callee")], operands)
+            key = self.dispatch_key(op)
+            rule = self.registry.get(key)
+            if rule is None:
+                raise UnsupportedOpError([MissingOp(key, 1, op.location)], self.direction)
+            out = rule(self, op, *operands)
+        except (OpConversionError, UnsupportedOpError):
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised with the op's name and location
+            raise OpConversionError(op.name, op.location, e) from e
+        if len(op.results) == 1 and not isinstance(out, (list, tuple)):
+            return [out]
+        return list(out)

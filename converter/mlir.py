@@ -1,0 +1,362 @@
+"""The converter's one window onto MLIR: parsing, serialization and a decoded view of ops.
+
+Everything here goes through jaxlib's bundled MLIR Python bindings (``jaxlib.mlir.ir`` and
+``jaxlib.mlir.dialects.stablehlo``); nothing parses MLIR text by hand. The one exception is
+decoding the *value literal* of a dense constant whose element type (bf16, complex) the
+bindings' buffer protocol does not export; see :func:`dense_to_numpy`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import stablehlo
+
+from . import _jax_internal, dtypes
+from .errors import ParseError
+
+_BYTECODE_MAGIC = b"ML\xefR"
+
+
+@functools.cache
+def context() -> ir.Context:
+    """The process-wide MLIR context the converter parses into (all JAX dialects loaded)."""
+    return _jax_internal.make_ir_context()
+
+
+def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module:
+    """Parse StableHLO text, MLIR bytecode or a StableHLO portable artifact.
+
+    Args:
+        source: ``str`` text (``jax.jit(f).lower(x).as_text()``) or ``bytes`` (bytecode or the
+            VHLO portable artifact written by ``serialize_portable_artifact``).
+        filename: used in error messages.
+
+    Raises:
+        ParseError: with the MLIR parser's line and column for malformed text.
+    """
+    ctx = context()
+    with ctx, ir.Location.unknown():
+        if isinstance(source, (bytes, bytearray)):
+            data = bytes(source)
+            if data.startswith(_BYTECODE_MAGIC):
+                try:
+                    return stablehlo.deserialize_portable_artifact(ctx, data)
+                except Exception:  # noqa: BLE001 - plain (non-VHLO) bytecode, parsed below
+                    pass
+            try:
+                return ir.Module.parse(data)
+            except ir.MLIRError as e:
+                raise ParseError(f"{filename}: not StableHLO bytecode: {_mlir_diag(e)}") from None
+        try:
+            return ir.Module.parse(source)
+        except ir.MLIRError as e:
+            raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+
+
+def _mlir_diag(e: ir.MLIRError) -> str:
+    """The MLIR diagnostics of a parse failure, with their ``line:column`` positions."""
+    diags = getattr(e, "error_diagnostics", None) or []
+    if not diags:
+        return str(e)
+    return "; ".join(f"{d.location}: {d.message}" for d in diags)
+
+
+def serialize_portable(module: ir.Module) -> bytes:
+    """Serialize to a StableHLO portable artifact (VHLO bytecode, the spec's compatibility
+    format) at the current StableHLO version."""
+    with module.context:
+        return stablehlo.serialize_portable_artifact(module, stablehlo.get_current_version())
+
+
+def module_text(module: ir.Module, *, debug_info: bool = True) -> str:
+    """StableHLO text of ``module``, with ``loc(...)`` provenance when ``debug_info``."""
+    return module.operation.get_asm(enable_debug_info=debug_info)
+
+
+def clone_module(module: ir.Module) -> ir.Module:
+    """A deep copy of ``module`` in the converter's context."""
+    with context():
+        return ir.Module.parse(module_text(module))
+
+
+# --------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A ranked tensor type: ``shape`` (None for a dynamic dimension) and a canonical dtype."""
+
+    shape: tuple[int | None, ...]
+    dtype: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+def tensor_type(t: ir.Type) -> TensorType:
+    """Decode ``tensor<2x?xf32>`` into ``TensorType((2, None), "float32")``.
+
+    Raises:
+        TypeError: a non-tensor type (tokens, tuples).
+    """
+    if not isinstance(t, ir.RankedTensorType):
+        raise TypeError(f"expected a ranked tensor type, got {t}")
+    rt = t
+    shape = tuple(None if rt.is_dynamic_dim(i) else rt.shape[i] for i in range(rt.rank))
+    return TensorType(shape, dtypes.from_mlir(str(rt.element_type)))
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+def _stablehlo_attr_classes() -> list[type]:
+    out = []
+    for name in dir(stablehlo):
+        cls = getattr(stablehlo, name)
+        if isinstance(cls, type) and hasattr(cls, "isinstance") and not name.endswith(("Op", "Type")):
+            out.append(cls)
+    return out
+
+
+_SHLO_ATTRS = _stablehlo_attr_classes()
+_SKIP_PROPS = {"context", "type", "typeid", "static_typeid"}
+
+
+def _decode_shlo_attr(attr: ir.Attribute) -> Any:
+    for cls in _SHLO_ATTRS:
+        try:
+            if not cls.isinstance(attr):
+                continue
+        except TypeError:
+            continue
+        view = cls(attr)
+        if hasattr(view, "value"):
+            return view.value
+        props = {
+            k: getattr(view, k)
+            for k, v in vars(cls).items()
+            if isinstance(v, property) and k not in _SKIP_PROPS and not k.startswith("_")
+        }
+        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in props.items()}
+    return None
+
+
+def decode_attribute(attr: ir.Attribute) -> Any:
+    """A plain Python value for an MLIR attribute.
+
+    Integers, floats, strings, bools, arrays and dictionaries become their Python kin; dense
+    elements become NumPy arrays; StableHLO attributes become their enum string
+    (``"LT"``) or a dict of their fields (``dot_dimension_numbers`` →
+    ``{"lhs_batching_dimensions": [...], ...}``); unknown attributes stay as their text.
+    """
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        return int(attr.value)
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        return attr.value
+    if isinstance(attr, ir.UnitAttr):
+        return True
+    if isinstance(attr, (ir.DenseI64ArrayAttr, ir.DenseI32ArrayAttr, ir.DenseBoolArrayAttr)):
+        return [v for v in attr]
+    if isinstance(attr, ir.DenseElementsAttr):
+        return dense_to_numpy(attr)
+    if isinstance(attr, ir.ArrayAttr):
+        return [decode_attribute(a) for a in attr]
+    if isinstance(attr, ir.DictAttr):
+        return {attr[i].name: decode_attribute(attr[i].attr) for i in range(len(attr))}
+    if isinstance(attr, ir.TypeAttr):
+        return attr.value
+    decoded = _decode_shlo_attr(attr)
+    return str(attr) if decoded is None else decoded
+
+
+_TOKEN = re.compile(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)|true|false")
+
+
+def dense_to_numpy(attr: ir.DenseElementsAttr) -> np.ndarray:
+    """The value of a dense elements attribute as a NumPy array of its exact dtype.
+
+    Uses the bindings' buffer protocol where it exists; for element types it lacks (bf16,
+    f16 on some builds, complex) reads the attribute's value literal, either the hex blob
+    ``"0x..."`` (little-endian raw bytes) or the element list, where MLIR spells NaN and
+    infinities as their hex bit patterns.
+    """
+    ttype = tensor_type(attr.type)
+    dtype = dtypes.to_numpy(ttype.dtype)
+    shape = tuple(ttype.shape)
+    if attr.is_splat:
+        return np.full(shape, _splat_value(attr, dtype), dtype=dtype)
+    try:
+        arr = np.array(attr, copy=True)
+        if arr.dtype == dtype or (dtype == np.bool_ and arr.dtype.kind in "biu"):
+            return arr.astype(dtype).reshape(shape)
+    except (TypeError, ValueError, RuntimeError):
+        pass
+    return _dense_from_literal(str(attr), shape, dtype)
+
+
+def _splat_value(attr: ir.DenseElementsAttr, dtype: np.dtype):
+    if dtype.kind == "c":
+        flat = _dense_from_literal(str(attr), (1,), dtype)
+        return flat[0]
+    value = attr.get_splat_value()
+    if isinstance(value, ir.BoolAttr):
+        return bool(value.value)
+    return value.value
+
+
+def _component_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype({"c": {8: np.float32, 16: np.float64}}.get(dtype.kind, {}).get(dtype.itemsize, dtype))
+
+
+def _dense_from_literal(text: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    body = text[text.index("<") + 1 : text.rindex(" : ")].rstrip()
+    body = body[:-1] if body.endswith(">") else body
+    if body.startswith('"0x'):
+        raw = bytes.fromhex(body[3:-1])
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    comp = _component_dtype(dtype)
+    bits = np.dtype(f"uint{comp.itemsize * 8}")
+    values = []
+    for tok in _TOKEN.findall(body):
+        if tok.startswith("0x"):
+            values.append(np.array(int(tok, 16), dtype=bits).view(comp).item())
+        elif tok in ("true", "false"):
+            values.append(tok == "true")
+        else:
+            values.append(float(tok))
+    arr = np.array(values, dtype=np.float64 if comp.kind == "f" else comp)
+    if dtype.kind == "c":
+        arr = arr[0::2] + 1j * arr[1::2]
+    return arr.astype(dtype).reshape(shape)
+
+
+# --------------------------------------------------------------------------- ops
+
+_LOC_NAME = re.compile(r'loc\("([^"]*)"')
+_LOC_FILE = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def format_location(loc: ir.Location) -> str:
+    """A one-line rendering of an op's ``loc(...)``: its name path (which carries the source
+    op, e.g. ``aten.addmm.default[model.py:42]``) and the first file position, if any."""
+    text = str(loc)
+    parts = []
+    name = _LOC_NAME.search(text)
+    if name and name.group(1) not in ("", "-"):
+        parts.append(name.group(1))
+    pos = _LOC_FILE.search(text)
+    if pos and pos.group(1) != "-" and not (name and pos.start() == name.start()):
+        parts.append(f"{pos.group(1)}:{pos.group(2)}")
+    return " @ ".join(parts)
+
+
+class Op:
+    """A read-only view of one MLIR operation with decoded attributes.
+
+    Attributes:
+        name: the op name (``stablehlo.add``, ``func.call``).
+        mlir: the underlying ``ir.Operation``.
+    """
+
+    __slots__ = ("mlir", "name", "_attrs")
+
+    def __init__(self, operation: ir.Operation):
+        self.mlir = operation
+        self.name: str = operation.name
+        self._attrs: dict[str, Any] | None = None
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        """Every attribute, decoded by :func:`decode_attribute`."""
+        if self._attrs is None:
+            named = self.mlir.attributes
+            self._attrs = {named[i].name: decode_attribute(named[i].attr) for i in range(len(named))}
+        return self._attrs
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        """One decoded attribute, or ``default`` when absent."""
+        return self.attrs.get(key, default)
+
+    @property
+    def operands(self) -> list[ir.Value]:
+        return list(self.mlir.operands)
+
+    @property
+    def results(self) -> list[ir.Value]:
+        return list(self.mlir.results)
+
+    @property
+    def result_types(self) -> list[TensorType]:
+        """Decoded result types (tensors only)."""
+        return [tensor_type(r.type) for r in self.mlir.results]
+
+    @property
+    def result_type(self) -> TensorType:
+        """The decoded type of a single-result op."""
+        return tensor_type(self.mlir.results[0].type)
+
+    def operand_type(self, i: int) -> TensorType:
+        """The decoded type of operand ``i``."""
+        return tensor_type(self.mlir.operands[i].type)
+
+    @property
+    def regions(self) -> list[ir.Region]:
+        return list(self.mlir.regions)
+
+    @property
+    def location(self) -> str:
+        """The op's source location, formatted by :func:`format_location`."""
+        return format_location(self.mlir.location)
+
+    def __repr__(self) -> str:
+        return f"Op({self.name} @ {self.location})"
+
+
+def functions(module: ir.Module) -> dict[str, ir.Operation]:
+    """The module's ``func.func`` ops by symbol name."""
+    out = {}
+    for op in module.body.operations:
+        if op.operation.name == "func.func":
+            out[ir.StringAttr(op.attributes["sym_name"]).value] = op.operation
+    return out
+
+
+def main_function(module: ir.Module) -> ir.Operation:
+    """The public entry point: ``@main``, else the only public function.
+
+    Raises:
+        ParseError: no such function.
+    """
+    funcs = functions(module)
+    if "main" in funcs:
+        return funcs["main"]
+    public = [
+        f for f in funcs.values()
+        if "sym_visibility" not in f.attributes
+        or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"
+    ]
+    if len(public) == 1:
+        return public[0]
+    raise ParseError(f"module has no @main and {len(public)} public functions")
+
+
+def walk_ops(region_holder: ir.Operation):
+    """Every op nested in ``region_holder``'s regions, depth first."""
+    for region in region_holder.regions:
+        for block in region.blocks:
+            for op in block.operations:
+                yield op.operation
+                yield from walk_ops(op.operation)

@@ -1,0 +1,172 @@
+"""``converter.Module``: the common currency between frontends, passes and backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from jaxlib.mlir import ir
+
+from . import dtypes, mlir
+from .errors import ModuleFormatError
+from .fileio import atomic_path
+from .signature import Signature
+
+if TYPE_CHECKING:
+    from backends.jax import JaxFunction
+
+FORMAT_NAME = "converter.Module"
+FORMAT_VERSION = 1
+
+
+class Module:
+    """A StableHLO module with its signature and parameters.
+
+    ``@main`` takes the parameters first (in ``signature.params`` order), then the flattened
+    user inputs; see :class:`converter.signature.Signature`.
+
+    Args:
+        module: the StableHLO ``ir.Module`` (jaxlib MLIR bindings).
+        signature: input/output pytree structure, leaf specs and parameter specs.
+        params: parameter values by name (NumPy arrays; the names of ``signature.params``).
+        source: the framework it came from (``torch``, ``jax``, ``onnx``, ``stablehlo``).
+        meta: free-form JSON-serializable provenance (model class, framework versions).
+    """
+
+    def __init__(
+        self,
+        module: ir.Module,
+        signature: Signature,
+        params: dict[str, np.ndarray] | None = None,
+        *,
+        source: str = "stablehlo",
+        meta: dict[str, Any] | None = None,
+    ):
+        self.mlir = module
+        self.signature = signature
+        self.params = dict(params or {})
+        self.source = source
+        self.meta = dict(meta or {})
+        missing = [p.name for p in signature.params if p.name not in self.params]
+        if missing:
+            raise ValueError(f"no values for parameters {missing}")
+
+    # ------------------------------------------------------------------ text
+
+    def text(self, *, debug_info: bool = True) -> str:
+        """StableHLO text; with ``debug_info`` every op keeps its ``loc(...)`` provenance."""
+        return mlir.module_text(self.mlir, debug_info=debug_info)
+
+    def __str__(self) -> str:
+        return self.text(debug_info=False)
+
+    def __repr__(self) -> str:
+        s = self.signature
+        return (
+            f"<converter.Module from {self.source}: {len(s.params)} params, "
+            f"{len(s.inputs)} inputs, {len(s.outputs)} outputs>"
+        )
+
+    def op_histogram(self) -> Counter[str]:
+        """How often each op name occurs in the module (every function, nested regions too)."""
+        counts: Counter[str] = Counter()
+        for fn in mlir.functions(self.mlir).values():
+            counts.update(op.name for op in mlir.walk_ops(fn))
+        return counts
+
+    def bytecode(self) -> bytes:
+        """The module as a StableHLO portable artifact (VHLO bytecode)."""
+        return mlir.serialize_portable(self.mlir)
+
+    # ------------------------------------------------------------------ backends
+
+    def to_jax(self, **kwargs) -> JaxFunction:
+        """A JAX callable of the user inputs; see :func:`backends.jax.to_jax`."""
+        from backends.jax import to_jax
+
+        return to_jax(self, **kwargs)
+
+    # ------------------------------------------------------------------ storage
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the module to one versioned file, atomically.
+
+        The file is a zip archive: ``manifest.json`` (format name and version, source,
+        signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
+        Nothing is pickled; :func:`load` needs neither torch nor the original code.
+        """
+        manifest = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "source": self.source,
+            "signature": self.signature.to_json(),
+            "meta": self.meta,
+        }
+        with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as zf:
+            zf.writestr("manifest.json", json.dumps(manifest, indent=1))
+            zf.writestr("module.mlirbc", self.bytecode())
+            zf.writestr("params.safetensors", _params_to_bytes(self.params))
+
+
+def load(path: str | os.PathLike) -> Module:
+    """Read a file written by :meth:`Module.save`.
+
+    Raises:
+        ModuleFormatError: the file is missing, not a Module archive, corrupt, or of a newer
+            format version.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            manifest = json.loads(zf.read("manifest.json"))
+            if manifest.get("format") != FORMAT_NAME:
+                raise ModuleFormatError(f"{path}: not a {FORMAT_NAME} file")
+            if manifest.get("version", 0) > FORMAT_VERSION:
+                raise ModuleFormatError(
+                    f"{path}: format version {manifest['version']} is newer than {FORMAT_VERSION}"
+                )
+            module = mlir.parse_module(zf.read("module.mlirbc"), filename=str(path))
+            params = _params_from_bytes(zf.read("params.safetensors"))
+    except FileNotFoundError:
+        raise ModuleFormatError(f"{path}: no such file") from None
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
+        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({e})") from None
+    return Module(
+        module,
+        Signature.from_json(manifest["signature"]),
+        params,
+        source=manifest.get("source", "stablehlo"),
+        meta=manifest.get("meta", {}),
+    )
+
+
+def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
+    from safetensors.numpy import save
+
+    tensors, kinds = {}, {}
+    for name, value in params.items():
+        arr = np.ascontiguousarray(value)
+        kinds[name] = dtypes.name_of(arr.dtype)
+        if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
+            arr = arr.view(np.uint16)
+        tensors[name] = arr
+    return save(tensors, metadata={"dtypes": json.dumps(kinds)})
+
+
+def _params_from_bytes(data: bytes) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load as st_load
+
+    kinds = json.loads(_safetensors_metadata(data).get("dtypes") or "{}")
+    return {
+        name: arr.view(dtypes.to_numpy(kinds[name])) if kinds.get(name) == "bfloat16" else arr
+        for name, arr in st_load(data).items()
+    }
+
+
+def _safetensors_metadata(data: bytes) -> dict:
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    return header.get("__metadata__", {})

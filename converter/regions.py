@@ -1,0 +1,100 @@
+"""Recognizing the common bodies of StableHLO region ops.
+
+``reduce``, ``reduce_window``, ``scatter`` and ``select_and_scatter`` carry their combiner as a
+region. Backends map the common ones (a single ``add``, ``maximum``, ``minimum``,
+``multiply``, ``and``, ``or``, ``xor``, or "return the update" for scatter) to a direct op, and
+fall back to evaluating the region for anything else. ``sort`` comparators are recognized as
+ascending or descending on the first operand.
+"""
+
+from __future__ import annotations
+
+from jaxlib.mlir import ir
+
+_BINARY = {
+    "stablehlo.add": "add",
+    "stablehlo.maximum": "max",
+    "stablehlo.minimum": "min",
+    "stablehlo.multiply": "mul",
+    "stablehlo.and": "and",
+    "stablehlo.or": "or",
+    "stablehlo.xor": "xor",
+}
+
+
+def _body_ops(region: ir.Region) -> tuple[list[ir.Operation], list[ir.Value]]:
+    block = region.blocks[0]
+    ops = [op.operation for op in block.operations]
+    return ops, list(block.arguments)
+
+
+def classify_combiner(region: ir.Region) -> str | None:
+    """The kind of a one-operand combiner body ``(a, b) -> op(a, b)``.
+
+    Returns ``add``/``max``/``min``/``mul``/``and``/``or``/``xor``; ``replace`` for a body
+    that returns its second argument (scatter's overwrite); ``None`` for anything else.
+    """
+    ops, args = _body_ops(region)
+    if len(args) != 2:
+        return None
+    if len(ops) == 1 and ops[0].name == "stablehlo.return":
+        ret = list(ops[0].operands)
+        return "replace" if len(ret) == 1 and ret[0] == args[1] else None
+    if len(ops) != 2 or ops[1].name != "stablehlo.return":
+        return None
+    op, ret = ops
+    kind = _BINARY.get(op.name)
+    operands = list(op.operands)
+    if kind is None or list(ret.operands) != [op.results[0]]:
+        return None
+    if set(operands) != set(args) or len(operands) != 2:
+        return None
+    return kind
+
+
+_CANONICALIZING = {"stablehlo.constant", "stablehlo.compare", "stablehlo.select"}
+
+
+def _arg_deps(value: ir.Value, args: list[ir.Value], defs: dict) -> set[int] | None:
+    """Indices of the block arguments ``value`` depends on, or None if it passes through
+    an op other than compare/select/constant (which could reorder values)."""
+    if value in args:
+        return {args.index(value)}
+    op = defs.get(value)
+    if op is None or op.name not in _CANONICALIZING:
+        return None
+    deps: set[int] = set()
+    for operand in op.operands:
+        sub = _arg_deps(operand, args, defs)
+        if sub is None:
+            return None
+        deps |= sub
+    return deps
+
+
+def classify_comparator(region: ir.Region) -> str | None:
+    """``"ascending"``/``"descending"`` for a sort comparator that orders by its first
+    operand alone: it returns ``compare LT|GT (f(arg0), f(arg1))`` where ``f`` is built only
+    from compare/select/constant (JAX's NaN/-0.0 canonicalization for totalOrder sorts).
+    ``None`` for any other comparator (multiple keys, custom orders)."""
+    ops, args = _body_ops(region)
+    if len(args) < 2 or ops[-1].name != "stablehlo.return":
+        return None
+    defs = {r: op for op in ops for r in op.results}
+    ret = list(ops[-1].operands)
+    final = defs.get(ret[0]) if len(ret) == 1 else None
+    if final is None or final.name != "stablehlo.compare":
+        return None
+    lhs, rhs = (_arg_deps(v, args, defs) for v in final.operands)
+    direction = str(final.attributes["comparison_direction"])
+    if lhs == {0} and rhs == {1}:
+        flip = False
+    elif lhs == {1} and rhs == {0}:
+        flip = True
+    else:
+        return None
+    if "LT" in direction:
+        return "descending" if flip else "ascending"
+    if "GT" in direction:
+        return "ascending" if flip else "descending"
+    return None

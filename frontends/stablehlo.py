@@ -1,0 +1,63 @@
+"""StableHLO written by any tool → :class:`converter.Module`."""
+
+from __future__ import annotations
+
+import re
+
+from jaxlib.mlir import ir
+
+from converter import mlir
+from converter.module import Module
+from converter.signature import LEAF, LeafSpec, Signature, args_tree
+
+_NAME = re.compile(r'^loc\("([^"]+)"')
+
+
+def _arg_attr(fn: ir.Operation, i: int, key: str):
+    if "arg_attrs" not in fn.attributes:
+        return None
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
+    return mlir.decode_attribute(attrs[key]) if key in attrs else None
+
+
+def _res_attr(fn: ir.Operation, i: int, key: str):
+    if "res_attrs" not in fn.attributes:
+        return None
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes["res_attrs"])[i])
+    return mlir.decode_attribute(attrs[key]) if key in attrs else None
+
+
+def signature_of_main(module: ir.Module) -> Signature:
+    """A flat signature read from ``@main``: every argument is a user input ``args[i]``
+    (named after its ``loc("name")`` when JAX recorded one), every result an output;
+    memory kinds come from the ``mhlo.memory_kind`` argument/result attributes."""
+    fn = mlir.main_function(module)
+    block = fn.regions[0].blocks[0]
+    inputs = []
+    for i, arg in enumerate(block.arguments):
+        t = mlir.tensor_type(arg.type)
+        m = _NAME.match(str(arg.location))
+        name = m.group(1) if m else f"args[{i}]"
+        inputs.append(LeafSpec(name, t.shape, t.dtype, "input", _arg_attr(fn, i, "mhlo.memory_kind")))
+    ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    outputs = []
+    for i, rt in enumerate(ftype.results):
+        t = mlir.tensor_type(rt)
+        name = _res_attr(fn, i, "jax.result_info") or f"outputs[{i}]"
+        outputs.append(LeafSpec(name, t.shape, t.dtype, "output", _res_attr(fn, i, "mhlo.memory_kind")))
+    in_tree = args_tree({"kind": "tuple", "children": [LEAF] * len(inputs)}, {"kind": "dict", "keys": [], "children": []})
+    out_tree = LEAF if len(outputs) == 1 else {"kind": "tuple", "children": [LEAF] * len(outputs)}
+    return Signature(params=(), inputs=tuple(inputs), outputs=tuple(outputs), in_tree=in_tree, out_tree=out_tree)
+
+
+def from_stablehlo(source: str | bytes, *, filename: str = "<input>") -> Module:
+    """A Module from StableHLO text, MLIR bytecode or a portable artifact.
+
+    The signature is read from the public ``@main`` (see :func:`signature_of_main`); the
+    module has no parameters: every argument is a user input.
+
+    Raises:
+        ParseError: malformed text (with the parser's line and column) or bytes.
+    """
+    module = mlir.parse_module(source, filename=filename)
+    return Module(module, signature_of_main(module), {}, source="stablehlo")
