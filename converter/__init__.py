@@ -30,6 +30,34 @@ def from_torch(model, args=(), kwargs=None, **options) -> Module:
     return _from_torch(model, args, kwargs, **options)
 
 
+def from_jax(fn, *example_args, params=None, **example_kwargs) -> Module:
+    """See :func:`frontends.jax.from_jax`."""
+    from frontends.jax import from_jax as _from_jax
+
+    return _from_jax(fn, *example_args, params=params, **example_kwargs)
+
+
+def from_onnx(model, **options) -> Module:
+    """See :func:`frontends.onnx.from_onnx`."""
+    from frontends.onnx import from_onnx as _from_onnx
+
+    return _from_onnx(model, **options)
+
+
+def call_jax(fn, *args, **kwargs):
+    """See :func:`converter.embed.call_jax`."""
+    from .embed import call_jax as _call_jax
+
+    return _call_jax(fn, *args, **kwargs)
+
+
+def call_torch(module_or_fn, *args, **kwargs):
+    """See :func:`converter.embed.call_torch`."""
+    from .embed import call_torch as _call_torch
+
+    return _call_torch(module_or_fn, *args, **kwargs)
+
+
 def from_stablehlo(source, **options) -> Module:
     """See :func:`frontends.stablehlo.from_stablehlo`."""
     from frontends.stablehlo import from_stablehlo as _from_stablehlo
@@ -47,6 +75,10 @@ __all__ = [
     "Signature",
     "SignatureMismatchError",
     "UnsupportedOpError",
+    "call_jax",
+    "call_torch",
+    "from_jax",
+    "from_onnx",
     "from_stablehlo",
     "from_torch",
     "load",

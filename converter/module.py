@@ -90,6 +90,18 @@ class Module:
 
         return to_jax(self, **kwargs)
 
+    def to_torch(self, **kwargs):
+        """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`."""
+        from backends.torch import to_torch
+
+        return to_torch(self, **kwargs)
+
+    def to_onnx(self, **kwargs):
+        """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`."""
+        from backends.onnx import to_onnx
+
+        return to_onnx(self, **kwargs)
+
     # ------------------------------------------------------------------ storage
 
     def save(self, path: str | os.PathLike) -> None:

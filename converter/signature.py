@@ -12,6 +12,7 @@ A tree spec is one of::
     {"kind": "dict", "keys": [k, ...], "children": [spec, ...]}
     {"kind": "dict", "keys": [...], "children": [...], "type": "CausalLMOutput"}  # a custom
         node (dataclass, ModelOutput, namedtuple) materialized as a dict
+    {"kind": "static", "value": 3.0}  # a non-tensor leaf specialized at conversion time
 """
 
 from __future__ import annotations
@@ -131,6 +132,13 @@ def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
     kind = spec["kind"]
     if kind == "leaf":
         return [(path, obj)]
+    if kind == "static":
+        if obj != spec["value"]:
+            raise SignatureMismatchError(
+                f"{input_path(path) or 'input'}: this input was specialized to {spec['value']!r} "
+                f"at conversion time, got {obj!r}"
+            )
+        return []
     if kind == "none":
         if obj is not None:
             raise SignatureMismatchError(f"{path or 'input'}: expected None, got {type(obj).__name__}")
@@ -177,6 +185,8 @@ def _unflatten(spec: TreeSpec, it) -> Any:
         return next(it)
     if kind == "none":
         return None
+    if kind == "static":
+        return spec["value"]
     children = [_unflatten(c, it) for c in spec["children"]]
     if kind == "tuple":
         return tuple(children)
@@ -190,7 +200,7 @@ def num_leaves(spec: TreeSpec) -> int:
     kind = spec["kind"]
     if kind == "leaf":
         return 1
-    if kind == "none":
+    if kind in ("none", "static"):
         return 0
     return sum(num_leaves(c) for c in spec["children"])
 
@@ -200,7 +210,7 @@ def leaf_paths(spec: TreeSpec, prefix: str = "") -> list[str]:
     kind = spec["kind"]
     if kind == "leaf":
         return [prefix]
-    if kind == "none":
+    if kind in ("none", "static"):
         return []
     if kind in ("tuple", "list"):
         return [p for i, c in enumerate(spec["children"]) for p in leaf_paths(c, f"{prefix}[{i}]")]

@@ -1,0 +1,145 @@
+"""PyTorch → StableHLO: ``torch.export``, Core ATen decompositions, ATen → JAX rules, and
+``jax.jit(...).lower()`` to StableHLO."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+import torch
+from torch.export import ExportedProgram
+from torch.export.graph_signature import InputKind, OutputKind
+
+from converter import dtypes
+from converter.module import Module
+from converter.signature import LeafSpec, Signature, leaf_paths
+
+from . import ops  # noqa: F401 - registers the rules
+from .lowering import check_supported, interpret
+from .pytree import treespec_to_json
+from .registry import ATEN_RULES
+
+_PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+
+
+def export(model: torch.nn.Module | ExportedProgram, args=(), kwargs=None) -> ExportedProgram:
+    """``torch.export.export`` (strict=False) then the Core ATen decompositions."""
+    if isinstance(model, ExportedProgram):
+        ep = model
+    else:
+        ep = torch.export.export(model, tuple(args), kwargs or {})
+    return ep.run_decompositions()
+
+
+def _tensor_key(t: torch.Tensor) -> tuple:
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
+    return t.numpy()
+
+
+def _spec(name: str, val: torch.Tensor, kind: str) -> LeafSpec:
+    return LeafSpec(name, tuple(int(d) for d in val.shape), dtypes.name_of(val.dtype), kind)
+
+
+def from_torch(
+    model: torch.nn.Module | ExportedProgram,
+    args: tuple = (),
+    kwargs: dict | None = None,
+) -> Module:
+    """Convert a PyTorch model to a :class:`converter.Module`.
+
+    Args:
+        model: an ``nn.Module`` (exported here with ``args``/``kwargs`` as example inputs) or
+            an ``ExportedProgram``.
+        args, kwargs: example inputs: pytrees of tensors and static Python values.
+
+    Returns:
+        A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
+        one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
+        are one parameter, named as ``named_parameters()`` names it), then the user tensor
+        inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
+        signature.
+
+    Raises:
+        UnsupportedOpError: naming every ATen op without a rule, with counts and the source
+            line of the first occurrence.
+        OpConversionError: a rule failed; names the ATen op and its source line.
+    """
+    ep = export(model, args, kwargs)
+    graph = ep.graph_module.graph
+    check_supported(graph)
+    state = {**ep.state_dict, **ep.constants}
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+
+    params: dict[str, np.ndarray] = {}
+    param_specs: list[LeafSpec] = []
+    canonical: dict[tuple, str] = {}
+    feed: list[tuple[str, Any]] = []  # per placeholder: ("param", name) | ("input", i) | ("static", v)
+    user_vals: list[Any] = []
+    for node, spec in zip(placeholders, ep.graph_signature.input_specs):
+        if spec.kind in _PARAM_KINDS:
+            tensor = state[spec.target]
+            key = _tensor_key(tensor)
+            if key not in canonical:
+                canonical[key] = spec.target
+                params[spec.target] = _to_numpy(tensor)
+                param_specs.append(_spec(spec.target, tensor, _PARAM_KINDS[spec.kind]))
+            feed.append(("param", canonical[key]))
+        elif spec.kind == InputKind.USER_INPUT:
+            val = node.meta.get("val")
+            user_vals.append(val)
+            if isinstance(val, torch.Tensor):
+                feed.append(("input", sum(1 for f in feed if f[0] == "input")))
+            else:
+                feed.append(("static", val))
+        else:
+            raise NotImplementedError(f"torch.export input kind {spec.kind} ({node.name})")
+
+    in_tree = treespec_to_json(ep.call_spec.in_spec, user_vals)
+    paths = leaf_paths(in_tree)
+    tensor_vals = [v for v in user_vals if isinstance(v, torch.Tensor)]
+    input_specs = [_spec(_input_name(p), v, "input") for p, v in zip(paths, tensor_vals)]
+
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    out_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in out_node.args[0]]
+    user_out = [i for i, s in enumerate(ep.graph_signature.output_specs) if s.kind == OutputKind.USER_OUTPUT]
+    out_tree = treespec_to_json(ep.call_spec.out_spec, [out_vals[i] for i in user_out])
+    tensor_out = [i for i in user_out if isinstance(out_vals[i], torch.Tensor)]
+    out_paths = leaf_paths(out_tree)
+    output_specs = [_spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out)]
+
+    def fn(*flat):
+        pvals = dict(zip((p.name for p in param_specs), flat[: len(param_specs)]))
+        uvals = flat[len(param_specs) :]
+        inputs = [pvals[v] if k == "param" else uvals[v] if k == "input" else v for k, v in feed]
+        outs = interpret(graph, inputs)
+        return tuple(outs[i] for i in tensor_out)
+
+    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
+    with jax.enable_x64(True):
+        lowered = jax.jit(fn).lower(*avals)
+    module = lowered.compiler_ir("stablehlo")
+    signature = Signature(
+        params=tuple(param_specs),
+        inputs=tuple(input_specs),
+        outputs=tuple(output_specs),
+        in_tree=in_tree,
+        out_tree=out_tree,
+    )
+    meta = {"torch_version": torch.__version__, "model": type(model).__name__}
+    return Module(module, signature, params, source="torch", meta=meta)
+
+
+def _input_name(path: str) -> str:
+    from converter.signature import input_path
+
+    return input_path(path)
+
+
+__all__ = ["ATEN_RULES", "export", "from_torch"]

@@ -1,0 +1,119 @@
+"""Walk a ``torch.fx`` graph of Core ATen ops, evaluating each node with its JAX rule."""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+from collections import Counter
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import torch
+from torch.fx.node import map_arg
+
+from converter import dtypes
+from converter.errors import MissingOp, OpConversionError, UnsupportedOpError
+
+from .registry import ATEN_RULES
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_NOT_USER = (_TORCH_DIR, *(os.path.join(_PROJECT_DIR, d) for d in ("converter", "frontends", "backends")))
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def node_location(node: torch.fx.Node) -> str:
+    """``file.py:42`` of the innermost user frame in the node's stack trace, or of the
+    innermost torch frame (``linear.py:134``) when the model is all torch modules; ``""``
+    when the node has no trace. Frames of this converter are never named."""
+    frames = [f for f in _FRAME.findall(node.meta.get("stack_trace") or "") if not _ours(f[0])]
+    for path, line in reversed(frames):
+        if not path.startswith(_TORCH_DIR):
+            return f"{path}:{line}"
+    return f"{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+
+
+def _ours(path: str) -> bool:
+    return path.startswith(_NOT_USER[1:])
+
+
+def op_name(node: torch.fx.Node) -> str:
+    """The registry key of a call_function node (``aten.addmm.default``)."""
+    return str(node.target)
+
+
+def check_supported(graph: torch.fx.Graph) -> None:
+    """Raise :class:`UnsupportedOpError` naming every ATen op of ``graph`` without a rule,
+    with its count and the source line of its first occurrence."""
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for node in graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        name = op_name(node)
+        if name not in ATEN_RULES:
+            counts[name] += 1
+            first.setdefault(name, node_location(node))
+    if counts:
+        raise UnsupportedOpError([MissingOp(k, n, first[k]) for k, n in counts.items()], "torch frontend")
+
+
+def _scope_name(node: torch.fx.Node) -> str:
+    loc = node_location(node)
+    where = f"[{os.path.basename(loc)}]" if loc else ""
+    return f"{op_name(node)}{where}"
+
+
+def interpret(graph: torch.fx.Graph, inputs: list[Any]) -> list[Any]:
+    """Evaluate ``graph`` on ``inputs`` (one per placeholder) with JAX; returns the flat
+    outputs. Each node's ops are emitted under ``jax.named_scope("aten.op[file.py:line]")``,
+    so the StableHLO ``loc(...)`` of every op names its source op and line."""
+    env: dict[torch.fx.Node, Any] = {}
+    it = iter(inputs)
+    for node in graph.nodes:
+        if node.op == "placeholder":
+            env[node] = next(it)
+        elif node.op == "call_function":
+            args = map_arg(node.args, env.__getitem__)
+            kwargs = map_arg(node.kwargs, env.__getitem__)
+            env[node] = _run_node(node, args, kwargs)
+        elif node.op == "output":
+            return list(map_arg(node.args[0], env.__getitem__))
+        else:
+            raise OpConversionError(node.op, node_location(node), NotImplementedError(node.format_node()))
+    raise ValueError("graph has no output node")
+
+
+def _run_node(node: torch.fx.Node, args, kwargs):
+    if node.target is operator.getitem:
+        return args[0][args[1]]
+    rule = ATEN_RULES.get(op_name(node))
+    try:
+        with jax.named_scope(_scope_name(node)):
+            out = rule(*args, **kwargs)
+        return conform(out, node.meta.get("val"))
+    except Exception as e:  # noqa: BLE001 - re-raised naming the node and its source line
+        raise OpConversionError(op_name(node), node_location(node), e) from e
+
+
+def conform(out: Any, val: Any) -> Any:
+    """Cast ``out`` to the dtype torch.export recorded (``val``, a FakeTensor or a structure
+    of them) and check its shape; recurses through tuples and lists.
+
+    Raises:
+        ValueError: the rule produced a different shape than torch would.
+    """
+    if isinstance(val, torch.Tensor):
+        out = jnp.asarray(out)
+        want = dtypes.to_numpy(dtypes.name_of(val.dtype))
+        if out.dtype != want:
+            out = out.astype(want)
+        shape = tuple(int(d) for d in val.shape)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"rule returned shape {tuple(out.shape)}, torch gives {shape}")
+        return out
+    if isinstance(val, (list, tuple)) and isinstance(out, (list, tuple)) and len(val) == len(out):
+        return type(out)(conform(o, v) for o, v in zip(out, val))
+    return out

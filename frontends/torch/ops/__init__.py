@@ -1,0 +1,3 @@
+"""ATen → JAX rules, one module per op family; importing this package registers all."""
+
+from . import elementwise, linalg, shape  # noqa: F401
