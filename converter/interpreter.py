@@ -57,9 +57,7 @@ class Interpreter:
                 counts[key] += 1
                 first.setdefault(key, mlir.format_location(op.location))
         if counts:
-            raise UnsupportedOpError(
-                [MissingOp(k, n, first[k]) for k, n in counts.items()], self.direction
-            )
+            raise UnsupportedOpError([MissingOp(k, n, first[k]) for k, n in counts.items()], self.direction)
 
     def dispatch_key(self, op: mlir.Op) -> str:
         """The registry key for ``op``: its name, or ``custom_call@target`` for custom calls."""
@@ -85,7 +83,7 @@ class Interpreter:
         env = dict(outer)
         if len(block.arguments) != len(args):
             raise ConversionError(f"region expects {len(block.arguments)} values, got {len(args)}")
-        for barg, val in zip(block.arguments, args):
+        for barg, val in zip(block.arguments, args, strict=True):
             env[barg] = val
         for operation in block.operations:
             op = mlir.Op(operation.operation)
@@ -93,7 +91,7 @@ class Interpreter:
             if op.name in _TERMINATORS:
                 return operands
             results = self.run_op(op, operands, env)
-            for res, val in zip(op.results, results):
+            for res, val in zip(op.results, results, strict=True):
                 env[res] = val
         raise ConversionError("region has no terminator")
 

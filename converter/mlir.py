@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import jax.extend.mlir as jax_mlir
 import numpy as np
 from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
@@ -46,7 +47,7 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
             data = bytes(source)
             if data.startswith(_BYTECODE_MAGIC):
                 try:
-                    return stablehlo.deserialize_portable_artifact(ctx, data)
+                    return jax_mlir.deserialize_portable_artifact(data)
                 except Exception:  # noqa: BLE001 - plain (non-VHLO) bytecode, parsed below
                     pass
             try:
@@ -71,7 +72,7 @@ def serialize_portable(module: ir.Module) -> bytes:
     """Serialize to a StableHLO portable artifact (VHLO bytecode, the spec's compatibility
     format) at the current StableHLO version."""
     with module.context:
-        return stablehlo.serialize_portable_artifact(module, stablehlo.get_current_version())
+        return jax_mlir.serialize_portable_artifact(module, stablehlo.get_current_version())
 
 
 def module_text(module: ir.Module, *, debug_info: bool = True) -> str:
@@ -240,6 +241,8 @@ def _dense_from_literal(text: str, shape: tuple[int, ...], dtype: np.dtype) -> n
     arr = np.array(values, dtype=np.float64 if comp.kind == "f" else comp)
     if dtype.kind == "c":
         arr = arr[0::2] + 1j * arr[1::2]
+    if arr.size == 1:  # a splat
+        return np.full(shape, arr[0], dtype=dtype)
     return arr.astype(dtype).reshape(shape)
 
 
@@ -283,8 +286,24 @@ class Op:
         """Every attribute, decoded by :func:`decode_attribute`."""
         if self._attrs is None:
             named = self.mlir.attributes
-            self._attrs = {named[i].name: decode_attribute(named[i].attr) for i in range(len(named))}
+            self._attrs = {}
+            for i in range(len(named)):
+                key = named[i].name
+                try:
+                    self._attrs[key] = decode_attribute(named[key])
+                except TypeError:
+                    # the bindings cannot hand out dense attributes of some element types
+                    # (complex); read the value literal from the op's own printed form.
+                    self._attrs[key] = self._literal_attr(key)
         return self._attrs
+
+    def _literal_attr(self, key: str) -> np.ndarray:
+        text = self.mlir.get_asm(enable_debug_info=False)
+        start = text.find("dense<")
+        if key != "value" or start < 0:
+            raise TypeError(f"{self.name}: cannot decode attribute {key!r}")
+        ttype = self.result_type
+        return _dense_from_literal(text[start:].splitlines()[0], ttype.shape, dtypes.to_numpy(ttype.dtype))
 
     def attr(self, key: str, default: Any = None) -> Any:
         """One decoded attribute, or ``default`` when absent."""
@@ -344,7 +363,8 @@ def main_function(module: ir.Module) -> ir.Operation:
     if "main" in funcs:
         return funcs["main"]
     public = [
-        f for f in funcs.values()
+        f
+        for f in funcs.values()
         if "sym_visibility" not in f.attributes
         or ir.StringAttr(f.attributes["sym_visibility"]).value == "public"
     ]

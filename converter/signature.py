@@ -149,7 +149,7 @@ def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
                 f"{path or 'input'}: expected a {kind} of {len(spec['children'])}, got {_describe(obj)}"
             )
         out = []
-        for i, (child, cspec) in enumerate(zip(obj, spec["children"])):
+        for i, (child, cspec) in enumerate(zip(obj, spec["children"], strict=True)):
             out += flatten(child, cspec, f"{path}[{i}]")
         return out
     if kind == "dict":
@@ -163,7 +163,7 @@ def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
         if missing:
             raise SignatureMismatchError(f"{path or 'input'}: missing key(s) {missing}")
         out = []
-        for k, cspec in zip(spec["keys"], spec["children"]):
+        for k, cspec in zip(spec["keys"], spec["children"], strict=True):
             out += flatten(getter(k), cspec, f"{path}[{k!r}]")
         return out
     raise ValueError(f"unknown tree spec kind {kind!r}")
@@ -192,7 +192,7 @@ def _unflatten(spec: TreeSpec, it) -> Any:
         return tuple(children)
     if kind == "list":
         return children
-    return dict(zip(spec["keys"], children))
+    return dict(zip(spec["keys"], children, strict=True))
 
 
 def num_leaves(spec: TreeSpec) -> int:
@@ -214,7 +214,7 @@ def leaf_paths(spec: TreeSpec, prefix: str = "") -> list[str]:
         return []
     if kind in ("tuple", "list"):
         return [p for i, c in enumerate(spec["children"]) for p in leaf_paths(c, f"{prefix}[{i}]")]
-    return [p for k, c in zip(spec["keys"], spec["children"]) for p in leaf_paths(c, f"{prefix}[{k!r}]")]
+    return [p for k, c in zip(spec["keys"], spec["children"], strict=True) for p in leaf_paths(c, f"{prefix}[{k!r}]")]
 
 
 def args_tree(args_spec: TreeSpec, kwargs_spec: TreeSpec) -> TreeSpec:
@@ -242,7 +242,7 @@ def check_leaf(path: str, value: Any, spec: LeafSpec) -> None:
     dtype = getattr(value, "dtype", None)
     dname = dtypes.name_of(dtype) if dtype is not None else type(value).__name__
     ok_rank = len(shape) == len(spec.shape)
-    ok_shape = ok_rank and all(not isinstance(e, int) or e == a for e, a in zip(spec.shape, shape))
+    ok_shape = ok_rank and all(not isinstance(e, int) or e == a for e, a in zip(spec.shape, shape, strict=True))
     if not ok_shape or dname != spec.dtype:
         raise SignatureMismatchError(
             f"{path}: expected shape {list(spec.shape)} dtype {spec.dtype}, "

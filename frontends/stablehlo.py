@@ -45,9 +45,13 @@ def signature_of_main(module: ir.Module) -> Signature:
         t = mlir.tensor_type(rt)
         name = _res_attr(fn, i, "jax.result_info") or f"outputs[{i}]"
         outputs.append(LeafSpec(name, t.shape, t.dtype, "output", _res_attr(fn, i, "mhlo.memory_kind")))
-    in_tree = args_tree({"kind": "tuple", "children": [LEAF] * len(inputs)}, {"kind": "dict", "keys": [], "children": []})
+    in_tree = args_tree(
+        {"kind": "tuple", "children": [LEAF] * len(inputs)}, {"kind": "dict", "keys": [], "children": []}
+    )
     out_tree = LEAF if len(outputs) == 1 else {"kind": "tuple", "children": [LEAF] * len(outputs)}
-    return Signature(params=(), inputs=tuple(inputs), outputs=tuple(outputs), in_tree=in_tree, out_tree=out_tree)
+    return Signature(
+        params=(), inputs=tuple(inputs), outputs=tuple(outputs), in_tree=in_tree, out_tree=out_tree
+    )
 
 
 def from_stablehlo(source: str | bytes, *, filename: str = "<input>") -> Module:

@@ -20,7 +20,11 @@ from .lowering import check_supported, interpret
 from .pytree import treespec_to_json
 from .registry import ATEN_RULES
 
-_PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+_PARAM_KINDS = {
+    InputKind.PARAMETER: "parameter",
+    InputKind.BUFFER: "buffer",
+    InputKind.CONSTANT_TENSOR: "constant",
+}
 
 
 def export(model: torch.nn.Module | ExportedProgram, args=(), kwargs=None) -> ExportedProgram:
@@ -82,7 +86,7 @@ def from_torch(
     canonical: dict[tuple, str] = {}
     feed: list[tuple[str, Any]] = []  # per placeholder: ("param", name) | ("input", i) | ("static", v)
     user_vals: list[Any] = []
-    for node, spec in zip(placeholders, ep.graph_signature.input_specs):
+    for node, spec in zip(placeholders, ep.graph_signature.input_specs, strict=True):
         if spec.kind in _PARAM_KINDS:
             tensor = state[spec.target]
             key = _tensor_key(tensor)
@@ -104,7 +108,7 @@ def from_torch(
     in_tree = treespec_to_json(ep.call_spec.in_spec, user_vals)
     paths = leaf_paths(in_tree)
     tensor_vals = [v for v in user_vals if isinstance(v, torch.Tensor)]
-    input_specs = [_spec(_input_name(p), v, "input") for p, v in zip(paths, tensor_vals)]
+    input_specs = [_spec(_input_name(p), v, "input") for p, v in zip(paths, tensor_vals, strict=True)]
 
     out_node = next(n for n in graph.nodes if n.op == "output")
     out_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in out_node.args[0]]
@@ -112,10 +116,10 @@ def from_torch(
     out_tree = treespec_to_json(ep.call_spec.out_spec, [out_vals[i] for i in user_out])
     tensor_out = [i for i in user_out if isinstance(out_vals[i], torch.Tensor)]
     out_paths = leaf_paths(out_tree)
-    output_specs = [_spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out)]
+    output_specs = [_spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)]
 
     def fn(*flat):
-        pvals = dict(zip((p.name for p in param_specs), flat[: len(param_specs)]))
+        pvals = dict(zip((p.name for p in param_specs), flat[: len(param_specs)], strict=True))
         uvals = flat[len(param_specs) :]
         inputs = [pvals[v] if k == "param" else uvals[v] if k == "input" else v for k, v in feed]
         outs = interpret(graph, inputs)

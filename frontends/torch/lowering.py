@@ -115,5 +115,5 @@ def conform(out: Any, val: Any) -> Any:
             raise ValueError(f"rule returned shape {tuple(out.shape)}, torch gives {shape}")
         return out
     if isinstance(val, (list, tuple)) and isinstance(out, (list, tuple)) and len(val) == len(out):
-        return type(out)(conform(o, v) for o, v in zip(out, val))
+        return type(out)(conform(o, v) for o, v in zip(out, val, strict=True))
     return out

@@ -42,7 +42,9 @@ def _convolution(interp, op, lhs, rhs):
     nspatial = rank - 2
     window_reversal = op.attr("window_reversal")
     if window_reversal and any(window_reversal):
-        rhs = lax.rev(rhs, tuple(d["kernel_spatial_dimensions"][i] for i, r in enumerate(window_reversal) if r))
+        rhs = lax.rev(
+            rhs, tuple(d["kernel_spatial_dimensions"][i] for i, r in enumerate(window_reversal) if r)
+        )
     dn = lax.ConvDimensionNumbers(
         lhs_spec=(d["input_batch_dimension"], d["input_feature_dimension"], *d["input_spatial_dimensions"]),
         rhs_spec=(
@@ -50,7 +52,11 @@ def _convolution(interp, op, lhs, rhs):
             d["kernel_input_feature_dimension"],
             *d["kernel_spatial_dimensions"],
         ),
-        out_spec=(d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]),
+        out_spec=(
+            d["output_batch_dimension"],
+            d["output_feature_dimension"],
+            *d["output_spatial_dimensions"],
+        ),
     )
     padding = op.attr("padding")
     padding = [(0, 0)] * nspatial if padding is None else [tuple(int(v) for v in p) for p in padding]

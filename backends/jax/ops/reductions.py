@@ -96,7 +96,7 @@ def _sort_general(less, operands, dim):
     n = moved[0].shape[-1]
 
     def cmp(a, b):
-        return less(*[v for pair in zip(a, b) for v in pair])[0]
+        return less(*[v for pair in zip(a, b, strict=True) for v in pair])[0]
 
     pair = jax.vmap(jax.vmap(cmp, in_axes=(None, 0)), in_axes=(0, None))
     batch_shape = moved[0].shape[:-1]

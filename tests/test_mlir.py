@@ -1,0 +1,75 @@
+"""converter.mlir: parsing errors, constant decoding for every dtype, locations."""
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converter import mlir
+from converter.errors import ParseError
+
+CASES = [
+    ("dense<[1.5, -2.25]> : tensor<2xbf16>", np.array([1.5, -2.25], ml_dtypes.bfloat16)),
+    ("dense<2.5> : tensor<2x2xbf16>", np.full((2, 2), 2.5, ml_dtypes.bfloat16)),
+    ("dense<[0x7FC0, 0xFF80]> : tensor<2xbf16>", np.array([np.nan, -np.inf], ml_dtypes.bfloat16)),
+    ("dense<[1.0, 0.5]> : tensor<2xf16>", np.array([1.0, 0.5], np.float16)),
+    ("dense<[(1.0,2.0), (-3.0,4.5)]> : tensor<2xcomplex<f32>>", np.array([1 + 2j, -3 + 4.5j], np.complex64)),
+    ("dense<(1.0,-1.0)> : tensor<3xcomplex<f64>>", np.full(3, 1 - 1j, np.complex128)),
+    ("dense<[true, false]> : tensor<2xi1>", np.array([True, False])),
+    ("dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>", np.array([[1, 2], [3, 4]], np.int64)),
+    ("dense<[255, 1]> : tensor<2xui8>", np.array([255, 1], np.uint8)),
+    ("dense<0xFF800000> : tensor<f32>", np.array(-np.inf, np.float32)),
+    ("dense<> : tensor<0xf32>", np.zeros((0,), np.float32)),
+]
+
+
+_KEEP_ALIVE = []  # an ir.Operation does not keep its ir.Module alive
+
+
+def _constant_op(text):
+    module = mlir.parse_module(
+        f"func.func @main() -> {text.split(' : ')[-1]} {{\n"
+        f"  %0 = stablehlo.constant {text}\n  return %0 : {text.split(' : ')[-1]}\n}}"
+    )
+    _KEEP_ALIVE.append(module)
+    return mlir.Op(next(mlir.walk_ops(mlir.main_function(module))))
+
+
+@pytest.mark.parametrize("text,expected", CASES, ids=[c[0] for c in CASES])
+def test_dense_constants_decode_exactly(text, expected):
+    got = _constant_op(text).attr("value")
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    bits = lambda a: np.atleast_1d(a).view(np.uint8)  # noqa: E731 - bitwise, so NaN == NaN
+    np.testing.assert_array_equal(bits(got), bits(expected))
+
+
+def test_large_bf16_constant_round_trips_through_jax():
+    x = (np.arange(300, dtype=np.float32) / 7).astype(ml_dtypes.bfloat16)
+    module = mlir.parse_module(jax.jit(lambda: jnp.asarray(x)).lower().as_text())
+    const = next(op for op in mlir.walk_ops(mlir.main_function(module)) if op.name == "stablehlo.constant")
+    np.testing.assert_array_equal(mlir.Op(const).attr("value"), x)
+
+
+def test_malformed_text_reports_line_and_column():
+    text = "func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %0 = stablehlo.bogus %a\n}"
+    with pytest.raises(ParseError, match=r"2:\d+"):
+        mlir.parse_module(text)
+
+
+def test_bytecode_and_text_parse_to_same_module():
+    module = mlir.parse_module(jax.jit(lambda x: x * 2).lower(jnp.ones(3, jnp.float32)).as_text())
+    again = mlir.parse_module(mlir.serialize_portable(module))
+    assert mlir.module_text(again, debug_info=False) == mlir.module_text(module, debug_info=False)
+
+
+def test_stablehlo_attributes_decode_to_fields():
+    a, b = jnp.ones((2, 3, 4), jnp.float32), jnp.ones((2, 4, 5), jnp.float32)
+    text = jax.jit(lambda a, b: jnp.einsum("bij,bjk->bik", a, b)).lower(a, b).as_text()
+    module = mlir.parse_module(text)
+    dot = next(
+        mlir.Op(o) for o in mlir.walk_ops(mlir.main_function(module)) if o.name == "stablehlo.dot_general"
+    )
+    dims = dot.attr("dot_dimension_numbers")
+    assert dims["lhs_batching_dimensions"] == [0] and dims["rhs_contracting_dimensions"] == [1]
+    assert dot.result_type == mlir.TensorType((2, 3, 5), "float32")

@@ -1,0 +1,88 @@
+"""converter.Module: save/load round trip, bad files, text and histogram."""
+
+import json
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import converter
+from converter.errors import ModuleFormatError
+from converter.signature import LeafSpec
+
+
+def _module():
+    return converter.from_stablehlo(
+        jax.jit(lambda x, y: (jnp.tanh(x) * y, x.sum()))
+        .lower(jnp.ones((2, 3), jnp.float32), jnp.ones((2, 3), jnp.float32))
+        .as_text()
+    )
+
+
+def test_save_load_round_trip(tmp_path):
+    m = _module()
+    m.params["p"] = np.arange(4, dtype=ml_dtypes.bfloat16)
+    m.signature = m.signature.replace(params=(LeafSpec("p", (4,), "bfloat16", "parameter"),))
+    path = tmp_path / "m.shlo"
+    m.save(path)
+    m2 = converter.load(path)
+    assert m2.signature == m.signature
+    assert m2.params["p"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(m2.params["p"].astype(np.float32), np.arange(4, dtype=np.float32))
+    assert m2.op_histogram() == m.op_histogram()
+    with zipfile.ZipFile(path) as zf:
+        assert json.loads(zf.read("manifest.json"))["version"] == 1
+
+
+def test_loaded_module_runs(tmp_path):
+    m = _module()
+    m.save(tmp_path / "m.shlo")
+    f = converter.load(tmp_path / "m.shlo").to_jax()
+    x = np.random.default_rng(0).normal(size=(2, 3)).astype(np.float32)
+    out = f(x, x)
+    np.testing.assert_allclose(out[0], np.tanh(x) * x, rtol=1e-6)
+
+
+def test_missing_file():
+    with pytest.raises(ModuleFormatError, match="no such file"):
+        converter.load("/nonexistent/m.shlo")
+
+
+def test_corrupt_file(tmp_path):
+    bad = tmp_path / "bad.shlo"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(ModuleFormatError, match="corrupt"):
+        converter.load(bad)
+
+
+def test_newer_version_rejected(tmp_path):
+    p = tmp_path / "new.shlo"
+    _module().save(p)
+    with zipfile.ZipFile(p) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    manifest = json.loads(files["manifest.json"])
+    manifest["version"] = 99
+    files["manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(p, "w") as zf:
+        for n, data in files.items():
+            zf.writestr(n, data)
+    with pytest.raises(ModuleFormatError, match="newer"):
+        converter.load(p)
+
+
+def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
+    m = _module()
+    monkeypatch.setattr(type(m), "bytecode", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError):
+        m.save(tmp_path / "m.shlo")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_histogram_counts_nested_ops():
+    hist = _module().op_histogram()
+    assert hist["stablehlo.tanh"] == 1
+    assert hist["stablehlo.reduce"] == 1
+    assert hist["stablehlo.add"] >= 1  # inside the reduce body
