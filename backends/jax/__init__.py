@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from converter import dtypes
+from converter.errors import SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
@@ -66,27 +67,71 @@ class JaxFunction:
         self.params = {
             p.name: jax.device_put(np.asarray(module.params[p.name]), device) for p in self.signature.params
         }
-        self._jitted = jax.jit(self.apply)
+        self._jitted = jax.jit(self._run)
 
-    def apply(self, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-        """Run the module with explicit ``params`` (pure; differentiable in ``params``)."""
+    def _inputs(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The input leaves of ``(args, kwargs)``, checked against the signature."""
         sig = self.signature
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):
             raise ValueError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
-        for (path, value), spec in zip(leaves, sig.inputs):
+        for (path, value), spec in zip(leaves, sig.inputs, strict=True):
             check_leaf(input_path(path), value, spec)
+        return [v for _, v in leaves]
+
+    def _run(self, params: dict[str, Any], inputs: list[Any]) -> Any:
+        sig = self.signature
         missing = [p.name for p in sig.params if p.name not in params]
         if missing:
             raise KeyError(f"params is missing {missing}")
-        flat = [params[p.name] for p in sig.params] + [v for _, v in leaves]
+        flat = [params[p.name] for p in sig.params] + list(inputs)
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         outs = JaxInterpreter(self.module.mlir).run(*flat)
         return unflatten(sig.out_tree, outs)
 
+    def apply(self, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        """Run the module with explicit ``params`` (pure; differentiable in ``params``).
+
+        Parameters the module does not use get zero gradients of their shape, as with
+        ``jax.grad`` of the source."""
+        return self._run(params, self._inputs(args, kwargs))
+
+    def _check_devices(self, inputs: list[Any]) -> None:
+        """Committed jax Arrays must already be on the parameters' device: nothing moves
+        between devices implicitly."""
+        want = self.device or jax.devices()[0]
+        for spec, value in zip(self.signature.inputs, inputs, strict=False):
+            if isinstance(value, jax.Array) and getattr(value, "committed", False):
+                devs = value.devices()
+                if devs != {want}:
+                    raise SignatureMismatchError(
+                        f"{spec.name}: input is on {sorted(map(str, devs))}, but the function runs on "
+                        f"{want}; move it with jax.device_put first"
+                    )
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._jitted(self.params, *args, **kwargs)
+        inputs = self._inputs(args, kwargs)
+        self._check_devices(inputs)
+        kept = self.signature.kept_var_idx
+        if kept is not None:  # dropped inputs are never transferred to the device
+            n_p, keep = len(self.signature.params), set(kept)
+            inputs = [v if n_p + i in keep else None for i, v in enumerate(inputs)]
+        return self._jitted(self.params, inputs)
+
+    def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
+        by name, for ``torch_model.load_state_dict(f.state_dict(trained))`` on a module
+        converted from that torch model. Lifted constants are left out."""
+        import torch
+
+        params = self.params if params is None else params
+        keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")}
+        return {
+            name: torch.from_dlpack(jax.device_get(jax.numpy.asarray(v))).clone()
+            for name, v in params.items()
+            if name in keep
+        }
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"

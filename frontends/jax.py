@@ -1,0 +1,232 @@
+"""JAX → StableHLO: ``jax.export`` of any traceable function, jitted function or ``Exported``.
+
+Lowering goes through :func:`jax.export.export`, so the module keeps what ``jax.jit`` records
+about placement (``mhlo.memory_kind`` argument/result attributes, ``compute_on`` host calls)
+and :attr:`jax.export.Exported.module_kept_var_idx`, the arguments JAX dropped as unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jaxlib.mlir import ir
+
+from converter import dtypes, mlir
+from converter.module import Module
+from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
+
+_STATIC_TYPES = (bool, int, float, complex, str)
+
+
+def is_array(x: Any) -> bool:
+    """True for the array-like leaves JAX traces (jax/NumPy arrays, ``ShapeDtypeStruct``,
+    NumPy scalars); Python scalars and strings are static."""
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, _STATIC_TYPES)
+    )
+
+
+def tree_spec(obj: Any, *, leaf: Callable[[Any], bool] = is_array, path: str = "") -> TreeSpec:
+    """The JSON tree spec of a JAX pytree, in JAX's leaf order (dict keys sorted).
+
+    Array leaves (``leaf(x)``) become ``leaf``; None becomes ``none``; bool, int, float,
+    complex and str become ``static`` with their value; JAX-registered custom nodes (named
+    tuples, dataclasses, flax structs) become dicts tagged with their type name.
+
+    Raises:
+        TypeError: a leaf that is neither an array nor a static value, naming its path.
+    """
+    if leaf(obj):
+        return dict(LEAF)
+    if obj is None:
+        return {"kind": "none"}
+    if isinstance(obj, _STATIC_TYPES):
+        return {"kind": "static", "value": obj}
+    if type(obj) in (tuple, list):
+        kind = "tuple" if type(obj) is tuple else "list"
+        return {
+            "kind": kind,
+            "children": [tree_spec(c, leaf=leaf, path=f"{path}[{i}]") for i, c in enumerate(obj)],
+        }
+    if type(obj) is dict:
+        keys = sorted(obj)
+        return {
+            "kind": "dict",
+            "keys": keys,
+            "children": [tree_spec(obj[k], leaf=leaf, path=f"{path}[{k!r}]") for k in keys],
+        }
+    children, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
+    if len(children) == 1 and children[0][0] == ():  # not a registered pytree node
+        raise TypeError(
+            f"{input_path(path) or 'input'}: unsupported leaf of type {type(obj).__name__} "
+            "(expected an array, None, bool, int, float, str, tuple, list, dict or a JAX pytree node)"
+        )
+    keys = [_key_name(kp[0]) for kp, _ in children]
+    return {
+        "kind": "dict",
+        "keys": keys,
+        "children": [
+            tree_spec(c, leaf=leaf, path=f"{path}[{k!r}]") for k, (_, c) in zip(keys, children, strict=True)
+        ],
+        "type": type(obj).__name__,
+    }
+
+
+def _key_name(key: Any) -> Any:
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return getattr(key, attr)
+    return str(key)
+
+
+def _aval_spec(name: str, aval: Any, kind: str, memory_kind: str | None) -> LeafSpec:
+    return LeafSpec(
+        name, tuple(int(d) for d in aval.shape), dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind
+    )
+
+
+def _abstract(x: Any) -> jax.ShapeDtypeStruct:
+    """Shape, dtype and (when it carries a non-default memory kind) the sharding of a leaf."""
+    sharding = getattr(x, "sharding", None)
+    if sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
+        sharding = None
+    dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+    return jax.ShapeDtypeStruct(tuple(x.shape), dtype, sharding=sharding)
+
+
+def _param_names(params: Any) -> list[str]:
+    if params is None:
+        return []
+    flat, _ = jax.tree_util.tree_flatten_with_path(params)
+    for kp, v in flat:
+        if not is_array(v):
+            raise TypeError(
+                f"params{jax.tree_util.keystr(kp)}: parameters must be arrays, got {type(v).__name__}"
+            )
+    return ["params" + jax.tree_util.keystr(kp) for kp, _ in flat]
+
+
+def _func_attr(fn: ir.Operation, key: str, i: int, name: str) -> Any:
+    if key not in fn.attributes:
+        return None
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes[key])[i])
+    return mlir.decode_attribute(attrs[name]) if name in attrs else None
+
+
+def _memory_kinds(module: ir.Module, n_args: int, kept: tuple[int, ...]) -> tuple[list, list]:
+    """``mhlo.memory_kind`` of every (full-signature) argument and of every result."""
+    main = mlir.main_function(module)
+    args: list[str | None] = [None] * n_args
+    for j, i in enumerate(kept):
+        args[i] = _func_attr(main, "arg_attrs", j, "mhlo.memory_kind")
+    n_res = len(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
+    return args, [_func_attr(main, "res_attrs", j, "mhlo.memory_kind") for j in range(n_res)]
+
+
+def _export(
+    fn: Callable, params: Any, args: tuple, kwargs: dict
+) -> tuple[jax.export.Exported, TreeSpec, TreeSpec]:
+    """Export ``fn`` specialised to the static leaves of ``(args, kwargs)``; returns the
+    Exported, the input tree spec and the output tree spec."""
+    in_tree = tree_spec((args, kwargs))
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    arrays = [i for i, v in enumerate(leaves) if is_array(v)]
+    p_leaves, p_def = jax.tree_util.tree_flatten(params)
+    n_p = len(p_leaves)
+    out_spec: list[TreeSpec] = []
+
+    def flat_fn(*flat):
+        full = list(leaves)
+        for i, v in zip(arrays, flat[n_p:], strict=True):
+            full[i] = v
+        a, kw = jax.tree_util.tree_unflatten(treedef, full)
+        out = (
+            fn(*a, **kw) if params is None else fn(jax.tree_util.tree_unflatten(p_def, flat[:n_p]), *a, **kw)
+        )
+        out_spec.append(tree_spec(out, leaf=lambda x: isinstance(x, jax.core.Tracer) or is_array(x)))
+        return out
+
+    avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
+    exp = jax.export.export(jax.jit(flat_fn))(*avals)
+    return exp, in_tree, out_spec[-1]
+
+
+def _exported_specs(exp: jax.export.Exported, with_params: bool) -> tuple[TreeSpec, TreeSpec]:
+    marker = object()
+    is_marker = lambda x: x is marker  # noqa: E731
+    ins = jax.tree_util.tree_unflatten(exp.in_tree, [marker] * exp.in_tree.num_leaves)
+    outs = jax.tree_util.tree_unflatten(exp.out_tree, [marker] * exp.out_tree.num_leaves)
+    if with_params:
+        args, kwargs = ins
+        ins = (tuple(args[1:]), kwargs)
+    return tree_spec(ins, leaf=is_marker), tree_spec(outs, leaf=is_marker)
+
+
+def from_jax(
+    fn: Callable | jax.export.Exported, *example_args: Any, params: Any = None, **example_kwargs: Any
+) -> Module:
+    """Convert a JAX function to a :class:`converter.Module`.
+
+    Args:
+        fn: any JAX-traceable function, a ``jax.jit``-ed one, or a ``jax.export.Exported``
+            (then the example arguments are not needed: its own avals are used).
+        example_args, example_kwargs: pytrees (tuple, list, dict, None, JAX pytree nodes) of
+            arrays (or ``jax.ShapeDtypeStruct``); non-array leaves (bool, int, float, str)
+            are static: the module is specialised to them and records them as ``static``.
+            An array's non-default memory kind (``pinned_host``) is kept.
+        params: a pytree of arrays that become the module's parameters, named by their key
+            path (``params['dense']['kernel']``); ``fn`` is then called as
+            ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
+            Exported, the first positional argument of the Exported is the parameters.
+
+    Returns:
+        A Module whose ``@main`` takes the parameter leaves then the input leaves, in JAX's
+        flattening order (dict keys sorted). ``signature.kept_var_idx`` records the
+        arguments JAX dropped as unused (``Exported.module_kept_var_idx``) and each leaf's
+        ``memory_kind`` its ``mhlo.memory_kind`` attribute.
+
+    Raises:
+        TypeError: an argument leaf of an unsupported type, naming its path.
+    """
+    names = _param_names(params)
+    if isinstance(fn, jax.export.Exported):
+        exp = fn
+        in_tree, out_tree = _exported_specs(exp, params is not None)
+    else:
+        exp, in_tree, out_tree = _export(fn, params, example_args, example_kwargs)
+    module = mlir.parse_module(exp.mlir_module_serialized, filename=getattr(exp, "fun_name", "<jax>"))
+    n_args = len(exp.in_avals)
+    kept = tuple(int(i) for i in exp.module_kept_var_idx)
+    arg_mk, res_mk = _memory_kinds(module, n_args, kept)
+    n_p = len(names)
+    p_values = jax.tree_util.tree_leaves(params)
+    param_specs = tuple(
+        _aval_spec(nm, a, "parameter", mk)
+        for nm, a, mk in zip(names, exp.in_avals[:n_p], arg_mk[:n_p], strict=True)
+    )
+    input_names = [input_path(p) for p in leaf_paths(in_tree)]
+    input_specs = tuple(
+        _aval_spec(nm, a, "input", mk)
+        for nm, a, mk in zip(input_names, exp.in_avals[n_p:], arg_mk[n_p:], strict=True)
+    )
+    out_names = [f"outputs{p}" for p in leaf_paths(out_tree)]
+    output_specs = tuple(
+        _aval_spec(nm, a, "output", mk) for nm, a, mk in zip(out_names, exp.out_avals, res_mk, strict=True)
+    )
+    signature = Signature(
+        params=param_specs,
+        inputs=input_specs,
+        outputs=output_specs,
+        in_tree=in_tree,
+        out_tree=out_tree,
+        kept_var_idx=None if len(kept) == n_args else kept,
+    )
+    values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
+    meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
+    return Module(module, signature, values, source="jax", meta=meta)
+
+
+__all__ = ["from_jax", "is_array", "tree_spec"]
