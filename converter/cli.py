@@ -1,0 +1,437 @@
+"""The ``convert`` command: ``convert --from torch --to jax INPUT -o OUT``.
+
+Conversions go through two small tables, so a new direction is one row each:
+
+* :data:`LOADERS` (``--from``): ``name -> Loader``; a loader turns INPUT (a path, or
+  ``file.py:factory``) into a :class:`converter.Module`.
+* :data:`WRITERS` (``--to``): ``name -> Writer``; a writer stores a Module at OUT, atomically
+  (``converter.fileio``), so a failed run never leaves an output file.
+
+Subcommands (``convert inspect FILE``...) go in :data:`SUBCOMMANDS`: ``name -> "module"``,
+where the module defines ``HELP: str``, ``add_arguments(parser)`` and ``run(args) -> int``;
+it is imported only when its subcommand runs.
+
+Exit status: 0 on success, 2 for bad input or a conversion the converter cannot do (one
+paragraph on stderr, the traceback only with ``--verbose``), 1 for an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ConversionError, ParseError
+from .fileio import atomic_write
+from .module import Module
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class CliError(ConversionError):
+    """A bad command line: unknown ``--from``/``--to``, an output suffix the target cannot
+    write, options that do not fit together."""
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+@dataclass(frozen=True)
+class Loader:
+    """One ``--from`` source.
+
+    Attributes:
+        load: ``load(input, options) -> Module``; raises :class:`ConversionError` subclasses.
+        inputs: what INPUT may be (shown by ``--help``).
+        suffixes: INPUT suffixes that select this source when ``--from`` is omitted.
+    """
+
+    load: Callable[[str, argparse.Namespace], Module]
+    inputs: str
+    suffixes: tuple[str, ...] = ()
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise ParseError(f"{path}: no such file")
+    if not path.is_file():
+        raise ParseError(f"{path}: not a file")
+
+
+def split_factory(spec: str) -> tuple[Path, str] | None:
+    """``"dir/model.py:factory"`` → ``(Path("dir/model.py"), "factory")``; a bare ``.py``
+    path names ``factory``; None when ``spec`` is not a Python file reference."""
+    path, sep, name = spec.rpartition(":")
+    if sep and path.endswith(".py"):
+        return Path(path), name
+    if spec.endswith(".py"):
+        return Path(spec), "factory"
+    return None
+
+
+def load_factory(path: Path, name: str) -> tuple[Any, tuple, dict]:
+    """Import ``path`` by file path (its directory first on ``sys.path`` meanwhile) and call
+    ``name()``, which must return ``(model, example_args)`` or ``(model, example_args,
+    example_kwargs)``: ``model`` an ``nn.Module`` or ``ExportedProgram``, ``example_args``
+    a tuple or list, ``example_kwargs`` a dict.
+
+    Raises:
+        ParseError: the file is missing or fails to import, has no callable ``name``, the call
+            fails, or it returns anything else; names the file and the function.
+    """
+    import torch
+
+    _check_file(path)
+    where = f"{path}:{name}"
+    mod_name = f"_convert_input_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ParseError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            raise ParseError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
+        factory = getattr(module, name, None)
+        if not callable(factory):
+            found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+            raise ParseError(f"{path} has no function {name!r} (callables defined there: {found})")
+        try:
+            result = factory()
+        except Exception as e:
+            raise ParseError(f"{where}() failed: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.remove(str(path.parent.resolve()))
+    expected = "(model, example_args) with model an nn.Module or ExportedProgram and example_args a tuple"
+    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
+        raise ParseError(f"{where}() must return {expected}; it returned {_describe(result)}")
+    model, args, kwargs = (*result, {}) if len(result) == 2 else result
+    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
+        raise ParseError(f"{where}() must return {expected}; its model is {_describe(model)}")
+    if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
+        raise ParseError(f"{where}() must return {expected}; its example_args is {_describe(args)}")
+    return model, tuple(args), kwargs
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, (tuple, list)):
+        return f"a {type(obj).__name__} of {len(obj)}"
+    return f"a {type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def torch_export(model: Any, args: tuple, kwargs: dict, where: str):
+    """``torch.export.export(model, args, kwargs)``, its failures wrapped in a
+    :class:`ConversionError` that names ``where`` (an ``ExportedProgram`` passes through)."""
+    import torch
+
+    if isinstance(model, torch.export.ExportedProgram):
+        return model
+    try:
+        return torch.export.export(model, args, kwargs)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ConversionError(
+            f"torch.export could not export {type(model).__name__} from {where}: {type(e).__name__}: {first}"
+        ) from e
+
+
+def load_torch(source: str, options: argparse.Namespace) -> Module:
+    """``--from torch``: a ``.pt2`` file (``torch.export.save``) or ``file.py[:factory]``."""
+    import torch
+
+    import converter
+
+    factory = split_factory(source)
+    if factory is not None:
+        model, args, kwargs = load_factory(*factory)
+        ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
+    else:
+        path = Path(source)
+        _check_file(path)
+        try:
+            ep = torch.export.load(path)
+        except Exception as e:
+            raise ParseError(
+                f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {e}"
+            ) from e
+    return converter.from_torch(ep)
+
+
+def load_stablehlo(source: str, options: argparse.Namespace) -> Module:
+    """``--from stablehlo``: StableHLO text (``.mlir``), MLIR bytecode or a portable artifact
+    (``.mlirbc``); every ``@main`` argument becomes a user input."""
+    import converter
+
+    path = Path(source)
+    _check_file(path)
+    data = path.read_bytes()
+    try:
+        text: str | bytes = data.decode()
+    except UnicodeDecodeError:
+        text = data
+    return converter.from_stablehlo(text, filename=str(path))
+
+
+def load_module(source: str, options: argparse.Namespace) -> Module:
+    """``--from module``: a file written by ``Module.save`` (``.shlo``)."""
+    import converter
+
+    return converter.load(source)
+
+
+LOADERS: dict[str, Loader] = {
+    "torch": Loader(
+        load_torch, "a .pt2 file (torch.export.save) or path/to/file.py:factory", (".pt2", ".py")
+    ),
+    "stablehlo": Loader(load_stablehlo, "StableHLO text (.mlir) or bytecode (.mlirbc)", (".mlir", ".mlirbc")),
+    "module": Loader(load_module, "a converter.Module file (.shlo, Module.save)", (".shlo",)),
+}
+
+
+# --------------------------------------------------------------------------- writers
+
+
+@dataclass(frozen=True)
+class Writer:
+    """One ``--to`` target.
+
+    Attributes:
+        write: ``write(module, out, options)``; writes ``out`` atomically.
+        output: what OUT holds (shown by ``--help``).
+        suffixes: OUT suffixes that select this target when ``--to`` is omitted.
+    """
+
+    write: Callable[[Module, Path, argparse.Namespace], None]
+    output: str
+    suffixes: tuple[str, ...] = ()
+
+
+def export_jax(module: Module):
+    """A ``jax.export.Exported`` of the module's function of the user inputs, parameters
+    closed over as constants, for JAX's default platform.
+
+    Call it as ``exported.call(*args, **kwargs)`` with the source model's inputs; inputs that
+    were non-tensor values at conversion time are specialized: pass ``None`` in their place.
+    64-bit inputs (torch's int64 token ids) need ``jax_enable_x64`` in the calling process.
+
+    Raises:
+        UnsupportedOpError: the JAX backend lacks rules for some StableHLO ops.
+    """
+    import jax
+    import numpy as np
+
+    from . import dtypes
+    from .signature import unflatten
+
+    fn = module.to_jax()
+    sig = fn.signature
+    params = fn.params
+
+    def static_free(spec: dict) -> dict:
+        """The input tree with specialized and None leaves turned into JAX's empty None."""
+        if spec["kind"] in ("static", "none"):
+            return {"kind": "none"}
+        if "children" in spec:
+            return {**spec, "children": [static_free(c) for c in spec["children"]]}
+        return spec
+
+    structs = [jax.ShapeDtypeStruct(s.shape, np.dtype(dtypes.to_numpy(s.dtype))) for s in sig.inputs]
+    example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
+
+    def call(*args, **kwargs):
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        full_args, full_kwargs = unflatten(sig.in_tree, leaves)
+        return fn.apply(params, *full_args, **full_kwargs)
+
+    return jax.export.export(jax.jit(call))(*example_args, **example_kwargs)
+
+
+def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:
+    """``--to jax``: the bytes of ``jax.export.Exported.serialize()`` (see :func:`export_jax`)."""
+    atomic_write(out, bytes(export_jax(module).serialize()))
+
+
+def write_stablehlo(module: Module, out: Path, options: argparse.Namespace) -> None:
+    """``--to stablehlo``: portable-artifact bytecode for ``.mlirbc``, otherwise text with
+    ``loc(...)`` source locations."""
+    data = module.bytecode() if out.suffix == ".mlirbc" else module.text()
+    atomic_write(out, data)
+
+
+def write_module(module: Module, out: Path, options: argparse.Namespace) -> None:
+    """``--to module``: ``Module.save`` (StableHLO, signature and parameters in one file)."""
+    module.save(out)  # atomic
+
+
+WRITERS: dict[str, Writer] = {
+    "jax": Writer(write_jax, "jax.export serialized bytes (parameters inside)", (".jax", ".jaxexport")),
+    "stablehlo": Writer(
+        write_stablehlo, "StableHLO text (.mlir) or portable bytecode (.mlirbc)", (".mlir", ".mlirbc")
+    ),
+    "module": Writer(write_module, "a converter.Module file (.shlo) for converter.load", (".shlo",)),
+}
+
+#: Subcommands: ``name -> module path`` (module defines ``HELP``, ``add_arguments``, ``run``).
+SUBCOMMANDS: dict[str, str] = {}
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def _table(rows: dict[str, Any], attr: str) -> str:
+    return "\n".join(f"  {name:<10} {getattr(row, attr)}" for name, row in rows.items())
+
+
+EPILOG = """\
+sources (--from):
+{loaders}
+
+targets (--to):
+{writers}
+
+--from and --to default to what the INPUT and OUT suffixes imply.
+
+examples:
+  convert --from torch --to jax examples/gpt2.py:factory -o gpt2.jax
+  convert --from torch --to stablehlo model.pt2 -o model.mlir
+  convert examples/mlp.py:factory -o mlp.shlo        # --from torch --to module
+  convert --from module --to jax mlp.shlo -o mlp.jax
+
+  # run a .jax file with JAX alone (JAX_ENABLE_X64=1 for int64 inputs such as token ids):
+  import jax
+  f = jax.export.deserialize(bytearray(open("gpt2.jax", "rb").read()))
+  out = f.call(input_ids)
+
+exit status: 0 ok, 2 bad input or unsupported conversion, 1 internal error.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the main form ``convert [--from F] [--to T] INPUT -o OUT``."""
+    subs = "".join(f"\n  convert {name} ..." for name in SUBCOMMANDS)
+    parser = argparse.ArgumentParser(
+        prog="convert",
+        usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--verbose]{subs}",
+        description="Convert a model between PyTorch, JAX and StableHLO through one StableHLO module.",
+        epilog=EPILOG.format(loaders=_table(LOADERS, "inputs"), writers=_table(WRITERS, "output")),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "input",
+        metavar="INPUT",
+        help="the model: a .pt2 file, path/to/file.py:factory (factory() returns (model, example_args)), "
+        "a .mlir/.mlirbc file or a .shlo Module file",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", required=True, help="output file (written atomically)"
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="SOURCE",
+        help=f"input framework, one of {', '.join(LOADERS)} (default: from INPUT's suffix)",
+    )
+    parser.add_argument(
+        "--to",
+        dest="target",
+        metavar="TARGET",
+        help=f"output format, one of {', '.join(WRITERS)} (default: from OUT's suffix)",
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="print timings, and tracebacks on errors"
+    )
+    return parser
+
+
+def _pick(name: str | None, table: dict[str, Any], path: str, what: str, flag: str) -> str:
+    if name is not None:
+        if name not in table:
+            raise CliError(f"unknown {flag} {name!r}; supported: {', '.join(table)}")
+        return name
+    base = path.rpartition(":")[0] if ".py:" in path else path
+    for key, row in table.items():
+        if any(base.endswith(s) for s in row.suffixes):
+            return key
+    raise CliError(
+        f"cannot tell the {what} format of {path!r} from its suffix; pass {flag} ({', '.join(table)})"
+    )
+
+
+def convert(options: argparse.Namespace) -> float:
+    """Run one conversion; returns the seconds taken. Raises :class:`ConversionError`s."""
+    source = _pick(options.source, LOADERS, options.input, "input", "--from")
+    target = _pick(options.target, WRITERS, options.output, "output", "--to")
+    start = time.perf_counter()
+    module = LOADERS[source].load(options.input, options)
+    if options.verbose:
+        print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    WRITERS[target].write(module, Path(options.output), options)
+    return time.perf_counter() - start
+
+
+def _run_subcommand(name: str, argv: Sequence[str]) -> int:
+    mod = importlib.import_module(SUBCOMMANDS[name])
+    parser = argparse.ArgumentParser(prog=f"convert {name}", description=mod.HELP)
+    parser.add_argument("-v", "--verbose", action="store_true", help="tracebacks on errors")
+    mod.add_arguments(parser)
+    args = parser.parse_args(argv)
+    return _guarded(lambda: mod.run(args), args.verbose)
+
+
+def _guarded(body: Callable[[], int], verbose: bool) -> int:
+    try:
+        return body()
+    except ConversionError as e:
+        _report(e, verbose, "error")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("convert: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the top level: any other failure is our bug
+        _report(e, verbose, "internal error (a bug in the converter; please report it)")
+        return EXIT_INTERNAL
+
+
+def _report(e: BaseException, verbose: bool, kind: str) -> None:
+    if verbose:
+        traceback.print_exception(e, file=sys.stderr)
+    message = str(e).strip() or type(e).__name__
+    hint = "" if verbose else "\n(run with --verbose for the traceback)"
+    print(f"convert: {kind}: {message}{hint}", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``convert`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            return _run_subcommand(argv[0], argv[1:])
+        options = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse: --help (0) and usage errors (2)
+        return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
+
+    def body() -> int:
+        with warnings.catch_warnings():
+            if not options.verbose:  # torch.export's deprecation chatter is not the user's concern
+                warnings.simplefilter("ignore", FutureWarning)
+            seconds = convert(options)
+        size = Path(options.output).stat().st_size
+        print(f"convert: wrote {options.output} ({size:,} bytes) in {seconds:.1f} s")
+        return EXIT_OK
+
+    return _guarded(body, options.verbose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
