@@ -16,6 +16,7 @@ from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
 from converter.module import Module
+from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
 
 _STATIC_TYPES = (bool, int, float, complex, str)
@@ -226,7 +227,7 @@ def from_jax(
     )
     values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
-    return Module(module, signature, values, source="jax", meta=meta)
+    return run_passes(Module(module, signature, values, source="jax", meta=meta))
 
 
 __all__ = ["from_jax", "is_array", "tree_spec"]

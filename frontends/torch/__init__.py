@@ -13,6 +13,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from converter import dtypes
 from converter.module import Module
+from converter.passes import run_passes
 from converter.signature import LeafSpec, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
@@ -127,7 +128,7 @@ def from_torch(
 
     avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
     with jax.enable_x64(True):
-        lowered = jax.jit(fn).lower(*avals)
+        lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
     module = lowered.compiler_ir("stablehlo")
     signature = Signature(
         params=tuple(param_specs),
@@ -137,7 +138,7 @@ def from_torch(
         out_tree=out_tree,
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
-    return Module(module, signature, params, source="torch", meta=meta)
+    return run_passes(Module(module, signature, params, source="torch", meta=meta))
 
 
 def _input_name(path: str) -> str:

@@ -1,0 +1,100 @@
+"""Module → Module passes, run as one flat list; each is followed by :func:`verify`.
+
+A pass takes a :class:`converter.Module` and returns a new one (the input is never
+mutated). :data:`DEFAULT_PASSES` is what the frontends run on every module they produce:
+
+- ``dead_arguments`` (:func:`converter.passes.dead_args.eliminate_dead_arguments`): drop
+  ``@main`` arguments without a use, recording the kept ones in ``signature.kept_var_idx``.
+- ``placement`` (:func:`converter.passes.placement.normalize_placement`): outline host
+  computation into private functions called with ``_xla_compute_type = "host"`` and put
+  memory kinds on the signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from jaxlib.mlir import ir
+
+from converter import mlir
+from converter.errors import ConversionError
+from converter.module import Module
+
+
+class PassError(ConversionError):
+    """A pass produced an invalid module (MLIR verifier or signature inconsistency)."""
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named ``Module -> Module`` function."""
+
+    name: str
+    fn: Callable[[Module], Module]
+
+    def __call__(self, module: Module) -> Module:
+        return self.fn(module)
+
+
+def verify(module: Module, after: str = "input") -> None:
+    """Check ``module`` after pass ``after``: the MLIR verifier, and ``@main``'s arguments
+    agree with the signature (count and, per kept argument, shape and dtype).
+
+    Raises:
+        PassError: naming the pass and what is inconsistent.
+    """
+    try:
+        module.mlir.operation.verify()
+    except ir.MLIRError as e:
+        raise PassError(f"after {after}: MLIR verifier failed: {e}") from None
+    sig = module.signature
+    main = mlir.main_function(module.mlir)
+    args = list(main.regions[0].blocks[0].arguments)
+    kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
+    if len(args) != len(kept):
+        raise PassError(
+            f"after {after}: @main takes {len(args)} arguments but the signature keeps {len(kept)} "
+            f"of {len(sig.all_args)}"
+        )
+    for arg, i in zip(args, kept, strict=True):
+        spec = sig.all_args[i]
+        t = mlir.tensor_type(arg.type)
+        if (
+            t.dtype != spec.dtype
+            or len(t.shape) != len(spec.shape)
+            or any(isinstance(a, int) and a != b for a, b in zip(spec.shape, t.shape, strict=True))
+        ):
+            raise PassError(
+                f"after {after}: @main argument for {spec.name} is {list(t.shape)} {t.dtype}, "
+                f"the signature says {list(spec.shape)} {spec.dtype}"
+            )
+
+
+def run_passes(module: Module, passes: Sequence[Pass] | None = None) -> Module:
+    """Run ``passes`` (default :data:`DEFAULT_PASSES`) in order, verifying after each."""
+    verify(module)
+    for p in DEFAULT_PASSES if passes is None else passes:
+        module = p(module)
+        verify(module, p.name)
+    return module
+
+
+from .dead_args import eliminate_dead_arguments  # noqa: E402
+from .placement import normalize_placement  # noqa: E402
+
+DEAD_ARGUMENTS = Pass("dead_arguments", eliminate_dead_arguments)
+PLACEMENT = Pass("placement", normalize_placement)
+DEFAULT_PASSES: list[Pass] = [PLACEMENT, DEAD_ARGUMENTS]
+
+__all__ = [
+    "DEAD_ARGUMENTS",
+    "DEFAULT_PASSES",
+    "PLACEMENT",
+    "Pass",
+    "PassError",
+    "eliminate_dead_arguments",
+    "normalize_placement",
+    "run_passes",
+    "verify",
+]

@@ -1,0 +1,7 @@
+"""placeholder"""
+
+from converter.module import Module
+
+
+def normalize_placement(module: Module) -> Module:
+    return module
