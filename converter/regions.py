@@ -98,3 +98,15 @@ def classify_comparator(region: ir.Region) -> str | None:
     if "GT" in direction:
         return "ascending" if flip else "descending"
     return None
+
+
+def classify_select(region: ir.Region) -> str | None:
+    """The direction (``GE``, ``GT``, ``LE``, ``LT``) of a ``select_and_scatter`` select body
+    that is a single ``compare(arg0, arg1)``, else ``None``."""
+    ops, args = _body_ops(region)
+    if len(ops) != 2 or ops[0].name != "stablehlo.compare" or list(ops[0].operands) != args:
+        return None
+    if list(ops[1].operands) != [ops[0].results[0]]:
+        return None
+    text = str(ops[0].attributes["comparison_direction"])
+    return next((d for d in ("GE", "GT", "LE", "LT") if d in text), None)

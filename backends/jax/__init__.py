@@ -102,7 +102,9 @@ class JaxFunction:
         between devices implicitly."""
         want = self.device or jax.devices()[0]
         for spec, value in zip(self.signature.inputs, inputs, strict=False):
-            if isinstance(value, jax.Array) and getattr(value, "committed", False):
+            if isinstance(value, jax.core.Tracer) or not isinstance(value, jax.Array):
+                continue  # under jit/grad/vmap placement is the caller's transform's business
+            if value.committed:
                 devs = value.devices()
                 if devs != {want}:
                     raise SignatureMismatchError(

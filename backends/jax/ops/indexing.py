@@ -77,7 +77,7 @@ def _scatter(interp, op, *args):
     dn = lax.ScatterDimensionNumbers(
         update_window_dims=tuple(d["update_window_dims"]),
         inserted_window_dims=tuple(d["inserted_window_dims"]),
-        scatter_dims_to_operand_dims=tuple(d["scatter_dims_to_operand_dims"]),
+        scatter_dims_to_operand_dims=tuple(d["scattered_dims_to_operand_dims"]),
         operand_batching_dims=tuple(d.get("input_batching_dims", ())),
         scatter_indices_batching_dims=tuple(d.get("scatter_indices_batching_dims", ())),
     )

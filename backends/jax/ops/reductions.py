@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
-from converter.regions import classify_combiner, classify_comparator
+from converter.regions import classify_combiner, classify_comparator, classify_select
 
 from ..registry import register
 
@@ -34,6 +35,16 @@ _REDUCE = {
     "or": lax.reduce_or,
     "xor": lax.reduce_xor,
 }
+
+
+def _concrete(x):
+    """``x`` as a NumPy value when it is known at trace time (a constant init value), else
+    unchanged. ``lax.reduce_window`` recognizes its max/min/add monoids, and so can be
+    differentiated, only for a concrete init value."""
+    try:
+        return np.asarray(x)
+    except jax.errors.TracerArrayConversionError:
+        return x
 
 
 @register("stablehlo.reduce")
@@ -69,13 +80,45 @@ def _reduce_window(interp, op, *args):
         window_dilation=tuple(op.attr("window_dilations") or [1] * rank),
     )
     if kind in ("add", "max", "min"):
-        return lax.reduce_window(operands[0], inits[0], _COMBINE[kind], **kwargs)
+        return lax.reduce_window(operands[0], _concrete(inits[0]), _COMBINE[kind], **kwargs)
     body = interp.region_fn(op.regions[0])
 
     def computation(acc, x):
         return tuple(body(*acc, *x))
 
     return list(lax.reduce_window(tuple(operands), tuple(inits), computation, **kwargs))
+
+
+@register("stablehlo.select_and_scatter")
+def _select_and_scatter(interp, op, operand, source, init):
+    """Max/min-pool style select_and_scatter (select ``GE``/``LE``, scatter ``add``).
+
+    That is exactly the VJP of ``reduce_window`` max/min, which JAX transposes into the same
+    select_and_scatter, with the same first-selected tie-breaking."""
+    select = classify_select(op.regions[0])
+    if select not in ("GE", "LE") or classify_combiner(op.regions[1]) != "add":
+        raise NotImplementedError(f"select_and_scatter with select {select} and a non-add scatter")
+    rank = operand.ndim
+    padding = op.attr("padding")
+    padding = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in padding]
+    dims = tuple(op.attr("window_dimensions"))
+    strides = tuple(op.attr("window_strides") or [1] * rank)
+    reducer, identity = (lax.max, -jnp.inf) if select == "GE" else (lax.min, jnp.inf)
+    if not jnp.issubdtype(operand.dtype, jnp.floating):
+        info = jnp.iinfo(operand.dtype)
+        identity = info.min if select == "GE" else info.max
+    identity = np.asarray(identity, operand.dtype)
+
+    def pool(x):
+        return lax.reduce_window(x, identity, reducer, dims, strides, padding)
+
+    _, vjp = jax.vjp(pool, operand)
+    return vjp(source)[0] + init
+
+
+@register("chlo.top_k")
+def _top_k(interp, op, x):
+    return list(lax.top_k(x, op.attr("k")))
 
 
 @register("stablehlo.sort")

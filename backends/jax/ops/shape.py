@@ -49,7 +49,9 @@ def _concatenate(interp, op, *xs):
 
 @register("stablehlo.pad")
 def _pad(interp, op, x, value):
-    config = zip(op.attr("edge_padding_low"), op.attr("edge_padding_high"), op.attr("interior_padding"), strict=True)
+    config = zip(
+        op.attr("edge_padding_low"), op.attr("edge_padding_high"), op.attr("interior_padding"), strict=True
+    )
     return lax.pad(x, value, list(config))
 
 

@@ -1,0 +1,85 @@
+"""StableHLO elementwise ops through the JAX backend, including the semantics that differ
+between frameworks (StableHLO spec: divide, remainder, shift_*, round_nearest_afz, maximum)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from .helpers import assert_same
+
+X = np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, np.nan, np.inf], np.float32)
+INTS = np.array([-7, -3, -1, 0, 1, 3, 7, 100, -100], np.int32)
+J = np.array([2, -2, 3, 5, -3, 2, -5, 7, 9], np.int32)
+
+UNARY = [jnp.abs, jnp.negative, jnp.exp, jnp.expm1, jnp.log1p, jnp.tanh, jnp.sin, jnp.cos, jnp.tan,
+         jnp.floor, jnp.ceil, jnp.sign, jnp.sqrt, lax.rsqrt, jnp.cbrt, jnp.isfinite, lax.logistic,
+         jnp.arcsin, jnp.arccos, jnp.arctan, jnp.sinh, jnp.cosh, jnp.arcsinh, lax.erf, lax.erf_inv,
+         lax.lgamma, lax.digamma, jnp.round, lax.round]
+
+
+@pytest.mark.parametrize("fn", UNARY, ids=lambda f: getattr(f, "__name__", str(f)))
+def test_unary_float(fn):
+    assert_same(fn, X)
+
+
+@pytest.mark.parametrize("fn", [jnp.add, jnp.subtract, jnp.multiply, jnp.divide, jnp.maximum,
+                                jnp.minimum, jnp.power, jnp.arctan2, lax.rem, jnp.nextafter])
+def test_binary_float(fn):
+    assert_same(fn, X, X[::-1].copy())
+
+
+def test_integer_divide_and_remainder_truncate():
+    assert_same(lax.div, INTS, J)
+    assert_same(lax.rem, INTS, J)
+
+
+def test_shifts_past_bit_width():
+    amounts = np.array([0, 1, 31, 32, 33, 40, 2, 5, 64], np.int32)
+    assert_same(lax.shift_left, INTS, amounts)
+    assert_same(lax.shift_right_arithmetic, INTS, amounts)
+    assert_same(lax.shift_right_logical, INTS, amounts)
+
+
+def test_round_half_away_from_zero():
+    assert_same(lambda x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), X)
+    assert_same(lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), X)
+
+
+def test_max_min_propagate_nan():
+    a = np.array([np.nan, 1.0, -np.inf], np.float32)
+    b = np.array([0.0, np.nan, 2.0], np.float32)
+    assert_same(lax.max, a, b)
+    assert_same(lax.min, a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int64, np.uint8, np.uint32, np.bool_])
+def test_bitwise_and_compare(dtype):
+    a = np.array([0, 1, 3, 5, 7, 1], dtype)
+    b = np.array([1, 1, 2, 4, 0, 0], dtype)
+    assert_same(lambda a, b: (a & b, a | b, a ^ b, ~a, a < b, a == b, a >= b), a, b)
+
+
+def test_population_count_and_clz():
+    assert_same(lambda x: (lax.population_count(x), lax.clz(x)), INTS)
+
+
+def test_convert_and_bitcast():
+    finite = X[np.isfinite(X)]  # float -> int of NaN/inf is implementation-defined (spec: convert)
+    assert_same(lambda x: (x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.bfloat16),
+                           x.astype(jnp.float16), lax.bitcast_convert_type(x, jnp.int32)), finite)
+
+
+def test_clamp_select_complex():
+    assert_same(lambda x: (jnp.clip(x, -1, 1), jnp.where(x > 0, x, -x), lax.complex(x, x * 2)), X)
+
+
+def test_complex_arithmetic_and_constants():
+    z = np.array([1 + 2j, -0.5 + 0.25j], np.complex64)
+    assert_same(lambda z: (z * (3 - 1j), jnp.real(z), jnp.imag(z), jnp.conj(z), jnp.abs(z)), z)
+
+
+def test_total_order_compare():
+    a = np.array([-0.0, 0.0, np.nan, -np.nan, 1.0], np.float32)
+    b = np.array([0.0, -0.0, 1.0, np.nan, -np.nan], np.float32)
+    assert_same(lambda a, b: lax.sort((a, b), num_keys=1), a, b)

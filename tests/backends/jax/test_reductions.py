@@ -1,0 +1,72 @@
+"""reduce, reduce_window and sort through the JAX backend, common and general bodies."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from .helpers import assert_same
+
+rng = np.random.default_rng(0)
+A = rng.normal(size=(4, 5, 6)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fn", [jnp.sum, jnp.max, jnp.min, jnp.prod, jnp.mean])
+def test_monoid_reductions(fn):
+    assert_same(lambda a: (fn(a, axis=1), fn(a)), A, rtol=1e-5)
+
+
+def test_bool_and_int_reductions():
+    assert_same(lambda a: (jnp.all(a > 0, axis=0), jnp.any(a > 1), jnp.sum((a > 0).astype(jnp.int32))), A)
+
+
+def test_variadic_reduce_argmax():
+    assert_same(lambda a: (jnp.argmax(a, axis=2), jnp.argmin(a, axis=0)), A)
+
+
+def test_reduce_with_non_identity_init():
+    assert_same(lambda a: lax.reduce(a, np.float32(10.0), lax.add, (0,)), A, rtol=1e-5)
+
+
+def test_reduce_window_pools():
+    x = A[None]
+
+    def pools(x):
+        mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 2), (1, 1, 2, 2), "SAME")
+        avg = lax.reduce_window(x, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), [(0, 0), (0, 0), (1, 1), (1, 1)])
+        return mx, avg
+
+    assert_same(pools, x, rtol=1e-5)
+
+
+def test_cumsum_and_cummax():
+    assert_same(lambda a: (jnp.cumsum(a, axis=1), lax.cummax(a, axis=2)), A, rtol=1e-5)
+
+
+def test_sort_ascending_descending_multikey_and_stable():
+    keys = np.array([3, 1, 2, 1, 3, 0], np.int32)
+    vals = np.arange(6, dtype=np.float32)
+    assert_same(lambda k, v: (jnp.sort(k), jnp.argsort(-k, stable=True), lax.sort((k, v), num_keys=2),
+                              jnp.sort(v, descending=True)), keys, vals)
+
+
+def test_top_k_and_grad_of_max_pool():
+    def loss(x):
+        return jnp.sum(lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (2, 2), "VALID") ** 2)
+
+    assert_same(lambda a: (lax.top_k(a, 3), jax.grad(loss)(a[0])), A, rtol=1e-5)
+
+
+def test_grad_through_interpreted_pools():
+    """jax.grad of the converted function (not of the source) through max and avg pooling."""
+    import converter
+
+    def net(x):
+        mx = lax.reduce_window(x, -jnp.inf, lax.max, (2, 2), (2, 2), "VALID")
+        avg = lax.reduce_window(x, 0.0, lax.add, (3, 3), (1, 1), "SAME")
+        return jnp.sum(mx**2) + jnp.sum(jnp.tanh(avg))
+
+    x = A[0]
+    fn = converter.from_stablehlo(jax.jit(net).lower(x).as_text()).to_jax()
+    np.testing.assert_allclose(jax.grad(fn)(x), jax.grad(net)(x), rtol=1e-5, atol=1e-6)
