@@ -1,0 +1,181 @@
+"""StableHLO → native PyTorch: interpret a :class:`converter.Module` op by op into torch ops.
+
+:func:`to_torch` traces :class:`TorchInterpreter` over fake tensors with ``make_fx`` into a
+``torch.fx.GraphModule`` of ATen ops (``while``/``if``/``case`` become the ``while_loop`` and
+``cond`` higher-order ops), and wraps it in :class:`TorchModule`, an ``nn.Module`` owning the
+parameters. Running it needs neither JAX nor this project's MLIR code; ``torch.export.export``
+and ``torch.compile`` accept it; autograd flows through it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from converter import dtypes, mlir
+from converter.errors import ConversionError
+from converter.interpreter import Interpreter
+from converter.module import Module
+from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
+
+from . import ops  # noqa: F401 - registers the rules
+from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .registry import TORCH_RULES
+
+# ops whose result may leave the range of an emulated (widened) unsigned type
+_WRAPPING = {
+    "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.negate", "stablehlo.not",
+    "stablehlo.shift_left", "stablehlo.power", "stablehlo.reduce", "stablehlo.reduce_window",
+    "stablehlo.scatter", "stablehlo.dot_general", "stablehlo.dot", "stablehlo.xor",
+}  # fmt: skip
+
+
+class TorchInterpreter(Interpreter):
+    """Evaluates StableHLO ops with :data:`backends.torch.registry.TORCH_RULES` on torch
+    tensors (real or fake). Values of ``ui16``/``ui32``/``ui64`` are held in the emulated
+    storage of :mod:`backends.torch._util`; results of wrapping ops are masked into range."""
+
+    registry = TORCH_RULES
+    direction = "torch backend"
+
+    def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
+        out = super().run_op(op, operands, env)
+        if op.name in _WRAPPING:
+            names = [t.dtype for t in op.result_types]
+            out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names)]
+        return out
+
+    def constant_operand(self, op: mlir.Op, i: int) -> np.ndarray | None:
+        """The value of operand ``i`` when it is a ``stablehlo.constant`` (possibly through
+        ``broadcast_in_dim``/``reshape``/``convert``), else None."""
+        value = op.operands[i]
+        owner = value.owner
+        while hasattr(owner, "name") and owner.name in (
+            "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"
+        ):  # fmt: skip
+            owner = owner.operands[0].owner
+        if hasattr(owner, "name") and owner.name == "stablehlo.constant":
+            return np.asarray(
+                mlir.Op(owner.operation if hasattr(owner, "operation") else owner).attr("value")
+            )
+        return None
+
+
+def param_attr_names(names: list[str]) -> dict[str, str]:
+    """Attribute name for each parameter name: ``.`` and other characters torch forbids in
+    attribute names become ``_``; a numeric suffix keeps them unique."""
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in names:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "param"
+        if base[0].isdigit():
+            base = "p_" + base
+        cand, k = base, 1
+        while cand in used:
+            cand, k = f"{base}_{k}", k + 1
+        used.add(cand)
+        out[name] = cand
+    return out
+
+
+def _example(spec: LeafSpec) -> torch.Tensor:
+    if any(not isinstance(d, int) for d in spec.shape):
+        raise ConversionError(
+            f"{spec.name}: dynamic shape {list(spec.shape)} is not supported by the torch backend"
+        )
+    return torch.zeros(spec.shape, dtype=storage_dtype(spec.dtype))
+
+
+def build_graph(module: Module) -> torch.fx.GraphModule:
+    """Trace the module's ``@main`` into a GraphModule taking the (kept) ``@main`` arguments in
+    their storage dtypes and returning a tuple of results."""
+    sig = module.signature
+    specs = list(sig.all_args)
+    if sig.kept_var_idx is not None:
+        specs = [specs[i] for i in sig.kept_var_idx]
+
+    def main(*args):
+        return tuple(TorchInterpreter(module.mlir).run(*args))
+
+    with torch.no_grad():
+        return make_fx(main, tracing_mode="fake")(*[_example(s) for s in specs])
+
+
+class TorchModule(torch.nn.Module):
+    """A converted :class:`converter.Module` as a native ``torch.nn.Module``.
+
+    ``forward(*args, **kwargs)`` takes the user inputs with the structure, shapes and dtypes
+    of ``signature.inputs`` and returns the outputs with the structure of
+    ``signature.out_tree`` (custom output classes come back as dicts).
+
+    Parameters: floating/complex entries of ``signature.params`` are ``nn.Parameter``s, others
+    buffers. Their attribute names are the original names with ``.``/brackets mangled to ``_``
+    (see :func:`param_attr_names`); :attr:`param_names` maps attribute name → original name, and
+    :meth:`source_state_dict` returns the values under their original names. The traced graph
+    is the submodule ``graph_module`` (its ``_tensor_constant*`` buffers are the module's large
+    constants).
+
+    Raises:
+        SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
+            (names the argument path, e.g. ``args[1]['mask']``).
+    """
+
+    def __init__(self, module: Module, graph_module: torch.fx.GraphModule):
+        super().__init__()
+        self.signature: Signature = module.signature
+        self.graph_module = graph_module
+        attrs = param_attr_names([p.name for p in self.signature.params])
+        self.param_names = {a: n for n, a in attrs.items()}
+        self._attrs = [attrs[p.name] for p in self.signature.params]
+        for spec in self.signature.params:
+            value = numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)
+            if dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype):
+                self.register_parameter(attrs[spec.name], torch.nn.Parameter(value))
+            else:
+                self.register_buffer(attrs[spec.name], value)
+
+    def source_state_dict(self) -> dict[str, torch.Tensor]:
+        """Parameter and buffer values keyed by their names in ``signature.params``."""
+        return {self.param_names[a]: getattr(self, a) for a in self._attrs}
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        sig = self.signature
+        leaves = flatten((args, kwargs), sig.in_tree)
+        if len(leaves) != len(sig.inputs):
+            raise ConversionError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
+        flat = [getattr(self, a) for a in self._attrs]
+        for (path, value), spec in zip(leaves, sig.inputs):
+            check_leaf(input_path(path), value, spec)
+            flat.append(value.to(STORAGE[spec.dtype]) if spec.dtype in STORAGE else value)
+        if sig.kept_var_idx is not None:
+            flat = [flat[i] for i in sig.kept_var_idx]
+        outs = list(self.graph_module(*flat))
+        for i, spec in enumerate(sig.outputs):
+            if spec.dtype in STORAGE:
+                outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
+        return unflatten(sig.out_tree, outs)
+
+
+def to_torch(module: Module) -> TorchModule:
+    """Convert a :class:`converter.Module` to a native ``torch.nn.Module``.
+
+    Args:
+        module: the module (any source).
+
+    Returns:
+        a :class:`TorchModule`; its forward takes the user inputs as torch tensors.
+
+    Raises:
+        UnsupportedOpError: listing every StableHLO op (and custom_call target) without a
+            rule, with counts and first locations, before anything is traced.
+        OpConversionError: a rule failed on an op (names the op and its location).
+        ConversionError: the signature has dynamic dimensions.
+    """
+    TorchInterpreter(module.mlir).check_supported()
+    return TorchModule(module, build_graph(module))
+
+
+__all__ = ["TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]

@@ -1,0 +1,170 @@
+"""Indexing ops: gather, scatter, dynamic_slice, dynamic_update_slice (StableHLO spec).
+
+Every rule builds explicit int64 index tensors and uses advanced indexing (``aten.index``,
+``aten.index_put``, ``scatter_reduce``), so the graph is data-independent, differentiable and
+exportable. Semantics: ``gather``/``dynamic_slice``/``dynamic_update_slice`` clamp start
+indices so the slice stays in bounds; ``scatter`` skips an update whose window would leave
+the operand (XLA's behaviour, JAX's ``FILL_OR_DROP``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from converter.regions import classify_combiner
+
+from ..registry import register
+
+
+def _place(t: torch.Tensor, rank: int, dims: list[int]) -> torch.Tensor:
+    """Reshape ``t`` (one axis per entry of ``dims``) to rank ``rank``, its axes at ``dims``
+    and size 1 elsewhere."""
+    view = [1] * rank
+    for axis, d in enumerate(dims):
+        view[d] = t.shape[axis]
+    return t.reshape(view)
+
+
+def _index_vector_last(indices: torch.Tensor, index_vector_dim: int) -> tuple[torch.Tensor, callable]:
+    """Move the index vector dimension last; returns the tensor and a map from original
+    (non-vector) index dims to their new positions."""
+    rank = indices.dim()
+    if index_vector_dim == rank:
+        return indices.unsqueeze(-1), (lambda d: d)
+    perm = [i for i in range(rank) if i != index_vector_dim] + [index_vector_dim]
+    return indices.permute(perm), (lambda d: d if d < index_vector_dim else d - 1)
+
+
+@register("stablehlo.dynamic_slice")
+def _dynamic_slice(interp, op, x, *starts):
+    sizes = op.attr("slice_sizes")
+    rank = x.dim()
+    index = []
+    for d, (start, size) in enumerate(zip(starts, sizes)):
+        s = start.to(torch.int64).clamp(0, x.shape[d] - size)
+        index.append(_place(s + torch.arange(size), rank, [d]))
+    return x[tuple(index)]
+
+
+@register("stablehlo.dynamic_update_slice")
+def _dynamic_update_slice(interp, op, x, update, *starts):
+    rank = x.dim()
+    index = []
+    for d, start in enumerate(starts):
+        size = update.shape[d]
+        s = start.to(torch.int64).clamp(0, x.shape[d] - size)
+        index.append(_place(s + torch.arange(size), rank, [d]))
+    return x.index_put(tuple(index), update.to(x.dtype))
+
+
+@register("stablehlo.gather")
+def _gather(interp, op, operand, indices):
+    d = op.attr("dimension_numbers")
+    sizes = list(op.attr("slice_sizes"))
+    out_shape = list(op.result_type.shape)
+    out_rank = len(out_shape)
+    offset_dims = list(d["offset_dims"])
+    collapsed = set(d["collapsed_slice_dims"])
+    start_map = list(d["start_index_map"])
+    op_batch = list(d.get("operand_batching_dims") or [])
+    idx_batch = list(d.get("start_indices_batching_dims") or [])
+    idx, newpos = _index_vector_last(indices.to(torch.int64), d["index_vector_dim"])
+    batch_out_dims = [i for i in range(out_rank) if i not in offset_dims]
+    window_dims = [i for i in range(operand.dim()) if i not in collapsed and i not in op_batch]
+    index = []
+    for dim in range(operand.dim()):
+        pos = torch.zeros((), dtype=torch.int64)
+        if dim in start_map:
+            start = idx[..., start_map.index(dim)].clamp(0, operand.shape[dim] - sizes[dim])
+            pos = _place(start, out_rank, batch_out_dims)
+        elif dim in op_batch:
+            bdim = newpos(idx_batch[op_batch.index(dim)])
+            ar = torch.arange(idx.shape[bdim])
+            pos = _place(ar, out_rank, [batch_out_dims[bdim]])
+        if dim in window_dims:
+            out_d = offset_dims[window_dims.index(dim)]
+            pos = pos + _place(torch.arange(sizes[dim]), out_rank, [out_d])
+        index.append(pos)
+    out = operand[tuple(index)]
+    return out.expand(out_shape) if list(out.shape) != out_shape else out
+
+
+def scatter_positions(op, operand_shape, indices, update_shape):
+    """Linear positions into the flattened operand for every update element, and a mask of
+    updates whose window is in bounds."""
+    d = op.attr("scatter_dimension_numbers")
+    window_dims = list(d["update_window_dims"])
+    inserted = set(d["inserted_window_dims"])
+    to_operand = list(d["scatter_dims_to_operand_dims"])
+    in_batch = list(d.get("input_batching_dims") or [])
+    idx_batch = list(d.get("scatter_indices_batching_dims") or [])
+    idx, newpos = _index_vector_last(indices.to(torch.int64), d["index_vector_dim"])
+    urank = len(update_shape)
+    scatter_dims = [i for i in range(urank) if i not in window_dims]
+    operand_window = [i for i in range(len(operand_shape)) if i not in inserted and i not in in_batch]
+    linear = torch.zeros((), dtype=torch.int64)
+    valid = torch.ones((), dtype=torch.bool)
+    stride = 1
+    for dim in reversed(range(len(operand_shape))):
+        pos = torch.zeros((), dtype=torch.int64)
+        size = 1
+        if dim in operand_window:
+            ud = window_dims[operand_window.index(dim)]
+            size = update_shape[ud]
+            pos = _place(torch.arange(size), urank, [ud])
+        if dim in to_operand:
+            start = _place(idx[..., to_operand.index(dim)], urank, scatter_dims)
+            valid = valid & (start >= 0) & (start <= operand_shape[dim] - size)
+            pos = pos + start
+        elif dim in in_batch:
+            bdim = newpos(idx_batch[in_batch.index(dim)])
+            pos = pos + _place(torch.arange(idx.shape[bdim]), urank, [scatter_dims[bdim]])
+        linear = linear + pos * stride
+        stride *= operand_shape[dim]
+    linear = linear.expand(update_shape)
+    valid = valid.expand(update_shape)
+    return linear, valid
+
+
+_REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
+
+
+@register("stablehlo.scatter")
+def _scatter(interp, op, *args):
+    n = (len(args) - 1) // 2
+    operands, indices, updates = args[:n], args[n], args[n + 1 :]
+    kind = classify_combiner(op.regions[0]) if n == 1 else None
+    shape = list(operands[0].shape)
+    linear, valid = scatter_positions(op, shape, indices, list(updates[0].shape))
+    numel = operands[0].numel()
+    trash = torch.full_like(linear, numel)
+    pos = torch.where(valid, linear, trash).reshape(-1)
+    outs = []
+    for x, u in zip(operands, updates):
+        flat = torch.cat([x.reshape(-1), x.new_zeros(1)])
+        u = u.reshape(-1).to(x.dtype)
+        if kind == "replace" or (kind is None and n > 1 and _is_replace_all(op)):
+            flat = flat.index_put((pos,), u)
+        elif kind == "add":
+            flat = (
+                flat.index_put((pos,), u, accumulate=True)
+                if x.dtype != torch.bool
+                else flat.index_put((pos,), u | flat[pos])
+            )
+        elif kind in _REDUCE and x.dtype != torch.bool:
+            flat = flat.scatter_reduce(0, pos, u, reduce=_REDUCE[kind], include_self=True)
+        elif kind in ("or", "max") and x.dtype == torch.bool:
+            flat = flat.index_put((pos,), u | flat[pos])
+        else:
+            raise NotImplementedError(f"scatter with a {kind or 'general'} body")
+        outs.append(flat[:numel].reshape(shape))
+    return outs
+
+
+def _is_replace_all(op) -> bool:
+    """A variadic scatter body that returns its update arguments unchanged."""
+    block = op.regions[0].blocks[0]
+    ops = list(block.operations)
+    args = list(block.arguments)
+    n = len(args) // 2
+    return len(ops) == 1 and list(ops[0].operands) == args[n:]

@@ -1,0 +1,93 @@
+"""The CPU ``custom_call`` targets ``jnp.linalg`` lowers to (jaxlib's LAPACK FFI kernels,
+``lapack_<t><routine>_ffi`` with ``t`` in s, d, c, z), as torch.linalg calls.
+
+Operands and results are logical (row-major) tensors whatever their ``operand_layouts``; the
+``mhlo.backend_config`` dictionary carries LAPACK's character flags as ASCII codes
+(``uplo = 76`` is ``'L'``). ``info`` results are 0 on success, as LAPACK reports them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..registry import register
+from .linalg import triangular_solve
+
+_TYPES = "sdcz"
+
+
+def _targets(routine: str) -> list[str]:
+    return [f"stablehlo.custom_call@lapack_{t}{routine}_ffi" for t in _TYPES]
+
+
+def _flag(op, key: str, default: str) -> str:
+    cfg = op.attr("mhlo.backend_config") or {}
+    value = cfg.get(key) if isinstance(cfg, dict) else None
+    return chr(value) if isinstance(value, int) else default
+
+
+def _info(x: torch.Tensor, op, index: int) -> torch.Tensor:
+    shape = op.result_types[index].shape
+    return torch.zeros(shape, dtype=torch.int32)
+
+
+@register(*_targets("getrf"))
+def _getrf(interp, op, a):
+    lu, piv, info = torch.linalg.lu_factor_ex(a)
+    return [lu, piv.to(torch.int32), info.to(torch.int32)]
+
+
+@register(*_targets("trsm"))
+def _trsm(interp, op, a, b):
+    trans = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[_flag(op, "trans_x", "N")]
+    return triangular_solve(
+        a,
+        b,
+        left_side=_flag(op, "side", "L") == "L",
+        lower=_flag(op, "uplo", "L") == "L",
+        unit_diagonal=_flag(op, "diag", "N") == "U",
+        transpose=trans,
+    )
+
+
+@register(*_targets("potrf"))
+def _potrf(interp, op, a):
+    lower = _flag(op, "uplo", "L") == "L"
+    sym = a.tril() + a.tril(-1).mH if lower else a.triu() + a.triu(1).mH
+    out, info = torch.linalg.cholesky_ex(sym, upper=not lower)
+    return [out, info.to(torch.int32)]
+
+
+@register(*_targets("syevd"), *_targets("heevd"))
+def _syevd(interp, op, a):
+    uplo = _flag(op, "uplo", "L")
+    if _flag(op, "mode", "V") == "V":
+        w, v = torch.linalg.eigh(a, UPLO=uplo)
+    else:
+        w = torch.linalg.eigvalsh(a, UPLO=uplo)
+        v = a
+    return [v, w, _info(a, op, 2)]
+
+
+@register(*_targets("gesdd"), *_targets("gesvd"))
+def _gesdd(interp, op, a):
+    mode = _flag(op, "mode", "A")
+    types = op.result_types
+    if mode == "N":
+        s = torch.linalg.svdvals(a)
+        u = torch.zeros(types[2].shape, dtype=a.dtype)
+        vt = torch.zeros(types[3].shape, dtype=a.dtype)
+    else:
+        u, s, vt = torch.linalg.svd(a, full_matrices=mode == "A")
+    return [a, s, u, vt, _info(a, op, 4)]
+
+
+@register(*_targets("geqrf"))
+def _geqrf(interp, op, a):
+    qr, tau = torch.geqrf(a)
+    return [qr, tau]
+
+
+@register(*_targets("orgqr"), *_targets("ungqr"))
+def _orgqr(interp, op, a, tau):
+    return torch.linalg.householder_product(a, tau)

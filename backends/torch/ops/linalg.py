@@ -1,0 +1,180 @@
+"""``dot_general``, ``dot``, ``convolution``, ``cholesky``, ``triangular_solve``, ``fft``
+(StableHLO spec sections of those names).
+
+``dot_general`` becomes one ``torch.einsum`` with batch dims first, then the lhs and rhs free
+dims, as the spec orders the result. ``convolution`` permutes operands to torch's
+``(N, C, *spatial)``/``(O, I, *spatial)`` layout, applies ``lhs_dilation`` and padding
+(negative = crop) explicitly, maps ``batch_group_count`` onto torch's ``groups``, calls
+``F.conv{1,2,3}d``, and permutes the result to the requested output layout.
+"""
+
+from __future__ import annotations
+
+import string
+
+import torch
+import torch.nn.functional as F
+
+from .._util import result_name, storage_dtype
+from ..registry import register
+from .shape import pad
+
+
+def _compute_dtype(name: str) -> torch.dtype:
+    """Integer matmuls and convolutions are computed in float64 when exact enough; torch's
+    CPU kernels lack some integer paths."""
+    return storage_dtype(name)
+
+
+def dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, out_dtype):
+    """``dot_general`` via ``torch.einsum``; result dims: batch, lhs free, rhs free."""
+    letters = iter(string.ascii_letters)
+    lhs_sub = [None] * lhs.dim()
+    rhs_sub = [None] * rhs.dim()
+    out = []
+    for a, b in zip(lhs_batch, rhs_batch):
+        c = next(letters)
+        lhs_sub[a] = rhs_sub[b] = c
+        out.append(c)
+    for a, b in zip(lhs_contract, rhs_contract):
+        c = next(letters)
+        lhs_sub[a] = rhs_sub[b] = c
+    for sub in (lhs_sub, rhs_sub):
+        for i, s in enumerate(sub):
+            if s is None:
+                sub[i] = next(letters)
+                out.append(sub[i])
+    lhs, rhs = lhs.to(out_dtype), rhs.to(out_dtype)
+    if out_dtype == torch.bool:
+        lhs, rhs = lhs.to(torch.int64), rhs.to(torch.int64)
+    spec = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(out)}"
+    res = torch.einsum(spec, lhs, rhs)
+    return res != 0 if out_dtype == torch.bool else res
+
+
+@register("stablehlo.dot_general")
+def _dot_general(interp, op, lhs, rhs):
+    d = op.attr("dot_dimension_numbers")
+    return dot_general(
+        lhs,
+        rhs,
+        d["lhs_batching_dimensions"],
+        d["rhs_batching_dimensions"],
+        d["lhs_contracting_dimensions"],
+        d["rhs_contracting_dimensions"],
+        storage_dtype(result_name(op)),
+    )
+
+
+@register("stablehlo.dot")
+def _dot(interp, op, lhs, rhs):
+    return dot_general(lhs, rhs, [], [], [lhs.dim() - 1], [0], storage_dtype(result_name(op)))
+
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+
+
+@register("stablehlo.convolution")
+def _convolution(interp, op, lhs, rhs):
+    d = op.attr("dimension_numbers")
+    nsp = lhs.dim() - 2
+    out_dtype = storage_dtype(result_name(op))
+    if nsp not in _CONV:
+        raise NotImplementedError(f"convolution with {nsp} spatial dimensions")
+    lhs = lhs.permute(
+        [d["input_batch_dimension"], d["input_feature_dimension"], *d["input_spatial_dimensions"]]
+    )
+    rhs = rhs.permute(
+        [
+            d["kernel_output_feature_dimension"],
+            d["kernel_input_feature_dimension"],
+            *d["kernel_spatial_dimensions"],
+        ]
+    )
+    compute = out_dtype if out_dtype.is_floating_point or out_dtype.is_complex else torch.float64
+    lhs, rhs = lhs.to(compute), rhs.to(compute)
+    reversal = op.attr("window_reversal")
+    if reversal and any(reversal):
+        rhs = torch.flip(rhs, [2 + i for i, r in enumerate(reversal) if r])
+    padding = op.attr("padding")
+    padding = [(0, 0)] * nsp if padding is None else [tuple(int(v) for v in p) for p in padding]
+    lhs_dil = op.attr("lhs_dilation") or [1] * nsp
+    zero = torch.zeros((), dtype=compute)
+    lhs = pad(
+        lhs,
+        zero,
+        [0, 0] + [p[0] for p in padding],
+        [0, 0] + [p[1] for p in padding],
+        [0, 0] + [k - 1 for k in lhs_dil],
+    )
+    groups = op.attr("feature_group_count", 1)
+    bgroups = op.attr("batch_group_count", 1)
+    if bgroups > 1:
+        n, c = lhs.shape[:2]
+        lhs = lhs.reshape(bgroups, n // bgroups, c, *lhs.shape[2:]).transpose(0, 1)
+        lhs = lhs.reshape(n // bgroups, bgroups * c, *lhs.shape[3:])
+        groups = bgroups
+    out = _CONV[nsp](
+        lhs,
+        rhs,
+        stride=list(op.attr("window_strides") or [1] * nsp),
+        dilation=list(op.attr("rhs_dilation") or [1] * nsp),
+        groups=groups,
+    )
+    perm_out = [d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]]
+    inverse = [perm_out.index(i) for i in range(len(perm_out))]
+    out = out.permute(inverse)
+    if compute != out_dtype:
+        out = torch.round(out).to(out_dtype)
+    return out
+
+
+@register("stablehlo.cholesky")
+def _cholesky(interp, op, a):
+    lower = bool(op.attr("lower", False))
+    sym = a.tril() + a.tril(-1).mH if lower else a.triu() + a.triu(1).mH
+    out, _ = torch.linalg.cholesky_ex(sym, upper=not lower)
+    return out
+
+
+_TRANSPOSE = {"NO_TRANSPOSE": False, "TRANSPOSE": True, "ADJOINT": True}
+
+
+def triangular_solve(a, b, *, left_side: bool, lower: bool, unit_diagonal: bool, transpose: str):
+    """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` with ``a`` triangular;
+    ``transpose`` is ``NO_TRANSPOSE``, ``TRANSPOSE`` or ``ADJOINT``. Only the named triangle
+    of ``a`` is read."""
+    a = a.tril() if lower else a.triu()
+    if transpose == "TRANSPOSE":
+        a, lower = a.mT, not lower
+    elif transpose == "ADJOINT":
+        a, lower = a.mH, not lower
+    return torch.linalg.solve_triangular(a, b, upper=not lower, left=left_side, unitriangular=unit_diagonal)
+
+
+@register("stablehlo.triangular_solve")
+def _triangular_solve(interp, op, a, b):
+    return triangular_solve(
+        a,
+        b,
+        left_side=bool(op.attr("left_side")),
+        lower=bool(op.attr("lower")),
+        unit_diagonal=bool(op.attr("unit_diagonal")),
+        transpose=str(op.attr("transpose_a")),
+    )
+
+
+@register("stablehlo.fft")
+def _fft(interp, op, x):
+    kind = str(op.attr("fft_type"))
+    lengths = list(op.attr("fft_length"))
+    dims = list(range(x.dim() - len(lengths), x.dim()))
+    if kind == "FFT":
+        return torch.fft.fftn(x, s=lengths, dim=dims)
+    if kind == "IFFT":
+        return torch.fft.ifftn(x, s=lengths, dim=dims)
+    if kind == "RFFT":
+        return torch.fft.rfftn(x, s=lengths, dim=dims)
+    if kind == "IRFFT":
+        return torch.fft.irfftn(x, s=lengths, dim=dims)
+    raise NotImplementedError(f"fft_type {kind}")

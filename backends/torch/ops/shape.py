@@ -1,0 +1,132 @@
+"""Shape and data-movement ops (StableHLO spec sections constant, iota, broadcast_in_dim,
+reshape, transpose, slice, concatenate, pad, reverse, get_tuple_element, tuple).
+
+``pad`` supports negative edge padding (cropping) and interior padding; the padding value is
+a tensor operand, so padding is built from ``cat``/``slice_scatter`` rather than
+``F.pad(value=...)`` (which needs a Python scalar).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._util import numpy_to_torch, result_name, scalar_of, storage_dtype
+from ..registry import register
+
+
+@register("stablehlo.constant")
+def _constant(interp, op):
+    value = op.attr("value")
+    name = result_name(op)
+    shape = tuple(op.result_type.shape)
+    flat = value.reshape(-1)
+    if flat.size == 0:
+        return torch.zeros(shape, dtype=storage_dtype(name))
+    if flat.size == 1 or bool((flat == flat[0]).all()):
+        return torch.full(shape, scalar_of(flat[0], name), dtype=storage_dtype(name))
+    return numpy_to_torch(value, name)
+
+
+@register("stablehlo.iota")
+def _iota(interp, op):
+    t = op.result_type
+    dim = op.attr("iota_dimension")
+    dtype = storage_dtype(t.dtype)
+    base = torch.arange(t.shape[dim], dtype=torch.int64)
+    base = base.to(dtype)
+    view = [1] * len(t.shape)
+    view[dim] = t.shape[dim]
+    return base.reshape(view).expand(t.shape).clone()
+
+
+def broadcast_in_dim(x: torch.Tensor, shape, dims) -> torch.Tensor:
+    """``broadcast_in_dim``: operand dim ``i`` becomes result dim ``dims[i]``."""
+    dims = list(dims)
+    order = sorted(range(len(dims)), key=lambda i: dims[i])
+    if order != list(range(len(dims))):
+        x = x.permute(order)
+        dims = [dims[i] for i in order]
+    view = [1] * len(shape)
+    for i, d in enumerate(dims):
+        view[d] = x.shape[i]
+    return x.reshape(view).expand(tuple(shape))
+
+
+@register("stablehlo.broadcast_in_dim")
+def _broadcast_in_dim(interp, op, x):
+    return broadcast_in_dim(x, op.result_type.shape, op.attr("broadcast_dimensions"))
+
+
+@register("stablehlo.reshape")
+def _reshape(interp, op, x):
+    return x.reshape(op.result_type.shape)
+
+
+@register("stablehlo.transpose")
+def _transpose(interp, op, x):
+    return x.permute(list(op.attr("permutation")))
+
+
+@register("stablehlo.slice")
+def _slice(interp, op, x):
+    starts, limits = op.attr("start_indices"), op.attr("limit_indices")
+    strides = op.attr("strides") or [1] * len(starts)
+    return x[tuple(slice(s, e, k) for s, e, k in zip(starts, limits, strides))]
+
+
+@register("stablehlo.concatenate")
+def _concatenate(interp, op, *xs):
+    return torch.cat(xs, dim=op.attr("dimension"))
+
+
+def pad(x: torch.Tensor, value: torch.Tensor, low, high, interior) -> torch.Tensor:
+    """StableHLO ``pad``: ``interior[d]`` copies of ``value`` between elements, then
+    ``low``/``high`` on each side (negative values crop)."""
+    value = value.to(x.dtype)
+    for d, (lo, hi, mid) in enumerate(zip(low, high, interior)):
+        if mid > 0 and x.shape[d] > 1:
+            n = x.shape[d]
+            shape = list(x.shape)
+            shape[d] = n + (n - 1) * mid
+            base = value.expand(shape).clone()
+            x = base.slice_scatter(x, dim=d, start=0, step=mid + 1)
+        if lo < 0:
+            x = x.narrow(d, -lo, x.shape[d] + lo)
+        if hi < 0:
+            x = x.narrow(d, 0, x.shape[d] + hi)
+        parts = []
+        if lo > 0:
+            shape = list(x.shape)
+            shape[d] = lo
+            parts.append(value.expand(shape))
+        parts.append(x)
+        if hi > 0:
+            shape = list(x.shape)
+            shape[d] = hi
+            parts.append(value.expand(shape))
+        if len(parts) > 1:
+            x = torch.cat(parts, dim=d)
+    return x
+
+
+@register("stablehlo.pad")
+def _pad(interp, op, x, value):
+    return pad(
+        x, value, op.attr("edge_padding_low"), op.attr("edge_padding_high"), op.attr("interior_padding")
+    )
+
+
+@register("stablehlo.reverse")
+def _reverse(interp, op, x):
+    dims = list(op.attr("dimensions"))
+    return torch.flip(x, dims) if dims else x
+
+
+@register("stablehlo.get_tuple_element")
+def _get_tuple_element(interp, op, tup):
+    return tup[op.attr("index")]
+
+
+@register("stablehlo.tuple")
+def _tuple(interp, op, *xs):
+    return [tuple(xs)]
