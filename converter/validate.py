@@ -1,0 +1,795 @@
+"""``convert validate``: prove a conversion matches its source, or show where it breaks.
+
+:func:`validate` converts a source (a torch or JAX factory ``file.py:factory``, an ``.onnx``
+file or StableHLO text) to every requested target, runs source and targets on the same
+seeded inputs and compares every output leaf with the tolerance of its dtype
+(:data:`TOLERANCES`). On a mismatch it bisects (:mod:`converter.bisect`) to the first
+StableHLO op whose value diverges. :func:`main` is the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import dtypes
+from .errors import ConversionError
+from .fileio import atomic_write
+from .signature import flatten
+
+# --------------------------------------------------------------------------- tolerances
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """``|actual - expected| <= atol + rtol * |expected|``, elementwise (as ``numpy.isclose``)."""
+
+    rtol: float
+    atol: float
+
+
+#: Tolerance per canonical dtype name. Floats follow the precision of the type (torch's
+#: ``assert_close`` defaults, loosened for the half types because a model accumulates
+#: rounding over many ops); integers and bool must match exactly.
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(1e-7, 1e-7),
+    "float32": Tolerance(1e-5, 1e-5),
+    "float16": Tolerance(1e-3, 1e-3),
+    "bfloat16": Tolerance(1.6e-2, 1e-2),
+    "float8_e4m3fn": Tolerance(1.25e-1, 1e-1),
+    "float8_e5m2": Tolerance(2.5e-1, 1e-1),
+    "complex128": Tolerance(1e-7, 1e-7),
+    "complex64": Tolerance(1e-5, 1e-5),
+}
+_EXACT = Tolerance(0.0, 0.0)
+
+
+def tolerance(dtype: Any) -> Tolerance:
+    """The tolerance for ``dtype`` (any spelling :func:`converter.dtypes.name_of` accepts);
+    exact for integers and bool."""
+    return TOLERANCES.get(dtypes.name_of(dtype), _EXACT)
+
+
+def as_numpy(value: Any) -> np.ndarray:
+    """A NumPy array of a torch tensor, JAX array, NumPy array or Python scalar (bfloat16
+    torch tensors become ml_dtypes bfloat16)."""
+    mod = type(value).__module__
+    if mod.startswith("torch"):
+        import torch
+
+        t = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
+        return t.numpy()
+    return np.asarray(value)
+
+
+@dataclass
+class Comparison:
+    """The outcome of comparing one output leaf.
+
+    Attributes:
+        max_abs: largest ``|actual - expected|`` over finite elements (0 for empty tensors).
+        max_rel: largest ``|actual - expected| / |expected|`` (``inf`` where expected is 0
+            and actual is not).
+        rtol, atol: the tolerance used.
+        passed: every element within tolerance, same NaN/inf positions, same shape and dtype.
+        note: why it failed when not for the values (shape, dtype, NaN positions).
+    """
+
+    max_abs: float
+    max_rel: float
+    rtol: float
+    atol: float
+    passed: bool
+    note: str = ""
+
+
+def compare(
+    expected: Any, actual: Any, tol: Tolerance | None = None, *, check_dtype: bool = True
+) -> Comparison:
+    """Compare ``actual`` with ``expected`` (arrays or tensors of any framework).
+
+    Args:
+        expected: the reference value.
+        actual: the value under test.
+        tol: the tolerance; default :func:`tolerance` of ``expected``'s dtype.
+        check_dtype: fail when the dtypes' canonical names differ.
+    """
+    e, a = as_numpy(expected), as_numpy(actual)
+    tol = tol or tolerance(e.dtype)
+    if e.shape != a.shape:
+        return Comparison(math.inf, math.inf, tol.rtol, tol.atol, False, f"shape {a.shape} != {e.shape}")
+    note = ""
+    if check_dtype and dtypes.name_of(e.dtype) != dtypes.name_of(a.dtype):
+        note = f"dtype {dtypes.name_of(a.dtype)} != {dtypes.name_of(e.dtype)}"
+    if e.size == 0:
+        return Comparison(0.0, 0.0, tol.rtol, tol.atol, not note, note)
+    wide = np.complex128 if np.iscomplexobj(e) or np.iscomplexobj(a) else np.float64
+    e64, a64 = e.astype(wide), a.astype(wide)
+    e_nan, a_nan = np.isnan(e64), np.isnan(a64)
+    both_inf = np.isinf(e64) & np.isinf(a64) & (e64 == a64)
+    finite = ~(e_nan | a_nan | both_inf)
+    diff = np.abs(a64 - e64)
+    mag = np.abs(e64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(mag > 0, diff / mag, np.where(diff == 0, 0.0, np.inf))
+    max_abs = float(np.max(diff[finite], initial=0.0))
+    max_rel = float(np.max(rel[finite], initial=0.0))
+    ok = bool(np.all(diff[finite] <= tol.atol + tol.rtol * mag[finite]))
+    if not np.array_equal(e_nan, a_nan):
+        ok, note = False, note or f"NaN at {int((e_nan != a_nan).sum())} position(s) where the other has none"
+    return Comparison(max_abs, max_rel, tol.rtol, tol.atol, ok and not note, note)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def random_leaf(
+    shape: Sequence[int], dtype: str, rng: np.random.Generator, example: Any = None
+) -> np.ndarray:
+    """One seeded random input of ``shape`` and canonical ``dtype``.
+
+    Floats are standard normal (absolute values when the example is non-negative, e.g. a
+    variance); integers are uniform in ``[min(0, example.min()), example.max() + 1)`` when an
+    example with values is given (token ids stay below the vocabulary), else ``[0, 10)``;
+    bools are fair coin flips.
+    """
+    shape = tuple(d if isinstance(d, int) else 1 for d in shape)
+    np_dtype = dtypes.to_numpy(dtype)
+    ex = None if example is None else as_numpy(example)
+    if ex is not None and ex.size == 0:
+        ex = None
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    if dtypes.is_floating(dtype) or dtypes.is_complex(dtype):
+        x = rng.standard_normal(shape)
+        if dtypes.is_complex(dtype):
+            x = x + 1j * rng.standard_normal(shape)
+        elif ex is not None and float(np.min(ex.astype(np.float64))) >= 0:
+            x = np.abs(x)
+        return x.astype(np_dtype)
+    low, high = 0, 10
+    if ex is not None:
+        low, high = min(0, int(ex.min())), int(ex.max()) + 1
+    if dtypes.is_unsigned(dtype):
+        low = max(low, 0)
+    return rng.integers(low, max(high, low + 1), size=shape).astype(np_dtype)
+
+
+def make_inputs(signature, example: tuple | None = None, seed: int = 0) -> tuple[tuple, dict]:
+    """Seeded random user inputs ``(args, kwargs)`` for ``signature`` (NumPy arrays; static
+    leaves keep the value they were specialized to).
+
+    Args:
+        signature: the module's :class:`converter.signature.Signature`.
+        example: the example ``(args, kwargs)`` the module was converted with; its values
+            set the ranges of integer inputs (see :func:`random_leaf`).
+        seed: NumPy ``default_rng`` seed.
+    """
+    from .signature import unflatten
+
+    rng = np.random.default_rng(seed)
+    examples: list[Any] = [None] * len(signature.inputs)
+    if example is not None:
+        examples = [v for _, v in flatten(example, signature.in_tree)]
+    leaves = [
+        random_leaf(s.shape, s.dtype, rng, ex) for s, ex in zip(signature.inputs, examples, strict=True)
+    ]
+    args, kwargs = unflatten(signature.in_tree, leaves)
+    return tuple(args), dict(kwargs)
+
+
+def load_inputs(path: str | os.PathLike, signature) -> tuple[tuple, dict]:
+    """User inputs from an ``.npz``: keyed by input path (``args[0]``, ``kwargs['mask']``) as
+    the signature names them, or positionally (``arr_0``, ``arr_1``...) in signature order.
+
+    Raises:
+        ConversionError: wrong number of arrays or unknown keys.
+    """
+    from .signature import unflatten
+
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    names = [s.name for s in signature.inputs]
+    if set(arrays) == set(names):
+        leaves = [arrays[n] for n in names]
+    elif len(arrays) == len(names):
+        leaves = list(arrays.values())
+    else:
+        raise ConversionError(
+            f"{path}: has arrays {sorted(arrays)}, the model takes {len(names)} inputs {names}"
+        )
+    args, kwargs = unflatten(signature.in_tree, leaves)
+    return tuple(args), dict(kwargs)
+
+
+def to_torch_tree(tree: Any) -> Any:
+    """NumPy leaves → torch tensors (bfloat16 through a uint16 view), other leaves as is."""
+    import torch
+
+    def conv(x):
+        if not isinstance(x, np.ndarray):
+            return x
+        if dtypes.name_of(x.dtype) == "bfloat16":
+            return torch.from_numpy(x.view(np.uint16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(x).copy())
+
+    return _tree_map(conv, tree)
+
+
+def _tree_map(fn: Callable, tree: Any) -> Any:
+    if isinstance(tree, tuple):
+        return tuple(_tree_map(fn, t) for t in tree)
+    if isinstance(tree, list):
+        return [_tree_map(fn, t) for t in tree]
+    if isinstance(tree, dict):
+        return {k: _tree_map(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
+# --------------------------------------------------------------------------- sources
+
+TARGETS = ("jax", "torch", "onnx")
+SOURCES = ("torch", "jax", "onnx", "stablehlo")
+
+
+@dataclass
+class Source:
+    """A loaded source model.
+
+    Attributes:
+        framework: one of :data:`SOURCES`.
+        module: its conversion.
+        run: ``run(args, kwargs) -> outputs``: the reference, NumPy user inputs in, flat NumPy
+            output leaves (in ``module.signature.outputs`` order) out.
+        reference: what ``run`` executes (``eager torch``, ``onnxruntime``...).
+        example: the example ``(args, kwargs)`` as the framework takes them, or None.
+        native: the source object (torch: the decomposed ``ExportedProgram``), for bisection.
+    """
+
+    framework: str
+    module: Any
+    run: Callable[[tuple, dict], list[np.ndarray]]
+    reference: str
+    example: tuple[tuple, dict] | None = None
+    native: Any = None
+
+
+def flat_outputs(out: Any, signature) -> list[np.ndarray]:
+    """The tensor leaves of a model's output in signature order, as NumPy arrays."""
+    return [as_numpy(v) for _, v in flatten(out, signature.out_tree)]
+
+
+def _factory(spec: str) -> tuple:
+    """Import ``file.py:factory`` and call it; returns ``(obj, args, kwargs)``."""
+    path, sep, name = spec.rpartition(":")
+    if not (sep and path.endswith(".py")):
+        path, name = spec, "factory"
+    file = Path(path)
+    if not file.is_file():
+        raise ConversionError(f"{file}: no such file")
+    mod_name = f"_validate_input_{abs(hash(str(file.resolve())))}"
+    spec_ = importlib.util.spec_from_file_location(mod_name, file)
+    module = importlib.util.module_from_spec(spec_)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, str(file.parent.resolve()))
+    try:
+        spec_.loader.exec_module(module)
+        factory = getattr(module, name, None)
+        if not callable(factory):
+            raise ConversionError(f"{file} has no function {name!r}")
+        result = factory()
+    finally:
+        sys.path.remove(str(file.parent.resolve()))
+    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
+        raise ConversionError(f"{spec}() must return (model, example_args) or (model, args, kwargs)")
+    obj, args, kwargs = (*result, {}) if len(result) == 2 else result
+    return obj, tuple(args), dict(kwargs)
+
+
+def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
+    """A torch ``nn.Module`` (or ``ExportedProgram``) with example inputs; the reference is
+    eager torch."""
+    import torch
+
+    import converter
+    from frontends.torch import export
+
+    kwargs = kwargs or {}
+    ep = export(model, args, kwargs)
+    module = converter.from_torch(ep)
+    call = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        with torch.no_grad():
+            return flat_outputs(call(*to_torch_tree(a), **to_torch_tree(k)), module.signature)
+
+    return Source("torch", module, run, "eager torch", (args, kwargs), ep)
+
+
+def jax_source(fn: Callable, args: tuple, kwargs: dict | None = None) -> Source:
+    """A JAX function with example inputs; the reference is ``fn`` itself (eager JAX)."""
+    import converter
+
+    kwargs = kwargs or {}
+    module = converter.from_jax(fn, *args, **kwargs)
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        return flat_outputs(fn(*a, **k), module.signature)
+
+    return Source("jax", module, run, "the JAX function", (args, kwargs), fn)
+
+
+def onnx_source(path: str | os.PathLike) -> Source:
+    """An ``.onnx`` file; the reference is onnxruntime (CPU)."""
+    import onnxruntime as ort
+
+    import converter
+
+    module = converter.from_onnx(str(path))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return Source("onnx", module, _ort_runner(session, module.signature), "onnxruntime", None, session)
+
+
+def stablehlo_source(path: str | os.PathLike) -> Source:
+    """StableHLO text or bytecode; the reference is the JAX backend under ``jax.jit`` (XLA)."""
+    import converter
+
+    data = Path(path).read_bytes()
+    try:
+        text: str | bytes = data.decode()
+    except UnicodeDecodeError:
+        text = data
+    module = converter.from_stablehlo(text, filename=str(path))
+    fn = module.to_jax()
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        return flat_outputs(fn(*a, **k), module.signature)
+
+    return Source("stablehlo", module, run, "JAX backend (XLA)")
+
+
+def load_source(source: Any, from_: str) -> Source:
+    """Load ``source`` as a :class:`Source`: a ``file.py:factory`` spec (torch, jax), an
+    ``(obj, args[, kwargs])`` tuple (torch, jax), an ``.onnx`` path, or a StableHLO file.
+
+    Raises:
+        ConversionError: unknown ``from_``, unreadable input, or the conversion failed.
+    """
+    if from_ not in SOURCES:
+        raise ConversionError(f"unknown source framework {from_!r}; one of {', '.join(SOURCES)}")
+    if from_ in ("torch", "jax"):
+        obj, args, kwargs = _factory(source) if isinstance(source, str) else (*source, {})[:3]
+        return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
+    if not Path(source).is_file():
+        raise ConversionError(f"{source}: no such file")
+    return onnx_source(source) if from_ == "onnx" else stablehlo_source(source)
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def _ort_runner(session, signature) -> Callable[[tuple, dict], list[np.ndarray]]:
+    names = [i.name for i in session.get_inputs()]
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        leaves = [v for _, v in flatten((a, k), signature.in_tree)]
+        return [np.asarray(o) for o in session.run(None, dict(zip(names, leaves, strict=True)))]
+
+    return run
+
+
+def target_runner(target: str, module) -> Callable[[tuple, dict], list[np.ndarray]]:
+    """Convert ``module`` to ``target`` and return its runner (NumPy inputs → flat NumPy
+    outputs). Raises ``ImportError`` when the target's backend is not available."""
+    sig = module.signature
+    if target == "jax":
+        fn = module.to_jax()
+        return lambda a, k: flat_outputs(fn(*a, **k), sig)
+    if target == "torch":
+        import torch
+
+        model = module.to_torch()
+
+        def run(a: tuple, k: dict) -> list[np.ndarray]:
+            with torch.no_grad():
+                return flat_outputs(model(*to_torch_tree(a), **to_torch_tree(k)), sig)
+
+        return run
+    if target == "onnx":
+        import onnxruntime as ort
+
+        proto = module.to_onnx()
+        session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        return _ort_runner(session, sig)
+    raise ConversionError(f"unknown target {target!r}; one of {', '.join(TARGETS)}")
+
+
+def reimport(via: str, module, example: tuple[tuple, dict]):
+    """The round trip's middle step: ``module`` → ``via`` → back to a Module (``from_jax`` of
+    the JAX function, ``from_torch`` of the torch module, ``from_onnx`` of the ONNX model)."""
+    import converter
+
+    args, kwargs = example
+    if via == "jax":
+        fn = module.to_jax()
+        return converter.from_jax(fn.apply, *args, params=fn.params, **kwargs)
+    if via == "torch":
+        return converter.from_torch(module.to_torch(), to_torch_tree(args), to_torch_tree(kwargs))
+    if via == "onnx":
+        return converter.from_onnx(module.to_onnx())
+    raise ConversionError(f"unknown round-trip step {via!r}")
+
+
+def roundtrips(from_: str, targets: Sequence[str]) -> list[str]:
+    """The round trips of ``--roundtrip``: ``X → T → X`` for each target ``T`` other than the
+    source framework ``X``, written ``"T>X"`` (StableHLO sources come back to JAX)."""
+    home = from_ if from_ in TARGETS else "jax"
+    return [f"{t}>{home}" for t in targets if t != home]
+
+
+def backend_available(target: str) -> str | None:
+    """None when ``target``'s backend (and, for round trips, frontend) imports; else why not."""
+    mods = {"jax": ["backends.jax"], "torch": ["backends.torch"], "onnx": ["backends.onnx", "onnxruntime"]}
+    back = {"jax": "frontends.jax", "torch": "frontends.torch", "onnx": "frontends.onnx"}
+    via, _, final = target.rpartition(">")
+    needed = mods.get(final, []) + (mods.get(via, []) + [back.get(final, "")] if via else [])
+    for name in filter(None, needed):
+        try:
+            mod = importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - any import failure means "not available"
+            return f"{name} is not importable ({type(e).__name__}: {e})"
+        short = name.rpartition(".")[2]
+        if name.startswith("backends.") and not hasattr(mod, f"to_{short}"):
+            return f"{name} has no to_{short} yet"
+    return None
+
+
+# --------------------------------------------------------------------------- report
+
+
+@dataclass
+class Row:
+    """One output leaf of one target: the errors against the source and the verdict."""
+
+    target: str
+    output: str
+    dtype: str
+    shape: list
+    max_abs: float
+    max_rel: float
+    rtol: float
+    atol: float
+    passed: bool
+    note: str = ""
+
+
+@dataclass
+class TargetResult:
+    """One target: ``status`` is ``passed``, ``failed`` (a mismatch, or the conversion raised),
+    or ``skipped`` (backend not available); ``bisect`` locates the first diverging op."""
+
+    target: str
+    status: str
+    reason: str = ""
+    rows: list[Row] = field(default_factory=list)
+    bisect: dict | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class Report:
+    """The outcome of :func:`validate`; :attr:`passed` decides the exit status."""
+
+    source: str
+    from_: str
+    reference: str
+    seed: int
+    inputs: list[dict]
+    targets: list[TargetResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Every target that ran passed, and at least one ran."""
+        ran = [t for t in self.targets if t.status != "skipped"]
+        return bool(ran) and all(t.status == "passed" for t in ran)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["from"] = d.pop("from_")
+        d["passed"] = self.passed
+        return _json_safe(d)
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def compare_outputs(target: str, signature, expected: list, actual: list) -> list[Row]:
+    """One :class:`Row` per output leaf of ``signature``."""
+    if len(actual) != len(expected):
+        return [
+            Row(
+                target,
+                "outputs",
+                "",
+                [],
+                math.inf,
+                math.inf,
+                0,
+                0,
+                False,
+                f"{len(actual)} outputs, the source gives {len(expected)}",
+            )
+        ]
+    rows = []
+    for spec, e, a in zip(signature.outputs, expected, actual, strict=True):
+        c = compare(e, a)
+        rows.append(
+            Row(
+                target,
+                spec.name,
+                dtypes.name_of(e.dtype),
+                list(e.shape),
+                c.max_abs,
+                c.max_rel,
+                c.rtol,
+                c.atol,
+                c.passed,
+                c.note,
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def validate(
+    source: Any,
+    *,
+    from_: str,
+    targets: Sequence[str] = ("jax",),
+    inputs: str | os.PathLike | tuple | None = None,
+    seed: int = 0,
+    roundtrip: bool = False,
+    progress: bool = True,
+) -> Report:
+    """Convert ``source`` to each target, run source and targets on the same inputs, compare.
+
+    Args:
+        source: ``file.py:factory`` (torch: ``factory() -> (model, example_args)``; jax:
+            ``(fn, example_args)``), an ``(obj, args[, kwargs])`` tuple, an ``.onnx`` path, or
+            a StableHLO ``.mlir``/``.mlirbc`` path.
+        from_: the source framework, one of :data:`SOURCES`.
+        targets: any of :data:`TARGETS`; a target whose backend does not import is skipped.
+        inputs: an ``.npz`` (see :func:`load_inputs`) or ``(args, kwargs)`` of NumPy arrays;
+            default: seeded random inputs (:func:`make_inputs`).
+        seed: the random inputs' seed.
+        roundtrip: also run ``X → T → X`` for each target ``T`` (see :func:`roundtrips`).
+        progress: show a rich progress bar on stderr.
+
+    Returns:
+        A :class:`Report`: one :class:`TargetResult` per target (and round trip), with one
+        :class:`Row` per output leaf. On a mismatch, ``TargetResult.bisect`` names the first
+        StableHLO op whose value diverges (:func:`converter.bisect.bisect`).
+
+    Raises:
+        ConversionError: the source cannot be loaded or converted.
+    """
+    for t in targets:
+        if t not in TARGETS:
+            raise ConversionError(f"unknown target {t!r}; one of {', '.join(TARGETS)}")
+    steps = list(targets) + (roundtrips(from_, targets) if roundtrip else [])
+    with _Progress(progress, 2 + len(steps)) as bar:
+        bar.step(f"converting {source if isinstance(source, str) else type(source[0]).__name__}")
+        src = load_source(source, from_)
+        sig = src.module.signature
+        if inputs is None:
+            args, kwargs = make_inputs(sig, _numpy_example(src.example), seed)
+        elif isinstance(inputs, tuple):
+            args, kwargs = inputs
+        else:
+            args, kwargs = load_inputs(inputs, sig)
+        bar.step(f"running the source ({src.reference})")
+        expected = src.run(args, kwargs)
+        report = Report(
+            str(source) if isinstance(source, str) else repr(type(source[0]).__name__),
+            from_,
+            src.reference,
+            seed,
+            [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in sig.inputs],
+        )
+        for target in steps:
+            bar.step(f"target {target}")
+            report.targets.append(_run_target(src, target, (args, kwargs), expected))
+    return report
+
+
+def _numpy_example(example):
+    if example is None:
+        return None
+    return _tree_map(lambda x: as_numpy(x) if hasattr(x, "shape") else x, example)
+
+
+def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: list) -> TargetResult:
+    start = time.perf_counter()
+    why = backend_available(target)
+    if why is not None:
+        return TargetResult(target, "skipped", why)
+    via, _, final = target.rpartition(">")
+    try:
+        module = reimport(via, src.module, inputs) if via else src.module
+        actual = target_runner(final, module)(*inputs)
+    except (ImportError, NotImplementedError) as e:
+        return TargetResult(target, "skipped", f"{type(e).__name__}: {e}")
+    except Exception as e:  # noqa: BLE001 - reported as this target's failure, others still run
+        return TargetResult(target, "failed", f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start)
+    rows = compare_outputs(target, src.module.signature, expected, actual)
+    result = TargetResult(target, "passed" if all(r.passed for r in rows) else "failed", rows=rows)
+    if result.status == "failed" and not via:
+        from .bisect import bisect
+
+        try:
+            result.bisect = bisect(src, final, inputs)
+        except Exception as e:  # noqa: BLE001 - bisection is a diagnosis; its failure is reported
+            result.bisect = {"error": f"bisection failed: {type(e).__name__}: {e}"}
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+class _Progress:
+    """A rich progress bar on stderr (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total, self.bar, self.task, self.done = enabled, total, None, None, 0
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.bar.__enter__()
+            self.task = self.bar.add_task("validate", total=self.total)
+        return self
+
+    def step(self, description: str) -> None:
+        if self.bar is not None:
+            self.done += 1
+            self.bar.update(self.task, description=description, completed=self.done - 1)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+# --------------------------------------------------------------------------- output
+
+
+def print_report(report: Report, console=None) -> None:
+    """A rich table: one row per target and output, then each bisection's finding."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title=f"validate {report.source} (--from {report.from_}; reference: {report.reference})")
+    for col in ("target", "output", "dtype", "shape", "max abs err", "max rel err", "rtol / atol", "result"):
+        table.add_column(col, justify="right" if "err" in col else "left")
+    for t in report.targets:
+        if not t.rows:
+            style = "yellow" if t.status == "skipped" else "red"
+            table.add_row(t.target, "", "", "", "", "", "", f"[{style}]{t.status}[/]")
+        for r in t.rows:
+            verdict = "[green]pass[/]" if r.passed else f"[red]FAIL[/] {r.note}".rstrip()
+            table.add_row(
+                r.target,
+                r.output,
+                r.dtype,
+                str(tuple(r.shape)),
+                f"{r.max_abs:.3g}",
+                f"{r.max_rel:.3g}",
+                f"{r.rtol:g} / {r.atol:g}",
+                verdict,
+            )
+    console.print(table)
+    for t in report.targets:
+        if t.reason:
+            console.print(f"[bold]{t.target}[/] {t.status}: {t.reason}", highlight=False)
+        if t.bisect:
+            console.print(f"[bold]{t.target}[/]: {format_bisect(t.bisect)}", highlight=False)
+    ok = "[green]all passed[/]" if report.passed else "[red]mismatch or failure[/]"
+    console.print(f"{ok} (seed {report.seed})")
+
+
+def format_bisect(b: dict) -> str:
+    """One paragraph from a bisection result."""
+    if "error" in b:
+        return b["error"]
+    if not b.get("found"):
+        return b.get("message", "no diverging op found")
+    return (
+        f"first divergence at StableHLO op #{b['index']} {b['op']} (loc: {b['location']}), "
+        f"source op {b.get('source_op') or '?'}: max abs err {b['max_abs']:.3g}, max rel err "
+        f"{b['max_rel']:.3g} (rtol {b['rtol']:g}, atol {b['atol']:g})"
+    )
+
+
+# --------------------------------------------------------------------------- command line
+
+HELP = "Convert a model to each target, run source and targets on the same inputs, compare."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``convert validate`` options (for :mod:`converter.cli`'s subcommand table)."""
+    parser.add_argument("input", metavar="INPUT", help="file.py:factory, a .onnx file or StableHLO (.mlir)")
+    parser.add_argument("--from", dest="from_", required=True, choices=SOURCES, help="source framework")
+    parser.add_argument(
+        "--to", default=",".join(TARGETS), help=f"comma-separated targets (default: {','.join(TARGETS)})"
+    )
+    parser.add_argument("--inputs", metavar="FILE.npz", help="inputs to use instead of seeded random ones")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    parser.add_argument("--roundtrip", action="store_true", help="also run X → target → X round trips")
+    parser.add_argument("--json", metavar="OUT.json", help="write the report as JSON (atomically)")
+    parser.add_argument("--quiet", action="store_true", help="no table, no progress bar: exit status only")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``convert validate`` from parsed arguments; 0 only if every target passed."""
+    targets = [t.strip() for t in args.to.split(",") if t.strip()]
+    report = validate(
+        args.input,
+        from_=args.from_,
+        targets=targets,
+        inputs=args.inputs,
+        seed=args.seed,
+        roundtrip=args.roundtrip,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
+    if args.json:
+        atomic_write(args.json, json.dumps(report.to_json(), indent=1))
+    if not args.quiet:
+        print_report(report)
+    return 0 if report.passed else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``convert validate INPUT --from X [--to jax,torch,onnx] [--inputs f.npz] [--roundtrip]
+    [--json out.json] [--quiet]``. Exit status 0 if every target passed, 1 on a mismatch or a
+    failed target, 2 when the source cannot be loaded or converted."""
+    parser = argparse.ArgumentParser(prog="convert validate", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run(args)
+    except ConversionError as e:
+        print(f"convert validate: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
