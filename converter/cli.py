@@ -18,13 +18,16 @@ paragraph on stderr, the traceback only with ``--verbose``), 1 for an internal e
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import io
+import logging
 import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +149,22 @@ def torch_export(model: Any, args: tuple, kwargs: dict, where: str):
         ) from e
 
 
+@contextlib.contextmanager
+def _quiet_logging(verbose: bool) -> Iterator[None]:
+    """Hold back library chatter on stderr (torch.export prints the partial graph and logs
+    symbolic-shape warnings when it fails) unless ``--verbose``: the error says what went
+    wrong."""
+    if verbose:
+        yield
+        return
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def load_torch(source: str, options: argparse.Namespace) -> Module:
     """``--from torch``: a ``.pt2`` file (``torch.export.save``) or ``file.py[:factory]``."""
     import torch
@@ -155,7 +174,8 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
     factory = split_factory(source)
     if factory is not None:
         model, args, kwargs = load_factory(*factory)
-        ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
+        with _quiet_logging(options.verbose):
+            ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
     else:
         path = Path(source)
         _check_file(path)
@@ -407,6 +427,8 @@ def _report(e: BaseException, verbose: bool, kind: str) -> None:
     if verbose:
         traceback.print_exception(e, file=sys.stderr)
     message = str(e).strip() or type(e).__name__
+    if not isinstance(e, ConversionError):
+        message = f"{type(e).__name__}: {message}"
     hint = "" if verbose else "\n(run with --verbose for the traceback)"
     print(f"convert: {kind}: {message}{hint}", file=sys.stderr)
 
