@@ -12,9 +12,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from jaxlib.mlir import ir
 
-from . import mlir
+from . import dtypes, mlir
 from .errors import ConversionError, MissingOp, OpConversionError, UnsupportedOpError
 from .registry import Registry
 
@@ -64,6 +65,15 @@ class Interpreter:
         if op.name == "stablehlo.custom_call":
             return f"stablehlo.custom_call@{op.attr('call_target_name')}"
         return op.name
+
+    # ------------------------------------------------------------------ static values
+
+    def static_operand(self, op: mlir.Op, index: int) -> np.ndarray | None:
+        """Operand ``index`` of ``op`` as a NumPy array when it is computable at conversion
+        time (a ``constant`` seen through ``broadcast_in_dim``, ``reshape``, ``convert``),
+        else ``None``. Backends use it where the target needs a static value (an init value
+        a target op must recognize, a shape)."""
+        return _fold(op.operands[index])
 
     # ------------------------------------------------------------------ walk
 
@@ -120,3 +130,30 @@ class Interpreter:
         if len(op.results) == 1 and not isinstance(out, (list, tuple)):
             return [out]
         return list(out)
+
+
+_FOLDABLE = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"}
+
+
+def _fold(value: ir.Value) -> np.ndarray | None:
+    owner = value.owner
+    if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
+        owner = owner.operation
+    if not isinstance(owner, ir.Operation) or owner.name not in _FOLDABLE:
+        return None  # a block argument or a computed value
+    op = mlir.Op(owner)
+    if op.name == "stablehlo.constant":
+        return op.attr("value")
+    inner = _fold(owner.operands[0])
+    if inner is None:
+        return None
+    t = op.result_type
+    if op.name == "stablehlo.convert":
+        return inner.astype(dtypes.to_numpy(t.dtype))
+    if op.name == "stablehlo.reshape":
+        return inner.reshape(t.shape)
+    dims = op.attr("broadcast_dimensions")
+    shape = [1] * t.rank
+    for src, dst in enumerate(dims):
+        shape[dst] = inner.shape[src]
+    return np.broadcast_to(inner.reshape(shape), t.shape)

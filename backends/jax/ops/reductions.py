@@ -37,16 +37,6 @@ _REDUCE = {
 }
 
 
-def _concrete(x):
-    """``x`` as a NumPy value when it is known at trace time (a constant init value), else
-    unchanged. ``lax.reduce_window`` recognizes its max/min/add monoids, and so can be
-    differentiated, only for a concrete init value."""
-    try:
-        return np.asarray(x)
-    except jax.errors.TracerArrayConversionError:
-        return x
-
-
 @register("stablehlo.reduce")
 def _reduce(interp, op, *args):
     n = len(args) // 2
@@ -80,7 +70,10 @@ def _reduce_window(interp, op, *args):
         window_dilation=tuple(op.attr("window_dilations") or [1] * rank),
     )
     if kind in ("add", "max", "min"):
-        return lax.reduce_window(operands[0], _concrete(inits[0]), _COMBINE[kind], **kwargs)
+        # lax.reduce_window recognizes its max/min/add monoids, and so can differentiate
+        # them, only for an init value known at trace time.
+        init = interp.static_operand(op, n)
+        return lax.reduce_window(operands[0], inits[0] if init is None else init, _COMBINE[kind], **kwargs)
     body = interp.region_fn(op.regions[0])
 
     def computation(acc, x):

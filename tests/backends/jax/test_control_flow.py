@@ -19,14 +19,23 @@ def test_while_loop_with_capture():
 
 
 def test_fori_loop_and_scan():
-    assert_same(lambda x: (lax.fori_loop(0, 4, lambda i, v: v * 2 + i, x),
-                           lax.scan(lambda c, v: (c + v, c * v), 0.0, x)), X, rtol=1e-5)
+    assert_same(
+        lambda x: (
+            lax.fori_loop(0, 4, lambda i, v: v * 2 + i, x),
+            lax.scan(lambda c, v: (c + v, c * v), 0.0, x),
+        ),
+        X,
+        rtol=1e-5,
+    )
 
 
 def test_cond_and_switch():
-    assert_same(lambda x, p, i: (lax.cond(p, jnp.sin, jnp.cos, x),
-                                 lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x)),
-                X, np.bool_(True), np.int32(2))
+    assert_same(
+        lambda x, p, i: (lax.cond(p, jnp.sin, jnp.cos, x), lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x)),
+        X,
+        np.bool_(True),
+        np.int32(2),
+    )
 
 
 def test_grad_through_interpreted_loop_matches():

@@ -12,10 +12,37 @@ X = np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, np.nan, np.inf], np.float32)
 INTS = np.array([-7, -3, -1, 0, 1, 3, 7, 100, -100], np.int32)
 J = np.array([2, -2, 3, 5, -3, 2, -5, 7, 9], np.int32)
 
-UNARY = [jnp.abs, jnp.negative, jnp.exp, jnp.expm1, jnp.log1p, jnp.tanh, jnp.sin, jnp.cos, jnp.tan,
-         jnp.floor, jnp.ceil, jnp.sign, jnp.sqrt, lax.rsqrt, jnp.cbrt, jnp.isfinite, lax.logistic,
-         jnp.arcsin, jnp.arccos, jnp.arctan, jnp.sinh, jnp.cosh, jnp.arcsinh, lax.erf, lax.erf_inv,
-         lax.lgamma, lax.digamma, jnp.round, lax.round]
+UNARY = [
+    jnp.abs,
+    jnp.negative,
+    jnp.exp,
+    jnp.expm1,
+    jnp.log1p,
+    jnp.tanh,
+    jnp.sin,
+    jnp.cos,
+    jnp.tan,
+    jnp.floor,
+    jnp.ceil,
+    jnp.sign,
+    jnp.sqrt,
+    lax.rsqrt,
+    jnp.cbrt,
+    jnp.isfinite,
+    lax.logistic,
+    jnp.arcsin,
+    jnp.arccos,
+    jnp.arctan,
+    jnp.sinh,
+    jnp.cosh,
+    jnp.arcsinh,
+    lax.erf,
+    lax.erf_inv,
+    lax.lgamma,
+    lax.digamma,
+    jnp.round,
+    lax.round,
+]
 
 
 @pytest.mark.parametrize("fn", UNARY, ids=lambda f: getattr(f, "__name__", str(f)))
@@ -23,8 +50,21 @@ def test_unary_float(fn):
     assert_same(fn, X)
 
 
-@pytest.mark.parametrize("fn", [jnp.add, jnp.subtract, jnp.multiply, jnp.divide, jnp.maximum,
-                                jnp.minimum, jnp.power, jnp.arctan2, lax.rem, jnp.nextafter])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        jnp.add,
+        jnp.subtract,
+        jnp.multiply,
+        jnp.divide,
+        jnp.maximum,
+        jnp.minimum,
+        jnp.power,
+        jnp.arctan2,
+        lax.rem,
+        jnp.nextafter,
+    ],
+)
 def test_binary_float(fn):
     assert_same(fn, X, X[::-1].copy())
 
@@ -66,8 +106,16 @@ def test_population_count_and_clz():
 
 def test_convert_and_bitcast():
     finite = X[np.isfinite(X)]  # float -> int of NaN/inf is implementation-defined (spec: convert)
-    assert_same(lambda x: (x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.bfloat16),
-                           x.astype(jnp.float16), lax.bitcast_convert_type(x, jnp.int32)), finite)
+    assert_same(
+        lambda x: (
+            x.astype(jnp.int32),
+            x.astype(jnp.uint8),
+            x.astype(jnp.bfloat16),
+            x.astype(jnp.float16),
+            lax.bitcast_convert_type(x, jnp.int32),
+        ),
+        finite,
+    )
 
 
 def test_clamp_select_complex():

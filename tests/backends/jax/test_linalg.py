@@ -28,9 +28,16 @@ def test_convolution_layouts_groups_dilations(groups, dil, lhs_dil, stride):
     w = rng.normal(size=(3, 3, 4 // groups, 8)).astype(np.float32)  # HWIO
 
     def conv(x, w):
-        return lax.conv_general_dilated(x, w, (stride, stride), [(1, 2), (0, 1)], lhs_dilation=(lhs_dil, 1),
-                                        rhs_dilation=(dil, dil), dimension_numbers=("NHWC", "HWIO", "NCHW"),
-                                        feature_group_count=groups)
+        return lax.conv_general_dilated(
+            x,
+            w,
+            (stride, stride),
+            [(1, 2), (0, 1)],
+            lhs_dilation=(lhs_dil, 1),
+            rhs_dilation=(dil, dil),
+            dimension_numbers=("NHWC", "HWIO", "NCHW"),
+            feature_group_count=groups,
+        )
 
     assert_same(conv, x, w, rtol=1e-5, atol=1e-5)
 

@@ -47,8 +47,16 @@ def test_cumsum_and_cummax():
 def test_sort_ascending_descending_multikey_and_stable():
     keys = np.array([3, 1, 2, 1, 3, 0], np.int32)
     vals = np.arange(6, dtype=np.float32)
-    assert_same(lambda k, v: (jnp.sort(k), jnp.argsort(-k, stable=True), lax.sort((k, v), num_keys=2),
-                              jnp.sort(v, descending=True)), keys, vals)
+    assert_same(
+        lambda k, v: (
+            jnp.sort(k),
+            jnp.argsort(-k, stable=True),
+            lax.sort((k, v), num_keys=2),
+            jnp.sort(v, descending=True),
+        ),
+        keys,
+        vals,
+    )
 
 
 def test_top_k_and_grad_of_max_pool():

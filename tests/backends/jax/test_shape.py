@@ -26,6 +26,11 @@ def test_iota_and_constants():
 
 
 def test_dynamic_slice_and_update_clamp():
-    assert_same(lambda a, i: (lax.dynamic_slice(a, (i, i, i), (1, 2, 3)),
-                              lax.dynamic_update_slice(a, jnp.ones((1, 2, 2), a.dtype), (i, i, i))),
-                A, np.int32(5))
+    assert_same(
+        lambda a, i: (
+            lax.dynamic_slice(a, (i, i, i), (1, 2, 3)),
+            lax.dynamic_update_slice(a, jnp.ones((1, 2, 2), a.dtype), (i, i, i)),
+        ),
+        A,
+        np.int32(5),
+    )
