@@ -1,0 +1,301 @@
+"""ONNX → StableHLO: ONNX nodes lower to JAX through :data:`ONNX_RULES`, and the whole graph
+is lowered with ``jax.jit(...).lower()`` to a :class:`converter.Module`.
+
+Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operator pages
+(https://onnx.ai/onnx/operators/).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Any
+
+import jax
+import numpy as np
+import onnx
+import onnx.checker
+import onnx.defs
+import onnx.shape_inference
+from onnx import numpy_helper
+
+from converter import dtypes
+from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
+from converter.module import Module
+from converter.signature import LEAF, LeafSpec, Signature, args_tree
+
+from . import ops  # noqa: F401 - registers the rules
+from .graph import GraphRunner, StaticValueRequired, np_dtype
+from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup
+
+MAX_OPSET = onnx.defs.onnx_opset_version()
+MIN_OPSET = 7
+
+
+def load_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """An ``onnx.ModelProto`` from a path (external data loaded from beside it), serialized
+    bytes, or a ModelProto.
+
+    Raises:
+        ParseError: the file is missing or not an ONNX model.
+    """
+    if isinstance(model, onnx.ModelProto):
+        return model
+    try:
+        if isinstance(model, bytes):
+            return onnx.load_from_string(model)
+        return onnx.load(os.fspath(model), load_external_data=True)
+    except Exception as e:  # noqa: BLE001 - reported as a typed error naming the file
+        raise ParseError(
+            f"cannot read ONNX model {model if not isinstance(model, bytes) else '<bytes>'}: {e}"
+        ) from e
+
+
+def _walk_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _walk_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _walk_nodes(g)
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """Raise one :class:`UnsupportedOpError` naming every node (name, op type, schema version)
+    whose op has no rule, or whose domain's opset is outside what the converter supports."""
+    opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
+    local = {(canonical_domain(f.domain), f.name) for f in model.functions}
+    found: dict[str, list[str]] = defaultdict(list)
+    default = opsets.get(DEFAULT_DOMAIN, MAX_OPSET)
+    for node in _walk_nodes(model.graph):
+        domain = canonical_domain(node.domain)
+        if (domain, node.op_type) in local:
+            continue
+        if domain == DEFAULT_DOMAIN and not MIN_OPSET <= default <= MAX_OPSET:
+            found[
+                f"{domain}::{node.op_type} at opset {default} (supported: {MIN_OPSET}..{MAX_OPSET})"
+            ].append(node.name)
+            continue
+        version, rule = lookup(node.op_type, domain, opsets.get(domain, 1))
+        if rule is None:
+            found[f"{domain}::{node.op_type}-{version}"].append(node.name)
+    for f in model.functions:
+        for node in f.node:
+            domain = canonical_domain(node.domain)
+            if (domain, node.op_type) in local:
+                continue
+            fops = {canonical_domain(o.domain): o.version for o in f.opset_import}
+            version, rule = lookup(node.op_type, domain, fops.get(domain, opsets.get(domain, 1)))
+            if rule is None:
+                found[f"{domain}::{node.op_type}-{version}"].append(f"{f.name}/{node.name}")
+    if found:
+        missing = [
+            MissingOp(k, len(v), "nodes " + ", ".join(repr(n) for n in v[:8])) for k, v in found.items()
+        ]
+        raise UnsupportedOpError(missing, "ONNX frontend")
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
+    """name → (dtype, shape) for every tensor value shape inference typed."""
+    types: dict[str, tuple] = {}
+
+    def visit(graph: onnx.GraphProto) -> None:
+        for vi in (*graph.value_info, *graph.output, *graph.input):
+            t = vi.type
+            if t.WhichOneof("value") != "tensor_type" or not t.tensor_type.elem_type:
+                continue
+            try:
+                dtype = np_dtype(t.tensor_type.elem_type)
+            except Exception:  # noqa: BLE001 - a dtype NumPy cannot hold (strings...)
+                continue
+            shape = None
+            if t.tensor_type.HasField("shape"):
+                shape = tuple(
+                    d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                    for d in t.tensor_type.shape.dim
+                )
+            types[vi.name] = (dtype, shape)
+        for node in graph.node:
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    visit(a.g)
+
+    visit(model.graph)
+    return types
+
+
+def _input_shape(
+    vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str, tuple]
+) -> tuple[tuple, list]:
+    if vi.name in shapes:
+        return tuple(int(d) for d in shapes[vi.name]), []
+    out, unresolved = [], []
+    for i, d in enumerate(vi.type.tensor_type.shape.dim):
+        if d.HasField("dim_value"):
+            out.append(d.dim_value)
+        elif d.dim_param and d.dim_param in dims:
+            out.append(int(dims[d.dim_param]))
+        else:
+            unresolved.append(d.dim_param or f"{vi.name}[dim {i}]")
+            out.append(-1)
+    return tuple(out), unresolved
+
+
+def from_onnx(
+    model: str | os.PathLike | bytes | onnx.ModelProto,
+    *,
+    dims: dict[str, int] | None = None,
+    input_shapes: dict[str, tuple] | None = None,
+    static_inputs: dict[str, Any] | None = None,
+    check: bool = True,
+) -> Module:
+    """Convert an ONNX model to a :class:`converter.Module`.
+
+    The module's ``@main`` takes the initializers first (as parameters named after them,
+    ``kind="parameter"``), then the graph inputs that are not initializers, in graph order
+    (call ``f(*inputs)``); it returns a tuple of the graph outputs, in graph order.
+
+    Args:
+        model: a path (external data is loaded from beside it), serialized bytes or a
+            ``ModelProto``.
+        dims: a concrete size for each symbolic dimension (``dim_param``) of the graph
+            inputs, e.g. ``{"batch": 1}``. The module is specialized to those sizes (the
+            signature records them as ints); a symbolic dimension without a size is an error.
+        input_shapes: full concrete shapes per input name (overrides ``dims``).
+        static_inputs: graph inputs to fold in as constants (name → array), for models
+            whose shapes, axes or trip counts are computed from inputs.
+        check: run ``onnx.checker.check_model`` first.
+
+    Raises:
+        ParseError: unreadable file, or ``onnx.checker`` rejects the graph.
+        UnsupportedOpError: one error naming every node (name, op type, schema version)
+            without a lowering, or whose opset is outside 7..``onnx.defs.onnx_opset_version()``.
+        StaticValueRequired: a shape/axes input depends on a graph input (see ``static_inputs``).
+        OpConversionError: a rule failed; names the node, its op type and version.
+        ConversionError: symbolic dimensions without a size; inputs of a type StableHLO
+            cannot hold (strings, sequences).
+    """
+    path = model if isinstance(model, (str, os.PathLike)) else None
+    model = load_model(model)
+    if check:
+        try:
+            onnx.checker.check_model(model)
+        except Exception as e:  # noqa: BLE001 - onnx.checker raises ValidationError and others
+            raise ParseError(f"invalid ONNX model{f' {path}' if path else ''}: {e}") from e
+    check_supported(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is an aid; conversion proceeds without it
+        inferred = model
+    types = _value_types(inferred)
+    opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
+    functions = {(canonical_domain(f.domain), f.name): f for f in model.functions}
+    runner = GraphRunner(opsets, types, functions)
+
+    graph = model.graph
+    init_names = [t.name for t in graph.initializer]
+    params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    static_inputs = {k: np.asarray(v) for k, v in (static_inputs or {}).items()}
+    param_specs = [
+        LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
+    ]
+    input_specs, problems = [], []
+    for vi in graph.input:
+        if vi.name in params or vi.name in static_inputs:
+            continue
+        if vi.type.WhichOneof("value") != "tensor_type":
+            problems.append(f"input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a tensor")
+            continue
+        shape, unresolved = _input_shape(vi, dims or {}, input_shapes or {})
+        if unresolved:
+            problems.append(f"input {vi.name!r} has symbolic dimensions {unresolved}: give sizes with dims=")
+            continue
+        input_specs.append(
+            LeafSpec(vi.name, shape, _dtype_name(np_dtype(vi.type.tensor_type.elem_type), vi.name))
+        )
+    if problems:
+        raise ConversionError("cannot convert the graph inputs:\n  " + "\n  ".join(problems))
+    for spec in input_specs:  # inputs' concrete shapes let the checks use them
+        dtype = dtypes.to_numpy(spec.dtype)
+        types[spec.name] = (dtype, spec.shape)
+    outputs: list = []
+
+    def fn(*flat):
+        env: dict[str, Any] = dict(static_inputs)
+        env.update(zip(init_names, flat[: len(init_names)]))
+        env.update({n: v for n, v in params.items() if _foldable(v)})
+        env.update(zip((s.name for s in input_specs), flat[len(init_names) :]))
+        runner.env = env
+        runner.run_nodes(graph.node, env)
+        outs = [env[o.name] for o in graph.output]
+        outputs[:] = outs
+        return tuple(jax.numpy.asarray(o) for o in outs)
+
+    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
+    with jax.enable_x64(True):
+        lowered = jax.jit(fn, keep_unused=True).lower(*avals)
+    for o, vi in zip(outputs, graph.output):
+        if o is None or isinstance(o, list):
+            raise ConversionError(
+                f"graph output {vi.name!r} is a sequence or optional; StableHLO returns tensors"
+            )
+    out_info = lowered.out_info
+    output_specs = [
+        LeafSpec(vi.name, tuple(a.shape), dtypes.name_of(a.dtype), "output")
+        for vi, a in zip(graph.output, out_info)
+    ]
+    signature = Signature(
+        params=tuple(param_specs),
+        inputs=tuple(input_specs),
+        outputs=tuple(output_specs),
+        in_tree=args_tree({"kind": "tuple", "children": [LEAF] * len(input_specs)}, _EMPTY_DICT),
+        out_tree={"kind": "tuple", "children": [LEAF] * len(output_specs)},
+    )
+    meta = {
+        "onnx_version": onnx.__version__,
+        "opset_import": {d: v for d, v in opsets.items()},
+        "producer": model.producer_name,
+        "graph": graph.name,
+    }
+    if dims:
+        meta["specialized_dims"] = dict(dims)
+    if static_inputs:
+        meta["static_inputs"] = sorted(static_inputs)
+    return Module(lowered.compiler_ir("stablehlo"), signature, params, source="onnx", meta=meta)
+
+
+def _foldable(value: np.ndarray) -> bool:
+    """Small integer initializers (shapes, axes, indices) are also used as constants, so rules
+    can read them at conversion time; they stay parameters of the signature."""
+    return value.dtype.kind in "iub" and value.size <= 4096
+
+
+_EMPTY_DICT = {"kind": "dict", "keys": [], "children": []}
+
+
+def _dtype_name(dtype: np.dtype, name: str) -> str:
+    try:
+        return dtypes.name_of(dtype)
+    except Exception as e:  # noqa: BLE001
+        raise ConversionError(f"{name!r} has dtype {dtype}, which StableHLO cannot hold") from e
+
+
+def supported_ops() -> dict[tuple[str, str], list[int]]:
+    """``(domain, op_type)`` → the schema versions with a rule (for docs/onnx.md)."""
+    out: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for d, op, v in ONNX_RULES.keys():
+        out[(d, op)].append(v)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+__all__ = [
+    "MAX_OPSET",
+    "ONNX_RULES",
+    "StaticValueRequired",
+    "check_supported",
+    "from_onnx",
+    "load_model",
+    "supported_ops",
+]

@@ -1,0 +1,273 @@
+"""Evaluate an ONNX graph node by node with the JAX rules of :data:`ONNX_RULES`.
+
+Values are ``jax.Array`` tracers while ``jax.jit`` lowers the model, or ``np.ndarray`` when
+they are known at conversion time (initializers, ``Constant`` outputs, ``Shape`` of a static
+shape, and every node whose inputs are all known: such nodes are folded eagerly under
+``jax.ensure_compile_time_eval``). Rules that need a static input (Reshape's shape, Slice's
+starts, TopK's k...) read it with :meth:`NodeContext.static`. Sequences are Python lists,
+an empty optional is ``None``. A rule returns a tuple
+for several outputs (a list is one sequence value).
+
+Each node runs under ``jax.named_scope("OpType[node_name]")``, so the StableHLO ``loc(...)``
+of every op names the ONNX node it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from converter.errors import ConversionError, OpConversionError
+
+from .registry import canonical_domain, lookup
+
+# Ops never folded at conversion time even when their inputs are known.
+NO_FOLD = {
+    "RandomNormal",
+    "RandomNormalLike",
+    "RandomUniform",
+    "RandomUniformLike",
+    "Bernoulli",
+    "Multinomial",
+}
+
+
+class StaticValueRequired(ConversionError):
+    """A rule needs an input's value at conversion time (a shape, axes, a trip count) but the
+    value depends on a graph input.
+
+    Attributes:
+        names: the value names that had to be static.
+    """
+
+    def __init__(self, names: Sequence[str], node: onnx.NodeProto):
+        self.names = list(names)
+        super().__init__(
+            f"{node.op_type} node {node.name!r} needs the value of {self.names} at conversion time; "
+            "pass it with from_onnx(..., static_inputs={name: array}) when it is a graph input"
+        )
+
+
+def np_dtype(elem_type: int) -> np.dtype:
+    """NumPy dtype of an ONNX ``TensorProto.DataType`` (bfloat16/float8 via ml_dtypes)."""
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def decode_attribute(attr: onnx.AttributeProto) -> Any:
+    """An attribute's value: strings as ``str``, tensors as ``np.ndarray``, graphs as
+    ``GraphProto``."""
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode() for v in value]
+    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
+        return [numpy_helper.to_array(v) for v in value]
+    return value
+
+
+def is_known(value: Any) -> bool:
+    """True for a value known at conversion time (NumPy arrays, lists of them, None)."""
+    if value is None or isinstance(value, (np.ndarray, np.generic)):
+        return True
+    if isinstance(value, list):
+        return all(is_known(v) for v in value)
+    return False
+
+
+def _to_known(value: Any) -> Any:
+    if value is None or isinstance(value, (np.ndarray, np.generic)):
+        return None if value is None else np.asarray(value)
+    if isinstance(value, (list, tuple)):
+        return [_to_known(v) for v in value]
+    return np.asarray(value)
+
+
+class NodeContext:
+    """What a rule may ask about its node besides its input values.
+
+    Attributes:
+        node: the ``NodeProto``.
+        version: the schema ``since_version`` being lowered.
+        opset: the model's opset for the node's domain.
+        runner: the :class:`GraphRunner`.
+    """
+
+    def __init__(self, runner: GraphRunner, node: onnx.NodeProto, version: int, opset: int, values: list):
+        self.runner = runner
+        self.node = node
+        self.version = version
+        self.opset = opset
+        self.values = values
+
+    def static(self, i: int, default: Any = None) -> np.ndarray | None:
+        """Input ``i`` as a NumPy array known at conversion time (``default`` when omitted).
+
+        Raises:
+            StaticValueRequired: the value depends on a graph input.
+        """
+        if i >= len(self.values) or self.values[i] is None:
+            return default
+        value = self.values[i]
+        if is_known(value):
+            return value
+        raise StaticValueRequired([self.node.input[i]], self.node)
+
+    def out_dtype(self, i: int = 0) -> np.dtype | None:
+        """The dtype ONNX shape inference gives output ``i``, or None."""
+        t = self.runner.types.get(self.node.output[i]) if i < len(self.node.output) else None
+        return t[0] if t else None
+
+    def out_shape(self, i: int = 0) -> tuple | None:
+        """The shape ONNX shape inference gives output ``i`` (ints and dim_param strings)."""
+        t = self.runner.types.get(self.node.output[i]) if i < len(self.node.output) else None
+        return t[1] if t else None
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def subgraph(self, graph: onnx.GraphProto) -> Callable[..., list]:
+        """A callable evaluating ``graph`` (an attribute of this node) on its inputs; it sees
+        the values of the enclosing scopes."""
+        env = self.runner.env
+        return lambda *args: self.runner.run_graph(graph, list(args), env)
+
+
+class GraphRunner:
+    """Evaluates ONNX graphs with the rules of the registry.
+
+    Args:
+        opsets: the model's opset per canonical domain.
+        types: value name → (dtype, shape) from ``onnx.shape_inference`` (may be partial).
+        functions: model-local functions by ``(domain, name)``.
+    """
+
+    def __init__(self, opsets: dict[str, int], types: dict[str, tuple], functions: dict | None = None):
+        self.opsets = opsets
+        self.types = types
+        self.functions = functions or {}
+        self.env: dict[str, Any] = {}
+
+    def run_graph(self, graph: onnx.GraphProto, args: Sequence[Any], outer: dict[str, Any]) -> list:
+        """Evaluate ``graph`` with ``args`` bound to its non-initializer inputs (in order) and
+        the enclosing scope ``outer``; returns its outputs."""
+        env = dict(outer)
+        for init in graph.initializer:
+            env[init.name] = numpy_helper.to_array(init)
+        inputs = [i.name for i in graph.input if i.name not in {x.name for x in graph.initializer}]
+        if len(inputs) != len(args):
+            raise ConversionError(f"graph {graph.name!r} takes {len(inputs)} inputs, got {len(args)}")
+        env.update(zip(inputs, args))
+        self.run_nodes(graph.node, env)
+        return [env[o.name] for o in graph.output]
+
+    def run_nodes(self, nodes: Sequence[onnx.NodeProto], env: dict[str, Any]) -> None:
+        """Evaluate ``nodes`` in order, adding their outputs to ``env``."""
+        for node in nodes:
+            values = [env[n] if n else None for n in node.input]
+            outs = self.run_node(node, values, env)
+            for name, value in zip(node.output, outs):
+                if name:
+                    env[name] = value
+
+    def run_node(self, node: onnx.NodeProto, values: list, env: dict[str, Any]) -> list:
+        """Evaluate one node; errors are wrapped naming the node, its op type and version."""
+        domain = canonical_domain(node.domain)
+        opset = self.opsets.get(domain, 1)
+        version, rule = lookup(node.op_type, domain, opset)
+        key = f"{domain}::{node.op_type}-{version}"
+        while values and values[-1] is None:
+            values.pop()
+        attrs = {a.name: decode_attribute(a) for a in node.attribute}
+        fold = node.op_type not in NO_FOLD and all(is_known(v) for v in values)
+        try:
+            if (domain, node.op_type) in self.functions:
+                return self._run_function(node, values, attrs, env)
+            if rule is None:
+                raise NotImplementedError(f"no rule for {key}")
+            saved, self.env = self.env, env
+            ctx = NodeContext(self, node, version, opset, values)
+            try:
+                with jax.named_scope(f"{node.op_type}[{node.name}]"):
+                    if fold:
+                        with jax.ensure_compile_time_eval():
+                            out = rule(ctx, *values, **attrs)
+                    else:
+                        out = rule(ctx, *values, **attrs)
+            finally:
+                self.env = saved
+            out = list(out) if isinstance(out, tuple) else [out]
+            if fold:
+                out = [_to_known(o) for o in out]
+            return [self._conform(name, o) for name, o in zip(node.output, out)]
+        except (StaticValueRequired, OpConversionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised naming the node
+            raise OpConversionError(key, f"node {node.name!r}", e) from e
+
+    def _conform(self, name: str, value: Any) -> Any:
+        """Cast to the dtype shape inference gives ``name`` and check static shapes."""
+        t = self.types.get(name)
+        if t is None or value is None or isinstance(value, list):
+            return value
+        dtype, shape = t
+        if dtype is not None and value.dtype != dtype:
+            value = value.astype(dtype) if isinstance(value, np.ndarray) else jnp.asarray(value).astype(dtype)
+        if (
+            shape is not None
+            and all(isinstance(d, int) for d in shape)
+            and tuple(value.shape) != tuple(shape)
+        ):
+            raise ValueError(
+                f"output {name!r} has shape {tuple(value.shape)}, ONNX shape inference gives {shape}"
+            )
+        return value
+
+    def _run_function(self, node: onnx.NodeProto, values: list, attrs: dict, env: dict) -> list:
+        """Inline a model-local function (``FunctionProto``)."""
+        fn = self.functions[(canonical_domain(node.domain), node.op_type)]
+        defaults = {a.name: decode_attribute(a) for a in fn.attribute_proto}
+        attrs = {**defaults, **attrs}
+        scope: dict[str, Any] = {}
+        for name, v in zip(fn.input, values):
+            scope[name] = v
+        nodes = [_bind_attrs(n, attrs, node.attribute) for n in fn.node]
+        saved = self.opsets, self.types
+        self.opsets = {**self.opsets, **{canonical_domain(o.domain): o.version for o in fn.opset_import}}
+        self.types = {}  # function-body names are local; inference types are the caller's
+        try:
+            self.run_nodes(nodes, scope)
+        finally:
+            self.opsets, self.types = saved
+        return [scope.get(o) for o in fn.output]
+
+
+def _bind_attrs(node: onnx.NodeProto, attrs: dict, call_attrs) -> onnx.NodeProto:
+    """A copy of a function body node with ``ref_attr_name`` attributes resolved."""
+    if not any(a.ref_attr_name for a in node.attribute):
+        return node
+    by_name = {a.name: a for a in call_attrs}
+    new = onnx.NodeProto()
+    new.CopyFrom(node)
+    del new.attribute[:]
+    for a in node.attribute:
+        if a.ref_attr_name:
+            if a.ref_attr_name in by_name:
+                b = onnx.AttributeProto()
+                b.CopyFrom(by_name[a.ref_attr_name])
+                b.name = a.name
+                new.attribute.append(b)
+            elif a.ref_attr_name in attrs:
+                new.attribute.append(helper.make_attribute(a.name, attrs[a.ref_attr_name]))
+        else:
+            new.attribute.append(a)
+    return new

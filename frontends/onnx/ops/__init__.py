@@ -1,0 +1,12 @@
+"""ONNX op rules, one module per op family; importing this package registers them all."""
+
+from . import (  # noqa: F401
+    control_flow,
+    elementwise,
+    indexing,
+    linalg,
+    nn,
+    reductions,
+    sequence,
+    shape,
+)

@@ -1,0 +1,142 @@
+"""Control flow: If → ``lax.cond``, Loop → ``lax.while_loop``/``lax.scan``, Scan →
+``lax.scan`` (https://onnx.ai/onnx/operators/onnx__If.html, ...Loop.html, ...Scan.html).
+
+A condition or trip count known at conversion time is resolved then (the taken branch is
+inlined; a loop with known trip count and scan outputs becomes ``lax.scan``, or is unrolled
+when its body changes shapes or carries sequences).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..graph import is_known
+from ..registry import onnx_op
+
+MAX_UNROLL = 256
+
+
+@onnx_op("If", 1)
+def if_(ctx, cond, *, then_branch, else_branch):
+    """If: a static condition inlines the taken branch; otherwise ``lax.cond`` (both branches
+    must give outputs of equal shapes)."""
+    then_fn, else_fn = ctx.subgraph(then_branch), ctx.subgraph(else_branch)
+    if is_known(cond):
+        return tuple((then_fn if bool(np.asarray(cond).reshape(())) else else_fn)())
+    return tuple(
+        lax.cond(
+            jnp.asarray(cond).reshape(()),
+            lambda: tuple(map(jnp.asarray, then_fn())),
+            lambda: tuple(map(jnp.asarray, else_fn())),
+        )
+    )
+
+
+@onnx_op("Loop", 1)
+def loop(ctx, trip_count=None, cond=None, *carried, body):
+    """Loop(M, cond, v...): body(i, cond, v...) → (cond, v..., scan outputs...)."""
+    body_fn = ctx.subgraph(body)
+    n_carried = len(carried)
+    m = (
+        None
+        if trip_count is None
+        else (int(np.asarray(trip_count).reshape(())) if is_known(trip_count) else None)
+    )
+    if trip_count is not None and m is None and n_carried == len(body.output) - 1:
+        m_dyn = jnp.asarray(trip_count).reshape(())
+    else:
+        m_dyn = None
+    cond0 = True if cond is None else cond
+    if m is not None and m <= MAX_UNROLL and is_known(cond0):
+        return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
+    if len(body.output) - 1 > n_carried:
+        if m is None:
+            raise NotImplementedError("Loop with scan outputs needs a static trip count")
+        return _loop_scan(body_fn, m, cond0, carried)
+    limit = m_dyn if m_dyn is not None else (m if m is not None else np.iinfo(np.int64).max)
+
+    def step(state):
+        i, c, vs = state
+        outs = body_fn(jnp.asarray(i, np.int64), jnp.asarray(c, bool).reshape(()), *vs)
+        return (
+            i + 1,
+            jnp.asarray(outs[0], bool).reshape(()),
+            tuple(jnp.asarray(o, v.dtype) for o, v in zip(outs[1:], vs)),
+        )
+
+    init = (
+        jnp.asarray(0, np.int64),
+        jnp.asarray(cond0, bool).reshape(()),
+        tuple(jnp.asarray(v) for v in carried),
+    )
+    _, _, vs = lax.while_loop(lambda s: (s[0] < limit) & s[1], step, init)
+    return tuple(vs)
+
+
+def _unroll(body_fn, m, cond, carried, n_scan):
+    vs = list(carried)
+    scans: list[list] = [[] for _ in range(n_scan)]
+    c = cond
+    for i in range(m):
+        if is_known(c) and not bool(np.asarray(c).reshape(())):
+            break
+        if not is_known(c):
+            raise NotImplementedError("Loop whose condition depends on data inside an unrolled loop")
+        outs = body_fn(np.array(i, np.int64), np.asarray(c, bool).reshape(()), *vs)
+        c = outs[0]
+        vs = list(outs[1 : 1 + len(vs)])
+        for j, s in enumerate(outs[1 + len(vs) :]):
+            scans[j].append(s)
+    stacked = [jnp.stack([jnp.asarray(s) for s in sc]) if sc else None for sc in scans]
+    if any(s is None for s in stacked):
+        raise NotImplementedError("Loop with zero iterations and scan outputs (unknown element shape)")
+    return tuple(vs + stacked)
+
+
+def _loop_scan(body_fn, m, cond, carried):
+    def step(state, i):
+        c, vs = state
+        outs = body_fn(i, c, *vs)
+        return (jnp.asarray(outs[0], bool).reshape(()), tuple(outs[1 : 1 + len(vs)])), tuple(
+            outs[1 + len(vs) :]
+        )
+
+    (c, vs), ys = lax.scan(
+        step, (jnp.asarray(cond, bool).reshape(()), tuple(carried)), jnp.arange(m, dtype=np.int64)
+    )
+    return tuple(vs) + tuple(ys)
+
+
+@onnx_op("Scan", 9)
+def scan(
+    ctx,
+    *inputs,
+    body,
+    num_scan_inputs,
+    scan_input_axes=None,
+    scan_input_directions=None,
+    scan_output_axes=None,
+    scan_output_directions=None,
+):
+    """Scan (opset 9+): state variables then scan inputs sliced along their axes."""
+    n_state = len(inputs) - num_scan_inputs
+    states, xs = list(inputs[:n_state]), list(inputs[n_state:])
+    in_axes = scan_input_axes or [0] * num_scan_inputs
+    in_dirs = scan_input_directions or [0] * num_scan_inputs
+    xs = [jnp.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
+    xs = [jnp.flip(x, 0) if d else x for x, d in zip(xs, in_dirs)]
+    body_fn = ctx.subgraph(body)
+
+    def step(carry, sl):
+        outs = body_fn(*carry, *sl)
+        return tuple(jnp.asarray(o) for o in outs[:n_state]), tuple(outs[n_state:])
+
+    carry, ys = lax.scan(step, tuple(jnp.asarray(s) for s in states), tuple(xs))
+    n_out = len(ys)
+    out_axes = scan_output_axes or [0] * n_out
+    out_dirs = scan_output_directions or [0] * n_out
+    ys = [jnp.flip(y, 0) if d else y for y, d in zip(ys, out_dirs)]
+    ys = [jnp.moveaxis(y, 0, a % y.ndim) for y, a in zip(ys, out_axes)]
+    return tuple(carry) + tuple(ys)

@@ -1,0 +1,162 @@
+"""Reductions and normalized exponentials: Reduce*, ArgMax/ArgMin, Softmax, LogSoftmax,
+Hardmax, CumSum, CumProd, TopK (https://onnx.ai/onnx/operators/).
+
+Reduce ops take ``axes`` as an attribute before opset 18 (13 for ReduceSum) and as an input
+after; an empty ``axes`` reduces everything unless ``noop_with_empty_axes``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import onnx_op
+
+
+def _reduce_axes(ctx, x, axes_attr, noop):
+    if ctx.version >= (13 if ctx.node.op_type == "ReduceSum" else 18):
+        axes = ctx.static(1)
+    else:
+        axes = axes_attr
+    if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
+        return None if not noop else ()
+    return tuple(int(a) % max(x.ndim, 1) for a in np.asarray(axes).reshape(-1))
+
+
+def _log_sum_exp(x, axis, keepdims):
+    if x.size == 0:
+        return jnp.log(jnp.sum(jnp.exp(x), axis=axis, keepdims=keepdims))
+    return jax.nn.logsumexp(x, axis=axis, keepdims=keepdims)
+
+
+def _empty_safe(fn, identity):
+    def red(x, axis, keepdims):
+        if x.size == 0:
+            shape = jnp.sum(jnp.zeros(x.shape, x.dtype), axis=axis, keepdims=keepdims).shape
+            return jnp.full(shape, identity(x.dtype), x.dtype)
+        return fn(x, axis=axis, keepdims=keepdims)
+
+    return red
+
+
+def _min_of(dtype):
+    return -np.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).min
+
+
+def _max_of(dtype):
+    return np.inf if jnp.issubdtype(dtype, jnp.floating) else jnp.iinfo(dtype).max
+
+
+_REDUCERS = {
+    "ReduceSum": (jnp.sum, 1),
+    "ReduceMean": (jnp.mean, 1),
+    "ReduceProd": (jnp.prod, 1),
+    "ReduceMax": (_empty_safe(jnp.max, _min_of), 1),
+    "ReduceMin": (_empty_safe(jnp.min, _max_of), 1),
+    "ReduceL1": (lambda x, axis, keepdims: jnp.sum(jnp.abs(x), axis=axis, keepdims=keepdims), 1),
+    "ReduceL2": (lambda x, axis, keepdims: jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=keepdims)), 1),
+    "ReduceSumSquare": (lambda x, axis, keepdims: jnp.sum(x * x, axis=axis, keepdims=keepdims), 1),
+    "ReduceLogSum": (lambda x, axis, keepdims: jnp.log(jnp.sum(x, axis=axis, keepdims=keepdims)), 1),
+    "ReduceLogSumExp": (_log_sum_exp, 1),
+}
+
+
+def _reduce_rule(fn):
+    def rule(ctx, x, axes_input=None, *, keepdims=1, noop_with_empty_axes=0, **attr):
+        ax = _reduce_axes(ctx, x, attr.get("axes"), noop_with_empty_axes)
+        if ax == ():
+            return x
+        if x.dtype == jnp.bool_:
+            return fn(x.astype(np.int8), axis=ax, keepdims=bool(keepdims)).astype(bool)
+        return fn(x, axis=ax, keepdims=bool(keepdims))
+
+    return rule
+
+
+for _name, (_fn, _since) in _REDUCERS.items():
+    onnx_op(_name, _since)(_reduce_rule(_fn))
+
+
+def _arg(fn):
+    def rule(ctx, x, *, axis=0, keepdims=1, select_last_index=0):
+        if select_last_index:
+            flipped = jnp.flip(x, axis)
+            idx = x.shape[axis] - 1 - fn(flipped, axis=axis)
+        else:
+            idx = fn(x, axis=axis)
+        idx = idx.astype(np.int64)
+        return jnp.expand_dims(idx, axis) if keepdims else idx
+
+    return rule
+
+
+onnx_op("ArgMax", 1)(_arg(jnp.argmax))
+onnx_op("ArgMin", 1)(_arg(jnp.argmin))
+
+
+def _coerced(fn, x, axis):
+    """Opset < 13 softmax flattens to 2-D at ``axis``."""
+    shape = x.shape
+    axis = axis % x.ndim
+    flat = x.reshape(int(np.prod(shape[:axis])), -1)
+    return fn(flat, axis=1).reshape(shape)
+
+
+def _hardmax(x, axis):
+    idx = jnp.argmax(x, axis=axis)
+    return jax.nn.one_hot(idx, x.shape[axis], axis=axis, dtype=x.dtype)
+
+
+for _name, _fn in {"Softmax": jax.nn.softmax, "LogSoftmax": jax.nn.log_softmax, "Hardmax": _hardmax}.items():
+
+    def _old(ctx, x, *, axis=1, _fn=_fn):
+        return _coerced(_fn, x, axis)
+
+    def _new(ctx, x, *, axis=-1, _fn=_fn):
+        return _fn(x, axis=axis)
+
+    onnx_op(_name, 1, until=11)(_old)
+    onnx_op(_name, 13)(_new)
+
+
+def _cumulative(fn, ctx, x, axis, exclusive, reverse):
+    axis = int(np.asarray(ctx.static(1)).reshape(())) % x.ndim
+    if reverse:
+        x = jnp.flip(x, axis)
+    out = fn(x, axis=axis)
+    if exclusive:
+        ident = jnp.zeros_like(x) if fn is jnp.cumsum else jnp.ones_like(x)
+        out = jnp.concatenate(
+            [lax.slice_in_dim(ident, 0, 1, axis=axis), lax.slice_in_dim(out, 0, -1, axis=axis)], axis
+        )
+    if reverse:
+        out = jnp.flip(out, axis)
+    return out
+
+
+@onnx_op("CumSum", 11)
+def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(jnp.cumsum, ctx, x, axis, exclusive, reverse)
+
+
+@onnx_op("CumProd", 26)
+def cumprod(ctx, x, axis, *, exclusive=0, reverse=0):
+    return _cumulative(jnp.cumprod, ctx, x, axis, exclusive, reverse)
+
+
+@onnx_op("TopK", 10)
+def top_k(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002
+    """TopK with a static ``k``; ties keep the lower index first."""
+    k = int(np.asarray(ctx.static(1)).reshape(-1)[0])
+    axis = axis % x.ndim
+    xt = jnp.moveaxis(x, axis, -1)
+    n = xt.shape[-1]
+    iota = jnp.broadcast_to(jnp.arange(n, dtype=np.int64), xt.shape)
+    key = -xt if largest else xt
+    if jnp.issubdtype(x.dtype, jnp.unsignedinteger) and largest:
+        key = ~xt
+    _, vals, idx = lax.sort((key, xt, iota), dimension=xt.ndim - 1, num_keys=1, is_stable=True)
+    vals, idx = vals[..., :k], idx[..., :k]
+    return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx, -1, axis)

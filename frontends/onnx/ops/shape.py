@@ -1,0 +1,304 @@
+"""Shape and layout ONNX ops: Reshape, Shape, Size, Flatten, (Un)Squeeze, Transpose, Concat,
+Split, Slice, Expand, Tile, Pad, Constant(OfShape), Range, EyeLike, Trilu, Depth/SpaceToDepth,
+OneHot, Dropout (inference), CenterCropPad (https://onnx.ai/onnx/operators/).
+
+Shape-like inputs (Reshape's shape, Slice's starts, Pad's pads...) must be known at
+conversion time: StableHLO shapes are static here.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..registry import onnx_op
+
+
+def _ints(a) -> list[int]:
+    return [int(v) for v in np.asarray(a).reshape(-1)]
+
+
+def _axes(axes, rank: int) -> list[int]:
+    return [int(a) % rank if rank else 0 for a in axes]
+
+
+@onnx_op("Constant", 9)
+def constant(ctx, **attrs):
+    """Constant: exactly one of value, value_float(s), value_int(s), value_string(s)."""
+    ((name, value),) = attrs.items()
+    if name == "value_float":
+        return np.array(value, np.float32)
+    if name == "value_floats":
+        return np.array(value, np.float32)
+    if name in ("value_int", "value_ints"):
+        return np.array(value, np.int64)
+    if name == "sparse_value":
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(value)
+    if isinstance(value, np.ndarray):
+        return value
+    raise NotImplementedError(f"Constant with {name}")
+
+
+@onnx_op("Reshape", 5)
+def reshape(ctx, x, shape, *, allowzero=0):
+    """Reshape: 0 copies the input dimension (unless ``allowzero``), -1 is inferred."""
+    shape = _ints(ctx.static(1))
+    if not allowzero:
+        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return jnp.reshape(x, shape)
+
+
+@onnx_op("Shape", 1)
+def shape(ctx, x, *, start=0, end=None):
+    """Shape (opset 15 adds ``start``/``end`` slicing); known at conversion time."""
+    dims = list(np.shape(x))
+    return np.array(dims[slice(start, end)], np.int64)
+
+
+@onnx_op("Size", 1)
+def size(ctx, x):
+    return np.array(int(np.prod(np.shape(x))), np.int64)
+
+
+@onnx_op("Flatten", 9)
+def flatten(ctx, x, *, axis=1):
+    axis = axis % x.ndim if x.ndim else 0
+    lead = int(np.prod(x.shape[:axis]))
+    return jnp.reshape(x, (lead, -1) if lead else (0, int(np.prod(x.shape[axis:]))))
+
+
+@onnx_op("Squeeze", 1, until=11)
+def squeeze_1(ctx, x, *, axes=None):
+    return jnp.squeeze(x, None if axes is None else tuple(_axes(axes, x.ndim)))
+
+
+@onnx_op("Squeeze", 13)
+def squeeze(ctx, x, axes=None):
+    """Squeeze (axes as an input from opset 13)."""
+    axes = ctx.static(1)
+    return jnp.squeeze(x, None if axes is None else tuple(_axes(_ints(axes), x.ndim)))
+
+
+def _unsqueeze(x, axes):
+    rank = x.ndim + len(axes)
+    out_shape = list(x.shape)
+    for a in sorted(_axes(axes, rank)):
+        out_shape.insert(a, 1)
+    return jnp.reshape(x, out_shape)
+
+
+@onnx_op("Unsqueeze", 1, until=11)
+def unsqueeze_1(ctx, x, *, axes):
+    return _unsqueeze(x, axes)
+
+
+@onnx_op("Unsqueeze", 13)
+def unsqueeze(ctx, x, axes):
+    return _unsqueeze(x, _ints(ctx.static(1)))
+
+
+@onnx_op("Transpose", 1)
+def transpose(ctx, x, *, perm=None):
+    return jnp.transpose(x, perm)
+
+
+@onnx_op("Concat", 4)
+def concat(ctx, *xs, axis):
+    xs = [x for x in xs if x is not None]
+    return jnp.concatenate(xs, axis=axis)
+
+
+def _split(x, axis, sizes):
+    idx = np.cumsum(sizes)[:-1]
+    return tuple(jnp.split(x, idx, axis=axis))
+
+
+def _even_split(dim: int, n: int) -> list[int]:
+    chunk = -(-dim // n)
+    sizes = [chunk] * (dim // chunk) + ([dim % chunk] if dim % chunk else [])
+    return sizes + [0] * (n - len(sizes))
+
+
+@onnx_op("Split", 2, until=11)
+def split_2(ctx, x, *, axis=0, split=None):
+    sizes = list(split) if split else _even_split(x.shape[axis], ctx.num_outputs)
+    return _split(x, axis, sizes)
+
+
+@onnx_op("Split", 13)
+def split(ctx, x, split=None, *, axis=0, num_outputs=None):
+    """Split by the ``split`` input, or evenly into ``num_outputs`` (opset 18; the last chunk
+    may be smaller)."""
+    sizes = ctx.static(1)
+    n = num_outputs or ctx.num_outputs
+    sizes = _ints(sizes) if sizes is not None else _even_split(x.shape[axis], n)
+    return _split(x, axis, sizes)
+
+
+def _slice(x, starts, ends, axes, steps):
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[a] = slice(*slice(s, e, st).indices(x.shape[a])) if st > 0 else _neg_slice(s, e, st, x.shape[a])
+    return x[tuple(index)]
+
+
+def _neg_slice(s, e, st, dim):
+    start, stop, step = slice(s, e, st).indices(dim)
+    return slice(start, stop if stop >= 0 else None, step)
+
+
+@onnx_op("Slice", 1, until=1)
+def slice_1(ctx, x, *, starts, ends, axes=None):
+    axes = _axes(axes if axes is not None else range(len(starts)), x.ndim)
+    return _slice(x, starts, ends, axes, [1] * len(starts))
+
+
+@onnx_op("Slice", 10)
+def slice_(ctx, x, starts, ends, axes=None, steps=None):
+    """Slice with static starts/ends/axes/steps (clamped like Python slicing)."""
+    starts, ends = _ints(ctx.static(1)), _ints(ctx.static(2))
+    axes = ctx.static(3)
+    axes = _axes(_ints(axes), x.ndim) if axes is not None else list(range(len(starts)))
+    steps = ctx.static(4)
+    steps = _ints(steps) if steps is not None else [1] * len(starts)
+    return _slice(x, starts, ends, axes, steps)
+
+
+@onnx_op("Expand", 8)
+def expand(ctx, x, shape):
+    """Expand: broadcast ``x`` and ``shape`` together (either may be larger)."""
+    shape = _ints(ctx.static(1))
+    out = np.broadcast_shapes(tuple(x.shape), tuple(shape))
+    return jnp.broadcast_to(x, out)
+
+
+@onnx_op("Tile", 6)
+def tile(ctx, x, repeats):
+    return jnp.tile(x, _ints(ctx.static(1)))
+
+
+def _pad(x, pads, mode, value, axes=None):
+    n = len(pads) // 2
+    axes = _axes(axes if axes is not None else range(n), x.ndim)
+    width = [(0, 0)] * x.ndim
+    for i, a in enumerate(axes):
+        width[a] = (pads[i], pads[i + n])
+    # negative pads crop
+    crop = tuple(slice(max(-lo, 0), x.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(width))
+    x = x[crop]
+    width = [(max(lo, 0), max(hi, 0)) for lo, hi in width]
+    if mode == "constant":
+        return jnp.pad(x, width, mode="constant", constant_values=value)
+    return jnp.pad(x, width, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
+
+
+@onnx_op("Pad", 2, until=2)
+def pad_2(ctx, x, *, pads, mode="constant", value=0.0):
+    return _pad(x, list(pads), mode, value)
+
+
+@onnx_op("Pad", 11)
+def pad(ctx, x, pads, constant_value=None, axes=None, *, mode="constant"):
+    """Pad (pads/constant_value inputs from 11, axes from 18, wrap mode from 19)."""
+    value = (
+        jnp.zeros((), x.dtype) if constant_value is None else jnp.asarray(constant_value, x.dtype).reshape(())
+    )
+    axes = ctx.static(3)
+    return _pad(x, _ints(ctx.static(1)), mode, value, None if axes is None else _ints(axes))
+
+
+@onnx_op("ConstantOfShape", 9)
+def constant_of_shape(ctx, shape, *, value=None):
+    fill = np.zeros(1, np.float32) if value is None else value
+    return np.full(_ints(ctx.static(0)), fill.reshape(()), fill.dtype)
+
+
+@onnx_op("Range", 11)
+def range_(ctx, start, limit, delta):
+    """Range: ``ceil((limit - start) / delta)`` elements; start/limit/delta known statically."""
+    s, lim, d = (ctx.static(i) for i in range(3))
+    n = max(int(np.ceil((lim.astype(np.float64) - s) / d)), 0)
+    return (s + np.arange(n, dtype=np.float64).astype(s.dtype) * d).astype(s.dtype)
+
+
+@onnx_op("EyeLike", 9)
+def eye_like(ctx, x, *, dtype=None, k=0):
+    from ..graph import np_dtype
+
+    dt = np_dtype(dtype) if dtype is not None else x.dtype
+    return jnp.eye(x.shape[0], x.shape[1], k=k, dtype=dt)
+
+
+@onnx_op("Trilu", 14)
+def trilu(ctx, x, k=None, *, upper=1):
+    k = 0 if k is None else int(np.asarray(ctx.static(1)).reshape(()))
+    return jnp.triu(x, k) if upper else jnp.tril(x, k)
+
+
+@onnx_op("DepthToSpace", 11)
+def depth_to_space(ctx, x, *, blocksize, mode="DCR"):
+    b, c, h, w = x.shape
+    bs = blocksize
+    if mode == "DCR":
+        y = x.reshape(b, bs, bs, c // bs**2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(b, c // bs**2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(b, c // bs**2, h * bs, w * bs)
+
+
+@onnx_op("SpaceToDepth", 13)
+def space_to_depth(ctx, x, *, blocksize):
+    b, c, h, w = x.shape
+    bs = blocksize
+    y = x.reshape(b, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
+    return y.reshape(b, c * bs * bs, h // bs, w // bs)
+
+
+@onnx_op("OneHot", 11)
+def one_hot(ctx, indices, depth, values, *, axis=-1):
+    """OneHot: negative indices count from ``depth``; out-of-range rows are all off."""
+    depth = int(np.asarray(ctx.static(1)).reshape(()))
+    idx = jnp.asarray(indices).astype(np.int64)
+    idx = jnp.where(idx < 0, idx + depth, idx)
+    rank = idx.ndim + 1
+    axis = axis % rank
+    shape = [1] * rank
+    shape[axis] = depth
+    ar = jnp.arange(depth).reshape(shape)
+    hot = jnp.expand_dims(idx, axis) == ar
+    return jnp.where(hot, values[1], values[0])
+
+
+@onnx_op("Dropout", 12)
+def dropout(ctx, x, ratio=None, training_mode=None, *, seed=None):
+    """Dropout in inference mode (identity, mask all true); training mode is unsupported."""
+    tm = ctx.static(2)
+    if tm is not None and bool(np.asarray(tm)):
+        r = ctx.static(1)
+        if r is None or float(r) != 0.0:
+            raise NotImplementedError("Dropout in training mode (random) has no deterministic lowering")
+    return (x, jnp.ones(x.shape, bool)) if ctx.num_outputs > 1 else x
+
+
+@onnx_op("Dropout", 7, until=10)
+def dropout_7(ctx, x, *, ratio=0.5):
+    return (x, jnp.ones(x.shape, bool)) if ctx.num_outputs > 1 else x
+
+
+@onnx_op("CenterCropPad", 18)
+def center_crop_pad(ctx, x, shape, *, axes=None):
+    target = _ints(ctx.static(1))
+    axes = _axes(axes if axes is not None else range(x.ndim), x.ndim)
+    for a, t in zip(axes, target):
+        d = x.shape[a]
+        if d > t:
+            s = (d - t) // 2
+            x = jnp.take(x, jnp.arange(s, s + t), axis=a)
+        elif d < t:
+            lo = (t - d) // 2
+            w = [(0, 0)] * x.ndim
+            w[a] = (lo, t - d - lo)
+            x = jnp.pad(x, w)
+    return x

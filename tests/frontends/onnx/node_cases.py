@@ -1,0 +1,98 @@
+"""Run one ONNX backend node-test case through ``from_onnx`` and a backend, and compare at
+the case's own rtol/atol (``onnx.backend.test.loader.load_model_tests(kind="node")``)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.backend.test.loader import load_model_tests
+
+from frontends.onnx import StaticValueRequired, from_onnx
+
+
+@cache
+def node_cases() -> dict:
+    """Every node test case by name."""
+    return {c.name: c for c in load_model_tests(kind="node")}
+
+
+def _value(v):
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, onnx.SequenceProto):
+        return [numpy_helper.to_array(t) for t in v.tensor_values]
+    if isinstance(v, onnx.OptionalProto):
+        return _value(v.tensor_value) if v.HasField("tensor_value") else None
+    return v
+
+
+def convert_case(case):
+    """Convert a case's model; graph inputs that are sequences/optionals, or whose values a
+    rule needs at conversion time (shapes, axes), are passed as ``static_inputs``.
+    Returns ``(module, runtime input names, inputs by name, expected outputs)``."""
+    model = case.model
+    inputs, expected = case.data_sets[0]
+    inits = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feed = dict(zip(names, (_value(v) for v in inputs)))
+    static = {n: v for n, v in feed.items() if v is None or isinstance(v, list)}
+    for _ in range(4):
+        try:
+            module = from_onnx(
+                model, static_inputs=static, input_shapes={n: np.shape(v) for n, v in feed.items()}
+            )
+            break
+        except StaticValueRequired as e:
+            wanted = [n for n in e.names if n in feed and n not in static]
+            if not wanted:
+                wanted = [n for n, v in feed.items() if n not in static and np.asarray(v).dtype.kind in "iub"]
+            if not wanted:
+                raise
+            static.update({n: feed[n] for n in wanted})
+    else:
+        raise RuntimeError("static inputs did not converge")
+    runtime = [n for n in names if n not in static]
+    return module, runtime, feed, [_value(v) for v in expected]
+
+
+def check_outputs(actual, expected, rtol: float, atol: float) -> None:
+    """Outputs match in count, dtype, shape and value (NaNs equal)."""
+    assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        a = np.asarray(a)
+        e = np.asarray(e)
+        assert a.dtype == e.dtype, f"output {i}: dtype {a.dtype}, expected {e.dtype}"
+        assert a.shape == e.shape, f"output {i}: shape {a.shape}, expected {e.shape}"
+        if e.dtype.kind in "fc" or e.dtype.name.startswith(("bfloat", "float8")):
+            np.testing.assert_allclose(
+                a.astype(np.float64),
+                e.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                err_msg=f"output {i}",
+            )
+        else:
+            np.testing.assert_array_equal(a, e, err_msg=f"output {i}")
+
+
+def run_case(name: str, backend: str = "jax") -> None:
+    """Convert and run one case on ``backend`` (``jax``; ``torch`` once it exists)."""
+    case = node_cases()[name]
+    module, runtime, feed, expected = convert_case(case)
+    args = [feed[n] for n in runtime]
+    if backend == "jax":
+        out = module.to_jax()(*args)
+        out = [np.asarray(o) for o in out]
+    elif backend == "torch":
+        import torch
+
+        fn = module.to_torch()
+        out = fn(*[torch.from_numpy(np.ascontiguousarray(a)) for a in args])
+        out = [o.detach().numpy() for o in (out if isinstance(out, (tuple, list)) else [out])]
+    else:
+        raise ValueError(backend)
+    check_outputs(out, expected, case.rtol, case.atol)
