@@ -1,0 +1,283 @@
+"""Embedding one framework in the other: :func:`call_jax` (JAX inside torch autograd) and
+:func:`call_torch` (torch inside ``jax.jit`` / ``jax.grad`` / ``jax.vmap``).
+
+Both convert once per call signature and cache the result:
+
+- ``call_jax`` lowers the JAX function with :func:`converter.from_jax` (so the user function
+  is traced exactly once per signature; the arguments it ignores are dropped and never
+  handed to XLA) and runs the module through the JAX backend; the backward pass is
+  ``jax.vjp`` of the same module. Tensors cross by DLPack without copies.
+- ``call_torch`` converts the torch code natively with :func:`converter.from_torch` (no
+  host callbacks) and evaluates the module with the JAX backend, so every JAX transform
+  applies.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+import torch
+
+from . import dtypes
+from .signature import TreeSpec, input_path, unflatten
+
+_STATIC = (bool, int, float, str)
+
+
+# --------------------------------------------------------------------------- DLPack
+
+
+def to_jax_array(t: torch.Tensor) -> jax.Array:
+    """A jax Array sharing ``t``'s memory (DLPack; CPU tensors are not copied unless they
+    are non-contiguous). ``t`` is detached first: DLPack cannot carry autograd state."""
+    t = t.detach()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return jax.dlpack.from_dlpack(t)
+
+
+def to_torch_tensor(a: jax.Array) -> torch.Tensor:
+    """A torch tensor sharing ``a``'s memory (DLPack, no copy)."""
+    return torch.from_dlpack(a)
+
+
+# --------------------------------------------------------------------------- trees
+
+
+def torch_tree(obj: Any, path: str = "") -> TreeSpec:
+    """The JSON tree spec of a pytree of torch tensors (JAX leaf order: dict keys sorted,
+    matching how the JAX function will flatten them).
+
+    Raises:
+        TypeError: a leaf that is not a tensor, None, bool, int, float or str, naming its
+            path (``args[1]['mask']``).
+    """
+    if isinstance(obj, torch.Tensor):
+        return {"kind": "leaf"}
+    if obj is None:
+        return {"kind": "none"}
+    if isinstance(obj, _STATIC):
+        return {"kind": "static", "value": obj}
+    if type(obj) in (tuple, list):
+        kind = "tuple" if type(obj) is tuple else "list"
+        return {"kind": kind, "children": [torch_tree(c, f"{path}[{i}]") for i, c in enumerate(obj)]}
+    if type(obj) is dict:
+        keys = sorted(obj)
+        return {
+            "kind": "dict",
+            "keys": keys,
+            "children": [torch_tree(obj[k], f"{path}[{k!r}]") for k in keys],
+        }
+    raise TypeError(
+        f"{input_path(path) or 'argument'}: unsupported type {type(obj).__name__} "
+        "(expected a torch.Tensor, None, bool, int, float, str, list, tuple or dict)"
+    )
+
+
+def _tensor_leaves(obj: Any, spec: TreeSpec) -> list[torch.Tensor]:
+    kind = spec["kind"]
+    if kind == "leaf":
+        return [obj]
+    if kind in ("none", "static"):
+        return []
+    if kind == "dict":
+        return [
+            t for k, c in zip(spec["keys"], spec["children"], strict=True) for t in _tensor_leaves(obj[k], c)
+        ]
+    return [t for o, c in zip(obj, spec["children"], strict=True) for t in _tensor_leaves(o, c)]
+
+
+# --------------------------------------------------------------------------- call_jax
+
+
+class _JaxEntry:
+    """One converted signature of a JAX function: jitted forward and VJP over the kept
+    inputs."""
+
+    def __init__(self, fn: Callable, spec: TreeSpec, tensors: list[torch.Tensor]):
+        from frontends.jax import from_jax
+
+        wide = {"int64", "uint64", "float64", "complex128"}
+        if any(dtypes.name_of(t.dtype) in wide for t in tensors):  # see backends.jax.ensure_x64
+            jax.config.update("jax_enable_x64", True)
+
+        def flat_fn(*arrays):
+            args, kwargs = unflatten(spec, list(arrays))
+            return fn(*args, **kwargs)
+
+        avals = [
+            jax.ShapeDtypeStruct(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype))) for t in tensors
+        ]
+        self.module = from_jax(flat_fn, *avals)
+        self.function = self.module.to_jax()
+        sig = self.module.signature
+        n = len(sig.inputs)
+        self.kept = list(range(n)) if sig.kept_var_idx is None else list(sig.kept_var_idx)
+        self.out_tree = sig.out_tree
+        self.out_float = [np.dtype(dtypes.to_numpy(o.dtype)).kind in "fc" for o in sig.outputs]
+        run = self.function._run
+
+        def full(kept_arrays):
+            inputs: list[Any] = [None] * n
+            for i, a in zip(self.kept, kept_arrays, strict=True):
+                inputs[i] = a
+            return jax.tree_util.tree_leaves(run({}, inputs))
+
+        self.forward = jax.jit(lambda kept_arrays: full(kept_arrays))
+        self.backward = jax.jit(
+            lambda kept_arrays, cts: jax.vjp(lambda *xs: full(list(xs)), *kept_arrays)[1](cts)
+        )
+
+
+class _CallJax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, entry: _JaxEntry, *tensors: torch.Tensor):
+        kept = [to_jax_array(tensors[i]) for i in entry.kept]
+        outs = entry.forward(kept)
+        ctx.entry = entry
+        ctx.save_for_backward(*tensors)
+        results = tuple(to_torch_tensor(o) for o in outs)
+        ctx.mark_non_differentiable(*(r for r, f in zip(results, entry.out_float, strict=True) if not f))
+        return results
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor):
+        entry: _JaxEntry = ctx.entry
+        tensors = ctx.saved_tensors
+        kept = [to_jax_array(tensors[i]) for i in entry.kept]
+        cts = [
+            to_jax_array(g) if f else np.zeros(g.shape, jax.dtypes.float0)
+            for g, f in zip(grads, entry.out_float, strict=True)
+        ]
+        in_grads = entry.backward(kept, cts)
+        out: list[torch.Tensor | None] = [None] * len(tensors)
+        for i, g in zip(entry.kept, in_grads, strict=True):
+            if g.dtype != jax.dtypes.float0 and (
+                tensors[i].dtype.is_floating_point or tensors[i].dtype.is_complex
+            ):
+                out[i] = to_torch_tensor(g)
+        return (None, *out)
+
+
+_JAX_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_JAX_CACHE_STRONG: dict = {}
+
+
+def _cache_for(fn: Any, store: weakref.WeakKeyDictionary, strong: dict) -> dict:
+    try:
+        return store.setdefault(fn, {})
+    except TypeError:  # not weak-referenceable (some builtins): keep it alive
+        return strong.setdefault(id(fn), (fn, {}))[1]
+
+
+def _signature_key(spec: TreeSpec, leaves: list) -> str:
+    shapes = [(tuple(x.shape), str(x.dtype), str(getattr(x, "device", ""))) for x in leaves]
+    return json.dumps([spec, shapes], default=repr)
+
+
+def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run the JAX function ``fn`` on torch tensors, inside torch autograd.
+
+    Args:
+        fn: a JAX-traceable function of ``(*args, **kwargs)``.
+        args, kwargs: pytrees (tuple, list, dict) of ``torch.Tensor`` and static leaves
+            (None, bool, int, float, str). Static leaves are baked in and are part of the
+            cache key; tensors keep their dtype and shape (f16/bf16/f32/f64, integers, bool).
+
+    Returns:
+        ``fn``'s outputs with its pytree structure, as torch tensors that share memory with
+        the JAX results. Gradients flow back to every floating-point input through
+        ``jax.vjp``; inputs ``fn`` ignores get ``None`` gradients and are never transferred.
+
+    Each distinct signature (tree structure, static values, shapes, dtypes, devices) is
+    traced and compiled once, then served from a cache tied to ``fn``'s lifetime.
+
+    Raises:
+        TypeError: an unsupported leaf type, naming its path (``args[1]['mask']``).
+    """
+    spec = torch_tree((args, kwargs))
+    tensors = _tensor_leaves((args, kwargs), spec)
+    cache = _cache_for(fn, _JAX_CACHE, _JAX_CACHE_STRONG)
+    key = _signature_key(spec, tensors)
+    entry = cache.get(key)
+    if entry is None:
+        entry = cache[key] = _JaxEntry(fn, spec, tensors)
+    outs = _CallJax.apply(entry, *tensors)
+    return unflatten(entry.out_tree, list(outs))
+
+
+# --------------------------------------------------------------------------- call_torch
+
+
+class _FnModule(torch.nn.Module):
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+_TORCH_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_TORCH_CACHE_STRONG: dict = {}
+
+
+def _jax_tree(obj: Any, path: str = "") -> TreeSpec:
+    from frontends.jax import tree_spec
+
+    return tree_spec(obj, leaf=lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)), path=path)
+
+
+def _torch_example(x: Any) -> torch.Tensor:
+    return torch.zeros(tuple(x.shape), dtype=dtypes.torch_dtype(dtypes.name_of(np.dtype(x.dtype))))
+
+
+def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run torch code on JAX arrays, inside ``jax.jit``, ``jax.grad`` and ``jax.vmap``.
+
+    The torch module (or function) is converted natively with
+    :func:`converter.from_torch` (``torch.export`` + ATen → StableHLO; no host callback)
+    once per signature and evaluated by the JAX backend, so every JAX transform applies.
+    A module's current parameters and buffers are read on every call (by DLPack), so
+    training the torch model in between is seen.
+
+    Args:
+        module_or_fn: a ``torch.nn.Module`` or a function of torch tensors.
+        args, kwargs: pytrees of jax Arrays / NumPy arrays / tracers and static leaves.
+
+    Returns:
+        The torch code's outputs as jax arrays, with its pytree structure.
+
+    Raises:
+        UnsupportedOpError: the torch code uses ATen ops without a rule.
+        TypeError: an unsupported leaf type, naming its path.
+    """
+    spec = _jax_tree((args, kwargs))
+    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if not isinstance(x, _STATIC)]
+    cache = _cache_for(module_or_fn, _TORCH_CACHE, _TORCH_CACHE_STRONG)
+    key = _signature_key(spec, [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves])
+    function = cache.get(key)
+    if function is None:
+        from frontends.torch import from_torch
+
+        model = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FnModule(module_or_fn)
+        is_arr = lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer))  # noqa: E731
+        ex_args, ex_kwargs = jax.tree_util.tree_map(
+            lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
+        )
+        function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
+    params = dict(function.params)
+    if isinstance(module_or_fn, torch.nn.Module):
+        state = module_or_fn.state_dict(keep_vars=True)
+        for name in params:
+            if name in state:
+                params[name] = to_jax_array(state[name])
+    return function.apply(params, *args, **kwargs)
+
+
+__all__ = ["call_jax", "call_torch", "to_jax_array", "to_torch_tensor", "torch_tree"]
