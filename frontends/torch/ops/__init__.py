@@ -1,3 +1,13 @@
 """ATen → JAX rules, one module per op family; importing this package registers all."""
 
-from . import elementwise, linalg, shape  # noqa: F401
+from . import (  # noqa: F401
+    convolution,
+    creation,
+    elementwise,
+    indexing,
+    linalg,
+    normalization,
+    pooling,
+    reductions,
+    shape,
+)

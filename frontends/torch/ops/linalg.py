@@ -1,6 +1,8 @@
-"""Matrix products: ``aten.mm``, ``aten.addmm``, ``aten.bmm`` (``native_functions.yaml``).
+"""Matrix products: ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addmv``, ``mv``, ``dot``
+(``native_functions.yaml``).
 
-Products use ``Precision.HIGHEST`` so float32 results match eager torch on CPU.
+Products use ``Precision.HIGHEST`` so float32 results match eager torch on CPU; float16 and
+bfloat16 accumulate in float32 (``preferred_element_type``) as torch's CPU BLAS does.
 """
 
 from __future__ import annotations
@@ -9,26 +11,64 @@ import jax.numpy as jnp
 from jax import lax
 
 from ..registry import register
+from ._util import acc_dtype
 
 aten = __import__("torch").ops.aten
 HIGHEST = lax.Precision.HIGHEST
 
 
+def _matmul(x, y):
+    """``x @ y`` at the highest precision, accumulating half types in float32."""
+    acc = acc_dtype(jnp.result_type(x, y))
+    return jnp.matmul(x, y, precision=HIGHEST, preferred_element_type=acc)
+
+
+def _addmul(bias, prod, beta, alpha):
+    """``beta * bias + alpha * prod``; ``beta == 0`` ignores ``bias`` (even NaN), as torch."""
+    if alpha != 1:
+        prod = prod * alpha
+    if beta == 0:
+        return prod
+    return prod + (bias if beta == 1 else bias * beta)
+
+
 @register(aten.mm.default)
 def mm(x, y):
-    return jnp.matmul(x, y, precision=HIGHEST)
+    """``(n, k) @ (k, m) -> (n, m)``."""
+    return _matmul(x, y)
 
 
 @register(aten.bmm.default)
 def bmm(x, y):
-    return jnp.matmul(x, y, precision=HIGHEST)
+    """``(b, n, k) @ (b, k, m) -> (b, n, m)``."""
+    return _matmul(x, y)
+
+
+@register(aten.mv.default)
+def mv(x, v):
+    """``(n, k) @ (k,) -> (n,)``."""
+    return _matmul(x, v)
+
+
+@register(aten.dot.default)
+def dot(x, y):
+    """Inner product of two vectors."""
+    return _matmul(x, y)
 
 
 @register(aten.addmm.default)
 def addmm(bias, x, y, beta=1, alpha=1):
-    out = jnp.matmul(x, y, precision=HIGHEST)
-    if alpha != 1:
-        out = out * alpha
-    if beta == 0:
-        return out
-    return out + (bias if beta == 1 else bias * beta)
+    """``beta * bias + alpha * (x @ y)``, ``bias`` broadcast to ``(n, m)``."""
+    return _addmul(bias, _matmul(x, y), beta, alpha)
+
+
+@register(aten.baddbmm.default)
+def baddbmm(bias, x, y, beta=1, alpha=1):
+    """``beta * bias + alpha * bmm(x, y)``."""
+    return _addmul(bias, _matmul(x, y), beta, alpha)
+
+
+@register(aten.addmv.default)
+def addmv(bias, x, v, beta=1, alpha=1):
+    """``beta * bias + alpha * (x @ v)``."""
+    return _addmul(bias, _matmul(x, v), beta, alpha)

@@ -1,0 +1,180 @@
+"""Gather and scatter ATen ops: ``embedding``, ``index.Tensor``, ``index_put``,
+``index_select``, ``gather``, ``scatter*``, ``masked_scatter`` (``native_functions.yaml``).
+
+torch raises on out-of-range indices; in these rules such indices are clamped (gathers) or
+dropped (scatters), so in-range programs, the only ones torch runs, behave the same.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..registry import register
+from ._util import dim as _dim
+
+aten = __import__("torch").ops.aten
+
+
+@register(aten.embedding.default)
+def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` (``(V, D)``) at ``indices`` (any shape): ``indices.shape + (D,)``.
+
+    ``padding_idx`` and ``scale_grad_by_freq`` only change torch's backward pass; StableHLO
+    has no way to express that, so gradients for the ``padding_idx`` row are not zeroed."""
+    return jnp.take(weight, indices, axis=0, mode="clip")
+
+
+def _wrap(idx, n):
+    """Negative indices count from the end (torch advanced indexing)."""
+    idx = jnp.asarray(idx)
+    if idx.dtype == np.bool_:
+        raise NotImplementedError("boolean-mask indexing has a data-dependent shape")
+    return jnp.where(idx < 0, idx + n, idx)
+
+
+def _index_tuple(x, indices):
+    return tuple(slice(None) if i is None else _wrap(i, x.shape[d]) for d, i in enumerate(indices))
+
+
+@register(aten.index.Tensor)
+def index(x, indices):
+    """``x[indices]`` with NumPy advanced-indexing semantics (``None`` entries are full
+    slices; broadcast index tensors; the result dims go first unless the indexed dims are
+    adjacent), which are torch's."""
+    return x[_index_tuple(x, indices)]
+
+
+@register(aten.index_put.default, aten._unsafe_index_put.default)
+def index_put(x, indices, values, accumulate=False):
+    """``x[indices] = values`` (``+=`` when ``accumulate``), returning the new tensor.
+
+    A single boolean mask (``x[mask] = v`` with one value) becomes a ``where``."""
+    values = values.astype(x.dtype)
+    live = [i for i in indices if i is not None]
+    if len(live) == 1 and live[0].dtype == np.bool_ and values.size == 1:
+        pos = next(d for d, i in enumerate(indices) if i is not None)
+        mask = live[0].reshape((1,) * pos + live[0].shape + (1,) * (x.ndim - pos - live[0].ndim))
+        v = values.reshape(())
+        return jnp.where(mask, x + v if accumulate else v, x)
+    ref = x.at[_index_tuple(x, indices)]
+    return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
+
+
+@register(aten.index_select.default)
+def index_select(x, dim, index):  # noqa: A002 - ATen names
+    """Slices of ``x`` along ``dim`` at the 1-D ``index``."""
+    if x.ndim == 0:
+        return x
+    d = _dim(dim, x.ndim)
+    return jnp.take(x, _wrap(index, x.shape[d]).reshape(-1), axis=d, mode="clip")
+
+
+def _full_index(index, d):
+    """Index arrays addressing ``out[..., index[i], ...]`` for every position ``i`` of
+    ``index`` (iota in every dim but ``d``)."""
+    return tuple(
+        index if k == d else lax.broadcasted_iota(np.int64, index.shape, k) for k in range(index.ndim)
+    )
+
+
+@register(aten.gather.default)
+def gather(x, dim, index, sparse_grad=False):  # noqa: A002
+    """``out[i][j] = x[index[i][j]][j]`` for ``dim == 0`` (and so on); ``index`` may be
+    smaller than ``x`` in the other dims."""
+    if x.ndim == 0:
+        return x.reshape(index.shape)
+    d = _dim(dim, x.ndim)
+    return x[_full_index(_wrap(index, x.shape[d]), d)] if index.size else jnp.zeros(index.shape, x.dtype)
+
+
+def _scatter(x, dim, index, src, how):  # noqa: A002
+    if index.size == 0:
+        return x
+    d = _dim(dim, x.ndim)
+    if not hasattr(src, "shape"):
+        src = jnp.full(index.shape, src, x.dtype)
+    else:
+        src = src.astype(x.dtype)
+        src = lax.slice(src, (0,) * src.ndim, index.shape) if src.ndim else jnp.broadcast_to(src, index.shape)
+    ref = x.at[_full_index(_wrap(index, x.shape[d]), d)]
+    return getattr(ref, how)(src, mode="drop")
+
+
+_REDUCE_METHOD = {
+    "add": "add",
+    "sum": "add",
+    "multiply": "multiply",
+    "prod": "multiply",
+    "amax": "max",
+    "amin": "min",
+}
+
+
+@register(aten.scatter.src, aten.scatter.value)
+def scatter(x, dim, index, src):  # noqa: A002
+    """``out[index[i][j]][j] = src[i][j]`` (``dim == 0``); ``src`` may be a scalar."""
+    return _scatter(x, dim, index, src, "set")
+
+
+@register(aten.scatter.reduce, aten.scatter.value_reduce)
+def scatter_reduce_legacy(x, dim, index, src, reduce):  # noqa: A002
+    """``scatter`` combining with ``reduce`` (``"add"`` or ``"multiply"``)."""
+    return _scatter(x, dim, index, src, _REDUCE_METHOD[reduce])
+
+
+@register(aten.scatter_add.default)
+def scatter_add(x, dim, index, src):  # noqa: A002
+    """``out[index[i][j]][j] += src[i][j]`` (``dim == 0``)."""
+    return _scatter(x, dim, index, src, "add")
+
+
+_IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
+
+
+@register(aten.scatter_reduce.two)
+def scatter_reduce(x, dim, index, src, reduce, include_self=True):  # noqa: A002
+    """``scatter`` reducing with ``sum``/``prod``/``mean``/``amax``/``amin``; with
+    ``include_self=False`` the targets' own values are left out of the reduction; ``mean``
+    divides by the number of reduced values (floor division for integers)."""
+    if index.size == 0:
+        return x
+    base = x
+    if not include_self:
+        if reduce in _IDENTITY:
+            fill = _IDENTITY[reduce]
+        else:
+            info = jnp.finfo(x.dtype) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype)
+            fill = info.min if reduce == "amax" else info.max
+            fill = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) and reduce == "amax" else fill
+            fill = jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) and reduce == "amin" else fill
+        hit = _scatter(jnp.zeros(x.shape, np.bool_), dim, index, True, "set")
+        base = jnp.where(hit, jnp.asarray(fill, x.dtype), x)
+    out = _scatter(base, dim, index, src, _REDUCE_METHOD.get(reduce, "add"))
+    if reduce != "mean":
+        return out
+    count = _scatter(jnp.full(x.shape, int(include_self), x.dtype), dim, index, 1, "add")
+    count = jnp.maximum(count, 1)
+    return out // count if jnp.issubdtype(x.dtype, jnp.integer) else out / count
+
+
+@register(aten.index_add.default)
+def index_add(x, dim, index, source, alpha=1):  # noqa: A002
+    """``x`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
+    d = _dim(dim, x.ndim) if x.ndim else 0
+    idx = [slice(None)] * x.ndim
+    idx[d] = _wrap(index, x.shape[d])
+    src = source if alpha == 1 else source * alpha
+    return x.at[tuple(idx)].add(src.astype(x.dtype), mode="drop")
+
+
+@register(aten.masked_scatter.default)
+def masked_scatter(x, mask, source):
+    """``x`` with the positions where ``mask`` (broadcast to ``x``) is True filled, in
+    row-major order, from the leading elements of ``source``."""
+    mask = jnp.broadcast_to(mask, x.shape)
+    flat_mask = mask.reshape(-1)
+    pos = jnp.cumsum(flat_mask.astype(np.int64)) - 1
+    taken = jnp.take(source.reshape(-1).astype(x.dtype), jnp.clip(pos, 0, None), mode="clip")
+    return jnp.where(flat_mask, taken, x.reshape(-1)).reshape(x.shape)
