@@ -58,7 +58,7 @@ def train_torch(model: nn.Module, opt: str, x: np.ndarray, y: np.ndarray, steps:
         loss = ((model(xt) - yt) ** 2).mean()
         loss.backward()
         optim.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
 
 
