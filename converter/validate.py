@@ -694,10 +694,12 @@ class _Progress:
 def print_report(report: Report, console=None) -> None:
     """A rich table: one row per target and output, then each bisection's finding."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
-    table = Table(title=f"validate {report.source} (--from {report.from_}; reference: {report.reference})")
+    title = f"validate {report.source} (--from {report.from_}; reference: {report.reference})"
+    table = Table(title=escape(title))
     for col in ("target", "output", "dtype", "shape", "max abs err", "max rel err", "rtol / atol", "result"):
         table.add_column(col, justify="right" if "err" in col else "left")
     for t in report.targets:
@@ -705,7 +707,7 @@ def print_report(report: Report, console=None) -> None:
             style = "yellow" if t.status == "skipped" else "red"
             table.add_row(t.target, "", "", "", "", "", "", f"[{style}]{t.status}[/]")
         for r in t.rows:
-            verdict = "[green]pass[/]" if r.passed else f"[red]FAIL[/] {r.note}".rstrip()
+            verdict = "[green]pass[/]" if r.passed else f"[red]FAIL[/] {escape(r.note)}".rstrip()
             table.add_row(
                 r.target,
                 r.output,
@@ -719,9 +721,9 @@ def print_report(report: Report, console=None) -> None:
     console.print(table)
     for t in report.targets:
         if t.reason:
-            console.print(f"[bold]{t.target}[/] {t.status}: {t.reason}", highlight=False)
+            console.print(f"[bold]{escape(t.target)}[/] {t.status}: {escape(t.reason)}", highlight=False)
         if t.bisect:
-            console.print(f"[bold]{t.target}[/]: {format_bisect(t.bisect)}", highlight=False)
+            console.print(f"[bold]{escape(t.target)}[/]: {escape(format_bisect(t.bisect))}", highlight=False)
     ok = "[green]all passed[/]" if report.passed else "[red]mismatch or failure[/]"
     console.print(f"{ok} (seed {report.seed})")
 

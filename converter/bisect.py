@@ -1,0 +1,302 @@
+"""Locate the first StableHLO op where a conversion diverges from its source.
+
+Two references, depending on the source:
+
+- torch sources: the FX graph that was lowered (the decomposed ``ExportedProgram``) runs
+  under a recording ``torch.fx.Interpreter``; each ATen node is matched to the run of
+  StableHLO ops whose ``loc`` carries its named scope ``aten.op[file.py:line]`` (the torch
+  frontend emits every node under that scope, in node order), and the node's torch value is
+  compared with the value that run of ops produces.
+- other sources: two backends' interpreters evaluate the same module op by op (the JAX
+  backend, i.e. XLA's semantics, as the reference; the torch backend for the JAX target) and
+  their values are compared op by op.
+
+Either way the backend under test runs eagerly (:class:`converter.interpreter.Interpreter`,
+recording every top-level op of ``@main``), and the first op whose value is off by more than
+the dtype's tolerance (:data:`converter.validate.TOLERANCES`, the absolute part scaled by the
+reference's magnitude) is reported.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import mlir
+from .signature import flatten
+
+_SCOPE = re.compile(r"(?:^|/)(aten\.[^/\[\s]+(?:\[[^\]]*\])?)")
+
+
+@dataclass
+class Recorded:
+    """One top-level op of ``@main`` and the values it produced."""
+
+    index: int
+    op: mlir.Op
+    values: list[Any]
+
+    @property
+    def scope(self) -> str | None:
+        """The torch frontend's ``aten.op[file.py:line]`` scope of the op, if any."""
+        m = _SCOPE.search(self.op.location)
+        return m.group(1) if m else None
+
+
+def record(interp_cls: type, module, flat_args: list[Any]) -> list[Recorded]:
+    """Run ``module``'s ``@main`` with ``interp_cls`` (an Interpreter subclass) on ``flat_args``
+    (the ``@main`` arguments), recording every top-level op's results."""
+    log: list[Recorded] = []
+
+    class Recording(interp_cls):
+        def run_op(self, op, operands, env):
+            out = super().run_op(op, operands, env)
+            if op.mlir.parent == self.main:
+                log.append(Recorded(len(log), op, list(out)))
+            return out
+
+    Recording(module.mlir).run(*flat_args)
+    return log
+
+
+def main_args(module, args: tuple, kwargs: dict) -> list[np.ndarray]:
+    """The ``@main`` arguments (parameters, then the flat user inputs; only the kept ones)."""
+    sig = module.signature
+    flat = [np.asarray(module.params[p.name]) for p in sig.params]
+    flat += [v for _, v in flatten((args, kwargs), sig.in_tree)]
+    if sig.kept_var_idx is not None:
+        flat = [flat[i] for i in sig.kept_var_idx]
+    return flat
+
+
+def run_backend(target: str, module, args: tuple, kwargs: dict) -> list[Recorded]:
+    """Evaluate ``module`` op by op with ``target``'s interpreter (``jax`` or ``torch``)."""
+    flat = main_args(module, args, kwargs)
+    if target == "jax":
+        import jax.numpy as jnp
+
+        from backends.jax import JaxInterpreter, ensure_x64
+
+        ensure_x64(module.signature)
+        return record(JaxInterpreter, module, [jnp.asarray(x) for x in flat])
+    if target == "torch":
+        import torch
+
+        from backends.torch import TorchInterpreter
+
+        from .validate import to_torch_tree
+
+        with torch.no_grad():
+            return record(TorchInterpreter, module, list(to_torch_tree(tuple(flat))))
+    raise NotImplementedError(f"op-by-op evaluation is not available for the {target} target")
+
+
+def _close(ref: Any, got: Any) -> tuple[bool, Any]:
+    from .validate import Tolerance, as_numpy, compare, tolerance
+
+    r = as_numpy(ref)
+    tol = tolerance(r.dtype)
+    finite = r[np.isfinite(r)] if r.dtype.kind in "fc" else r
+    scale = float(np.max(np.abs(finite), initial=1.0)) if finite.size else 1.0
+    c = compare(r, got, Tolerance(tol.rtol, tol.atol * max(1.0, scale)), check_dtype=False)
+    return c.passed, c
+
+
+def _finding(rec: Recorded, c, **extra) -> dict:
+    return {
+        "found": True,
+        "index": rec.index,
+        "op": rec.op.name,
+        "location": rec.op.location,
+        "max_abs": c.max_abs,
+        "max_rel": c.max_rel,
+        "rtol": c.rtol,
+        "atol": c.atol,
+        "note": c.note,
+        **extra,
+    }
+
+
+# --------------------------------------------------------------------------- torch sources
+
+
+def torch_node_values(ep, args: tuple, kwargs: dict) -> dict[Any, Any]:
+    """Every node's value when the ``ExportedProgram``'s graph runs on ``(args, kwargs)``."""
+    import torch
+    from torch.export.graph_signature import InputKind
+    from torch.utils import _pytree as pytree
+
+    from .validate import to_torch_tree
+
+    state = {**ep.state_dict, **ep.constants}
+    user = iter(pytree.tree_leaves(to_torch_tree((tuple(args), dict(kwargs)))))
+    feed = [
+        state[s.target] if s.kind != InputKind.USER_INPUT else next(user)
+        for s in ep.graph_signature.input_specs
+    ]
+    values: dict[Any, Any] = {}
+
+    class Recording(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            values[n] = out
+            return out
+
+    with torch.no_grad():
+        Recording(ep.graph_module).run(*feed)
+    return values
+
+
+def node_scope(node) -> str:
+    """The scope name the torch frontend gives ``node`` (``aten.addmm.default[model.py:12]``;
+    see ``frontends.torch.lowering.interpret``)."""
+    from frontends.torch.lowering import node_location, op_name
+
+    loc = node_location(node)
+    return f"{op_name(node)}[{os.path.basename(loc)}]" if loc else op_name(node)
+
+
+def _groups(recs: list[Recorded]) -> list[tuple[str, list[Recorded]]]:
+    """Maximal runs of ops with the same ATen scope (unscoped ops, such as hoisted constants,
+    neither join nor break a run)."""
+    groups: list[tuple[str, list[Recorded]]] = []
+    for rec in recs:
+        scope = rec.scope
+        if scope is None:
+            continue
+        if groups and groups[-1][0] == scope:
+            groups[-1][1].append(rec)
+        else:
+            groups.append((scope, [rec]))
+    return groups
+
+
+def _uses(module, recs: list[Recorded]) -> dict[Any, set[int]]:
+    """For each value: the indices of the top-level ops using it (nested regions count for
+    their enclosing op); ``-1`` for ``@main``'s return."""
+    uses: dict[Any, set[int]] = {}
+    for rec in recs:
+        nested = [rec.op.mlir, *mlir.walk_ops(rec.op.mlir)]
+        for o in nested:
+            for v in o.operands:
+                uses.setdefault(v, set()).add(rec.index)
+    ret = list(mlir.main_function(module.mlir).regions[0].blocks[0].operations)[-1]
+    for v in ret.operands:
+        uses.setdefault(v, set()).add(-1)
+    return uses
+
+
+def _group_outputs(group: list[Recorded], uses) -> list[tuple[Recorded, Any]]:
+    """``(op, value)`` for each result of the group used outside it, in program order."""
+    inside = {r.index for r in group}
+    out = []
+    for rec in group:
+        for res, val in zip(rec.op.results, rec.values, strict=True):
+            if uses.get(res, set()) - inside:
+                out.append((rec, val))
+    return out
+
+
+def bisect_torch(src, target: str, args: tuple, kwargs: dict) -> dict:
+    """First diverging op of a torch source (see the module docstring)."""
+    ep = src.native
+    ref = torch_node_values(ep, args, kwargs)
+    recs = run_backend(target, src.module, args, kwargs)
+    uses = _uses(src.module, recs)
+    groups = _groups(recs)
+    nodes = [n for n in ep.graph.nodes if n.op == "call_function" and n.target is not operator.getitem]
+    gi, checked = 0, 0
+    for node in nodes:
+        scope = node_scope(node)
+        j = next((k for k in range(gi, len(groups)) if groups[k][0] == scope), None)
+        if j is None:
+            continue
+        outs = _group_outputs(groups[j][1], uses)
+        leaves = [v for v in _tensor_leaves(ref.get(node))]
+        pairs = _match(leaves, outs)
+        if pairs is None:
+            continue
+        gi = j + 1
+        for want, (rec, got) in pairs:
+            checked += 1
+            ok, c = _close(want, got)
+            if not ok:
+                from frontends.torch.lowering import node_location
+
+                return _finding(
+                    rec,
+                    c,
+                    source_op=str(node.target),
+                    source_location=node_location(node),
+                    group=[r.op.name for r in groups[j][1]],
+                    nodes_checked=checked,
+                )
+    return {
+        "found": False,
+        "message": f"no ATen node's value diverges ({checked} values checked, {len(recs)} ops); "
+        "the mismatch appears only in ops that carry no ATen scope, or at the outputs",
+    }
+
+
+def _tensor_leaves(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for x in value for v in _tensor_leaves(x)]
+    return []
+
+
+def _match(leaves: list, outs: list[tuple[Recorded, Any]]):
+    """Pair each torch leaf with the last group output of its shape; None if one has none."""
+    pairs = []
+    for leaf in leaves:
+        shape = tuple(leaf.shape)
+        cands = [o for o in outs if tuple(np.shape(o[1])) == shape]
+        if not cands:
+            return None
+        pairs.append((leaf, cands[-1] if len(leaves) == 1 else cands[min(len(pairs), len(cands) - 1)]))
+    return pairs or None
+
+
+# --------------------------------------------------------------------------- other sources
+
+
+def bisect_backends(module, target: str, reference: str, args: tuple, kwargs: dict) -> dict:
+    """First op where ``target``'s and ``reference``'s interpreters disagree."""
+    got = run_backend(target, module, args, kwargs)
+    want = run_backend(reference, module, args, kwargs)
+    for g, w in zip(got, want, strict=True):
+        for gv, wv in zip(g.values, w.values, strict=True):
+            if not hasattr(gv, "shape"):
+                continue
+            ok, c = _close(wv, gv)
+            if not ok:
+                return _finding(g, c, reference=f"{reference} backend", source_op=None)
+    return {"found": False, "message": f"the {target} and {reference} backends agree on every op"}
+
+
+def bisect(src, target: str, inputs: tuple[tuple, dict]) -> dict:
+    """Locate the first diverging StableHLO op of ``target`` against the source ``src`` (a
+    :class:`converter.validate.Source`) on ``inputs`` (NumPy ``(args, kwargs)``).
+
+    Returns:
+        ``{"found": True, "index", "op", "location", "max_abs", "max_rel", "rtol", "atol",
+        "source_op", ...}`` naming the op (its position in ``@main``, StableHLO name and
+        ``loc``, which for torch sources carries ``aten.op[file.py:line]``), or
+        ``{"found": False, "message"}``.
+
+    Raises:
+        NotImplementedError: ``target`` cannot be evaluated op by op (ONNX).
+    """
+    args, kwargs = inputs
+    if src.framework == "torch" and src.native is not None:
+        return bisect_torch(src, target, args, kwargs)
+    reference = "torch" if target == "jax" else "jax"
+    return bisect_backends(src.module, target, reference, args, kwargs)

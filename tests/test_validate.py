@@ -1,0 +1,168 @@
+"""``convert validate``: tolerances, inputs, the report, the command line and bisection."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+
+from converter import validate as V
+from converter.signature import LEAF, LeafSpec, Signature, args_tree
+
+
+class Net(torch.nn.Module):
+    """``tanh(fc1(x)) → gelu → fc2``, plus the token embedding of ``ids``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+        self.emb = torch.nn.Embedding(50, 8)
+
+    def forward(self, x, ids):
+        h = torch.tanh(self.fc1(x))
+        h = torch.nn.functional.gelu(h) + self.emb(ids).mean(1)
+        return self.fc2(h)
+
+
+def _net():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(2, 6), torch.tensor([[3, 49, 0], [7, 1, 2]]))
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def test_compare_within_and_beyond_tolerance():
+    e = np.array([1.0, 100.0, 0.0], np.float32)
+    assert V.compare(e, e + np.float32(5e-6)).passed
+    c = V.compare(e, e + np.array([0, 0, 1e-3], np.float32))
+    assert not c.passed and c.max_abs == pytest.approx(1e-3, rel=1e-3) and c.max_rel == np.inf
+
+
+def test_compare_integers_are_exact_and_nans_must_match():
+    assert V.tolerance("int64") == V.Tolerance(0.0, 0.0)
+    assert not V.compare(np.array([1, 2]), np.array([1, 3])).passed
+    assert V.compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.0])).passed
+    c = V.compare(np.array([np.nan, 1.0]), np.array([0.0, 1.0]))
+    assert not c.passed and "NaN" in c.note
+
+
+def test_compare_reports_shape_and_dtype():
+    assert "shape" in V.compare(np.zeros((2, 3)), np.zeros((3, 2))).note
+    assert "dtype" in V.compare(np.zeros(2, np.float32), np.zeros(2, np.float64)).note
+
+
+def test_bfloat16_is_looser_than_float32():
+    assert V.tolerance(torch.bfloat16).rtol > V.tolerance(torch.float32).rtol
+    assert V.tolerance(jnp.float16).rtol > V.tolerance(np.float32).rtol
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def test_random_inputs_respect_dtype_and_example_range():
+    sig = Signature(
+        params=(),
+        inputs=(
+            LeafSpec("args[0]", (4, 5), "float32"),
+            LeafSpec("args[1]", (64,), "int64"),
+            LeafSpec("args[2]", (3,), "bool"),
+        ),
+        outputs=(),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF] * 3}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+    )
+    example = ((np.zeros((4, 5), np.float32) - 1, np.array([0, 3]), np.array([True, False, True])), {})
+    (x, ids, mask), _ = V.make_inputs(sig, example, seed=1)
+    assert x.dtype == np.float32 and x.shape == (4, 5) and x.std() > 0.3
+    assert ids.dtype == np.int64 and ids.min() >= 0 and ids.max() <= 3 and len(set(ids.tolist())) == 4
+    assert mask.dtype == np.bool_
+    (x2, _, _), _ = V.make_inputs(sig, example, seed=1)
+    np.testing.assert_array_equal(x, x2)
+    (_, ids_default, _), _ = V.make_inputs(sig, None, seed=1)
+    assert ids_default.max() <= 9
+
+
+def test_npz_inputs_by_name(tmp_path):
+    model, args = _net()
+    src = V.load_source((model, args), "torch")
+    path = tmp_path / "in.npz"
+    np.savez(path, **{"args[0]": np.ones((2, 6), np.float32), "args[1]": np.zeros((2, 3), np.int64)})
+    (x, ids), _ = V.load_inputs(path, src.module.signature)
+    assert x.sum() == 12 and ids.dtype == np.int64
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def test_validate_torch_model_passes_on_jax():
+    report = V.validate(_net(), from_="torch", targets=("jax",), progress=False)
+    assert report.passed
+    (target,) = report.targets
+    (row,) = target.rows
+    assert row.target == "jax" and row.dtype == "float32" and row.shape == [2, 3]
+    assert row.max_abs < 1e-5 and row.rtol == 1e-5
+
+
+def test_unavailable_target_is_skipped_with_a_reason(monkeypatch):
+    monkeypatch.setattr(
+        V, "backend_available", lambda t: "backends.onnx is not importable" if t == "onnx" else None
+    )
+    report = V.validate(_net(), from_="torch", targets=("jax", "onnx"), progress=False)
+    assert [t.status for t in report.targets] == ["passed", "skipped"]
+    assert "not importable" in report.targets[1].reason
+    assert report.passed
+
+
+def test_cli_json_report_and_exit_status(tmp_path):
+    out = tmp_path / "report.json"
+    model_file = tmp_path / "model.py"
+    model_file.write_text(
+        "import torch\n"
+        "def factory():\n"
+        "    torch.manual_seed(0)\n"
+        "    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()\n"
+        "    return model, (torch.randn(3, 4),)\n"
+    )
+    rc = V.main([f"{model_file}:factory", "--from", "torch", "--to", "jax", "--json", str(out), "--quiet"])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["passed"] is True and data["from"] == "torch"
+    assert data["targets"][0]["rows"][0]["output"] == "outputs"
+    assert V.main([f"{tmp_path}/missing.py:factory", "--from", "torch", "--quiet"]) == 2
+
+
+# --------------------------------------------------------------------------- bisection
+
+
+def test_bisect_names_a_broken_aten_rule(monkeypatch):
+    """A deliberately wrong ``aten.tanh`` rule (sin instead of tanh): the report names the
+    StableHLO op it emitted and the ATen op in its loc."""
+    from frontends.torch.registry import ATEN_RULES
+
+    monkeypatch.setitem(ATEN_RULES._rules, "aten.tanh.default", lambda x: jnp.sin(x))
+    report = V.validate(_net(), from_="torch", targets=("jax",), progress=False)
+    (target,) = report.targets
+    assert target.status == "failed"
+    b = target.bisect
+    assert b["found"], b
+    assert b["op"] == "stablehlo.sine"
+    assert "aten.tanh.default[test_validate.py:" in b["location"]
+    assert b["source_op"] == "aten.tanh.default"
+
+
+def test_bisect_names_a_broken_jax_backend_rule(monkeypatch):
+    """A wrong JAX-backend rule for ``stablehlo.tanh``: the bisection names that op."""
+    from backends.jax.registry import JAX_RULES
+
+    monkeypatch.setitem(JAX_RULES._rules, "stablehlo.tanh", lambda interp, op, x: x * 0.5)
+    report = V.validate(_net(), from_="torch", targets=("jax",), progress=False)
+    b = report.targets[0].bisect
+    assert report.targets[0].status == "failed" and b["found"], b
+    assert b["op"] == "stablehlo.tanh" and "aten.tanh.default" in b["location"]
