@@ -15,6 +15,7 @@ import argparse
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import jax
@@ -23,6 +24,7 @@ import torch
 
 import converter
 from converter import cli
+from converter.fileio import atomic_write
 
 HERE = Path(__file__).resolve().parent
 RTOL = ATOL = 1e-5
@@ -43,14 +45,18 @@ def _logits(out) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-o", "--output", default="build/gpt2.jax", help="where to write the jax.export artifact")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("-o", "--output", default="build/gpt2.jax", help="the jax.export artifact")
     parser.add_argument("--repeat", type=int, default=20, help="calls for the steady-state timings")
     options = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torch.export's pytree deprecations
 
     model, args, _ = cli.load_factory(HERE / "gpt2.py", "factory")
     (input_ids,) = args
-    print(f"GPT-2 ({sum(p.numel() for p in model.parameters()):,} parameters), input_ids {list(input_ids.shape)}")
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"GPT-2 ({n_params:,} parameters), input_ids {list(input_ids.shape)} int64")
 
     module, t_convert = _timed(lambda: converter.from_torch(model, args))
     print(f"converted: {module!r}, {sum(module.op_histogram().values())} StableHLO ops")
@@ -63,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     exported, t_export = _timed(lambda: cli.export_jax(module))
     Path(options.output).parent.mkdir(parents=True, exist_ok=True)
-    converter.fileio.atomic_write(options.output, bytes(exported.serialize()))
+    atomic_write(options.output, bytes(exported.serialize()))
     restored = jax.export.deserialize(bytearray(Path(options.output).read_bytes()))
     out_file = restored.call(ids)
 
