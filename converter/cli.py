@@ -303,7 +303,7 @@ WRITERS: dict[str, Writer] = {
 }
 
 #: Subcommands: ``name -> module path`` (module defines ``HELP``, ``add_arguments``, ``run``).
-SUBCOMMANDS: dict[str, str] = {}
+SUBCOMMANDS: dict[str, str] = {"validate": "converter.validate"}
 
 
 # --------------------------------------------------------------------------- command line

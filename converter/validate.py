@@ -697,11 +697,11 @@ def print_report(report: Report, console=None) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = console or Console()
+    console = console or Console(width=None if sys.stdout.isatty() else 120)
     title = f"validate {report.source} (--from {report.from_}; reference: {report.reference})"
     table = Table(title=escape(title))
     for col in ("target", "output", "dtype", "shape", "max abs err", "max rel err", "rtol / atol", "result"):
-        table.add_column(col, justify="right" if "err" in col else "left")
+        table.add_column(col, justify="right" if "err" in col else "left", no_wrap=col != "output")
     for t in report.targets:
         if not t.rows:
             style = "yellow" if t.status == "skipped" else "red"
