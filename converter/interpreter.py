@@ -95,20 +95,23 @@ class Interpreter:
             raise ConversionError(f"region expects {len(block.arguments)} values, got {len(args)}")
         for barg, val in zip(block.arguments, args, strict=True):
             env[barg] = val
-        for operation in block.operations:
-            op = mlir.Op(operation.operation)
-            operands = [env[v] for v in op.operands]
-            if op.name in _TERMINATORS:
-                return operands
-            results = self.run_op(op, operands, env)
-            for res, val in zip(op.results, results, strict=True):
-                env[res] = val
+        saved = getattr(self, "env", {})
+        try:
+            for operation in block.operations:
+                op = mlir.Op(operation.operation)
+                operands = [env[v] for v in op.operands]
+                if op.name in _TERMINATORS:
+                    return operands
+                results = self.run_op(op, operands, env)
+                for res, val in zip(op.results, results, strict=True):
+                    env[res] = val
+        finally:
+            self.env = saved  # the enclosing op's rule may evaluate further regions
         raise ConversionError("region has no terminator")
 
     def region_fn(self, region: ir.Region) -> Callable[..., list[Any]]:
         """A Python callable evaluating ``region`` on its block arguments (for loop bodies,
-        comparators and reducers). Call it from a rule before evaluating anything else: it
-        captures the values visible at the op being run."""
+        comparators and reducers). It captures the values visible at the op being run."""
         env = self.env
         return lambda *args: self.run_region(region, args, env)
 

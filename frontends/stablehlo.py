@@ -10,7 +10,7 @@ from converter import mlir
 from converter.module import Module
 from converter.signature import LEAF, LeafSpec, Signature, args_tree
 
-_NAME = re.compile(r'^loc\("([^"]+)"')
+_NAME = re.compile(r'^loc\("([^"]+)"[)(]')  # a NameLoc, not a "file":line:col location
 
 
 def _arg_attr(fn: ir.Operation, i: int, key: str):
@@ -33,11 +33,12 @@ def signature_of_main(module: ir.Module) -> Signature:
     memory kinds come from the ``mhlo.memory_kind`` argument/result attributes."""
     fn = mlir.main_function(module)
     block = fn.regions[0].blocks[0]
-    inputs = []
+    inputs, seen = [], set()
     for i, arg in enumerate(block.arguments):
         t = mlir.tensor_type(arg.type)
         m = _NAME.match(str(arg.location))
-        name = m.group(1) if m else f"args[{i}]"
+        name = m.group(1) if m and m.group(1) not in seen else f"args[{i}]"
+        seen.add(name)
         inputs.append(LeafSpec(name, t.shape, t.dtype, "input", _arg_attr(fn, i, "mhlo.memory_kind")))
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
     outputs = []

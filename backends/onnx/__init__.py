@@ -1,0 +1,113 @@
+"""StableHLO → ONNX: interpret a :class:`converter.Module` op by op into ONNX nodes.
+
+Parameters become initializers named after ``signature.params``; user inputs become graph
+inputs named by their argument paths (``args[0]``); outputs are named by the output leaf
+names. The model targets the default domain at ``opset`` (18 unless asked) and passes
+``onnx.checker.check_model(full_check=True)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from converter.fileio import atomic_path
+from converter.interpreter import Interpreter
+from converter.module import Module
+
+from . import ops  # noqa: F401 - registers the rules
+from .graph import GraphBuilder, _tensor, onnx_dtype
+from .registry import ONNX_RULES
+
+DEFAULT_OPSET = 18
+IR_VERSION = 10  # what onnxruntime 1.31 reads
+TWO_GB = 2**31
+
+
+class OnnxInterpreter(Interpreter):
+    """Emits ONNX nodes with :data:`backends.onnx.registry.ONNX_RULES`; values are ONNX
+    value names and ``graph`` is the builder being written."""
+
+    registry = ONNX_RULES
+    direction = "ONNX backend"
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.graph = GraphBuilder(itertools.count())
+
+
+def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -> onnx.ModelProto:
+    """Convert a :class:`converter.Module` to an ONNX model.
+
+    Args:
+        module: the module. Every argument of the full signature becomes an input or an
+            initializer, also those dead-argument elimination dropped (they are unused).
+        opset: the default-domain opset to target (18 to 23).
+        check: run ``onnx.checker.check_model(full_check=True)`` (skipped automatically for
+            models over 2 GB, which the checker cannot take in memory).
+
+    Raises:
+        UnsupportedOpError: every StableHLO op without an ONNX rule, in one error.
+        OpConversionError: a rule cannot express one op's form (names the op and its loc).
+    """
+    if not 18 <= opset <= 23:
+        raise ValueError(f"opset {opset} is outside the supported 18..23")
+    interp = OnnxInterpreter(module.mlir)
+    interp.check_supported()
+    g = interp.graph
+    sig = module.signature
+    for p in sig.params:
+        g.initializers.append(_initializer(module.params[p.name], p.name))
+    inputs = [helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in sig.inputs]
+    names = [p.name for p in sig.params] + [s.name for s in sig.inputs]
+    if sig.kept_var_idx is not None:
+        names = [names[i] for i in sig.kept_var_idx]
+    results = interp.run(*names)
+    outputs = []
+    for value, spec in zip(results, sig.outputs, strict=True):
+        g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
+        outputs.append(helper.make_tensor_value_info(spec.name, onnx_dtype(spec.dtype), _dims(spec.shape)))
+    graph = helper.make_graph(g.nodes, "main", inputs, outputs, g.initializers)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset)],
+        producer_name="converter",
+        ir_version=IR_VERSION,
+    )
+    if check and model.ByteSize() < TWO_GB:
+        onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> None:
+    """Write ``model`` atomically; a model over 2 GB stores its initializers as external
+    data in ``<name>.data`` beside it."""
+    large = model.ByteSize() >= TWO_GB if _sizeable(model) else True
+    with atomic_path(path) as tmp:
+        if large:
+            onnx.save_model(model, tmp, save_as_external_data=True, location=os.path.basename(path) + ".data")
+        else:
+            onnx.save_model(model, tmp)
+
+
+def _sizeable(model) -> bool:
+    try:
+        model.ByteSize()
+        return True
+    except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
+        return False
+
+
+def _dims(shape):
+    return [d if isinstance(d, int) else (d or None) for d in shape]
+
+
+def _initializer(value, name):
+    return _tensor(np.asarray(value), name)
+
+
+__all__ = ["OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET"]

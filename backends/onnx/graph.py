@@ -1,0 +1,90 @@
+"""A small builder for ONNX graphs (nodes, initializers, unique names)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from converter import dtypes
+
+ONNX_DTYPE = {
+    "float16": onnx.TensorProto.FLOAT16,
+    "bfloat16": onnx.TensorProto.BFLOAT16,
+    "float32": onnx.TensorProto.FLOAT,
+    "float64": onnx.TensorProto.DOUBLE,
+    "bool": onnx.TensorProto.BOOL,
+    "int8": onnx.TensorProto.INT8,
+    "int16": onnx.TensorProto.INT16,
+    "int32": onnx.TensorProto.INT32,
+    "int64": onnx.TensorProto.INT64,
+    "uint8": onnx.TensorProto.UINT8,
+    "uint16": onnx.TensorProto.UINT16,
+    "uint32": onnx.TensorProto.UINT32,
+    "uint64": onnx.TensorProto.UINT64,
+    "complex64": onnx.TensorProto.COMPLEX64,
+    "complex128": onnx.TensorProto.COMPLEX128,
+}
+
+
+def onnx_dtype(name: str) -> int:
+    """The ``TensorProto`` element type for a canonical dtype name.
+
+    Raises:
+        NotImplementedError: a dtype ONNX lacks (float8 variants other than ONNX's).
+    """
+    try:
+        return ONNX_DTYPE[name]
+    except KeyError:
+        raise NotImplementedError(f"dtype {name} has no ONNX equivalent") from None
+
+
+class GraphBuilder:
+    """Collects nodes and initializers of one ONNX graph (the main graph or a subgraph)."""
+
+    def __init__(self, names: itertools.count, prefix: str = ""):
+        self._ids = names
+        self.prefix = prefix
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+
+    def child(self) -> GraphBuilder:
+        """A builder for a subgraph (Loop/If body) sharing this graph's name counter."""
+        return GraphBuilder(self._ids, self.prefix)
+
+    def fresh(self, hint: str = "v") -> str:
+        """A graph-unique value name."""
+        return f"{self.prefix}{hint}_{next(self._ids)}"
+
+    def op(
+        self, op_type: str, inputs: list[str], n_out: int = 1, *, domain: str = "", **attrs
+    ) -> str | list[str]:
+        """Emit one node; returns its output name (or names when ``n_out > 1``)."""
+        outs = [self.fresh(op_type.lower()) for _ in range(n_out)]
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(
+            helper.make_node(op_type, inputs, outs, name=self.fresh(op_type), domain=domain, **attrs)
+        )
+        return outs[0] if n_out == 1 else outs
+
+    def const(self, value, dtype: str | None = None, hint: str = "c") -> str:
+        """An initializer holding ``value`` (a NumPy array or scalar)."""
+        arr = np.asarray(value, dtype=dtypes.to_numpy(dtype) if dtype else None)
+        name = self.fresh(hint)
+        self.initializers.append(_tensor(arr, name))
+        return name
+
+    def ints(self, values) -> str:
+        """An int64 1-D initializer (shapes, axes, starts)."""
+        return self.const(np.asarray(list(values), dtype=np.int64))
+
+
+def _tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
+    if dtypes.name_of(arr.dtype) == "bfloat16":
+        t = helper.make_tensor(
+            name, onnx.TensorProto.BFLOAT16, arr.shape, arr.view(np.uint16).tobytes(), raw=True
+        )
+        return t
+    return numpy_helper.from_array(arr, name)

@@ -1,0 +1,105 @@
+"""``gather`` → ``GatherND`` and ``scatter`` → ``ScatterND`` (StableHLO spec: gather,
+scatter), for the point-indexing forms frameworks emit: every indexed operand dimension has
+slice size 1 and every other dimension is taken whole. Gather indices are clamped as the
+spec requires; scatter indices must be in bounds (onnxruntime rejects others rather than
+dropping them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from converter.regions import classify_combiner
+
+from ..registry import register
+
+_INT64 = 7
+
+
+def _index_matrix(interp, indices, index_vector_dim, rank):
+    """Indices as int64 ``[batch..., K]``."""
+    g = interp.graph
+    if index_vector_dim == rank:
+        indices = g.op("Unsqueeze", [indices, g.ints([rank])])
+    elif index_vector_dim != rank - 1:
+        perm = [i for i in range(rank) if i != index_vector_dim] + [index_vector_dim]
+        indices = g.op("Transpose", [indices], perm=perm)
+    return g.op("Cast", [indices], to=_INT64)
+
+
+def _check_point_indexing(shape, indexed, sizes, what):
+    for dim, size in enumerate(sizes):
+        if dim in indexed and size != 1:
+            raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
+        if dim not in indexed and size != shape[dim]:
+            raise NotImplementedError(f"{what}: dimension {dim} is sliced partially ({size} of {shape[dim]})")
+
+
+@register("stablehlo.gather")
+def _gather(interp, op, operand, indices):
+    g = interp.graph
+    d = op.attr("dimension_numbers")
+    if d.get("operand_batching_dims"):
+        raise NotImplementedError("gather with batching dims")
+    shape = op.operand_type(0).shape
+    index_map = list(d["start_index_map"])
+    sizes = list(op.attr("slice_sizes"))
+    _check_point_indexing(shape, set(index_map), sizes, "gather")
+    idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
+    hi = g.const(np.array([shape[i] - 1 for i in index_map], np.int64))
+    idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
+    rest = [i for i in range(len(shape)) if i not in index_map]
+    data = g.op("Transpose", [operand], perm=index_map + rest)
+    out = g.op("GatherND", [data, idx])  # [batch..., rest...]
+    result = op.result_type
+    offset_dims = list(d["offset_dims"])
+    batch_rank = result.rank - len(offset_dims)
+    kept = [i for i in range(len(shape)) if i not in set(d["collapsed_slice_dims"])]
+    batch_shape = [result.shape[p] for p in range(result.rank) if p not in offset_dims]
+    out = g.op("Reshape", [out, g.ints(batch_shape + [sizes[i] for i in kept])])
+    perm, b = [], 0
+    for p in range(result.rank):
+        if p in offset_dims:
+            perm.append(batch_rank + offset_dims.index(p))
+        else:
+            perm.append(b)
+            b += 1
+    return g.op("Transpose", [out], perm=perm) if perm != sorted(perm) else out
+
+
+_REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min", "replace": "none"}
+
+
+@register("stablehlo.scatter")
+def _scatter(interp, op, operand, indices, updates, *more):
+    if more:
+        raise NotImplementedError("scatter with several operands")
+    kind = classify_combiner(op.regions[0])
+    if kind not in _REDUCTION:
+        raise NotImplementedError(f"scatter with a {kind or 'general'} body")
+    g = interp.graph
+    d = op.attr("scatter_dimension_numbers")
+    if d.get("input_batching_dims"):
+        raise NotImplementedError("scatter with batching dims")
+    shape = op.operand_type(0).shape
+    index_map = list(d["scattered_dims_to_operand_dims"])
+    window_dims = list(d["update_window_dims"])
+    inserted = set(d["inserted_window_dims"])
+    kept = [i for i in range(len(shape)) if i not in inserted]
+    utype = op.operand_type(2)
+    sizes = [1] * len(shape)
+    for k, dim in enumerate(kept):
+        sizes[dim] = utype.shape[window_dims[k]]
+    _check_point_indexing(shape, set(index_map), sizes, "scatter")
+    idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
+    rest = [i for i in range(len(shape)) if i not in index_map]
+    data = g.op("Transpose", [operand], perm=index_map + rest)
+    scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
+    upd = g.op("Transpose", [updates], perm=scatter_dims + window_dims)
+    batch_shape = [utype.shape[i] for i in scatter_dims]
+    upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
+    out = g.op("ScatterND", [data, idx, upd], reduction=_REDUCTION[kind])
+    inv = [0] * len(shape)
+    for pos, dim in enumerate(index_map + rest):
+        inv[dim] = pos
+    return g.op("Transpose", [out], perm=inv)

@@ -1,0 +1,77 @@
+"""gather/scatter, reductions, pools and sort through the ONNX backend."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from .helpers import assert_onnx_same
+
+rng = np.random.default_rng(0)
+A = rng.normal(size=(4, 5, 6)).astype(np.float32)
+IDX = np.array([3, 0, 2, 2, 9, -1], np.int32)
+
+
+def test_gather_forms():
+    m = A[0]
+    assert_onnx_same(
+        lambda a, i: (a[jnp.clip(i, 0, 3)], a[:, jnp.clip(i, 0, 5)], jnp.take(a, i, axis=0, mode="clip")),
+        m,
+        IDX,
+    )
+
+
+@pytest.mark.parametrize("mode", ["add", "set", "max"])
+def test_scatter_forms(mode):
+    def f(a, i):
+        return getattr(a.at[jnp.clip(i, 0, 3)], mode)(jnp.ones((6, 6), a.dtype))
+
+    assert_onnx_same(f, A[0], IDX)
+
+
+def test_reductions_with_init():
+    assert_onnx_same(
+        lambda a: (
+            a.sum(1),
+            a.max(),
+            a.min(0),
+            a.prod(2),
+            jnp.all(a > -3, 1),
+            jnp.any(a > 2),
+            lax.reduce(a, np.float32(10.0), lax.add, (0,)),
+        ),
+        A,
+    )
+
+
+def test_pools():
+    x = A[None]
+    assert_onnx_same(
+        lambda x: (
+            lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "SAME"),
+            lax.reduce_window(x, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), [(0, 0), (0, 0), (1, 1), (1, 1)]),
+        ),
+        x,
+    )
+
+
+def test_sort_stable_with_payload():
+    keys = np.array([3, 1, 2, 1, 3, 0], np.int32)
+    vals = np.arange(6, dtype=np.float32)
+    assert_onnx_same(
+        lambda k, v: (jnp.sort(k), lax.sort((k, v), num_keys=1), jnp.sort(v, descending=True)), keys, vals
+    )
+
+
+def test_control_flow():
+    x = np.linspace(-1, 1, 8).astype(np.float32)
+    assert_onnx_same(
+        lambda x, p, i: (
+            lax.fori_loop(0, 4, lambda j, v: v * 2 + 1, x),
+            lax.cond(p, jnp.sin, jnp.cos, x),
+            lax.switch(i, [jnp.sin, jnp.cos, jnp.tanh], x),
+        ),
+        x,
+        np.bool_(True),
+        np.int32(5),
+    )
