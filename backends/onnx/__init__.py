@@ -71,7 +71,9 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     for value, spec in zip(results, sig.outputs, strict=True):
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(helper.make_tensor_value_info(spec.name, onnx_dtype(spec.dtype), _dims(spec.shape)))
-    graph = helper.make_graph(g.nodes, "main", inputs, outputs, g.initializers)
+    used = _used_names(g.nodes)
+    initializers = [t for t in g.initializers if t.name in used]
+    graph = helper.make_graph(g.nodes, "main", inputs, outputs, initializers)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", opset)],
@@ -100,6 +102,17 @@ def _sizeable(model) -> bool:
         return True
     except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
         return False
+
+
+def _used_names(nodes) -> set[str]:
+    """Every value name read by ``nodes`` or by their subgraphs."""
+    used: set[str] = set()
+    for node in nodes:
+        used.update(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used |= _used_names(attr.g.node)
+    return used
 
 
 def _dims(shape):

@@ -71,6 +71,21 @@ def _scalar(interp, op, value):
     return interp.graph.const(value, op.result_type.dtype)
 
 
+@register("chlo.square")
+def _square(interp, op, x):
+    return interp.graph.op("Mul", [x, x])
+
+
+@register("chlo.erfc")
+def _erfc(interp, op, x):
+    return interp.graph.op("Sub", [_scalar(interp, op, 1), interp.graph.op("Erf", [x])])
+
+
+@register("chlo.is_inf")
+def _is_inf(interp, op, x):
+    return interp.graph.op("IsInf", [x])
+
+
 @register("stablehlo.remainder")
 def _remainder(interp, op, x, y):
     return interp.graph.op("Mod", [x, y], fmod=1)

@@ -27,6 +27,24 @@ def _index_matrix(interp, indices, index_vector_dim, rank):
     return g.op("Cast", [indices], to=_INT64)
 
 
+def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, operand_dims, indices_dims):
+    """Rewrite batching dimensions as ordinary indexed dimensions: for each pair
+    (operand dim, indices dim), append an index column holding the position along that
+    indices dimension (an iota), so the operand dim becomes a point-indexed dim."""
+    if not operand_dims:
+        return idx, index_map
+    g = interp.graph
+    batch_shape = [n for i, n in enumerate(itype.shape) if i != index_vector_dim]
+    columns = [idx]
+    for dim in indices_dims:
+        pos = dim - (1 if index_vector_dim < dim else 0)
+        view = [1] * len(batch_shape)
+        view[pos] = batch_shape[pos]
+        iota = np.broadcast_to(np.arange(batch_shape[pos], dtype=np.int64).reshape(view), batch_shape)
+        columns.append(g.const(iota[..., None].copy()))
+    return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
+
+
 def _check_point_indexing(shape, indexed, sizes, what):
     for dim, size in enumerate(sizes):
         if dim in indexed and size != 1:
@@ -39,13 +57,20 @@ def _check_point_indexing(shape, indexed, sizes, what):
 def _gather(interp, op, operand, indices):
     g = interp.graph
     d = op.attr("dimension_numbers")
-    if d.get("operand_batching_dims"):
-        raise NotImplementedError("gather with batching dims")
     shape = op.operand_type(0).shape
     index_map = list(d["start_index_map"])
     sizes = list(op.attr("slice_sizes"))
-    _check_point_indexing(shape, set(index_map), sizes, "gather")
     idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
+    idx, index_map = _add_batching_columns(
+        interp,
+        idx,
+        index_map,
+        op.operand_type(1),
+        d["index_vector_dim"],
+        d.get("operand_batching_dims", []),
+        d.get("start_indices_batching_dims", []),
+    )
+    _check_point_indexing(shape, set(index_map), sizes, "gather")
     hi = g.const(np.array([shape[i] - 1 for i in index_map], np.int64))
     idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
     rest = [i for i in range(len(shape)) if i not in index_map]
@@ -54,7 +79,8 @@ def _gather(interp, op, operand, indices):
     result = op.result_type
     offset_dims = list(d["offset_dims"])
     batch_rank = result.rank - len(offset_dims)
-    kept = [i for i in range(len(shape)) if i not in set(d["collapsed_slice_dims"])]
+    collapsed = set(d["collapsed_slice_dims"]) | set(d.get("operand_batching_dims", []))
+    kept = [i for i in range(len(shape)) if i not in collapsed]
     batch_shape = [result.shape[p] for p in range(result.rank) if p not in offset_dims]
     out = g.op("Reshape", [out, g.ints(batch_shape + [sizes[i] for i in kept])])
     perm, b = [], 0
@@ -79,19 +105,26 @@ def _scatter(interp, op, operand, indices, updates, *more):
         raise NotImplementedError(f"scatter with a {kind or 'general'} body")
     g = interp.graph
     d = op.attr("scatter_dimension_numbers")
-    if d.get("input_batching_dims"):
-        raise NotImplementedError("scatter with batching dims")
     shape = op.operand_type(0).shape
     index_map = list(d["scattered_dims_to_operand_dims"])
     window_dims = list(d["update_window_dims"])
-    inserted = set(d["inserted_window_dims"])
+    inserted = set(d["inserted_window_dims"]) | set(d.get("input_batching_dims", []))
     kept = [i for i in range(len(shape)) if i not in inserted]
     utype = op.operand_type(2)
     sizes = [1] * len(shape)
     for k, dim in enumerate(kept):
         sizes[dim] = utype.shape[window_dims[k]]
-    _check_point_indexing(shape, set(index_map), sizes, "scatter")
     idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
+    idx, index_map = _add_batching_columns(
+        interp,
+        idx,
+        index_map,
+        op.operand_type(1),
+        d["index_vector_dim"],
+        d.get("input_batching_dims", []),
+        d.get("scatter_indices_batching_dims", []),
+    )
+    _check_point_indexing(shape, set(index_map), sizes, "scatter")
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]

@@ -61,6 +61,18 @@ def _pool_layout(op):
     return rank, pooled, win, strides, pads, dil
 
 
+def _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil):
+    """The axis when the window op is an inclusive prefix sum (one dim, window = its size,
+    low padding = size - 1, stride and dilation 1), as ``jnp.cumsum`` lowers; else None."""
+    if kind != "add" or len(pooled) != 1:
+        return None
+    axis = pooled[0]
+    n = op.operand_type(0).shape[axis]
+    if win[axis] == n and pads[axis] == (n - 1, 0) and strides[axis] == 1 and dil[axis] == 1:
+        return axis
+    return None
+
+
 @register("stablehlo.reduce_window")
 def _reduce_window(interp, op, x, init):
     kind = classify_combiner(op.regions[0])
@@ -69,10 +81,13 @@ def _reduce_window(interp, op, x, init):
     if not _is_identity(kind, interp.static_operand(op, 1)):
         raise NotImplementedError("reduce_window with a non-identity init value")
     dtype = op.operand_type(0).dtype
-    if not dtypes.is_floating(dtype):
-        raise NotImplementedError(f"reduce_window on {dtype}")
     g = interp.graph
     rank, pooled, win, strides, pads, dil = _pool_layout(op)
+    cumsum_axis = _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil)
+    if cumsum_axis is not None:
+        return g.op("CumSum", [x, g.const(np.int64(cumsum_axis))])
+    if not dtypes.is_floating(dtype):
+        raise NotImplementedError(f"reduce_window on {dtype}")
     carried = [i for i in range(rank) if i not in pooled]
     shape = op.operand_type(0).shape
     perm = carried + pooled

@@ -75,3 +75,20 @@ def test_control_flow():
         np.bool_(True),
         np.int32(5),
     )
+
+
+def test_gather_and_scatter_with_batching_dims():
+    order = np.argsort(A, axis=2)
+    assert_onnx_same(
+        lambda a, o: (
+            jnp.take_along_axis(a, o, axis=2),
+            jnp.put_along_axis(a, o[:, :, :2], 0.0, axis=2, inplace=False),
+        ),
+        A,
+        order.astype(np.int32),
+    )
+
+
+def test_integer_cumsum_is_cumsum():
+    ids = np.array([[1, 0, 1, 1], [0, 1, 1, 0]], np.int64)
+    assert_onnx_same(lambda m: (jnp.cumsum(m, axis=1), jnp.cumsum(m.astype(jnp.float32), axis=0)), ids)
