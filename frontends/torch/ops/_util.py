@@ -14,6 +14,7 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 import torch
+from jax import lax
 
 from converter import dtypes
 
@@ -114,3 +115,21 @@ def dims(ds: Any, ndim: int) -> tuple[int, ...]:
 def default_int() -> np.dtype:
     """int64, torch's index and integer-sum dtype."""
     return np.dtype("int64")
+
+
+def arg_extreme(x: Any, axis: int, largest: bool = True) -> Any:
+    """Index (int64) of the first maximum (``largest``) or minimum of ``x`` along ``axis``,
+    NaN counting as the extreme, as torch's ``argmax``/``max.dim``/max pooling choose.
+
+    Built from single-operand reductions (max/min, then the min index among the hits) rather
+    than ``jnp.argmax``'s variadic reduce, which JAX cannot differentiate through once it is
+    re-interpreted from StableHLO.
+    """
+    if x.dtype == np.bool_:
+        x = x.astype(np.int8)
+    m = jnp.max(x, axis=axis, keepdims=True) if largest else jnp.min(x, axis=axis, keepdims=True)
+    hit = x == m
+    if is_float(x.dtype):
+        hit = hit | jnp.isnan(x)
+    iota = lax.broadcasted_iota(np.int64, x.shape, axis)
+    return jnp.min(jnp.where(hit, iota, x.shape[axis]), axis=axis)

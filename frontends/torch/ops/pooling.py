@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype
+from ._util import acc_dtype, arg_extreme
 
 aten = __import__("torch").ops.aten
 
@@ -70,8 +70,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
         pos = [np.arange(o) * ss - pp + st for o, ss, pp, st in zip(outs, s, p, starts, strict=True)]
         flat.append(_flat_index(pos, sizes))
     stacked = jnp.stack(windows, axis=-1)
-    key = stacked.astype(np.int8) if x.dtype == np.bool_ else stacked
-    choice = jnp.argmax(key, axis=-1)[..., None]
+    choice = arg_extreme(stacked, stacked.ndim - 1)[..., None]
     vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
     table = jnp.asarray(np.stack(flat, axis=-1))
     idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]

@@ -14,7 +14,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype, dim, dims, is_float, np_dtype
+from ._util import acc_dtype, arg_extreme, dim, dims, is_float, np_dtype
 
 aten = __import__("torch").ops.aten
 
@@ -77,9 +77,7 @@ def min_(x):
 
 def _arg_extreme(x, axis, largest):
     """Index of the first max (min) along ``axis``; NaN counts as the extreme."""
-    if x.dtype == np.bool_:
-        x = x.astype(np.int8)
-    return jnp.argmax(x, axis=axis) if largest else jnp.argmin(x, axis=axis)
+    return arg_extreme(x, axis, largest)
 
 
 def _with_indices(x, d, keepdim, largest):
