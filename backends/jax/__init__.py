@@ -15,6 +15,7 @@ from converter import dtypes
 from converter.errors import SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes.placement import is_host
 from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -27,6 +28,19 @@ class JaxInterpreter(Interpreter):
     registry = JAX_RULES
     direction = "JAX backend"
 
+    def run_op(self, op, operands, env):
+        """Host-placed calls (``_xla_compute_type = "host"``, see
+        :mod:`converter.passes.placement`) run under ``compute_on("device_host")`` so the
+        placement survives ``jit``, ``jax.export`` and ``lower().compile()``."""
+        if op.name == "func.call" and is_host(op.mlir):
+            from jax.experimental.compute_on import compute_on
+
+            self.env = env
+            callee = self.functions[op.attr("callee")]
+            body = jax.jit(lambda *xs: tuple(self.call_function(callee, list(xs))))
+            return list(compute_on("device_host")(body)(*operands))
+        return super().run_op(op, operands, env)
+
 
 def ensure_x64(signature: Signature) -> None:
     """Turn on ``jax_enable_x64`` when the signature has 64-bit types.
@@ -38,6 +52,17 @@ def ensure_x64(signature: Signature) -> None:
     wide = {"int64", "uint64", "float64", "complex128"}
     if any(leaf.dtype in wide for leaf in signature.all_args + signature.outputs):
         jax.config.update("jax_enable_x64", True)
+
+
+_HOST_KINDS = ("pinned_host", "unpinned_host")
+
+
+def _to_memory(value: Any, spec, space) -> Any:
+    """Host-memory arguments (``memory_kind`` pinned/unpinned host) are computed on in
+    device memory; host-memory results are put back in host memory, as the source did."""
+    if value is None or spec.memory_kind not in _HOST_KINDS:
+        return value
+    return jax.device_put(value, space)
 
 
 class JaxFunction:
@@ -85,9 +110,12 @@ class JaxFunction:
         if missing:
             raise KeyError(f"params is missing {missing}")
         flat = [params[p.name] for p in sig.params] + list(inputs)
+        device = jax.memory.Space.Device
+        flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         outs = JaxInterpreter(self.module.mlir).run(*flat)
+        outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         return unflatten(sig.out_tree, outs)
 
     def apply(self, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:

@@ -1,7 +1,245 @@
-"""placeholder"""
+"""Host/device placement: one canonical form for every module.
 
+JAX marks host computation with ``compute_on("device_host")``. Depending on how it is
+stacked with ``jax.jit``, the StableHLO has either a ``func.call`` to a private function
+carrying ``mhlo.frontend_attributes = {_xla_compute_type = "host"}``, or the attribute only
+on loose ops inlined into their caller. Host memory is marked with ``mhlo.memory_kind``
+argument/result attributes (``pinned_host``, ``unpinned_host``, ``device``) and
+``annotate_device_placement`` custom calls (``_xla_buffer_placement``).
+
+Canonical form, produced by :func:`normalize_placement`:
+
+- every maximal run of host-marked ops in a function body (with the constants only they
+  use) is outlined into a private ``@host_computation_N`` called with the host attribute;
+- each ``@main`` argument and result carries its memory kind both as ``mhlo.memory_kind``
+  and in the signature (``LeafSpec.memory_kind``); a result produced by
+  ``annotate_device_placement`` gets that placement as its memory kind;
+- ``signature.extra["host_functions"]`` names the functions called for the host.
+
+Backends then place host calls on the host: the JAX backend re-emits them under
+``compute_on("device_host")``, so ``jax.jit(...).lower().compile()`` keeps
+``_xla_compute_type="host"``. A target without host placement calls
+:func:`strip_placement`, which removes it and records a warning in ``meta["warnings"]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import func as func_d
+
+from converter import mlir
 from converter.module import Module
+
+from ._ir import TERMINATORS, arg_attrs
+
+FRONTEND_ATTRS = "mhlo.frontend_attributes"
+COMPUTE_TYPE = "_xla_compute_type"
+MEMORY_KIND = "mhlo.memory_kind"
+
+
+def is_host(op: ir.Operation) -> bool:
+    """True when ``op`` carries ``_xla_compute_type = "host"``."""
+    if FRONTEND_ATTRS not in op.attributes:
+        return False
+    attrs = mlir.decode_attribute(op.attributes[FRONTEND_ATTRS])
+    return isinstance(attrs, dict) and attrs.get(COMPUTE_TYPE) == "host"
+
+
+def host_functions(module: ir.Module) -> list[str]:
+    """Names of the functions called with the host attribute."""
+    names: list[str] = []
+    for fn in mlir.functions(module).values():
+        for op in mlir.walk_ops(fn):
+            if op.name == "func.call" and is_host(op):
+                callee = mlir.Op(op).attr("callee")
+                if callee not in names:
+                    names.append(callee)
+    return names
+
+
+def _host_attr() -> ir.Attribute:
+    return ir.DictAttr.get({COMPUTE_TYPE: ir.StringAttr.get("host")})
+
+
+def _nested(ops: list[ir.Operation]) -> set[ir.Operation]:
+    out = set()
+    for op in ops:
+        out.add(op)
+        out.update(mlir.walk_ops(op))
+    return out
+
+
+def _runs(block: ir.Block) -> list[list[ir.Operation]]:
+    """Maximal runs of host ops (plus constants used only by host ops) in ``block``."""
+    ops = [o.operation for o in block.operations]
+    host = {op for op in ops if op.name != "func.call" and is_host(op)}
+
+    def hostish(op: ir.Operation) -> bool:
+        if op in host:
+            return True
+        return op.name == "stablehlo.constant" and all(u.owner.operation in host for u in op.results[0].uses)
+
+    runs, cur = [], []
+    for op in ops:
+        if op.name not in TERMINATORS and hostish(op):
+            cur.append(op)
+            continue
+        if any(o in host for o in cur):
+            runs.append(cur)
+        cur = []
+    return runs
+
+
+def _outline(module: ir.Module, run: list[ir.Operation], name: str) -> None:
+    """Move ``run`` into a new private function ``name`` and call it with the host attribute."""
+    inside = _nested(run)
+    defined = {r for op in inside for r in op.results}
+    defined |= {a for op in inside for reg in op.regions for b in reg.blocks for a in b.arguments}
+    inputs: list[ir.Value] = []
+    for op in inside:
+        for v in op.operands:
+            if v not in defined and v not in inputs:
+                inputs.append(v)
+    outputs = [r for op in run for r in op.results if any(u.owner.operation not in inside for u in r.uses)]
+    siblings = [o.operation for o in run[0].block.operations]
+    anchor = siblings[siblings.index(run[-1]) + 1]  # a run never ends with the terminator
+    out_uses = {r: [u.owner.operation for u in r.uses if u.owner.operation not in inside] for r in outputs}
+
+    with ir.InsertionPoint(module.body):
+        fn = func_d.FuncOp(name, ([v.type for v in inputs], [r.type for r in outputs]), visibility="private")
+    entry = fn.add_entry_block()
+    with ir.InsertionPoint(entry):
+        ret = func_d.ReturnOp(outputs)
+    for op in run:
+        op.move_before(ret.operation)
+    for v, barg in zip(inputs, entry.arguments, strict=True):
+        for op in inside:
+            op.replace_uses_of_with(v, barg)
+    with ir.InsertionPoint(anchor):
+        call = func_d.CallOp([r.type for r in outputs], name, inputs)
+    call.operation.attributes[FRONTEND_ATTRS] = _host_attr()
+    for r, new in zip(outputs, call.operation.results, strict=True):
+        for user in out_uses[r]:
+            user.replace_uses_of_with(r, new)
+
+
+def _annotated_placement(value: ir.Value) -> str | None:
+    owner = value.owner
+    if not isinstance(owner, ir.Block) and owner.operation.name == "stablehlo.custom_call":
+        op = mlir.Op(owner.operation)
+        if op.attr("call_target_name") == "annotate_device_placement":
+            fa = op.attr(FRONTEND_ATTRS) or {}
+            return fa.get("_xla_buffer_placement")
+    return None
+
+
+def _set_dict_entry(attrs: list[ir.Attribute], i: int, key: str, value: str) -> None:
+    d = ir.DictAttr(attrs[i])
+    entries = {d[j].name: d[j].attr for j in range(len(d))}
+    entries[key] = ir.StringAttr.get(value)
+    attrs[i] = ir.DictAttr.get(entries)
+
+
+def _memory_kinds(module: ir.Module, sig):
+    """Reconcile memory kinds between ``@main``'s attributes and the signature."""
+    main = mlir.main_function(module)
+    block = main.regions[0].blocks[0]
+    kept = list(range(len(sig.all_args))) if sig.kept_var_idx is None else list(sig.kept_var_idx)
+    all_args = list(sig.all_args)
+    a_attrs = arg_attrs(main) or [ir.DictAttr.get({}) for _ in block.arguments]
+    for j, i in enumerate(kept):
+        d = ir.DictAttr(a_attrs[j])
+        if MEMORY_KIND in d:
+            all_args[i] = replace(all_args[i], memory_kind=ir.StringAttr(d[MEMORY_KIND]).value)
+        elif all_args[i].memory_kind:
+            _set_dict_entry(a_attrs, j, MEMORY_KIND, all_args[i].memory_kind)
+    main.attributes["arg_attrs"] = ir.ArrayAttr.get(a_attrs)
+    ret = [o.operation for o in block.operations][-1]
+    r_attrs = arg_attrs(main, "res_attrs") or [ir.DictAttr.get({}) for _ in ret.operands]
+    outputs = list(sig.outputs)
+    for j, v in enumerate(ret.operands):
+        d = ir.DictAttr(r_attrs[j])
+        kind = ir.StringAttr(d[MEMORY_KIND]).value if MEMORY_KIND in d else _annotated_placement(v)
+        if not kind and j < len(outputs):
+            kind = outputs[j].memory_kind
+        if kind and j < len(outputs):
+            outputs[j] = replace(outputs[j], memory_kind=kind)
+            _set_dict_entry(r_attrs, j, MEMORY_KIND, kind)
+    main.attributes["res_attrs"] = ir.ArrayAttr.get(r_attrs)
+    n_p = len(sig.params)
+    return sig.replace(params=tuple(all_args[:n_p]), inputs=tuple(all_args[n_p:]), outputs=tuple(outputs))
 
 
 def normalize_placement(module: Module) -> Module:
-    return module
+    """Bring host computation and memory kinds into the canonical form (module docstring).
+
+    Returns:
+        A new Module; the input is not mutated. ``signature.extra["host_functions"]`` lists
+        the host-called functions (absent when there are none).
+    """
+    ir_module = mlir.clone_module(module.mlir)
+    with ir_module.context, ir.Location.unknown():
+        host_fns = set(host_functions(ir_module))
+        n = 0
+        for fname, fn in list(mlir.functions(ir_module).items()):
+            if fname in host_fns:
+                continue
+            for run in _runs(fn.regions[0].blocks[0]):
+                taken = set(mlir.functions(ir_module))
+                while f"host_computation_{n}" in taken:
+                    n += 1
+                _outline(ir_module, run, f"host_computation_{n}")
+                n += 1
+        sig = _memory_kinds(ir_module, module.signature)
+    extra = {k: v for k, v in sig.extra.items() if k != "host_functions"}
+    names = host_functions(ir_module)
+    if names:
+        extra["host_functions"] = names
+    sig = sig.replace(extra=extra)
+    return Module(ir_module, sig, module.params, source=module.source, meta=module.meta)
+
+
+def strip_placement(module: Module, target: str) -> Module:
+    """Remove host placement for ``target``, a backend that cannot place computation on
+    the host: the host attribute goes from every op and call, memory kinds from ``@main``
+    and the signature. Numerics are unchanged (everything runs on the target's device).
+
+    Emits a :class:`UserWarning` and records it in ``meta["warnings"]``.
+    """
+    ir_module = mlir.clone_module(module.mlir)
+    stripped = []
+    with ir_module.context:
+        for fn in mlir.functions(ir_module).values():
+            for op in mlir.walk_ops(fn):
+                if is_host(op):
+                    del op.attributes[FRONTEND_ATTRS]
+                    stripped.append(op.name)
+        main = mlir.main_function(ir_module)
+        for key in ("arg_attrs", "res_attrs"):
+            attrs = arg_attrs(main, key)
+            if attrs is None:
+                continue
+            new = []
+            for a in attrs:
+                d = ir.DictAttr(a)
+                new.append(
+                    ir.DictAttr.get({d[j].name: d[j].attr for j in range(len(d)) if d[j].name != MEMORY_KIND})
+                )
+            main.attributes[key] = ir.ArrayAttr.get(new)
+    sig = module.signature
+    kinds = sorted({s.memory_kind for s in sig.all_args + sig.outputs if s.memory_kind})
+    clear = lambda specs: tuple(replace(s, memory_kind=None) for s in specs)  # noqa: E731
+    sig = sig.replace(params=clear(sig.params), inputs=clear(sig.inputs), outputs=clear(sig.outputs))
+    sig = sig.replace(extra={k: v for k, v in sig.extra.items() if k != "host_functions"})
+    meta = dict(module.meta)
+    if stripped or kinds:
+        msg = (
+            f"{target} has no host placement: {len(stripped)} host-marked op(s)/call(s) will run on "
+            f"the device" + (f"; memory kinds {kinds} dropped" if kinds else "")
+        )
+        warnings.warn(msg, UserWarning, stacklevel=2)
+        meta["warnings"] = [*meta.get("warnings", []), msg]
+    return Module(ir_module, sig, module.params, source=module.source, meta=meta)
