@@ -194,6 +194,8 @@ def dense_to_numpy(attr: ir.DenseElementsAttr) -> np.ndarray:
     ``"0x..."`` (little-endian raw bytes) or the element list, where MLIR spells NaN and
     infinities as their hex bit patterns.
     """
+    if isinstance(ir.ShapedType(attr.type).element_type, ir.IndexType):  # custom_call layouts
+        return np.array([int(v) for v in ir.DenseIntElementsAttr(attr)], dtype=np.int64)
     ttype = tensor_type(attr.type)
     dtype = dtypes.to_numpy(ttype.dtype)
     shape = tuple(ttype.shape)

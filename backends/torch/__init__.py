@@ -42,26 +42,13 @@ class TorchInterpreter(Interpreter):
     direction = "torch backend"
 
     def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
+        if op.name == "stablehlo.constant" and op.results[0] in env:
+            return [env[op.results[0]]]  # hoisted out of a while/cond branch
         out = super().run_op(op, operands, env)
         if op.name in _WRAPPING:
             names = [t.dtype for t in op.result_types]
-            out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names)]
+            out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
         return out
-
-    def constant_operand(self, op: mlir.Op, i: int) -> np.ndarray | None:
-        """The value of operand ``i`` when it is a ``stablehlo.constant`` (possibly through
-        ``broadcast_in_dim``/``reshape``/``convert``), else None."""
-        value = op.operands[i]
-        owner = value.owner
-        while hasattr(owner, "name") and owner.name in (
-            "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"
-        ):  # fmt: skip
-            owner = owner.operands[0].owner
-        if hasattr(owner, "name") and owner.name == "stablehlo.constant":
-            return np.asarray(
-                mlir.Op(owner.operation if hasattr(owner, "operation") else owner).attr("value")
-            )
-        return None
 
 
 def param_attr_names(names: list[str]) -> dict[str, str]:
@@ -147,7 +134,7 @@ class TorchModule(torch.nn.Module):
         if len(leaves) != len(sig.inputs):
             raise ConversionError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
         flat = [getattr(self, a) for a in self._attrs]
-        for (path, value), spec in zip(leaves, sig.inputs):
+        for (path, value), spec in zip(leaves, sig.inputs, strict=False):
             check_leaf(input_path(path), value, spec)
             flat.append(value.to(STORAGE[spec.dtype]) if spec.dtype in STORAGE else value)
         if sig.kept_var_idx is not None:

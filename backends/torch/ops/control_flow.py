@@ -10,19 +10,29 @@ from __future__ import annotations
 
 import torch
 from jaxlib.mlir import ir
-from torch._higher_order_ops.while_loop import while_loop
 
 from converter import mlir
 
 from ..registry import register
 
 
+def _is_dense_constant(op: ir.Operation) -> bool:
+    """A ``stablehlo.constant`` that is not a splat (becomes a tensor attribute of the graph,
+    so it must be created outside higher-order-op branches)."""
+    if op.name != "stablehlo.constant":
+        return False
+    value = ir.DenseElementsAttr(op.attributes["value"])
+    return not value.is_splat
+
+
 def free_values(region: ir.Region) -> list[ir.Value]:
     """Values used inside ``region`` (at any depth) but defined outside it, in first-use
-    order."""
+    order, followed by the results of dense constants inside it (hoisted out, see
+    :func:`_is_dense_constant`)."""
     defined: set = set()
     used: list = []
     seen: set = set()
+    hoisted: list = []
 
     def visit(reg: ir.Region):
         for block in reg.blocks:
@@ -38,9 +48,18 @@ def free_values(region: ir.Region) -> list[ir.Value]:
                     visit(r)
                 for res in op.results:
                     defined.add(res)
+                if _is_dense_constant(op):
+                    hoisted.append(op.results[0])
 
     visit(region)
-    return [v for v in used if v not in defined]
+    return [v for v in used if v not in defined] + hoisted
+
+
+def _value_of(interp, v: ir.Value):
+    env = interp.env
+    if v in env:
+        return env[v]
+    return interp.run_op(mlir.Op(v.owner.operation if hasattr(v.owner, "operation") else v.owner), [], env)[0]
 
 
 def closed_region(interp, region: ir.Region):
@@ -48,11 +67,12 @@ def closed_region(interp, region: ir.Region):
     are the current values of the region's free variables."""
     free = free_values(region)
     env = interp.env
-    captured = [env[v] for v in free]
+    captured = [_value_of(interp, v) for v in free]
+    interp.env = env
     nargs = len(region.blocks[0].arguments)
 
     def fn(*args):
-        outer = dict(zip(free, args[nargs:]))
+        outer = dict(zip(free, args[nargs:], strict=True))
         return interp.run_region(region, list(args[:nargs]), outer)
 
     return fn, captured
@@ -80,7 +100,7 @@ def _while(interp, op, *init):
 
     if not init:
         raise NotImplementedError("while with no loop-carried values")
-    return list(while_loop(cond_fn, body_fn, tuple(init), extra))
+    return list(torch.ops.higher_order.while_loop(cond_fn, body_fn, tuple(init), extra))
 
 
 def _cond(pred, branches, operands):
@@ -92,7 +112,7 @@ def _cond(pred, branches, operands):
 
         return run
 
-    return list(torch.cond(pred, wrap(true_fn), wrap(false_fn), tuple(operands)))
+    return list(torch.ops.higher_order.cond(pred, wrap(true_fn), wrap(false_fn), tuple(operands)))
 
 
 def _branch_fns(interp, regions):
@@ -104,9 +124,11 @@ def _branch_fns(interp, regions):
         for v in fr:
             if v not in union:
                 union.append(v)
-    values = [interp.env[v] for v in union]
+    env = interp.env
+    values = [_value_of(interp, v) for v in union]
+    interp.env = env
     fns = []
-    for (fn, _), fr in zip(closed, frees):
+    for (fn, _), fr in zip(closed, frees, strict=False):
         pick = [union.index(v) for v in fr]
         fns.append(lambda *ops, fn=fn, pick=pick: fn(*[ops[i] for i in pick]))
     return fns, values
@@ -126,18 +148,21 @@ def _case(interp, op, index):
         return []
     fns, values = _branch_fns(interp, op.regions)
     n = len(fns)
+    if n == 1:
+        return list(fns[0](*values))
     idx = index.reshape(()).to(torch.int64)
     idx = torch.where((idx < 0) | (idx >= n), torch.full_like(idx, n - 1), idx)
 
+    # branches receive the index explicitly: HOP branches may not close over tensors
+    def branch(k):
+        return lambda i, *ops: fns[k](*ops)
+
     def chain(k):
         if k == n - 1:
-            return fns[k]
-        rest = chain(k + 1)
-        return lambda *ops: tuple(_cond(idx == k, (fns[k], rest), ops))
+            return branch(k)
+        return lambda i, *ops: tuple(_cond(i == k, (branch(k), chain(k + 1)), (i, *ops)))
 
-    if n == 1:
-        return list(fns[0](*values))
-    return _cond(idx == 0, (fns[0], chain(1)), values)
+    return _cond(idx == 0, (branch(0), chain(1)), (idx, *values))
 
 
 @register("stablehlo.map")
@@ -160,6 +185,3 @@ def _composite(interp, op, *xs):
           "stablehlo.custom_call@SPMDShardToFullShape")  # fmt: skip
 def _sharding(interp, op, x):
     return x
-
-
-del mlir

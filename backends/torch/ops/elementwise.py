@@ -521,7 +521,7 @@ def _from_unsigned_bits(u, bits_dtype, nbits):
 
 @register("chlo.polygamma")
 def _polygamma(interp, op, n, x):
-    value = interp.constant_operand(op, 0)
+    value = interp.static_operand(op, 0)
     if value is None:
         raise NotImplementedError("chlo.polygamma with a non-constant order")
     orders = {int(v) for v in value.reshape(-1)}

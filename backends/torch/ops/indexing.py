@@ -40,7 +40,7 @@ def _dynamic_slice(interp, op, x, *starts):
     sizes = op.attr("slice_sizes")
     rank = x.dim()
     index = []
-    for d, (start, size) in enumerate(zip(starts, sizes)):
+    for d, (start, size) in enumerate(zip(starts, sizes, strict=False)):
         s = start.to(torch.int64).clamp(0, x.shape[d] - size)
         index.append(_place(s + torch.arange(size), rank, [d]))
     return x[tuple(index)]
@@ -95,7 +95,7 @@ def scatter_positions(op, operand_shape, indices, update_shape):
     d = op.attr("scatter_dimension_numbers")
     window_dims = list(d["update_window_dims"])
     inserted = set(d["inserted_window_dims"])
-    to_operand = list(d["scatter_dims_to_operand_dims"])
+    to_operand = list(d.get("scattered_dims_to_operand_dims", d.get("scatter_dims_to_operand_dims", [])))
     in_batch = list(d.get("input_batching_dims") or [])
     idx_batch = list(d.get("scatter_indices_batching_dims") or [])
     idx, newpos = _index_vector_last(indices.to(torch.int64), d["index_vector_dim"])
@@ -140,7 +140,7 @@ def _scatter(interp, op, *args):
     trash = torch.full_like(linear, numel)
     pos = torch.where(valid, linear, trash).reshape(-1)
     outs = []
-    for x, u in zip(operands, updates):
+    for x, u in zip(operands, updates, strict=False):
         flat = torch.cat([x.reshape(-1), x.new_zeros(1)])
         u = u.reshape(-1).to(x.dtype)
         if kind == "replace" or (kind is None and n > 1 and _is_replace_all(op)):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from converter import mlir
+
 from ..registry import register
 from .linalg import triangular_solve
 
@@ -21,7 +23,9 @@ def _targets(routine: str) -> list[str]:
 
 
 def _flag(op, key: str, default: str) -> str:
-    cfg = op.attr("mhlo.backend_config") or {}
+    # only this attribute is decoded: ``operand_layouts`` has ``index`` elements
+    attrs = op.mlir.attributes
+    cfg = mlir.decode_attribute(attrs["mhlo.backend_config"]) if "mhlo.backend_config" in attrs else {}
     value = cfg.get(key) if isinstance(cfg, dict) else None
     return chr(value) if isinstance(value, int) else default
 

@@ -32,11 +32,11 @@ def dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, out_
     lhs_sub = [None] * lhs.dim()
     rhs_sub = [None] * rhs.dim()
     out = []
-    for a, b in zip(lhs_batch, rhs_batch):
+    for a, b in zip(lhs_batch, rhs_batch, strict=False):
         c = next(letters)
         lhs_sub[a] = rhs_sub[b] = c
         out.append(c)
-    for a, b in zip(lhs_contract, rhs_contract):
+    for a, b in zip(lhs_contract, rhs_contract, strict=False):
         c = next(letters)
         lhs_sub[a] = rhs_sub[b] = c
     for sub in (lhs_sub, rhs_sub):

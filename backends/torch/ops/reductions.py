@@ -52,22 +52,29 @@ def _reduce_last(kind: str, x: torch.Tensor, ndims: int) -> torch.Tensor | None:
     return None
 
 
+def _append(x: torch.Tensor, init: torch.Tensor) -> torch.Tensor:
+    return torch.cat([x, init.to(x.dtype).expand(*x.shape[:-1], 1)], dim=-1)
+
+
 def tree_reduce(body, xs: list[torch.Tensor], inits: list[torch.Tensor]) -> list[torch.Tensor]:
     """Reduce the last axis of every tensor in ``xs`` with the region ``body``
     (``body(*accs, *values) -> accs``), seeded with ``inits``."""
     n = xs[0].shape[-1]
     if n == 0:
         shape = xs[0].shape[:-1]
-        return [i.to(x.dtype).expand(shape).clone() for x, i in zip(xs, inits)]
+        return [i.to(x.dtype).expand(shape).clone() for x, i in zip(xs, inits, strict=False)]
     while n > 1:
         if n % 2:
-            xs = [torch.cat([x, i.to(x.dtype).expand(*x.shape[:-1], 1)], dim=-1) for x, i in zip(xs, inits)]
+            xs = [
+                torch.cat([x, i.to(x.dtype).expand(*x.shape[:-1], 1)], dim=-1)
+                for x, i in zip(xs, inits, strict=False)
+            ]
             n += 1
         half = n // 2
         xs = body(*[x[..., :half] for x in xs], *[x[..., half:] for x in xs])
         n = half
     firsts = [x[..., 0] for x in xs]
-    return body(*[i.to(f.dtype).expand(f.shape) for i, f in zip(inits, firsts)], *firsts)
+    return body(*[i.to(f.dtype).expand(f.shape) for i, f in zip(inits, firsts, strict=False)], *firsts)
 
 
 def _kind(op, n: int, names: list[str]) -> str | None:
@@ -95,7 +102,7 @@ def _reduce(interp, op, *args):
 
 def _windows(x: torch.Tensor, sizes, strides, dilations) -> torch.Tensor:
     """All windows of ``x``: shape ``out_shape + sizes`` (``Tensor.unfold`` per dim)."""
-    for d, (w, s, dil) in enumerate(zip(sizes, strides, dilations)):
+    for d, (w, s, dil) in enumerate(zip(sizes, strides, dilations, strict=False)):
         span = (w - 1) * dil + 1
         x = x.unfold(d, span, s)
         if dil > 1:
@@ -123,7 +130,7 @@ def _reduce_window(interp, op, *args):
     sizes, strides, base_dil, win_dil, padding = _window_attrs(op, rank)
     padded = [
         pad(x, i, [p[0] for p in padding], [p[1] for p in padding], [b - 1 for b in base_dil])
-        for x, i in zip(xs, inits)
+        for x, i in zip(xs, inits, strict=False)
     ]
     wins = [_windows(p, sizes, strides, win_dil) for p in padded]
     kind = _kind(op, n, [operand_name(op, i) for i in range(n)])
@@ -178,7 +185,7 @@ def _select_and_scatter(interp, op, operand, source, init):
         (chosen,), source.reshape(-1), accumulate=True
     )
     out = out.reshape(padded.shape) + init.to(source.dtype)
-    index = tuple(slice(lo, lo + s) for lo, s in zip(lows, operand.shape))
+    index = tuple(slice(lo, lo + s) for lo, s in zip(lows, operand.shape, strict=False))
     return out[index]
 
 
@@ -208,8 +215,8 @@ def sort_general(less, operands: list[torch.Tensor], dim: int) -> list[torch.Ten
     n = moved[0].shape[-1]
     lhs = [m.unsqueeze(-1) for m in moved]  # x_j along axis -2
     rhs = [m.unsqueeze(-2) for m in moved]  # x_i along axis -1
-    before = less(*[v for pair in zip(lhs, rhs) for v in pair])[0]
-    after = less(*[v for pair in zip(rhs, lhs) for v in pair])[0]
+    before = less(*[v for pair in zip(lhs, rhs, strict=False) for v in pair])[0]
+    after = less(*[v for pair in zip(rhs, lhs, strict=False) for v in pair])[0]
     shape = torch.broadcast_shapes(before.shape, (*moved[0].shape[:-1], n, n))
     before, after = before.expand(shape), after.expand(shape)
     j = torch.arange(n)

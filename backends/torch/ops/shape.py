@@ -71,7 +71,7 @@ def _transpose(interp, op, x):
 def _slice(interp, op, x):
     starts, limits = op.attr("start_indices"), op.attr("limit_indices")
     strides = op.attr("strides") or [1] * len(starts)
-    return x[tuple(slice(s, e, k) for s, e, k in zip(starts, limits, strides))]
+    return x[tuple(slice(s, e, k) for s, e, k in zip(starts, limits, strides, strict=False))]
 
 
 @register("stablehlo.concatenate")
@@ -83,7 +83,7 @@ def pad(x: torch.Tensor, value: torch.Tensor, low, high, interior) -> torch.Tens
     """StableHLO ``pad``: ``interior[d]`` copies of ``value`` between elements, then
     ``low``/``high`` on each side (negative values crop)."""
     value = value.to(x.dtype)
-    for d, (lo, hi, mid) in enumerate(zip(low, high, interior)):
+    for d, (lo, hi, mid) in enumerate(zip(low, high, interior, strict=False)):
         if mid > 0 and x.shape[d] > 1:
             n = x.shape[d]
             shape = list(x.shape)

@@ -1,0 +1,41 @@
+"""while / if / case / map through torch's while_loop and cond higher-order ops."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .helpers import assert_same
+
+X = np.linspace(-1, 1, 6, dtype=np.float32)
+
+
+def test_while_fori_and_scan():
+    assert_same(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), X)
+    assert_same(
+        lambda x: lax.while_loop(lambda c: c[0].sum() < 10.0, lambda c: (c[0] + 1.0, c[1] + 1), (x, 0)), X
+    )
+    assert_same(lambda x: lax.scan(lambda c, v: (c + v, c * v), 0.0, x), X)
+
+
+def test_cond_and_switch():
+    f = lambda p, x: lax.cond(p, lambda v: v * 2.0, lambda v: v - x.sum(), x)  # noqa: E731
+    assert_same(f, np.bool_(True), X)
+    assert_same(f, np.bool_(False), X)
+    g = lambda i, x: lax.switch(i, [lambda v: v + 1.0, lambda v: v * 3.0, lambda v: -v], x)  # noqa: E731
+    for i in (-1, 0, 1, 2, 7):
+        assert_same(g, np.int32(i), X)
+
+
+def test_nested_loops_capture_outer_values():
+    def f(x):
+        def outer(i, c):
+            return lax.fori_loop(0, 3, lambda j, d: d + x * j, c) * 0.5
+
+        return lax.fori_loop(0, 4, outer, x)
+
+    assert_same(f, X)
+
+
+def test_vmap_of_cond_becomes_select():
+    assert_same(jax.vmap(lambda v: lax.cond(v > 0, jnp.sin, jnp.cos, v)), X)

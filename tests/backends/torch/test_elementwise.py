@@ -1,0 +1,121 @@
+"""Elementwise ops through the torch backend, with the semantics that differ between
+StableHLO and torch checked exactly."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jax import lax
+
+import converter
+
+from .helpers import assert_same
+
+I32 = np.array([7, -7, 7, -7, 0, 5, np.iinfo(np.int32).min, np.iinfo(np.int32).min], dtype=np.int32)
+D32 = np.array([2, 2, -2, -2, 3, 0, -1, 1], dtype=np.int32)
+
+
+def test_integer_divide_and_remainder_truncate():
+    assert_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), I32, D32)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint8, np.uint32])
+def test_integer_divide_dtypes(dtype):
+    a = np.array([7, 100, 9, 0, 5], dtype=dtype)
+    b = np.array([2, 7, 3, 4, 0], dtype=dtype)
+    assert_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), a, b)
+
+
+def test_round_nearest_afz_and_even():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -1.4, 3.7, np.nan], dtype=np.float32)
+    assert_same(lambda x: (lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), jnp.round(x)), x)
+
+
+def test_max_min_propagate_nan():
+    x = np.array([1.0, np.nan, 3.0, -0.0], dtype=np.float32)
+    y = np.array([np.nan, 2.0, 1.0, 0.0], dtype=np.float32)
+    assert_same(lambda a, b: (lax.max(a, b), lax.min(a, b), jnp.clip(a, 0.5, 2.0)), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_shifts_past_bit_width(dtype):
+    bits = np.iinfo(dtype).bits
+    x = np.array([1, 5, -8 if np.iinfo(dtype).min < 0 else 200, 3, 7, 1], dtype=dtype)
+    s = np.array([0, 1, 2, bits - 1, bits, bits + 3], dtype=dtype)
+    assert_same(
+        lambda x, s: (lax.shift_left(x, s), lax.shift_right_arithmetic(x, s), lax.shift_right_logical(x, s)),
+        x,
+        s,
+    )
+
+
+def test_compare_totalorder_and_float_ops():
+    x = np.array([-0.0, 0.0, np.nan, -np.inf, 1.0, -1.0], dtype=np.float32)
+    y = np.array([0.0, -0.0, 1.0, -np.inf, np.nan, -1.0], dtype=np.float32)
+    assert_same(lambda a, b: (a < b, a == b, a >= b, jnp.sort(a), lax.atan2(a, b)), x, y)
+
+
+def test_convert_saturates_and_maps_nan_to_zero():
+    x = np.array([1.9, -1.9, 3e9, -3e9, np.nan, np.inf, -np.inf, 255.5, 300.0], dtype=np.float32)
+    assert_same(
+        lambda x: (x.astype(jnp.int32), x.astype(jnp.uint8), x.astype(jnp.int8), x.astype(jnp.bool_)), x
+    )
+
+
+def test_integer_conversions_wrap():
+    x = np.array([-1, 300, 70000, -129, 2**31 - 1], dtype=np.int64)
+    assert_same(
+        lambda x: (x.astype(jnp.int8), x.astype(jnp.uint8), x.astype(jnp.uint16), x.astype(jnp.uint32)), x
+    )
+
+
+def test_unsigned_emulation_wraps():
+    x = np.array([0, 1, 2**32 - 1, 2**31], dtype=np.uint32)
+    y = np.array([1, 2**32 - 1, 5, 2**31], dtype=np.uint32)
+    assert_same(lambda a, b: (a + b, a - b, a * b, a > b, jnp.maximum(a, b), a.astype(jnp.float32)), x, y)
+
+
+def test_uint64_compare_and_convert():
+    x = np.array([0, 2**63, 2**64 - 1, 5], dtype=np.uint64)
+    y = np.array([1, 5, 2**63, 5], dtype=np.uint64)
+    assert_same(lambda a, b: (a < b, a + b, a.astype(jnp.float64), jnp.maximum(a, b)), x, y)
+
+
+def test_bitcast_convert():
+    x = np.array([1.0, -2.5, np.inf], dtype=np.float32)
+    assert_same(
+        lambda x: (lax.bitcast_convert_type(x, jnp.uint32), lax.bitcast_convert_type(x, jnp.int32)), x
+    )
+    assert_same(lambda x: lax.bitcast_convert_type(x, jnp.uint8), x)
+
+
+def test_popcount_clz():
+    x = np.array([2, -2, 1, -1, 3, 0, 2**30], dtype=np.int32)
+    assert_same(lambda a: (lax.population_count(a), lax.clz(a)), x)
+    assert_same(lambda a: (lax.population_count(a), lax.clz(a)), x.astype(np.uint8))
+
+
+_POW = """
+func.func @main(%a: tensor<6xi32>, %b: tensor<6xi32>) -> tensor<6xi32> {
+  %0 = stablehlo.power %a, %b : tensor<6xi32>
+  return %0 : tensor<6xi32>
+}
+"""
+
+
+def test_integer_power_negative_exponent():
+    x = np.array([2, -2, 1, -1, 3, 0], dtype=np.int32)
+    y = np.array([3, 3, -2, -3, -1, 2], dtype=np.int32)
+    out = converter.from_stablehlo(_POW).to_torch()(torch.tensor(x), torch.tensor(y))
+    np.testing.assert_array_equal(out.numpy(), [8, -8, 1, -1, 0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16, np.float64, np.complex64])
+def test_float_dtypes(dtype):
+    x = (np.linspace(-2, 2, 7)).astype(dtype)
+    assert_same(lambda x: (jnp.exp(x) * x + 1, jnp.abs(x), jnp.sin(x)), x, rtol=2e-2, atol=1e-2)
+
+
+def test_reduce_precision():
+    x = np.array([1.0, 1.0009765625, 3.14159, 1e10, -65520.0, np.nan], dtype=np.float32)
+    assert_same(lambda x: lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10), x)

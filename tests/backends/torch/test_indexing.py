@@ -1,0 +1,46 @@
+"""gather / scatter / dynamic slices through the torch backend (clamping and dropping)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .helpers import assert_same
+
+A = np.arange(24, dtype=np.float32).reshape(4, 6)
+IDX = np.array([0, 3, -1, 7, 2], dtype=np.int32)
+
+
+def test_take_and_fancy_indexing():
+    assert_same(lambda a, i: (a[i % 4], a[:, i % 6], jnp.take(a, i, axis=1, mode="clip")), A, IDX)
+
+
+def test_take_along_axis_and_batched_gather():
+    idx = np.array([[0, 5], [1, 1], [2, 0], [5, 3]], dtype=np.int32)
+    assert_same(lambda a, i: jnp.take_along_axis(a, i, axis=1), A, idx)
+    assert_same(lambda a, i: jax.vmap(lambda r, j: r[j])(a, i), A, idx)
+
+
+def test_scatter_kinds_and_out_of_bounds_drop():
+    upd = np.arange(5, dtype=np.float32) + 1
+
+    def f(a, i, u):
+        return (
+            a.at[0, i].set(u, mode="drop"),
+            a.at[1, i].add(u, mode="drop"),
+            a.at[2, i].max(u * 10, mode="drop"),
+            a.at[3, i].min(-u, mode="drop"),
+            a.at[0, i].multiply(u, mode="drop"),
+        )
+
+    assert_same(f, A, np.array([0, 3, 1, 7, 2], dtype=np.int32), upd)
+
+
+def test_dynamic_slice_clamps():
+    def f(a, i):
+        return lax.dynamic_slice(a, (i, i + 1), (2, 3)), lax.dynamic_update_slice(
+            a, jnp.ones((2, 2), jnp.float32), (i, i)
+        )
+
+    for i in (0, 3, -5, 10):
+        assert_same(f, A, np.int32(i))

@@ -1,0 +1,70 @@
+"""reduce, reduce_window, select_and_scatter, sort, top_k through the torch backend."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .helpers import assert_same
+
+rng = np.random.default_rng(1)
+X = rng.standard_normal((3, 5, 4)).astype(np.float32)
+
+
+def test_common_reduce_bodies():
+    assert_same(
+        lambda x: (x.sum(1), x.max((0, 2)), x.min(), x.prod(2), (x > 0).any(1), (x > 0).all(0)),
+        X,
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_general_reduce_bodies():
+    i = rng.integers(-50, 50, (4, 7)).astype(np.int32)
+    assert_same(lambda x: (jnp.argmax(x, 1), jnp.argmin(x, 0)), X)
+    assert_same(
+        lambda x: (jnp.bitwise_xor.reduce(x, axis=1), jnp.bitwise_and.reduce(x, axis=0), jnp.argmax(x, 1)), i
+    )
+
+
+def test_nan_in_reductions():
+    x = X.copy()
+    x[0, 0, 0] = np.nan
+    assert_same(lambda x: (x.max(1), jnp.nanmax(x, 1), jnp.argmax(x, 2)), x)
+
+
+def test_reduce_window_pools_and_cumsum():
+    img = rng.standard_normal((1, 6, 7, 2)).astype(np.float32)
+
+    def f(x):
+        mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")
+        avg = lax.reduce_window(
+            x, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID", window_dilation=(1, 2, 1, 1)
+        )
+        dil = lax.reduce_window(
+            x, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID", base_dilation=(1, 2, 1, 1)
+        )
+        return mx, avg, dil, jnp.cumsum(x, 1), jnp.cumprod(x, 2), lax.cummax(x, 1)
+
+    assert_same(f, img, rtol=1e-5, atol=1e-5)
+
+
+def test_select_and_scatter_max_pool_grad():
+    img = rng.standard_normal((1, 6, 7, 2)).astype(np.float32)
+
+    def pool(x):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME").sum()
+
+    assert_same(jax.grad(pool), img)
+
+
+def test_sort_kinds():
+    x = X.copy()
+    x[0, 1, 1] = np.nan
+    assert_same(
+        lambda x: (jnp.sort(x, 1), jnp.argsort(x, 2), jnp.sort(x, 0, descending=True), lax.top_k(x, 2)), x
+    )
+    keys = rng.integers(0, 3, (2, 9)).astype(np.int32)
+    assert_same(lambda k, v: lax.sort((k, v), num_keys=2, dimension=1), keys, keys[::-1].copy())
+    assert_same(lambda k: jnp.lexsort((k, -k)), keys)

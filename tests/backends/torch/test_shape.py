@@ -1,0 +1,36 @@
+"""Shape and data-movement ops through the torch backend."""
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .helpers import assert_same
+
+A = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def test_reshape_transpose_broadcast():
+    assert_same(lambda a: (a.reshape(6, 4), a.transpose(2, 0, 1), jnp.broadcast_to(a[:, :1], (2, 3, 4))), A)
+
+
+def test_broadcast_in_dim_unsorted_dims():
+    assert_same(lambda a: lax.broadcast_in_dim(a[0], (4, 5, 3), (2, 0)), A)
+
+
+def test_slices_concatenate_reverse():
+    assert_same(lambda a: (a[:, 1:, ::2], a[::-1, :, ::-1], jnp.concatenate([a, a * 2], axis=1)), A)
+
+
+def test_pad_negative_and_interior():
+    assert_same(lambda a: lax.pad(a, jnp.float32(-1), [(1, -1, 0), (-1, 2, 1), (0, 0, 2)]), A)
+
+
+def test_iota_and_constants():
+    assert_same(
+        lambda a: (
+            a + jnp.arange(4.0),
+            lax.broadcasted_iota(jnp.int32, (3, 4), 0),
+            a * np.arange(24).reshape(A.shape),
+        ),
+        A,
+    )
