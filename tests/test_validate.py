@@ -166,3 +166,41 @@ def test_bisect_names_a_broken_jax_backend_rule(monkeypatch):
     b = report.targets[0].bisect
     assert report.targets[0].status == "failed" and b["found"], b
     assert b["op"] == "stablehlo.tanh" and "aten.tanh.default" in b["location"]
+
+
+def _jax_fn():
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+
+    def f(x, ids):
+        return jnp.tanh(x) @ w + ids.sum().astype(jnp.float32)
+
+    return f, (np.ones((2, 4), np.float32), np.arange(5, dtype=np.int32))
+
+
+def test_validate_jax_function_and_roundtrip():
+    report = V.validate(_jax_fn(), from_="jax", targets=("jax", "torch"), roundtrip=True, progress=False)
+    assert [t.target for t in report.targets] == ["jax", "torch", "torch>jax"]
+    ran = [t for t in report.targets if t.status != "skipped"]
+    assert ran and all(t.status == "passed" for t in ran), [(t.target, t.reason) for t in report.targets]
+
+
+def test_validate_stablehlo_text(tmp_path):
+    import jax
+
+    fn, args = _jax_fn()
+    path = tmp_path / "f.mlir"
+    path.write_text(jax.jit(fn).lower(*args).as_text())
+    report = V.validate(str(path), from_="stablehlo", targets=("jax",), progress=False)
+    assert report.passed and report.targets[0].rows[0].shape == [2, 3]
+
+
+def test_bisect_between_backends_names_the_op(monkeypatch):
+    """A JAX source checked on the torch target: with a wrong torch-backend ``stablehlo.tanh``
+    rule, the op-by-op comparison against the JAX backend names that op."""
+    from backends.torch.registry import TORCH_RULES
+
+    monkeypatch.setitem(TORCH_RULES._rules, "stablehlo.tanh", lambda interp, op, x: x)
+    report = V.validate(_jax_fn(), from_="jax", targets=("torch",), progress=False)
+    (target,) = report.targets
+    assert target.status == "failed", target.reason
+    assert target.bisect["found"] and target.bisect["op"] == "stablehlo.tanh", target.bisect

@@ -3,13 +3,14 @@
 Usage (from the repository root)::
 
     .venv/bin/python tests/frontends/torch/gen_opinfo_xfails.py [--samples 3] [--json out.json]
-        [--only abs,add] [--timeout 120]
+        [--only abs,add | --xfailed] [--timeout 120]
 
 Every float32 entry of ``op_db`` goes through :func:`test_opinfo.check_entry`; the failing
 ones are written, with their reason, to ``opinfo_xfails.py`` (sorted by name). Printed: the
 pass rate over the exportable float32 entries, the time taken, and the missing ops ranked
-by how many entries each blocks (the op engineer's to-do list). With ``--only`` the listed
-entries are re-checked and merged into the existing list.
+by how many entries each blocks (the op engineer's to-do list). With ``--only`` the named
+entries, with ``--xfailed`` the listed xfails, are re-checked and merged into the existing
+list (the summary then covers only those).
 """
 
 from __future__ import annotations
@@ -106,18 +107,19 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", default="3", help="samples per entry, or 'all'")
     p.add_argument("--only", default="", help="comma-separated entry names to re-check (merged)")
+    p.add_argument("--xfailed", action="store_true", help="re-check only the listed xfails (merged)")
     p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
     p.add_argument("--json", help="write the full results and summary here")
     a = p.parse_args(argv)
     samples = None if a.samples == "all" else int(a.samples)
     entries = harness.OP_DB
-    if a.only:
-        wanted = set(a.only.split(","))
+    if a.only or a.xfailed:
+        wanted = set(a.only.split(",")) if a.only else set(XFAILS)
         entries = [op for op in entries if harness.entry_id(op) in wanted]
     t0 = time.time()
     results = run(entries, samples, a.timeout)
     elapsed = time.time() - t0
-    xfails = dict(XFAILS) if a.only else {}
+    xfails = dict(XFAILS) if a.only or a.xfailed else {}
     for key, r in results.items():
         xfails.pop(key, None)
         if r.status == "fail":

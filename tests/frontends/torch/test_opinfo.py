@@ -1,8 +1,10 @@
 """OpInfo conformance of the torch frontend: ``torch.export`` → ``from_torch`` → ``to_jax``
 matches eager torch, for every entry of PyTorch's ``op_db``.
 
-Each entry is one test (``test_opinfo_float32[<op>]``). It takes the entry's first
-``OPINFO_SAMPLES`` sample inputs (default 3; ``OPINFO_SAMPLES=all`` for every sample), wraps
+Each entry is one test (``test_opinfo[<op>-float32]``). By default a CI-sized slice runs
+(every 10th entry); ``OPINFO_ENTRIES=all`` runs all of ``op_db`` (the conformance number),
+``OPINFO_ENTRIES=abs,add`` the named entries. It takes the entry's first ``OPINFO_SAMPLES``
+sample inputs (default 3; ``OPINFO_SAMPLES=all`` for every sample), wraps
 the op in an ``nn.Module`` whose inputs are the sample's tensors, and compares the converted
 module's outputs with eager torch within :data:`converter.validate.TOLERANCES`.
 
@@ -235,8 +237,20 @@ def _dtype_params():
     return [_DTYPES[n.strip()] for n in names if n.strip()]
 
 
+def selected_entries() -> list:
+    """``OPINFO_ENTRIES=all`` (every entry, the conformance run), ``smoke`` (default: every
+    10th entry, a CI-sized slice) or a comma-separated list of entry names."""
+    which = os.environ.get("OPINFO_ENTRIES", "smoke")
+    if which == "all":
+        return OP_DB
+    if which == "smoke":
+        return OP_DB[::10]
+    names = set(which.split(","))
+    return [op for op in OP_DB if entry_id(op) in names]
+
+
 @pytest.mark.parametrize("dtype", _dtype_params(), ids=lambda d: str(d).removeprefix("torch."))
-@pytest.mark.parametrize("op", OP_DB, ids=entry_id)
+@pytest.mark.parametrize("op", selected_entries(), ids=entry_id)
 def test_opinfo(op, dtype):
     key = entry_id(op)
     outcome = check_entry(op, dtype, max_samples())
