@@ -237,9 +237,13 @@ class Writer:
     suffixes: tuple[str, ...] = ()
 
 
-def export_jax(module: Module):
+JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+
+
+def export_jax(module: Module, platforms: Sequence[str] | None = None):
     """A ``jax.export.Exported`` of the module's function of the user inputs, parameters
-    closed over as constants, for JAX's default platform.
+    closed over as constants, for ``platforms`` (a subset of :data:`JAX_PLATFORMS`; default:
+    JAX's default backend here).
 
     Call it as ``exported.call(*args, **kwargs)`` with the source model's inputs; inputs that
     were non-tensor values at conversion time are specialized: pass ``None`` in their place.
@@ -274,12 +278,19 @@ def export_jax(module: Module):
         full_args, full_kwargs = unflatten(sig.in_tree, leaves)
         return fn.apply(params, *full_args, **full_kwargs)
 
-    return jax.export.export(jax.jit(call))(*example_args, **example_kwargs)
+    exporter = jax.export.export(jax.jit(call), platforms=platforms)
+    return exporter(*example_args, **example_kwargs)
 
 
 def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:
-    """``--to jax``: the bytes of ``jax.export.Exported.serialize()`` (see :func:`export_jax`)."""
-    atomic_write(out, bytes(export_jax(module).serialize()))
+    """``--to jax``: the bytes of ``jax.export.Exported.serialize()`` (see :func:`export_jax`),
+    for the ``--platforms`` given."""
+    platforms = getattr(options, "platforms", None)
+    names = [p.strip() for p in platforms.split(",") if p.strip()] if platforms else None
+    unknown = sorted(set(names or ()) - set(JAX_PLATFORMS))
+    if unknown:
+        raise CliError(f"--platforms: unknown platform(s) {unknown}; choose from {', '.join(JAX_PLATFORMS)}")
+    atomic_write(out, bytes(export_jax(module, names).serialize()))
 
 
 def write_stablehlo(module: Module, out: Path, options: argparse.Namespace) -> None:
@@ -326,7 +337,7 @@ examples:
   convert --from torch --to jax examples/gpt2.py:factory -o gpt2.jax
   convert --from torch --to stablehlo model.pt2 -o model.mlir
   convert examples/mlp.py:factory -o mlp.shlo        # --from torch --to module
-  convert --from module --to jax mlp.shlo -o mlp.jax
+  convert --from module --to jax mlp.shlo -o mlp.jax --platforms cpu,cuda
 
   # run a .jax file with JAX alone (JAX_ENABLE_X64=1 for int64 inputs such as token ids):
   import jax
@@ -369,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"output format, one of {', '.join(WRITERS)} (default: from OUT's suffix)",
     )
     parser.add_argument(
+        "--platforms",
+        metavar="P,Q",
+        help=f"--to jax only: platforms the artifact runs on, comma-separated from "
+        f"{', '.join(JAX_PLATFORMS)} (default: this machine's JAX backend), e.g. cpu,cuda",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="print timings, and tracebacks on errors"
     )
     return parser
@@ -392,6 +409,8 @@ def convert(options: argparse.Namespace) -> float:
     """Run one conversion; returns the seconds taken. Raises :class:`ConversionError`s."""
     source = _pick(options.source, LOADERS, options.input, "input", "--from")
     target = _pick(options.target, WRITERS, options.output, "output", "--to")
+    if options.platforms and target != "jax":
+        raise CliError(f"--platforms applies to --to jax only, not --to {target}")
     start = time.perf_counter()
     module = LOADERS[source].load(options.input, options)
     if options.verbose:

@@ -141,6 +141,20 @@ def test_factory_with_kwargs(tiny, tmp_path):
     np.testing.assert_allclose(np.asarray(exported.call(x, idx=idx)), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_jax_artifact_for_several_platforms(tiny, tmp_path, capsys):
+    out = tmp_path / "multi.jax"
+    assert _run("--to", "jax", "--platforms", "cpu,cuda", f"{tiny}:factory", "-o", out) == 0
+    exported = jax.export.deserialize(bytearray(out.read_bytes()))
+    assert exported.platforms == ("cpu", "cuda")
+    inputs, expected = _expected(tiny)
+    np.testing.assert_allclose(np.asarray(exported.call(*inputs)), expected, rtol=1e-5, atol=1e-5)
+    bad = tmp_path / "bad.jax"
+    rc = _run("--to", "jax", "--platforms", "cpu,gpu", f"{tiny}:factory", "-o", bad)
+    _assert_bad_input(rc, capsys, bad, "unknown platform(s) ['gpu']", "cuda")
+    rc = _run("--to", "module", "--platforms", "cpu", f"{tiny}:factory", "-o", bad)
+    _assert_bad_input(rc, capsys, bad, "--platforms applies to --to jax only")
+
+
 def test_pt2_to_stablehlo_text_and_bytecode(tiny, tmp_path):
     model, args, _ = cli.load_factory(tiny, "factory")
     pt2 = tmp_path / "tiny.pt2"
