@@ -339,7 +339,10 @@ def onnx_source(path: str | os.PathLike) -> Source:
     import converter
 
     module = converter.from_onnx(str(path))
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own error types; the reference is unusable
+        raise ConversionError(f"{path}: onnxruntime cannot load it: {e}") from e
     return Source("onnx", module, _ort_runner(session, module.signature), "onnxruntime", None, session)
 
 

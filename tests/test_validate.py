@@ -204,3 +204,24 @@ def test_bisect_between_backends_names_the_op(monkeypatch):
     (target,) = report.targets
     assert target.status == "failed", target.reason
     assert target.bisect["found"] and target.bisect["op"] == "stablehlo.tanh", target.bisect
+
+
+def test_validate_onnx_file_against_onnxruntime(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    w = np.random.default_rng(0).standard_normal(12).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [4, 3], w)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9  # what onnxruntime 1.31 reads
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    report = V.validate(str(path), from_="onnx", targets=("jax",), progress=False)
+    assert report.reference == "onnxruntime" and report.passed
+    assert report.targets[0].rows[0].output == "z"
