@@ -26,7 +26,7 @@ from converter.signature import LEAF, LeafSpec, Signature, args_tree
 
 from . import ops  # noqa: F401 - registers the rules
 from .graph import GraphRunner, StaticValueRequired, np_dtype
-from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup
+from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup, schema_function
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
 MIN_OPSET = 7
@@ -79,7 +79,7 @@ def check_supported(model: onnx.ModelProto) -> None:
             ].append(node.name)
             continue
         version, rule = lookup(node.op_type, domain, opsets.get(domain, 1))
-        if rule is None:
+        if rule is None and schema_function(node.op_type, domain, opsets.get(domain, 1)) is None:
             found[f"{domain}::{node.op_type}-{version}"].append(node.name)
     for f in model.functions:
         for node in f.node:
@@ -87,8 +87,9 @@ def check_supported(model: onnx.ModelProto) -> None:
             if (domain, node.op_type) in local:
                 continue
             fops = {canonical_domain(o.domain): o.version for o in f.opset_import}
-            version, rule = lookup(node.op_type, domain, fops.get(domain, opsets.get(domain, 1)))
-            if rule is None:
+            fopset = fops.get(domain, opsets.get(domain, 1))
+            version, rule = lookup(node.op_type, domain, fopset)
+            if rule is None and schema_function(node.op_type, domain, fopset) is None:
                 found[f"{domain}::{node.op_type}-{version}"].append(f"{f.name}/{node.name}")
     if found:
         missing = [
@@ -224,9 +225,9 @@ def from_onnx(
 
     def fn(*flat):
         env: dict[str, Any] = dict(static_inputs)
-        env.update(zip(init_names, flat[: len(init_names)]))
+        env.update(zip(init_names, flat[: len(init_names)], strict=False))
         env.update({n: v for n, v in params.items() if _foldable(v)})
-        env.update(zip((s.name for s in input_specs), flat[len(init_names) :]))
+        env.update(zip((s.name for s in input_specs), flat[len(init_names) :], strict=False))
         runner.env = env
         runner.run_nodes(graph.node, env)
         outs = [env[o.name] for o in graph.output]
@@ -236,7 +237,7 @@ def from_onnx(
     avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
     with jax.enable_x64(True):
         lowered = jax.jit(fn, keep_unused=True).lower(*avals)
-    for o, vi in zip(outputs, graph.output):
+    for o, vi in zip(outputs, graph.output, strict=False):
         if o is None or isinstance(o, list):
             raise ConversionError(
                 f"graph output {vi.name!r} is a sequence or optional; StableHLO returns tensors"
@@ -244,7 +245,7 @@ def from_onnx(
     out_info = lowered.out_info
     output_specs = [
         LeafSpec(vi.name, tuple(a.shape), dtypes.name_of(a.dtype), "output")
-        for vi, a in zip(graph.output, out_info)
+        for vi, a in zip(graph.output, out_info, strict=False)
     ]
     signature = Signature(
         params=tuple(param_specs),

@@ -25,7 +25,7 @@ from onnx import helper, numpy_helper
 
 from converter.errors import ConversionError, OpConversionError
 
-from .registry import canonical_domain, lookup
+from .registry import canonical_domain, function_body, lookup, schema_function
 
 # Ops never folded at conversion time even when their inputs are known.
 NO_FOLD = {
@@ -166,7 +166,7 @@ class GraphRunner:
         inputs = [i.name for i in graph.input if i.name not in {x.name for x in graph.initializer}]
         if len(inputs) != len(args):
             raise ConversionError(f"graph {graph.name!r} takes {len(inputs)} inputs, got {len(args)}")
-        env.update(zip(inputs, args))
+        env.update(zip(inputs, args, strict=False))
         self.run_nodes(graph.node, env)
         return [env[o.name] for o in graph.output]
 
@@ -175,7 +175,7 @@ class GraphRunner:
         for node in nodes:
             values = [env[n] if n else None for n in node.input]
             outs = self.run_node(node, values, env)
-            for name, value in zip(node.output, outs):
+            for name, value in zip(node.output, outs, strict=False):
                 if name:
                     env[name] = value
 
@@ -191,9 +191,19 @@ class GraphRunner:
         fold = node.op_type not in NO_FOLD and all(is_known(v) for v in values)
         try:
             if (domain, node.op_type) in self.functions:
-                return self._run_function(node, values, attrs, env)
+                return self._run_function(self.functions[(domain, node.op_type)], node, values)
             if rule is None:
-                raise NotImplementedError(f"no rule for {key}")
+                schema = schema_function(node.op_type, domain, opset)
+                if schema is None:
+                    raise NotImplementedError(f"no rule for {key}")
+                fn = function_body(schema, opset, node, [_type_proto(v) for v in values])
+                given = {a.name for a in node.attribute}
+                defaults = [
+                    a.default_value
+                    for n, a in schema.attributes.items()
+                    if a.default_value.type and n not in given
+                ]
+                return self._run_function(fn, node, values, defaults)
             saved, self.env = self.env, env
             ctx = NodeContext(self, node, version, opset, values)
             try:
@@ -208,7 +218,7 @@ class GraphRunner:
             out = list(out) if isinstance(out, tuple) else [out]
             if fold:
                 out = [_to_known(o) for o in out]
-            return [self._conform(name, o) for name, o in zip(node.output, out)]
+            return [self._conform(name, o) for name, o in zip(node.output, out, strict=False)]
         except (StaticValueRequired, OpConversionError):
             raise
         except Exception as e:  # noqa: BLE001 - re-raised naming the node
@@ -232,15 +242,13 @@ class GraphRunner:
             )
         return value
 
-    def _run_function(self, node: onnx.NodeProto, values: list, attrs: dict, env: dict) -> list:
-        """Inline a model-local function (``FunctionProto``)."""
-        fn = self.functions[(canonical_domain(node.domain), node.op_type)]
-        defaults = {a.name: decode_attribute(a) for a in fn.attribute_proto}
-        attrs = {**defaults, **attrs}
-        scope: dict[str, Any] = {}
-        for name, v in zip(fn.input, values):
-            scope[name] = v
-        nodes = [_bind_attrs(n, attrs, node.attribute) for n in fn.node]
+    def _run_function(self, fn: onnx.FunctionProto, node: onnx.NodeProto, values: list, defaults=()) -> list:
+        """Inline a function body: a model-local function, or the one ONNX defines an op by.
+        ``defaults`` are extra ``AttributeProto`` values (the schema's attribute defaults)."""
+        call_attrs = [*fn.attribute_proto, *defaults, *node.attribute]
+        scope: dict[str, Any] = dict.fromkeys(fn.input)
+        scope.update(zip(fn.input, values, strict=False))
+        nodes = [_bind_attrs(n, call_attrs) for n in fn.node]
         saved = self.opsets, self.types
         self.opsets = {**self.opsets, **{canonical_domain(o.domain): o.version for o in fn.opset_import}}
         self.types = {}  # function-body names are local; inference types are the caller's
@@ -248,7 +256,42 @@ class GraphRunner:
             self.run_nodes(nodes, scope)
         finally:
             self.opsets, self.types = saved
-        return [scope.get(o) for o in fn.output]
+        outs = [scope.get(o) for o in fn.output]
+        return [self._conform(name, o) for name, o in zip(node.output, outs, strict=False)]
+
+
+def _bind_attrs(node: onnx.NodeProto, call_attrs) -> onnx.NodeProto:
+    """A copy of a function body node with ``ref_attr_name`` attributes resolved (later
+    entries of ``call_attrs`` win)."""
+    if not any(a.ref_attr_name for a in node.attribute):
+        return node
+    by_name = {a.name: a for a in call_attrs}
+    new = onnx.NodeProto()
+    new.CopyFrom(node)
+    del new.attribute[:]
+    for a in node.attribute:
+        if a.ref_attr_name:
+            if a.ref_attr_name in by_name:
+                b = onnx.AttributeProto()
+                b.CopyFrom(by_name[a.ref_attr_name])
+                b.name = a.name
+                new.attribute.append(b)
+        else:
+            new.attribute.append(a)
+    return new
+
+
+def _type_proto(value: Any) -> onnx.TypeProto:
+    """A ``TypeProto`` for a runtime value (for context-dependent function bodies)."""
+    if value is None:
+        return onnx.TypeProto()
+    if isinstance(value, list):
+        t = onnx.TypeProto()
+        if value:
+            t.sequence_type.elem_type.CopyFrom(_type_proto(value[0]))
+        return t
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
+    return helper.make_tensor_type_proto(elem, list(np.shape(value)))
 
 
 def _bind_attrs(node: onnx.NodeProto, attrs: dict, call_attrs) -> onnx.NodeProto:

@@ -87,3 +87,35 @@ def lookup(op_type: str, domain: str, opset: int) -> tuple[int, Callable | None]
         have = [v for v in implemented_versions(op_type, domain) if v <= opset]
         version = have[-1] if have else opset
     return version, ONNX_RULES.get((domain, op_type, version))
+
+
+def schema_function(op_type: str, domain: str, opset: int):
+    """The ``OpSchema`` of ``op_type`` at ``opset`` when ONNX defines it by a function body
+    (a plain or context-dependent ``FunctionProto``), else None."""
+    d = "" if canonical_domain(domain) == DEFAULT_DOMAIN else domain
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, d)
+    except Exception:  # noqa: BLE001 - unknown op
+        return None
+    if schema.has_function or schema.has_context_dependent_function:
+        return schema
+    return None
+
+
+def function_body(schema, opset: int, node, input_types) -> onnx.FunctionProto:
+    """The function body ONNX defines for ``node`` (``OpSchema.get_function_with_opset_version``,
+    or the context-dependent builder fed ``input_types``), for the highest function opset at or
+    below ``opset``."""
+    plain = [v for v in schema.function_opset_versions if v <= opset]
+    ctxdep = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    fn = onnx.FunctionProto()
+    if ctxdep and (not plain or max(ctxdep) >= max(plain)):
+        data = schema.get_context_dependent_function_with_opset_version(
+            max(ctxdep), node.SerializeToString(), [t.SerializeToString() for t in input_types]
+        )
+    elif plain:
+        data = schema.get_function_with_opset_version(max(plain))
+    else:
+        raise NotImplementedError(f"{schema.name} has no function body at or below opset {opset}")
+    fn.ParseFromString(data)
+    return fn

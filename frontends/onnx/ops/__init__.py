@@ -6,7 +6,11 @@ from . import (  # noqa: F401
     indexing,
     linalg,
     nn,
+    quantize,
     reductions,
+    resize,
+    rnn,
+    sampling,
     sequence,
     shape,
 )

@@ -63,7 +63,7 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         return (
             i + 1,
             jnp.asarray(outs[0], bool).reshape(()),
-            tuple(jnp.asarray(o, v.dtype) for o, v in zip(outs[1:], vs)),
+            tuple(jnp.asarray(o, v.dtype) for o, v in zip(outs[1:], vs, strict=False)),
         )
 
     init = (
@@ -125,8 +125,8 @@ def scan(
     states, xs = list(inputs[:n_state]), list(inputs[n_state:])
     in_axes = scan_input_axes or [0] * num_scan_inputs
     in_dirs = scan_input_directions or [0] * num_scan_inputs
-    xs = [jnp.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes)]
-    xs = [jnp.flip(x, 0) if d else x for x, d in zip(xs, in_dirs)]
+    xs = [jnp.moveaxis(x, a % x.ndim, 0) for x, a in zip(xs, in_axes, strict=False)]
+    xs = [jnp.flip(x, 0) if d else x for x, d in zip(xs, in_dirs, strict=False)]
     body_fn = ctx.subgraph(body)
 
     def step(carry, sl):
@@ -137,6 +137,6 @@ def scan(
     n_out = len(ys)
     out_axes = scan_output_axes or [0] * n_out
     out_dirs = scan_output_directions or [0] * n_out
-    ys = [jnp.flip(y, 0) if d else y for y, d in zip(ys, out_dirs)]
-    ys = [jnp.moveaxis(y, 0, a % y.ndim) for y, a in zip(ys, out_axes)]
+    ys = [jnp.flip(y, 0) if d else y for y, d in zip(ys, out_dirs, strict=False)]
+    ys = [jnp.moveaxis(y, 0, a % y.ndim) for y, a in zip(ys, out_axes, strict=False)]
     return tuple(carry) + tuple(ys)

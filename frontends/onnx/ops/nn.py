@@ -217,7 +217,7 @@ def average_pool(
     total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, win, strd, full_pad, window_dilation=dil)
     if count_include_pad:
         ones = jnp.pad(jnp.ones(x.shape, x.dtype), [(0, 0), (0, 0)] + list(base))
-        extra = [(0, 0), (0, 0)] + [(0, p[1] - b[1]) for p, b in zip(padding, base)]
+        extra = [(0, 0), (0, 0)] + [(0, p[1] - b[1]) for p, b in zip(padding, base, strict=False)]
         cnt = lax.reduce_window(ones, jnp.zeros((), x.dtype), lax.add, win, strd, extra, window_dilation=dil)
     else:
         cnt = lax.reduce_window(

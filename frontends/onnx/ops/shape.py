@@ -139,7 +139,7 @@ def split(ctx, x, split=None, *, axis=0, num_outputs=None):
 
 def _slice(x, starts, ends, axes, steps):
     index = [slice(None)] * x.ndim
-    for s, e, a, st in zip(starts, ends, axes, steps):
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=False):
         index[a] = slice(*slice(s, e, st).indices(x.shape[a])) if st > 0 else _neg_slice(s, e, st, x.shape[a])
     return x[tuple(index)]
 
@@ -291,7 +291,7 @@ def dropout_7(ctx, x, *, ratio=0.5):
 def center_crop_pad(ctx, x, shape, *, axes=None):
     target = _ints(ctx.static(1))
     axes = _axes(axes if axes is not None else range(x.ndim), x.ndim)
-    for a, t in zip(axes, target):
+    for a, t in zip(axes, target, strict=False):
         d = x.shape[a]
         if d > t:
             s = (d - t) // 2

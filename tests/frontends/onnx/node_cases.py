@@ -37,7 +37,7 @@ def convert_case(case):
     inputs, expected = case.data_sets[0]
     inits = {t.name for t in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
-    feed = dict(zip(names, (_value(v) for v in inputs)))
+    feed = dict(zip(names, (_value(v) for v in inputs), strict=False))
     static = {n: v for n, v in feed.items() if v is None or isinstance(v, list)}
     for _ in range(4):
         try:
@@ -61,7 +61,7 @@ def convert_case(case):
 def check_outputs(actual, expected, rtol: float, atol: float) -> None:
     """Outputs match in count, dtype, shape and value (NaNs equal)."""
     assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
-    for i, (a, e) in enumerate(zip(actual, expected)):
+    for i, (a, e) in enumerate(zip(actual, expected, strict=False)):
         a = np.asarray(a)
         e = np.asarray(e)
         assert a.dtype == e.dtype, f"output {i}: dtype {a.dtype}, expected {e.dtype}"

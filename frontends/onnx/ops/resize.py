@@ -1,0 +1,191 @@
+"""Resize and Upsample (https://onnx.ai/onnx/operators/onnx__Resize.html).
+
+Resizing is separable: for each resized axis a static ``(out, in)`` weight matrix is built
+from the coordinate transformation mode and the interpolation kernel (nearest, linear,
+cubic with coefficient ``a``), following the operator page's reference algorithm: the
+``n`` input samples nearest the source coordinate (edge-replicated), weighted by the
+kernel at the fractional offset. Nearest mode gathers instead of multiplying, so it is
+exact for every dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..registry import onnx_op
+
+
+def _coord(i, L, O, scale, ctm, roi):  # noqa: E741
+    if ctm == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if ctm == "half_pixel_symmetric":
+        adjustment = O / (scale * L)
+        center = L / 2
+        return center * (1 - adjustment) + (i + 0.5) / scale - 0.5
+    if ctm == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if O > 1 else 0.0
+    if ctm == "align_corners":  # the page uses the unrounded output length scale * L
+        out_len = scale * L
+        return i * (L - 1) / (out_len - 1) if out_len != 1 else 0.0
+    if ctm == "asymmetric":
+        return i / scale
+    if ctm == "tf_crop_and_resize":
+        start, end = roi
+        if O > 1:
+            return start * (L - 1) + i * (end - start) * (L - 1) / (O - 1)
+        return 0.5 * (start + end) * (L - 1)
+    raise NotImplementedError(f"coordinate_transformation_mode={ctm}")
+
+
+def _cubic(ratio, a):
+    def k(x):
+        x = abs(x)
+        if x <= 1:
+            return (a + 2) * x**3 - (a + 3) * x**2 + 1
+        if x < 2:
+            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+        return 0.0
+
+    return [k(ratio + 1), k(ratio), k(1 - ratio), k(2 - ratio)]
+
+
+def _nearest_index(x, mode):
+    if mode == "round_prefer_floor":
+        return math.ceil(x - 0.5)
+    if mode == "round_prefer_ceil":
+        return math.floor(x + 0.5)
+    if mode == "floor":
+        return math.floor(x)
+    if mode == "ceil":
+        return math.ceil(x)
+    raise NotImplementedError(f"nearest_mode={mode}")
+
+
+def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi):  # noqa: E741
+    """``(W, index, outside)``: the (O, L) weights (or gather indices for nearest) and the
+    output positions outside the crop box (``tf_crop_and_resize``)."""
+    w = np.zeros((O, L), np.float64)
+    index = np.zeros(O, np.int64)
+    outside = np.zeros(O, bool)
+    for i in range(O):
+        x = _coord(i, L, O, scale, ctm, roi)
+        if ctm == "tf_crop_and_resize" and (x < 0 or x > L - 1):
+            outside[i] = True
+            continue
+        if mode == "nearest":
+            index[i] = min(max(_nearest_index(x, nearest_mode), 0), L - 1)
+            continue
+        ratio = x - math.floor(x)
+        if ratio == 0:
+            ratio = 1.0
+        coeffs = [1 - ratio, ratio] if mode == "linear" else _cubic(ratio, a)
+        n = len(coeffs)
+        pad = math.ceil(n / 2)
+        xp = x + pad
+        cand = sorted(range(L + 2 * pad), key=lambda j: (abs(xp - j), j))[:n]
+        idx = [j - pad for j in sorted(cand)]
+        coeffs = np.asarray(coeffs, np.float64)
+        if exclude_outside:
+            coeffs = np.where([0 <= j < L for j in idx], coeffs, 0.0)
+            coeffs = coeffs / coeffs.sum()
+        for j, c in zip(idx, coeffs, strict=True):
+            w[i, min(max(j, 0), L - 1)] += c
+    return w, index, outside
+
+
+def _resize(x, out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside, extrapolation):
+    for k, ax in enumerate(axes):
+        L, O = x.shape[ax], out_sizes[k]  # noqa: E741
+        if L == O and ctm != "tf_crop_and_resize" and scales[k] == 1.0:
+            continue
+        r = (roi[k], roi[k + len(axes)]) if roi is not None else (0.0, 1.0)
+        w, index, outside = _weights(L, O, scales[k], mode, ctm, nearest_mode, a, exclude_outside, r)
+        if mode == "nearest":
+            y = jnp.take(x, index, axis=ax)
+        else:
+            y = jnp.moveaxis(jnp.tensordot(x, jnp.asarray(w, x.dtype), axes=[[ax], [1]]), -1, ax)
+        if outside.any():
+            shape = [1] * x.ndim
+            shape[ax] = O
+            y = jnp.where(outside.reshape(shape), jnp.asarray(extrapolation, x.dtype), y)
+        x = y
+    return x
+
+
+@onnx_op("Resize", 11)
+def resize(
+    ctx,
+    x,
+    roi=None,
+    scales=None,
+    sizes=None,
+    *,
+    antialias=0,
+    axes=None,
+    coordinate_transformation_mode="half_pixel",
+    cubic_coeff_a=-0.75,
+    exclude_outside=0,
+    extrapolation_value=0.0,
+    keep_aspect_ratio_policy="stretch",
+    mode="nearest",
+    nearest_mode="round_prefer_floor",
+):
+    """Resize (opsets 11-19) from ``scales`` or ``sizes`` (static)."""
+    if antialias:
+        raise NotImplementedError("Resize with antialias=1")
+    axes = [a % x.ndim for a in axes] if axes is not None else list(range(x.ndim))
+    roi = ctx.static(1)
+    roi = None if roi is None or np.size(roi) == 0 else [float(v) for v in np.asarray(roi).reshape(-1)]
+    if roi is not None and len(roi) == 2 * x.ndim and len(axes) != x.ndim:
+        roi = [roi[a] for a in axes] + [roi[a + x.ndim] for a in axes]
+    sc = ctx.static(2)
+    sz = ctx.static(3)
+    if sz is not None and np.size(sz):
+        sz = [int(v) for v in np.asarray(sz).reshape(-1)]
+        in_sizes = [x.shape[a] for a in axes]
+        if keep_aspect_ratio_policy != "stretch":
+            ratios = [o / i for o, i in zip(sz, in_sizes, strict=True)]
+            s = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
+            scales_ = [s] * len(axes)
+            sz = [int(s * i + 0.5) for i in in_sizes]
+        else:
+            scales_ = [o / i for o, i in zip(sz, in_sizes, strict=True)]
+    else:
+        scales_ = [float(v) for v in np.asarray(sc).reshape(-1)]
+        if len(scales_) == x.ndim and len(axes) != x.ndim:
+            scales_ = [scales_[a] for a in axes]
+        sz = [int(math.floor(x.shape[a] * s)) for a, s in zip(axes, scales_, strict=True)]
+    return _resize(
+        x,
+        sz,
+        scales_,
+        axes,
+        roi,
+        mode,
+        coordinate_transformation_mode,
+        nearest_mode,
+        cubic_coeff_a,
+        exclude_outside,
+        extrapolation_value,
+    )
+
+
+@onnx_op("Resize", 10, until=10)
+def resize_10(ctx, x, scales, *, mode="nearest"):
+    sc = [float(v) for v in np.asarray(ctx.static(1)).reshape(-1)]
+    sz = [int(math.floor(d * s)) for d, s in zip(x.shape, sc, strict=True)]
+    return _resize(x, sz, sc, list(range(x.ndim)), None, mode, "asymmetric", "floor", -0.75, 0, 0.0)
+
+
+@onnx_op("Upsample", 9)
+def upsample(ctx, x, scales, *, mode="nearest"):
+    return resize_10(ctx, x, scales, mode=mode)
+
+
+@onnx_op("Upsample", 7, until=7)
+def upsample_7(ctx, x, *, scales, mode="nearest"):
+    sz = [int(math.floor(d * s)) for d, s in zip(x.shape, scales, strict=True)]
+    return _resize(x, sz, list(scales), list(range(x.ndim)), None, mode, "asymmetric", "floor", -0.75, 0, 0.0)
