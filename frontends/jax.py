@@ -83,6 +83,11 @@ def _key_name(key: Any) -> Any:
     return str(key)
 
 
+def _is_output_leaf(x: Any) -> bool:
+    """``jax.jit`` returns Python scalars as arrays: they are output leaves, not statics."""
+    return isinstance(x, (jax.core.Tracer, bool, int, float, complex)) or is_array(x)
+
+
 def _aval_spec(name: str, aval: Any, kind: str, memory_kind: str | None) -> LeafSpec:
     return LeafSpec(
         name, tuple(int(d) for d in aval.shape), dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind
@@ -147,7 +152,7 @@ def _export(
         out = (
             fn(*a, **kw) if params is None else fn(jax.tree_util.tree_unflatten(p_def, flat[:n_p]), *a, **kw)
         )
-        out_spec.append(tree_spec(out, leaf=lambda x: isinstance(x, jax.core.Tracer) or is_array(x)))
+        out_spec.append(tree_spec(out, leaf=_is_output_leaf))
         return out
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]

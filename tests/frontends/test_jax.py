@@ -160,3 +160,14 @@ def test_tree_spec_sorts_dict_keys_like_jax():
     spec = tree_spec(tree)
     assert spec["keys"] == ["a", "b", "c"]
     assert [type(v).__name__ for v in jax.tree_util.tree_leaves(tree)][0] == "ndarray"
+
+
+def test_python_scalar_and_none_outputs():
+    def f(x):
+        return {"y": x + 1, "n": 3, "none": None}
+
+    x = np.ones(2, np.float32)
+    m = converter.from_jax(f, x)
+    out = m.to_jax()(x)
+    assert out["none"] is None and int(out["n"]) == 3
+    np.testing.assert_array_equal(out["y"], x + 1)

@@ -140,3 +140,19 @@ def test_save_load_keeps_dropped_convention(tmp_path):
     verify(m2)
     assert m2.signature.kept_var_idx == (0,)
     np.testing.assert_array_equal(m2.to_jax()(np.ones(2, np.float32), np.ones(2, np.float32)), 2 * np.ones(2))
+
+
+def test_torch_backend_accepts_full_signature():
+    backends_torch = pytest.importorskip("backends.torch", reason="torch backend not available")
+    del backends_torch
+
+    def apply(p, x, unused_x):
+        return x @ p["used"]
+
+    p = {"used": np.ones((3, 2), np.float32), "unused": np.ones((5,), np.float32)}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    m = converter.from_jax(apply, x, np.ones(7, np.float32), params=p)
+    assert len(m.signature.kept_var_idx) == 2
+    tm = m.to_torch()
+    out = tm(torch.from_numpy(x), torch.ones(7))
+    np.testing.assert_allclose(out.detach().numpy(), x @ p["used"])
