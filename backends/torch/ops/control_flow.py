@@ -84,23 +84,85 @@ def _no_alias(outs, inputs):
     return tuple(o.clone() if id(o) in ids else o for o in outs)
 
 
+MAX_UNROLLED_OPS = 20000
+_CMP = {
+    "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
+    "GE": lambda a, b: a >= b, "NE": lambda a, b: a != b,
+}  # fmt: skip
+
+
+def _owner(value: ir.Value):
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") and not isinstance(owner, ir.Operation) else owner
+
+
+def _static_trip_count(interp, op: mlir.Op) -> int | None:
+    """The trip count of a counted loop (``fori_loop``: the condition compares one carried
+    integer with a constant, the body adds a constant to it, its initial value is a
+    constant), or None when it is not static or too large to unroll."""
+    cond_block = op.regions[0].blocks[0]
+    body_block = op.regions[1].blocks[0]
+    ret = list(cond_block.operations)[-1].operation
+    cmp = _owner(ret.operands[0])
+    if not isinstance(cmp, ir.Operation) or cmp.name != "stablehlo.compare":
+        return None
+    args = list(cond_block.arguments)
+    if cmp.operands[0] not in args:
+        return None
+    k = args.index(cmp.operands[0])
+    cmp_op = mlir.Op(cmp)
+    limit = interp.static_operand(cmp_op, 1)
+    start = interp.static_operand(op, k)
+    direction = str(cmp_op.attr("comparison_direction"))
+    body_ret = list(body_block.operations)[-1].operation
+    step_op = _owner(body_ret.operands[k])
+    if limit is None or start is None or direction not in _CMP:
+        return None
+    if not isinstance(step_op, ir.Operation) or step_op.name != "stablehlo.add":
+        return None
+    if step_op.operands[0] != list(body_block.arguments)[k]:
+        return None
+    step = interp.static_operand(mlir.Op(step_op), 1)
+    if step is None:
+        return None
+    i, limit, step, count = int(start), int(limit), int(step), 0
+    body_ops = sum(1 for _ in mlir.walk_ops(op.mlir))
+    while _CMP[direction](i, limit):
+        i, count = i + step, count + 1
+        if count * body_ops > MAX_UNROLLED_OPS:
+            return None
+    return count
+
+
 @register("stablehlo.while")
 def _while(interp, op, *init):
+    """Counted loops (static trip count, small enough) are unrolled: exact autograd and a
+    straight-line graph. Other loops become torch's ``while_loop`` HOP (forward and export
+    exact; its autograd does not accumulate gradients of loop-invariant values, see
+    docs/torch_backend.md)."""
+    trips = _static_trip_count(interp, op)
+    if trips is not None:
+        env = interp.env
+        vals = list(init)
+        for _ in range(trips):
+            vals = interp.run_region(op.regions[1], vals, env)
+        interp.env = env
+        return vals
     cond, cond_cap = closed_region(interp, op.regions[0])
     body, body_cap = closed_region(interp, op.regions[1])
     n, nc = len(init), len(cond_cap)
-    extra = tuple(cond_cap) + tuple(body_cap)
+    carried = tuple(init) + tuple(cond_cap) + tuple(body_cap)
 
     def cond_fn(*args):
         return cond(*args[:n], *args[n : n + nc])[0]
 
     def body_fn(*args):
         out = body(*args[:n], *args[n + nc :])
-        return _no_alias(out, args)
+        return _no_alias(tuple(out) + tuple(args[n:]), args)
 
     if not init:
         raise NotImplementedError("while with no loop-carried values")
-    return list(torch.ops.higher_order.while_loop(cond_fn, body_fn, tuple(init), extra))
+    return list(torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, ()))[:n]
 
 
 def _cond(pred, branches, operands):

@@ -1,0 +1,151 @@
+"""The converted nn.Module: parameters, signature checks, autograd vs jax.grad,
+torch.export, torch.compile, and the one-error-for-all-unsupported-ops contract."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jax import lax
+
+import converter
+from converter.signature import LeafSpec
+
+from .helpers import numpy_of, to_torch_module
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((3, 4)).astype(np.float32)
+W = rng.standard_normal((4, 5)).astype(np.float32)
+
+
+def mlp(x, w):
+    h = jnp.tanh(x @ w)
+    return jax.nn.softmax(h, axis=-1).sum() + lax.fori_loop(0, 3, lambda i, c: c * 0.5 + h.mean(), 0.0)
+
+
+def test_autograd_matches_jax_grad():
+    module = to_torch_module(mlp, X, W)
+    x, w = torch.tensor(X, requires_grad=True), torch.tensor(W, requires_grad=True)
+    module(x, w).backward()
+    gx, gw = jax.grad(mlp, argnums=(0, 1))(X, W)
+    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), gw, rtol=1e-5, atol=1e-6)
+
+
+def test_autograd_through_conv_pool_and_gather():
+    img = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    k = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+
+    def f(x, k):
+        y = lax.conv(x, k, (1, 1), "SAME")
+        y = lax.reduce_window(y, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        return (y[:, jnp.array([0, 2])] ** 2).sum()
+
+    module = to_torch_module(f, img, k)
+    x, kk = torch.tensor(img, requires_grad=True), torch.tensor(k, requires_grad=True)
+    module(x, kk).backward()
+    gx, gk = jax.grad(f, argnums=(0, 1))(img, k)
+    np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kk.grad.numpy(), gk, rtol=1e-4, atol=1e-4)
+
+
+def _with_params(fn, params: dict, *inputs):
+    """A Module whose first arguments are parameters named like torch state-dict keys."""
+    names = list(params)
+    text = jax.jit(lambda *a: fn(dict(zip(names, a[: len(names)], strict=True)), *a[len(names) :])).lower(
+        *params.values(), *inputs
+    )
+    base = converter.from_stablehlo(text.as_text())
+    sig = base.signature
+    n = len(names)
+    pspecs = tuple(
+        LeafSpec(name, s.shape, s.dtype, "parameter") for name, s in zip(names, sig.inputs[:n], strict=True)
+    )
+    in_tree = {"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * (len(sig.inputs) - n)},
+                                             {"kind": "dict", "keys": [], "children": []}]}  # fmt: skip
+    sig = sig.replace(params=pspecs, inputs=sig.inputs[n:], in_tree=in_tree)
+    return converter.Module(base.mlir, sig, {k: np.asarray(v) for k, v in params.items()})
+
+
+def test_parameters_are_named_and_trainable():
+    params = {"layer.0.weight": W, "layer.0.bias": np.zeros(5, np.float32), "steps": np.array(3, np.int32)}
+    module = _with_params(lambda p, x: x @ p["layer.0.weight"] + p["layer.0.bias"] * p["steps"], params, X)
+    tm = module.to_torch()
+    names = dict(tm.named_parameters())
+    assert set(names) == {"layer_0_weight", "layer_0_bias"}
+    assert tm.param_names["layer_0_weight"] == "layer.0.weight"
+    assert set(dict(tm.named_buffers())) >= {"steps"}
+    assert set(tm.source_state_dict()) == set(params)
+    out = tm(torch.tensor(X))
+    np.testing.assert_allclose(out.detach().numpy(), X @ W, rtol=1e-5, atol=1e-5)
+    out.sum().backward()
+    assert tm.layer_0_weight.grad is not None and tm.layer_0_weight.grad.shape == (4, 5)
+
+
+def test_kept_var_idx_drops_unused_arguments():
+    module = converter.from_stablehlo(jax.jit(lambda x, y: x * 2).lower(X, W).as_text())
+    full_sig = module.signature
+    if len(full_sig.inputs) == 1:  # jax already dropped y; rebuild with an explicit kept list
+        sig = full_sig.replace(
+            inputs=(full_sig.inputs[0], LeafSpec("args[1]", (4, 5), "float32")),
+            in_tree={"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * 2},
+                                                   {"kind": "dict", "keys": [], "children": []}]},  # fmt: skip
+            kept_var_idx=(0,),
+        )
+        module = converter.Module(module.mlir, sig, {})
+    out = module.to_torch()(torch.tensor(X), torch.tensor(W))
+    np.testing.assert_allclose(out.numpy(), X * 2)
+
+
+def test_signature_mismatch_names_the_argument():
+    module = to_torch_module(mlp, X, W)
+    with pytest.raises(converter.SignatureMismatchError, match=r"args\[1\]"):
+        module(torch.tensor(X), torch.zeros(4, 6))
+
+
+def test_torch_export_and_compile():
+    def f(x, w):
+        y = jnp.maximum(x @ w, 0.0)
+        y = lax.cond(y.sum() > 0, lambda v: v * 2, lambda v: v - 1, y)
+        y = lax.fori_loop(0, 2, lambda i, c: c + jnp.sin(c), y)
+        return lax.while_loop(lambda c: jnp.abs(c).sum() < 100.0, lambda c: c * 2.0 + 1.0, y)
+
+    module = to_torch_module(f, X, W)
+    args = (torch.tensor(X), torch.tensor(W))
+    ep = torch.export.export(module, args)
+    want = np.asarray(jax.jit(f)(X, W))
+    np.testing.assert_allclose(ep.module()(*args).numpy(), want, rtol=1e-5, atol=1e-5)
+    simple = to_torch_module(lambda x, w: jax.nn.gelu(x @ w).sum(0), X, W)
+    compiled = torch.compile(simple)
+    np.testing.assert_allclose(
+        numpy_of(compiled(*args)), np.asarray(jax.jit(lambda x, w: jax.nn.gelu(x @ w).sum(0))(X, W)), rtol=1e-5, atol=1e-5
+    )
+
+
+_UNSUPPORTED = """
+func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.custom_call @my_kernel(%a) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":3:1)
+  %1 = stablehlo.custom_call @other_kernel(%0) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":4:1)
+  %2 = stablehlo.custom_call @my_kernel(%1) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":5:1)
+  %3 = "stablehlo.all_reduce"(%2) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %s = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+"""
+
+
+def test_unsupported_ops_reported_together():
+    module = converter.from_stablehlo(_UNSUPPORTED)
+    with pytest.raises(converter.UnsupportedOpError) as err:
+        module.to_torch()
+    names = {m.name: m for m in err.value.missing}
+    assert set(names) == {
+        "stablehlo.custom_call@my_kernel",
+        "stablehlo.custom_call@other_kernel",
+        "stablehlo.all_reduce",
+    }
+    assert names["stablehlo.custom_call@my_kernel"].count == 2
+    assert "model.py:3" in names["stablehlo.custom_call@my_kernel"].location
