@@ -332,7 +332,7 @@ targets (--to):
 {writers}
 
 --from and --to default to what the INPUT and OUT suffixes imply.
-
+{subcommands}
 examples:
   convert --from torch --to jax examples/gpt2.py:factory -o gpt2.jax
   convert --from torch --to stablehlo model.pt2 -o model.mlir
@@ -355,7 +355,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="convert",
         usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--verbose]{subs}",
         description="Convert a model between PyTorch, JAX and StableHLO through one StableHLO module.",
-        epilog=EPILOG.format(loaders=_table(LOADERS, "inputs"), writers=_table(WRITERS, "output")),
+        epilog=EPILOG.format(
+            loaders=_table(LOADERS, "inputs"),
+            writers=_table(WRITERS, "output"),
+            subcommands=f"\nsubcommands: {', '.join(SUBCOMMANDS)} (convert NAME --help)\n" if SUBCOMMANDS else "",
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
