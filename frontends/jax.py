@@ -160,6 +160,12 @@ def _export(
     return exp, in_tree, out_spec[-1]
 
 
+def _exportable_as_is(fn: Any, tree: Any) -> bool:
+    """A ``jax.jit``-ed function whose arguments have no static leaves."""
+    jitted = callable(getattr(fn, "lower", None)) and callable(getattr(fn, "trace", None))
+    return jitted and all(is_array(x) for x in jax.tree_util.tree_leaves(tree))
+
+
 def _exported_specs(exp: jax.export.Exported, with_params: bool) -> tuple[TreeSpec, TreeSpec]:
     marker = object()
     is_marker = lambda x: x is marker  # noqa: E731
@@ -200,6 +206,13 @@ def from_jax(
     names = _param_names(params)
     if isinstance(fn, jax.export.Exported):
         exp = fn
+        in_tree, out_tree = _exported_specs(exp, params is not None)
+    elif _exportable_as_is(fn, (params, example_args, example_kwargs)):
+        # a jitted function without static leaves keeps its own in/out shardings and
+        # memory kinds when exported directly
+        lead = () if params is None else (jax.tree_util.tree_map(_abstract, params),)
+        a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
+        exp = jax.export.export(fn)(*lead, *a, **kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
     else:
         exp, in_tree, out_tree = _export(fn, params, example_args, example_kwargs)

@@ -13,7 +13,8 @@ Canonical form, produced by :func:`normalize_placement`:
   use) is outlined into a private ``@host_computation_N`` called with the host attribute;
 - each ``@main`` argument and result carries its memory kind both as ``mhlo.memory_kind``
   and in the signature (``LeafSpec.memory_kind``); a result produced by
-  ``annotate_device_placement`` gets that placement as its memory kind;
+  ``annotate_device_placement`` gets that placement as its memory kind, and the custom
+  call, now redundant, is removed;
 - ``signature.extra["host_functions"]`` names the functions called for the host.
 
 Backends then place host calls on the host: the JAX backend re-emits them under
@@ -136,6 +137,17 @@ def _annotated_placement(value: ir.Value) -> str | None:
     return None
 
 
+def _drop_annotation(value: ir.Value, ret: ir.Operation) -> None:
+    """Bypass an ``annotate_device_placement`` feeding only ``@main``'s return: the
+    result's memory kind now says the same; erase the custom call."""
+    annot = value.owner.operation
+    if any(u.owner.operation != ret for u in value.uses):
+        return
+    ret.replace_uses_of_with(value, annot.operands[0])
+    if not list(value.uses):
+        annot.erase()
+
+
 def _set_dict_entry(attrs: list[ir.Attribute], i: int, key: str, value: str) -> None:
     d = ir.DictAttr(attrs[i])
     entries = {d[j].name: d[j].attr for j in range(len(d))}
@@ -168,6 +180,8 @@ def _memory_kinds(module: ir.Module, sig):
         if kind and j < len(outputs):
             outputs[j] = replace(outputs[j], memory_kind=kind)
             _set_dict_entry(r_attrs, j, MEMORY_KIND, kind)
+        if kind and _annotated_placement(v) == kind:
+            _drop_annotation(v, ret)
     main.attributes["res_attrs"] = ir.ArrayAttr.get(r_attrs)
     n_p = len(sig.params)
     return sig.replace(params=tuple(all_args[:n_p]), inputs=tuple(all_args[n_p:]), outputs=tuple(outputs))

@@ -125,3 +125,16 @@ def test_normalize_is_idempotent_and_saved(tmp_path):
     loaded = converter.load(tmp_path / "m.shlo")
     assert loaded.signature.extra["host_functions"] == ["host_computation_0"]
     assert HOST in _compiled_text(loaded.to_jax())
+
+
+def test_jitted_function_out_shardings_memory_kind():
+    d = jax.devices()[0]
+    host = SingleDeviceSharding(d, memory_kind="pinned_host")
+    dev = SingleDeviceSharding(d, memory_kind="device")
+    f = jax.jit(lambda x, y: x * 2 + y, in_shardings=(dev, dev), out_shardings=host)
+    m = converter.from_jax(f, X, X)
+    assert m.signature.outputs[0].memory_kind == "pinned_host"
+    assert "annotate_device_placement" not in m.text()  # now carried by the result attribute
+    out = m.to_jax()(X, X)
+    np.testing.assert_allclose(out, 3 * X)
+    assert out.sharding.memory_kind == "pinned_host"
