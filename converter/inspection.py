@@ -1,0 +1,150 @@
+"""``convert inspect FILE``: what a file holds, for any file the CLI reads or writes.
+
+Prints the source framework, the signature (inputs kept or dropped by dead-argument
+elimination, their placements), parameters with sizes, host-placed functions and an op
+histogram. Reads ``.shlo`` (``Module.save``), ``.mlir``/``.mlirbc``, ``.pt2`` and
+``file.py:factory`` (torch), ``.onnx``, and ``--to jax`` artifacts (``.jax``/``.jaxexport``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .module import Module
+
+HELP = "Print a file's signature, placements, parameters and op histogram."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``FILE`` plus ``--from`` (when the suffix does not tell), ``--json``, ``--top``."""
+    parser.add_argument(
+        "file", help="a file `convert` reads or writes (.shlo .mlir .mlirbc .pt2 .onnx .jax, x.py:f)"
+    )
+    parser.add_argument(
+        "--from", dest="source", default=None, help="input format when the suffix does not tell"
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--top", type=int, default=20, help="how many ops/parameters to list (default 20)")
+
+
+def load_any(path: str, source: str | None = None, options: argparse.Namespace | None = None) -> Module:
+    """A Module from any input the CLI accepts, and from its ``--to jax`` artifacts.
+
+    Raises:
+        ConversionError: the file is missing, corrupt, or of an unknown kind.
+    """
+    from . import cli
+
+    if source is None and path.endswith((".jax", ".jaxexport")):
+        return _load_jax_export(path)
+    name = cli._pick(source, cli.LOADERS, path, "input", "--from")
+    return cli.LOADERS[name].load(path, options or argparse.Namespace(verbose=False))
+
+
+def _load_jax_export(path: str) -> Module:
+    import jax
+
+    from frontends.jax import from_jax
+
+    from .errors import ParseError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise ParseError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        exported = jax.export.deserialize(bytearray(data))
+    except Exception as e:  # noqa: BLE001 - any deserialization failure means a bad file
+        raise ParseError(f"{path}: not a jax.export artifact ({type(e).__name__})") from None
+    return from_jax(exported)
+
+
+def report(module: Module, top: int = 20) -> dict[str, Any]:
+    """The inspection report as plain data (what ``--json`` prints)."""
+    from .passes.placement import host_functions
+
+    sig = module.signature
+    kept = set(range(len(sig.all_args))) if sig.kept_var_idx is None else set(sig.kept_var_idx)
+    n_params = len(sig.params)
+
+    def leaf(spec, i=None):
+        row = {"name": spec.name, "shape": list(spec.shape), "dtype": spec.dtype}
+        if spec.memory_kind:
+            row["memory_kind"] = spec.memory_kind
+        if i is not None:
+            row["kept"] = i in kept
+        return row
+
+    params = [
+        {**leaf(p, i), "kind": p.kind, "bytes": p.size * _itemsize(p.dtype)} for i, p in enumerate(sig.params)
+    ]
+    hist = module.op_histogram()
+    return {
+        "source": module.source,
+        "meta": module.meta,
+        "inputs": [leaf(s, n_params + i) for i, s in enumerate(sig.inputs)],
+        "outputs": [leaf(s) for s in sig.outputs],
+        "dropped_inputs": [
+            s["name"] for s in [leaf(x, i) for i, x in enumerate(sig.all_args)] if not s["kept"]
+        ],
+        "parameters": {
+            "count": len(params),
+            "elements": sum(p.size for p in sig.params),
+            "bytes": sum(p["bytes"] for p in params),
+            "largest": sorted(params, key=lambda p: -p["bytes"])[:top],
+        },
+        "host_functions": host_functions(module.mlir),
+        "ops": dict(hist.most_common()),
+    }
+
+
+def _itemsize(dtype: str) -> int:
+    from . import dtypes
+
+    return dtypes.to_numpy(dtype).itemsize
+
+
+def _fmt_bytes(n: int) -> str:
+    if n <= 0:
+        return "0 B"
+    units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    k = min(int(math.log(n, 1024)), len(units) - 1)
+    return f"{n / 1024**k:.1f} {units[k]}"
+
+
+def render(rep: dict[str, Any], top: int = 20) -> str:
+    """The report as text for a terminal."""
+    lines = [f"source: {rep['source']}" + (f"  ({rep['meta']})" if rep["meta"] else "")]
+    for title in ("inputs", "outputs"):
+        lines.append(f"{title}:")
+        for row in rep[title]:
+            extra = "" if row.get("kept", True) else "  [dropped: unused]"
+            place = f"  @{row['memory_kind']}" if row.get("memory_kind") else ""
+            lines.append(f"  {row['name']}: {row['dtype']}{row['shape']}{place}{extra}")
+    p = rep["parameters"]
+    lines.append(f"parameters: {p['count']} tensors, {p['elements']:,} elements, {_fmt_bytes(p['bytes'])}")
+    for row in p["largest"]:
+        extra = "" if row["kept"] else "  [dropped: unused]"
+        lines.append(
+            f"  {row['name']}: {row['dtype']}{row['shape']} {_fmt_bytes(row['bytes'])} ({row['kind']}){extra}"
+        )
+    hosts = rep["host_functions"]
+    lines.append(f"host-placed functions: {', '.join(hosts) if hosts else 'none'}")
+    lines.append(f"ops ({sum(rep['ops'].values())} total):")
+    for name, count in list(rep["ops"].items())[:top]:
+        lines.append(f"  {count:6d}  {name}")
+    if len(rep["ops"]) > top:
+        lines.append(f"  ... {len(rep['ops']) - top} more op kinds")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``convert inspect``."""
+    module = load_any(args.file, args.source, args)
+    rep = report(module, args.top)
+    print(json.dumps(rep, indent=1, default=str) if args.json else render(rep, args.top))
+    return 0
