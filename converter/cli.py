@@ -351,6 +351,7 @@ exit status: 0 ok, 2 bad input or unsupported conversion, 1 internal error.
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the main form ``convert [--from F] [--to T] INPUT -o OUT``."""
     subs = "".join(f"\n  convert {name} ..." for name in SUBCOMMANDS)
+    sub_help = f"\nsubcommands: {', '.join(SUBCOMMANDS)} (convert NAME --help)\n" if SUBCOMMANDS else ""
     parser = argparse.ArgumentParser(
         prog="convert",
         usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--verbose]{subs}",
@@ -358,7 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG.format(
             loaders=_table(LOADERS, "inputs"),
             writers=_table(WRITERS, "output"),
-            subcommands=f"\nsubcommands: {', '.join(SUBCOMMANDS)} (convert NAME --help)\n" if SUBCOMMANDS else "",
+            subcommands=sub_help,
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
