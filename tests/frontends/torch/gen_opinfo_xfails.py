@@ -2,15 +2,16 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python tests/frontends/torch/gen_opinfo_xfails.py [--samples 3] [--json out.json]
-        [--only abs,add | --xfailed] [--timeout 120]
+    .venv/bin/python tests/frontends/torch/gen_opinfo_xfails.py [--dtype float32] [--samples 3]
+        [--json out.json] [--only abs,add | --xfailed] [--timeout 120]
 
-Every float32 entry of ``op_db`` goes through :func:`test_opinfo.check_entry`; the failing
-ones are written, with their reason, to ``opinfo_xfails.py`` (sorted by name). Printed: the
-pass rate over the exportable float32 entries, the time taken, and the missing ops ranked
-by how many entries each blocks (the op engineer's to-do list). With ``--only`` the named
-entries, with ``--xfailed`` the listed xfails, are re-checked and merged into the existing
-list (the summary then covers only those).
+Every entry of ``op_db`` goes through :func:`test_opinfo.check_entry` in the ``--dtype`` pass
+(float32 by default); the failing ones are written, with their reason, to
+``opinfo_xfails.py`` (sorted; keyed ``name`` for float32, ``name@dtype`` otherwise). Printed:
+the pass rate over the exportable entries, the time taken, and the missing ops ranked by how
+many entries each blocks (the op engineer's to-do list). With ``--only`` the named entries,
+with ``--xfailed`` the listed xfails, are re-checked and merged into the existing list (the
+summary then covers only those).
 """
 
 from __future__ import annotations
@@ -50,14 +51,14 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run(entries, samples: int | None, timeout: int) -> dict[str, harness.Outcome]:
+def run(entries, samples: int | None, timeout: int, dtype=torch.float32) -> dict[str, harness.Outcome]:
     signal.signal(signal.SIGALRM, _alarm)
     out = {}
     for i, op in enumerate(entries):
-        key = harness.entry_id(op)
+        key = harness.xfail_key(op, dtype)
         signal.alarm(timeout)
         try:
-            out[key] = harness.check_entry(op, torch.float32, samples)
+            out[key] = harness.check_entry(op, dtype, samples)
         except _Timeout:
             out[key] = harness.Outcome("fail", f"timeout: more than {timeout}s")
         except Exception as e:  # noqa: BLE001 - harness crash on one entry: record and go on
@@ -70,6 +71,10 @@ def run(entries, samples: int | None, timeout: int) -> dict[str, harness.Outcome
             flush=True,
         )
     return out
+
+
+def _is_pass(key: str, suffix: str) -> bool:
+    return key.endswith(suffix) if suffix else "@" not in key
 
 
 def write_xfails(xfails: dict[str, str]) -> None:
@@ -110,16 +115,21 @@ def main(argv=None) -> int:
     p.add_argument("--xfailed", action="store_true", help="re-check only the listed xfails (merged)")
     p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
     p.add_argument("--json", help="write the full results and summary here")
+    p.add_argument("--dtype", default="float32", choices=sorted(harness._DTYPES), help="the pass to run")
     a = p.parse_args(argv)
     samples = None if a.samples == "all" else int(a.samples)
     entries = harness.OP_DB
+    dtype = harness._DTYPES[a.dtype]
     if a.only or a.xfailed:
         wanted = set(a.only.split(",")) if a.only else set(XFAILS)
-        entries = [op for op in entries if harness.entry_id(op) in wanted]
+        entries = [op for op in entries if harness.xfail_key(op, dtype) in wanted]
     t0 = time.time()
-    results = run(entries, samples, a.timeout)
+    results = run(entries, samples, a.timeout, dtype)
     elapsed = time.time() - t0
-    xfails = dict(XFAILS) if a.only or a.xfailed else {}
+    suffix = "" if a.dtype == "float32" else f"@{a.dtype}"
+    partial = a.only or a.xfailed
+    # a full pass replaces its own dtype's keys and keeps the other passes' keys
+    xfails = {k: v for k, v in XFAILS.items() if partial or not _is_pass(k, suffix)}
     for key, r in results.items():
         xfails.pop(key, None)
         if r.status == "fail":
@@ -129,7 +139,7 @@ def main(argv=None) -> int:
     s["seconds"] = round(elapsed, 1)
     print(
         f"{s['entries']} entries in {elapsed:.0f}s: {s['counts']}; "
-        f"pass rate over exportable float32 entries: {s['passed']}/{s['exportable']} "
+        f"pass rate over exportable {a.dtype} entries: {s['passed']}/{s['exportable']} "
         f"= {100 * s['pass_rate']:.1f}%"
     )
     print("missing ops by number of entries they block:")

@@ -16,8 +16,8 @@ module's outputs with eager torch within :data:`converter.validate.TOLERANCES`.
   an entry of the list that passes fails the test, so the list stays honest.
 
 The bfloat16 / int64 / bool passes run with ``OPINFO_DTYPES=float32,bfloat16,int64,bool``
-(default ``float32``); they are not in the xfail list and report failures as xfail only
-when the float32 pass of the same entry is xfail'd.
+(default ``float32``); their expected failures are in the same list, keyed ``name@bfloat16``
+(``gen_opinfo_xfails.py --dtypes bfloat16``).
 """
 
 from __future__ import annotations
@@ -232,6 +232,12 @@ def _first_line(e: BaseException) -> str:
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64, "bool": torch.bool}
 
 
+def xfail_key(op, dtype: torch.dtype) -> str:
+    """The entry's key in :data:`XFAILS`: its name for float32, ``name@bfloat16`` otherwise."""
+    name = str(dtype).removeprefix("torch.")
+    return entry_id(op) if name == "float32" else f"{entry_id(op)}@{name}"
+
+
 def _dtype_params():
     names = os.environ.get("OPINFO_DTYPES", "float32").split(",")
     return [_DTYPES[n.strip()] for n in names if n.strip()]
@@ -252,7 +258,7 @@ def selected_entries() -> list:
 @pytest.mark.parametrize("dtype", _dtype_params(), ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("op", selected_entries(), ids=entry_id)
 def test_opinfo(op, dtype):
-    key = entry_id(op)
+    key = xfail_key(op, dtype)
     outcome = check_entry(op, dtype, max_samples())
     if outcome.status == "skip":
         pytest.skip(outcome.reason)
@@ -260,8 +266,8 @@ def test_opinfo(op, dtype):
     if outcome.status == "fail":
         if xfail is not None:
             pytest.xfail(xfail)
-        pytest.fail(f"{key} ({dtype}): {outcome.reason}")
-    if xfail is not None and dtype == torch.float32:
+        pytest.fail(f"{key}: {outcome.reason}")
+    if xfail is not None:
         pytest.fail(
             f"{key} now passes but is listed in opinfo_xfails.py ({xfail!r}): remove it "
             "(regenerate with `python tests/frontends/torch/gen_opinfo_xfails.py`)"
@@ -269,6 +275,6 @@ def test_opinfo(op, dtype):
 
 
 def test_xfail_list_names_real_entries():
-    names = {entry_id(op) for op in OP_DB}
+    names = {xfail_key(op, d) for op in OP_DB for d in _DTYPES.values()}
     unknown = sorted(set(XFAILS) - names)
     assert not unknown, f"opinfo_xfails.py lists entries that op_db does not have: {unknown}"
