@@ -153,6 +153,12 @@ def check_sample(op, sample, nondeterministic: bool) -> Outcome:
         return Outcome("skip", f"eager torch fails: {type(e).__name__}: {_first_line(e)}")
     if not expected:
         return Outcome("skip", "no tensor output")
+    unsupported = [t for t in (*tensors, *expected) if t.layout != torch.strided or t.dtype in _NO_NUMPY]
+    if unsupported:
+        t = unsupported[0]
+        return Outcome(
+            "fail", f"the converter has no {t.layout if t.layout != torch.strided else t.dtype} tensors"
+        )
     nondeterministic = nondeterministic or not _same(expected, _eager(module, tensors, 1))
     try:
         ep = torch.export.export(module, tuple(tensors))
@@ -216,6 +222,10 @@ def check_entry(op, dtype: torch.dtype = torch.float32, limit: int | None = 3) -
         return Outcome("skip", first_skip)
     status = "shape_only" if any(r.status == "shape_only" for r in done) else "pass"
     return Outcome(status, samples=len(done))
+
+
+#: dtypes with no NumPy/JAX counterpart.
+_NO_NUMPY = {torch.complex32, torch.uint1, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz}
 
 
 def _same(a, b) -> bool:
