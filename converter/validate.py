@@ -448,7 +448,7 @@ def backend_available(target: str) -> str | None:
     mods = {"jax": ["backends.jax"], "torch": ["backends.torch"], "onnx": ["backends.onnx", "onnxruntime"]}
     back = {"jax": "frontends.jax", "torch": "frontends.torch", "onnx": "frontends.onnx"}
     via, _, final = target.rpartition(">")
-    needed = mods.get(final, []) + (mods.get(via, []) + [back.get(final, "")] if via else [])
+    needed = mods.get(final, []) + (mods.get(via, []) + [back.get(via, "")] if via else [])
     for name in filter(None, needed):
         try:
             mod = importlib.import_module(name)
