@@ -15,7 +15,8 @@ Canonical form, produced by :func:`normalize_placement`:
   and in the signature (``LeafSpec.memory_kind``); a result produced by
   ``annotate_device_placement`` gets that placement as its memory kind, and the custom
   call, now redundant, is removed;
-- ``signature.extra["host_functions"]`` names the functions called for the host.
+- ``signature.extra["host_functions"]`` names the functions called for the host;
+- ``sdy.sharding_constraint`` ops of a one-partition module (no-ops) are removed.
 
 Backends then place host calls on the host: the JAX backend re-emits them under
 ``compute_on("device_host")``, so ``jax.jit(...).lower().compile()`` keeps
@@ -187,6 +188,20 @@ def _memory_kinds(module: ir.Module, sig):
     return sig.replace(params=tuple(all_args[:n_p]), inputs=tuple(all_args[n_p:]), outputs=tuple(outputs))
 
 
+def _drop_single_device_constraints(module: ir.Module) -> None:
+    """``sdy.sharding_constraint`` in a one-partition module (nested ``jit`` with
+    shardings emits them) constrains nothing; forward its operand and erase it."""
+    attrs = module.operation.attributes
+    parts = mlir.decode_attribute(attrs["mhlo.num_partitions"]) if "mhlo.num_partitions" in attrs else 1
+    if parts != 1:
+        return
+    for fn in mlir.functions(module).values():
+        for op in list(mlir.walk_ops(fn)):
+            if op.name == "sdy.sharding_constraint":
+                op.results[0].replace_all_uses_with(op.operands[0])
+                op.erase()
+
+
 def normalize_placement(module: Module) -> Module:
     """Bring host computation and memory kinds into the canonical form (module docstring).
 
@@ -208,6 +223,7 @@ def normalize_placement(module: Module) -> Module:
                 _outline(ir_module, run, f"host_computation_{n}")
                 n += 1
         sig = _memory_kinds(ir_module, module.signature)
+        _drop_single_device_constraints(ir_module)
     extra = {k: v for k, v in sig.extra.items() if k != "host_functions"}
     names = host_functions(ir_module)
     if names:

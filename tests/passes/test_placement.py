@@ -138,3 +138,11 @@ def test_jitted_function_out_shardings_memory_kind():
     out = m.to_jax()(X, X)
     np.testing.assert_allclose(out, 3 * X)
     assert out.sharding.memory_kind == "pinned_host"
+
+
+def test_single_device_sharding_constraints_removed():
+    dev = SingleDeviceSharding(jax.devices()[0], memory_kind="device")
+    inner = jax.jit(lambda x, k: x * k, in_shardings=(dev,), out_shardings=dev, static_argnums=1)
+    m = converter.from_jax(lambda x, k: inner(x, k) + 1, X, 3)  # static leaf: traced through a wrapper
+    assert "sdy.sharding_constraint" not in m.text()
+    np.testing.assert_allclose(m.to_jax()(X, 3), 3 * X + 1)
