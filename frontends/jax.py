@@ -89,9 +89,8 @@ def _is_output_leaf(x: Any) -> bool:
 
 
 def _aval_spec(name: str, aval: Any, kind: str, memory_kind: str | None) -> LeafSpec:
-    return LeafSpec(
-        name, tuple(int(d) for d in aval.shape), dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind
-    )
+    shape = tuple(d if isinstance(d, int) else str(d) for d in aval.shape)  # symbolic dims by name
+    return LeafSpec(name, shape, dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind)
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:

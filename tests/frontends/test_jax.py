@@ -171,3 +171,13 @@ def test_python_scalar_and_none_outputs():
     out = m.to_jax()(x)
     assert out["none"] is None and int(out["n"]) == 3
     np.testing.assert_array_equal(out["y"], x + 1)
+
+
+def test_shape_polymorphic_exported_records_symbolic_dims():
+    (b,) = jax.export.symbolic_shape("b")
+    exp = jax.export.export(jax.jit(lambda x: jnp.sin(x) * 2))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
+    m = converter.from_jax(exp)
+    assert m.signature.inputs[0].shape == ("b", 3)
+    # the JAX backend has no dynamic-shape rules yet: it says so, listing every op at once
+    with pytest.raises(converter.UnsupportedOpError, match="get_dimension_size"):
+        m.to_jax()
