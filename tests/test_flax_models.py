@@ -1,7 +1,6 @@
 """Flax models → native torch (issue 3): outputs and parameter gradients match JAX, and a
 JAX training step (value_and_grad + optax) converted to torch steps like JAX does."""
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,44 +9,11 @@ import pytest
 import torch
 
 import converter
-
-
-class MLP(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        x = nn.gelu(nn.Dense(32)(x))
-        return nn.Dense(4)(nn.relu(nn.Dense(16)(x)))
-
-
-class CNN(nn.Module):
-    @nn.compact
-    def __call__(self, x):
-        x = nn.relu(nn.Conv(8, (3, 3))(x))
-        x = nn.max_pool(x, (2, 2), strides=(2, 2))
-        x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2), padding="VALID")(x))
-        x = nn.avg_pool(x, (2, 2), strides=(1, 1), padding="SAME")
-        return nn.Dense(10)(x.reshape(x.shape[0], -1))
-
-
-class DecoderBlock(nn.Module):
-    heads: int = 4
-    dim: int = 32
-
-    @nn.compact
-    def __call__(self, x):
-        mask = nn.make_causal_mask(jnp.ones(x.shape[:2]))
-        h = nn.LayerNorm()(x)
-        x = x + nn.MultiHeadDotProductAttention(num_heads=self.heads, qkv_features=self.dim)(h, h, mask=mask)
-        h = nn.LayerNorm()(x)
-        return x + nn.Dense(self.dim)(nn.gelu(nn.Dense(4 * self.dim)(h)))
+from examples import flax_models
 
 
 rng = np.random.default_rng(0)
-CASES = {
-    "mlp": (MLP(), rng.normal(size=(5, 12)).astype(np.float32)),
-    "cnn": (CNN(), rng.normal(size=(2, 12, 12, 3)).astype(np.float32)),
-    "decoder_block": (DecoderBlock(), rng.normal(size=(2, 7, 32)).astype(np.float32)),
-}
+CASES = {name: make() for name, make in flax_models.FACTORIES.items()}
 
 
 def _named(tree):
@@ -59,15 +25,14 @@ def _named(tree):
 
 @pytest.mark.parametrize("name", CASES)
 def test_flax_model_to_torch_outputs_and_grads(name):
-    model, x = CASES[name]
-    params = model.init(jax.random.PRNGKey(0), x)
-    tm = converter.from_jax(model.apply, x, params=params).to_torch()
+    apply, params, (x,) = CASES[name]
+    tm = converter.from_jax(apply, x, params=params).to_torch()
 
     out = tm(torch.from_numpy(x))
-    np.testing.assert_allclose(out.detach().numpy(), model.apply(params, x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.detach().numpy(), apply(params, x), rtol=1e-5, atol=1e-5)
 
     (out**2).mean().backward()
-    jgrads = _named(jax.grad(lambda p: jnp.mean(model.apply(p, x) ** 2))(params))
+    jgrads = _named(jax.grad(lambda p: jnp.mean(apply(p, x) ** 2))(params))
     tgrads = {tm.param_names[a]: p.grad for a, p in tm.named_parameters()}
     assert set(tgrads) == set(jgrads)
     for key, g in jgrads.items():
@@ -76,13 +41,12 @@ def test_flax_model_to_torch_outputs_and_grads(name):
 
 @pytest.mark.parametrize("optimizer", [optax.sgd(0.1, momentum=0.9), optax.adam(1e-2)], ids=["sgd", "adam"])
 def test_jax_training_step_runs_in_torch(optimizer):
-    model, x = CASES["mlp"]
+    apply, params, (x,) = CASES["mlp"]
     y = rng.normal(size=(5, 4)).astype(np.float32)
-    params = model.init(jax.random.PRNGKey(1), x)
     opt_state = optimizer.init(params)
 
     def step(params, opt_state, x, y):
-        loss, grads = jax.value_and_grad(lambda p: jnp.mean((model.apply(p, x) - y) ** 2))(params)
+        loss, grads = jax.value_and_grad(lambda p: jnp.mean((apply(p, x) - y) ** 2))(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
