@@ -11,7 +11,6 @@ import torch
 import converter
 from examples import flax_models
 
-
 rng = np.random.default_rng(0)
 CASES = {name: make() for name, make in flax_models.FACTORIES.items()}
 
