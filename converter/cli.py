@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConversionError, ParseError
-from .fileio import atomic_write
+from .fileio import atomic_path, atomic_write
 from .module import Module
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -80,18 +80,37 @@ def split_factory(spec: str) -> tuple[Path, str] | None:
     return None
 
 
-def load_factory(path: Path, name: str) -> tuple[Any, tuple, dict]:
+def _is_torch_model(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, (torch.nn.Module, torch.export.ExportedProgram))
+
+
+def _is_jax_function(obj: Any) -> bool:
+    import jax
+
+    return callable(obj) or isinstance(obj, jax.export.Exported)
+
+
+#: What ``factory()`` must return a model of, per framework: (check, description).
+FACTORY_MODELS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "torch": (_is_torch_model, "model an nn.Module or ExportedProgram"),
+    "jax": (_is_jax_function, "model a JAX-traceable function or jax.export.Exported"),
+}
+
+
+def load_factory(path: Path, name: str, framework: str = "torch") -> tuple[Any, tuple, dict]:
     """Import ``path`` by file path (its directory first on ``sys.path`` meanwhile) and call
     ``name()``, which must return ``(model, example_args)`` or ``(model, example_args,
-    example_kwargs)``: ``model`` an ``nn.Module`` or ``ExportedProgram``, ``example_args``
-    a tuple or list, ``example_kwargs`` a dict.
+    example_kwargs)``: ``model`` as :data:`FACTORY_MODELS` requires for ``framework`` (torch:
+    an ``nn.Module`` or ``ExportedProgram``), ``example_args`` a tuple or list,
+    ``example_kwargs`` a dict.
 
     Raises:
         ParseError: the file is missing or fails to import, has no callable ``name``, the call
             fails, or it returns anything else; names the file and the function.
     """
-    import torch
-
+    is_model, model_text = FACTORY_MODELS[framework]
     _check_file(path)
     where = f"{path}:{name}"
     mod_name = f"_convert_input_{abs(hash(str(path.resolve())))}"
@@ -116,11 +135,11 @@ def load_factory(path: Path, name: str) -> tuple[Any, tuple, dict]:
             raise ParseError(f"{where}() failed: {type(e).__name__}: {e}") from e
     finally:
         sys.path.remove(str(path.parent.resolve()))
-    expected = "(model, example_args) with model an nn.Module or ExportedProgram and example_args a tuple"
+    expected = f"(model, example_args) with {model_text} and example_args a tuple"
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
         raise ParseError(f"{where}() must return {expected}; it returned {_describe(result)}")
     model, args, kwargs = (*result, {}) if len(result) == 2 else result
-    if not isinstance(model, (torch.nn.Module, torch.export.ExportedProgram)):
+    if not is_model(model):
         raise ParseError(f"{where}() must return {expected}; its model is {_describe(model)}")
     if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
         raise ParseError(f"{where}() must return {expected}; its example_args is {_describe(args)}")
@@ -188,6 +207,34 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
     return converter.from_torch(ep)
 
 
+def load_jax(source: str, options: argparse.Namespace) -> Module:
+    """``--from jax``: ``file.py:factory`` returning ``(fn, example_args[, example_kwargs])``,
+    converted by :func:`converter.from_jax` (``fn`` may be a ``jax.export.Exported``)."""
+    import converter
+
+    factory = split_factory(source)
+    if factory is None:
+        raise CliError(f"--from jax takes path/to/file.py:factory, not {source!r}")
+    fn, args, kwargs = load_factory(*factory, framework="jax")
+    return converter.from_jax(fn, *args, **kwargs)
+
+
+def load_onnx(source: str, options: argparse.Namespace) -> Module:
+    """``--from onnx``: an ``.onnx`` file (external data beside it), by :func:`converter.from_onnx`."""
+    import onnx
+
+    import converter
+
+    path = Path(source)
+    _check_file(path)
+    try:
+        proto = onnx.load(str(path))
+    except Exception as e:
+        raise ParseError(f"{path}: not a readable ONNX model: {type(e).__name__}: {e}") from e
+    del proto  # read once to report a corrupt file as such; from_onnx loads it with its data
+    return converter.from_onnx(str(path))
+
+
 def load_stablehlo(source: str, options: argparse.Namespace) -> Module:
     """``--from stablehlo``: StableHLO text (``.mlir``), MLIR bytecode or a portable artifact
     (``.mlirbc``); every ``@main`` argument becomes a user input."""
@@ -216,6 +263,8 @@ LOADERS: dict[str, Loader] = {
     ),
     "stablehlo": Loader(load_stablehlo, "StableHLO text (.mlir) or bytecode (.mlirbc)", (".mlir", ".mlirbc")),
     "module": Loader(load_module, "a converter.Module file (.shlo, Module.save)", (".shlo",)),
+    "jax": Loader(load_jax, "path/to/file.py:factory returning (fn, example_args)"),
+    "onnx": Loader(load_onnx, "an ONNX model (.onnx)", (".onnx",)),
 }
 
 
@@ -305,12 +354,48 @@ def write_module(module: Module, out: Path, options: argparse.Namespace) -> None
     module.save(out)  # atomic
 
 
+def write_onnx(module: Module, out: Path, options: argparse.Namespace) -> None:
+    """``--to onnx``: ``Module.to_onnx()`` (checked by ``onnx.checker``), saved with ``onnx.save``."""
+    import onnx
+
+    proto = module.to_onnx()
+    with atomic_path(out) as tmp:
+        onnx.save(proto, str(tmp))
+
+
+def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
+    """``--to torch``: ``Module.to_torch()`` exported with ``torch.export`` on zero inputs of
+    the signature's shapes and dtypes, saved with ``torch.export.save`` (``.pt2``); load it
+    with ``torch.export.load(OUT).module()``."""
+    import torch
+
+    from . import dtypes
+    from .signature import unflatten
+
+    model = module.to_torch()
+    sig = module.signature
+    leaves = [torch.zeros(s.shape, dtype=dtypes.torch_dtype(s.dtype)) for s in sig.inputs]
+    args, kwargs = unflatten(sig.in_tree, leaves)
+    try:
+        ep = torch.export.export(model, tuple(args), kwargs)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ConversionError(
+            f"torch.export of the converted torch module failed: {type(e).__name__}: {first}"
+        ) from e
+    buffer = io.BytesIO()  # torch.export.save wants a .pt2 name or a buffer, not our temp file
+    torch.export.save(ep, buffer)
+    atomic_write(out, buffer.getvalue())
+
+
 WRITERS: dict[str, Writer] = {
     "jax": Writer(write_jax, "jax.export serialized bytes (parameters inside)", (".jax", ".jaxexport")),
     "stablehlo": Writer(
         write_stablehlo, "StableHLO text (.mlir) or portable bytecode (.mlirbc)", (".mlir", ".mlirbc")
     ),
     "module": Writer(write_module, "a converter.Module file (.shlo) for converter.load", (".shlo",)),
+    "onnx": Writer(write_onnx, "an ONNX model (.onnx), opset 18", (".onnx",)),
+    "torch": Writer(write_torch, "a torch.export archive (.pt2) of the converted nn.Module", (".pt2",)),
 }
 
 #: Subcommands: ``name -> module path`` (module defines ``HELP``, ``add_arguments``, ``run``).

@@ -186,6 +186,45 @@ def test_module_file_round_trip(tiny, tmp_path):
     np.testing.assert_allclose(np.asarray(exported.call(*inputs)), expected, rtol=1e-5, atol=1e-5)
 
 
+def test_onnx_and_torch_targets_and_sources(tiny, tmp_path):
+    onnx_file, pt2, back = tmp_path / "tiny.onnx", tmp_path / "tiny.pt2", tmp_path / "back.jax"
+    assert _run(f"{tiny}:factory", "-o", onnx_file) == 0  # torch → onnx
+    assert _run(onnx_file, "-o", pt2) == 0  # onnx → torch (.pt2 of the converted nn.Module)
+    assert _run(pt2, "-o", back) == 0  # torch → jax
+    inputs, expected = _expected(tiny)
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_file), providers=["CPUExecutionProvider"])
+    feed = dict(zip((i.name for i in session.get_inputs()), inputs, strict=True))
+    np.testing.assert_allclose(session.run(None, feed)[0], expected, rtol=1e-5, atol=1e-5)
+    reloaded = torch.export.load(pt2).module()
+    got = reloaded(*(torch.from_numpy(a) for a in inputs))
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(got.detach().numpy(), expected, rtol=1e-5, atol=1e-5)
+    exported = jax.export.deserialize(bytearray(back.read_bytes()))
+    out = exported.call(*inputs)
+    out = out[0] if isinstance(out, (tuple, list)) else out
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_jax_factory_source(tmp_path, capsys):
+    src = tmp_path / "jf.py"
+    src.write_text(
+        "import jax.numpy as jnp, numpy as np\n"
+        "def factory():\n"
+        "    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)\n"
+        "    return (lambda x, w: jnp.tanh(x) @ w), (x, np.ones((3, 4), np.float32))\n"
+        "def wrong():\n"
+        "    return 3, ()\n"
+    )
+    out = tmp_path / "jf.mlir"
+    assert _run("--from", "jax", f"{src}:factory", "-o", out) == 0
+    assert "stablehlo.tanh" in out.read_text()
+    bad = tmp_path / "bad.mlir"
+    rc = _run("--from", "jax", f"{src}:wrong", "-o", bad)
+    _assert_bad_input(rc, capsys, bad, "model a JAX-traceable function", "builtins.int")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -219,7 +258,9 @@ def test_factory_file_that_does_not_import(tmp_path, capsys):
     _assert_bad_input(_run(f"{bad}:factory", "-o", out), capsys, out, "bad.py", "SyntaxError")
 
 
-@pytest.mark.parametrize("name", ["missing.pt2", "missing.py:factory", "missing.mlir", "missing.shlo"])
+@pytest.mark.parametrize(
+    "name", ["missing.pt2", "missing.py:factory", "missing.mlir", "missing.shlo", "missing.onnx"]
+)
 def test_missing_input(tmp_path, capsys, name):
     out = tmp_path / "out.jax"
     _assert_bad_input(_run(tmp_path / name, "-o", out, "--to", "jax"), capsys, out, "missing", "no such file")
@@ -232,6 +273,7 @@ def test_missing_input(tmp_path, capsys, name):
         ("bad.mlir", b"func.func @main(%x: tensor<2xf32>) { garbage }", "bad.mlir"),
         ("bad.mlirbc", b"ML\xefR\x00\x01garbage", "bad.mlirbc"),
         ("bad.shlo", b"PK\x03\x04 truncated", "corrupt"),
+        ("bad.onnx", b"\x08\x07garbage" * 5, "not a readable ONNX model"),
     ],
 )
 def test_corrupt_input(tmp_path, capsys, name, data, needle):
@@ -264,8 +306,8 @@ def test_unsupported_stablehlo_op_in_the_jax_backend(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, needles",
     [
-        (["--from", "caffe", "--to", "jax"], ["unknown --from 'caffe'", "torch, stablehlo, module"]),
-        (["--from", "torch", "--to", "tflite"], ["unknown --to 'tflite'", "jax, stablehlo, module"]),
+        (["--from", "caffe", "--to", "jax"], ["unknown --from 'caffe'", ", ".join(cli.LOADERS)]),
+        (["--from", "torch", "--to", "tflite"], ["unknown --to 'tflite'", ", ".join(cli.WRITERS)]),
         (["--from", "torch"], ["cannot tell the output format", "--to"]),
     ],
 )
