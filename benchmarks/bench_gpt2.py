@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     head = f"steady state (median of {options.repeat})"
     print(f"{head:<46} {'ms':>8}     vs torch   vs torch 1 thread")
     for label, secs in steady_rows:
-        print(f"{label:<46} {secs * ms:8.3f}     {secs / t_torch:8.2f}x  {secs / t_torch_1:8.2f}x")
+        print(f"{label:<46} {secs * ms:8.3f}     {secs / t_torch:8.3g}x  {secs / t_torch_1:8.3g}x")
     return 0
 
 
