@@ -276,14 +276,26 @@ def bitwise_not(x):
 _lshift, _rshift = aten.bitwise_left_shift, aten.bitwise_right_shift
 
 
-@register(_lshift.Tensor, _lshift.Tensor_Scalar, _lshift.Scalar_Tensor)
+@register(
+    _lshift.Tensor,
+    _lshift.Tensor_Scalar,
+    _lshift.Scalar_Tensor,
+    aten.__lshift__.Scalar,
+    aten.__lshift__.Tensor,
+)
 def bitwise_left_shift(x, y):
     """``x << y``; shifts of at least the bit width give 0."""
     (x, y), _ = _common(x, y)
     return lax.shift_left(*jnp.broadcast_arrays(x, y))
 
 
-@register(_rshift.Tensor, _rshift.Tensor_Scalar, _rshift.Scalar_Tensor)
+@register(
+    _rshift.Tensor,
+    _rshift.Tensor_Scalar,
+    _rshift.Scalar_Tensor,
+    aten.__rshift__.Scalar,
+    aten.__rshift__.Tensor,
+)
 def bitwise_right_shift(x, y):
     """``x >> y``, arithmetic for signed integers."""
     (x, y), dt = _common(x, y)

@@ -1,0 +1,207 @@
+"""Elementwise ATen rules (``frontends/torch/ops/elementwise.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.manual_seed(0)
+X = torch.randn(3, 5)
+Y = torch.randn(3, 5)
+POS = torch.rand(3, 5) + 0.1
+UNIT = torch.rand(3, 5) * 1.8 - 0.9  # inside (-1, 1)
+I32 = torch.randint(-20, 20, (3, 5), dtype=torch.int32)
+I64 = torch.randint(1, 9, (3, 5))
+B = torch.rand(3, 5) > 0.5
+SPECIAL = torch.tensor([0.0, -0.0, 1.5, -2.5, 2.5, float("inf"), float("-inf"), float("nan")])
+
+
+@pytest.mark.parametrize(
+    "name, fn, args",
+    [
+        ("add.Tensor", lambda x, y: x + y, (X, Y)),
+        ("add.Tensor", lambda x, y: torch.add(x, y, alpha=2.5), (X, Y)),
+        ("add.Tensor", lambda x, y: x + y, (I32, I64[0])),  # int promotion with broadcasting
+        ("add.Tensor", lambda x, y: x + y, (B, B)),  # bool add is or
+        ("add.Tensor", lambda x: x + 0.5, (I32,)),  # int + float scalar -> float32
+        ("sub.Tensor", lambda x, y: torch.sub(x, y, alpha=3), (I32, I64)),
+        ("mul.Tensor", lambda x, y: x * y, (X, Y)),
+        ("mul.Tensor", lambda x, y: x * y, (X.half(), Y.half())),
+        ("mul.Tensor", lambda x, y: x * y, (X.bfloat16(), Y)),
+        ("mul.Tensor", lambda x: x * torch.tensor(2.0, dtype=torch.float64), (X,)),  # 0-dim f64 keeps f32
+        ("div.Tensor", lambda x, y: x / y, (X, Y)),
+        ("div.Tensor", lambda x, y: x / y, (I32, I64)),
+        ("div.Tensor_mode", lambda x, y: torch.div(x, y, rounding_mode="floor"), (X * 4, Y)),
+        ("div.Tensor_mode", lambda x, y: torch.div(x, y, rounding_mode="trunc"), (X * 4, Y)),
+        ("div.Tensor_mode", lambda x, y: torch.div(x, y, rounding_mode="floor"), (I32, I64 - 5 + (I64 == 5))),
+        ("div.Tensor_mode", lambda x, y: torch.div(x, y, rounding_mode="trunc"), (I32, I64 - 5 + (I64 == 5))),
+        ("remainder.Tensor", torch.remainder, (X * 4, Y)),
+        ("remainder.Tensor", torch.remainder, (I32, I64 - 5 + (I64 == 5))),
+        ("fmod.Tensor", torch.fmod, (X * 4, Y)),
+        ("fmod.Tensor", torch.fmod, (I32, I64)),
+        ("pow.Tensor_Scalar", lambda x: x**2, (X,)),
+        ("pow.Tensor_Scalar", lambda x: x**3.0, (X,)),
+        ("pow.Tensor_Scalar", lambda x: x**0.5, (POS,)),
+        ("pow.Tensor_Scalar", lambda x: x**-1.5, (POS,)),
+        ("pow.Tensor_Scalar", lambda x: x**3, (I32,)),
+        ("pow.Tensor_Tensor", torch.pow, (POS, Y)),
+        ("pow.Scalar", lambda y: torch.pow(2.0, y), (Y,)),
+        ("atan2.default", torch.atan2, (X, Y)),
+        ("maximum.default", torch.maximum, (SPECIAL, SPECIAL.flip(0))),
+        ("minimum.default", torch.minimum, (SPECIAL, SPECIAL.flip(0))),
+        ("fmax.default", torch.fmax, (SPECIAL, SPECIAL.flip(0))),
+        ("fmin.default", torch.fmin, (SPECIAL, SPECIAL.flip(0))),
+        ("copysign.Tensor", torch.copysign, (X, Y)),
+    ],
+)
+def test_binary(check, name, fn, args):
+    check(fn, *args, ops=f"aten.{name}")
+
+
+@pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
+def test_comparisons(check, op):
+    f = getattr(torch, op)
+    x = torch.tensor([1.0, 2.0, float("nan"), 3.0])
+    y = torch.tensor([1.0, 3.0, float("nan"), 2.0])
+    check(
+        lambda a, b: (f(a, b), f(a, 2.0), f(I32, I64)), x, y, ops=(f"aten.{op}.Tensor", f"aten.{op}.Scalar")
+    )
+
+
+def test_logic_and_bitwise(check):
+    def fn(a, b, i, j):
+        return (
+            torch.logical_and(a, b),
+            torch.logical_or(i, b),
+            torch.logical_xor(a, i),
+            torch.logical_not(i),
+            i & j,
+            i | j,
+            i ^ j,
+            ~i,
+            a & b,
+            i << 2,
+            i >> 1,
+            torch.bitwise_left_shift(i, j.abs() % 8),
+            torch.bitwise_right_shift(i, j.abs() % 8),
+        )
+
+    ops = ["logical_and.default", "logical_or.default", "logical_xor.default", "logical_not.default"]
+    ops += ["bitwise_and.Tensor", "bitwise_or.Tensor", "bitwise_xor.Tensor", "bitwise_not.default"]
+    ops += [
+        "__lshift__.Scalar",
+        "__rshift__.Scalar",
+        "bitwise_left_shift.Tensor",
+        "bitwise_right_shift.Tensor",
+    ]
+    check(fn, B, B.flip(0), I32, I32.flip(1), ops=[f"aten.{o}" for o in ops])
+
+
+def test_where_and_clamp(check):
+    def fn(c, x, y):
+        return (
+            torch.where(c, x, y),
+            torch.where(c, x, 0.0),
+            torch.clamp(x, -0.5, 0.5),
+            torch.clamp(x, min=0.1),
+            torch.clamp(x, y, y + 1),
+            torch.clamp(I32, -3, 4),
+        )
+
+    check(fn, B, X, Y, ops=["aten.where.self", "aten.clamp.default", "aten.clamp.Tensor"])
+
+
+def test_clamp_propagates_nan(check):
+    check(lambda x: torch.clamp(x, -1.0, 1.0), SPECIAL, ops="aten.clamp.default")
+
+
+UNARY = {
+    "exp": X,
+    "expm1": X,
+    "log": POS,
+    "log1p": POS,
+    "log2": POS,
+    "log10": POS,
+    "sqrt": POS,
+    "rsqrt": POS,
+    "sin": X,
+    "cos": X,
+    "tan": UNIT,
+    "asin": UNIT,
+    "acos": UNIT,
+    "atan": X,
+    "sinh": X,
+    "cosh": X,
+    "tanh": X,
+    "asinh": X,
+    "acosh": POS + 1,
+    "atanh": UNIT,
+    "erf": X,
+    "erfinv": UNIT,
+    "sigmoid": X * 5,
+    "reciprocal": POS,
+    "neg": X,
+    "abs": X,
+    "floor": X * 3,
+    "ceil": X * 3,
+    "trunc": X * 3,
+    "round": SPECIAL,
+    "sign": SPECIAL,
+    "relu": SPECIAL,
+    "isnan": SPECIAL,
+    "isinf": SPECIAL,
+}
+
+
+_NAMES = sorted(UNARY)
+GROUPS = {f"{g[0]}..{g[-1]}": g for g in (_NAMES[i : i + 6] for i in range(0, len(_NAMES), 6))}
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_unary_float(check, group):
+    """Six ops per conversion (one output each), to keep the suite fast."""
+    names = GROUPS[group]
+    fn = lambda *xs: tuple(getattr(torch, n)(x) for n, x in zip(names, xs, strict=True))  # noqa: E731
+    check(fn, *(UNARY[n] for n in names), ops=[f"aten.{n}.default" for n in names], rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool])
+def test_unary_on_integers_computes_in_float32(check, dtype):
+    names = ["exp", "sqrt", "sin", "sigmoid", "reciprocal"]
+    fn = lambda x: tuple(getattr(torch, n)(x) for n in names)  # noqa: E731
+    check(fn, I64.to(dtype), ops=[f"aten.{n}.default" for n in names], rtol=2e-6)
+
+
+def test_unary_on_integers_keeps_dtype(check):
+    names = ["abs", "neg", "floor", "sign", "round"]
+    fn = lambda x: tuple(getattr(torch, n)(x) for n in names)  # noqa: E731
+    check(fn, I32, ops=[f"aten.{n}.default" for n in names])
+
+
+def test_round_decimals(check):
+    x = torch.tensor([1.2345, -2.5678, 1234.5, 0.125, -0.375])
+    check(lambda v: (torch.round(v, decimals=2), torch.round(v, decimals=-2)), x, ops="aten.round.decimals")
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu(check, approximate):
+    f = torch.nn.functional.gelu
+    check(lambda v: f(v * 3, approximate=approximate), X, ops="aten.gelu.default")
+
+
+def test_activations(check):
+    F = torch.nn.functional
+
+    def fn(x):
+        return F.hardtanh(x, -0.5, 0.7), F.leaky_relu(x, 0.2), F.elu(x, 1.5), F.selu(x), F.relu6(x * 4)
+
+    check(fn, X * 2, ops=["aten.hardtanh.default", "aten.leaky_relu.default", "aten.elu.default"])
+
+
+def test_nan_to_num(check):
+    fn = lambda v: (torch.nan_to_num(v), torch.nan_to_num(v, nan=1.0, posinf=2.0, neginf=-2.0))  # noqa: E731
+    check(fn, SPECIAL, ops="aten.isnan.default")  # decomposed by torch.export
+
+
+def test_half_precision_unary_rounds_like_torch(check):
+    check(lambda v: (torch.exp(v), torch.tanh(v)), X.half(), ops="aten.exp.default", rtol=1e-3, atol=1e-3)
