@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     .venv/bin/python tests/frontends/torch/gen_opinfo_xfails.py [--dtype float32] [--samples 3]
-        [--json out.json] [--only abs,add | --xfailed] [--timeout 120]
+        [--json out.json] [--only abs,add | --xfailed] [--timeout 120] [--jobs 1]
 
 Every entry of ``op_db`` goes through :func:`test_opinfo.check_entry` in the ``--dtype`` pass
 (float32 by default); the failing ones are written, with their reason, to
@@ -30,7 +30,6 @@ sys.path.insert(0, HERE)
 warnings.filterwarnings("ignore")
 
 import test_opinfo as harness  # noqa: E402
-import torch  # noqa: E402
 from opinfo_xfails import XFAILS  # noqa: E402
 
 HEADER = '''"""The OpInfo conformance suite's expected failures: ONE list, entry → reason.
@@ -51,25 +50,40 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def run(entries, samples: int | None, timeout: int, dtype=torch.float32) -> dict[str, harness.Outcome]:
+def check_one(job: tuple[int, str, int | None, int]) -> tuple[str, harness.Outcome]:
+    """Check ``op_db[index]`` in ``dtype`` with a per-entry time limit (runs in a worker)."""
+    index, dtype_name, samples, timeout = job
+    op, dtype = harness.OP_DB[index], harness._DTYPES[dtype_name]
+    key = harness.xfail_key(op, dtype)
     signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    try:
+        return key, harness.check_entry(op, dtype, samples)
+    except _Timeout:
+        return key, harness.Outcome("fail", f"timeout: more than {timeout}s")
+    except Exception as e:  # noqa: BLE001 - harness crash on one entry: record and go on
+        return key, harness.Outcome("fail", f"harness crash: {type(e).__name__}: {e}"[:200])
+    finally:
+        signal.alarm(0)
+
+
+def run(indices, samples: int | None, timeout: int, dtype: str, jobs: int) -> dict[str, harness.Outcome]:
+    """Check the entries at ``indices`` (in ``jobs`` worker processes when > 1)."""
+    work = [(i, dtype, samples, timeout) for i in indices]
     out = {}
-    for i, op in enumerate(entries):
-        key = harness.xfail_key(op, dtype)
-        signal.alarm(timeout)
-        try:
-            out[key] = harness.check_entry(op, dtype, samples)
-        except _Timeout:
-            out[key] = harness.Outcome("fail", f"timeout: more than {timeout}s")
-        except Exception as e:  # noqa: BLE001 - harness crash on one entry: record and go on
-            out[key] = harness.Outcome("fail", f"harness crash: {type(e).__name__}: {e}"[:200])
-        finally:
-            signal.alarm(0)
-        print(
-            f"[{i + 1}/{len(entries)}] {key}: {out[key].status} {out[key].reason}",
-            file=sys.stderr,
-            flush=True,
-        )
+    if jobs > 1:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("fork").Pool(jobs, maxtasksperchild=50)
+        results = pool.imap(check_one, work)
+    else:
+        results = map(check_one, work)
+    for n, (key, outcome) in enumerate(results):
+        out[key] = outcome
+        print(f"[{n + 1}/{len(work)}] {key}: {outcome.status} {outcome.reason}", file=sys.stderr, flush=True)
+    if jobs > 1:
+        pool.close()
+        pool.join()
     return out
 
 
@@ -77,10 +91,15 @@ def _is_pass(key: str, suffix: str) -> bool:
     return key.endswith(suffix) if suffix else "@" not in key
 
 
+def _q(text: str) -> str:
+    """A double-quoted Python string literal (the style ruff format keeps)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 def write_xfails(xfails: dict[str, str]) -> None:
     lines = [HEADER]
     for key in sorted(xfails):
-        lines.append(f"    {key!r}: {xfails[key]!r},\n")
+        lines.append(f"    {_q(key)}: {_q(xfails[key])},\n")
     lines.append("}\n")
     path = os.path.join(HERE, "opinfo_xfails.py")
     tmp = path + ".tmp"
@@ -114,17 +133,19 @@ def main(argv=None) -> int:
     p.add_argument("--only", default="", help="comma-separated entry names to re-check (merged)")
     p.add_argument("--xfailed", action="store_true", help="re-check only the listed xfails (merged)")
     p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--json", help="write the full results and summary here")
     p.add_argument("--dtype", default="float32", choices=sorted(harness._DTYPES), help="the pass to run")
     a = p.parse_args(argv)
     samples = None if a.samples == "all" else int(a.samples)
     entries = harness.OP_DB
     dtype = harness._DTYPES[a.dtype]
+    indices = list(range(len(entries)))
     if a.only or a.xfailed:
         wanted = set(a.only.split(",")) if a.only else set(XFAILS)
-        entries = [op for op in entries if harness.xfail_key(op, dtype) in wanted]
+        indices = [i for i in indices if harness.xfail_key(entries[i], dtype) in wanted]
     t0 = time.time()
-    results = run(entries, samples, a.timeout, dtype)
+    results = run(indices, samples, a.timeout, a.dtype, a.jobs)
     elapsed = time.time() - t0
     suffix = "" if a.dtype == "float32" else f"@{a.dtype}"
     partial = a.only or a.xfailed
