@@ -1,0 +1,144 @@
+"""The round-trip suite (issue 6): every model through every available path and round trip.
+
+Sources are torch models (the examples and small transformers), Flax models and an ONNX
+light model; each path converts the source, runs it on the source's example inputs, and
+compares every output leaf, matched by pytree path, within float32 tolerance. The terminal
+summary prints one table row per (model, path).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import jax
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import converter
+from converter.signature import flatten, leaf_paths
+
+ROOT = Path(__file__).resolve().parent.parent
+RTOL = ATOL = 1e-5
+SLOW_RTOL = SLOW_ATOL = 1e-4  # deep transformers and round trips through two frameworks
+
+
+def _example(file: str, fn: str = "factory"):
+    spec = importlib.util.spec_from_file_location(Path(file).stem, ROOT / "examples" / file)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, fn)()
+
+
+TORCH_MODELS = {
+    "mlp": ("mlp.py", "factory"),
+    "cnn": ("cnn.py", "factory"),
+    "gpt2": ("gpt2.py", "factory"),
+    "bert": ("transformers_small.py", "bert"),
+    "llama": ("transformers_small.py", "llama"),
+    "vit": ("transformers_small.py", "vit"),
+    "t5": ("transformers_seq2seq.py", "t5"),
+    "whisper": ("transformers_seq2seq.py", "whisper"),
+}
+FLAX_MODELS = ("mlp", "cnn", "decoder_block")
+TORCH_PATHS = ("jax", "torch", "onnx", "jax->torch", "onnx->torch")
+JAX_PATHS = ("jax", "torch", "onnx", "torch->jax")
+
+
+# ---------------------------------------------------------------------------- sources
+
+
+@functools.cache
+def torch_source(name):
+    model, args = _example(*TORCH_MODELS[name])
+    with torch.no_grad():
+        ref = model(*args)
+    module = converter.from_torch(model, args)
+    return module, [a.numpy() for a in args], _by_path(ref, module.signature.out_tree)
+
+
+@functools.cache
+def jax_source(name):
+    from examples import flax_models
+
+    apply, params, args = flax_models.FACTORIES[name]()
+    module = converter.from_jax(apply, *args, params=params)
+    return module, list(args), _by_path(apply(params, *args), module.signature.out_tree)
+
+
+def _by_path(out, tree):
+    return {p: np.asarray(v.detach() if isinstance(v, torch.Tensor) else v) for p, v in flatten(out, tree)}
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def _run_jax(module, args):
+    return _by_path(module.to_jax()(*args), module.signature.out_tree)
+
+
+def _run_torch(module, args):
+    with torch.no_grad():
+        out = module.to_torch()(*[torch.from_numpy(np.asarray(a)) for a in args])
+    return _by_path(out, module.signature.out_tree)
+
+
+def _run_onnx(module, args):
+    sess = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {i.name: np.asarray(a) for i, a in zip(sess.get_inputs(), args, strict=True)})
+    return dict(zip(leaf_paths(module.signature.out_tree), got, strict=True))
+
+
+def _via_jax_to_torch(module, args):
+    fn = module.to_jax()
+    again = converter.from_jax(fn.apply, *args, params=fn.params)
+    return _relabel(_run_torch(again, args), module)
+
+
+def _via_onnx_to_torch(module, args):
+    again = converter.from_onnx(module.to_onnx())
+    return _relabel(_run_torch(again, args), module)
+
+
+def _via_torch_to_jax(module, args):
+    tm = module.to_torch()
+    again = converter.from_torch(tm, tuple(torch.from_numpy(np.asarray(a)) for a in args))
+    return _relabel(_run_jax(again, args), module)
+
+
+def _relabel(values, module):
+    """A round trip's outputs keyed by the source's paths (the leaf order is preserved)."""
+    return dict(zip(leaf_paths(module.signature.out_tree), values.values(), strict=True))
+
+
+PATHS = {
+    "jax": _run_jax,
+    "torch": _run_torch,
+    "onnx": _run_onnx,
+    "jax->torch": _via_jax_to_torch,
+    "onnx->torch": _via_onnx_to_torch,
+    "torch->jax": _via_torch_to_jax,
+}
+CASES = [("torch", m, p) for m in TORCH_MODELS for p in TORCH_PATHS] + [
+    ("jax", m, p) for m in FLAX_MODELS for p in JAX_PATHS
+]
+
+
+@pytest.mark.parametrize("source,model,path", CASES, ids=[f"{s}-{m}-{p}" for s, m, p in CASES])
+def test_roundtrip(source, model, path, record_property):
+    module, args, ref = (torch_source if source == "torch" else jax_source)(model)
+    got = PATHS[path](module, args)
+    assert set(got) == set(ref)
+    slow = "->" in path or model in ("llama", "t5", "whisper", "bert", "vit", "gpt2")
+    rtol, atol = (SLOW_RTOL, SLOW_ATOL) if slow else (RTOL, ATOL)
+    worst = max(float(np.max(np.abs(got[k].astype(np.float64) - ref[k]), initial=0.0)) for k in ref)
+    record_property("roundtrip", (f"{source}:{model}", path, worst, f"{rtol:g}"))
+    for key in ref:
+        assert got[key].shape == ref[key].shape, key
+        np.testing.assert_allclose(got[key], ref[key], rtol=rtol, atol=atol, err_msg=f"{model} {path} {key}")
+
+
+jax.config.update("jax_enable_x64", True)
