@@ -3,10 +3,11 @@
 
 Both convert once per call signature and cache the result:
 
-- ``call_jax`` lowers the JAX function with :func:`converter.from_jax` (so the user function
-  is traced exactly once per signature; the arguments it ignores are dropped and never
-  handed to XLA) and runs the module through the JAX backend; the backward pass is
-  ``jax.vjp`` of the same module. Tensors cross by DLPack without copies.
+- ``call_jax`` traces the JAX function once per signature (``jax.make_jaxpr``), drops the
+  inputs it ignores (dead-argument elimination on the jaxpr: they are never converted or
+  handed to XLA), and jits the forward pass and ``jax.vjp`` of that jaxpr, so gradients are
+  exactly ``jax.grad``'s, ``custom_vjp`` rules included. (Differentiating the lowered
+  StableHLO instead would silently ignore them.) Tensors cross by DLPack without copies.
 - ``call_torch`` converts the torch code natively with :func:`converter.from_torch` (no
   host callbacks) and evaluates the module with the JAX backend, so every JAX transform
   applies.
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.extend.core
 import numpy as np
 import torch
 
@@ -95,52 +97,67 @@ def _tensor_leaves(obj: Any, spec: TreeSpec) -> list[torch.Tensor]:
 # --------------------------------------------------------------------------- call_jax
 
 
+def _live_inputs(jaxpr: Any) -> list[int]:
+    """Indices of the jaxpr's inputs still used after dead-code removal (a backward sweep
+    from the outputs; equations with effects are always live)."""
+    live = {v for v in jaxpr.outvars if not isinstance(v, jax.extend.core.Literal)}
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(v in live for v in eqn.outvars):
+            live.update(v for v in eqn.invars if not isinstance(v, jax.extend.core.Literal))
+    return [i for i, v in enumerate(jaxpr.invars) if v in live]
+
+
 class _JaxEntry:
-    """One converted signature of a JAX function: jitted forward and VJP over the kept
-    inputs."""
+    """One signature of a JAX function: its jaxpr (the only trace of ``fn``), the kept
+    inputs, and jitted forward, forward-with-VJP and backward functions.
+
+    The backward pass is ``jax.vjp`` of the source function itself (its jaxpr keeps
+    ``custom_vjp``/``custom_jvp`` rules), so gradients are exactly ``jax.grad``'s.
+    """
 
     def __init__(self, fn: Callable, spec: TreeSpec, tensors: list[torch.Tensor]):
-        from frontends.jax import from_jax
-
         wide = {"int64", "uint64", "float64", "complex128"}
         if any(dtypes.name_of(t.dtype) in wide for t in tensors):  # see backends.jax.ensure_x64
             jax.config.update("jax_enable_x64", True)
+        out_def: list[Any] = []
 
         def flat_fn(*arrays):
             args, kwargs = unflatten(spec, list(arrays))
-            return fn(*args, **kwargs)
+            leaves, treedef = jax.tree_util.tree_flatten(fn(*args, **kwargs))
+            out_def.append(treedef)
+            return leaves
 
         avals = [
             jax.ShapeDtypeStruct(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype))) for t in tensors
         ]
-        self.module = from_jax(flat_fn, *avals)
-        self.function = self.module.to_jax()
-        sig = self.module.signature
-        n = len(sig.inputs)
-        self.kept = list(range(n)) if sig.kept_var_idx is None else list(sig.kept_var_idx)
-        self.out_tree = sig.out_tree
-        self.out_float = [np.dtype(dtypes.to_numpy(o.dtype)).kind in "fc" for o in sig.outputs]
-        run = self.function._run
+        closed = jax.make_jaxpr(flat_fn)(*avals)
+        self.out_def = out_def[0]
+        self.kept = _live_inputs(closed.jaxpr)
+        self.out_float = [np.dtype(v.aval.dtype).kind in "fc" for v in closed.jaxpr.outvars]
+        run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
+        n, kept = len(avals), self.kept
 
-        def full(kept_arrays):
-            inputs: list[Any] = [None] * n
-            for i, a in zip(self.kept, kept_arrays, strict=True):
-                inputs[i] = a
-            return jax.tree_util.tree_leaves(run({}, inputs))
+        def run(*kept_arrays):
+            full: list[Any] = [None] * n  # dropped inputs are never read
+            for i, a in zip(kept, kept_arrays, strict=True):
+                full[i] = a
+            return list(run_jaxpr(*full))
 
-        self.forward = jax.jit(lambda kept_arrays: full(kept_arrays))
-        self.backward = jax.jit(
-            lambda kept_arrays, cts: jax.vjp(lambda *xs: full(list(xs)), *kept_arrays)[1](cts)
-        )
+        self.forward = jax.jit(lambda xs: run(*xs))
+        self.forward_vjp = jax.jit(lambda xs: jax.vjp(run, *xs))
+        self.backward = jax.jit(lambda vjp_fn, cts: vjp_fn(cts))
 
 
 class _CallJax(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, entry: _JaxEntry, *tensors: torch.Tensor):
+    def forward(ctx, entry: _JaxEntry, needs_grad: bool, *tensors: torch.Tensor):
         kept = [to_jax_array(tensors[i]) for i in entry.kept]
-        outs = entry.forward(kept)
+        if needs_grad:
+            outs, ctx.vjp_fn = entry.forward_vjp(kept)
+        else:
+            outs = entry.forward(kept)
         ctx.entry = entry
-        ctx.save_for_backward(*tensors)
+        ctx.input_float = [t.dtype.is_floating_point or t.dtype.is_complex for t in tensors]
         results = tuple(to_torch_tensor(o) for o in outs)
         ctx.mark_non_differentiable(*(r for r, f in zip(results, entry.out_float, strict=True) if not f))
         return results
@@ -148,20 +165,16 @@ class _CallJax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: torch.Tensor):
         entry: _JaxEntry = ctx.entry
-        tensors = ctx.saved_tensors
-        kept = [to_jax_array(tensors[i]) for i in entry.kept]
         cts = [
             to_jax_array(g) if f else np.zeros(g.shape, jax.dtypes.float0)
             for g, f in zip(grads, entry.out_float, strict=True)
         ]
-        in_grads = entry.backward(kept, cts)
-        out: list[torch.Tensor | None] = [None] * len(tensors)
+        in_grads = entry.backward(ctx.vjp_fn, cts)
+        out: list[torch.Tensor | None] = [None] * len(ctx.input_float)
         for i, g in zip(entry.kept, in_grads, strict=True):
-            if g.dtype != jax.dtypes.float0 and (
-                tensors[i].dtype.is_floating_point or tensors[i].dtype.is_complex
-            ):
+            if ctx.input_float[i] and g.dtype != jax.dtypes.float0:
                 out[i] = to_torch_tensor(g)
-        return (None, *out)
+        return (None, None, *out)
 
 
 _JAX_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -207,8 +220,9 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     entry = cache.get(key)
     if entry is None:
         entry = cache[key] = _JaxEntry(fn, spec, tensors)
-    outs = _CallJax.apply(entry, *tensors)
-    return unflatten(entry.out_tree, list(outs))
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    outs = _CallJax.apply(entry, needs_grad, *tensors)
+    return jax.tree_util.tree_unflatten(entry.out_def, list(outs))
 
 
 # --------------------------------------------------------------------------- call_torch

@@ -160,3 +160,34 @@ def test_call_torch_plain_function():
     a = jnp.arange(6.0, dtype=jnp.float32).reshape(2, 3) - 2
     b = jnp.ones((3, 4), jnp.float32)
     np.testing.assert_allclose(converter.call_torch(f, a, b), jax.nn.relu(a) @ b)
+
+
+def test_call_jax_honours_custom_vjp_and_compiles_backward_once():
+    bwd_traces = []
+
+    @jax.custom_vjp
+    def clip_grad(x):
+        return x
+
+    def bwd(_, g):
+        bwd_traces.append(1)
+        return (jnp.clip(g, -0.1, 0.1),)
+
+    clip_grad.defvjp(lambda x: (x, None), bwd)
+
+    def f(x):
+        return (clip_grad(x) * 5.0).sum()
+
+    for _ in range(3):
+        x = torch.ones(3, requires_grad=True)
+        converter.call_jax(f, x).backward()
+        torch.testing.assert_close(x.grad, torch.full((3,), 0.1))  # jax.grad's answer, not 5
+    assert len(bwd_traces) == 1
+    np.testing.assert_allclose(jax.grad(f)(jnp.ones(3)), 0.1)
+
+
+def test_call_jax_without_grad_and_none_outputs():
+    with torch.no_grad():
+        out = converter.call_jax(lambda x: {"y": x * 2, "none": None}, torch.ones(2, requires_grad=True))
+    assert out["none"] is None and not out["y"].requires_grad
+    torch.testing.assert_close(out["y"], torch.full((2,), 2.0))
