@@ -1,0 +1,99 @@
+"""Reduction ATen rules (``frontends/torch/ops/reductions.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.manual_seed(0)
+X = torch.randn(3, 4, 5)
+I = torch.randint(-5, 5, (3, 4, 5))
+B = X > 0
+TIES = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [0.0, float("nan"), 5.0, float("nan")]])
+
+
+@pytest.mark.parametrize("x", [X, I, B, X.half()], ids=["f32", "i64", "bool", "f16"])
+def test_sum_prod_mean(check, x):
+    def fn(v):
+        out = (v.sum(), v.sum(dim=(0, 2)), v.sum(dim=-1, keepdim=True), v.prod(dim=1))
+        out += (v.sum(dim=1, dtype=torch.float64),)
+        if v.is_floating_point():
+            out += (v.mean(), v.mean(dim=(-1, 0), keepdim=True))
+        return out
+
+    check(fn, x, ops=["aten.sum.dim_IntList", "aten.prod.dim_int"], rtol=2e-3 if x.dtype == torch.half else 1e-6)
+
+
+def test_max_min_family(check):
+    def fn(v):
+        return (
+            v.amax(dim=(0, 2)),
+            v.amin(dim=-1, keepdim=True),
+            v.max(dim=1),
+            v.min(dim=0, keepdim=True),
+            v.argmax(),
+            v.argmin(dim=2),
+            v.max(),
+            v.min(),
+        )
+
+    ops = ["amax.default", "amin.default", "max.dim", "min.dim", "argmax.default", "argmin.default"]
+    check(fn, X, ops=[f"aten.{o}" for o in ops] + ["aten.max.default", "aten.min.default"])
+
+
+def test_max_indices_take_first_tie_and_nan(check):
+    check(lambda v: (v.max(dim=1), v.min(dim=1), v.argmax(dim=1), v.argmin(dim=-1)), TIES, ops="aten.max.dim")
+
+
+def test_any_all(check):
+    def fn(b, i):
+        return b.any(), b.any(dim=1), b.all(), b.all(dim=(0, 2)), i.any(dim=-1, keepdim=True)
+
+    check(fn, B, I, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
+
+
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var_std(check, correction):
+    def fn(v):
+        return (
+            torch.var(v, dim=1, correction=correction),
+            torch.var(v, correction=correction),
+            torch.std(v, dim=(0, 2), correction=correction, keepdim=True),
+        )
+
+    check(fn, X, ops="aten.var.correction", rtol=1e-5)
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_softmax_log_softmax(check, dim):
+    masked = X.masked_fill(X > 1, float("-inf"))
+    fn = lambda v: (torch.softmax(v, dim), torch.log_softmax(v, dim))  # noqa: E731
+    check(fn, masked * 10, ops=["aten._softmax.default", "aten._log_softmax.default"], rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_half_to_float(check):
+    check(lambda v: torch.softmax(v, -1, dtype=torch.float32), X.half(), ops="aten._softmax.default", rtol=1e-5)
+
+
+def test_logsumexp(check):
+    x = torch.stack([X[0], torch.full_like(X[0], float("-inf"))])
+    check(lambda v: (torch.logsumexp(v, 1), torch.logsumexp(v * 50, (0, 2), keepdim=True)), x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("x", [X, I, B], ids=["f32", "i64", "bool"])
+def test_cumsum_cumprod(check, x):
+    check(lambda v: (v.cumsum(1), v.cumsum(-1, dtype=torch.float64), v.cumprod(0)), x, ops="aten.cumsum.default")
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort(check, descending):
+    x = torch.tensor([[3.0, 1.0, 2.0, 1.0, float("nan"), -float("inf")], [0.0, -0.0, 5.0, 5.0, 2.0, 1.0]])
+    check(lambda v: torch.sort(v, dim=-1, descending=descending, stable=True), x, ops="aten.sort.stable")
+    check(lambda v: torch.sort(v, dim=1, descending=descending), I[0], ops="aten.sort.default")
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk(check, largest):
+    x = torch.randperm(40).float().reshape(4, 10)
+    check(lambda v: torch.topk(v, 3, dim=1, largest=largest), x, ops="aten.topk.default")
+    check(lambda v: torch.topk(v, 2, dim=0, largest=largest), x, ops="aten.topk.default")
