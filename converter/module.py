@@ -97,10 +97,13 @@ class Module:
         return to_torch(self, **kwargs)
 
     def to_onnx(self, **kwargs):
-        """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`."""
+        """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`. ONNX has no host
+        placement: it is stripped with a recorded warning
+        (:func:`converter.passes.placement.strip_placement`)."""
         from backends.onnx import to_onnx
+        from converter.passes.placement import strip_placement
 
-        return to_onnx(self, **kwargs)
+        return to_onnx(strip_placement(self, "onnx"), **kwargs)
 
     # ------------------------------------------------------------------ storage
 

@@ -234,8 +234,9 @@ def normalize_placement(module: Module) -> Module:
 
 def strip_placement(module: Module, target: str) -> Module:
     """Remove host placement for ``target``, a backend that cannot place computation on
-    the host: the host attribute goes from every op and call, memory kinds from ``@main``
-    and the signature. Numerics are unchanged (everything runs on the target's device).
+    the host: the host attribute goes from every op and call, ``annotate_device_placement``
+    custom calls are bypassed, memory kinds go from ``@main`` and the signature. Numerics
+    are unchanged (everything runs on the target's device).
 
     Emits a :class:`UserWarning` and records it in ``meta["warnings"]``.
     """
@@ -243,10 +244,14 @@ def strip_placement(module: Module, target: str) -> Module:
     stripped = []
     with ir_module.context:
         for fn in mlir.functions(ir_module).values():
-            for op in mlir.walk_ops(fn):
+            for op in list(mlir.walk_ops(fn)):
                 if is_host(op):
                     del op.attributes[FRONTEND_ATTRS]
                     stripped.append(op.name)
+                elif _annotated_placement(op.results[0]) if len(op.results) == 1 else False:
+                    op.results[0].replace_all_uses_with(op.operands[0])
+                    op.erase()
+                    stripped.append("annotate_device_placement")
         main = mlir.main_function(ir_module)
         for key in ("arg_attrs", "res_attrs"):
             attrs = arg_attrs(main, key)
@@ -267,8 +272,8 @@ def strip_placement(module: Module, target: str) -> Module:
     meta = dict(module.meta)
     if stripped or kinds:
         msg = (
-            f"{target} has no host placement: {len(stripped)} host-marked op(s)/call(s) will run on "
-            f"the device" + (f"; memory kinds {kinds} dropped" if kinds else "")
+            f"{target} has no host placement: {len(stripped)} host-marked op(s)/call(s)/annotation(s) "
+            "will run on the device" + (f"; memory kinds {kinds} dropped" if kinds else "")
         )
         warnings.warn(msg, UserWarning, stacklevel=2)
         meta["warnings"] = [*meta.get("warnings", []), msg]

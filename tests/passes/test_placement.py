@@ -146,3 +146,21 @@ def test_single_device_sharding_constraints_removed():
     m = converter.from_jax(lambda x, k: inner(x, k) + 1, X, 3)  # static leaf: traced through a wrapper
     assert "sdy.sharding_constraint" not in m.text()
     np.testing.assert_allclose(m.to_jax()(X, 3), 3 * X + 1)
+
+
+def test_onnx_target_strips_placement_with_warning():
+    pytest.importorskip("backends.onnx", reason="ONNX backend not available")
+    ort = pytest.importorskip("onnxruntime")
+    m = converter.from_jax(loose, X)
+    with pytest.warns(UserWarning, match="onnx has no host placement"):
+        proto = m.to_onnx()
+    sess = ort.InferenceSession(proto.SerializeToString())
+    (out,) = sess.run(None, {sess.get_inputs()[0].name: X})
+    np.testing.assert_allclose(out, loose(X), rtol=1e-6)
+    # a module without placement converts silently
+    import warnings
+
+    plain = converter.from_jax(lambda x: x * 2, X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain.to_onnx()
