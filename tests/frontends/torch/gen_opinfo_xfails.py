@@ -50,15 +50,15 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def check_one(job: tuple[int, str, int | None, int]) -> tuple[str, harness.Outcome]:
+def check_one(job: tuple[int, str, int | None, int, str]) -> tuple[str, harness.Outcome]:
     """Check ``op_db[index]`` in ``dtype`` with a per-entry time limit (runs in a worker)."""
-    index, dtype_name, samples, timeout = job
+    index, dtype_name, samples, timeout, target = job
     op, dtype = harness.OP_DB[index], harness._DTYPES[dtype_name]
-    key = harness.xfail_key(op, dtype)
+    key = harness.xfail_key(op, dtype, target)
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout)
     try:
-        return key, harness.check_entry(op, dtype, samples)
+        return key, harness.check_entry(op, dtype, samples, target)
     except _Timeout:
         return key, harness.Outcome("fail", f"timeout: more than {timeout}s")
     except Exception as e:  # noqa: BLE001 - harness crash on one entry: record and go on
@@ -67,9 +67,9 @@ def check_one(job: tuple[int, str, int | None, int]) -> tuple[str, harness.Outco
         signal.alarm(0)
 
 
-def run(indices, samples: int | None, timeout: int, dtype: str, jobs: int) -> dict[str, harness.Outcome]:
+def run(indices, samples, timeout: int, dtype: str, jobs: int, target: str) -> dict[str, harness.Outcome]:
     """Check the entries at ``indices`` (in ``jobs`` worker processes when > 1)."""
-    work = [(i, dtype, samples, timeout) for i in indices]
+    work = [(i, dtype, samples, timeout, target) for i in indices]
     out = {}
     if jobs > 1:
         import multiprocessing
@@ -88,7 +88,9 @@ def run(indices, samples: int | None, timeout: int, dtype: str, jobs: int) -> di
 
 
 def _is_pass(key: str, suffix: str) -> bool:
-    return key.endswith(suffix) if suffix else "@" not in key
+    """Whether ``key`` belongs to the pass whose keys end in ``suffix`` (``@dtype``/``>target``)."""
+    cut = min((i for i in (key.find("@"), key.find(">")) if i >= 0), default=len(key))
+    return key[cut:] == suffix
 
 
 def _q(text: str) -> str:
@@ -134,6 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--xfailed", action="store_true", help="re-check only the listed xfails (merged)")
     p.add_argument("--timeout", type=int, default=120, help="seconds per entry")
     p.add_argument("--jobs", type=int, default=1, help="worker processes")
+    p.add_argument("--target", default="jax", choices=("jax", "torch"), help="to_jax or to_torch")
     p.add_argument("--json", help="write the full results and summary here")
     p.add_argument("--dtype", default="float32", choices=sorted(harness._DTYPES), help="the pass to run")
     a = p.parse_args(argv)
@@ -143,11 +146,11 @@ def main(argv=None) -> int:
     indices = list(range(len(entries)))
     if a.only or a.xfailed:
         wanted = set(a.only.split(",")) if a.only else set(XFAILS)
-        indices = [i for i in indices if harness.xfail_key(entries[i], dtype) in wanted]
+        indices = [i for i in indices if harness.xfail_key(entries[i], dtype, a.target) in wanted]
     t0 = time.time()
-    results = run(indices, samples, a.timeout, a.dtype, a.jobs)
+    results = run(indices, samples, a.timeout, a.dtype, a.jobs, a.target)
     elapsed = time.time() - t0
-    suffix = "" if a.dtype == "float32" else f"@{a.dtype}"
+    suffix = ("" if a.dtype == "float32" else f"@{a.dtype}") + ("" if a.target == "jax" else f">{a.target}")
     partial = a.only or a.xfailed
     # a full pass replaces its own dtype's keys and keeps the other passes' keys
     xfails = {k: v for k, v in XFAILS.items() if partial or not _is_pass(k, suffix)}

@@ -139,8 +139,9 @@ def _eager(module, tensors, seed):
         return module(*[t.clone() for t in tensors])
 
 
-def check_sample(op, sample, nondeterministic: bool) -> Outcome:
-    """Convert and compare one sample input; see :class:`Outcome`."""
+def check_sample(op, sample, nondeterministic: bool, target: str = "jax") -> Outcome:
+    """Convert and compare one sample input on ``target`` (``jax``: ``to_jax``; ``torch``:
+    ``to_torch``, the torch → StableHLO → torch round trip); see :class:`Outcome`."""
     import converter
 
     leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
@@ -166,8 +167,12 @@ def check_sample(op, sample, nondeterministic: bool) -> Outcome:
     except Exception as e:  # noqa: BLE001 - torch.export's own limits: skipped, not failed
         return Outcome("skip", f"torch.export: {type(e).__name__}: {_first_line(e)}")
     try:
-        fn = converter.from_torch(ep).to_jax()
-        got = fn(*[as_numpy(t) for t in tensors])
+        module = converter.from_torch(ep)
+        if target == "torch":
+            with torch.no_grad():
+                got = [as_numpy(t) for t in module.to_torch()(*[t.clone() for t in tensors])]
+        else:
+            got = module.to_jax()(*[as_numpy(t) for t in tensors])
     except UnsupportedOpError as e:
         names = tuple(m.name for m in e.missing)
         return Outcome("fail", f"no rule for {', '.join(names)}", missing=names)
@@ -194,7 +199,9 @@ def check_sample(op, sample, nondeterministic: bool) -> Outcome:
     return Outcome("shape_only" if nondeterministic else "pass")
 
 
-def check_entry(op, dtype: torch.dtype = torch.float32, limit: int | None = 3) -> Outcome:
+def check_entry(
+    op, dtype: torch.dtype = torch.float32, limit: int | None = 3, target: str = "jax"
+) -> Outcome:
     """Run :func:`check_sample` on the entry's first ``limit`` samples in ``dtype``; the first
     failing sample decides. An entry with every sample skipped is skipped."""
     if dtype not in op.supported_dtypes("cpu"):
@@ -210,7 +217,7 @@ def check_entry(op, dtype: torch.dtype = torch.float32, limit: int | None = 3) -
     done: list[Outcome] = []
     first_skip = "no samples"
     for sample in samples:
-        r = check_sample(op, sample, nondet)
+        r = check_sample(op, sample, nondet, target)
         if r.status == "skip":
             first_skip = first_skip if done or first_skip != "no samples" else r.reason
             continue
@@ -242,10 +249,16 @@ def _first_line(e: BaseException) -> str:
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.int64, "bool": torch.bool}
 
 
-def xfail_key(op, dtype: torch.dtype) -> str:
-    """The entry's key in :data:`XFAILS`: its name for float32, ``name@bfloat16`` otherwise."""
+def xfail_key(op, dtype: torch.dtype, target: str = "jax") -> str:
+    """The entry's key in :data:`XFAILS`: its name for float32 on the JAX target,
+    ``name@bfloat16`` for another dtype, ``name>torch`` for the torch target."""
     name = str(dtype).removeprefix("torch.")
-    return entry_id(op) if name == "float32" else f"{entry_id(op)}@{name}"
+    key = entry_id(op) if name == "float32" else f"{entry_id(op)}@{name}"
+    return key if target == "jax" else f"{key}>{target}"
+
+
+#: ``OPINFO_TARGET=torch`` checks ``to_torch`` (the torch → StableHLO → torch round trip).
+TARGET = os.environ.get("OPINFO_TARGET", "jax")
 
 
 def _dtype_params():
@@ -268,8 +281,8 @@ def selected_entries() -> list:
 @pytest.mark.parametrize("dtype", _dtype_params(), ids=lambda d: str(d).removeprefix("torch."))
 @pytest.mark.parametrize("op", selected_entries(), ids=entry_id)
 def test_opinfo(op, dtype):
-    key = xfail_key(op, dtype)
-    outcome = check_entry(op, dtype, max_samples())
+    key = xfail_key(op, dtype, TARGET)
+    outcome = check_entry(op, dtype, max_samples(), TARGET)
     if outcome.status == "skip":
         pytest.skip(outcome.reason)
     xfail = XFAILS.get(key)
@@ -285,6 +298,6 @@ def test_opinfo(op, dtype):
 
 
 def test_xfail_list_names_real_entries():
-    names = {xfail_key(op, d) for op in OP_DB for d in _DTYPES.values()}
+    names = {xfail_key(op, d, t) for op in OP_DB for d in _DTYPES.values() for t in ("jax", "torch")}
     unknown = sorted(set(XFAILS) - names)
     assert not unknown, f"opinfo_xfails.py lists entries that op_db does not have: {unknown}"
