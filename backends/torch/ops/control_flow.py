@@ -79,9 +79,12 @@ def closed_region(interp, region: ir.Region):
 
 
 def _no_alias(outs, inputs):
-    """HOP branches may not return their inputs: clone those."""
+    """HOP branches may not return their inputs (clone those) and must agree on strides
+    (make every output contiguous)."""
     ids = {id(x) for x in inputs}
-    return tuple(o.clone() if id(o) in ids else o for o in outs)
+    return tuple(
+        o.clone(memory_format=torch.contiguous_format) if id(o) in ids else o.contiguous() for o in outs
+    )
 
 
 MAX_UNROLLED_OPS = 20000

@@ -118,6 +118,8 @@ def _sign(interp, op, x):
         return torch.sgn(x)
     if is_unsigned(result_name(op)):
         return (x != 0).to(x.dtype)
+    if x.is_floating_point():
+        return torch.where(torch.isnan(x), x, torch.sign(x))
     return torch.sign(x)
 
 

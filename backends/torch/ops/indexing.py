@@ -85,6 +85,8 @@ def _gather(interp, op, operand, indices):
             out_d = offset_dims[window_dims.index(dim)]
             pos = pos + _place(torch.arange(sizes[dim]), out_rank, [out_d])
         index.append(pos)
+    if out_rank == 0:  # a 0-d integer tensor index would be read as a Python int
+        return operand[tuple(i.reshape(1) for i in index)].reshape(())
     out = operand[tuple(index)]
     return out.expand(out_shape) if list(out.shape) != out_shape else out
 

@@ -95,3 +95,22 @@ def _geqrf(interp, op, a):
 @register(*_targets("orgqr"), *_targets("ungqr"))
 def _orgqr(interp, op, a, tau):
     return torch.linalg.householder_product(a, tau)
+
+
+@register(*_targets("geev"))
+def _geev(interp, op, a):
+    """Right eigenvectors of a general matrix. For real types LAPACK returns eigenvalues as
+    ``(wr, wi)`` and packs a conjugate pair's eigenvector ``v`` as columns ``Re v, Im v``;
+    ``torch.linalg.eig`` runs the same LAPACK routine, so its complex vectors are unpacked
+    columns: column k is ``Re v_k`` where ``wi_k >= 0`` and ``-Im v_k`` where ``wi_k < 0``."""
+    if _flag(op, "compute_left", "N") == "V":
+        raise NotImplementedError("geev with left eigenvectors")
+    types = op.result_types
+    w, v = torch.linalg.eig(a)
+    if a.is_complex():
+        vl = torch.zeros(types[1].shape, dtype=a.dtype)
+        return [w, vl, v, _info(a, op, 3)]
+    wr, wi = w.real, w.imag
+    packed = torch.where((wi >= 0).unsqueeze(-2), v.real, -v.imag)
+    vl = torch.zeros(types[2].shape, dtype=a.dtype)
+    return [wr, wi, vl, packed, _info(a, op, 4)]

@@ -8,6 +8,7 @@ a tensor operand, so padding is built from ``cat``/``slice_scatter`` rather than
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .._util import numpy_to_torch, result_name, scalar_of, storage_dtype
@@ -22,7 +23,9 @@ def _constant(interp, op):
     flat = value.reshape(-1)
     if flat.size == 0:
         return torch.zeros(shape, dtype=storage_dtype(name))
-    if flat.size == 1 or bool((flat == flat[0]).all()):
+    # complex non-finite scalars do not survive FX code generation ("nanj"): keep a tensor
+    printable = flat.dtype.kind != "c" or bool(np.isfinite(flat[0]))
+    if printable and (flat.size == 1 or bool((flat == flat[0]).all())):
         return torch.full(shape, scalar_of(flat[0], name), dtype=storage_dtype(name))
     return numpy_to_torch(value, name)
 

@@ -88,8 +88,13 @@ def test_kept_var_idx_drops_unused_arguments():
     if len(full_sig.inputs) == 1:  # jax already dropped y; rebuild with an explicit kept list
         sig = full_sig.replace(
             inputs=(full_sig.inputs[0], LeafSpec("args[1]", (4, 5), "float32")),
-            in_tree={"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * 2},
-                                                   {"kind": "dict", "keys": [], "children": []}]},  # fmt: skip
+            in_tree={
+                "kind": "tuple",
+                "children": [
+                    {"kind": "tuple", "children": [{"kind": "leaf"}] * 2},
+                    {"kind": "dict", "keys": [], "children": []},
+                ],
+            },  # fmt: skip
             kept_var_idx=(0,),
         )
         module = converter.Module(module.mlir, sig, {})
@@ -118,7 +123,10 @@ def test_torch_export_and_compile():
     simple = to_torch_module(lambda x, w: jax.nn.gelu(x @ w).sum(0), X, W)
     compiled = torch.compile(simple)
     np.testing.assert_allclose(
-        numpy_of(compiled(*args)), np.asarray(jax.jit(lambda x, w: jax.nn.gelu(x @ w).sum(0))(X, W)), rtol=1e-5, atol=1e-5
+        numpy_of(compiled(*args)),
+        np.asarray(jax.jit(lambda x, w: jax.nn.gelu(x @ w).sum(0))(X, W)),
+        rtol=1e-5,
+        atol=1e-5,
     )
 
 
