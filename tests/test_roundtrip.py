@@ -9,7 +9,7 @@ summary prints one table row per (model, path).
 from __future__ import annotations
 
 import functools
-import importlib.util
+import importlib
 from pathlib import Path
 
 import jax
@@ -21,16 +21,12 @@ import torch
 import converter
 from converter.signature import flatten, leaf_paths
 
-ROOT = Path(__file__).resolve().parent.parent
 RTOL = ATOL = 1e-5
 SLOW_RTOL = SLOW_ATOL = 1e-4  # deep transformers and round trips through two frameworks
 
 
 def _example(file: str, fn: str = "factory"):
-    spec = importlib.util.spec_from_file_location(Path(file).stem, ROOT / "examples" / file)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, fn)()
+    return getattr(importlib.import_module(f"examples.{Path(file).stem}"), fn)()
 
 
 TORCH_MODELS = {

@@ -27,6 +27,19 @@ def _index_matrix(interp, indices, index_vector_dim, rank):
     return g.op("Cast", [indices], to=_INT64)
 
 
+def _point_indices(interp, op, indices, d, index_map, sizes, batching_keys, what):
+    """The int64 index matrix ``[batch..., K]`` of a gather/scatter and its operand-dim map,
+    with batching dims rewritten as indexed dims; checks the point-indexing form."""
+    itype = op.operand_type(1)
+    idx = _index_matrix(interp, indices, d["index_vector_dim"], itype.rank)
+    operand_dims, indices_dims = (d.get(k, []) for k in batching_keys)
+    idx, index_map = _add_batching_columns(
+        interp, idx, index_map, itype, d["index_vector_dim"], operand_dims, indices_dims
+    )
+    _check_point_indexing(op.operand_type(0).shape, set(index_map), sizes, what)
+    return idx, index_map
+
+
 def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, operand_dims, indices_dims):
     """Rewrite batching dimensions as ordinary indexed dimensions: for each pair
     (operand dim, indices dim), append an index column holding the position along that
@@ -60,17 +73,16 @@ def _gather(interp, op, operand, indices):
     shape = op.operand_type(0).shape
     index_map = list(d["start_index_map"])
     sizes = list(op.attr("slice_sizes"))
-    idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
-    idx, index_map = _add_batching_columns(
+    idx, index_map = _point_indices(
         interp,
-        idx,
+        op,
+        indices,
+        d,
         index_map,
-        op.operand_type(1),
-        d["index_vector_dim"],
-        d.get("operand_batching_dims", []),
-        d.get("start_indices_batching_dims", []),
+        sizes,
+        ("operand_batching_dims", "start_indices_batching_dims"),
+        "gather",
     )
-    _check_point_indexing(shape, set(index_map), sizes, "gather")
     hi = g.const(np.array([shape[i] - 1 for i in index_map], np.int64))
     idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
     rest = [i for i in range(len(shape)) if i not in index_map]
@@ -114,17 +126,16 @@ def _scatter(interp, op, operand, indices, updates, *more):
     sizes = [1] * len(shape)
     for k, dim in enumerate(kept):
         sizes[dim] = utype.shape[window_dims[k]]
-    idx = _index_matrix(interp, indices, d["index_vector_dim"], op.operand_type(1).rank)
-    idx, index_map = _add_batching_columns(
+    idx, index_map = _point_indices(
         interp,
-        idx,
+        op,
+        indices,
+        d,
         index_map,
-        op.operand_type(1),
-        d["index_vector_dim"],
-        d.get("input_batching_dims", []),
-        d.get("scatter_indices_batching_dims", []),
+        sizes,
+        ("input_batching_dims", "scatter_indices_batching_dims"),
+        "scatter",
     )
-    _check_point_indexing(shape, set(index_map), sizes, "scatter")
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]

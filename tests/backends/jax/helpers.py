@@ -4,6 +4,7 @@ import jax
 import numpy as np
 
 import converter
+from tests.compare import assert_outputs_close
 
 
 def through_backend(fn, *args):
@@ -20,10 +21,4 @@ def assert_same(fn, *args, rtol=1e-6, atol=1e-6):
     """Converted and reference outputs agree: bit for bit for integers and bools,
     within ``rtol``/``atol`` for floats (NaN == NaN)."""
     got, want = through_backend(fn, *args)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        if np.issubdtype(w.dtype, np.inexact):
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, w)
+    assert_outputs_close(got, want, rtol, atol)

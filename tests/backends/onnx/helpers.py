@@ -5,6 +5,7 @@ import numpy as np
 import onnxruntime as ort
 
 import converter
+from tests.compare import assert_outputs_close
 
 
 def run_onnx(fn, *args, opset=18):
@@ -21,10 +22,4 @@ def run_onnx(fn, *args, opset=18):
 
 def assert_onnx_same(fn, *args, rtol=1e-5, atol=1e-6):
     got, want = run_onnx(fn, *args)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        if np.issubdtype(w.dtype, np.inexact):
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, w)
+    assert_outputs_close(got, want, rtol, atol)
