@@ -22,8 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import converter  # noqa: E402
 from bench_gpt2 import once, steady  # noqa: E402
+
+import converter  # noqa: E402
 from examples import flax_models  # noqa: E402
 
 

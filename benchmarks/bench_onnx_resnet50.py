@@ -22,8 +22,9 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import converter  # noqa: E402
 from bench_gpt2 import once, steady  # noqa: E402
+
+import converter  # noqa: E402
 
 MODEL = Path(os.path.dirname(onnx.__file__)) / "backend/test/data/light/light_resnet50.onnx"
 
