@@ -286,11 +286,17 @@ def _factory(spec: str) -> tuple:
     sys.modules[mod_name] = module
     sys.path.insert(0, str(file.parent.resolve()))
     try:
-        spec_.loader.exec_module(module)
+        try:
+            spec_.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001 - the user's file: reported as bad input
+            raise ConversionError(f"{file}: importing it failed: {type(e).__name__}: {e}") from e
         factory = getattr(module, name, None)
         if not callable(factory):
             raise ConversionError(f"{file} has no function {name!r}")
-        result = factory()
+        try:
+            result = factory()
+        except Exception as e:  # noqa: BLE001 - the user's factory: reported as bad input
+            raise ConversionError(f"{spec}() failed: {type(e).__name__}: {e}") from e
     finally:
         sys.path.remove(str(file.parent.resolve()))
     if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
