@@ -29,6 +29,15 @@ MLIR_TO_NAME: dict[str, str] = {
     "complex<f64>": "complex128",
     "f8E4M3FN": "float8_e4m3fn",
     "f8E5M2": "float8_e5m2",
+    # narrow types ONNX uses (Cast, QuantizeLinear); NumPy spellings from ml_dtypes
+    "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E5M2FNUZ": "float8_e5m2fnuz",
+    "f8E8M0FNU": "float8_e8m0fnu",
+    "f4E2M1FN": "float4_e2m1fn",
+    "i4": "int4",
+    "ui4": "uint4",
+    "i2": "int2",
+    "ui2": "uint2",
 }
 NAME_TO_MLIR: dict[str, str] = {v: k for k, v in MLIR_TO_NAME.items()}
 
@@ -36,6 +45,10 @@ _EXTRA_NUMPY = {
     "bfloat16": np.dtype(ml_dtypes.bfloat16),
     "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    **{
+        n: np.dtype(getattr(ml_dtypes, n))
+        for n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
+    },
 }
 
 

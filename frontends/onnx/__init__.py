@@ -156,7 +156,8 @@ def from_onnx(
 
     The module's ``@main`` takes the initializers first (as parameters named after them,
     ``kind="parameter"``), then the graph inputs that are not initializers, in graph order
-    (call ``f(*inputs)``); it returns a tuple of the graph outputs, in graph order.
+    (call ``f(*inputs)``); it returns a tuple of the graph outputs, in graph order (a
+    sequence output is a list of arrays, an empty optional None).
 
     Args:
         model: a path (external data is loaded from beside it), serialized bytes or a
@@ -198,7 +199,7 @@ def from_onnx(
     graph = model.graph
     init_names = [t.name for t in graph.initializer]
     params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    static_inputs = {k: np.asarray(v) for k, v in (static_inputs or {}).items()}
+    static_inputs = {k: _static(v) for k, v in (static_inputs or {}).items()}
     param_specs = [
         LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
     ]
@@ -206,7 +207,13 @@ def from_onnx(
     for vi in graph.input:
         if vi.name in params or vi.name in static_inputs:
             continue
-        if vi.type.WhichOneof("value") != "tensor_type":
+        vtype = vi.type
+        if vtype.WhichOneof("value") == "optional_type" and vtype.optional_type.elem_type.HasField(
+            "tensor_type"
+        ):
+            vtype = vtype.optional_type.elem_type  # a present optional tensor is a tensor input
+            vi = onnx.helper.make_value_info(vi.name, vtype)
+        if vtype.WhichOneof("value") != "tensor_type":
             problems.append(f"input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a tensor")
             continue
         shape, unresolved = _input_shape(vi, dims or {}, input_shapes or {})
@@ -231,28 +238,35 @@ def from_onnx(
         runner.env = env
         runner.run_nodes(graph.node, env)
         outs = [env[o.name] for o in graph.output]
-        outputs[:] = outs
-        return tuple(jax.numpy.asarray(o) for o in outs)
+        trees, names, flat_out = [], [], []
+        for vi, o in zip(graph.output, outs, strict=True):
+            if o is None:
+                trees.append({"kind": "none"})
+            elif isinstance(o, list):
+                trees.append({"kind": "list", "children": [LEAF] * len(o)})
+                names += [f"{vi.name}[{i}]" for i in range(len(o))]
+                flat_out += o
+            else:
+                trees.append(LEAF)
+                names.append(vi.name)
+                flat_out.append(o)
+        outputs[:] = [trees, names]
+        return tuple(jax.numpy.asarray(o) for o in flat_out)
 
     avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
     with jax.enable_x64(True):
         lowered = jax.jit(fn, keep_unused=True).lower(*avals)
-    for o, vi in zip(outputs, graph.output, strict=False):
-        if o is None or isinstance(o, list):
-            raise ConversionError(
-                f"graph output {vi.name!r} is a sequence or optional; StableHLO returns tensors"
-            )
-    out_info = lowered.out_info
+    trees, names = outputs
     output_specs = [
-        LeafSpec(vi.name, tuple(a.shape), dtypes.name_of(a.dtype), "output")
-        for vi, a in zip(graph.output, out_info, strict=False)
+        LeafSpec(n, tuple(a.shape), dtypes.name_of(a.dtype), "output")
+        for n, a in zip(names, jax.tree.leaves(lowered.out_info), strict=True)
     ]
     signature = Signature(
         params=tuple(param_specs),
         inputs=tuple(input_specs),
         outputs=tuple(output_specs),
         in_tree=args_tree({"kind": "tuple", "children": [LEAF] * len(input_specs)}, _EMPTY_DICT),
-        out_tree={"kind": "tuple", "children": [LEAF] * len(output_specs)},
+        out_tree={"kind": "tuple", "children": trees},
     )
     meta = {
         "onnx_version": onnx.__version__,
@@ -265,6 +279,15 @@ def from_onnx(
     if static_inputs:
         meta["static_inputs"] = sorted(static_inputs)
     return Module(lowered.compiler_ir("stablehlo"), signature, params, source="onnx", meta=meta)
+
+
+def _static(value: Any) -> Any:
+    """A static input: an array, a sequence (list) of arrays, or None (empty optional)."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [np.asarray(v) for v in value]
+    return np.asarray(value)
 
 
 def _foldable(value: np.ndarray) -> bool:

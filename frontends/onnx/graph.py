@@ -88,6 +88,8 @@ def _to_known(value: Any) -> Any:
         return None if value is None else np.asarray(value)
     if isinstance(value, (list, tuple)):
         return [_to_known(v) for v in value]
+    if isinstance(value, jax.core.Tracer):
+        return value
     return np.asarray(value)
 
 
@@ -188,7 +190,13 @@ class GraphRunner:
         while values and values[-1] is None:
             values.pop()
         attrs = {a.name: decode_attribute(a) for a in node.attribute}
-        fold = node.op_type not in NO_FOLD and all(is_known(v) for v in values)
+        fold = (
+            node.op_type not in NO_FOLD
+            and all(is_known(v) for v in values)
+            and not any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+            )
+        )
         try:
             if (domain, node.op_type) in self.functions:
                 return self._run_function(self.functions[(domain, node.op_type)], node, values)
@@ -292,25 +300,3 @@ def _type_proto(value: Any) -> onnx.TypeProto:
         return t
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
     return helper.make_tensor_type_proto(elem, list(np.shape(value)))
-
-
-def _bind_attrs(node: onnx.NodeProto, attrs: dict, call_attrs) -> onnx.NodeProto:
-    """A copy of a function body node with ``ref_attr_name`` attributes resolved."""
-    if not any(a.ref_attr_name for a in node.attribute):
-        return node
-    by_name = {a.name: a for a in call_attrs}
-    new = onnx.NodeProto()
-    new.CopyFrom(node)
-    del new.attribute[:]
-    for a in node.attribute:
-        if a.ref_attr_name:
-            if a.ref_attr_name in by_name:
-                b = onnx.AttributeProto()
-                b.CopyFrom(by_name[a.ref_attr_name])
-                b.name = a.name
-                new.attribute.append(b)
-            elif a.ref_attr_name in attrs:
-                new.attribute.append(helper.make_attribute(a.name, attrs[a.ref_attr_name]))
-        else:
-            new.attribute.append(a)
-    return new

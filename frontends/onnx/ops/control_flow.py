@@ -53,7 +53,7 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
     if len(body.output) - 1 > n_carried:
         if m is None:
-            raise NotImplementedError("Loop with scan outputs needs a static trip count")
+            ctx.static(0)  # raises StaticValueRequired: scan outputs need a static length
         return _loop_scan(body_fn, m, cond0, carried)
     limit = m_dyn if m_dyn is not None else (m if m is not None else np.iinfo(np.int64).max)
 

@@ -118,12 +118,18 @@ def mod(ctx, a, b, *, fmod=0):
 
 @onnx_op("BitShift", 11)
 def bit_shift(ctx, x, y, *, direction):
-    """BitShift on unsigned integers; shifting by the bit width or more gives 0."""
-    y = y.astype(x.dtype)
-    x, y = jnp.broadcast_arrays(x, y)
+    """BitShift; shifting by the bit width or more (or a negative amount) gives 0, or the
+    sign fill when right-shifting a signed integer (opset 28 allows signed types)."""
+    bits = np.dtype(x.dtype).itemsize * 8
+    y = jnp.asarray(y)
+    over = (y < 0) | (y >= bits) if jnp.issubdtype(y.dtype, jnp.signedinteger) else y >= bits
+    y = jnp.where(over, 0, y).astype(x.dtype)
+    x, y, over = jnp.broadcast_arrays(x, y, over)
     if direction == "LEFT":
-        return lax.shift_left(x, y)
-    return lax.shift_right_logical(x, y)
+        return jnp.where(over, jnp.zeros((), x.dtype), lax.shift_left(x, y))
+    if jnp.issubdtype(x.dtype, jnp.signedinteger):
+        return jnp.where(over, jnp.where(x < 0, -1, 0).astype(x.dtype), lax.shift_right_arithmetic(x, y))
+    return jnp.where(over, jnp.zeros((), x.dtype), lax.shift_right_logical(x, y))
 
 
 def _variadic(fn):
@@ -176,12 +182,21 @@ def clip(ctx, x, lo=None, hi=None):
     return x
 
 
+_NARROW_INT_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+
+
 def _cast(x, dtype: np.dtype, saturate: int = 1):
+    """Cast as ONNX defines it: floats to float8 saturate (``saturate=1``), values to
+    4-/2-bit integers truncate toward zero and keep the low bits (two's complement wrap)."""
     x = jnp.asarray(x)
+    bits = _NARROW_INT_BITS.get(dtype.name)
+    if bits and x.dtype != dtype:
+        v = x.astype(np.int64)
+        lo = -(1 << (bits - 1)) if dtype.name.startswith("int") else 0
+        return (jnp.mod(v - lo, 1 << bits) + lo).astype(dtype)
     if dtype.name.startswith("float8") and saturate and jnp.issubdtype(x.dtype, jnp.floating):
         info = jnp.finfo(dtype)
-        finite = jnp.isfinite(x)
-        x = jnp.where(finite, jnp.clip(x, float(info.min), float(info.max)), x)
+        x = jnp.clip(x, float(info.min), float(info.max))  # ±inf saturate too; NaN stays
     return x.astype(dtype)
 
 
@@ -258,4 +273,7 @@ def shrink(ctx, x, *, bias=0.0, lambd=0.5):
 
 @onnx_op("BitCast", 26)
 def bitcast(ctx, x, *, to):
-    return lax.bitcast_convert_type(x, np_dtype(to))
+    dtype = np_dtype(to)
+    if x.dtype == jnp.bool_ or dtype == np.bool_:
+        return x.astype(dtype)
+    return lax.bitcast_convert_type(x, dtype)

@@ -115,3 +115,92 @@ def unique(ctx, x, *, axis=None, sorted=1):  # noqa: A002
         inv = remap[inv.reshape(-1)]
         idx, cnt = idx[order], cnt[order]
     return u, idx.astype(np.int64), inv.reshape(-1).astype(np.int64), cnt.astype(np.int64)
+
+
+@onnx_op("MaxUnpool", 9)
+def max_unpool(ctx, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
+    """MaxUnpool: scatter ``x`` to the flat positions ``indices`` of a zero tensor whose
+    shape is ``output_shape`` or the inverse of MaxPool's formula."""
+    n = len(kernel_shape)
+    s = strides or [1] * n
+    p = pads or [0] * (2 * n)
+    shape = ctx.static(2)
+    if shape is not None:
+        out_shape = [int(v) for v in np.asarray(shape).reshape(-1)]
+    else:
+        sp = [(x.shape[2 + i] - 1) * s[i] - p[i] - p[i + n] + kernel_shape[i] for i in range(n)]
+        out_shape = list(x.shape[:2]) + sp
+    flat = jnp.zeros(int(np.prod(out_shape)), x.dtype)
+    flat = flat.at[jnp.asarray(indices).reshape(-1)].set(x.reshape(-1), mode="drop")
+    return flat.reshape(out_shape)
+
+
+@onnx_op("Col2Im", 18)
+def col2im(ctx, x, image_shape, block_shape, *, dilations=None, pads=None, strides=None):
+    """Col2Im: sum each column's block back into the image (inverse of im2col)."""
+    img = [int(v) for v in np.asarray(ctx.static(1)).reshape(-1)]
+    blk = [int(v) for v in np.asarray(ctx.static(2)).reshape(-1)]
+    n = len(img)
+    d = dilations or [1] * n
+    s = strides or [1] * n
+    p = pads or [0] * (2 * n)
+    batch = x.shape[0]
+    chans = x.shape[1] // int(np.prod(blk))
+    padded = [img[i] + p[i] + p[i + n] for i in range(n)]
+    out_pos = [(padded[i] - d[i] * (blk[i] - 1) - 1) // s[i] + 1 for i in range(n)]
+    blk_idx = np.stack(np.meshgrid(*[np.arange(b) for b in blk], indexing="ij"), -1).reshape(-1, n)
+    loc_idx = np.stack(np.meshgrid(*[np.arange(o) for o in out_pos], indexing="ij"), -1).reshape(-1, n)
+    coords = blk_idx[:, None, :] * np.asarray(d) + loc_idx[None, :, :] * np.asarray(s)  # (B, L, n)
+    strides_flat = [int(np.prod(padded[i + 1 :])) for i in range(n)]
+    flat_idx = (coords * np.asarray(strides_flat)).sum(-1).reshape(-1)
+    cols = x.reshape(batch, chans, -1)
+    out = jnp.zeros((batch, chans, int(np.prod(padded))), x.dtype).at[:, :, flat_idx].add(cols)
+    out = out.reshape((batch, chans) + tuple(padded))
+    crop = tuple(slice(p[i], p[i] + img[i]) for i in range(n))
+    return out[(slice(None), slice(None)) + crop]
+
+
+@onnx_op("NonMaxSuppression", 11)
+def non_max_suppression(
+    ctx, boxes, scores, max_output=None, iou_threshold=None, score_threshold=None, *, center_point_box=0
+):
+    """NonMaxSuppression on values known at conversion time (the number of selected boxes
+    depends on the data). Returns (num_selected, 3) rows (batch, class, box)."""
+    b = np.asarray(ctx.static(0), np.float64)
+    sc = np.asarray(ctx.static(1), np.float64)
+    mo = ctx.static(2)
+    mo = 0 if mo is None else int(np.asarray(mo).reshape(-1)[0])
+    iou_t = ctx.static(3)
+    iou_t = 0.0 if iou_t is None else float(np.asarray(iou_t).reshape(-1)[0])
+    st = ctx.static(4)
+    st = None if st is None else float(np.asarray(st).reshape(-1)[0])
+    if center_point_box:
+        xc, yc, w, h = (b[..., i] for i in range(4))
+        b = np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], -1)
+    y1 = np.minimum(b[..., 0], b[..., 2])
+    y2 = np.maximum(b[..., 0], b[..., 2])
+    x1 = np.minimum(b[..., 1], b[..., 3])
+    x2 = np.maximum(b[..., 1], b[..., 3])
+    area = (y2 - y1) * (x2 - x1)
+    out = []
+    for bi in range(sc.shape[0]):
+        for ci in range(sc.shape[1]):
+            s = sc[bi, ci]
+            order = [i for i in np.argsort(-s, kind="stable") if st is None or s[i] > st]
+            keep: list[int] = []
+            for i in order:
+                if len(keep) >= mo:
+                    break
+                ok = True
+                for k in keep:
+                    iy1, iy2 = max(y1[bi, i], y1[bi, k]), min(y2[bi, i], y2[bi, k])
+                    ix1, ix2 = max(x1[bi, i], x1[bi, k]), min(x2[bi, i], x2[bi, k])
+                    inter = max(iy2 - iy1, 0) * max(ix2 - ix1, 0)
+                    union = area[bi, i] + area[bi, k] - inter
+                    if union > 0 and inter / union > iou_t:
+                        ok = False
+                        break
+                if ok:
+                    keep.append(i)
+            out += [[bi, ci, k] for k in keep]
+    return np.array(out, np.int64).reshape(-1, 3)

@@ -215,21 +215,18 @@ def average_pool(
     strd = (1, 1) + tuple(s)
     dil = (1, 1) + tuple(d)
     total = lax.reduce_window(x, jnp.zeros((), x.dtype), lax.add, win, strd, full_pad, window_dilation=dil)
-    if count_include_pad:
-        ones = jnp.pad(jnp.ones(x.shape, x.dtype), [(0, 0), (0, 0)] + list(base))
-        extra = [(0, 0), (0, 0)] + [(0, p[1] - b[1]) for p, b in zip(padding, base, strict=False)]
-        cnt = lax.reduce_window(ones, jnp.zeros((), x.dtype), lax.add, win, strd, extra, window_dilation=dil)
-    else:
-        cnt = lax.reduce_window(
-            jnp.ones(x.shape, x.dtype),
-            jnp.zeros((), x.dtype),
-            lax.add,
-            win,
-            strd,
-            full_pad,
-            window_dilation=dil,
-        )
-    return total / cnt
+    cnt = np.ones((1, 1), np.float64)
+    for i in range(n):
+        lo, hi = base[i]
+        size = x.shape[2 + i]
+        valid_lo, valid_hi = (0, size + lo + hi) if count_include_pad else (lo, lo + size)
+        eff = (kernel_shape[i] - 1) * d[i] + 1
+        starts = np.arange(total.shape[2 + i]) * s[i]
+        taps = starts[:, None] + np.arange(kernel_shape[i])[None, :] * d[i]
+        per_dim = ((taps >= valid_lo) & (taps < valid_hi)).sum(axis=1)
+        cnt = cnt[..., None] * per_dim
+        del eff
+    return total / cnt.astype(x.dtype)
 
 
 @onnx_op("LpPool", 11)
@@ -355,7 +352,7 @@ def lp_norm(ctx, x, *, axis=-1, p=2):
         nrm = jnp.sum(jnp.abs(x), axis=axis, keepdims=True)
     else:
         nrm = jnp.sqrt(jnp.sum(x * x, axis=axis, keepdims=True))
-    return x / nrm
+    return jnp.where(nrm == 0, jnp.zeros((), x.dtype), x / jnp.where(nrm == 0, 1, nrm))
 
 
 @onnx_op("MeanVarianceNormalization", 13)

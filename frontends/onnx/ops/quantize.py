@@ -9,6 +9,7 @@ type's range.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -31,10 +32,15 @@ def _expand(p, x, axis, block_size):
     return p.reshape(shape)
 
 
+def _is_int(dtype) -> bool:
+    """True for every integer dtype, the ml_dtypes int4/int2 too (their NumPy kind is 'V')."""
+    return np.dtype(dtype).name.startswith(("int", "uint"))
+
+
 def _saturate(v, dtype):
     dtype = np.dtype(dtype)
-    if dtype.kind in "iu":
-        info = jnp.iinfo(dtype)
+    if _is_int(dtype):
+        info = ml_dtypes.iinfo(dtype)
         return jnp.clip(jnp.round(v), info.min, info.max).astype(dtype)
     if dtype.name.startswith("float8"):
         info = jnp.finfo(dtype)
@@ -56,11 +62,11 @@ def quantize_linear(
     s = _expand(scale, x, axis, block_size)
     calc = np.float32 if x.dtype != np.float64 else np.float64
     v = x.astype(calc) / s.astype(calc)
-    if dtype.kind in "iu":
+    if _is_int(dtype):
         v = jnp.round(v)
     if zero_point is not None:
         v = v + _expand(zero_point, x, axis, block_size).astype(calc)
-    if dtype.kind in "iu" or saturate:
+    if _is_int(dtype) or saturate:
         return _saturate(v, dtype)
     return v.astype(dtype)
 

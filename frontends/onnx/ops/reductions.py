@@ -68,6 +68,9 @@ def _reduce_rule(fn):
         ax = _reduce_axes(ctx, x, attr.get("axes"), noop_with_empty_axes)
         if ax == ():
             return x
+        if x.dtype == jnp.bool_ and ctx.node.op_type in ("ReduceMax", "ReduceMin"):
+            red = jnp.any if ctx.node.op_type == "ReduceMax" else jnp.all
+            return red(x, axis=ax, keepdims=bool(keepdims))
         if x.dtype == jnp.bool_:
             return fn(x.astype(np.int8), axis=ax, keepdims=bool(keepdims)).astype(bool)
         return fn(x, axis=ax, keepdims=bool(keepdims))

@@ -249,10 +249,12 @@ def depth_to_space(ctx, x, *, blocksize, mode="DCR"):
 
 
 @onnx_op("SpaceToDepth", 13)
-def space_to_depth(ctx, x, *, blocksize):
+def space_to_depth(ctx, x, *, blocksize, mode="DCR"):
+    """SpaceToDepth (``mode`` CRD from opset 28 orders channels before the block)."""
     b, c, h, w = x.shape
     bs = blocksize
-    y = x.reshape(b, c, h // bs, bs, w // bs, bs).transpose(0, 3, 5, 1, 2, 4)
+    y = x.reshape(b, c, h // bs, bs, w // bs, bs)
+    y = y.transpose(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.transpose(0, 1, 3, 5, 2, 4)
     return y.reshape(b, c * bs * bs, h // bs, w // bs)
 
 
