@@ -56,18 +56,22 @@ def bench(name: str, repeat: int) -> None:
     t_first_compiled = time.perf_counter() - start
     t_compiled = torch_steady(lambda: compiled(*targs), repeat)
 
+    rows = [
+        (
+            "conversion (from_jax + to_torch)",
+            f"{t_convert * 1e3:9.1f} ms",
+            t_convert / t_compile,
+            "jax.jit compile",
+        ),
+        ("torch eager, steady state", f"{t_eager * 1e6:9.1f} us", t_eager / t_jax, "jax.jit"),
+        ("torch.compile, first call", f"{t_first_compiled * 1e3:9.1f} ms", None, ""),
+        ("torch.compile, steady state", f"{t_compiled * 1e6:9.1f} us", t_compiled / t_jax, "jax.jit"),
+        ("jax.jit, steady state", f"{t_jax * 1e6:9.1f} us", None, ""),
+    ]
     print(f"\n{name}")
-    print(
-        f"  conversion (from_jax + to_torch)      {t_convert * 1e3:9.1f} ms  = {t_convert / t_compile:6.2f} x jax.jit compile"
-    )
-    print(
-        f"  torch eager, steady state             {t_eager * 1e6:9.1f} us  = {t_eager / t_jax:6.2f} x jax.jit"
-    )
-    print(f"  torch.compile, first call             {t_first_compiled * 1e3:9.1f} ms")
-    print(
-        f"  torch.compile, steady state           {t_compiled * 1e6:9.1f} us  = {t_compiled / t_jax:6.2f} x jax.jit"
-    )
-    print(f"  jax.jit, steady state                 {t_jax * 1e6:9.1f} us")
+    for label, value, ratio, ref in rows:
+        tail = f"  = {ratio:6.2f} x {ref}" if ratio is not None else ""
+        print(f"  {label:<36} {value}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
