@@ -7,10 +7,12 @@ and :attr:`jax.export.Exported.module_kept_var_idx`, the arguments JAX dropped a
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.extend.core
 import numpy as np
 from jaxlib.mlir import ir
 
@@ -133,9 +135,9 @@ def _memory_kinds(module: ir.Module, n_args: int, kept: tuple[int, ...]) -> tupl
 
 def _export(
     fn: Callable, params: Any, args: tuple, kwargs: dict
-) -> tuple[jax.export.Exported, TreeSpec, TreeSpec]:
+) -> tuple[jax.export.Exported, TreeSpec, TreeSpec, list[str]]:
     """Export ``fn`` specialised to the static leaves of ``(args, kwargs)``; returns the
-    Exported, the input tree spec and the output tree spec."""
+    Exported, the input and output tree specs and the ``custom_vjp`` functions it calls."""
     in_tree = tree_spec((args, kwargs))
     leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
     arrays = [i for i, v in enumerate(leaves) if is_array(v)]
@@ -156,7 +158,28 @@ def _export(
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
     exp = jax.export.export(jax.jit(flat_fn))(*avals)
-    return exp, in_tree, out_spec[-1]
+    out_tree = out_spec[-1]
+    return exp, in_tree, out_tree, custom_vjps(jax.make_jaxpr(flat_fn)(*avals).jaxpr)
+
+
+def _custom_vjp_name(params: dict) -> str:
+    if "name" in params:
+        return str(params["name"])
+    debug = getattr(getattr(params.get("call_jaxpr"), "jaxpr", None), "debug_info", None)
+    src = getattr(debug, "func_src_info", None) or "?"
+    return src.split(" at ")[0]
+
+
+def custom_vjps(jaxpr: Any) -> list[str]:
+    """Names of the ``jax.custom_vjp`` functions called anywhere in ``jaxpr`` (nested
+    jaxprs included). Their backward rules do not survive lowering to StableHLO."""
+    names: list[str] = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "custom_vjp_call":
+            names.append(_custom_vjp_name(eqn.params))
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            names += custom_vjps(sub)
+    return sorted(set(names))
 
 
 def _exportable_as_is(fn: Any, tree: Any) -> bool:
@@ -213,8 +236,9 @@ def from_jax(
         a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
         exp = jax.export.export(fn)(*lead, *a, **kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
+        vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:
-        exp, in_tree, out_tree = _export(fn, params, example_args, example_kwargs)
+        exp, in_tree, out_tree, vjps = _export(fn, params, example_args, example_kwargs)
     module = mlir.parse_module(exp.mlir_module_serialized, filename=getattr(exp, "fun_name", "<jax>"))
     n_args = len(exp.in_avals)
     kept = tuple(int(i) for i in exp.module_kept_var_idx)
@@ -244,6 +268,13 @@ def from_jax(
     )
     values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
+    if not isinstance(fn, jax.export.Exported) and vjps:
+        msg = (
+            f"custom_vjp rule(s) of {vjps} are not part of StableHLO: gradients of the converted "
+            "module differentiate the primal computation instead (docs/embedding.md)"
+        )
+        warnings.warn(msg, UserWarning, stacklevel=2)
+        meta["warnings"] = [msg]
     return run_passes(Module(module, signature, values, source="jax", meta=meta))
 
 

@@ -181,3 +181,22 @@ def test_shape_polymorphic_exported_records_symbolic_dims():
     # the JAX backend has no dynamic-shape rules yet: it says so, listing every op at once
     with pytest.raises(converter.UnsupportedOpError, match="get_dimension_size"):
         m.to_jax()
+
+
+def test_custom_vjp_is_reported():
+    @jax.custom_vjp
+    def clip_grad(x):
+        return x
+
+    clip_grad.defvjp(lambda x: (x, None), lambda _, g: (jnp.clip(g, -0.1, 0.1),))
+
+    x = np.ones(3, np.float32)
+    with pytest.warns(UserWarning, match="clip_grad"):
+        m = converter.from_jax(lambda x: jax.jit(clip_grad)(x) * 2, x)
+    assert "clip_grad" in m.meta["warnings"][0]
+    _close(m.to_jax()(x), 2 * x)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        converter.from_jax(lambda x: jax.nn.relu(x) * 2, x)  # custom_jvp (relu) is not reported
