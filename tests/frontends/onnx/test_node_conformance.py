@@ -1,0 +1,44 @@
+"""ONNX's own node tests (``onnx.backend.test.loader.load_model_tests(kind="node")``) through
+``from_onnx`` and each backend, at each case's rtol/atol.
+
+Every failing case is listed with its reason in :mod:`onnx_node_xfails` (strict: a listed
+case that passes fails the run, so the list stays exact). Pass rate::
+
+    pytest tests/frontends/onnx/test_node_conformance.py -n 2 -q   # passed / xfailed counts
+
+To add a backend, append it to ``BACKENDS`` (and its own failures to ``BACKEND_XFAILS``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_node_cases import node_cases, run_case  # noqa: E402
+from onnx_node_xfails import BACKEND_XFAILS, XFAILS  # noqa: E402
+
+BACKENDS = ["jax"]
+
+
+def _params():
+    for backend in BACKENDS:
+        for name in sorted(node_cases()):
+            reason = BACKEND_XFAILS.get(backend, {}).get(name) or XFAILS.get(name)
+            marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+            yield pytest.param(name, backend, marks=marks, id=f"{backend}-{name}")
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize(("name", "backend"), list(_params()))
+def test_node(name: str, backend: str) -> None:
+    run_case(name, backend)
+
+
+def test_xfail_list_names_real_cases() -> None:
+    """Every xfail entry names an existing case (no stale entries)."""
+    names = set(node_cases())
+    stale = sorted(n for n in XFAILS if n not in names)
+    assert not stale, stale
