@@ -133,7 +133,7 @@ class _JaxEntry:
         closed = jax.make_jaxpr(flat_fn)(*avals)
         self.out_def = out_def[0]
         self.kept = _live_inputs(closed.jaxpr)
-        self.out_float = [np.dtype(v.aval.dtype).kind in "fc" for v in closed.jaxpr.outvars]
+        self.out_float = [jax.numpy.issubdtype(v.aval.dtype, jax.numpy.inexact) for v in closed.jaxpr.outvars]
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
         n, kept = len(avals), self.kept
 
@@ -146,6 +146,10 @@ class _JaxEntry:
         self.forward = jax.jit(lambda xs: run(*xs))
         self.forward_vjp = jax.jit(lambda xs: jax.vjp(run, *xs))
         self.backward = jax.jit(lambda vjp_fn, cts: vjp_fn(cts))
+
+
+def _conj(x: jax.Array) -> jax.Array:
+    return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
 
 
 class _CallJax(torch.autograd.Function):
@@ -165,11 +169,12 @@ class _CallJax(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: torch.Tensor):
         entry: _JaxEntry = ctx.entry
+        # torch's complex gradients are the conjugates of JAX's cotangents
         cts = [
-            to_jax_array(g) if f else np.zeros(g.shape, jax.dtypes.float0)
+            _conj(to_jax_array(g)) if f else np.zeros(g.shape, jax.dtypes.float0)
             for g, f in zip(grads, entry.out_float, strict=True)
         ]
-        in_grads = entry.backward(ctx.vjp_fn, cts)
+        in_grads = [_conj(g) for g in entry.backward(ctx.vjp_fn, cts)]
         out: list[torch.Tensor | None] = [None] * len(ctx.input_float)
         for i, g in zip(entry.kept, in_grads, strict=True):
             if ctx.input_float[i] and g.dtype != jax.dtypes.float0:

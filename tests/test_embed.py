@@ -191,3 +191,24 @@ def test_call_jax_without_grad_and_none_outputs():
         out = converter.call_jax(lambda x: {"y": x * 2, "none": None}, torch.ones(2, requires_grad=True))
     assert out["none"] is None and not out["y"].requires_grad
     torch.testing.assert_close(out["y"], torch.full((2,), 2.0))
+
+
+def test_call_jax_bfloat16_gradients():
+    b = torch.randn(4, dtype=torch.bfloat16, requires_grad=True)
+    out = converter.call_jax(lambda a: a * a, b)
+    assert out.dtype == torch.bfloat16 and out.requires_grad
+    out.sum().backward()
+    torch.testing.assert_close(b.grad, 2 * b.detach())
+
+
+def test_call_jax_complex_gradients_follow_torch_convention():
+    torch.manual_seed(0)
+    c = torch.randn(3, dtype=torch.complex64, requires_grad=True)
+    w = torch.randn(3, dtype=torch.complex64, requires_grad=True)
+    out = converter.call_jax(lambda a, b: jnp.sin(a) * b, c, w)
+    (out.abs() ** 2).sum().backward()
+    got = (c.grad.clone(), w.grad.clone())
+    c.grad = w.grad = None
+    ((torch.sin(c) * w).abs() ** 2).sum().backward()
+    torch.testing.assert_close(got[0], c.grad)
+    torch.testing.assert_close(got[1], w.grad)
