@@ -1,0 +1,110 @@
+"""Gather/scatter ATen rules (``frontends/torch/ops/indexing.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+X = torch.randn(4, 5, 6)
+IDX = torch.tensor([[0, 2], [3, -1]])
+
+
+def test_embedding(check):
+    w = torch.randn(10, 3)
+    ids = torch.tensor([[1, 9, 0], [4, 4, 2]])
+    check(
+        lambda w, i: (F.embedding(i, w), F.embedding(i, w, padding_idx=0)),
+        w,
+        ids,
+        ops="aten.embedding.default",
+    )
+
+
+def test_advanced_index(check):
+    i = torch.tensor([0, 3, -1])
+    j = torch.tensor([[1], [3]])
+
+    def fn(v, i, j):
+        return (
+            v[i],  # leading
+            v[:, i],  # after a slice
+            v[i, :, i],  # separated: result dims first
+            v[j, i],  # broadcast index tensors
+            v[:, j, i],  # adjacent after a slice
+            v[..., IDX],
+        )
+
+    check(fn, X, i, j, ops="aten.index.Tensor")
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put(check, accumulate):
+    i = torch.tensor([0, 3, 1])
+    k = torch.tensor([5, 0, -1])
+
+    def fn(v, vals):
+        a = v.index_put((i,), vals[:3, 0:1], accumulate=accumulate)
+        b = v.clone()
+        b.index_put_((i, torch.tensor([1, 1, 2])), vals[:3, 0], accumulate=accumulate)
+        c = v.clone()
+        c[:, i] = 0.5  # broadcast scalar value
+        return a, b, c
+
+    check(fn, X, X * 3, ops="aten.index_put.default")
+
+
+def test_index_put_with_mask(check):
+    def fn(v):
+        out = v.clone()
+        out[v > 0.5] = -1.0
+        return out
+
+    check(fn, X)
+
+
+def test_index_select_gather(check):
+    def fn(v, idx):
+        g = torch.gather(v, 2, idx.abs().reshape(1, 2, 2).expand(4, 2, 2))
+        g_small = torch.gather(v, 0, torch.tensor([[[3, 0, 1]]]))  # index smaller than v elsewhere
+        return torch.index_select(v, 1, torch.tensor([4, 0, 0])), g, g_small
+
+    check(fn, X, IDX, ops=["aten.index_select.default", "aten.gather.default"])
+
+
+def test_scatter_family(check):
+    index = torch.tensor([[0, 1, 2, 0], [2, 0, 1, 1]])
+
+    def fn(v, src):
+        return (
+            torch.scatter(v, 0, index, src),
+            torch.scatter(v, 1, index[:, :2], 9.0),
+            torch.scatter_add(v, 0, index, src),
+            torch.scatter(v, 0, index, src, reduce="add"),
+            torch.scatter(v, 0, index, src, reduce="multiply"),
+        )
+
+    v = torch.zeros(3, 5)
+    src = torch.arange(1.0, 11.0).reshape(2, 5)
+    check(fn, v, src, ops=["aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default"])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce(check, reduce, include_self):
+    index = torch.tensor([0, 1, 0, 1, 2, 1])
+    base = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
+    src = torch.tensor([1.0, 2.0, 3.0, 4.0, -5.0, 6.0])
+    fn = lambda b, s: b.scatter_reduce(0, index, s, reduce, include_self=include_self)  # noqa: E731
+    check(fn, base, src, ops="aten.scatter_reduce.two")
+    check(fn, base.long() * 3, src.long(), ops="aten.scatter_reduce.two")
+
+
+def test_index_add_masked_scatter(check):
+    def fn(v, m):
+        return v.index_add(1, torch.tensor([0, 2, 0]), torch.ones(4, 3, 6), alpha=2.0), v.masked_scatter(
+            m, v * 10
+        )
+
+    check(fn, X, X > 0, ops="aten.masked_scatter.default")

@@ -1,0 +1,125 @@
+"""View/shape ATen rules (``frontends/torch/ops/shape.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+X = torch.randn(2, 3, 4)
+I = torch.arange(24).reshape(2, 3, 4)
+
+
+def test_views(check):
+    def fn(v):
+        return (
+            v.view(6, 4),
+            v.reshape(-1),
+            v.permute(2, 0, 1),
+            v.permute(-1, -3, -2),
+            v.transpose(0, 2).contiguous(),
+            v[:, None].expand(2, 5, 3, 4),
+            v[:1].expand(4, -1, -1, -1),
+            v.unsqueeze(-1),
+            v[:, :1].squeeze(1),
+            v[:1, :, :1].squeeze(),
+            v[0].t(),
+        )
+
+    ops = ["view.default", "permute.default", "expand.default", "unsqueeze.default", "squeeze.dims"]
+    check(fn, X, ops=[f"aten.{o}" for o in ops])
+
+
+def test_cat_stack_split(check):
+    def fn(a, b, i):
+        return (
+            torch.cat([a, b], dim=1),
+            torch.cat([a, b, a], dim=-1),
+            torch.cat([a, i.float()], 0),
+            torch.cat([i, a.long()], 0),  # promotion of mixed dtypes
+            torch.stack([a, b], dim=1),
+            *torch.split(a, [1, 2], dim=1),
+            *torch.split(a, 3, dim=2),
+            *torch.unbind(b, dim=0),
+            *torch.chunk(a, 2, dim=-1),
+        )
+
+    check(fn, X, X * 2, I, ops=["aten.cat.default", "aten.split_with_sizes.default"])
+
+
+def test_slice_select_narrow(check):
+    def fn(v):
+        return (
+            v[:, 1:],
+            v[..., ::2],
+            v[:, -2:],
+            v[:, 1:100],
+            v[:, -100:2],
+            v[1],
+            v[:, -1],
+            v.narrow(2, 1, 2),
+            v[:, :, 3:1],  # empty
+        )
+
+    check(fn, X, ops=["aten.slice.Tensor", "aten.select.int"])
+
+
+def test_scatters(check):
+    def fn(v, src):
+        out1 = v.clone()
+        out1[:, 1:3] = src[:, :2]
+        out2 = v.clone()
+        out2.select(1, -1).copy_(src[:, 0])
+        out3 = v.clone()
+        out3[:, :, ::2] = 7.0
+        out4 = v.clone()
+        out4.diagonal(dim1=1, dim2=2).fill_(-1.0)
+        return out1, out2, out3, out4, torch.diagonal(v, 1, 1, 2), torch.diagonal(v, -1, -1, 0)
+
+    check(
+        fn,
+        X,
+        X + 10,
+        ops=["aten.slice_scatter.default", "aten.diagonal_scatter.default", "aten.diagonal.default"],
+    )
+
+
+def test_flip_roll_repeat_tril(check):
+    def fn(v):
+        return (
+            v.flip(0, 2),
+            v.roll(1, 2),
+            v.roll((1, -2), (0, 1)),
+            v.roll(3),
+            v.repeat(2, 1, 3),
+            v.repeat(2, 1, 1, 1),
+            v.tril(),
+            v.triu(1),
+            v.tril(-1),
+        )
+
+    check(fn, X, ops=["aten.flip.default", "aten.repeat.default"])
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (1, 0, 2, 3), (-1, 2, 0, 1), (1, 1, 1, 1, 1, 1)])
+def test_constant_pad(check, pad):
+    check(lambda v: F.pad(v, pad, value=-3.0), X, ops="aten.constant_pad_nd.default")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_mode_pads(check, mode):
+    x4 = torch.randn(1, 2, 5, 6)
+    fn = lambda v, w: (F.pad(v, (2, 1), mode=mode), F.pad(w, (1, 2, 3, 1), mode=mode))  # noqa: E731
+    check(fn, X, x4, ops="aten.index.Tensor")  # torch.export decomposes these pads into indexing
+
+
+def test_as_strided(check):
+    fn = lambda v: (torch.as_strided(v, (3, 2), (1, 3), 1), torch.as_strided(v, (2, 2, 2), (12, 4, 1)))  # noqa: E731
+    check(fn, X, ops="aten.as_strided.default")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.bool, torch.float16, torch.bfloat16])
+def test_casts(check, dtype):
+    x = torch.tensor([-2.7, -0.5, 0.0, 0.4, 1.5, 3.9, 100.25])
+    check(lambda v: (v.to(dtype), v.to(dtype).to(torch.float32)), x, ops="aten._to_copy.default")
