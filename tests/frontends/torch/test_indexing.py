@@ -42,7 +42,6 @@ def test_advanced_index(check):
 @pytest.mark.parametrize("accumulate", [False, True])
 def test_index_put(check, accumulate):
     i = torch.tensor([0, 3, 1])
-    k = torch.tensor([5, 0, -1])
 
     def fn(v, vals):
         a = v.index_put((i,), vals[:3, 0:1], accumulate=accumulate)

@@ -7,12 +7,12 @@ import torch
 
 torch.manual_seed(0)
 X = torch.randn(3, 4, 5)
-I = torch.randint(-5, 5, (3, 4, 5))
+INTS = torch.randint(-5, 5, (3, 4, 5))
 B = X > 0
 TIES = torch.tensor([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0], [0.0, float("nan"), 5.0, float("nan")]])
 
 
-@pytest.mark.parametrize("x", [X, I, B, X.half()], ids=["f32", "i64", "bool", "f16"])
+@pytest.mark.parametrize("x", [X, INTS, B, X.half()], ids=["f32", "i64", "bool", "f16"])
 def test_sum_prod_mean(check, x):
     def fn(v):
         out = (v.sum(), v.sum(dim=(0, 2)), v.sum(dim=-1, keepdim=True), v.prod(dim=1))
@@ -21,7 +21,9 @@ def test_sum_prod_mean(check, x):
             out += (v.mean(), v.mean(dim=(-1, 0), keepdim=True))
         return out
 
-    check(fn, x, ops=["aten.sum.dim_IntList", "aten.prod.dim_int"], rtol=2e-3 if x.dtype == torch.half else 1e-6)
+    check(
+        fn, x, ops=["aten.sum.dim_IntList", "aten.prod.dim_int"], rtol=2e-3 if x.dtype == torch.half else 1e-6
+    )
 
 
 def test_max_min_family(check):
@@ -49,7 +51,7 @@ def test_any_all(check):
     def fn(b, i):
         return b.any(), b.any(dim=1), b.all(), b.all(dim=(0, 2)), i.any(dim=-1, keepdim=True)
 
-    check(fn, B, I, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
+    check(fn, B, INTS, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
 
 
 @pytest.mark.parametrize("correction", [0, 1, 2])
@@ -72,7 +74,9 @@ def test_softmax_log_softmax(check, dim):
 
 
 def test_softmax_half_to_float(check):
-    check(lambda v: torch.softmax(v, -1, dtype=torch.float32), X.half(), ops="aten._softmax.default", rtol=1e-5)
+    check(
+        lambda v: torch.softmax(v, -1, dtype=torch.float32), X.half(), ops="aten._softmax.default", rtol=1e-5
+    )
 
 
 def test_logsumexp(check):
@@ -80,16 +84,18 @@ def test_logsumexp(check):
     check(lambda v: (torch.logsumexp(v, 1), torch.logsumexp(v * 50, (0, 2), keepdim=True)), x, rtol=1e-5)
 
 
-@pytest.mark.parametrize("x", [X, I, B], ids=["f32", "i64", "bool"])
+@pytest.mark.parametrize("x", [X, INTS, B], ids=["f32", "i64", "bool"])
 def test_cumsum_cumprod(check, x):
-    check(lambda v: (v.cumsum(1), v.cumsum(-1, dtype=torch.float64), v.cumprod(0)), x, ops="aten.cumsum.default")
+    check(
+        lambda v: (v.cumsum(1), v.cumsum(-1, dtype=torch.float64), v.cumprod(0)), x, ops="aten.cumsum.default"
+    )
 
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort(check, descending):
     x = torch.tensor([[3.0, 1.0, 2.0, 1.0, float("nan"), -float("inf")], [0.0, -0.0, 5.0, 5.0, 2.0, 1.0]])
     check(lambda v: torch.sort(v, dim=-1, descending=descending, stable=True), x, ops="aten.sort.stable")
-    check(lambda v: torch.sort(v, dim=1, descending=descending), I[0], ops="aten.sort.default")
+    check(lambda v: torch.sort(v, dim=1, descending=descending), INTS[0], ops="aten.sort.default")
 
 
 @pytest.mark.parametrize("largest", [True, False])

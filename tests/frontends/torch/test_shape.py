@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 torch.manual_seed(0)
 X = torch.randn(2, 3, 4)
-I = torch.arange(24).reshape(2, 3, 4)
+INTS = torch.arange(24).reshape(2, 3, 4)
 
 
 def test_views(check):
@@ -45,7 +45,7 @@ def test_cat_stack_split(check):
             *torch.chunk(a, 2, dim=-1),
         )
 
-    check(fn, X, X * 2, I, ops=["aten.cat.default", "aten.split_with_sizes.default"])
+    check(fn, X, X * 2, INTS, ops=["aten.cat.default", "aten.split_with_sizes.default"])
 
 
 def test_slice_select_narrow(check):
