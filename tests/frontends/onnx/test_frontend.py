@@ -1,0 +1,221 @@
+"""``from_onnx`` itself: parameters, symbolic dims, external data, version dispatch, control
+flow lowering, provenance, and the one-error-for-every-bad-node rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import converter
+from converter.errors import ParseError, UnsupportedOpError
+from frontends.onnx import StaticValueRequired, from_onnx
+from frontends.onnx.registry import lookup
+
+F = TensorProto.FLOAT
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=18):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _linear(opset=18):
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
+    b = numpy_helper.from_array(np.ones(4, np.float32), "b")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+        helper.make_node("Add", ["h", "b"], ["y"]),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, ["N", 3])],
+        [helper.make_tensor_value_info("y", F, ["N", 4])],
+        [w, b],
+        opset,
+    )
+
+
+def test_initializers_are_parameters_and_dims_specialize():
+    m = from_onnx(_linear(), dims={"N": 2})
+    assert [(p.name, p.kind, p.shape) for p in m.signature.params] == [
+        ("w", "parameter", (3, 4)),
+        ("b", "parameter", (4,)),
+    ]
+    assert m.signature.inputs[0].shape == (2, 3)
+    assert m.meta["specialized_dims"] == {"N": 2}
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    (y,) = m.to_jax()(x)
+    np.testing.assert_allclose(np.asarray(y), x @ m.params["w"] + 1, rtol=1e-6)
+
+
+def test_symbolic_dim_without_size_is_an_error():
+    with pytest.raises(converter.ConversionError, match="symbolic dimensions"):
+        from_onnx(_linear())
+
+
+def test_provenance_names_node():
+    text = from_onnx(_linear(), dims={"N": 1}).text()
+    assert "MatMul[mm]" in text
+
+
+def test_external_data_loads(tmp_path):
+    model = _linear()
+    path = tmp_path / "m.onnx"
+    onnx.save_model(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    assert (tmp_path / "weights.bin").exists()
+    m = from_onnx(str(path), dims={"N": 1})
+    np.testing.assert_array_equal(m.params["w"], np.arange(12, dtype=np.float32).reshape(3, 4) / 10)
+
+
+def test_dispatch_picks_schema_version_at_opset():
+    assert lookup("Add", "", 12)[0] == 7
+    assert lookup("Add", "", 23)[0] == 14
+    assert lookup("ReduceSum", "", 12)[0] == 11 and lookup("ReduceSum", "", 13)[0] == 13
+
+
+def test_every_unsupported_node_in_one_error():
+    nodes = [
+        helper.make_node("StringNormalizer", ["s"], ["t"], name="norm1"),
+        helper.make_node(
+            "TfIdfVectorizer",
+            ["i"],
+            ["v"],
+            name="tfidf",
+            mode="TF",
+            min_gram_length=1,
+            max_gram_length=1,
+            max_skip_count=0,
+            ngram_counts=[0],
+            ngram_indexes=[0],
+            pool_int64s=[1],
+        ),
+        helper.make_node("StringNormalizer", ["s"], ["u"], name="norm2"),
+    ]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("s", TensorProto.STRING, [2]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [2]),
+        ],
+        [
+            helper.make_tensor_value_info(n, t, [2])
+            for n, t in (("t", TensorProto.STRING), ("v", F), ("u", TensorProto.STRING))
+        ],
+    )
+    with pytest.raises(UnsupportedOpError) as info:
+        from_onnx(model)
+    msg = str(info.value)
+    assert "ai.onnx::StringNormalizer-10 (x2" in msg and "'norm1'" in msg and "'norm2'" in msg
+    assert "ai.onnx::TfIdfVectorizer-9" in msg and "'tfidf'" in msg
+
+
+def test_opset_too_new_names_nodes():
+    model = _linear(opset=18)
+    model.opset_import[0].version = 99
+    with pytest.raises((UnsupportedOpError, ParseError)) as info:
+        from_onnx(model, dims={"N": 1})
+    assert "99" in str(info.value)
+
+
+def test_invalid_graph_is_parse_error():
+    model = _model(
+        [helper.make_node("Add", ["x", "missing"], ["y"], name="bad")],
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+    )
+    with pytest.raises(ParseError, match="missing"):
+        from_onnx(model)
+
+
+def test_shape_input_from_graph_input_needs_static_value():
+    model = _model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
+        [
+            helper.make_tensor_value_info("x", F, [2, 3]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", F, [3, 2])],
+    )
+    with pytest.raises(StaticValueRequired, match="'s'"):
+        from_onnx(model)
+    m = from_onnx(model, static_inputs={"s": np.array([3, 2])})
+    (y,) = m.to_jax()(np.arange(6, dtype=np.float32).reshape(2, 3))
+    assert y.shape == (3, 2)
+
+
+def _body(op):
+    return helper.make_graph(
+        [helper.make_node(op, ["a"], ["o"])], "b", [], [helper.make_tensor_value_info("o", F, [2])]
+    )
+
+
+def test_if_lowers_to_stablehlo_control_flow():
+    nodes = [
+        helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        helper.make_node("Greater", ["s", "zero"], ["c"]),
+        helper.make_node(
+            "If",
+            ["c"],
+            ["y"],
+            then_branch=helper.make_graph(
+                [helper.make_node("Neg", ["x"], ["o"])], "t", [], [helper.make_tensor_value_info("o", F, [2])]
+            ),
+            else_branch=helper.make_graph(
+                [helper.make_node("Abs", ["x"], ["o2"])],
+                "e",
+                [],
+                [helper.make_tensor_value_info("o2", F, [2])],
+            ),
+        ),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+        [numpy_helper.from_array(np.array(0, np.float32), "zero")],
+    )
+    m = from_onnx(model)
+    assert "stablehlo.case" in m.text() or "stablehlo.if" in m.text()
+    f = m.to_jax()
+    np.testing.assert_array_equal(np.asarray(f(np.array([1.0, 2.0], np.float32))[0]), [-1.0, -2.0])
+    np.testing.assert_array_equal(np.asarray(f(np.array([-1.0, -2.0], np.float32))[0]), [1.0, 2.0])
+
+
+def test_loop_with_dynamic_condition_is_a_while():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v", "one"], ["v2"]), helper.make_node("Less", ["v2", "lim"], ["c2"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", F, []),
+        ],
+        [
+            helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v2", F, []),
+        ],
+    )
+    nodes = [helper.make_node("Loop", ["", "cond", "v0"], ["vout"], body=body)]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("v0", F, []),
+            helper.make_tensor_value_info("lim", F, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("vout", F, [])],
+        [numpy_helper.from_array(np.array(1, np.float32), "one")],
+    )
+    m = from_onnx(model)
+    assert "stablehlo.while" in m.text()
+    (out,) = m.to_jax()(np.float32(0.5), np.float32(4.0), np.bool_(True))
+    assert float(out) == 4.5
