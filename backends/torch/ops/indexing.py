@@ -157,8 +157,14 @@ def _scatter(interp, op, *args):
             flat = flat.scatter_reduce(0, pos, u, reduce=_REDUCE[kind], include_self=True)
         elif kind in ("or", "max") and x.dtype == torch.bool:
             flat = flat.index_put((pos,), u | flat[pos])
+        elif n == 1 and op.attr("unique_indices"):
+            # any body: with unique indices each element is combined at most once
+            body = interp.region_fn(op.regions[0])
+            flat = flat.index_put((pos,), body(flat[pos], u)[0].to(x.dtype))
         else:
-            raise NotImplementedError(f"scatter with a {kind or 'general'} body")
+            raise NotImplementedError(
+                f"scatter with a {kind or 'general'} body and possibly repeated indices"
+            )
         outs.append(flat[:numel].reshape(shape))
     return outs
 

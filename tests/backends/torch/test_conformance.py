@@ -260,7 +260,12 @@ case("jnp.argsort[int]", lambda x: jnp.argsort(x, axis=0), U(-100, 100), dtypes=
 case("jnp.take[int]", lambda x, i: jnp.take(x, i, axis=1), U(-100, 100), Idx(4, (5,)), dtypes=(I32, U8, BOOL))
 case("jnp.add[u16,i16,c128]", jnp.add, U(0, 100), U(0, 100), dtypes=(U16, I16, np.complex128, np.uint64))
 case("jnp.multiply[wrap]", lambda x: x * x * x, U(0, 60000), dtypes=(U16, U32, np.uint64, I16))
-case("jnp.max[u16]", lambda x: (jnp.max(x, axis=1), jnp.argmax(x, axis=0)), U(0, 60000), dtypes=(U16, U32, np.uint64))
+case(
+    "jnp.max[u16]",
+    lambda x: (jnp.max(x, axis=1), jnp.argmax(x, axis=0)),
+    U(0, 60000),
+    dtypes=(U16, U32, np.uint64),
+)
 case("jnp.sort[u16]", lambda x: jnp.sort(x, axis=1), U(0, 60000), dtypes=(U16, U32, np.uint64))
 case("jnp.exp[c128]", jnp.exp, U(-1, 1), dtypes=(np.complex128,))
 case("jnp.matmul[c]", lambda a: a @ a.T, U(), dtypes=(C64, np.complex128))

@@ -39,3 +39,33 @@ def test_nested_loops_capture_outer_values():
 
 def test_vmap_of_cond_becomes_select():
     assert_same(jax.vmap(lambda v: lax.cond(v > 0, jnp.sin, jnp.cos, v)), X)
+
+
+def test_composite_and_map_and_unique_scatter_apply():
+    comp = lax.composite(lambda x: jnp.sin(x) * 2, name="my.op")
+    assert_same(comp, X)
+    apply = lambda x, i: x.at[i].apply(jnp.sin, unique_indices=True)  # noqa: E731
+    assert_same(apply, X, np.array([1, 4], np.int32))
+
+
+_MAP = """
+func.func @main(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = "stablehlo.map"(%a, %b) ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %m = stablehlo.multiply %x, %y : tensor<f32>
+      %s = stablehlo.add %m, %x : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) {dimensions = array<i64: 0, 1>} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+"""
+
+
+def test_map_op():
+    import torch
+
+    import converter
+
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    out = converter.from_stablehlo(_MAP).to_torch()(a, b)
+    torch.testing.assert_close(out, a * b + a)

@@ -120,3 +120,27 @@ def test_cholesky_op():
 
     out = converter.from_stablehlo(text).to_torch()(torch.tensor(SPD))
     np.testing.assert_allclose(out.numpy(), np.linalg.cholesky(SPD), rtol=1e-5, atol=1e-5)
+
+
+_TRSM = """
+func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<3x4xf32>) {
+  %0 = "stablehlo.triangular_solve"(%a, %b) {left_side = true, lower = true, unit_diagonal = false,
+      transpose_a = #stablehlo<transpose TRANSPOSE>} : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %bt = stablehlo.transpose %b, dims = [1, 0] : (tensor<4x3xf32>) -> tensor<3x4xf32>
+  %1 = "stablehlo.triangular_solve"(%a, %bt) {left_side = false, lower = false, unit_diagonal = true,
+      transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<4x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  return %0, %1 : tensor<4x3xf32>, tensor<3x4xf32>
+}
+"""
+
+
+def test_triangular_solve_op():
+    import converter
+    import torch
+
+    b = rng.standard_normal((4, 3)).astype(np.float32)
+    x0, x1 = converter.from_stablehlo(_TRSM).to_torch()(torch.tensor(SPD), torch.tensor(b))
+    lo = np.tril(SPD)
+    np.testing.assert_allclose(lo.T @ x0.numpy(), b, rtol=1e-4, atol=1e-4)
+    up = np.triu(SPD, 1) + np.eye(4, dtype=np.float32)
+    np.testing.assert_allclose(x1.numpy() @ up, b.T, rtol=1e-4, atol=1e-4)

@@ -157,3 +157,33 @@ def test_unsupported_ops_reported_together():
     }
     assert names["stablehlo.custom_call@my_kernel"].count == 2
     assert "model.py:3" in names["stablehlo.custom_call@my_kernel"].location
+
+
+def test_training_step_five_steps_match_jax():
+    import optax
+
+    opt = optax.adam(1e-2)
+    y = rng.standard_normal((3, 5)).astype(np.float32)
+    params = {"b": np.zeros(5, np.float32), "w": W}
+
+    def loss(p, x, y):
+        return ((jnp.tanh(x @ p["w"]) + p["b"] - y) ** 2).mean()
+
+    def step(p, s, x, y):
+        value, grads = jax.value_and_grad(loss)(p, x, y)
+        updates, s = opt.update(grads, s, p)
+        return optax.apply_updates(p, updates), s, value
+
+    state = opt.init(params)
+    flat, tree = jax.tree_util.tree_flatten((params, state))
+    module = to_torch_module(
+        lambda *a: step(*jax.tree_util.tree_unflatten(tree, a[:-2]), *a[-2:]), *flat, X, y
+    )
+    tflat = [torch.tensor(np.asarray(v)) for v in flat]
+    jp, js = params, state
+    for _ in range(5):
+        out = module(*tflat, torch.tensor(X), torch.tensor(y))
+        tflat = list(out[:-1])
+        jp, js, _ = jax.jit(step)(jp, js, X, y)
+    for got, want in zip(tflat, jax.tree_util.tree_leaves((jp, js)), strict=True):
+        np.testing.assert_allclose(numpy_of(got), np.asarray(want), rtol=1e-5, atol=1e-6)
