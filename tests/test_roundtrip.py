@@ -21,8 +21,7 @@ import torch
 import converter
 from converter.signature import flatten, leaf_paths
 
-RTOL = ATOL = 1e-5
-SLOW_RTOL = SLOW_ATOL = 1e-4  # deep transformers and round trips through two frameworks
+RTOL = ATOL = 1e-5  # float32, every path and round trip (worst seen: 1.9e-6, ViT → ONNX)
 
 
 def _example(file: str, fn: str = "factory"):
@@ -128,13 +127,11 @@ def test_roundtrip(source, model, path, record_property):
     module, args, ref = (torch_source if source == "torch" else jax_source)(model)
     got = PATHS[path](module, args)
     assert set(got) == set(ref)
-    slow = "->" in path or model in ("llama", "t5", "whisper", "bert", "vit", "gpt2")
-    rtol, atol = (SLOW_RTOL, SLOW_ATOL) if slow else (RTOL, ATOL)
     worst = max(float(np.max(np.abs(got[k].astype(np.float64) - ref[k]), initial=0.0)) for k in ref)
-    record_property("roundtrip", (f"{source}:{model}", path, worst, f"{rtol:g}"))
+    record_property("roundtrip", (f"{source}:{model}", path, worst, f"{RTOL:g}"))
     for key in ref:
         assert got[key].shape == ref[key].shape, key
-        np.testing.assert_allclose(got[key], ref[key], rtol=rtol, atol=atol, err_msg=f"{model} {path} {key}")
+        np.testing.assert_allclose(got[key], ref[key], rtol=RTOL, atol=ATOL, err_msg=f"{model} {path} {key}")
 
 
 jax.config.update("jax_enable_x64", True)
