@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -85,18 +87,30 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     return model
 
 
-def save_onnx(model: onnx.ModelProto, path: str | os.PathLike) -> None:
-    """Write ``model`` atomically; a model over 2 GB stores its initializers as external
-    data in ``<name>.data`` beside it."""
-    large = model.ByteSize() >= TWO_GB if _sizeable(model) else True
-    with atomic_path(path) as tmp:
-        if large:
-            onnx.save_model(model, tmp, save_as_external_data=True, location=os.path.basename(path) + ".data")
-        else:
+def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_threshold: int = TWO_GB) -> None:
+    """Write ``model`` atomically. A model of ``external_threshold`` bytes or more (protobuf's
+    2 GB limit by default) stores its initializers as external data in ``<name>.data``
+    beside it, written before the model file appears."""
+    path = Path(path)
+    external = not _sizeable(model) or model.ByteSize() >= external_threshold
+    if not external:
+        with atomic_path(path) as tmp:
             onnx.save_model(model, tmp)
+        return
+    data_name = path.name + ".data"
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)  # saving as external data rewrites the proto it is given
+    model = copy
+    with tempfile.TemporaryDirectory(dir=path.parent or ".") as staging:
+        staged = Path(staging) / path.name
+        onnx.save_model(
+            model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=data_name
+        )
+        os.replace(Path(staging) / data_name, path.parent / data_name)
+        os.replace(staged, path)
 
 
-def _sizeable(model) -> bool:
+def _sizeable(model: onnx.ModelProto) -> bool:
     try:
         model.ByteSize()
         return True

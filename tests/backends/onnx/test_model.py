@@ -1,0 +1,76 @@
+"""Model-level behaviour of the ONNX backend: inputs, initializers, errors, external data."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+
+import converter
+from backends.onnx import save_onnx
+from converter.errors import UnsupportedOpError
+
+
+def _torch_module():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh()).eval()
+    x = torch.randn(2, 6)
+    return model, x, converter.from_torch(model, (x,))
+
+
+def test_parameters_are_initializers_and_inputs_are_named_by_path():
+    _, _, module = _torch_module()
+    model = module.to_onnx()
+    assert {i.name for i in model.graph.initializer} >= {"0.weight", "0.bias"}
+    assert [i.name for i in model.graph.input] == ["args[0]"]
+    assert model.opset_import[0].version == 18
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_dropped_inputs_stay_in_the_signature():
+    module = converter.from_jax(
+        lambda x, unused, y: x * 2 + y, np.ones(3, np.float32), np.ones(4, np.float32), np.ones(3, np.float32)
+    )
+    assert module.signature.kept_var_idx is not None
+    model = module.to_onnx()
+    assert len(model.graph.input) == 3
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x, u, y = np.arange(3, dtype=np.float32), np.zeros(4, np.float32), np.ones(3, np.float32)
+    feeds = {i.name: v for i, v in zip(sess.get_inputs(), (x, u, y), strict=True)}
+    np.testing.assert_allclose(sess.run(None, feeds)[0], x * 2 + y)
+
+
+def test_every_unsupported_op_in_one_error():
+    def fn(x):
+        return jnp.fft.fft(x).real + jax.lax.cumlogsumexp(x)
+
+    module = converter.from_stablehlo(jax.jit(fn).lower(np.ones(8, np.float32)).as_text())
+    with pytest.raises(UnsupportedOpError) as e:
+        module.to_onnx()
+    names = {m.name for m in e.value.missing}
+    assert "stablehlo.fft" in names and len(names) >= 2, names
+
+
+def test_opset_range():
+    _, _, module = _torch_module()
+    with pytest.raises(ValueError, match="opset 12"):
+        module.to_onnx(opset=12)
+    assert module.to_onnx(opset=21).opset_import[0].version == 21
+
+
+def test_external_data_for_large_models(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh()).eval()  # 8 KiB weight: external
+    x = torch.randn(2, 64)
+    proto = converter.from_torch(model, (x,)).to_onnx()
+    before = proto.SerializeToString()
+    path = tmp_path / "m.onnx"
+    save_onnx(proto, path, external_threshold=1)  # as if over 2 GB
+    assert proto.SerializeToString() == before  # the caller's model is untouched
+    assert (tmp_path / "m.onnx.data").stat().st_size >= 64 * 32 * 4 and path.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"args[0]": x.numpy()})[0]
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
