@@ -9,6 +9,7 @@ and ``torch.compile`` accept it; autograd flows through it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -52,12 +53,13 @@ class TorchInterpreter(Interpreter):
 
 
 def param_attr_names(names: list[str]) -> dict[str, str]:
-    """Attribute name for each parameter name: ``.`` and other characters torch forbids in
-    attribute names become ``_``; a numeric suffix keeps them unique."""
+    """Attribute name for each parameter name: its runs of word characters joined by ``_``
+    (``layer.0.weight`` → ``layer_0_weight``, ``params['Dense_0']['kernel']`` →
+    ``params_Dense_0_kernel``), ``p_`` before a leading digit, a numeric suffix on collision."""
     out: dict[str, str] = {}
     used: set[str] = set()
     for name in names:
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "param"
+        base = "_".join(re.findall(r"\w+", name)) or "param"
         if base[0].isdigit():
             base = "p_" + base
         cand, k = base, 1

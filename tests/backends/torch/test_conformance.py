@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the case tables below keep one function per line
 """Conformance of the torch backend against JAX: functions from ``jax.numpy``, ``jax.lax``,
 ``jax.nn``, ``jax.scipy.special`` and ``jnp.linalg`` across dtypes, each lowered with
 ``jax.jit``, read with ``converter.from_stablehlo``, converted with ``to_torch`` and compared

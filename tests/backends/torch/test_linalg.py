@@ -1,5 +1,7 @@
 """dot_general, convolution, cholesky, triangular_solve, fft and the LAPACK custom calls."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,7 +99,7 @@ def test_triangular_solve_and_fft():
     b = rng.standard_normal((4, 3)).astype(np.float32)
     for lower in (True, False):
         for trans in (0, 1):
-            f = lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=lower, trans=trans)  # noqa: E731
+            f = functools.partial(jax.scipy.linalg.solve_triangular, lower=lower, trans=trans)
             assert_same(f, SPD, b, rtol=1e-4, atol=1e-4)
     assert_same(
         lambda x: (jnp.fft.fft(x), jnp.fft.rfft(x), jnp.fft.irfft(jnp.fft.rfft(x)), jnp.fft.ifft2(x)),
@@ -128,15 +130,17 @@ func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x3xf32>) -> (tensor<4x3xf32>, t
       transpose_a = #stablehlo<transpose TRANSPOSE>} : (tensor<4x4xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
   %bt = stablehlo.transpose %b, dims = [1, 0] : (tensor<4x3xf32>) -> tensor<3x4xf32>
   %1 = "stablehlo.triangular_solve"(%a, %bt) {left_side = false, lower = false, unit_diagonal = true,
-      transpose_a = #stablehlo<transpose NO_TRANSPOSE>} : (tensor<4x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+      transpose_a = #stablehlo<transpose NO_TRANSPOSE>}
+      : (tensor<4x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   return %0, %1 : tensor<4x3xf32>, tensor<3x4xf32>
 }
 """
 
 
 def test_triangular_solve_op():
-    import converter
     import torch
+
+    import converter
 
     b = rng.standard_normal((4, 3)).astype(np.float32)
     x0, x1 = converter.from_stablehlo(_TRSM).to_torch()(torch.tensor(SPD), torch.tensor(b))

@@ -61,8 +61,8 @@ def _with_params(fn, params: dict, *inputs):
     pspecs = tuple(
         LeafSpec(name, s.shape, s.dtype, "parameter") for name, s in zip(names, sig.inputs[:n], strict=True)
     )
-    in_tree = {"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * (len(sig.inputs) - n)},
-                                             {"kind": "dict", "keys": [], "children": []}]}  # fmt: skip
+    args_spec = {"kind": "tuple", "children": [{"kind": "leaf"}] * (len(sig.inputs) - n)}
+    in_tree = {"kind": "tuple", "children": [args_spec, {"kind": "dict", "keys": [], "children": []}]}
     sig = sig.replace(params=pspecs, inputs=sig.inputs[n:], in_tree=in_tree)
     return converter.Module(base.mlir, sig, {k: np.asarray(v) for k, v in params.items()})
 
@@ -187,3 +187,29 @@ def test_training_step_five_steps_match_jax():
         jp, js, _ = jax.jit(step)(jp, js, X, y)
     for got, want in zip(tflat, jax.tree_util.tree_leaves((jp, js)), strict=True):
         np.testing.assert_allclose(numpy_of(got), np.asarray(want), rtol=1e-5, atol=1e-6)
+
+
+def test_flax_cnn_from_jax_params_and_grads():
+    import flax.linen as nn
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(4, (3, 3))(x))
+            x = nn.max_pool(x, (2, 2), (2, 2)).reshape(x.shape[0], -1)
+            return nn.Dense(3)(x)
+
+    model, x = CNN(), rng.standard_normal((2, 6, 6, 1)).astype(np.float32)
+    variables = model.init(jax.random.key(0), x)
+    module = converter.from_jax(lambda p, x: model.apply(p, x), x, params=variables)
+    tm = module.to_torch()
+    out = tm(torch.tensor(x))
+    np.testing.assert_allclose(out.detach().numpy(), model.apply(variables, x), rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    grads = jax.grad(lambda p: model.apply(p, x).__pow__(2).sum())(variables)
+    by_name = {
+        "params" + jax.tree_util.keystr(k): np.asarray(g)
+        for k, g in jax.tree_util.tree_leaves_with_path(grads)
+    }
+    for attr, name in tm.param_names.items():
+        np.testing.assert_allclose(getattr(tm, attr).grad.numpy(), by_name[name], rtol=1e-4, atol=1e-5)

@@ -13,7 +13,8 @@ func.func @main(%x: tensor<2x3x4xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>, %dy
       : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   %i = "stablehlo.batch_norm_inference"(%x, %s, %b, %m, %v) {epsilon = 1.0e-3 : f32, feature_index = 1 : i64}
       : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4xf32>
-  %gx, %gs, %gb = "stablehlo.batch_norm_grad"(%x, %s, %m, %v, %dy) {epsilon = 1.0e-3 : f32, feature_index = 1 : i64}
+  %gx, %gs, %gb = "stablehlo.batch_norm_grad"(%x, %s, %m, %v, %dy)
+      {epsilon = 1.0e-3 : f32, feature_index = 1 : i64}
       : (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x4xf32>)
       -> (tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>)
   return %o, %m, %v, %i, %gx, %gs, %gb : tensor<2x3x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<2x3x4xf32>,
