@@ -204,3 +204,25 @@ def non_max_suppression(
                     keep.append(i)
             out += [[bi, ci, k] for k in keep]
     return np.array(out, np.int64).reshape(-1, 3)
+
+
+@onnx_op("TensorScatter", 24)
+def tensor_scatter(ctx, past, update, write_indices=None, *, axis=-2, mode="linear"):
+    """TensorScatter: write ``update`` into ``past`` along ``axis`` from each batch entry's
+    write index (modulo the axis length in ``circular`` mode)."""
+    axis = axis % past.ndim
+    seq, max_seq = update.shape[axis], past.shape[axis]
+    start = (
+        jnp.zeros(past.shape[0], np.int64)
+        if write_indices is None
+        else jnp.asarray(write_indices).astype(np.int64)
+    )
+    shape = [1] * past.ndim
+    shape[0] = -1
+    pos = start.reshape(shape) + jnp.arange(seq).reshape([seq if a == axis else 1 for a in range(past.ndim)])
+    if mode == "circular":
+        pos = jnp.mod(pos, max_seq)
+    pos = jnp.broadcast_to(pos, update.shape)
+    grids = list(jnp.indices(update.shape, sparse=True))
+    grids[axis] = pos
+    return past.at[tuple(grids)].set(update, mode="drop")

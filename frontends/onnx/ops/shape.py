@@ -218,7 +218,7 @@ def constant_of_shape(ctx, shape, *, value=None):
 @onnx_op("Range", 11)
 def range_(ctx, start, limit, delta):
     """Range: ``ceil((limit - start) / delta)`` elements; start/limit/delta known statically."""
-    s, lim, d = (ctx.static(i) for i in range(3))
+    s, lim, d = (np.asarray(ctx.static(i)).reshape(()) for i in range(3))
     n = max(int(np.ceil((lim.astype(np.float64) - s) / d)), 0)
     return (s + np.arange(n, dtype=np.float64).astype(s.dtype) * d).astype(s.dtype)
 
