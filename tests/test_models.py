@@ -125,3 +125,15 @@ def test_gpt2_tied_embedding_is_one_param():
     params["transformer.wte.weight"] = jnp.zeros_like(params["transformer.wte.weight"])
     logits = fn.apply(params, args[0].numpy())["logits"]
     np.testing.assert_array_equal(np.asarray(logits), 0.0)
+
+
+def test_params_are_a_snapshot_of_the_torch_model():
+    """Updating the torch model in place after conversion must not change the converted
+    parameters (they are copies, not views of torch storage)."""
+    model, args = load_factory("mlp.py", "factory")()
+    fn = converter.from_torch(model, args).to_jax()
+    before = np.asarray(fn(*(a.numpy() for a in args))).copy()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    np.testing.assert_array_equal(np.asarray(fn(*(a.numpy() for a in args))), before)

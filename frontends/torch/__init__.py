@@ -42,10 +42,12 @@ def _tensor_key(t: torch.Tensor) -> tuple:
 
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A copy (not a view: later in-place updates of the torch model, e.g. batch-norm
+    running stats or an optimizer step, must not change the converted parameters)."""
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
-    return t.numpy()
+        return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16")).copy()
+    return t.numpy().copy()
 
 
 def _spec(name: str, val: torch.Tensor, kind: str) -> LeafSpec:

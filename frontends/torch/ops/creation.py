@@ -54,6 +54,12 @@ register(aten.ones.default)(_const_factory(1, "Ones of ``size``."))
 register(aten.empty.memory_format)(_const_factory(0, "An uninitialized tensor (zeros here)."))
 
 
+@register(aten.empty_permuted.default)
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """An uninitialized tensor of ``size`` (zeros here; the physical layout does not apply)."""
+    return _const_factory(0, "")(size, dtype=dtype)
+
+
 @register(aten.empty_strided.default)
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
     """An uninitialized tensor of ``size`` (zeros here; strides do not apply to values)."""

@@ -1,0 +1,66 @@
+"""Factory ATen rules (``frontends/torch/ops/creation.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+X = torch.randn(2, 3)
+
+
+def test_full_zeros_ones(check):
+    def fn(v):
+        return (
+            torch.full((2, 2), 1.5) + v.sum(),
+            torch.full((3,), 7) + v.shape[0],  # int fill -> int64
+            torch.full((2,), True),
+            torch.zeros(2, 3) + v,
+            torch.ones(2, 3, dtype=torch.int32) + v.long().int(),
+            torch.full_like(v, -2.0),
+            torch.zeros_like(v, dtype=torch.int64),
+            torch.ones_like(v),
+            v.new_zeros(4),
+            v.new_ones((1, 2)),
+            v.new_full((2,), 3.25),
+        )
+
+    check(fn, X, ops=["aten.full.default", "aten.full_like.default"])
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        ((10,), {}),
+        ((2, 11, 3), {}),
+        ((0.0, 1.0, 0.1), {}),
+        ((-1.0, 2.5, 0.25), {}),
+        ((5, -3, -2), {}),
+        ((1, 4), {"dtype": torch.float32}),
+        ((0.5, 4.0, 0.5), {"dtype": torch.float64}),
+    ],
+)
+def test_arange(check, args, kwargs):
+    check(lambda v: (torch.arange(*args, **kwargs), v), X, ops="aten.arange.start_step")
+
+
+def test_scalar_tensor_and_fill(check):
+    def fn(v):
+        out = v.clone()
+        out.fill_(3.5)
+        return out, torch.scalar_tensor(2.0) * v, v.masked_fill(v > 0, 1.0)
+
+    check(fn, X, ops=["aten.full_like.default", "aten.scalar_tensor.default"])
+
+
+def test_eye(check):
+    check(lambda v: (torch.eye(3) + v[0, 0], torch.eye(2, 4, dtype=torch.int64)), X)
+
+
+def test_empty_has_right_shape_and_dtype(check):
+    # Contents of empty tensors are undefined: fill them before comparing values.
+    def fn(v):
+        e = torch.empty(2, 3)
+        e.fill_(1.0)
+        return e + v, torch.empty_like(v).fill_(2.0)
+
+    check(fn, X, ops="aten.empty.memory_format")

@@ -1,0 +1,47 @@
+"""Matrix-product ATen rules (``frontends/torch/ops/linalg.py``) against eager torch,
+float32 within 1e-5 thanks to ``Precision.HIGHEST``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.manual_seed(0)
+
+
+def test_mm_bmm_addmm(check):
+    a, b, bias = torch.randn(8, 32), torch.randn(32, 16), torch.randn(16)
+    ba, bb = torch.randn(3, 8, 32), torch.randn(3, 32, 16)
+
+    def fn(a, b, bias, ba, bb):
+        return (
+            a @ b,
+            torch.bmm(ba, bb),
+            torch.addmm(bias, a, b),
+            torch.addmm(bias, a, b, beta=0.5, alpha=2.0),
+            torch.nn.functional.linear(a, b.t(), bias),
+            torch.matmul(ba, b),
+        )
+
+    check(
+        fn, a, b, bias, ba, bb, ops=["aten.mm.default", "aten.bmm.default", "aten.addmm.default"], rtol=1e-5
+    )
+
+
+def test_addmm_beta_zero_ignores_nan_bias(check):
+    a, b = torch.randn(4, 5), torch.randn(5, 3)
+    bias = torch.full((4, 3), float("nan"))
+    check(lambda a, b, c: torch.addmm(c, a, b, beta=0.0), a, b, bias, ops="aten.addmm.default", rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16, torch.bfloat16, torch.int64])
+def test_mm_dtypes(check, dtype):
+    a = (torch.randn(6, 7) * 4).to(dtype)
+    b = (torch.randn(7, 5) * 4).to(dtype)
+    tol = {torch.float16: 2e-3, torch.bfloat16: 1e-2}.get(dtype, 1e-6)
+    check(lambda a, b: a @ b, a, b, ops="aten.mm.default", rtol=tol, atol=tol)
+
+
+def test_vector_products(check):
+    m, v, w = torch.randn(4, 6), torch.randn(6), torch.randn(6)
+    check(lambda m, v, w: (m @ v, v @ w, torch.einsum("ij,j->i", m, v)), m, v, w, rtol=1e-5)

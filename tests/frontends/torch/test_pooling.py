@@ -1,0 +1,76 @@
+"""Pooling ATen rules (``frontends/torch/ops/pooling.py``) against eager torch: values,
+max-pooling indices, ceil mode, padding, dilation, divisors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+X = torch.randn(2, 3, 9, 10)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": (3, 2), "stride": (2, 3), "dilation": (2, 1)},
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "dilation": 2},
+    ],
+)
+def test_max_pool2d_with_indices(check, kwargs):
+    fn = lambda v: F.max_pool2d(v, return_indices=True, **kwargs)  # noqa: E731
+    check(fn, X, ops="aten.max_pool2d_with_indices.default")
+
+
+def test_max_pool_ties_pick_first_and_ints(check):
+    x = torch.tensor([[[[1.0, 1.0, 0.0, 2.0], [1.0, 0.0, 2.0, 2.0], [5.0, 5.0, 5.0, 5.0]]]])
+    check(lambda v: F.max_pool2d(v, 2, 1, return_indices=True), x, ops="aten.max_pool2d_with_indices.default")
+
+
+def test_max_pool_1d_3d(check):
+    x1, x3 = torch.randn(2, 3, 11), torch.randn(1, 2, 5, 6, 7)
+
+    def fn(a, b):
+        return F.max_pool1d(a, 3, 2, 1, return_indices=True), F.max_pool3d(
+            b, 2, (1, 2, 2), return_indices=True
+        )
+
+    check(fn, x1, x3, ops="aten.max_pool3d_with_indices.default")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 2, "padding": 1},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        {"kernel_size": (2, 3), "divisor_override": 5},
+    ],
+)
+def test_avg_pool2d(check, kwargs):
+    check(lambda v: F.avg_pool2d(v, **kwargs), X, ops="aten.avg_pool2d.default", rtol=1e-5, atol=1e-6)
+
+
+def test_avg_pool_1d_3d(check):
+    x1, x3 = torch.randn(2, 3, 11), torch.randn(1, 2, 5, 6, 7)
+
+    def fn(a, b):
+        return F.avg_pool1d(a, 3, 2, 1, ceil_mode=True), F.avg_pool3d(
+            b, 2, (1, 2, 2), count_include_pad=False
+        )
+
+    check(fn, x1, x3, ops="aten.avg_pool3d.default", rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("size", [1, (3, 3), (4, 5), (2, 7)])
+def test_adaptive_avg_pool2d(check, size):
+    op = (
+        "aten.mean.dim" if size == 1 else "aten._adaptive_avg_pool2d.default"
+    )  # export turns size 1 into mean
+    check(lambda v: F.adaptive_avg_pool2d(v, size), X, ops=op, rtol=1e-5)
