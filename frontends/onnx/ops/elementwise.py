@@ -142,12 +142,12 @@ def _variadic(fn):
     return rule
 
 
-onnx_op("Max", 8)(_variadic(jnp.maximum))
-onnx_op("Min", 8)(_variadic(jnp.minimum))
-onnx_op("Sum", 8)(_variadic(jnp.add))
+onnx_op("Max", 6)(_variadic(jnp.maximum))
+onnx_op("Min", 6)(_variadic(jnp.minimum))
+onnx_op("Sum", 6)(_variadic(jnp.add))
 
 
-@onnx_op("Mean", 8)
+@onnx_op("Mean", 6)
 def mean(ctx, *xs):
     out = xs[0]
     for x in xs[1:]:

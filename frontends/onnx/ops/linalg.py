@@ -9,7 +9,7 @@ import numpy as np
 from ..registry import onnx_op
 
 
-@onnx_op("MatMul", 9)
+@onnx_op("MatMul", 1)
 def matmul(ctx, a, b):
     """numpy.matmul semantics (1-D operands are promoted and the added dim removed)."""
     return jnp.matmul(a, b, preferred_element_type=a.dtype)

@@ -269,7 +269,7 @@ def _chan(v, ndim):
     return v.reshape((1, -1) + (1,) * (ndim - 2))
 
 
-@onnx_op("BatchNormalization", 9)
+@onnx_op("BatchNormalization", 7)
 def batch_norm(ctx, x, scale, b, mean, var, *, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1):
     """BatchNormalization in inference mode; ``training_mode=1`` (opset 14) also returns the
     running statistics updated with ``momentum``."""

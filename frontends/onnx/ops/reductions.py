@@ -152,7 +152,10 @@ def cumprod(ctx, x, axis, *, exclusive=0, reverse=0):
 @onnx_op("TopK", 10)
 def top_k(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002
     """TopK with a static ``k``; ties keep the lower index first."""
-    k = int(np.asarray(ctx.static(1)).reshape(-1)[0])
+    return _top_k(x, int(np.asarray(ctx.static(1)).reshape(-1)[0]), axis, largest)
+
+
+def _top_k(x, k, axis, largest):
     axis = axis % x.ndim
     xt = jnp.moveaxis(x, axis, -1)
     n = xt.shape[-1]
@@ -163,3 +166,9 @@ def top_k(ctx, x, k, *, axis=-1, largest=1, sorted=1):  # noqa: A002
     _, vals, idx = lax.sort((key, xt, iota), dimension=xt.ndim - 1, num_keys=1, is_stable=True)
     vals, idx = vals[..., :k], idx[..., :k]
     return jnp.moveaxis(vals, -1, axis), jnp.moveaxis(idx, -1, axis)
+
+
+@onnx_op("TopK", 1, until=1)
+def top_k_1(ctx, x, *, axis=-1, k):
+    """TopK-1: ``k`` is an attribute; largest values, sorted."""
+    return _top_k(x, k, axis, 1)

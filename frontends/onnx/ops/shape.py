@@ -22,7 +22,7 @@ def _axes(axes, rank: int) -> list[int]:
     return [int(a) % rank if rank else 0 for a in axes]
 
 
-@onnx_op("Constant", 9)
+@onnx_op("Constant", 1)
 def constant(ctx, **attrs):
     """Constant: exactly one of value, value_float(s), value_int(s), value_string(s)."""
     ((name, value),) = attrs.items()
@@ -62,7 +62,7 @@ def size(ctx, x):
     return np.array(int(np.prod(np.shape(x))), np.int64)
 
 
-@onnx_op("Flatten", 9)
+@onnx_op("Flatten", 1)
 def flatten(ctx, x, *, axis=1):
     axis = axis % x.ndim if x.ndim else 0
     lead = int(np.prod(x.shape[:axis]))

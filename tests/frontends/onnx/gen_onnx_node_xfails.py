@@ -30,7 +30,10 @@ _PATTERNS = [
     (r"unknown dtype 'object'|value_strings|StringProto", "string tensors: StableHLO has no string type"),
     (r"have no lowering in the ONNX frontend:\s*\n\s*(\S+)", "no lowering for {0}"),
     (r"Dropout in training mode", "Dropout training mode draws random numbers; outputs cannot match"),
-    (r"attention.*bf16|bf16.*attention", "bfloat16 rounding of the function-expanded graph differs from the reference"),
+    (
+        r"attention.*bf16|bf16.*attention",
+        "bfloat16 rounding of the function-expanded graph differs from the reference",
+    ),
 ]
 
 
@@ -88,7 +91,13 @@ def write() -> None:
         "XFAILS: dict[str, str] = {",
     ]
     lines += [f"    {n!r}: {r!r}," for n, r in fails.items()]
-    lines += ["}", "", "# Extra failures of one backend only: {backend: {case: reason}}.", "BACKEND_XFAILS: dict[str, dict[str, str]] = {}", ""]
+    lines += [
+        "}",
+        "",
+        "# Extra failures of one backend only: {backend: {case: reason}}.",
+        "BACKEND_XFAILS: dict[str, dict[str, str]] = {}",
+        "",
+    ]
     with open(os.path.join(HERE, "onnx_node_xfails.py"), "w") as f:
         f.write("\n".join(lines))
     print(f"{passed} passed, {len(fails)} xfailed of {len(results)}")

@@ -49,8 +49,9 @@ def test_light_model(name: str) -> None:
     inits = {t.name for t in model.graph.initializer}
     inputs = [vi for vi in model.graph.input if vi.name not in inits]
     feeds = [dummy_input(vi) for vi in inputs]
-    module = converter.from_onnx(path, dims={d.dim_param: 1 for vi in inputs for d in vi.type.tensor_type.shape.dim
-                                             if d.dim_param})
+    module = converter.from_onnx(
+        path, dims={d.dim_param: 1 for vi in inputs for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    )
     (out,) = module.to_jax()(*feeds)
     expected = numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT, f"light_{name}_output_0.pb")))
     np.testing.assert_allclose(np.asarray(out), expected, rtol=MODELS[name], atol=1e-7)

@@ -1,0 +1,31 @@
+"""Rules of frontends/onnx/ops/indexing.py against onnxruntime."""
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def test_gather_negative_indices():
+    check_node("Gather", {"x": X, "i": np.array([[-1, 0]], np.int64)}, {"axis": 2})
+
+
+def test_gather_nd_batch_dims():
+    check_node("GatherND", {"x": X, "i": np.array([[[1], [2]], [[0], [0]]], np.int64)}, {"batch_dims": 1})
+
+
+def test_scatter_elements_add():
+    check_node(
+        "ScatterElements",
+        {"x": X, "i": np.array([[[0, 1, 1, 0]]], np.int64), "u": np.ones((1, 1, 4), np.float32)},
+        {"axis": 1, "reduction": "add"},
+    )
+
+
+def test_scatter_nd():
+    check_node("ScatterND", {"x": X, "i": np.array([[1, 2]], np.int64), "u": np.full((1, 4), -1, np.float32)})

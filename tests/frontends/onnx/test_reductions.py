@@ -1,0 +1,35 @@
+"""Rules of frontends/onnx/ops/reductions.py against onnxruntime."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+def test_reduce_axes_input(op):
+    check_node(op, {"x": X, "a": np.array([0, -1], np.int64)}, {"keepdims": 0}, static=("a",))
+
+
+def test_reduce_axes_attribute_opset13():
+    check_node("ReduceMean", {"x": X}, {"axes": [1]}, opset=13)
+
+
+def test_softmax_opset11_flattens():
+    check_node("Softmax", {"x": X}, {"axis": 1}, opset=11)
+
+
+def test_topk_ties_and_cumsum():
+    check_node(
+        "TopK",
+        {"x": np.array([[3, 1, 3, 2]], np.float32), "k": np.array([2], np.int64)},
+        n_out=2,
+        static=("k",),
+    )
+    check_node("CumSum", {"x": X, "a": np.array(1, np.int64)}, {"exclusive": 1, "reverse": 1}, static=("a",))

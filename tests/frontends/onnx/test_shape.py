@@ -1,0 +1,52 @@
+"""Rules of frontends/onnx/ops/shape.py against onnxruntime."""
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def test_reshape_zero_copies_dim():
+    check_node("Reshape", {"x": X, "s": np.array([0, -1], np.int64)}, static=("s",))
+
+
+def test_slice_negative_steps():
+    check_node(
+        "Slice",
+        {
+            "x": X,
+            "st": np.array([-1, 3], np.int64),
+            "en": np.array([-100, 0], np.int64),
+            "ax": np.array([0, 2], np.int64),
+            "sp": np.array([-1, -2], np.int64),
+        },
+        static=("st", "en", "ax", "sp"),
+    )
+
+
+def test_pad_reflect_on_axes():
+    check_node(
+        "Pad",
+        {"x": X, "p": np.array([1, 2, 1, 0], np.int64), "v": np.float32(0), "a": np.array([1, 2], np.int64)},
+        {"mode": "reflect"},
+        static=("p", "v", "a"),
+    )
+
+
+def test_split_uneven_num_outputs():
+    check_node(
+        "Split",
+        {"x": np.arange(30, dtype=np.float32).reshape(2, 3, 5)},
+        {"axis": 2, "num_outputs": 3},
+        n_out=3,
+    )
+
+
+def test_expand_and_tile():
+    check_node("Expand", {"x": X[:, :1], "s": np.array([4, 1, 1, 1], np.int64)}, static=("s",))
+    check_node("Tile", {"x": X, "r": np.array([1, 2, 1], np.int64)}, static=("r",))
