@@ -482,7 +482,7 @@ for _n, _dom, _tol in [
     ("softmax", U(), None), ("log_softmax", U(), None), ("spence", U(0.1, 3), (1e-4, 1e-5)),
     ("exp1", U(0.1, 3), (1e-4, 1e-5)), ("expi", U(0.1, 3), (1e-4, 1e-5)), ("erfcx", U(-1, 3), (1e-4, 1e-5)),
 ]:  # fmt: skip
-    case(f"jss.{_n}", getattr(jss, _n), _dom, tol=_tol)
+    case(f"jss.{_n}", getattr(jss, _n), _dom, tol=_tol, dtypes=(F32, F64))
 for _n, _a, _b, _tol in [
     ("xlogy", U(0, 2), U(0.1, 2), None), ("xlog1py", U(0, 2), U(0.1, 2), None), ("zeta", U(1.5, 4), U(0.5, 3), (1e-4, 1e-5)),
     ("betaln", U(0.5, 3), U(0.5, 3), (1e-4, 1e-5)), ("gammainc", U(0.5, 3), U(0.5, 3), (1e-4, 1e-5)),
@@ -610,4 +610,4 @@ def test_conformance(c: Case, dtype) -> None:
 
 def test_suite_size() -> None:
     """The suite covers at least 300 distinct functions."""
-    assert len({c.name.split("[")[0] for c in CASES}) >= 300 or len(CASES) >= 300
+    assert len({c.name.split("[")[0] for c in CASES}) >= 300
