@@ -255,7 +255,8 @@ def _divide(interp, op, x, y):
     if not is_int(name):
         return x / y if x.dtype != torch.bool else x
     if name == "uint64":
-        raise NotImplementedError("uint64 divide")
+        q, _ = _udivmod64(x, y)
+        return q
     zero = y == 0
     if is_unsigned(name):
         safe = torch.where(zero, torch.ones_like(y), y)
@@ -275,7 +276,8 @@ def _remainder(interp, op, x, y):
     if not is_int(name):
         return torch.fmod(x, y)
     if name == "uint64":
-        raise NotImplementedError("uint64 remainder")
+        _, r = _udivmod64(x, y)
+        return r
     zero = y == 0
     bad = zero
     if not is_unsigned(name):
@@ -285,6 +287,29 @@ def _remainder(interp, op, x, y):
     if not is_unsigned(name):
         r = torch.where(y == -1, torch.zeros_like(x), r)
     return torch.where(zero, x, r)
+
+
+def _udivmod64(x, y):
+    """Unsigned 64-bit quotient and remainder of bit patterns held in int64 (XLA: ``x / 0`` is
+    all ones, ``x % 0`` is ``x``). Halving the dividend makes the signed division exact; one
+    correction step fixes the quotient. A divisor >= 2**63 divides at most once."""
+    sign = torch.iinfo(torch.int64).min
+    ult = lambda a, b: (a ^ sign) < (b ^ sign)  # noqa: E731
+    big = y < 0
+    zero = y == 0
+    safe = torch.where(zero | big, torch.ones_like(y), y)
+    half = (x >> 1) & torch.iinfo(torch.int64).max  # logical shift: x / 2 as non-negative
+    q = torch.div(half, safe, rounding_mode="trunc") << 1
+    r = x - q * safe
+    fix = ~ult(r, safe)
+    q = torch.where(fix, q + 1, q)
+    r = torch.where(fix, r - safe, r)
+    ge = ~ult(x, y)
+    q = torch.where(big, ge.to(x.dtype), q)
+    r = torch.where(big, torch.where(ge, x - y, x), r)
+    q = torch.where(zero, torch.full_like(x, -1), q)
+    r = torch.where(zero, x, r)
+    return q, r
 
 
 @register("stablehlo.power")
@@ -386,9 +411,10 @@ def total_order_key(x: torch.Tensor) -> torch.Tensor:
 
 @register("stablehlo.compare")
 def _compare(interp, op, x, y):
-    direction = op.attr("comparison_direction")
+    # chlo.broadcast_compare's attributes decode as text: "#chlo<comparison_direction GT>"
+    direction = str(op.attr("comparison_direction")).rstrip(">").split()[-1]
     name = operand_name(op, 0)
-    if op.attr("compare_type") == "TOTALORDER" and is_float(name):
+    if "TOTALORDER" in str(op.attr("compare_type")) and is_float(name):
         x, y = total_order_key(x), total_order_key(y)
     elif name == "uint64":
         x, y = _ordered(x, name), _ordered(y, name)

@@ -133,3 +133,42 @@ def _get_tuple_element(interp, op, tup):
 @register("stablehlo.tuple")
 def _tuple(interp, op, *xs):
     return [tuple(xs)]
+
+
+def _static_shape(op) -> tuple[int, ...]:
+    shape = op.result_type.shape
+    if any(d is None for d in shape):
+        raise NotImplementedError(f"{op.name} with a dynamic result shape")
+    return tuple(shape)
+
+
+@register("stablehlo.dynamic_broadcast_in_dim")
+def _dynamic_broadcast_in_dim(interp, op, x, output_dimensions):
+    return broadcast_in_dim(x, _static_shape(op), op.attr("broadcast_dimensions"))
+
+
+@register("stablehlo.dynamic_reshape")
+def _dynamic_reshape(interp, op, x, shape):
+    return x.reshape(_static_shape(op))
+
+
+@register("stablehlo.dynamic_iota")
+def _dynamic_iota(interp, op, shape):
+    _static_shape(op)
+    return _iota(interp, op)
+
+
+@register("stablehlo.get_dimension_size")
+def _get_dimension_size(interp, op, x):
+    return torch.full((), x.shape[op.attr("dimension")], dtype=torch.int32)
+
+
+@register("stablehlo.einsum")
+def _einsum(interp, op, lhs, rhs):
+    return torch.einsum(op.attr("einsum_config"), lhs, rhs)
+
+
+@register("stablehlo.unary_einsum")
+def _unary_einsum(interp, op, x):
+    config = op.attr("einsum_config").lstrip(",")
+    return torch.einsum(config, x)

@@ -119,3 +119,9 @@ def test_float_dtypes(dtype):
 def test_reduce_precision():
     x = np.array([1.0, 1.0009765625, 3.14159, 1e10, -65520.0, np.nan], dtype=np.float32)
     assert_same(lambda x: lax.reduce_precision(x, exponent_bits=5, mantissa_bits=10), x)
+
+
+def test_uint64_divide_and_remainder():
+    x = np.array([2**64 - 1, 2**63 + 5, 100, 7, 2**64 - 2, 5, 0], dtype=np.uint64)
+    y = np.array([3, 2**63, 7, 0, 2**64 - 1, 2**63 + 1, 9], dtype=np.uint64)
+    assert_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), x, y)
