@@ -23,17 +23,39 @@ SHARD = "/tmp/onnx_node_shard_{}.json"
 
 # Failures whose cause was investigated by hand.
 MANUAL_REASONS = {
-    "test_dft_inverse": "reference's float32 FFT noise (1.9e-7) exceeds the case's atol=1e-7; ours is exact (5e-15)",
-    "test_dft_inverse_opset19": "reference's float32 FFT noise (1.9e-7) exceeds the case's atol=1e-7; ours is exact",
+    "test_dft_inverse": "expected output carries float32 FFT noise 1.9e-7 > the case's atol 1e-7; ours is 5e-15",
+    "test_dft_inverse_opset19": "expected output carries float32 FFT noise 1.9e-7 > atol 1e-7; ours is 5e-15",
+    "test_dft_irfft": "DFT inverse+onesided (complex-to-real irfft) is not implemented",
+    "test_dft_irfft_opset19": "DFT inverse+onesided (complex-to-real irfft) is not implemented",
+    "test_if_opt": "If whose branches return optional sequences under a data-dependent condition",
+    "test_maxunpool_export_with_output_shape": "MaxUnpool with an explicit output_shape larger than the pooled input: "
+    "index remapping into the padded shape is not implemented",
+    "test_cast_e8m0_FLOAT_to_FLOAT8E8M0": "Cast to float8e8m0 with round_mode=up and 0 → smallest power of two "
+    "is not implemented (XLA's convert gives NaN for 0)",
+    "test_cast_e8m0_FLOAT16_to_FLOAT8E8M0": "Cast to float8e8m0 with round_mode=up and 0 → smallest power of two "
+    "is not implemented (XLA's convert gives NaN for 0)",
+    "test_scan_sum": "Scan-8 (batch-major Scan with sequence_lens) has no rule; Scan-9+ does",
 }
-_PATTERNS = [
+_PATTERNS = [  # first match wins; matched against the message, then the case name
     (r"unknown dtype 'object'|value_strings|StringProto", "string tensors: StableHLO has no string type"),
-    (r"have no lowering in the ONNX frontend:\s*\n\s*(\S+)", "no lowering for {0}"),
+    (
+        r"ai\.onnx::(String\w+|RegexFullMatch)|ImageDecoder",
+        "string/image-bytes op: StableHLO has no string type",
+    ),
+    (r"Not at opset 1 ", "the model imports opset 1; the frontend supports default-domain opsets 7..28"),
+    (
+        r"RandomUniformLike|Bernoulli",
+        "Bernoulli draws random numbers (RandomUniformLike); outputs cannot match",
+    ),
     (r"Dropout in training mode", "Dropout training mode draws random numbers; outputs cannot match"),
+    (r"antialias", "Resize with antialias=1 is not implemented"),
     (
         r"attention.*bf16|bf16.*attention",
-        "bfloat16 rounding of the function-expanded graph differs from the reference",
+        "bfloat16: ONNX's Attention function body computes in bfloat16, the reference in float32; "
+        "outputs differ by 1 bf16 ulp (> the case's rtol 1e-3)",
     ),
+    (r"ai\.onnx\.preview\.training::(\S+)", "no lowering for the training op {0} (preview domain)"),
+    (r"have no lowering in the ONNX frontend:\s*\n\s*(\S+)", "no lowering for {0}"),
 ]
 
 
@@ -48,8 +70,9 @@ def _reason(name: str, message: str) -> str:
     return first[:160]
 
 
-def run(part: int, nparts: int, name_filter: str = "") -> None:
-    """Run every ``nparts``-th case starting at ``part``; write a JSON shard."""
+def run(part: int, nparts: int, name_filter: str = "", only: set | None = None) -> dict:
+    """Run every ``nparts``-th case starting at ``part`` (or the names in ``only``); write a
+    JSON shard."""
     warnings.filterwarnings("ignore")
     sys.path.insert(0, HERE)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
@@ -60,7 +83,11 @@ def run(part: int, nparts: int, name_filter: str = "") -> None:
 
     results = {}
     for i, name in enumerate(sorted(node_cases())):
-        if i % nparts != part or name_filter not in name:
+        if (
+            (only is None and i % nparts != part)
+            or (only is not None and name not in only)
+            or name_filter not in name
+        ):
             continue
         t = time.time()
         try:
@@ -69,8 +96,21 @@ def run(part: int, nparts: int, name_filter: str = "") -> None:
         except Exception as e:  # noqa: BLE001 - recorded as the failure reason
             status = f"{type(e).__name__}: {e}"
         results[name] = [status[:2000], round(time.time() - t, 2)]
-    with open(SHARD.format(part), "w") as f:
-        json.dump(results, f, indent=0)
+    if only is None:
+        with open(SHARD.format(part), "w") as f:
+            json.dump(results, f, indent=0)
+    return results
+
+
+def rerun_failed() -> None:
+    """Re-run the cases the shards record as failing and update the shards."""
+    for path in sorted(glob.glob(SHARD.format("*"))):
+        with open(path) as f:
+            shard = json.load(f)
+        failed = {n for n, r in shard.items() if r[0] != "PASS"}
+        shard.update(run(0, 1, only=failed))
+        with open(path, "w") as f:
+            json.dump(shard, f, indent=0)
 
 
 def write() -> None:
@@ -104,7 +144,9 @@ def write() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "run":
+    if sys.argv[1] == "rerun-failed":
+        rerun_failed()
+    elif sys.argv[1] == "run":
         run(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
     else:
         write()
