@@ -228,10 +228,9 @@ def load_onnx(source: str, options: argparse.Namespace) -> Module:
     path = Path(source)
     _check_file(path)
     try:
-        proto = onnx.load(str(path))
+        onnx.load(str(path), load_external_data=False)  # a corrupt file is reported as such
     except Exception as e:
         raise ParseError(f"{path}: not a readable ONNX model: {type(e).__name__}: {e}") from e
-    del proto  # read once to report a corrupt file as such; from_onnx loads it with its data
     return converter.from_onnx(str(path))
 
 
