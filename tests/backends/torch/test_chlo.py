@@ -17,9 +17,11 @@ func.func @main(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %i: tensor<4xi32>, %j: t
   %2 = chlo.broadcast_remainder %i, %j : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
   %3 = "chlo.constant_like"(%a) {value = 2.5 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %s = stablehlo.constant dense<[2, 3]> : tensor<2xi64>
-  %4 = stablehlo.dynamic_broadcast_in_dim %b, %s, dims = [1] : (tensor<3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+  %4 = stablehlo.dynamic_broadcast_in_dim %b, %s, dims = [1]
+      : (tensor<3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
   %5 = stablehlo.get_dimension_size %a, dim = 1 : (tensor<2x3xf32>) -> tensor<i32>
-  %6 = "stablehlo.einsum"(%a, %a) {einsum_config = "ab,ac->cb"} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
+  %6 = "stablehlo.einsum"(%a, %a) {einsum_config = "ab,ac->cb"}
+      : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<3x3xf32>
   %7 = stablehlo.slice %6 [0:3, 0:2] : (tensor<3x3xf32>) -> tensor<3x2xf32>
   return %0, %1, %2, %3, %4, %5, %7 : tensor<2x3xf32>, tensor<2x3xi1>, tensor<4xi32>, tensor<2x3xf32>,
       tensor<2x3xf32>, tensor<i32>, tensor<3x2xf32>
