@@ -17,6 +17,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
+from converter.errors import SignatureMismatchError
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
@@ -224,11 +225,21 @@ def from_jax(
 
     Raises:
         TypeError: an argument leaf of an unsupported type, naming its path.
+        SignatureMismatchError: ``params`` does not match an Exported's first argument.
+
+    Warns:
+        UserWarning: ``fn`` calls ``jax.custom_vjp`` functions, whose backward rules do not
+            survive lowering (also recorded in ``meta["warnings"]``).
     """
     names = _param_names(params)
     if isinstance(fn, jax.export.Exported):
-        exp = fn
+        exp, vjps = fn, []
         in_tree, out_tree = _exported_specs(exp, params is not None)
+        if params is not None and len(exp.in_avals) - len(leaf_paths(in_tree)) != len(names):
+            raise SignatureMismatchError(
+                f"params has {len(names)} leaves but the Exported's first argument has "
+                f"{len(exp.in_avals) - len(leaf_paths(in_tree))}"
+            )
     elif _exportable_as_is(fn, (params, example_args, example_kwargs)):
         # a jitted function without static leaves keeps its own in/out shardings and
         # memory kinds when exported directly
@@ -268,7 +279,7 @@ def from_jax(
     )
     values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
-    if not isinstance(fn, jax.export.Exported) and vjps:
+    if vjps:
         msg = (
             f"custom_vjp rule(s) of {vjps} are not part of StableHLO: gradients of the converted "
             "module differentiate the primal computation instead (docs/embedding.md)"

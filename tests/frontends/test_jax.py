@@ -200,3 +200,11 @@ def test_custom_vjp_is_reported():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         converter.from_jax(lambda x: jax.nn.relu(x) * 2, x)  # custom_jvp (relu) is not reported
+
+
+def test_exported_params_mismatch_is_reported():
+    exp = jax.export.export(jax.jit(lambda p, x: x @ p["w"]))(
+        {"w": np.ones((3, 2), np.float32)}, np.ones(3, np.float32)
+    )
+    with pytest.raises(SignatureMismatchError, match="params has 2 leaves"):
+        converter.from_jax(exp, params={"w": np.ones((3, 2), np.float32), "b": np.ones(2, np.float32)})
