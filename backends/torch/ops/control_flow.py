@@ -8,6 +8,8 @@ enclosing scope are passed explicitly as extra operands, which both HOPs require
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from jaxlib.mlir import ir
 
@@ -88,6 +90,12 @@ def _no_alias(outs, inputs):
 
 
 MAX_UNROLLED_OPS = 20000
+
+
+class WhileLoopGradientWarning(UserWarning):
+    """A data-dependent ``while`` became torch's ``while_loop``, whose autograd is unreliable."""
+
+
 _CMP = {
     "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
     "GE": lambda a, b: a >= b, "NE": lambda a, b: a != b,
@@ -151,6 +159,15 @@ def _while(interp, op, *init):
             vals = interp.run_region(op.regions[1], vals, env)
         interp.env = env
         return vals
+    if any(t.is_floating_point() or t.is_complex() for t in init):
+        warnings.warn(
+            f"stablehlo.while at {op.location or '?'} has no static trip count and becomes torch's "
+            "while_loop: forward and torch.export are exact, but torch 2.13's while_loop autograd "
+            "drops gradient contributions that flow between loop-carried values (see "
+            "docs/torch_backend.md); do not differentiate through it",
+            WhileLoopGradientWarning,
+            stacklevel=2,
+        )
     cond, cond_cap = closed_region(interp, op.regions[0])
     body, body_cap = closed_region(interp, op.regions[1])
     n, nc = len(init), len(cond_cap)

@@ -69,3 +69,25 @@ def test_map_op():
     a, b = torch.randn(2, 3), torch.randn(2, 3)
     out = converter.from_stablehlo(_MAP).to_torch()(a, b)
     torch.testing.assert_close(out, a * b + a)
+
+
+def test_data_dependent_while_warns_about_gradients():
+    import pytest
+
+    from backends.torch.ops.control_flow import WhileLoopGradientWarning
+
+    from .helpers import to_torch_module
+
+    with pytest.warns(WhileLoopGradientWarning, match="while_loop"):
+        to_torch_module(lambda x: lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c * 2.0, x), X + 2)
+
+
+def test_counted_loop_gradient_is_exact():
+    import torch
+
+    from .helpers import to_torch_module
+
+    f = lambda h: lax.fori_loop(0, 3, lambda i, c: c * 0.5 + h, jnp.zeros_like(h)).sum()  # noqa: E731
+    h = torch.tensor(X, requires_grad=True)
+    to_torch_module(f, X)(h).backward()
+    np.testing.assert_allclose(h.grad.numpy(), jax.grad(f)(X), rtol=1e-6)
