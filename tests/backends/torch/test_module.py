@@ -213,3 +213,19 @@ def test_flax_cnn_from_jax_params_and_grads():
     }
     for attr, name in tm.param_names.items():
         np.testing.assert_allclose(getattr(tm, attr).grad.numpy(), by_name[name], rtol=1e-4, atol=1e-5)
+
+
+def test_torch_round_trip_mlp():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8), torch.nn.Linear(8, 2)
+    )
+    x = torch.tensor(X)
+    back = converter.from_torch(model, (x,)).to_torch()
+    torch.testing.assert_close(back(x), model(x), rtol=1e-5, atol=1e-5)
+    state = back.source_state_dict()
+    assert set(state) == set(dict(model.named_parameters()))
+    back(x).square().sum().backward()
+    model(x).square().sum().backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(state[name].grad, p.grad, rtol=1e-4, atol=1e-5)
