@@ -133,6 +133,22 @@ def test_torch_factory_to_jax_reproduces_the_model(tiny, tmp_path, capsys):
     np.testing.assert_allclose(np.asarray(exported.call(*inputs)), expected, rtol=1e-5, atol=1e-5)
 
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("example", ["mlp", "cnn", "gpt2"])
+def test_bundled_examples_reproduced_by_the_jax_artifact(example, tmp_path):
+    out = tmp_path / f"{example}.jax"
+    assert _run("--from", "torch", "--to", "jax", f"{EXAMPLES / example}.py:factory", "-o", out) == 0
+    model, args, _ = cli.load_factory(EXAMPLES / f"{example}.py", "factory")
+    with torch.no_grad():
+        ref = model(*args)
+    ref = ref.logits if hasattr(ref, "logits") else ref  # GPT-2: a CausalLMOutput
+    got = jax.export.deserialize(bytearray(out.read_bytes())).call(*(a.numpy() for a in args))
+    got = got["logits"] if isinstance(got, dict) else got  # model outputs come back as dicts
+    np.testing.assert_allclose(np.asarray(got), ref.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_factory_with_kwargs(tiny, tmp_path):
     out = tmp_path / "kw.jax"
     assert _run("--to", "jax", f"{tiny}:with_kwargs", "-o", out) == 0
