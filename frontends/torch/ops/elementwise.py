@@ -500,3 +500,43 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
     """``scale * x`` where ``x > 0`` else ``alpha * scale * expm1(input_scale * x)``."""
     x = cast(x, acc_dtype(x.dtype))
     return jnp.where(x > 0, x * scale, jnp.expm1(x * input_scale) * (alpha * scale))
+
+
+@register(aten.i0.default)
+def i0(x):
+    """Modified Bessel function of the first kind, order 0."""
+    return jax.scipy.special.i0(cast(x, acc_dtype(float_type(x))))
+
+
+@register(aten.ldexp.Tensor)
+def ldexp(x, other):
+    """``x * 2**other`` in the common float dtype."""
+    (x, other), _ = _common(x, other, floating=True)
+    return x * jnp.exp2(other)
+
+
+@register(aten.frexp.Tensor)
+def frexp(x):
+    """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent``, ``0.5 <= |mantissa| < 1``;
+    the exponent is int32."""
+    m, e = jnp.frexp(x)
+    return m, e.astype(np.int32)
+
+
+@register(aten.complex.default)
+def complex_(real, imag):
+    """``real + 1j * imag``."""
+    (real, imag), _ = _common(real, imag)
+    return lax.complex(real, imag)
+
+
+@register(aten.view_as_complex.default)
+def view_as_complex(x):
+    """``(..., 2)`` real pairs as ``(...)`` complex."""
+    return lax.complex(x[..., 0], x[..., 1])
+
+
+@register(aten.view_as_real.default)
+def view_as_real(x):
+    """``(...)`` complex as ``(..., 2)`` real pairs."""
+    return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)

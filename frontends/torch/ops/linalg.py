@@ -72,3 +72,26 @@ def baddbmm(bias, x, y, beta=1, alpha=1):
 def addmv(bias, x, v, beta=1, alpha=1):
     """``beta * bias + alpha * (x @ v)``."""
     return _addmul(bias, _matmul(x, v), beta, alpha)
+
+
+@register(aten.addbmm.default)
+def addbmm(bias, x, y, beta=1, alpha=1):
+    """``beta * bias + alpha * sum_b(x[b] @ y[b])``: ``(n, m)``."""
+    return _addmul(bias, jnp.sum(_matmul(x, y), axis=0), beta, alpha)
+
+
+@register(aten._cdist_forward.default)
+def cdist(x1, x2, p, compute_mode=None):
+    """Pairwise ``p``-norm distances ``(..., P, R)`` between the rows of ``x1`` ``(..., P, M)``
+    and ``x2`` ``(..., R, M)``; ``p = 0`` counts differing coordinates, ``p = inf`` takes
+    the largest difference. Computed directly (never through the matmul expansion)."""
+    d = jnp.abs(x1[..., :, None, :] - x2[..., None, :, :])
+    if p == 0:
+        return jnp.sum((d != 0).astype(d.dtype), axis=-1)
+    if p == float("inf"):
+        return jnp.max(d, axis=-1)
+    if p == 1:
+        return jnp.sum(d, axis=-1)
+    if p == 2:
+        return jnp.sqrt(jnp.sum(d * d, axis=-1))
+    return jnp.sum(d**p, axis=-1) ** (1.0 / p)

@@ -248,3 +248,64 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     d = dim % x.ndim
     vals, idx = _sort(x, d, largest)
     return lax.slice_in_dim(vals, 0, k, axis=d), lax.slice_in_dim(idx, 0, k, axis=d)
+
+
+def _cum_extreme(x, dim, largest):  # noqa: A002
+    """torch's ``cummax``/``cummin``: running extreme and the index where it was reached,
+    later ties winning (``x >= best``) and NaN sticking once seen."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), np.int64)
+    d = dim % x.ndim
+    iota = lax.broadcasted_iota(np.int64, x.shape, d)
+    keys = x.astype(np.int8) if x.dtype == np.bool_ else x
+
+    def combine(a, b):
+        (va, ia), (vb, ib) = a, b
+        better = vb >= va if largest else vb <= va
+        if is_float(keys.dtype):
+            better = better | jnp.isnan(vb)
+        return jnp.where(better, vb, va), jnp.where(better, ib, ia)
+
+    vals, idx = lax.associative_scan(combine, (keys, iota), axis=d)
+    return vals.astype(x.dtype), idx
+
+
+@register(aten.cummax.default)
+def cummax(x, dim):  # noqa: A002
+    """``(values, indices)`` of the running maximum along ``dim``."""
+    return _cum_extreme(x, dim, True)
+
+
+@register(aten.cummin.default)
+def cummin(x, dim):  # noqa: A002
+    """``(values, indices)`` of the running minimum along ``dim``."""
+    return _cum_extreme(x, dim, False)
+
+
+@register(aten.kthvalue.default)
+def kthvalue(x, k, dim=-1, keepdim=False):  # noqa: A002
+    """``(values, indices)`` of the ``k``-th smallest element along ``dim`` (1-based)."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), np.int64)
+    d = dim % x.ndim
+    vals, idx = _sort(x, d, False)
+    v = lax.index_in_dim(vals, k - 1, axis=d, keepdims=keepdim)
+    i = lax.index_in_dim(idx, k - 1, axis=d, keepdims=keepdim)
+    return v, i
+
+
+@register(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=None, sorter=None):
+    """Insertion points of ``values`` in the innermost dim of ``sorted_sequence`` (1-D, or
+    with leading dims matching ``values``): the count of elements ``< v`` (``<= v`` when
+    ``right`` or ``side == "right"``). int64, or int32 with ``out_int32``."""
+    seq = sorted_sequence
+    if sorter is not None:
+        seq = jnp.take_along_axis(seq, sorter, axis=-1)
+    values = jnp.asarray(values)
+    right = right or side == "right"
+    if seq.ndim == 1:
+        cmp = seq <= values[..., None] if right else seq < values[..., None]
+    else:
+        cmp = seq[..., None, :] <= values[..., :, None] if right else seq[..., None, :] < values[..., :, None]
+    return jnp.sum(cmp, axis=-1).astype(np.int32 if out_int32 else np.int64)

@@ -271,3 +271,17 @@ def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocki
 def copy(x, src, non_blocking=False):
     """``src`` broadcast to ``x``'s shape and cast to its dtype."""
     return jnp.broadcast_to(src.astype(x.dtype), x.shape)
+
+
+@register(aten.unfold.default)
+def unfold(x, dimension, size, step):
+    """Windows of ``size`` every ``step`` along ``dimension``: that dim becomes the window
+    count and a new last dim of ``size`` holds each window."""
+    if x.ndim == 0:
+        return x.reshape(1)
+    d = dim(dimension, x.ndim)
+    n = (x.shape[d] - size) // step + 1
+    idx = np.arange(n)[:, None] * step + np.arange(size)[None, :]
+    windows = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=d)
+    windows = windows.reshape(x.shape[:d] + (n, size) + x.shape[d + 1 :])
+    return jnp.moveaxis(windows, d + 1, -1)

@@ -205,3 +205,21 @@ def test_nan_to_num(check):
 
 def test_half_precision_unary_rounds_like_torch(check):
     check(lambda v: (torch.exp(v), torch.tanh(v)), X.half(), ops="aten.exp.default", rtol=1e-3, atol=1e-3)
+
+
+def test_special_functions(check):
+    def fn(x, e):
+        m, ex = torch.frexp(x)
+        return torch.i0(x), torch.ldexp(x, e), m, ex
+
+    e = torch.randint(-3, 4, (3, 5))
+    check(fn, X * 3, e, ops=["aten.i0.default", "aten.ldexp.Tensor", "aten.frexp.Tensor"], rtol=2e-6)
+
+
+def test_complex_views(check):
+    def fn(re, im, pairs):
+        z = torch.complex(re, im)
+        return torch.view_as_real(z * z), torch.view_as_real(torch.view_as_complex(pairs) + 1)
+
+    pairs = torch.randn(4, 2)
+    check(fn, X, Y, pairs, ops=["aten.complex.default", "aten.view_as_complex.default"], rtol=2e-6)

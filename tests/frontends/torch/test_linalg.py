@@ -45,3 +45,16 @@ def test_mm_dtypes(check, dtype):
 def test_vector_products(check):
     m, v, w = torch.randn(4, 6), torch.randn(6), torch.randn(6)
     check(lambda m, v, w: (m @ v, v @ w, torch.einsum("ij,j->i", m, v)), m, v, w, rtol=1e-5)
+
+
+def test_addbmm(check):
+    bias, a, b = torch.randn(4, 5), torch.randn(3, 4, 6), torch.randn(3, 6, 5)
+    fn = lambda c, a, b: (torch.addbmm(c, a, b), torch.addbmm(c, a, b, beta=0.5, alpha=-2))  # noqa: E731
+    check(fn, bias, a, b, ops="aten.addbmm.default", rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist(check, p):
+    a, b = torch.randn(2, 5, 3), torch.randn(2, 4, 3)
+    a[0, 0] = b[0, 0]  # a zero distance
+    check(lambda a, b: torch.cdist(a, b, p=p), a, b, ops="aten._cdist_forward.default", rtol=1e-5, atol=1e-5)

@@ -103,3 +103,30 @@ def test_topk(check, largest):
     x = torch.randperm(40).float().reshape(4, 10)
     check(lambda v: torch.topk(v, 3, dim=1, largest=largest), x, ops="aten.topk.default")
     check(lambda v: torch.topk(v, 2, dim=0, largest=largest), x, ops="aten.topk.default")
+
+
+def test_cummax_cummin(check):
+    x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 5.0, float("nan"), 7.0], [0.0, -1.0, -1.0, 4.0, 4.0, 1.0, -2.0]])
+
+    def fn(v, i):
+        return torch.cummax(v, 1), torch.cummin(v, -1), torch.cummax(i, 0), torch.cummin(i, 2)
+
+    check(fn, x, INTS, ops=["aten.cummax.default", "aten.cummin.default"])
+
+
+def test_kthvalue(check):
+    x = torch.randperm(30).float().reshape(5, 6)
+    fn = lambda v: (torch.kthvalue(v, 2, dim=1), torch.kthvalue(v, 5, dim=0, keepdim=True))  # noqa: E731
+    check(fn, x, ops="aten.kthvalue.default")
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted(check, right):
+    seq = torch.tensor([1.0, 2.0, 2.0, 4.0, 7.0])
+    batched = torch.sort(torch.randn(3, 6)).values
+    values = torch.tensor([[0.0, 2.0, 3.0], [7.0, 8.0, 4.0]])
+
+    def fn(s, b, v):
+        return torch.searchsorted(s, v, right=right), torch.searchsorted(b, b[:, :2] + 0.1, out_int32=True)
+
+    check(fn, seq, batched, values, ops="aten.searchsorted.Tensor")

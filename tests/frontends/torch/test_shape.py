@@ -123,3 +123,7 @@ def test_as_strided(check):
 def test_casts(check, dtype):
     x = torch.tensor([-2.7, -0.5, 0.0, 0.4, 1.5, 3.9, 100.25])
     check(lambda v: (v.to(dtype), v.to(dtype).to(torch.float32)), x, ops="aten._to_copy.default")
+
+
+def test_unfold(check):
+    check(lambda v: (v.unfold(2, 2, 1), v.unfold(1, 2, 2), v.unfold(-1, 4, 3)), X, ops="aten.unfold.default")
