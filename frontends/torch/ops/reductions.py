@@ -309,3 +309,53 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     else:
         cmp = seq[..., None, :] <= values[..., :, None] if right else seq[..., None, :] < values[..., :, None]
     return jnp.sum(cmp, axis=-1).astype(np.int32 if out_int32 else np.int64)
+
+
+@register(aten.var_mean.correction)
+def var_mean(x, dim=None, *, correction=None, keepdim=False):  # noqa: A002
+    """``(var, mean)`` over ``dim`` (see :func:`var_correction`)."""
+    return var_correction(x, dim, correction=correction, keepdim=keepdim), mean(x, dim, keepdim)
+
+
+def _median(x, d, keepdim, ignore_nan):
+    """Lower median along ``d`` (element ``(n - 1) // 2`` of the sorted values) and its
+    index. NaN propagates (the first NaN is returned) unless ``ignore_nan``, which takes the
+    lower median of the non-NaN values (NaN when all are NaN)."""
+    vals, idx = _sort(x, d, False)  # NaN sorts last, stably
+    n = x.shape[d]
+    nans = jnp.sum(jnp.isnan(x), axis=d, keepdims=True) if is_float(x.dtype) else jnp.zeros((), np.int64)
+    if ignore_nan:
+        k = jnp.maximum((n - nans - 1) // 2, 0)
+    else:
+        k = jnp.where(nans > 0, n - nans, (n - 1) // 2)
+    k = jnp.broadcast_to(k, x.shape[:d] + (1,) + x.shape[d + 1 :]).astype(np.int64)
+    v, i = jnp.take_along_axis(vals, k, axis=d), jnp.take_along_axis(idx, k, axis=d)
+    return (v, i) if keepdim else (jnp.squeeze(v, d), jnp.squeeze(i, d))
+
+
+@register(aten.median.default)
+def median(x):
+    """Lower median of all elements; NaN if any element is NaN."""
+    return _median(x.reshape(-1), 0, False, False)[0]
+
+
+@register(aten.median.dim)
+def median_dim(x, dim=0, keepdim=False):  # noqa: A002
+    """``(values, indices)`` of the lower median along ``dim``."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), np.int64)
+    return _median(x, dim % x.ndim, keepdim, False)
+
+
+@register(aten.nanmedian.default)
+def nanmedian(x):
+    """Lower median of the non-NaN elements."""
+    return _median(x.reshape(-1), 0, False, True)[0]
+
+
+@register(aten.nanmedian.dim)
+def nanmedian_dim(x, dim=0, keepdim=False):  # noqa: A002
+    """``(values, indices)`` of the lower median of the non-NaN elements along ``dim``."""
+    if x.ndim == 0:
+        return x, jnp.zeros((), np.int64)
+    return _median(x, dim % x.ndim, keepdim, True)

@@ -130,3 +130,21 @@ def test_searchsorted(check, right):
         return torch.searchsorted(s, v, right=right), torch.searchsorted(b, b[:, :2] + 0.1, out_int32=True)
 
     check(fn, seq, batched, values, ops="aten.searchsorted.Tensor")
+
+
+def test_median_nanmedian_var_mean(check):
+    x = torch.tensor([[3.0, 1.0, 2.0, 5.0], [float("nan"), 1.0, 0.0, float("nan")], [4.0, 4.0, 1.0, 4.0]])
+
+    def fn(v, w):
+        return (
+            torch.median(w),
+            torch.median(v, 1),
+            torch.nanmedian(v, 1, keepdim=True),
+            torch.nanmedian(v),
+            torch.median(v),
+            torch.var_mean(w, 1),
+            torch.var_mean(w, (0, 2), correction=0, keepdim=True),
+        )
+
+    ops = ["aten.median.default", "aten.median.dim", "aten.nanmedian.dim", "aten.var_mean.correction"]
+    check(fn, x, X, ops=ops, rtol=1e-5)
