@@ -514,7 +514,16 @@ def _run_subcommand(name: str, argv: Sequence[str]) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="tracebacks on errors")
     mod.add_arguments(parser)
     args = parser.parse_args(argv)
-    return _guarded(lambda: mod.run(args), args.verbose)
+    return _guarded(lambda: _without_deprecations(lambda: mod.run(args), args.verbose), args.verbose)
+
+
+def _without_deprecations(body: Callable[[], Any], verbose: bool) -> Any:
+    """Run ``body()``; unless ``verbose``, without torch.export's FutureWarnings (its pytree
+    deprecations are not the user's concern)."""
+    with warnings.catch_warnings():
+        if not verbose:
+            warnings.simplefilter("ignore", FutureWarning)
+        return body()
 
 
 def _guarded(body: Callable[[], int], verbose: bool) -> int:
@@ -552,10 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
 
     def body() -> int:
-        with warnings.catch_warnings():
-            if not options.verbose:  # torch.export's deprecation chatter is not the user's concern
-                warnings.simplefilter("ignore", FutureWarning)
-            seconds = convert(options)
+        seconds = _without_deprecations(lambda: convert(options), options.verbose)
         size = Path(options.output).stat().st_size
         print(f"convert: wrote {options.output} ({size:,} bytes) in {seconds:.1f} s")
         return EXIT_OK
