@@ -9,5 +9,6 @@ from . import (  # noqa: F401
     normalization,
     pooling,
     reductions,
+    sampling,
     shape,
 )

@@ -1,0 +1,109 @@
+"""Resampling: ``upsample_nearest{1,2,3}d.vec``, ``_upsample_nearest_exact{1,2,3}d.vec`` and
+``upsample_{linear1d,bilinear2d,trilinear3d}.vec`` (``native_functions.yaml``; source indices
+and weights follow ``aten/src/ATen/native/UpSample.h``: ``nearest_idx``,
+``area_pixel_compute_scale``, ``area_pixel_compute_source_index``).
+
+Source indices and interpolation weights depend only on shapes, so they are computed here in
+float32 (torch's ``opmath`` for float inputs) as constants, and the resampling itself is a
+gather plus a weighted sum per spatial dim, last dim first as in the CPU kernel.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..registry import register
+from ._util import acc_dtype
+
+aten = __import__("torch").ops.aten
+F32 = np.float32
+
+
+def _sizes(x, nd, output_size, scale_factors):
+    """Output sizes and the per-dim scale factors (None when ``output_size`` is given)."""
+    ins = x.shape[-nd:]
+    if output_size is not None:
+        return list(output_size), [None] * nd
+    scales = list(scale_factors) * (nd if len(scale_factors) == 1 else 1)
+    return [int(np.floor(n * s)) for n, s in zip(ins, scales, strict=True)], scales
+
+
+def _scale(n_in, n_out, scale, align_corners=False):
+    """``area_pixel_compute_scale`` (``compute_scales_value`` when not aligning corners)."""
+    if align_corners:
+        return F32((n_in - 1) / (n_out - 1)) if n_out > 1 else F32(0)
+    return F32(1.0 / scale) if scale is not None and scale > 0 else F32(n_in / n_out)
+
+
+def _nearest_index(n_in, n_out, scale, exact):
+    """``nearest_idx`` / ``nearest_neighbor_exact_compute_source_index``."""
+    o = np.arange(n_out, dtype=F32)
+    if not exact and n_out == n_in:
+        return np.arange(n_out)
+    if not exact and n_out == 2 * n_in:
+        return np.arange(n_out) >> 1
+    s = _scale(n_in, n_out, scale)
+    src = np.floor((o + F32(0.5)) * s) if exact else np.floor(o * s)
+    return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+def _nearest(x, nd, output_size, scale_factors, exact):
+    outs, scales = _sizes(x, nd, output_size, scale_factors)
+    for k in range(nd):
+        axis = x.ndim - nd + k
+        idx = _nearest_index(x.shape[axis], outs[k], scales[k], exact)
+        x = jnp.take(x, jnp.asarray(idx), axis=axis)
+    return x
+
+
+def _linear_weights(n_in, n_out, scale, align_corners):
+    """Indices ``i0``, ``i1`` and weights ``l0``, ``l1`` of linear interpolation."""
+    s = _scale(n_in, n_out, scale, align_corners)
+    o = np.arange(n_out, dtype=F32)
+    src = s * o if align_corners else np.maximum(s * (o + F32(0.5)) - F32(0.5), F32(0))
+    i0 = np.minimum(src.astype(np.int64), n_in - 1)
+    i1 = i0 + (i0 < n_in - 1)
+    l1 = (src - i0.astype(F32)).astype(F32)
+    return i0, i1, (F32(1) - l1).astype(F32), l1
+
+
+def _linear(x, nd, output_size, align_corners, scale_factors):
+    outs, scales = _sizes(x, nd, output_size, scale_factors)
+    dt = x.dtype
+    x = x.astype(acc_dtype(dt))
+    for k in reversed(range(nd)):
+        axis = x.ndim - nd + k
+        i0, i1, l0, l1 = _linear_weights(x.shape[axis], outs[k], scales[k], align_corners)
+        shape = [1] * x.ndim
+        shape[axis] = outs[k]
+        a, b = jnp.take(x, jnp.asarray(i0), axis=axis), jnp.take(x, jnp.asarray(i1), axis=axis)
+        x = jnp.asarray(l0.reshape(shape), x.dtype) * a + jnp.asarray(l1.reshape(shape), x.dtype) * b
+    return x
+
+
+def _nearest_rule(nd, exact):
+    def rule(x, output_size=None, scale_factors=None):
+        return _nearest(x, nd, output_size, scale_factors, exact)
+
+    kind = "nearest-exact (half-pixel centres)" if exact else "nearest (``floor(dst * scale)``)"
+    rule.__doc__ = (
+        f"{nd}-d {kind} upsampling of the trailing {nd} dims to ``output_size`` or by ``scale_factors``."
+    )
+    return rule
+
+
+def _linear_rule(nd):
+    def rule(x, output_size=None, align_corners=False, scale_factors=None):
+        return _linear(x, nd, output_size, align_corners, scale_factors)
+
+    rule.__doc__ = f"{nd}-d linear interpolation of the trailing {nd} dims (``align_corners`` as in torch)."
+    return rule
+
+
+for _nd in (1, 2, 3):
+    register(getattr(aten, f"upsample_nearest{_nd}d").vec)(_nearest_rule(_nd, False))
+    register(getattr(aten, f"_upsample_nearest_exact{_nd}d").vec)(_nearest_rule(_nd, True))
+register(aten.upsample_linear1d.vec)(_linear_rule(1))
+register(aten.upsample_bilinear2d.vec)(_linear_rule(2))
+register(aten.upsample_trilinear3d.vec)(_linear_rule(3))

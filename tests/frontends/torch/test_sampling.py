@@ -1,0 +1,38 @@
+"""Resampling ATen rules (``frontends/torch/ops/sampling.py``) against eager torch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+X2 = torch.randn(2, 3, 5, 6)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"scale_factor": 2},
+        {"scale_factor": 1.7},
+        {"size": (7, 4)},
+        {"size": (5, 6)},
+        {"size": (13, 9), "mode": "nearest-exact"},
+    ],
+)
+def test_nearest_2d(check, kwargs):
+    op = "aten._upsample_nearest_exact2d.vec" if kwargs.get("mode") else "aten.upsample_nearest2d.vec"
+    check(lambda v: F.interpolate(v, **kwargs), X2, ops=op)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("kwargs", [{"size": (9, 11)}, {"size": (3, 4)}, {"scale_factor": 2.5}])
+def test_bilinear_2d(check, align_corners, kwargs):
+    f = lambda v: F.interpolate(v, mode="bilinear", align_corners=align_corners, **kwargs)  # noqa: E731
+    check(f, X2, ops="aten.upsample_bilinear2d.vec", rtol=1e-5, atol=1e-6)
+
+
+def test_nearest_1d_3d(check):
+    x1, x3 = torch.randn(2, 3, 7), torch.randn(1, 2, 3, 4, 5)
+    f = lambda a, b: (F.interpolate(a, size=10), F.interpolate(b, scale_factor=(2, 1.5, 0.6)))  # noqa: E731
+    check(f, x1, x3)
