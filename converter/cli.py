@@ -318,7 +318,11 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
             return {**spec, "children": [static_free(c) for c in spec["children"]]}
         return spec
 
-    structs = [jax.ShapeDtypeStruct(s.shape, np.dtype(dtypes.to_numpy(s.dtype))) for s in sig.inputs]
+    scope = jax.export.SymbolicScope()
+    structs = [
+        jax.ShapeDtypeStruct(_symbolic_shape(s.shape, i, scope), np.dtype(dtypes.to_numpy(s.dtype)))
+        for i, s in enumerate(sig.inputs)
+    ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
 
     def call(*args, **kwargs):
@@ -327,7 +331,34 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
         return fn.apply(params, *full_args, **full_kwargs)
 
     exporter = jax.export.export(jax.jit(call), platforms=platforms)
-    return exporter(*example_args, **example_kwargs)
+    if all(isinstance(d, int) for s in sig.inputs for d in s.shape):
+        return exporter(*example_args, **example_kwargs)
+    try:
+        return exporter(*example_args, **example_kwargs)
+    except ConversionError:
+        raise
+    except Exception as e:
+        dims = {s.name: list(s.shape) for s in sig.inputs if not all(isinstance(d, int) for d in s.shape)}
+        raise ConversionError(
+            f"jax.export with dynamic dimensions {dims} failed: {type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        ) from e
+
+
+def _symbolic_shape(shape: tuple, leaf: int, scope) -> tuple:
+    """``shape`` with its dynamic dimensions as ``jax.export`` symbols: a named dimension keeps
+    its name (the same name is the same size), an unnamed one gets its own ``d<leaf>_<axis>``."""
+    import re
+
+    import jax
+
+    if all(isinstance(d, int) for d in shape):
+        return tuple(shape)
+    names = [
+        str(d) if isinstance(d, int) else re.sub(r"\W", "_", d) if isinstance(d, str) else f"d{leaf}_{axis}"
+        for axis, d in enumerate(shape)
+    ]
+    return jax.export.symbolic_shape(", ".join(names), scope=scope)
 
 
 def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:

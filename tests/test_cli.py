@@ -171,6 +171,20 @@ def test_jax_artifact_for_several_platforms(tiny, tmp_path, capsys):
     _assert_bad_input(rc, capsys, bad, "--platforms applies to --to jax only")
 
 
+def test_dynamic_dimensions_become_jax_export_symbols(tmp_path):
+    src, out = tmp_path / "dyn.mlir", tmp_path / "dyn.jax"
+    src.write_text(
+        "func.func public @main(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {\n"
+        "  %0 = stablehlo.sine %x : tensor<?x3xf32>\n"
+        "  return %0 : tensor<?x3xf32>\n}\n"
+    )
+    assert _run(src, "-o", out) == 0
+    exported = jax.export.deserialize(bytearray(out.read_bytes()))
+    for n in (1, 4):
+        x = np.linspace(0, 1, 3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_allclose(np.asarray(exported.call(x)), np.sin(x), rtol=1e-6)
+
+
 def test_pt2_to_stablehlo_text_and_bytecode(tiny, tmp_path):
     model, args, _ = cli.load_factory(tiny, "factory")
     pt2 = tmp_path / "tiny.pt2"
