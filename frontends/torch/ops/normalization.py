@@ -121,3 +121,13 @@ def batch_norm_functional(x, weight, bias, running_mean, running_var, training, 
     new_mean = running_mean * (1 - momentum) + mean * momentum
     new_var = running_var * (1 - momentum) + unbiased * momentum
     return _bn_apply(xa, mean, invstd, weight, bias), mean, invstd, new_mean, new_var
+
+
+@register(aten._batch_norm_with_update_functional.default)
+def batch_norm_with_update(x, weight, bias, running_mean, running_var, momentum, eps):
+    """``(out, save_mean, save_invstd, reserve, new_running_mean, new_running_var)``: training
+    batch norm (see :func:`batch_norm_functional`); ``reserve`` is empty on CPU."""
+    out, mean, invstd, new_mean, new_var = batch_norm_functional(
+        x, weight, bias, running_mean, running_var, True, momentum, eps
+    )
+    return out, mean, invstd, jnp.zeros((0,), np.uint8), new_mean, new_var

@@ -195,3 +195,44 @@ def adaptive_avg_pool(x, output_size):
     """Adaptive average pooling of the trailing ``len(output_size)`` dims: output ``i``
     averages input ``[floor(i*n/out), ceil((i+1)*n/out))`` (``AdaptivePooling.h``)."""
     return _adaptive_avg(x, list(output_size))
+
+
+def _adaptive_windows(n, out):
+    """Per output index, the input positions of torch's adaptive window
+    ``[floor(i*n/out), ceil((i+1)*n/out))``, padded to the longest window, and a validity
+    mask."""
+    starts = [(i * n) // out for i in range(out)]
+    ends = [math.ceil((i + 1) * n / out) for i in range(out)]
+    k = max(e - s for s, e in zip(starts, ends, strict=True))
+    pos = np.array([[min(s + j, n - 1) for j in range(k)] for s in starts], np.int64)
+    valid = np.array([[s + j < e for j in range(k)] for s, e in zip(starts, ends, strict=True)])
+    return pos, valid
+
+
+def _adaptive_max(x, output_size):
+    nd = len(output_size)
+    lead = x.ndim - nd
+    sizes = x.shape[lead:]
+    index, mask, flat = [], np.ones((), bool), np.zeros((), np.int64)
+    for k, (n, o) in enumerate(zip(sizes, output_size, strict=True)):
+        pos, valid = _adaptive_windows(n, o)
+        shape = [1] * (2 * nd)
+        shape[k], shape[nd + k] = pos.shape
+        index.append(jnp.asarray(pos.reshape(shape)))
+        mask = mask & valid.reshape(shape)
+        flat = flat + pos.reshape(shape) * int(np.prod(sizes[k + 1 :]))
+    windows = x[(Ellipsis, *index)]  # (..., out_1..out_nd, k_1..k_nd)
+    windows = jnp.where(jnp.asarray(mask), windows, jnp.asarray(_lowest(x.dtype), x.dtype))
+    windows = windows.reshape(*windows.shape[: lead + nd], -1)
+    flat = np.broadcast_to(flat, mask.shape).reshape(*mask.shape[:nd], -1)
+    choice = arg_extreme(windows, windows.ndim - 1)[..., None]
+    vals = jnp.take_along_axis(windows, choice, axis=-1)[..., 0]
+    idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(flat), windows.shape), choice, axis=-1)[..., 0]
+    return vals, idx
+
+
+@register(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
+def adaptive_max_pool(x, output_size):
+    """``(values, indices)`` of adaptive max pooling over the trailing ``len(output_size)``
+    dims: the first maximum of each adaptive window, indices flat over the spatial dims."""
+    return _adaptive_max(x, list(output_size))

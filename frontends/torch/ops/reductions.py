@@ -359,3 +359,25 @@ def nanmedian_dim(x, dim=0, keepdim=False):  # noqa: A002
     if x.ndim == 0:
         return x, jnp.zeros((), np.int64)
     return _median(x, dim % x.ndim, keepdim, True)
+
+
+@register(aten.linalg_vector_norm.default)
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The ``ord``-norm over ``dim`` (all dims when None): ``inf``/``-inf`` take the
+    largest/smallest magnitude, ``0`` counts nonzeros, otherwise ``sum(|x|^ord)^(1/ord)``.
+    Complex inputs give real norms."""
+    if dtype is not None:
+        x = x.astype(np_dtype(dtype))
+    a = jnp.abs(x.astype(acc_dtype(x.dtype)))
+    axes = dims(dim, x.ndim)
+    if ord == float("inf"):
+        return jnp.max(a, axis=axes, keepdims=keepdim)
+    if ord == float("-inf"):
+        return jnp.min(a, axis=axes, keepdims=keepdim)
+    if ord == 0:
+        return jnp.sum((a != 0).astype(a.dtype), axis=axes, keepdims=keepdim)
+    if ord == 1:
+        return jnp.sum(a, axis=axes, keepdims=keepdim)
+    if ord == 2:
+        return jnp.sqrt(jnp.sum(a * a, axis=axes, keepdims=keepdim))
+    return jnp.sum(a**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)

@@ -241,17 +241,22 @@ for _n in (1, 2, 3):
     register(getattr(aten, f"replication_pad{_n}d").default)(_edge)
 
 
+def _strided_index(size, stride, storage_offset):
+    """Flat row-major element index of every position of an ``as_strided`` view."""
+    idx = np.full(tuple(size), storage_offset or 0, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(size, stride, strict=True)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (np.arange(n) * s).reshape(shape)
+    return idx
+
+
 @register(aten.as_strided.default, aten.as_strided_copy.default)
 def as_strided(x, size, stride, storage_offset=None):
     """The view ``size``/``stride``/``storage_offset`` of ``x``'s elements in row-major
     order, as a gather. Exact when ``x`` is contiguous, which holds in functionalized
     graphs for the tensors torch.export decomposes into ``as_strided``."""
-    offset = storage_offset or 0
-    idx = np.full(tuple(size), offset, dtype=np.int64)
-    for d, (n, s) in enumerate(zip(size, stride, strict=True)):
-        shape = [1] * len(size)
-        shape[d] = n
-        idx = idx + (np.arange(n) * s).reshape(shape)
+    idx = _strided_index(size, stride, storage_offset)
     return jnp.take(x.reshape(-1), jnp.asarray(idx), mode="clip") if idx.size else jnp.zeros(size, x.dtype)
 
 
@@ -285,3 +290,12 @@ def unfold(x, dimension, size, step):
     windows = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=d)
     windows = windows.reshape(x.shape[:d] + (n, size) + x.shape[d + 1 :])
     return jnp.moveaxis(windows, d + 1, -1)
+
+
+@register(aten.as_strided_scatter.default)
+def as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """``x`` (contiguous) with its ``as_strided(size, stride, storage_offset)`` view replaced
+    by ``src``."""
+    idx = _strided_index(size, stride, storage_offset)
+    flat = x.reshape(-1).at[jnp.asarray(idx.reshape(-1))].set(src.reshape(-1).astype(x.dtype), mode="drop")
+    return flat.reshape(x.shape)

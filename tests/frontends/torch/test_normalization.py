@@ -79,3 +79,14 @@ def test_batch_norm_training_updates_running_stats(check):
     # The conversion snapshots the initial running stats before the eager reference call
     # updates them, so both sides start from the same statistics.
     check(TrainingBN(), x, rtol=1e-5, atol=1e-5)
+
+
+def test_batch_norm_with_update(check):
+    x = torch.randn(4, 6, 5, 3) * 2 + 1
+    w, b, rm, rv = torch.rand(6) + 0.5, torch.randn(6), torch.randn(6), torch.rand(6) + 0.5
+
+    def fn(v, rm, rv):
+        out = torch.ops.aten._batch_norm_with_update_functional(v, w, b, rm, rv, 0.1, 1e-5)
+        return out[0], out[1], out[2], out[4], out[5]
+
+    check(fn, x, rm, rv, ops="aten._batch_norm_with_update_functional.default", rtol=1e-5, atol=1e-5)

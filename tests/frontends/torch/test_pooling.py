@@ -74,3 +74,15 @@ def test_adaptive_avg_pool2d(check, size):
         "aten.mean.dim" if size == 1 else "aten._adaptive_avg_pool2d.default"
     )  # export turns size 1 into mean
     check(lambda v: F.adaptive_avg_pool2d(v, size), X, ops=op, rtol=1e-5)
+
+
+@pytest.mark.parametrize("size", [(3, 3), (4, 7), 1])
+def test_adaptive_max_pool2d(check, size):
+    fn = lambda v: F.adaptive_max_pool2d(v, size, return_indices=True)  # noqa: E731
+    check(fn, X, ops="aten.adaptive_max_pool2d.default")
+
+
+def test_adaptive_max_pool_1d_3d(check):
+    x1, x3 = torch.randn(2, 3, 11), torch.randn(1, 2, 5, 6, 7)
+    fn = lambda a, b: (F.adaptive_max_pool1d(a, 4, True), F.adaptive_max_pool3d(b, (2, 4, 3), True))  # noqa: E731
+    check(fn, x1, x3, ops="aten.adaptive_max_pool3d.default")

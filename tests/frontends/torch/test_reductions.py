@@ -148,3 +148,12 @@ def test_median_nanmedian_var_mean(check):
 
     ops = ["aten.median.default", "aten.median.dim", "aten.nanmedian.dim", "aten.var_mean.correction"]
     check(fn, x, X, ops=ops, rtol=1e-5)
+
+
+@pytest.mark.parametrize("ord", [2, 1, 0, 3.5, float("inf"), float("-inf")])
+def test_vector_norm(check, ord):
+    fn = lambda v: (
+        torch.linalg.vector_norm(v, ord),
+        torch.linalg.vector_norm(v, ord, dim=(0, 2), keepdim=True),
+    )  # noqa: E731
+    check(fn, X, ops="aten.linalg_vector_norm.default", rtol=1e-5)

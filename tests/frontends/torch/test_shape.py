@@ -127,3 +127,13 @@ def test_casts(check, dtype):
 
 def test_unfold(check):
     check(lambda v: (v.unfold(2, 2, 1), v.unfold(1, 2, 2), v.unfold(-1, 4, 3)), X, ops="aten.unfold.default")
+
+
+def test_as_strided_scatter(check):
+    src = torch.randn(3, 2)
+    check(
+        lambda v, s: torch.as_strided_scatter(v, s, (3, 2), (1, 3), 1),
+        X,
+        src,
+        ops="aten.as_strided_scatter.default",
+    )
