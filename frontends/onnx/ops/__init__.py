@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     elementwise,
     indexing,
     linalg,
+    ml,
     nn,
     quantize,
     reductions,
@@ -14,4 +15,5 @@ from . import (  # noqa: F401
     sequence,
     shape,
     signal,
+    training,
 )

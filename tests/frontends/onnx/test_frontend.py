@@ -85,26 +85,16 @@ def test_dispatch_picks_schema_version_at_opset():
 def test_every_unsupported_node_in_one_error():
     nodes = [
         helper.make_node("StringNormalizer", ["s"], ["t"], name="norm1"),
-        helper.make_node(
-            "TfIdfVectorizer",
-            ["i"],
-            ["v"],
-            name="tfidf",
-            mode="TF",
-            min_gram_length=1,
-            max_gram_length=1,
-            max_skip_count=0,
-            ngram_counts=[0],
-            ngram_indexes=[0],
-            pool_int64s=[1],
-        ),
+        helper.make_node("RoiAlign", ["i", "rois", "bi"], ["v"], name="roi"),
         helper.make_node("StringNormalizer", ["s"], ["u"], name="norm2"),
     ]
     model = _model(
         nodes,
         [
             helper.make_tensor_value_info("s", TensorProto.STRING, [2]),
-            helper.make_tensor_value_info("i", TensorProto.INT64, [2]),
+            helper.make_tensor_value_info("i", F, [1, 1, 4, 4]),
+            helper.make_tensor_value_info("rois", F, [1, 4]),
+            helper.make_tensor_value_info("bi", TensorProto.INT64, [1]),
         ],
         [
             helper.make_tensor_value_info(n, t, [2])
@@ -115,7 +105,7 @@ def test_every_unsupported_node_in_one_error():
         from_onnx(model)
     msg = str(info.value)
     assert "ai.onnx::StringNormalizer-10 (x2" in msg and "'norm1'" in msg and "'norm2'" in msg
-    assert "ai.onnx::TfIdfVectorizer-9" in msg and "'tfidf'" in msg
+    assert "ai.onnx::RoiAlign-16" in msg and "'roi'" in msg
 
 
 def test_opset_too_new_names_nodes():
