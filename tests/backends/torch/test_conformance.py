@@ -289,6 +289,8 @@ case("lax.conv[depthwise1d]", lambda x, k: lax.conv_general_dilated(x, k, (1,), 
      U(shape=(2, 4, 10)), U(shape=(4, 1, 3)), tol=(1e-4, 1e-4))  # fmt: skip
 case("lax.conv[3d]", lambda x, k: lax.conv(x, k, (1, 1, 1), "SAME"), U(shape=(1, 2, 5, 5, 5)), U(shape=(3, 2, 3, 3, 3)),
      tol=(1e-4, 1e-4))  # fmt: skip
+case("lax.conv[int]", lambda x, k: lax.conv(x, k, (1, 1), "SAME"), U(-3, 3, shape=(1, 2, 6, 6)),
+     U(-3, 3, shape=(3, 2, 3, 3)), dtypes=(I32, I8))  # fmt: skip
 case(
     "lax.conv[f16]",
     lambda x, k: lax.conv(x, k, (1, 1), "SAME"),
