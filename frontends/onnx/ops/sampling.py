@@ -106,3 +106,96 @@ def grid_sample(ctx, x, grid, *, align_corners=0, mode=None, padding_mode="zeros
                 weight = weight * w
             out = out + fetch([ix for ix, _ in combo]) * weight[:, None, :].astype(x.dtype)
     return out.reshape((batch, chans) + tuple(out_sp)).astype(x.dtype)
+
+
+def _roi_bilinear(y, x, h, w):
+    """The four (index, weight) taps of one sample point, as ONNX/onnxruntime RoiAlign
+    computes them (points beyond one pixel outside the map read 0)."""
+    if y < -1.0 or y > h or x < -1.0 or x > w:
+        return [(0, 0.0)] * 4
+    y, x = max(y, 0.0), max(x, 0.0)
+    y_lo, x_lo = int(y), int(x)
+    if y_lo >= h - 1:
+        y_lo = y_hi = h - 1
+        y = float(y_lo)
+    else:
+        y_hi = y_lo + 1
+    if x_lo >= w - 1:
+        x_lo = x_hi = w - 1
+        x = float(x_lo)
+    else:
+        x_hi = x_lo + 1
+    ly, lx = y - y_lo, x - x_lo
+    hy, hx = 1 - ly, 1 - lx
+    return [
+        (y_lo * w + x_lo, hy * hx),
+        (y_lo * w + x_hi, hy * lx),
+        (y_hi * w + x_lo, ly * hx),
+        (y_hi * w + x_hi, ly * lx),
+    ]
+
+
+@onnx_op("RoiAlign", 10)
+def roi_align(
+    ctx,
+    x,
+    rois,
+    batch_indices,
+    *,
+    coordinate_transformation_mode=None,
+    mode="avg",
+    output_height=1,
+    output_width=1,
+    sampling_ratio=0,
+    spatial_scale=1.0,
+):
+    """RoiAlign with ROIs known at conversion time (the sampling grid depends on their
+    sizes). ``max`` mode takes the maximum of the weighted taps, as the reference does."""
+    ctm = coordinate_transformation_mode or ("half_pixel" if ctx.version >= 16 else "output_half_pixel")
+    boxes = np.asarray(ctx.static(1), np.float64)
+    n_rois = boxes.shape[0]
+    h, w = x.shape[2], x.shape[3]
+    offset = 0.5 if ctm == "half_pixel" else 0.0
+    all_idx, all_w, counts = [], [], []
+    for r in range(n_rois):
+        x1, y1, x2, y2 = boxes[r] * spatial_scale - offset
+        rw, rh = x2 - x1, y2 - y1
+        if ctm != "half_pixel":
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        bh, bw = rh / output_height, rw / output_width
+        gh = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rh / output_height))
+        gw = sampling_ratio if sampling_ratio > 0 else int(np.ceil(rw / output_width))
+        taps = []
+        for ph in range(output_height):
+            for pw in range(output_width):
+                pts = []
+                for iy in range(gh):
+                    yy = y1 + ph * bh + (iy + 0.5) * bh / gh
+                    for ix in range(gw):
+                        xx = x1 + pw * bw + (ix + 0.5) * bw / gw
+                        pts.append(_roi_bilinear(yy, xx, h, w))
+                taps.append(pts)
+        all_idx.append(taps)
+        counts.append(max(gh * gw, 1))
+    s_max = max(len(t[0]) for t in all_idx)
+    idx = np.zeros((n_rois, output_height * output_width, s_max, 4), np.int64)
+    wts = np.zeros(idx.shape, np.float64)
+    valid = np.zeros(idx.shape[:3], bool)
+    for r, taps in enumerate(all_idx):
+        for b, pts in enumerate(taps):
+            for s, corners in enumerate(pts):
+                valid[r, b, s] = True
+                for c, (i, wt) in enumerate(corners):
+                    idx[r, b, s, c], wts[r, b, s, c] = i, wt
+    flat = x.reshape(x.shape[0], x.shape[1], -1)
+    per_roi = flat[jnp.asarray(batch_indices).astype(np.int64)]  # (R, C, H*W)
+    k = idx[0].size
+    gather = jnp.broadcast_to(jnp.asarray(idx.reshape(n_rois, 1, k)), (n_rois, x.shape[1], k))
+    vals = jnp.take_along_axis(per_roi, gather, axis=2)
+    vals = vals.reshape((n_rois, x.shape[1]) + idx.shape[1:]) * jnp.asarray(wts, x.dtype)[:, None]
+    if mode == "max":
+        neg = jnp.asarray(-np.inf, x.dtype)
+        out = jnp.max(jnp.where(jnp.asarray(valid)[:, None, :, :, None], vals, neg), axis=(3, 4))
+    else:
+        out = vals.sum(axis=(3, 4)) / jnp.asarray(np.asarray(counts, np.float64), x.dtype)[:, None, None]
+    return out.reshape(n_rois, x.shape[1], output_height, output_width)
