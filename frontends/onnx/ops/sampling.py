@@ -156,7 +156,7 @@ def roi_align(
     n_rois = boxes.shape[0]
     h, w = x.shape[2], x.shape[3]
     offset = 0.5 if ctm == "half_pixel" else 0.0
-    all_idx, all_w, counts = [], [], []
+    all_idx, counts = [], []
     for r in range(n_rois):
         x1, y1, x2, y2 = boxes[r] * spatial_scale - offset
         rw, rh = x2 - x1, y2 - y1
