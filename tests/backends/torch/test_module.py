@@ -120,14 +120,8 @@ def test_torch_export_and_compile():
     ep = torch.export.export(module, args)
     want = np.asarray(jax.jit(f)(X, W))
     np.testing.assert_allclose(ep.module()(*args).numpy(), want, rtol=1e-5, atol=1e-5)
-    simple = to_torch_module(lambda x, w: jax.nn.gelu(x @ w).sum(0), X, W)
-    compiled = torch.compile(simple)
-    np.testing.assert_allclose(
-        numpy_of(compiled(*args)),
-        np.asarray(jax.jit(lambda x, w: jax.nn.gelu(x @ w).sum(0))(X, W)),
-        rtol=1e-5,
-        atol=1e-5,
-    )
+    compiled = torch.compile(module)  # cond + while_loop HOPs and an unrolled loop
+    np.testing.assert_allclose(numpy_of(compiled(*args)), want, rtol=1e-5, atol=1e-5)
 
 
 _UNSUPPORTED = """
