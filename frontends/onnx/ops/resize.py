@@ -52,6 +52,32 @@ def _cubic(ratio, a):
     return [k(ratio + 1), k(ratio), k(1 - ratio), k(2 - ratio)]
 
 
+def _linear_antialias(ratio, scale):
+    """Triangle kernel stretched by 1/scale when downsampling (normalized)."""
+    scale = min(scale, 1.0)
+    start = math.floor(-1 / scale) + 1
+    args = (np.arange(start, start + 2 - 2 * start) - ratio) * scale
+    c = np.clip(1 - np.abs(args), 0, 1)
+    return list(c / c.sum())
+
+
+def _cubic_antialias(ratio, scale, a):
+    """Keys' cubic kernel stretched by 1/scale when downsampling (normalized)."""
+    scale = min(scale, 1.0)
+    start = math.floor(-2 / scale) + 1
+
+    def kernel(x):
+        x = abs(x)
+        if x <= 1:
+            return (a + 2) * x**3 - (a + 3) * x**2 + 1
+        if x < 2:
+            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+        return 0.0
+
+    c = np.array([kernel(scale * (i - ratio)) for i in range(start, 2 - start)])
+    return list(c / c.sum())
+
+
 def _nearest_index(x, mode):
     if mode == "round_prefer_floor":
         return math.ceil(x - 0.5)
@@ -64,7 +90,7 @@ def _nearest_index(x, mode):
     raise NotImplementedError(f"nearest_mode={mode}")
 
 
-def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi):  # noqa: E741
+def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi, antialias=0):  # noqa: E741
     """``(W, index, outside)``: the (O, L) weights (or gather indices for nearest) and the
     output positions outside the crop box (``tf_crop_and_resize``)."""
     w = np.zeros((O, L), np.float64)
@@ -81,7 +107,12 @@ def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi):  # 
         ratio = x - math.floor(x)
         if ratio == 0:
             ratio = 1.0
-        coeffs = [1 - ratio, ratio] if mode == "linear" else _cubic(ratio, a)
+        if antialias:
+            coeffs = (
+                _linear_antialias(ratio, scale) if mode == "linear" else _cubic_antialias(ratio, scale, a)
+            )
+        else:
+            coeffs = [1 - ratio, ratio] if mode == "linear" else _cubic(ratio, a)
         n = len(coeffs)
         pad = math.ceil(n / 2)
         xp = x + pad
@@ -90,19 +121,24 @@ def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi):  # 
         coeffs = np.asarray(coeffs, np.float64)
         if exclude_outside:
             coeffs = np.where([0 <= j < L for j in idx], coeffs, 0.0)
-            coeffs = coeffs / coeffs.sum()
+            total = coeffs.sum()
+            coeffs = coeffs / (total if total != 0 else 1.0)
         for j, c in zip(idx, coeffs, strict=True):
             w[i, min(max(j, 0), L - 1)] += c
     return w, index, outside
 
 
-def _resize(x, out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside, extrapolation):
+def _resize(
+    x, out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside, extrapolation, antialias=0
+):
     for k, ax in enumerate(axes):
         L, O = x.shape[ax], out_sizes[k]  # noqa: E741
         if L == O and ctm != "tf_crop_and_resize" and scales[k] == 1.0:
             continue
         r = (roi[k], roi[k + len(axes)]) if roi is not None else (0.0, 1.0)
-        w, index, outside = _weights(L, O, scales[k], mode, ctm, nearest_mode, a, exclude_outside, r)
+        w, index, outside = _weights(
+            L, O, scales[k], mode, ctm, nearest_mode, a, exclude_outside, r, antialias and mode != "nearest"
+        )
         if mode == "nearest":
             y = jnp.take(x, index, axis=ax)
         else:
@@ -134,8 +170,6 @@ def resize(
     nearest_mode="round_prefer_floor",
 ):
     """Resize (opsets 11-19) from ``scales`` or ``sizes`` (static)."""
-    if antialias:
-        raise NotImplementedError("Resize with antialias=1")
     axes = [a % x.ndim for a in axes] if axes is not None else list(range(x.ndim))
     roi = ctx.static(1)
     roi = None if roi is None or np.size(roi) == 0 else [float(v) for v in np.asarray(roi).reshape(-1)]
@@ -170,6 +204,7 @@ def resize(
         cubic_coeff_a,
         exclude_outside,
         extrapolation_value,
+        antialias,
     )
 
 
