@@ -96,9 +96,10 @@ def build_graph(module: Module) -> torch.fx.GraphModule:
 class TorchModule(torch.nn.Module):
     """A converted :class:`converter.Module` as a native ``torch.nn.Module``.
 
-    ``forward(*args, **kwargs)`` takes the user inputs with the structure, shapes and dtypes
-    of ``signature.inputs`` and returns the outputs with the structure of
-    ``signature.out_tree`` (custom output classes come back as dicts).
+    ``forward(*args, **kwargs)`` takes the user inputs (torch tensors; NumPy/JAX arrays are
+    copied) with the structure, shapes and dtypes of ``signature.inputs`` and returns the
+    outputs with the structure of ``signature.out_tree`` (custom output classes come back as
+    dicts).
 
     Parameters: floating/complex entries of ``signature.params`` are ``nn.Parameter``s, others
     buffers. Their attribute names are the original names with ``.``/brackets mangled to ``_``
@@ -138,7 +139,11 @@ class TorchModule(torch.nn.Module):
         flat = [getattr(self, a) for a in self._attrs]
         for (path, value), spec in zip(leaves, sig.inputs, strict=False):
             check_leaf(input_path(path), value, spec)
-            flat.append(value.to(STORAGE[spec.dtype]) if spec.dtype in STORAGE else value)
+            if not isinstance(value, torch.Tensor):  # NumPy / JAX arrays: copy into torch
+                value = numpy_to_torch(np.asarray(value), spec.dtype)
+            elif spec.dtype in STORAGE:
+                value = value.to(STORAGE[spec.dtype])
+            flat.append(value)
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         outs = list(self.graph_module(*flat))

@@ -104,6 +104,7 @@ def test_kept_var_idx_drops_unused_arguments():
 
 def test_signature_mismatch_names_the_argument():
     module = to_torch_module(mlp, X, W)
+    np.testing.assert_allclose(module(X, W).numpy(), module(torch.tensor(X), torch.tensor(W)).numpy())
     with pytest.raises(converter.SignatureMismatchError, match=r"args\[1\]"):
         module(torch.tensor(X), torch.zeros(4, 6))
 
