@@ -152,3 +152,25 @@ def assert_noop(*args, **kwargs):
     """Export-time assertions (dtype/shape metadata, symbolic ranges); checked when the
     graph was exported, so a no-op here."""
     return None
+
+
+def _tri_indices(row, col, offset, upper):
+    rows, cols = np.indices((row, col))
+    keep = (cols - rows >= offset) if upper else (cols - rows <= offset)
+    return np.stack([rows[keep], cols[keep]])
+
+
+@register(aten.triu_indices.default)
+def triu_indices(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``(2, K)`` row/column indices of the upper triangle (``col - row >= offset``), row-major."""
+    return jnp.asarray(
+        _tri_indices(row, col, offset, True), np_dtype(dtype) if dtype is not None else np.int64
+    )
+
+
+@register(aten.tril_indices.default)
+def tril_indices(row, col, offset=0, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """``(2, K)`` row/column indices of the lower triangle (``col - row <= offset``), row-major."""
+    return jnp.asarray(
+        _tri_indices(row, col, offset, False), np_dtype(dtype) if dtype is not None else np.int64
+    )

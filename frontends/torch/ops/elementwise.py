@@ -540,3 +540,10 @@ def view_as_complex(x):
 def view_as_real(x):
     """``(...)`` complex as ``(..., 2)`` real pairs."""
     return jnp.stack([jnp.real(x), jnp.imag(x)], axis=-1)
+
+
+@register(aten.hypot.default)
+def hypot(x, y):
+    """``sqrt(x^2 + y^2)`` without intermediate overflow."""
+    (x, y), _ = _common(x, y, floating=True)
+    return jnp.hypot(x, y)

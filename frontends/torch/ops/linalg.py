@@ -8,6 +8,7 @@ bfloat16 accumulate in float32 (``preferred_element_type``) as torch's CPU BLAS 
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..registry import register
@@ -95,3 +96,13 @@ def cdist(x1, x2, p, compute_mode=None):
     if p == 2:
         return jnp.sqrt(jnp.sum(d * d, axis=-1))
     return jnp.sum(d**p, axis=-1) ** (1.0 / p)
+
+
+@register(aten._pdist_forward.default)
+def pdist(x, p=2.0):
+    """The ``p``-norm distances between every pair of rows ``i < j`` of ``x`` ``(N, M)``, in
+    row-major pair order: ``(N * (N - 1) / 2,)``."""
+    n = x.shape[0]
+    i, j = np.triu_indices(n, 1)
+    d = cdist(x[None], x[None], p)[0]
+    return d[jnp.asarray(i), jnp.asarray(j)]

@@ -381,3 +381,26 @@ def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noq
     if ord == 2:
         return jnp.sqrt(jnp.sum(a * a, axis=axes, keepdims=keepdim))
     return jnp.sum(a**ord, axis=axes, keepdims=keepdim) ** (1.0 / ord)
+
+
+@register(aten.bucketize.Tensor)
+def bucketize(x, boundaries, *, out_int32=False, right=False):
+    """Bucket of each element of ``x`` among the sorted 1-D ``boundaries``: the count of
+    boundaries ``< x`` (``<= x`` when ``right``)."""
+    return searchsorted(boundaries, x, out_int32=out_int32, right=right)
+
+
+@register(aten.logcumsumexp.default)
+def logcumsumexp(x, dim):  # noqa: A002
+    """``log(cumsum(exp(x)))`` along ``dim``, each step combined stably as
+    ``max + log1p(exp(min - max))`` (``-inf`` pairs stay ``-inf``)."""
+    if x.ndim == 0:
+        return x
+    x = x.astype(acc_dtype(x.dtype))
+
+    def combine(a, b):
+        hi, lo = jnp.maximum(a, b), jnp.minimum(a, b)
+        both_inf = jnp.isinf(hi) & (hi == lo)
+        return jnp.where(both_inf, hi, hi + jnp.log1p(jnp.exp(lo - hi)))
+
+    return lax.associative_scan(combine, x, axis=dim % x.ndim)

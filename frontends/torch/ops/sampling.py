@@ -107,3 +107,71 @@ for _nd in (1, 2, 3):
 register(aten.upsample_linear1d.vec)(_linear_rule(1))
 register(aten.upsample_bilinear2d.vec)(_linear_rule(2))
 register(aten.upsample_trilinear3d.vec)(_linear_rule(3))
+
+
+def _reflect(coord, twice_low, twice_high):
+    """``reflect_coordinates`` of ``GridSampler.h``."""
+    if twice_low == twice_high:
+        return jnp.zeros_like(coord)
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    c = jnp.abs(coord - lo)
+    extra = jnp.fmod(c, span)
+    flips = jnp.floor(c / span)
+    return jnp.where(jnp.fmod(flips, 2) == 0, extra + lo, span - extra + lo)
+
+
+def _source_index(coord, size, padding_mode, align_corners):
+    """``grid_sampler_compute_source_index``: unnormalize, then apply the padding mode."""
+    if align_corners:
+        coord = (coord + 1) / 2 * (size - 1)
+    else:
+        coord = ((coord + 1) * size - 1) / 2
+    if padding_mode == 2:  # reflection
+        coord = _reflect(coord, 0, 2 * (size - 1)) if align_corners else _reflect(coord, -1, 2 * size - 1)
+    if padding_mode in (1, 2):  # border, and reflection's final clip
+        coord = jnp.clip(coord, 0, size - 1)
+    return coord
+
+
+def _gather2d(flat, iy, ix, h, w):
+    """``input[n, :, iy, ix]`` for ``iy``/``ix`` of shape ``(N, Ho, Wo)``, zero where out of
+    bounds: ``(N, C, Ho, Wo)``."""
+    valid = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = jnp.clip(iy, 0, h - 1) * w + jnp.clip(ix, 0, w - 1)
+    n, ho, wo = idx.shape
+    got = jnp.take_along_axis(flat, idx.reshape(n, 1, ho * wo).astype(np.int64), axis=2)
+    got = got.reshape(n, flat.shape[1], ho, wo)
+    return jnp.where(valid[:, None], got, jnp.zeros((), flat.dtype))
+
+
+@register(aten.grid_sampler_2d.default)
+def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
+    """Sample ``x`` ``(N, C, H, W)`` at ``grid`` ``(N, Ho, Wo, 2)`` (``(x, y)`` in ``[-1, 1]``):
+    ``(N, C, Ho, Wo)``. Interpolation 0 = bilinear, 1 = nearest (half to even); padding
+    0 = zeros, 1 = border, 2 = reflection (``GridSamplerKernel.cpp``). Bicubic (2) is not
+    supported."""
+    if interpolation_mode not in (0, 1):
+        raise NotImplementedError("grid_sampler_2d: bicubic interpolation")
+    dt = x.dtype
+    x = x.astype(acc_dtype(dt))
+    n, c, h, w = x.shape
+    g = grid.astype(x.dtype)
+    ix = _source_index(g[..., 0], w, padding_mode, align_corners)
+    iy = _source_index(g[..., 1], h, padding_mode, align_corners)
+    flat = x.reshape(n, c, h * w)
+    if interpolation_mode == 1:
+        return _gather2d(flat, jnp.round(iy).astype(np.int64), jnp.round(ix).astype(np.int64), h, w)
+    x0, y0 = jnp.floor(ix), jnp.floor(iy)
+    x1, y1 = x0 + 1, y0 + 1
+    wts = {
+        (0, 0): (x1 - ix) * (y1 - iy),
+        (0, 1): (ix - x0) * (y1 - iy),
+        (1, 0): (x1 - ix) * (iy - y0),
+        (1, 1): (ix - x0) * (iy - y0),
+    }
+    out = jnp.zeros((n, c) + ix.shape[1:], x.dtype)
+    for (dy, dx), wt in wts.items():
+        yy, xx = (y0 + dy).astype(np.int64), (x0 + dx).astype(np.int64)
+        out = out + _gather2d(flat, yy, xx, h, w) * wt[:, None]
+    return out

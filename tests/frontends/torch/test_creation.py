@@ -64,3 +64,14 @@ def test_empty_has_right_shape_and_dtype(check):
         return e + v, torch.empty_like(v).fill_(2.0)
 
     check(fn, X, ops="aten.empty.memory_format")
+
+
+def test_tri_indices(check):
+    def fn(v):
+        return (
+            torch.triu_indices(4, 5, 1),
+            torch.tril_indices(3, 3, -1),
+            torch.triu_indices(3, 4, -1) + v.long().sum(),
+        )
+
+    check(fn, X, ops=["aten.triu_indices.default", "aten.tril_indices.default"])

@@ -223,3 +223,7 @@ def test_complex_views(check):
 
     pairs = torch.randn(4, 2)
     check(fn, X, Y, pairs, ops=["aten.complex.default", "aten.view_as_complex.default"], rtol=2e-6)
+
+
+def test_hypot(check):
+    check(torch.hypot, X * 1e20, Y * 1e20, ops="aten.hypot.default", rtol=2e-6)

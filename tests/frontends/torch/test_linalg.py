@@ -58,3 +58,13 @@ def test_cdist(check, p):
     a, b = torch.randn(2, 5, 3), torch.randn(2, 4, 3)
     a[0, 0] = b[0, 0]  # a zero distance
     check(lambda a, b: torch.cdist(a, b, p=p), a, b, ops="aten._cdist_forward.default", rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, float("inf")])
+def test_pdist(check, p):
+    check(
+        lambda a: torch.nn.functional.pdist(a, p),
+        torch.randn(5, 3),
+        ops="aten._pdist_forward.default",
+        rtol=1e-5,
+    )

@@ -157,3 +157,17 @@ def test_vector_norm(check, ord):
         torch.linalg.vector_norm(v, ord, dim=(0, 2), keepdim=True),
     )  # noqa: E731
     check(fn, X, ops="aten.linalg_vector_norm.default", rtol=1e-5)
+
+
+def test_bucketize_logcumsumexp(check):
+    b = torch.tensor([-1.0, 0.0, 0.5, 2.0])
+    x = torch.stack([X[0, 0], torch.tensor([float("-inf"), float("-inf"), 1.0, 50.0, -3.0])])
+
+    def fn(v, w):
+        return (
+            torch.bucketize(v, b),
+            torch.bucketize(v, b, right=True, out_int32=True),
+            torch.logcumsumexp(w, 1),
+        )
+
+    check(fn, X, x, ops=["aten.bucketize.Tensor", "aten.logcumsumexp.default"], rtol=1e-5)

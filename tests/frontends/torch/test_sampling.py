@@ -37,3 +37,13 @@ def test_nearest_1d_3d(check):
     x1, x3 = torch.randn(2, 3, 7), torch.randn(1, 2, 3, 4, 5)
     f = lambda a, b: (F.interpolate(a, size=10), F.interpolate(b, scale_factor=(2, 1.5, 0.6)))  # noqa: E731
     check(f, x1, x3)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample(check, mode, padding_mode, align_corners):
+    grid = torch.rand(2, 4, 3, 2) * 2.6 - 1.3  # some samples outside [-1, 1]
+    grid[0, 0, 0] = torch.tensor([0.25, -0.5])  # exact half-pixel positions
+    f = lambda v, g: F.grid_sample(v, g, mode, padding_mode, align_corners)  # noqa: E731
+    check(f, X2, grid, ops="aten.grid_sampler_2d.default", rtol=1e-5, atol=1e-6)
