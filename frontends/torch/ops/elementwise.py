@@ -547,3 +547,24 @@ def hypot(x, y):
     """``sqrt(x^2 + y^2)`` without intermediate overflow."""
     (x, y), _ = _common(x, y, floating=True)
     return jnp.hypot(x, y)
+
+
+@register(aten.nextafter.default)
+def nextafter(x, y):
+    """The next representable float after ``x`` towards ``y``."""
+    (x, y), _ = _common(x, y)
+    return jnp.nextafter(x, y)
+
+
+@register(aten.igamma.default)
+def igamma(a, x):
+    """Regularized lower incomplete gamma function ``P(a, x)``."""
+    (a, x), _ = _common(a, x, floating=True)
+    return jax.scipy.special.gammainc(a, x)
+
+
+@register(aten.igammac.default)
+def igammac(a, x):
+    """Regularized upper incomplete gamma function ``Q(a, x)``."""
+    (a, x), _ = _common(a, x, floating=True)
+    return jax.scipy.special.gammaincc(a, x)

@@ -404,3 +404,9 @@ def logcumsumexp(x, dim):  # noqa: A002
         return jnp.where(both_inf, hi, hi + jnp.log1p(jnp.exp(lo - hi)))
 
     return lax.associative_scan(combine, x, axis=dim % x.ndim)
+
+
+@register(aten.dist.default)
+def dist(x, y, p=2):
+    """``linalg_vector_norm(x - y, p)`` over all elements."""
+    return linalg_vector_norm(x - y, p)

@@ -299,3 +299,35 @@ def as_strided_scatter(x, src, size, stride, storage_offset=None):
     idx = _strided_index(size, stride, storage_offset)
     flat = x.reshape(-1).at[jnp.asarray(idx.reshape(-1))].set(src.reshape(-1).astype(x.dtype), mode="drop")
     return flat.reshape(x.shape)
+
+
+def _register_copies() -> None:
+    """The ``*_copy`` variants (``view_copy``, ``permute_copy``...) return values, exactly
+    like the views they copy."""
+    views = {
+        "view_copy": view,
+        "permute_copy": permute,
+        "t_copy": t,
+        "transpose_copy": transpose,
+        "expand_copy": expand,
+        "unsqueeze_copy": unsqueeze,
+        "slice_copy": slice_,
+        "select_copy": select,
+        "narrow_copy": narrow,
+        "diagonal_copy": diagonal,
+        "alias_copy": clone,
+        "unfold_copy": unfold,
+    }
+    for name, rule in views.items():
+        packet = getattr(aten, name)
+        for overload in ("default", "Tensor", "int"):
+            if hasattr(packet, overload):
+                register(getattr(packet, overload))(rule)
+    for overload in ("default", "dim", "dims"):
+        register(getattr(aten.squeeze_copy, overload))(squeeze)
+    register(aten.split_with_sizes_copy.default)(split_with_sizes)
+    register(aten.split_copy.Tensor)(split)
+    register(aten.unbind_copy.int)(unbind)
+
+
+_register_copies()

@@ -227,3 +227,11 @@ def test_complex_views(check):
 
 def test_hypot(check):
     check(torch.hypot, X * 1e20, Y * 1e20, ops="aten.hypot.default", rtol=2e-6)
+
+
+def test_nextafter_igamma_dist(check):
+    def fn(x, y, a):
+        return torch.nextafter(x, y), torch.igamma(a, a * 1.5), torch.igammac(a, a * 0.5), torch.dist(x, y, 3)
+
+    ops = ["aten.nextafter.default", "aten.igamma.default", "aten.igammac.default", "aten.dist.default"]
+    check(fn, X, Y, POS * 3, ops=ops, rtol=2e-5, atol=1e-6)

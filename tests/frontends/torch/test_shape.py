@@ -137,3 +137,17 @@ def test_as_strided_scatter(check):
         src,
         ops="aten.as_strided_scatter.default",
     )
+
+
+def test_copy_variants(check):
+    def fn(v):
+        return (
+            torch.permute_copy(v, (2, 0, 1)),
+            torch.view_copy(v, (6, 4)),
+            torch.narrow_copy(v, 1, 1, 2),
+            torch.expand_copy(v[:1], (3, 3, 4)),
+            torch.squeeze_copy(v[:1], 0),
+            torch.select_copy(v, 2, -1),
+        )
+
+    check(fn, X, ops=["aten.permute_copy.default", "aten.view_copy.default", "aten.narrow_copy.default"])
