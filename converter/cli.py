@@ -209,14 +209,25 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
 
 def load_jax(source: str, options: argparse.Namespace) -> Module:
     """``--from jax``: ``file.py:factory`` returning ``(fn, example_args[, example_kwargs])``,
-    converted by :func:`converter.from_jax` (``fn`` may be a ``jax.export.Exported``)."""
+    converted by :func:`converter.from_jax` (``fn`` may be a ``jax.export.Exported``), or a
+    serialized ``jax.export.Exported`` (``.jax``/``.jaxexport``, what ``--to jax`` writes)."""
     import converter
 
     factory = split_factory(source)
     if factory is None:
-        raise CliError(f"--from jax takes path/to/file.py:factory, not {source!r}")
+        return converter.from_jax(_read_exported(Path(source)))
     fn, args, kwargs = load_factory(*factory, framework="jax")
     return converter.from_jax(fn, *args, **kwargs)
+
+
+def _read_exported(path: Path):
+    import jax
+
+    _check_file(path)
+    try:
+        return jax.export.deserialize(bytearray(path.read_bytes()))
+    except Exception as e:  # noqa: BLE001 - any deserialization failure means a bad file
+        raise ParseError(f"{path}: not a serialized jax.export.Exported ({type(e).__name__})") from e
 
 
 def load_onnx(source: str, options: argparse.Namespace) -> Module:
@@ -262,7 +273,11 @@ LOADERS: dict[str, Loader] = {
     ),
     "stablehlo": Loader(load_stablehlo, "StableHLO text (.mlir) or bytecode (.mlirbc)", (".mlir", ".mlirbc")),
     "module": Loader(load_module, "a converter.Module file (.shlo, Module.save)", (".shlo",)),
-    "jax": Loader(load_jax, "path/to/file.py:factory returning (fn, example_args)"),
+    "jax": Loader(
+        load_jax,
+        "path/to/file.py:factory returning (fn, example_args), or a serialized jax.export.Exported",
+        (".jax", ".jaxexport"),
+    ),
     "onnx": Loader(load_onnx, "an ONNX model (.onnx)", (".onnx",)),
 }
 
@@ -429,7 +444,7 @@ WRITERS: dict[str, Writer] = {
 }
 
 #: Subcommands: ``name -> module path`` (module defines ``HELP``, ``add_arguments``, ``run``).
-SUBCOMMANDS: dict[str, str] = {"validate": "converter.validate"}
+SUBCOMMANDS: dict[str, str] = {"validate": "converter.validate", "inspect": "converter.inspection"}
 
 
 # --------------------------------------------------------------------------- command line
@@ -525,14 +540,20 @@ def _pick(name: str | None, table: dict[str, Any], path: str, what: str, flag: s
     )
 
 
+def load_input(path: str, source: str | None, options: argparse.Namespace) -> Module:
+    """A Module from INPUT with the ``--from`` loader (picked from the suffix when ``source``
+    is None). Raises :class:`ConversionError` subclasses."""
+    name = _pick(source, LOADERS, path, "input", "--from")
+    return LOADERS[name].load(path, options)
+
+
 def convert(options: argparse.Namespace) -> float:
     """Run one conversion; returns the seconds taken. Raises :class:`ConversionError`s."""
-    source = _pick(options.source, LOADERS, options.input, "input", "--from")
     target = _pick(options.target, WRITERS, options.output, "output", "--to")
     if options.platforms and target != "jax":
         raise CliError(f"--platforms applies to --to jax only, not --to {target}")
     start = time.perf_counter()
-    module = LOADERS[source].load(options.input, options)
+    module = load_input(options.input, options.source, options)
     if options.verbose:
         print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     WRITERS[target].write(module, Path(options.output), options)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 from .module import Module
@@ -32,35 +31,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_any(path: str, source: str | None = None, options: argparse.Namespace | None = None) -> Module:
-    """A Module from any input the CLI accepts, and from its ``--to jax`` artifacts.
+    """A Module from any input the CLI accepts, its ``--to jax`` artifacts included
+    (:func:`converter.cli.load_input`).
 
     Raises:
         ConversionError: the file is missing, corrupt, or of an unknown kind.
     """
     from . import cli
 
-    if source is None and path.endswith((".jax", ".jaxexport")):
-        return _load_jax_export(path)
-    name = cli._pick(source, cli.LOADERS, path, "input", "--from")
-    return cli.LOADERS[name].load(path, options or argparse.Namespace(verbose=False))
-
-
-def _load_jax_export(path: str) -> Module:
-    import jax
-
-    from frontends.jax import from_jax
-
-    from .errors import ParseError
-
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise ParseError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        exported = jax.export.deserialize(bytearray(data))
-    except Exception as e:  # noqa: BLE001 - any deserialization failure means a bad file
-        raise ParseError(f"{path}: not a jax.export artifact ({type(e).__name__})") from None
-    return from_jax(exported)
+    return cli.load_input(path, source, options or argparse.Namespace(verbose=False))
 
 
 def report(module: Module, top: int = 20) -> dict[str, Any]:
