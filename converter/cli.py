@@ -18,7 +18,6 @@ paragraph on stderr, the traceback only with ``--verbose``), 1 for an internal e
 from __future__ import annotations
 
 import argparse
-import os
 import contextlib
 import importlib
 import importlib.util
@@ -606,9 +605,6 @@ def _report(e: BaseException, verbose: bool, kind: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``convert`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not {"-v", "--verbose"} & set(argv):
-        # XLA's C++ INFO lines ("PjRt-IFRT device count") on first backend use
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return _run_subcommand(argv[0], argv[1:])
