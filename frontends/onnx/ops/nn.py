@@ -382,3 +382,68 @@ def lrn_1(ctx, x, **kw):
 
 
 _ = jax
+
+
+def _bilinear_zero(img, y, x):
+    """Sample ``img`` (N, C, H, W) at float positions ``y``/``x`` (N, P), bilinear, corners
+    outside the image read 0. Returns (N, C, P)."""
+    n, c, h, w = img.shape
+    flat = img.reshape(n, c, h * w)
+    y0, x0 = jnp.floor(y), jnp.floor(x)
+    out = 0
+    for dy in (0, 1):
+        for dx in (0, 1):
+            yc, xc = y0 + dy, x0 + dx
+            wt = (1 - jnp.abs(y - yc)) * (1 - jnp.abs(x - xc))
+            ok = (yc >= 0) & (yc < h) & (xc >= 0) & (xc < w)
+            idx = (jnp.clip(yc, 0, h - 1) * w + jnp.clip(xc, 0, w - 1)).astype(np.int64)
+            vals = jnp.take_along_axis(flat, jnp.broadcast_to(idx[:, None, :], (n, c, idx.shape[1])), axis=2)
+            out = out + vals * jnp.where(ok, wt, 0)[:, None, :].astype(img.dtype)
+    return out
+
+
+@onnx_op("DeformConv", 19)
+def deform_conv(
+    ctx,
+    x,
+    w,
+    offset,
+    b=None,
+    mask=None,
+    *,
+    dilations=None,
+    group=1,
+    kernel_shape=None,
+    offset_group=1,
+    pads=None,
+    strides=None,
+):
+    """DeformConv (2-D): each kernel tap samples the input bilinearly at its regular position
+    plus a learned offset (zero outside), scaled by ``mask``; then a grouped convolution."""
+    n, c, h, wd = x.shape
+    oc, cg, kh, kw = w.shape
+    s = strides or [1, 1]
+    d = dilations or [1, 1]
+    p = pads or [0, 0, 0, 0]
+    oh = (h + p[0] + p[2] - (d[0] * (kh - 1) + 1)) // s[0] + 1
+    ow = (wd + p[1] + p[3] - (d[1] * (kw - 1) + 1)) // s[1] + 1
+    k = kh * kw
+    base_y = (np.arange(oh) * s[0] - p[0])[None, :, None] + (np.arange(kh) * d[0]).repeat(kw)[:, None, None]
+    base_x = (np.arange(ow) * s[1] - p[1])[None, None, :] + np.tile(np.arange(kw) * d[1], kh)[:, None, None]
+    off = offset.reshape(n, offset_group, k, 2, oh, ow)
+    cpg = c // offset_group
+    cols = []
+    for g in range(offset_group):
+        ys = (base_y[None] + off[:, g, :, 0]).reshape(n, -1)
+        xs = (base_x[None] + off[:, g, :, 1]).reshape(n, -1)
+        v = _bilinear_zero(x[:, g * cpg : (g + 1) * cpg], ys, xs).reshape(n, cpg, k, oh, ow)
+        if mask is not None:
+            v = v * mask.reshape(n, offset_group, k, oh, ow)[:, g][:, None]
+        cols.append(v)
+    col = jnp.concatenate(cols, axis=1)  # (N, C, K, OH, OW)
+    col = col.reshape(n, group, c // group, k, oh, ow)
+    wg = w.reshape(group, oc // group, cg, k)
+    y = jnp.einsum("ngckhw,gock->ngohw", col, wg).reshape(n, oc, oh, ow)
+    if b is not None:
+        y = y + b.reshape(1, -1, 1, 1)
+    return y
