@@ -92,6 +92,12 @@ register(aten.new_ones.default)(_new_factory(1, "Ones of ``size`` in ``x``'s dty
 register(aten.new_empty.default)(_new_factory(0, "Uninitialized (zeros) of ``size`` in ``x``'s dtype."))
 
 
+@register(aten.new_empty_strided.default)
+def new_empty_strided(x, size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """Uninitialized (zeros) of ``size`` in ``dtype`` or ``x``'s dtype; strides do not apply."""
+    return jnp.zeros(tuple(size), np_dtype(dtype) if dtype is not None else x.dtype)
+
+
 @register(aten.new_full.default)
 def new_full(x, size, fill_value, *, dtype=None, layout=None, device=None, pin_memory=None):
     """``full(size, fill_value)`` in ``dtype`` or ``x``'s dtype."""

@@ -568,3 +568,32 @@ def igammac(a, x):
     """Regularized upper incomplete gamma function ``Q(a, x)``."""
     (a, x), _ = _common(a, x, floating=True)
     return jax.scipy.special.gammaincc(a, x)
+
+
+@register(aten.signbit.default)
+def signbit(x):
+    """Whether the sign bit is set (True for -0.0 and negative NaN)."""
+    return jnp.signbit(x) if is_float(x.dtype) else x < 0
+
+
+@register(aten.angle.default)
+def angle(x):
+    """The argument of complex ``x``; for real ``x``: ``pi`` where negative, 0 elsewhere,
+    NaN kept."""
+    if jnp.iscomplexobj(x):
+        return jnp.angle(x)
+    x = cast(x, acc_dtype(float_type(x)))
+    return jnp.where(jnp.isnan(x), x, jnp.where(x < 0, jnp.pi, 0.0).astype(x.dtype))
+
+
+@register(aten.polar.default)
+def polar(r, theta):
+    """``r * (cos(theta) + 1j * sin(theta))``."""
+    return lax.complex(r * jnp.cos(theta), r * jnp.sin(theta))
+
+
+@register(aten.polygamma.default)
+def polygamma(n, x):
+    """The ``n``-th derivative of the digamma function."""
+    x = cast(x, acc_dtype(float_type(x)))
+    return jax.scipy.special.polygamma(n, x)

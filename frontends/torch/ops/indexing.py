@@ -58,8 +58,25 @@ def index_put(x, indices, values, accumulate=False):
         mask = live[0].reshape((1,) * pos + live[0].shape + (1,) * (x.ndim - pos - live[0].ndim))
         v = values.reshape(())
         return jnp.where(mask, x + v if accumulate else v, x)
+    if len(indices) == 1 and live and live[0].dtype == np.bool_:
+        return _mask_put(x, live[0], values, accumulate)
     ref = x.at[_index_tuple(x, indices)]
     return ref.add(values, mode="drop") if accumulate else ref.set(values, mode="drop")
+
+
+def _mask_put(x, mask, values, accumulate):
+    """``x[mask] = values`` for a boolean ``mask`` over the leading dims: the ``k``-th True
+    position (row-major) takes ``values[k]`` (``values`` may broadcast)."""
+    lead = int(np.prod(mask.shape))
+    rest = x.shape[mask.ndim :]
+    flat_x = x.reshape((lead, *rest))
+    flat_m = mask.reshape(-1)
+    k = values.shape[0] if values.ndim == len(rest) + 1 else 1
+    v = jnp.broadcast_to(values.reshape((-1, *values.shape[-len(rest) :]) if rest else (-1,)), (k, *rest))
+    pos = jnp.clip(jnp.cumsum(flat_m.astype(np.int64)) - 1, 0, k - 1)
+    picked = jnp.take(v, pos, axis=0)
+    sel = flat_m.reshape((lead,) + (1,) * len(rest))
+    return jnp.where(sel, flat_x + picked if accumulate else picked, flat_x).reshape(x.shape)
 
 
 @register(aten.index_select.default)
@@ -178,3 +195,26 @@ def masked_scatter(x, mask, source):
     pos = jnp.cumsum(flat_mask.astype(np.int64)) - 1
     taken = jnp.take(source.reshape(-1).astype(x.dtype), jnp.clip(pos, 0, None), mode="clip")
     return jnp.where(flat_mask, taken, x.reshape(-1)).reshape(x.shape)
+
+
+@register(aten.index_reduce.default)
+def index_reduce(x, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    """``x`` with the slices of ``source`` along ``dim`` reduced (``prod``/``mean``/``amax``/
+    ``amin``) into the slices at ``index``; as :func:`scatter_reduce` with the index
+    broadcast across the other dims."""
+    d = _dim(dim, x.ndim) if x.ndim else 0
+    shape = [1] * source.ndim
+    shape[d] = index.shape[0]
+    full = jnp.broadcast_to(index.reshape(shape), source.shape)
+    return scatter_reduce(x, d, full, source, reduce, include_self)
+
+
+@register(aten.put.default)
+def put(x, index, source, accumulate=False):
+    """``x`` with the elements at flat ``index`` (negative wraps) set to (or, with
+    ``accumulate``, incremented by) ``source``."""
+    flat = x.reshape(-1)
+    idx = _wrap(index.reshape(-1), flat.shape[0])
+    src = source.reshape(-1).astype(x.dtype)
+    ref = flat.at[idx]
+    return (ref.add(src, mode="drop") if accumulate else ref.set(src, mode="drop")).reshape(x.shape)

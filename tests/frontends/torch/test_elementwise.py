@@ -235,3 +235,17 @@ def test_nextafter_igamma_dist(check):
 
     ops = ["aten.nextafter.default", "aten.igamma.default", "aten.igammac.default", "aten.dist.default"]
     check(fn, X, Y, POS * 3, ops=ops, rtol=2e-5, atol=1e-6)
+
+
+def test_signbit_angle_polar_polygamma(check):
+    def fn(s, r, theta, p):
+        return (
+            torch.signbit(s),
+            torch.angle(s),
+            torch.polar(r, theta),
+            torch.polygamma(1, p),
+            torch.polygamma(2, p),
+        )
+
+    ops = ["aten.signbit.default", "aten.angle.default", "aten.polar.default", "aten.polygamma.default"]
+    check(fn, SPECIAL, POS, X, POS + 0.5, ops=ops, rtol=1e-5)

@@ -107,3 +107,28 @@ def test_index_add_masked_scatter(check):
         )
 
     check(fn, X, X > 0, ops="aten.masked_scatter.default")
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+def test_index_reduce(check, reduce):
+    src = torch.randn(4, 3, 6)
+    idx = torch.tensor([0, 2, 0])
+    fn = lambda v, s: (
+        v.index_reduce(1, idx, s, reduce),
+        v.index_reduce(1, idx, s, reduce, include_self=False),
+    )  # noqa: E731
+    check(fn, X, src, ops="aten.index_reduce.default", rtol=1e-5)
+
+
+def test_put_and_mask_assignment(check):
+    def fn(v, s):
+        out = v.clone()
+        m = v[:, :, 0] > 0
+        out[m] = s[0, 0]  # one (6,) row broadcast to every selected (i, j)
+        return (
+            v.put(torch.tensor([0, -1, 7]), s[0, 0, :3]),
+            v.put(torch.tensor([1, 1]), s[0, 0, :2], True),
+            out,
+        )
+
+    check(fn, X, X * 5, ops="aten.put.default")
