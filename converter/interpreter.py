@@ -20,8 +20,8 @@ from .errors import ConversionError, MissingOp, OpConversionError, UnsupportedOp
 from .registry import Registry
 
 _TERMINATORS = {"func.return", "stablehlo.return"}
-# ops the walker itself handles
-_BUILTIN_OPS = _TERMINATORS | {"func.call"}
+# ops the walker itself handles: calls and the structural tuple ops, the same in every backend
+_BUILTIN_OPS = _TERMINATORS | {"func.call", "stablehlo.tuple", "stablehlo.get_tuple_element"}
 
 
 class Interpreter:
@@ -121,6 +121,10 @@ class Interpreter:
         try:
             if op.name == "func.call":
                 return self.call_function(self.functions[op.attr("callee")], operands)
+            if op.name == "stablehlo.tuple":
+                return [tuple(operands)]
+            if op.name == "stablehlo.get_tuple_element":
+                return [operands[0][op.attr("index")]]
             key = self.dispatch_key(op)
             rule = self.registry.get(key)
             if rule is None:

@@ -58,13 +58,3 @@ def _pad(interp, op, x, value):
 @register("stablehlo.reverse")
 def _reverse(interp, op, x):
     return lax.rev(x, tuple(op.attr("dimensions")))
-
-
-@register("stablehlo.get_tuple_element")
-def _get_tuple_element(interp, op, tup):
-    return tup[op.attr("index")]
-
-
-@register("stablehlo.tuple")
-def _tuple(interp, op, *xs):
-    return [tuple(xs)]

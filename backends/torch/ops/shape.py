@@ -1,5 +1,5 @@
 """Shape and data-movement ops (StableHLO spec sections constant, iota, broadcast_in_dim,
-reshape, transpose, slice, concatenate, pad, reverse, get_tuple_element, tuple).
+reshape, transpose, slice, concatenate, pad, reverse).
 
 ``pad`` supports negative edge padding (cropping) and interior padding; the padding value is
 a tensor operand, so padding is built from ``cat``/``slice_scatter`` rather than
@@ -125,14 +125,6 @@ def _reverse(interp, op, x):
     return torch.flip(x, dims) if dims else x
 
 
-@register("stablehlo.get_tuple_element")
-def _get_tuple_element(interp, op, tup):
-    return tup[op.attr("index")]
-
-
-@register("stablehlo.tuple")
-def _tuple(interp, op, *xs):
-    return [tuple(xs)]
 
 
 def _static_shape(op) -> tuple[int, ...]:
