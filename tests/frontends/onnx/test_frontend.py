@@ -85,27 +85,26 @@ def test_dispatch_picks_schema_version_at_opset():
 def test_every_unsupported_node_in_one_error():
     nodes = [
         helper.make_node("StringNormalizer", ["s"], ["t"], name="norm1"),
-        helper.make_node("RoiAlign", ["i", "rois", "bi"], ["v"], name="roi"),
+        helper.make_node("Frobnicate", ["i"], ["v"], name="frob", domain="com.example"),
         helper.make_node("StringNormalizer", ["s"], ["u"], name="norm2"),
     ]
     model = _model(
         nodes,
         [
             helper.make_tensor_value_info("s", TensorProto.STRING, [2]),
-            helper.make_tensor_value_info("i", F, [1, 1, 4, 4]),
-            helper.make_tensor_value_info("rois", F, [1, 4]),
-            helper.make_tensor_value_info("bi", TensorProto.INT64, [1]),
+            helper.make_tensor_value_info("i", F, [2]),
         ],
         [
             helper.make_tensor_value_info(n, t, [2])
             for n, t in (("t", TensorProto.STRING), ("v", F), ("u", TensorProto.STRING))
         ],
     )
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
     with pytest.raises(UnsupportedOpError) as info:
         from_onnx(model)
     msg = str(info.value)
     assert "ai.onnx::StringNormalizer-10 (x2" in msg and "'norm1'" in msg and "'norm2'" in msg
-    assert "ai.onnx::RoiAlign-16" in msg and "'roi'" in msg
+    assert "com.example::Frobnicate-1" in msg and "'frob'" in msg
 
 
 def test_opset_too_new_names_nodes():
