@@ -87,3 +87,30 @@ def stft(ctx, signal, frame_step, window=None, frame_length=None, *, onesided=1)
     if window is not None:
         frames = frames * window.reshape(1, 1, -1, 1).astype(signal.dtype)
     return _dft(frames, 2, length, False, bool(onesided))
+
+
+@onnx_op("MelWeightMatrix", 17)
+def mel_weight_matrix(ctx, num_mel_bins, dft_length, sample_rate, lower_hz, upper_hz, *, output_datatype=1):
+    """MelWeightMatrix (all inputs static): triangular filters between mel-spaced edges,
+    ``(dft_length // 2 + 1, num_mel_bins)``; edge bins are
+    ``floor((dft_length + 1) * hz / sample_rate)`` as the operator page defines."""
+    from ..graph import np_dtype
+
+    bins, length, rate = (int(np.asarray(ctx.static(i)).reshape(())) for i in range(3))
+    lo, hi = (float(np.asarray(ctx.static(i)).reshape(())) for i in (3, 4))
+    mel = lambda hz: 2595 * np.log1p(hz / 700) / np.log(10)  # noqa: E731
+    edges_mel = np.arange(bins + 2) * (mel(hi) - mel(lo)) / (bins + 2) + mel(lo)
+    edges_hz = 700 * np.expm1(edges_mel / 2595 * np.log(10))
+    edges = (((length + 1) * edges_hz) // rate).astype(int)
+    out = np.zeros((length // 2 + 1, bins))
+    for i in range(bins):
+        left, center, right = edges[i], edges[i + 1], edges[i + 2]
+        if center == left:
+            out[center, i] = 1
+        else:
+            j = np.arange(left, center + 1)
+            out[j, i] = (j - left) / (center - left)
+        if right > center:
+            j = np.arange(center, right)
+            out[j, i] = (right - j) / (right - center)
+    return out.astype(np_dtype(output_datatype))
