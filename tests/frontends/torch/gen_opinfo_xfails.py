@@ -29,6 +29,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 warnings.filterwarnings("ignore")
 
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)  # as tests/conftest.py does, so the list matches pytest
+
 import test_opinfo as harness  # noqa: E402
 from opinfo_xfails import XFAILS  # noqa: E402
 
