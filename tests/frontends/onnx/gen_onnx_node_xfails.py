@@ -20,6 +20,8 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHARD = "/tmp/onnx_node_shard_{}.json"
+# to_torch results of the cases that pass on JAX (same JSON shape, written by a torch run)
+TORCH_SHARD = "/tmp/torch_sweep_{}.json"
 
 # Failures whose cause was investigated by hand.
 MANUAL_REASONS = {
@@ -133,13 +135,19 @@ def write() -> None:
         "XFAILS: dict[str, str] = {",
     ]
     lines += [f"    {n!r}: {r!r}," for n, r in fails.items()]
-    lines += [
-        "}",
-        "",
-        "# Extra failures of one backend only: {backend: {case: reason}}.",
-        "BACKEND_XFAILS: dict[str, dict[str, str]] = {}",
-        "",
-    ]
+    torch_results: dict = {}
+    for path in sorted(glob.glob(TORCH_SHARD.format("*"))):
+        with open(path) as f:
+            torch_results.update(json.load(f))
+    torch_fails = {n: _reason(n, r) for n, r in sorted(torch_results.items()) if r != "PASS"}
+    lines += ["}", "", "# Extra failures of one backend only: {backend: {case: reason}}."]
+    lines += ["BACKEND_XFAILS: dict[str, dict[str, str]] = {", '    "torch": {']
+    lines += [f"        {n!r}: {r!r}," for n, r in torch_fails.items()]
+    lines += ["    },", "}", ""]
+    if torch_results:
+        print(
+            f"torch: {len(torch_results) - len(torch_fails)} of {len(torch_results)} JAX-passing cases pass"
+        )
     with open(os.path.join(HERE, "onnx_node_xfails.py"), "w") as f:
         f.write("\n".join(lines))
     print(f"{passed} passed, {len(fails)} xfailed of {len(results)}")

@@ -89,6 +89,46 @@ def check_outputs(actual, expected, rtol: float, atol: float, where: str = "outp
             np.testing.assert_array_equal(a, e, err_msg=f"output {i}")
 
 
+_TORCH_VIEWS = {  # ml_dtypes arrays reach torch through a same-width integer view
+    "bfloat16": ("bfloat16", np.uint16),
+    "float8_e4m3fn": ("float8_e4m3fn", np.uint8),
+    "float8_e5m2": ("float8_e5m2", np.uint8),
+    "float8_e4m3fnuz": ("float8_e4m3fnuz", np.uint8),
+    "float8_e5m2fnuz": ("float8_e5m2fnuz", np.uint8),
+}
+
+
+def _to_torch(a):
+    import torch
+
+    a = np.ascontiguousarray(a)
+    if a.dtype.name in _TORCH_VIEWS:
+        tname, view = _TORCH_VIEWS[a.dtype.name]
+        return torch.from_numpy(a.view(view)).view(getattr(torch, tname))
+    return torch.from_numpy(a)
+
+
+def _from_torch(t):
+    import ml_dtypes
+    import torch
+
+    if isinstance(t, (list, tuple)):
+        return [_from_torch(v) for v in t]
+    if t is None or not isinstance(t, torch.Tensor):
+        return t
+    name = str(t.dtype).removeprefix("torch.")
+    if name in _TORCH_VIEWS:
+        view = _TORCH_VIEWS[name][1]
+        return (
+            t.detach()
+            .contiguous()
+            .view(getattr(torch, np.dtype(view).name))
+            .numpy()
+            .view(getattr(ml_dtypes, name))
+        )
+    return t.detach().numpy()
+
+
 def run_case(name: str, backend: str = "jax") -> None:
     """Convert and run one case on ``backend`` (``jax``; ``torch`` once it exists)."""
     case = node_cases()[name]
@@ -97,11 +137,9 @@ def run_case(name: str, backend: str = "jax") -> None:
     if backend == "jax":
         out = list(module.to_jax()(*args))
     elif backend == "torch":
-        import torch
-
         fn = module.to_torch()
-        out = fn(*[torch.from_numpy(np.ascontiguousarray(a)) for a in args])
-        out = list(out) if isinstance(out, (tuple, list)) else [out]
+        out = fn(*[_to_torch(a) for a in args])
+        out = [_from_torch(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
     else:
         raise ValueError(backend)
     check_outputs(out, expected, case.rtol, case.atol)

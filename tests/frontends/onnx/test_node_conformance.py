@@ -6,7 +6,7 @@ case that passes fails the run, so the list stays exact). Pass rate::
 
     pytest tests/frontends/onnx/test_node_conformance.py -n 2 -q   # passed / xfailed counts
 
-To add a backend, append it to ``BACKENDS`` (and its own failures to ``BACKEND_XFAILS``).
+A backend is one entry of ``BACKENDS`` (its own failures go in ``BACKEND_XFAILS``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from onnx_node_cases import node_cases, run_case  # noqa: E402
 from onnx_node_xfails import BACKEND_XFAILS, XFAILS  # noqa: E402
 
-BACKENDS = ["jax"]
+# to_torch joins with ONNX_CONFORMANCE_BACKENDS=jax,torch (its own failures: BACKEND_XFAILS["torch"]).
+BACKENDS = os.environ.get("ONNX_CONFORMANCE_BACKENDS", "jax").split(",")
 
 
 def _params():
