@@ -77,7 +77,10 @@ def bench(name: str, repeat: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared box)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__} on {args.threads} thread(s), jax {jax.__version__}")
     jax.config.update("jax_enable_x64", True)
     for name in ("decoder_block", "cnn"):
         bench(name, args.repeat)

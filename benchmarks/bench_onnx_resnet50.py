@@ -47,9 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     feed = {inp.name: x}
     t_ort = steady(lambda: sess.run(None, feed), args.repeat)
-    err = np.abs(np.asarray(fn(x)) - sess.run(None, feed)[0]).max()
+    ref = sess.run(None, feed)[0]
+    err = np.abs(np.asarray(fn(x)) - ref).max()
 
     print(f"ResNet-50 (light), input {shape}; max |jax - onnxruntime| = {err:.2e}")
+    # the light models' weights are synthetic: their outputs can be constant (ResNet-50's is
+    # 0.001 everywhere), so this agreement says little about numerics; the conformance and
+    # round-trip suites do that. The timing is what this benchmark is for.
+    print(f"  output spread (std over classes) = {ref.std():.2e}")
     print(f"  conversion (from_onnx + to_jax)   {t_convert:8.2f} s")
     print(f"  JAX first call (trace+compile)    {t_first:8.2f} s  = {t_first / t_jax:7.1f} x steady state")
     print(f"  JAX steady state                  {t_jax * 1e3:8.2f} ms = {t_jax / t_ort:7.2f} x onnxruntime")
