@@ -592,8 +592,30 @@ def polar(r, theta):
     return lax.complex(r * jnp.cos(theta), r * jnp.sin(theta))
 
 
+def _cot_derivative(n):
+    """``d^n/dx^n cot(pi x)``, elementwise."""
+    f = lambda t: jnp.cos(jnp.pi * t) / jnp.sin(jnp.pi * t)  # noqa: E731
+    for _ in range(n):
+        f = jax.grad(f)
+    return jnp.vectorize(f)
+
+
 @register(aten.polygamma.default)
 def polygamma(n, x):
-    """The ``n``-th derivative of the digamma function."""
+    """The ``n``-th derivative of the digamma function. Negative arguments use the
+    reflection ``psi_n(x) = (-1)^(n+1) [(-1)^n pi D^n cot(pi x) - psi_n(1 - x)]`` (JAX's
+    Hurwitz-zeta form is inaccurate there); ``n = 0`` is ``digamma``."""
     x = cast(x, acc_dtype(float_type(x)))
-    return jax.scipy.special.polygamma(n, x)
+    if n == 0:
+        return jax.scipy.special.digamma(x)
+    special = jax.scipy.special.polygamma
+    if n >= 2:  # the reflection cancels; float64 matches torch's zeta-based float32 values
+        x = x.astype(np.float64)
+    neg = x < 0
+    safe = jnp.where(neg, 0.5, x)  # keeps the unused branch finite for gradients
+    pos_val = special(n, jnp.where(neg, 1.0, x))
+    sign = (-1.0) ** (n + 1)
+    reflected = sign * (
+        (-1.0) ** n * jnp.pi * _cot_derivative(n)(jnp.where(neg, x, safe)) - special(n, 1 - x)
+    )
+    return jnp.where(neg, reflected, pos_val)

@@ -202,7 +202,14 @@ def index_reduce(x, dim, index, source, reduce, *, include_self=True):  # noqa: 
     """``x`` with the slices of ``source`` along ``dim`` reduced (``prod``/``mean``/``amax``/
     ``amin``) into the slices at ``index``; as :func:`scatter_reduce` with the index
     broadcast across the other dims."""
-    d = _dim(dim, x.ndim) if x.ndim else 0
+    if x.ndim == 0:
+        return index_reduce(
+            x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce, include_self=include_self
+        ).reshape(())
+    d = _dim(dim, x.ndim)
+    if source.ndim == 0:
+        source = source.reshape(1)
+    index = index.reshape(-1)
     shape = [1] * source.ndim
     shape[d] = index.shape[0]
     full = jnp.broadcast_to(index.reshape(shape), source.shape)
