@@ -619,3 +619,9 @@ def polygamma(n, x):
         (-1.0) ** n * jnp.pi * _cot_derivative(n)(jnp.where(neg, x, safe)) - special(n, 1 - x)
     )
     return jnp.where(neg, reflected, pos_val)
+
+
+@register(aten._conj.default, aten._conj_physical.default, aten.conj_physical.default)
+def conj(x):
+    """Complex conjugate (identity for real tensors)."""
+    return jnp.conj(x) if jnp.iscomplexobj(x) else x

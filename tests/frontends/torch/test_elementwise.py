@@ -255,3 +255,8 @@ def test_signbit_angle_polar_polygamma(check):
 def test_polygamma_negative_arguments(check, n):
     x = torch.tensor([-8.4784, -1.7658, -4.3228, -2.4005, 3.6116, -0.3, 0.7, 12.0])
     check(lambda v: torch.polygamma(n, v), x, ops="aten.polygamma.default", rtol=1e-5, atol=1e-5)
+
+
+def test_conj(check):
+    z = torch.complex(X, Y)
+    check(lambda v: torch.view_as_real(torch.conj_physical(v) * 2), z, ops="aten._conj_physical.default")
