@@ -101,7 +101,7 @@ _TORCH_VIEWS = {  # ml_dtypes arrays reach torch through a same-width integer vi
 def _to_torch(a):
     import torch
 
-    a = np.ascontiguousarray(a)
+    a = np.array(a, copy=True)  # C-contiguous, keeps 0-d (np.ascontiguousarray makes it 1-d)
     if a.dtype.name in _TORCH_VIEWS:
         tname, view = _TORCH_VIEWS[a.dtype.name]
         return torch.from_numpy(a.view(view)).view(getattr(torch, tname))
