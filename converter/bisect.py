@@ -82,7 +82,7 @@ def run_backend(target: str, module, args: tuple, kwargs: dict) -> list[Recorded
 
         from backends.jax import JaxInterpreter, ensure_x64
 
-        ensure_x64(module.signature)
+        ensure_x64(module)
         return record(JaxInterpreter, module, [jnp.asarray(x) for x in flat])
     if target == "torch":
         import torch

@@ -11,12 +11,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from converter import dtypes
+from converter import dtypes, mlir
 from converter.errors import SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import is_host
-from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
+from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
 from .registry import JAX_RULES
@@ -42,16 +42,31 @@ class JaxInterpreter(Interpreter):
         return super().run_op(op, operands, env)
 
 
-def ensure_x64(signature: Signature) -> None:
-    """Turn on ``jax_enable_x64`` when the signature has 64-bit types.
+_WIDE = {"int64", "uint64", "float64", "complex128"}
+_WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
+
+
+def ensure_x64(module: Module) -> None:
+    """Turn on ``jax_enable_x64`` when the module computes with 64-bit types anywhere: in
+    its signature or in any op's result (an ``i64`` constant inside an f32 model counts).
 
     Torch models take int64 indices by default; without x64, JAX would silently narrow them
-    to int32. The flag is process-wide (JAX has no narrower scope that survives ``jit``), so
-    it is switched on only when a converted module needs it.
+    to int32 (INT64_MAX becomes -1). The flag is process-wide (JAX has no narrower scope that
+    survives ``jit``), so it is switched on only when a converted module needs it.
     """
-    wide = {"int64", "uint64", "float64", "complex128"}
-    if any(leaf.dtype in wide for leaf in signature.all_args + signature.outputs):
+    sig = module.signature
+    if any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module):
         jax.config.update("jax_enable_x64", True)
+
+
+def _computes_64bit(module: Module) -> bool:
+    for fn in mlir.functions(module.mlir).values():
+        for op in mlir.walk_ops(fn):
+            for result in op.results:
+                element = getattr(result.type, "element_type", None)
+                if element is not None and str(element) in _WIDE_MLIR:
+                    return True
+    return False
 
 
 _HOST_KINDS = ("pinned_host", "unpinned_host")
@@ -86,7 +101,7 @@ class JaxFunction:
     def __init__(self, module: Module, device: jax.Device | None = None):
         self.module = module
         self.signature = module.signature
-        ensure_x64(self.signature)
+        ensure_x64(module)
         JaxInterpreter(module.mlir).check_supported()
         self.device = device
         self.params = {
