@@ -9,8 +9,6 @@ summary prints one table row per (model, path).
 from __future__ import annotations
 
 import functools
-import importlib
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -20,24 +18,12 @@ import torch
 
 import converter
 from converter.signature import flatten, leaf_paths
+from examples import models as example_models
 
 RTOL = ATOL = 1e-5  # float32, every path and round trip (worst seen: 1.9e-6, ViT → ONNX)
 
 
-def _example(file: str, fn: str = "factory"):
-    return getattr(importlib.import_module(f"examples.{Path(file).stem}"), fn)()
-
-
-TORCH_MODELS = {
-    "mlp": ("mlp.py", "factory"),
-    "cnn": ("cnn.py", "factory"),
-    "gpt2": ("gpt2.py", "factory"),
-    "bert": ("transformers_small.py", "bert"),
-    "llama": ("transformers_small.py", "llama"),
-    "vit": ("transformers_small.py", "vit"),
-    "t5": ("transformers_seq2seq.py", "t5"),
-    "whisper": ("transformers_seq2seq.py", "whisper"),
-}
+TORCH_MODELS = list(example_models.TORCH_MODELS)
 FLAX_MODELS = ("mlp", "cnn", "decoder_block")
 TORCH_PATHS = ("jax", "torch", "onnx", "jax->torch", "onnx->torch")
 JAX_PATHS = ("jax", "torch", "onnx", "torch->jax")
@@ -48,7 +34,7 @@ JAX_PATHS = ("jax", "torch", "onnx", "torch->jax")
 
 @functools.cache
 def torch_source(name):
-    model, args = _example(*TORCH_MODELS[name])
+    model, args = example_models.load(name)
     with torch.no_grad():
         ref = model(*args)
     module = converter.from_torch(model, args)
