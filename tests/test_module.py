@@ -86,3 +86,32 @@ def test_histogram_counts_nested_ops():
     assert hist["stablehlo.tanh"] == 1
     assert hist["stablehlo.reduce"] == 1
     assert hist["stablehlo.add"] >= 1  # inside the reduce body
+
+
+def test_load_needs_neither_torch_nor_the_model_code(tmp_path):
+    """A Module saved from torch loads and runs in a process where torch cannot be imported."""
+    import subprocess
+    import sys
+
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.GELU()).eval()
+    x = torch.randn(3, 5)
+    converter.from_torch(model, (x,)).save(tmp_path / "m.shlo")
+    np.save(tmp_path / "x.npy", x.numpy())
+    code = "\n".join(
+        [
+            "import sys",
+            "sys.modules['torch'] = None",
+            "import numpy as np, converter",
+            "f = converter.load('m.shlo').to_jax()",
+            "np.save('y.npy', np.asarray(f(np.load('x.npy'))))",
+            "assert sys.modules['torch'] is None",
+        ]
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
