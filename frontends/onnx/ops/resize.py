@@ -40,16 +40,18 @@ def _coord(i, L, O, scale, ctm, roi):  # noqa: E741
     raise NotImplementedError(f"coordinate_transformation_mode={ctm}")
 
 
-def _cubic(ratio, a):
-    def k(x):
-        x = abs(x)
-        if x <= 1:
-            return (a + 2) * x**3 - (a + 3) * x**2 + 1
-        if x < 2:
-            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
-        return 0.0
+def _keys_cubic(x, a):
+    """Keys' cubic convolution kernel with coefficient ``a`` (ONNX Resize ``cubic_coeff_a``)."""
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    if x < 2:
+        return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+    return 0.0
 
-    return [k(ratio + 1), k(ratio), k(1 - ratio), k(2 - ratio)]
+
+def _cubic(ratio, a):
+    return [_keys_cubic(d, a) for d in (ratio + 1, ratio, 1 - ratio, 2 - ratio)]
 
 
 def _linear_antialias(ratio, scale):
@@ -66,15 +68,7 @@ def _cubic_antialias(ratio, scale, a):
     scale = min(scale, 1.0)
     start = math.floor(-2 / scale) + 1
 
-    def kernel(x):
-        x = abs(x)
-        if x <= 1:
-            return (a + 2) * x**3 - (a + 3) * x**2 + 1
-        if x < 2:
-            return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
-        return 0.0
-
-    c = np.array([kernel(scale * (i - ratio)) for i in range(start, 2 - start)])
+    c = np.array([_keys_cubic(scale * (i - ratio), a) for i in range(start, 2 - start)])
     return list(c / c.sum())
 
 
