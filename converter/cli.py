@@ -310,6 +310,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
 
     Call it as ``exported.call(*args, **kwargs)`` with the source model's inputs; inputs that
     were non-tensor values at conversion time are specialized: pass ``None`` in their place.
+    A module with random ops takes its key as the keyword ``rng`` (``jax.random.PRNGKey(n)``).
     64-bit inputs (torch's int64 token ids) need ``jax_enable_x64`` in the calling process.
 
     Raises:
@@ -339,11 +340,14 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
         for i, s in enumerate(sig.inputs)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
+    if sig.rng is not None:
+        example_kwargs["rng"] = jax.ShapeDtypeStruct(sig.rng.shape, np.uint32)
 
     def call(*args, **kwargs):
+        rng = kwargs.pop("rng", None)
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         full_args, full_kwargs = unflatten(sig.in_tree, leaves)
-        return fn.apply(params, *full_args, **full_kwargs)
+        return fn.apply(params, *full_args, rng=rng, **full_kwargs)
 
     exporter = jax.export.export(jax.jit(call), platforms=platforms)
     if all(isinstance(d, int) for s in sig.inputs for d in s.shape):

@@ -256,7 +256,7 @@ def _torch_example(x: Any) -> torch.Tensor:
     return torch.zeros(tuple(x.shape), dtype=dtypes.torch_dtype(dtypes.name_of(np.dtype(x.dtype))))
 
 
-def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, **kwargs: Any) -> Any:
+def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = None, **kwargs: Any) -> Any:
     """Run torch code on JAX arrays, inside ``jax.jit``, ``jax.grad`` and ``jax.vmap``.
 
     The torch module (or function) is converted natively with
@@ -268,6 +268,9 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, **kwargs: A
     Args:
         module_or_fn: a ``torch.nn.Module`` or a function of torch tensors.
         args, kwargs: pytrees of jax Arrays / NumPy arrays / tracers and static leaves.
+        rng: a ``jax.random`` key (or int seed), required when the torch code draws random
+            numbers (dropout in training mode, ``torch.rand``): JAX functions take keys
+            explicitly, so the numbers differ from torch's own stream.
 
     Returns:
         The torch code's outputs as jax arrays, with its pytree structure.
@@ -275,6 +278,7 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, **kwargs: A
     Raises:
         UnsupportedOpError: the torch code uses ATen ops without a rule.
         TypeError: an unsupported leaf type, naming its path.
+        SignatureMismatchError: the torch code draws random numbers and ``rng`` is missing.
     """
     spec = _jax_tree((args, kwargs))
     leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if not isinstance(x, _STATIC)]
@@ -296,7 +300,7 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, **kwargs: A
         for name in params:
             if name in state:
                 params[name] = to_jax_array(state[name])
-    return function.apply(params, *args, **kwargs)
+    return function.apply(params, *args, rng=rng, **kwargs)
 
 
 __all__ = ["call_jax", "call_torch", "to_jax_array", "to_torch_tensor", "torch_tree"]

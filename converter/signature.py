@@ -36,7 +36,8 @@ class LeafSpec:
         name: the parameter's torch name, or the input's path (``args[0]``, ``kwargs['mask']``).
         shape: dimensions; ``None`` or a string for a dynamic dimension.
         dtype: canonical dtype name (:mod:`converter.dtypes`).
-        kind: ``parameter``, ``buffer``, ``constant`` or ``input`` (user input).
+        kind: ``parameter``, ``buffer``, ``constant``, ``input`` (user input) or ``rng``
+            (the PRNG key, :data:`RNG_KEY`).
         memory_kind: placement annotation (``device``, ``pinned_host``...) or None.
     """
 
@@ -61,13 +62,18 @@ class LeafSpec:
         return LeafSpec(**{**d, "shape": tuple(d["shape"])})
 
 
+#: The PRNG key argument of a module with random ops: a raw threefry key, ``uint32[2]``.
+RNG_KEY = LeafSpec("rng", (2,), "uint32", "rng")
+
+
 @dataclass(frozen=True)
 class Signature:
     """The calling convention of a :class:`converter.Module`.
 
-    ``@main`` takes ``params`` first, then the user inputs flattened by ``in_tree``, unless
-    ``kept_var_idx`` says some were removed by dead-argument elimination: then ``@main`` takes
-    only the arguments at those indices (into ``params + inputs``), in order.
+    ``@main`` takes ``params`` first, then the user inputs flattened by ``in_tree``, then the
+    PRNG key ``rng`` when the module draws random numbers, unless ``kept_var_idx`` says some
+    were removed by dead-argument elimination: then ``@main`` takes only the arguments at
+    those indices (into :attr:`all_args`), in order.
 
     Attributes:
         params: parameters, buffers and lifted constants, in ``@main`` order.
@@ -76,6 +82,11 @@ class Signature:
         in_tree: structure of the user inputs ``(args, kwargs)`` as a 2-tuple spec.
         out_tree: structure of the outputs.
         kept_var_idx: indices of the kept ``@main`` arguments, or None when all are kept.
+        rng: the PRNG key argument (:data:`RNG_KEY`, a raw ``uint32[2]`` threefry key as
+            ``jax.random.PRNGKey`` makes) of a module with random ops (dropout,
+            ``torch.rand``...), or None. It is not part of ``in_tree``: backends supply it
+            (the JAX callable takes ``rng=``, the torch module draws it from torch's
+            generator).
     """
 
     params: tuple[LeafSpec, ...]
@@ -84,12 +95,22 @@ class Signature:
     in_tree: TreeSpec
     out_tree: TreeSpec
     kept_var_idx: tuple[int, ...] | None = None
+    rng: LeafSpec | None = None
     extra: dict = field(default_factory=dict)
 
     @property
     def all_args(self) -> tuple[LeafSpec, ...]:
-        """Every argument of the full (un-pruned) signature: params then inputs."""
-        return self.params + self.inputs
+        """Every argument of the full (un-pruned) signature: params, inputs, then the PRNG
+        key if any."""
+        return self.params + self.inputs + ((self.rng,) if self.rng is not None else ())
+
+    def with_all_args(self, args: tuple[LeafSpec, ...] | list[LeafSpec]) -> Signature:
+        """This signature with :attr:`all_args` replaced by ``args`` (same count and order)."""
+        n_p, n_i = len(self.params), len(self.inputs)
+        if len(args) != len(self.all_args):
+            raise ValueError(f"expected {len(self.all_args)} argument specs, got {len(args)}")
+        rng = args[n_p + n_i] if self.rng is not None else None
+        return self.replace(params=tuple(args[:n_p]), inputs=tuple(args[n_p : n_p + n_i]), rng=rng)
 
     def to_json(self) -> dict:
         return {
@@ -99,6 +120,7 @@ class Signature:
             "in_tree": self.in_tree,
             "out_tree": self.out_tree,
             "kept_var_idx": None if self.kept_var_idx is None else list(self.kept_var_idx),
+            "rng": None if self.rng is None else self.rng.to_json(),
             "extra": self.extra,
         }
 
@@ -112,6 +134,7 @@ class Signature:
             in_tree=d["in_tree"],
             out_tree=d["out_tree"],
             kept_var_idx=None if kept is None else tuple(kept),
+            rng=None if d.get("rng") is None else LeafSpec.from_json(d["rng"]),
             extra=d.get("extra", {}),
         )
 

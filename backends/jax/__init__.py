@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from converter import dtypes, mlir
-from converter.errors import SignatureMismatchError
+from converter.errors import ConversionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import is_host
@@ -89,6 +89,10 @@ class JaxFunction:
     :attr:`params`; :meth:`apply` is the pure form ``apply(params, *args, **kwargs)`` for
     ``jax.grad`` and training.
 
+    A module with random ops (``signature.rng``) takes its key as ``rng=`` (a ``jax.random``
+    key or an int seed). Outside a JAX transform ``rng`` may be left out: each call then
+    takes the next key of the function's own stream (seeded by ``to_jax(seed=...)``).
+
     Attributes:
         params: parameters and buffers by name (torch names for torch models), as jax Arrays.
         signature: the module's :class:`converter.signature.Signature`.
@@ -98,7 +102,7 @@ class JaxFunction:
             (names the argument path, e.g. ``args[1]['mask']``).
     """
 
-    def __init__(self, module: Module, device: jax.Device | None = None):
+    def __init__(self, module: Module, device: jax.Device | None = None, seed: int = 0):
         self.module = module
         self.signature = module.signature
         ensure_x64(module)
@@ -108,6 +112,9 @@ class JaxFunction:
             p.name: jax.device_put(np.asarray(module.params[p.name]), device) for p in self.signature.params
         }
         self._jitted = jax.jit(self._run)
+        self._key = jax.random.PRNGKey(seed) if self.signature.rng is not None else None
+        if self.signature.rng is not None and _has_kwarg(self.signature.in_tree, "rng"):
+            raise ConversionError("the model takes a keyword input named 'rng', which names the PRNG key here")
 
     def _inputs(self, args: tuple, kwargs: dict) -> list[Any]:
         """The input leaves of ``(args, kwargs)``, checked against the signature."""
@@ -119,12 +126,14 @@ class JaxFunction:
             check_leaf(input_path(path), value, spec)
         return [v for _, v in leaves]
 
-    def _run(self, params: dict[str, Any], inputs: list[Any]) -> Any:
+    def _run(self, params: dict[str, Any], inputs: list[Any], rng: Any = None) -> Any:
         sig = self.signature
         missing = [p.name for p in sig.params if p.name not in params]
         if missing:
             raise KeyError(f"params is missing {missing}")
         flat = [params[p.name] for p in sig.params] + list(inputs)
+        if sig.rng is not None:
+            flat.append(rng)
         device = jax.memory.Space.Device
         flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
         if sig.kept_var_idx is not None:
@@ -133,12 +142,41 @@ class JaxFunction:
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         return unflatten(sig.out_tree, outs)
 
-    def apply(self, params: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    def apply(self, params: dict[str, Any], *args: Any, rng: Any = None, **kwargs: Any) -> Any:
         """Run the module with explicit ``params`` (pure; differentiable in ``params``).
 
         Parameters the module does not use get zero gradients of their shape, as with
-        ``jax.grad`` of the source."""
-        return self._run(params, self._inputs(args, kwargs))
+        ``jax.grad`` of the source. A module with random ops (``signature.rng``) needs
+        ``rng``: a ``jax.random`` key (raw ``uint32[2]`` or typed) or an int seed.
+
+        Raises:
+            SignatureMismatchError: ``rng`` is missing for a module with random ops.
+        """
+        return self._run(params, self._inputs(args, kwargs), self._key_arg(rng, required=True))
+
+    def _key_arg(self, rng: Any, required: bool) -> Any:
+        """``rng`` as a raw ``uint32[2]`` key, or None when the module takes none."""
+        if self.signature.rng is None:
+            return None
+        if rng is None:
+            if required:
+                raise SignatureMismatchError(
+                    "this module draws random numbers (signature.rng): pass rng=<jax.random key or int seed>"
+                )
+            return None
+        return raw_key(rng)
+
+    def _next_key(self, inputs: list[Any]) -> jax.Array:
+        """The next key of this function's own stream (``to_jax(seed=...)``), for calls
+        without ``rng=``; refused under a JAX transform, where it would be baked in as a
+        constant and every call of the compiled function would repeat the same numbers."""
+        if any(isinstance(v, jax.core.Tracer) for v in inputs):
+            raise SignatureMismatchError(
+                "this module draws random numbers: under jit/grad/vmap pass the key explicitly, "
+                "f(*args, rng=key) or f.apply(params, *args, rng=key)"
+            )
+        self._key, key = jax.random.split(self._key)
+        return key
 
     def _check_devices(self, inputs: list[Any]) -> None:
         """Committed jax Arrays must already be on the parameters' device: nothing moves
@@ -155,14 +193,17 @@ class JaxFunction:
                         f"{want}; move it with jax.device_put first"
                     )
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, rng: Any = None, **kwargs: Any) -> Any:
         inputs = self._inputs(args, kwargs)
         self._check_devices(inputs)
+        key = self._key_arg(rng, required=False)
+        if self.signature.rng is not None and key is None:
+            key = self._next_key(inputs)
         kept = self.signature.kept_var_idx
         if kept is not None:  # dropped inputs are never transferred to the device
             n_p, keep = len(self.signature.params), set(kept)
             inputs = [v if n_p + i in keep else None for i, v in enumerate(inputs)]
-        return self._jitted(self.params, inputs)
+        return self._jitted(self.params, inputs, key)
 
     def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
@@ -182,17 +223,43 @@ class JaxFunction:
         return f"<JaxFunction of {self.module!r}>"
 
 
-def to_jax(module: Module, *, device: jax.Device | None = None) -> JaxFunction:
+def raw_key(rng: Any) -> jax.Array:
+    """A raw threefry key (``uint32[2]``) from an int seed, a raw key, or a typed
+    ``jax.random.key``.
+
+    Raises:
+        SignatureMismatchError: ``rng`` is none of those.
+    """
+    if isinstance(rng, (int, np.integer)):
+        return jax.random.PRNGKey(int(rng))
+    if jax.dtypes.issubdtype(getattr(rng, "dtype", None), jax.dtypes.prng_key):
+        return jax.random.key_data(rng)
+    if getattr(rng, "shape", None) == (2,) and str(getattr(rng, "dtype", "")) == "uint32":
+        return rng
+    raise SignatureMismatchError(
+        f"rng: expected an int seed or a jax.random key (uint32[2] or typed), got {type(rng).__name__} "
+        f"{getattr(rng, 'dtype', '')}{list(getattr(rng, 'shape', []))}"
+    )
+
+
+def _has_kwarg(in_tree: dict, name: str) -> bool:
+    kwargs = in_tree["children"][1] if in_tree.get("kind") == "tuple" else {}
+    return kwargs.get("kind") == "dict" and name in kwargs.get("keys", [])
+
+
+def to_jax(module: Module, *, device: jax.Device | None = None, seed: int = 0) -> JaxFunction:
     """Convert a :class:`converter.Module` to a JAX callable.
 
     Args:
         module: the module.
         device: where to put the parameters (default: JAX's default device).
+        seed: for a module with random ops, the seed of the function's own key stream, used
+            by calls that pass no ``rng=`` (each such call takes the next key).
 
     Raises:
         UnsupportedOpError: listing every StableHLO op (and custom_call target) without a rule.
     """
-    return JaxFunction(module, device)
+    return JaxFunction(module, device, seed)
 
 
-__all__ = ["JaxFunction", "JaxInterpreter", "to_jax", "dtypes"]
+__all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]

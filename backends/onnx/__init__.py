@@ -64,8 +64,9 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     sig = module.signature
     for p in sig.params:
         g.initializers.append(_initializer(module.params[p.name], p.name))
-    inputs = [helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in sig.inputs]
-    names = [p.name for p in sig.params] + [s.name for s in sig.inputs]
+    graph_inputs = [*sig.inputs, *((sig.rng,) if sig.rng is not None else ())]
+    inputs = [helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in graph_inputs]
+    names = [p.name for p in sig.params] + [s.name for s in graph_inputs]
     if sig.kept_var_idx is not None:
         names = [names[i] for i in sig.kept_var_idx]
     results = interp.run(*names)

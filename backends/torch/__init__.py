@@ -17,7 +17,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from converter import dtypes, mlir
-from converter.errors import ConversionError
+from converter.errors import ConversionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
@@ -108,6 +108,10 @@ class TorchModule(torch.nn.Module):
     is the submodule ``graph_module`` (its ``_tensor_constant*`` buffers are the module's large
     constants).
 
+    A module with random ops (``signature.rng``) takes its key as ``rng=`` (an int seed, the
+    same as ``jax.random.PRNGKey(seed)``, or two integers such as a JAX key's data); without
+    it each call draws a key from torch's default generator.
+
     Raises:
         SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
             (names the argument path, e.g. ``args[1]['mask']``).
@@ -131,7 +135,7 @@ class TorchModule(torch.nn.Module):
         """Parameter and buffer values keyed by their names in ``signature.params``."""
         return {self.param_names[a]: getattr(self, a) for a in self._attrs}
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: Any, rng: torch.Tensor | int | None = None, **kwargs: Any) -> Any:
         sig = self.signature
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):
@@ -144,6 +148,8 @@ class TorchModule(torch.nn.Module):
             elif spec.dtype in STORAGE:
                 value = value.to(STORAGE[spec.dtype])
             flat.append(value)
+        if sig.rng is not None:
+            flat.append(self._key(rng))
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         outs = list(self.graph_module(*flat))
@@ -151,6 +157,23 @@ class TorchModule(torch.nn.Module):
             if spec.dtype in STORAGE:
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
         return unflatten(sig.out_tree, outs)
+
+    def _key(self, rng: torch.Tensor | int | None) -> torch.Tensor:
+        """The PRNG key argument (``uint32[2]``, held as int64): from ``rng`` (an int seed or a
+        2-element integer tensor, e.g. a JAX key's data), else drawn from torch's default
+        generator, so ``torch.manual_seed`` makes runs repeatable as it does for the source."""
+        if rng is None:
+            return torch.randint(0, 2**32, (2,), dtype=torch.int64, device=self._device())
+        if isinstance(rng, int):
+            return torch.tensor([(rng >> 32) & 0xFFFFFFFF, rng & 0xFFFFFFFF], dtype=torch.int64, device=self._device())
+        key = torch.as_tensor(np.asarray(rng) if not isinstance(rng, torch.Tensor) else rng)
+        if key.shape != (2,) or key.is_floating_point():
+            raise SignatureMismatchError(f"rng: expected an int seed or 2 integers, got {key.dtype}{list(key.shape)}")
+        return key.to(torch.int64) & 0xFFFFFFFF
+
+    def _device(self) -> torch.device:
+        tensors = [getattr(self, a) for a in self._attrs]
+        return tensors[0].device if tensors else torch.device("cpu")
 
 
 def to_torch(module: Module) -> TorchModule:

@@ -184,8 +184,7 @@ def _memory_kinds(module: ir.Module, sig):
         if kind and _annotated_placement(v) == kind:
             _drop_annotation(v, ret)
     main.attributes["res_attrs"] = ir.ArrayAttr.get(r_attrs)
-    n_p = len(sig.params)
-    return sig.replace(params=tuple(all_args[:n_p]), inputs=tuple(all_args[n_p:]), outputs=tuple(outputs))
+    return sig.with_all_args(all_args).replace(outputs=tuple(outputs))
 
 
 def _drop_single_device_constraints(module: ir.Module) -> None:

@@ -14,10 +14,11 @@ from torch.export.graph_signature import InputKind, OutputKind
 from converter import dtypes
 from converter.module import Module
 from converter.passes import run_passes
-from converter.signature import LeafSpec, Signature, leaf_paths
+from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
-from .lowering import check_supported, interpret
+from .lowering import check_supported, interpret, op_name
+from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
 from .registry import ATEN_RULES
 
@@ -71,7 +72,9 @@ def from_torch(
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
         are one parameter, named as ``named_parameters()`` names it), then the user tensor
         inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
-        signature.
+        signature. A model with random ops (dropout in training mode, ``torch.rand``...)
+        takes a PRNG key last (``signature.rng``): the backends supply it, and the numbers
+        follow torch's distributions, not its exact stream.
 
     Raises:
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
@@ -121,14 +124,21 @@ def from_torch(
     out_paths = leaf_paths(out_tree)
     output_specs = [_spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)]
 
+    rng = RNG_KEY if _draws_random(graph) else None
+
     def fn(*flat):
         pvals = dict(zip((p.name for p in param_specs), flat[: len(param_specs)], strict=True))
-        uvals = flat[len(param_specs) :]
+        uvals = flat[len(param_specs) : len(param_specs) + len(input_specs)]
         inputs = [pvals[v] if k == "param" else uvals[v] if k == "input" else v for k, v in feed]
-        outs = interpret(graph, inputs)
+        if rng is None:
+            outs = interpret(graph, inputs)
+        else:
+            with key_stream(flat[-1]):
+                outs = interpret(graph, inputs)
         return tuple(outs[i] for i in tensor_out)
 
-    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
+    arg_specs = (*param_specs, *input_specs, *((rng,) if rng else ()))
+    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in arg_specs]
     with jax.enable_x64(True):
         lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
     module = lowered.compiler_ir("stablehlo")
@@ -138,9 +148,15 @@ def from_torch(
         outputs=tuple(output_specs),
         in_tree=in_tree,
         out_tree=out_tree,
+        rng=rng,
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     return run_passes(Module(module, signature, params, source="torch", meta=meta))
+
+
+def _draws_random(graph: torch.fx.Graph) -> bool:
+    """Whether ``graph`` calls a random ATen op (then the module takes a PRNG key)."""
+    return any(n.op == "call_function" and op_name(n) in RANDOM_OPS for n in graph.nodes)
 
 
 def _input_name(path: str) -> str:

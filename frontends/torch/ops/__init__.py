@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     linalg,
     normalization,
     pooling,
+    random,
     reductions,
     sampling,
     shape,
