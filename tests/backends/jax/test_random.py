@@ -1,0 +1,42 @@
+"""stablehlo.rng_bit_generator through the JAX backend: the same XLA bits as the source."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+import converter
+
+from .helpers import assert_same
+
+KEY = np.array([0xDEADBEEF, 0xFFFFFFFF, 0xFFFFFFFE, 0x80000001], np.uint32)
+
+
+@pytest.mark.parametrize("algorithm", ["RNG_DEFAULT", "RNG_THREE_FRY", "RNG_PHILOX"])
+def test_bits_and_state(algorithm):
+    alg = getattr(lax.RandomAlgorithm, algorithm)
+
+    def f(key):
+        outs = []
+        for shape, dtype in [((7,), jnp.uint8), ((3, 5), jnp.uint16), ((), jnp.uint32), ((5, 3), jnp.uint64)]:
+            key, bits = lax.rng_bit_generator(key, shape, dtype, algorithm=alg)
+            outs.append(bits)
+        return key, outs
+
+    assert_same(f, KEY)
+
+
+def test_float_result_holds_the_unsigned_bits():
+    """A float result is the bits XLA generates for the unsigned type of the same width."""
+    st = "tensor<2xui64>"
+    text = f"""
+func.func public @main(%arg0: {st}) -> ({st}, tensor<5xf32>, tensor<5xui32>) {{
+  %s, %o = stablehlo.rng_bit_generator %arg0, algorithm = PHILOX : ({st}) -> ({st}, tensor<5xf32>)
+  %t, %u = stablehlo.rng_bit_generator %arg0, algorithm = PHILOX : ({st}) -> ({st}, tensor<5xui32>)
+  return %s, %o, %u : {st}, tensor<5xf32>, tensor<5xui32>
+}}"""
+    state = np.array([3, 0xFFFFFFFFFFFFFFFF], np.uint64)
+    new_state, floats, bits = (np.asarray(x) for x in converter.from_stablehlo(text).to_jax()(state))
+    assert floats.dtype == np.float32
+    np.testing.assert_array_equal(floats.view(np.uint32), bits)
+    assert new_state.tolist() == [3, 1]  # Philox with a 2-word state: the low counter word wraps
