@@ -237,7 +237,8 @@ def leaf_paths(spec: TreeSpec, prefix: str = "") -> list[str]:
         return []
     if kind in ("tuple", "list"):
         return [p for i, c in enumerate(spec["children"]) for p in leaf_paths(c, f"{prefix}[{i}]")]
-    return [p for k, c in zip(spec["keys"], spec["children"], strict=True) for p in leaf_paths(c, f"{prefix}[{k!r}]")]
+    pairs = zip(spec["keys"], spec["children"], strict=True)
+    return [p for k, c in pairs for p in leaf_paths(c, f"{prefix}[{k!r}]")]
 
 
 def args_tree(args_spec: TreeSpec, kwargs_spec: TreeSpec) -> TreeSpec:
@@ -265,7 +266,9 @@ def check_leaf(path: str, value: Any, spec: LeafSpec) -> None:
     dtype = getattr(value, "dtype", None)
     dname = dtypes.name_of(dtype) if dtype is not None else type(value).__name__
     ok_rank = len(shape) == len(spec.shape)
-    ok_shape = ok_rank and all(not isinstance(e, int) or e == a for e, a in zip(spec.shape, shape, strict=True))
+    ok_shape = ok_rank and all(
+        not isinstance(e, int) or e == a for e, a in zip(spec.shape, shape, strict=True)
+    )
     if not ok_shape or dname != spec.dtype:
         raise SignatureMismatchError(
             f"{path}: expected shape {list(spec.shape)} dtype {spec.dtype}, "

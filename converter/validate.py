@@ -731,14 +731,16 @@ def print_report(report: Report, console=None) -> None:
             style = "yellow" if t.status == "skipped" else "red"
             table.add_row(t.target, "", "", "", "", "", "", f"[{style}]{t.status}[/]")
         for r in t.rows:
-            verdict = "[green]pass[/]" if r.passed else f"[red]FAIL[/] {escape(r.note)}".rstrip()
+            verdict = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
+            verdict = f"{verdict} {escape(r.note)}".rstrip()
+            unmeasured = math.isnan(r.max_abs)  # random outputs: no error is measured
             table.add_row(
                 r.target,
                 r.output,
                 r.dtype,
                 str(tuple(r.shape)),
-                f"{r.max_abs:.3g}",
-                f"{r.max_rel:.3g}",
+                "-" if unmeasured else f"{r.max_abs:.3g}",
+                "-" if unmeasured else f"{r.max_rel:.3g}",
                 f"{r.rtol:g} / {r.atol:g}",
                 verdict,
             )

@@ -110,6 +110,19 @@ def test_validate_torch_model_passes_on_jax():
     assert row.max_abs < 1e-5 and row.rtol == 1e-5
 
 
+def test_random_model_is_compared_by_shape_and_dtype_and_says_so():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Dropout(0.5)).train()
+    report = V.validate(
+        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch"), progress=False
+    )
+    assert report.passed
+    for target in report.targets:
+        (row,) = target.rows
+        assert row.shape == [2, 4] and row.dtype == "float32"
+        assert "random ops" in row.note
+
+
 def test_unavailable_target_is_skipped_with_a_reason(monkeypatch):
     monkeypatch.setattr(
         V, "backend_available", lambda t: "backends.onnx is not importable" if t == "onnx" else None

@@ -114,7 +114,7 @@ class JaxFunction:
         self._jitted = jax.jit(self._run)
         self._key = jax.random.PRNGKey(seed) if self.signature.rng is not None else None
         if self.signature.rng is not None and _has_kwarg(self.signature.in_tree, "rng"):
-            raise ConversionError("the model takes a keyword input named 'rng', which names the PRNG key here")
+            raise ConversionError("the model has a keyword input named 'rng', the name of the PRNG key here")
 
     def _inputs(self, args: tuple, kwargs: dict) -> list[Any]:
         """The input leaves of ``(args, kwargs)``, checked against the signature."""

@@ -164,11 +164,14 @@ class TorchModule(torch.nn.Module):
         generator, so ``torch.manual_seed`` makes runs repeatable as it does for the source."""
         if rng is None:
             return torch.randint(0, 2**32, (2,), dtype=torch.int64, device=self._device())
-        if isinstance(rng, int):
-            return torch.tensor([(rng >> 32) & 0xFFFFFFFF, rng & 0xFFFFFFFF], dtype=torch.int64, device=self._device())
+        if isinstance(rng, int):  # as jax.random.PRNGKey(seed): high word, low word
+            words = [(rng >> 32) & 0xFFFFFFFF, rng & 0xFFFFFFFF]
+            return torch.tensor(words, dtype=torch.int64, device=self._device())
         key = torch.as_tensor(np.asarray(rng) if not isinstance(rng, torch.Tensor) else rng)
         if key.shape != (2,) or key.is_floating_point():
-            raise SignatureMismatchError(f"rng: expected an int seed or 2 integers, got {key.dtype}{list(key.shape)}")
+            raise SignatureMismatchError(
+                f"rng: expected an int seed or 2 integers, got {key.dtype}{list(key.shape)}"
+            )
         return key.to(torch.int64) & 0xFFFFFFFF
 
     def _device(self) -> torch.device:

@@ -212,7 +212,9 @@ def normal(mean, std=1.0, generator=None):
 
 
 @register_random(aten.normal.float_float)
-def normal_float_float(mean, std, size, generator=None, dtype=None, layout=None, device=None, pin_memory=None):
+def normal_float_float(
+    mean, std, size, generator=None, dtype=None, layout=None, device=None, pin_memory=None
+):
     """``N(mean, std²)`` of shape ``size``."""
     return _normal(mean, std, size, _float(dtype))
 

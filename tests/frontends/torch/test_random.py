@@ -1,0 +1,174 @@
+"""Random ATen ops (frontends/torch/ops/random.py) and the PRNG key argument they add.
+
+Torch's random stream cannot be reproduced, so these tests check what must hold instead:
+the distributions (moments on large samples), the key semantics (same key, same numbers;
+fresh keys, fresh numbers; the JAX and torch backends agree bit for bit on one key), and the
+errors that keep a baked-in key from silently repeating numbers.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+import torch
+
+import converter
+from converter.errors import SignatureMismatchError
+from converter.signature import RNG_KEY
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+def _sample(fn, *inputs, rng=0):
+    module = converter.from_torch(_Fn(fn), inputs)
+    assert module.signature.rng == RNG_KEY
+    return np.asarray(module.to_jax()(*[x.numpy() for x in inputs], rng=rng))
+
+
+N = 200_000
+
+
+@pytest.mark.parametrize(
+    "fn, mean, var",
+    [
+        (lambda x: torch.rand_like(x), 0.5, 1 / 12),
+        (lambda x: torch.randn_like(x), 0.0, 1.0),
+        (lambda x: x.uniform_(-2.0, 4.0), 1.0, 3.0),
+        (lambda x: x.normal_(3.0, 0.5), 3.0, 0.25),
+        (lambda x: x.exponential_(2.0), 0.5, 0.25),
+        (lambda x: x.log_normal_(0.0, 0.5), float(np.exp(0.125)), float((np.exp(0.25) - 1) * np.exp(0.25))),
+        (lambda x: x.geometric_(0.25), 4.0, 12.0),
+        (lambda x: torch.bernoulli(torch.full_like(x, 0.3)), 0.3, 0.21),
+    ],
+    ids=["rand", "randn", "uniform", "normal", "exponential", "log_normal", "geometric", "bernoulli"],
+)
+def test_distribution_moments(fn, mean, var):
+    x = _sample(fn, torch.zeros(N))
+    se = np.sqrt(var / N)
+    assert abs(x.mean() - mean) < 6 * se, (x.mean(), mean)
+    assert abs(x.var() / var - 1) < 0.05, (x.var(), var)
+
+
+def test_cauchy_quartiles():
+    x = _sample(lambda t: t.cauchy_(1.0, 2.0), torch.zeros(N))
+    q1, med, q3 = np.quantile(x, [0.25, 0.5, 0.75])
+    assert abs(med - 1.0) < 0.05 and abs(q1 - (-1.0)) < 0.05 and abs(q3 - 3.0) < 0.05
+
+
+def test_randint_range_and_uniformity():
+    x = _sample(lambda t: torch.randint(3, 9, (N,)) + t, torch.zeros(N, dtype=torch.int64))
+    assert x.dtype == np.int64 and x.min() == 3 and x.max() == 8
+    counts = np.bincount(x - 3) / N
+    assert np.allclose(counts, 1 / 6, atol=0.01)
+
+
+def test_randperm_is_a_permutation():
+    x = _sample(lambda t: torch.randperm(50) + t, torch.zeros(50, dtype=torch.int64))
+    assert sorted(x.tolist()) == list(range(50))
+
+
+def test_multinomial_without_replacement_is_distinct_and_respects_zero_weight():
+    w = torch.tensor([[1.0, 0.0, 2.0, 3.0, 4.0]] * 64)
+    x = _sample(lambda p: torch.multinomial(p, 4), w)
+    assert x.shape == (64, 4)
+    assert all(len(set(row)) == 4 for row in x.tolist())
+    assert not (x == 1).any()  # weight 0 is never drawn
+
+
+def test_multinomial_with_replacement_frequencies():
+    w = torch.tensor([1.0, 3.0])
+    x = _sample(lambda p: torch.multinomial(p, N, replacement=True), w)
+    assert abs((x == 1).mean() - 0.75) < 0.01
+
+
+def test_dropout_mask_and_scale():
+    drop = torch.nn.Dropout(0.25).train()
+    x = torch.ones(N)
+    y = _sample(drop, x)
+    kept = y != 0
+    assert abs(kept.mean() - 0.75) < 0.01
+    np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
+
+
+def test_eval_mode_dropout_draws_nothing():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).eval()
+    x = torch.randn(2, 4)
+    module = converter.from_torch(model, (x,))
+    assert module.signature.rng is None
+    np.testing.assert_allclose(module.to_jax()(x.numpy()), model(x).detach().numpy(), rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def dropout_model():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Dropout(0.5)).train()
+    x = torch.randn(4, 8)
+    return converter.from_torch(model, (x,)), x
+
+
+def test_same_key_same_numbers_fresh_keys_fresh_numbers(dropout_model):
+    module, x = dropout_model
+    f = module.to_jax()
+    a, b = f(x.numpy(), rng=7), f(x.numpy(), rng=jax.random.PRNGKey(7))
+    np.testing.assert_array_equal(a, b)
+    c = f(x.numpy(), rng=jax.random.key(7))  # typed keys too
+    np.testing.assert_array_equal(a, c)
+    d, e = f(x.numpy()), f(x.numpy())  # the function's own stream advances
+    assert not np.array_equal(d, e)
+
+
+def test_key_required_under_transforms(dropout_model):
+    module, x = dropout_model
+    f = module.to_jax()
+    with pytest.raises(SignatureMismatchError, match="pass the key explicitly"):
+        jax.jit(f)(x.numpy())
+    with pytest.raises(SignatureMismatchError, match="rng="):
+        f.apply(f.params, x.numpy())
+    jitted = jax.jit(lambda p, x, k: f.apply(p, x, rng=k))
+    np.testing.assert_array_equal(jitted(f.params, x.numpy(), jax.random.PRNGKey(3)), f(x.numpy(), rng=3))
+    grads = jax.grad(lambda p: f.apply(p, x.numpy(), rng=3).sum())(f.params)
+    assert set(grads) == set(f.params)
+
+
+def test_torch_backend_matches_jax_bit_for_bit_on_one_key(dropout_model):
+    module, x = dropout_model
+    f, t = module.to_jax(), module.to_torch()
+    with torch.no_grad():
+        got = t(x, rng=11).numpy()
+    np.testing.assert_allclose(got, f(x.numpy(), rng=11), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(got == 0, np.asarray(f(x.numpy(), rng=11)) == 0)  # same mask
+
+
+def test_torch_backend_follows_torch_manual_seed(dropout_model):
+    module, x = dropout_model
+    t = module.to_torch()
+    torch.manual_seed(5)
+    a = t(x)
+    torch.manual_seed(5)
+    b = t(x)
+    c = t(x)
+    assert torch.equal(a, b) and not torch.equal(b, c)
+    exported = torch.export.export(t, (x,))
+    assert exported.module()(x).shape == a.shape
+
+
+def test_signature_rng_survives_save_and_load(dropout_model, tmp_path):
+    module, x = dropout_model
+    module.save(tmp_path / "m.shlo")
+    loaded = converter.load(tmp_path / "m.shlo")
+    assert loaded.signature.rng == RNG_KEY
+    np.testing.assert_array_equal(loaded.to_jax()(x.numpy(), rng=2), module.to_jax()(x.numpy(), rng=2))
+
+
+def test_rng_input_names_a_bad_key(dropout_model):
+    module, x = dropout_model
+    with pytest.raises(SignatureMismatchError, match="rng"):
+        module.to_jax()(x.numpy(), rng=np.zeros(3, np.float32))
