@@ -578,7 +578,7 @@ def _compare_layout(expected: Any, actual: Any) -> Comparison:
     e, a = as_numpy(expected), as_numpy(actual)
     tol = tolerance(e.dtype)
     same = e.shape == a.shape and dtypes.name_of(e.dtype) == dtypes.name_of(a.dtype)
-    note = "random ops: shape and dtype compared, not values"
+    note = "(random ops: shape, dtype only)"
     if not same:
         note = f"{dtypes.name_of(a.dtype)}{list(a.shape)} != {dtypes.name_of(e.dtype)}{list(e.shape)}"
     return Comparison(math.nan, math.nan, tol.rtol, tol.atol, same, note)
