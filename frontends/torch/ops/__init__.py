@@ -4,6 +4,7 @@ from . import (  # noqa: F401
     convolution,
     creation,
     elementwise,
+    fft,
     indexing,
     linalg,
     normalization,
