@@ -90,7 +90,10 @@ def from_torch(
     params: dict[str, np.ndarray] = {}
     param_specs: list[LeafSpec] = []
     canonical: dict[tuple, str] = {}
-    feed: list[tuple[str, Any]] = []  # per placeholder: ("param", name) | ("input", i) | ("static", v)
+    # per placeholder: ("param", name) | ("input", i) | ("static", v); a TOKEN input (the
+    # effect token of ``with_effects``, see lowering.WITH_EFFECTS) is a static dummy, and
+    # TOKEN outputs are dropped with every output that is not a USER_OUTPUT
+    feed: list[tuple[str, Any]] = []
     user_vals: list[Any] = []
     for node, spec in zip(placeholders, ep.graph_signature.input_specs, strict=True):
         if spec.kind in _PARAM_KINDS:
@@ -108,6 +111,8 @@ def from_torch(
                 feed.append(("input", sum(1 for f in feed if f[0] == "input")))
             else:
                 feed.append(("static", val))
+        elif spec.kind == InputKind.TOKEN:
+            feed.append(("static", np.zeros((0,), np.float32)))
         else:
             raise NotImplementedError(f"torch.export input kind {spec.kind} ({node.name})")
 

@@ -39,8 +39,19 @@ def _ours(path: str) -> bool:
     return path.startswith(_NOT_USER[1:])
 
 
+#: ``torch.ops.higher_order.with_effects(token, op, *args, **kwargs) -> (token, op's result)``:
+#: how ``torch.export`` orders side-effecting ops (the runtime error checks of ``linalg.inv``,
+#: ``linalg.solve``, ``linalg.cholesky``...: ``aten._linalg_check_errors``). The token is a
+#: dummy ``(0,)`` tensor threaded from a ``TOKEN`` input to a ``TOKEN`` output; the walker runs
+#: the wrapped op's rule and passes the token through.
+WITH_EFFECTS = torch.ops.higher_order.with_effects
+
+
 def op_name(node: torch.fx.Node) -> str:
-    """The registry key of a call_function node (``aten.addmm.default``)."""
+    """The registry key of a call_function node (``aten.addmm.default``); for a
+    ``with_effects`` node, the key of the op it wraps."""
+    if node.target is WITH_EFFECTS:
+        return str(node.args[1])
     return str(node.target)
 
 
@@ -90,10 +101,14 @@ def _run_node(node: torch.fx.Node, args, kwargs):
     if node.target is operator.getitem:
         return args[0][args[1]]
     rule = ATEN_RULES.get(op_name(node))
+    val = node.meta.get("val")
     try:
         with jax.named_scope(_scope_name(node)):
+            if node.target is WITH_EFFECTS:
+                token, _, *args = args
+                return (token, conform(rule(*args, **kwargs), val[1] if val else None))
             out = rule(*args, **kwargs)
-        return conform(out, node.meta.get("val"))
+        return conform(out, val)
     except Exception as e:  # noqa: BLE001 - re-raised naming the node and its source line
         raise OpConversionError(op_name(node), node_location(node), e) from e
 
