@@ -525,9 +525,9 @@ def frexp(x):
 
 @register(aten.complex.default)
 def complex_(real, imag):
-    """``real + 1j * imag``."""
+    """``real + 1j * imag``, the two broadcast against each other (any ranks)."""
     (real, imag), _ = _common(real, imag)
-    return lax.complex(real, imag)
+    return lax.complex(*jnp.broadcast_arrays(real, imag))
 
 
 @register(aten.view_as_complex.default)

@@ -410,3 +410,352 @@ def logcumsumexp(x, dim):  # noqa: A002
 def dist(x, y, p=2):
     """``linalg_vector_norm(x - y, p)`` over all elements."""
     return linalg_vector_norm(x - y, p)
+
+
+# --------------------------------------------------------------------------- segment_reduce
+
+_SEGMENT_IDENTITY = {"max": -np.inf, "min": np.inf, "sum": 0, "mean": 0, "prod": 1}
+
+
+def _segment_bounds(lengths, offsets):
+    """``(start, end)`` of every segment, shape ``(*outer, S)``, from ``lengths`` (``end`` is
+    their running sum) or ``offsets`` (consecutive pairs)."""
+    if offsets is not None:
+        return offsets[..., :-1], offsets[..., 1:]
+    end = jnp.cumsum(lengths, axis=-1)
+    return end - lengths, end
+
+
+@register(aten.segment_reduce.default)
+def segment_reduce(
+    data, reduce, *, lengths=None, indices=None, offsets=None, axis=0, unsafe=False, initial=None
+):
+    """Reduce ``data`` over consecutive segments along ``axis``: ``"sum"``, ``"mean"``,
+    ``"max"``, ``"min"`` or ``"prod"`` (``native_functions.yaml`` ``segment_reduce``; semantics
+    of ``SegmentReduce.cpp``'s CPU kernel).
+
+    Segments are given by ``lengths`` (shape ``data.shape[:axis] + (S,)``) or ``offsets``
+    (``data.shape[:axis] + (S + 1,)``); the output is ``data`` with ``data.shape[axis]``
+    replaced by ``S``. Every segment starts from ``initial`` (the reduction's identity when
+    None); ``max``/``min`` propagate NaN; ``mean`` divides by the segment length, and an empty
+    segment without ``initial`` gives NaN. ``unsafe`` only skips torch's input checks.
+
+    Raises:
+        NotImplementedError: ``indices`` (torch does not implement it either) or an unknown
+            reduction.
+    """
+    if reduce not in _SEGMENT_IDENTITY:
+        raise NotImplementedError(f"segment_reduce: reduction {reduce!r}")
+    if lengths is None and offsets is None:
+        raise NotImplementedError("segment_reduce: only lengths or offsets segments are supported")
+    axis = dim(axis, data.ndim)
+    start, end = _segment_bounds(lengths, offsets)
+    pos = jnp.arange(data.shape[axis])
+    inner = data.ndim - axis - 1
+    # (*outer, S, N, 1...) membership of each position in each segment
+    member = (pos >= start[..., None]) & (pos < end[..., None])
+    member = member.reshape(member.shape + (1,) * inner)
+    x = jnp.expand_dims(data, axis)  # (*outer, 1, N, *inner)
+    ident = jnp.asarray(_SEGMENT_IDENTITY[reduce], data.dtype)
+    masked = jnp.where(member, x, ident)
+    init = ident if initial is None else jnp.asarray(initial, data.dtype)
+    if reduce == "max":
+        return jnp.maximum(init, jnp.max(masked, axis=axis + 1))
+    if reduce == "min":
+        return jnp.minimum(init, jnp.min(masked, axis=axis + 1))
+    if reduce == "prod":
+        return init * jnp.prod(masked, axis=axis + 1)
+    total = init + jnp.sum(masked, axis=axis + 1)
+    if reduce == "sum":
+        return total
+    count = (end - start).reshape(end.shape + (1,) * inner)
+    empty = jnp.asarray(np.nan if initial is None else initial, data.dtype)
+    return jnp.where(count > 0, total / jnp.maximum(count, 1).astype(data.dtype), empty)
+
+
+# --------------------------------------------------------------------------- histograms
+
+
+def _linspace(lo, hi, steps, dtype):
+    """``torch.linspace(lo, hi, steps)`` as the CPU kernel computes it in ``dtype``: the first
+    half ``lo + step * i``, the second half ``hi - step * (steps - 1 - i)``, with
+    ``step = (hi - lo) / (steps - 1)`` (``RangeFactoriesKernel.cpp``)."""
+    lo, hi = jnp.asarray(lo, dtype), jnp.asarray(hi, dtype)
+    if steps == 1:
+        return lo[None]
+    step = (hi - lo) / jnp.asarray(steps - 1, dtype)
+    i = np.arange(steps)
+    head = lo + step * jnp.asarray(i, dtype)
+    tail = hi - step * jnp.asarray(steps - 1 - i, dtype)
+    return jnp.where(jnp.asarray(i < steps // 2), head, tail)
+
+
+def _edge_bounds(x2d, d, rng):
+    """Outer edges of dim ``d`` of a ``(M, D)`` input (``select_outer_bin_edges``): ``rng``
+    pairs when given, else the column's min and max (0 and 1 for an empty input), widened
+    by 0.5 on both sides when equal."""
+    dt = x2d.dtype
+    if rng is not None:
+        lo, hi = float(rng[2 * d]), float(rng[2 * d + 1])
+        if not lo <= hi:
+            raise ValueError(f"histogramdd: min {lo} exceeds max {hi} for dimension {d}")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        return jnp.asarray(lo, dt), jnp.asarray(hi, dt)
+    if x2d.shape[0] == 0:
+        return jnp.asarray(0, dt), jnp.asarray(1, dt)
+    lo, hi = jnp.min(x2d[:, d]), jnp.max(x2d[:, d])
+    same = lo == hi
+    return jnp.where(same, lo - 0.5, lo), jnp.where(same, hi + 0.5, hi)
+
+
+def _linear_pos(elt, lo, hi, nbins):
+    """``LINEAR_INTERPOLATION``'s bin: ``trunc((elt - lo) * nbins / (hi - lo))`` in the
+    input dtype."""
+    dt = elt.dtype
+    return jnp.trunc((elt - lo) * jnp.asarray(nbins, dt) / (hi - lo)).astype(np.int64)
+
+
+def _local_search(elt, edges, pos):
+    """``LINEAR_INTERPOLATION_WITH_LOCAL_SEARCH``: ``std::upper_bound`` of ``elt`` over the
+    edges ``[max(0, pos - 1), min(pos + 2, E))``, minus one."""
+    n_edges = edges.shape[0]
+    lo = jnp.maximum(pos - 1, 0)
+    hi = jnp.minimum(pos + 2, n_edges)
+    count = jnp.zeros_like(pos)
+    for k in range(3):
+        j = lo + k
+        e = jnp.take(edges, jnp.clip(j, 0, n_edges - 1))
+        count = count + ((j < hi) & (e <= elt)).astype(np.int64)
+    return lo + count - 1
+
+
+def _histogramdd(x2d, edges, weight, density, how):
+    """The ``histogramdd_cpu_contiguous`` kernel over ``(M, D)`` points: per dim, the bin of
+    each coordinate by ``how`` (``"linear"``, ``"local"`` or ``"search"``), the rightmost bin
+    closed, points outside the edges (and NaN) skipped; counts or summed ``weight``, divided
+    by the total and the bin volumes when ``density``."""
+    dt = x2d.dtype
+    nbins = [e.shape[0] - 1 for e in edges]
+    valid = jnp.ones(x2d.shape[:1], bool)
+    flat = jnp.zeros(x2d.shape[:1], np.int64)
+    for d, e in enumerate(edges):
+        elt = x2d[:, d]
+        lo, hi = e[0], e[-1]
+        valid = valid & (elt >= lo) & (elt <= hi)
+        if how == "search":
+            pos = jnp.sum(e[None, :] <= elt[:, None], axis=1).astype(np.int64) - 1
+        else:
+            pos = _linear_pos(elt, lo, hi, nbins[d])
+            if how == "local":
+                pos = _local_search(elt, e, pos)
+        pos = jnp.clip(jnp.where(pos == nbins[d], nbins[d] - 1, pos), 0, nbins[d] - 1)
+        flat = flat * nbins[d] + pos
+    w = jnp.ones(x2d.shape[:1], dt) if weight is None else weight.reshape(-1).astype(dt)
+    w = jnp.where(valid, w, jnp.zeros((), dt))
+    size = int(np.prod(nbins))
+    hist = jnp.zeros((size,), dt).at[jnp.where(valid, flat, 0)].add(w).reshape(nbins)
+    if density:
+        hist = hist / jnp.sum(hist)
+        for d, e in enumerate(edges):
+            shape = [1] * len(edges)
+            shape[d] = nbins[d]
+            hist = hist / (e[1:] - e[:-1]).reshape(shape)
+    return hist
+
+
+def _as_points(x):
+    """``histogramdd``'s ``(M, D)`` view of ``x`` (all but the last dim flattened)."""
+    return x.reshape(-1, x.shape[-1]) if x.ndim else x.reshape(1, 1)
+
+
+def _bin_ct_edges(x2d, bins, rng):
+    if len(bins) != x2d.shape[1]:
+        raise ValueError(f"histogramdd: {len(bins)} bin counts for {x2d.shape[1]}-dimensional points")
+    if min(bins, default=1) <= 0:
+        raise ValueError(f"histogram: bins must be > 0, got {list(bins)}")
+    return [_linspace(*_edge_bounds(x2d, d, rng), b + 1, x2d.dtype) for d, b in enumerate(bins)]
+
+
+@register(aten.histc.default)
+def histc(x, bins=100, min=0, max=0):  # noqa: A002 - ATen names
+    """``bins`` equal-width bin counts of ``x`` over ``[min, max]`` (``Histogram.cpp``'s
+    ``histogram_histc``): when ``min == max`` the range is the data's min and max, and a
+    still empty range is widened to ``[lo - 1, hi + 1]`` (at least one ulp). Bins are
+    ``trunc((x - lo) * bins / (hi - lo))`` in the input dtype, the last one closed on the
+    right; elements outside the range and NaN are not counted. Output: ``(bins,)``.
+
+    Raises:
+        ValueError: ``bins <= 0`` or ``min > max`` (torch raises too).
+    """
+    if bins <= 0:
+        raise ValueError(f"histc: bins must be > 0, got {bins}")
+    if min > max:
+        raise ValueError("histc: max must be larger than min")
+    dt = x.dtype
+    flat = x.reshape(-1, 1)
+    if min == max and flat.size:
+        lo, hi = jnp.min(flat), jnp.max(flat)
+    else:
+        lo, hi = jnp.asarray(min, dt), jnp.asarray(max, dt)
+    same = lo == hi
+    inf = jnp.asarray(np.inf, dt)
+    lo = jnp.where(same, jnp.minimum(jnp.nextafter(lo, -inf), lo - 1), lo)
+    hi = jnp.where(same, jnp.maximum(jnp.nextafter(hi, inf), hi + 1), hi)
+    edges = _linspace(lo, hi, bins + 1, dt)
+    return _histogramdd(flat, [edges], None, False, "linear")
+
+
+@register(aten.histogram.bin_ct)
+def histogram_bin_ct(x, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    """``(hist, bin_edges)`` of all elements of ``x`` in ``bins`` equal bins over ``range``
+    (the data's min and max when None, widened by 0.5 if equal); edges as ``torch.linspace``
+    computes them, bins found by interpolation corrected against the edges (``Histogram.cpp``,
+    ``HistogramKernel.cpp``); ``weight`` sums per bin, ``density`` normalises by the total
+    and the bin widths."""
+    pts = x.reshape(-1, 1)
+    edges = _bin_ct_edges(pts, [bins], range)
+    return _histogramdd(pts, edges, weight, density, "local"), edges[0]
+
+
+@register(aten.histogram.bins_tensor)
+def histogram_bins_tensor(x, bins, *, weight=None, density=False):
+    """``(hist, bins)`` of all elements of ``x`` over the increasing 1-D edges ``bins``
+    (binary search: element ``e`` goes to the last bin whose left edge is ``<= e``, the
+    rightmost bin closed)."""
+    return _histogramdd(x.reshape(-1, 1), [bins], weight, density, "search"), bins
+
+
+@register(aten._histogramdd_bin_edges.default)
+def histogramdd_bin_edges(x, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """The ``D`` edge tensors (``bins[d] + 1`` each) of ``histogramdd`` over the ``(M, D)``
+    points of ``x``: ``torch.linspace`` between ``range`` pairs or the per-dim min and max."""
+    return _bin_ct_edges(_as_points(x), list(bins), range)
+
+
+@register(aten._histogramdd_from_bin_cts.default)
+def histogramdd_from_bin_cts(x, bins, *, range=None, weight=None, density=False):  # noqa: A002
+    """The ``D``-dim histogram (shape ``bins``) of the ``(M, D)`` points of ``x`` over the
+    edges of :func:`histogramdd_bin_edges`."""
+    pts = _as_points(x)
+    return _histogramdd(pts, _bin_ct_edges(pts, list(bins), range), weight, density, "local")
+
+
+@register(aten._histogramdd_from_bin_tensors.default)
+def histogramdd_from_bin_tensors(x, bins, *, weight=None, density=False):
+    """The ``D``-dim histogram of the ``(M, D)`` points of ``x`` over the given increasing
+    edge tensors (binary search per dim)."""
+    return _histogramdd(_as_points(x), list(bins), weight, density, "search")
+
+
+# --------------------------------------------------------------------------- mode
+
+#: Rows up to this length are sorted by insertion sort in libstdc++'s ``std::sort``, which
+#: torch's CPU ``mode`` kernel calls; longer rows go through introsort partitioning, whose
+#: placement of equal values (and so the returned index) is not reproduced here.
+_MODE_MAX_ROW = 16
+
+
+def _insertion_sort(vals, idx):
+    """libstdc++'s ``__insertion_sort`` of ``(value, index)`` pairs along the last axis with
+    the comparator ``a.value < b.value``, step by step (so NaN, which compares false both
+    ways, stops an element's backward scan as it does in C++)."""
+    n = vals.shape[-1]
+    for i in range(1, n):
+        v, k = vals[..., i : i + 1], idx[..., i : i + 1]
+        head = vals[..., :i]
+        stops = ~(v < head)  # the backward scan stops at the last such position
+        last = jnp.max(jnp.where(stops, jnp.arange(i), -1), axis=-1, keepdims=True)
+        pos = jnp.where(v < head[..., :1], 0, last + 1)  # (..., 1)
+        q = jnp.arange(i + 1)
+        prev_v = jnp.concatenate([head[..., :1], head], axis=-1)  # element q - 1 (q >= 1)
+        prev_k = jnp.concatenate([idx[..., :1], idx[..., :i]], axis=-1)
+        keep_v = jnp.concatenate([head, v], axis=-1)
+        keep_k = jnp.concatenate([idx[..., :i], k], axis=-1)
+        new_v = jnp.where(q < pos, keep_v, jnp.where(q == pos, v, prev_v))
+        new_k = jnp.where(q < pos, keep_k, jnp.where(q == pos, k, prev_k))
+        vals = jnp.concatenate([new_v, vals[..., i + 1 :]], axis=-1)
+        idx = jnp.concatenate([new_k, idx[..., i + 1 :]], axis=-1)
+    return vals, idx
+
+
+def _mode_last(x):
+    """``(value, index)`` of torch's CPU mode along the last axis (rows of at most
+    :data:`_MODE_MAX_ROW`): the sorted row is scanned for runs of equal values; the first
+    run (smallest value) of the largest count wins and its last element's original index is
+    returned (``TensorCompareKernel.cpp``, ``mode_kernel_impl``)."""
+    n = x.shape[-1]
+    keys = x.astype(np.int8) if x.dtype == np.bool_ else x
+    idx = jnp.broadcast_to(jnp.arange(n, dtype=np.int64), x.shape)
+    vals, idx = _insertion_sort(keys, idx)
+    ends = jnp.concatenate([vals[..., :-1] != vals[..., 1:], jnp.ones(x.shape[:-1] + (1,), bool)], axis=-1)
+    pos = jnp.arange(n)
+    before = ends[..., None, :] & (pos[None, :] < pos[:, None])  # (..., q, p): run end p < q
+    prev_end = jnp.max(jnp.where(before, pos, -1), axis=-1)
+    freq = jnp.where(ends, pos - prev_end, 0)
+    best = jnp.max(freq, axis=-1, keepdims=True)
+    first = jnp.min(jnp.where(ends & (freq == best), pos, n), axis=-1, keepdims=True)
+    value = jnp.take_along_axis(vals, first, axis=-1)[..., 0].astype(x.dtype)
+    return value, jnp.take_along_axis(idx, first, axis=-1)[..., 0]
+
+
+@register(aten.mode.default)
+def mode(x, dim=-1, keepdim=False):  # noqa: A002
+    """``(values, indices)``: the most frequent value along ``dim`` (the smallest one on a
+    tie of counts) and an index of it, exactly as torch's CPU kernel picks them: the index
+    is that of the last occurrence in the kernel's sort order, which for rows of at most 16
+    elements (insertion sort, stable) is the last occurrence in the row.
+
+    Raises:
+        NotImplementedError: a row longer than 16 elements: torch's index then depends on
+            ``std::sort``'s introsort partitioning whenever the mode value repeats, which
+            is not reproduced (rather than returning a possibly different index).
+    """
+    if x.ndim == 0:
+        return x, jnp.zeros((), np.int64)
+    d = dim % x.ndim
+    n = x.shape[d]
+    if n > _MODE_MAX_ROW:
+        raise NotImplementedError(
+            f"mode over {n} elements: torch's CPU kernel returns the index that std::sort's "
+            f"introsort leaves last among equal values, reproduced only for rows of at most "
+            f"{_MODE_MAX_ROW} elements"
+        )
+    v, i = _mode_last(jnp.moveaxis(x, d, -1))
+    if keepdim:
+        v, i = jnp.expand_dims(v, d), jnp.expand_dims(i, d)
+    return v, i
+
+
+# --------------------------------------------------------------------------- hash_tensor
+
+
+def _hash_bits(x):
+    """Elements widened to 64 bits (float64, int64, or uint64 for unsigned) and reinterpreted
+    as uint64."""
+    if is_float(x.dtype):
+        wide = x.astype(np.float64)
+    elif jnp.issubdtype(x.dtype, jnp.unsignedinteger):
+        return x.astype(np.uint64)
+    else:
+        wide = x.astype(np.int64)
+    return lax.bitcast_convert_type(wide, np.uint64)
+
+
+@register(aten.hash_tensor.default)
+def hash_tensor(x, dim=(), *, keepdim=False, mode=0):  # noqa: A002
+    """uint64 XOR of the elements over ``dim`` (all when empty), each widened to its 64-bit
+    float or integer type and bitcast to uint64 (``torch.hash_tensor``, ``mode=0``).
+
+    Raises:
+        NotImplementedError: another ``mode`` or complex input.
+    """
+    if mode != 0:
+        raise NotImplementedError(f"hash_tensor: mode {mode}")
+    if jnp.iscomplexobj(x):
+        raise NotImplementedError("hash_tensor of a complex tensor")
+    axes = dims(dim, x.ndim)
+    out = lax.reduce(_hash_bits(x), np.uint64(0), lax.bitwise_xor, axes)
+    if keepdim:
+        out = out.reshape([1 if a in axes else s for a, s in enumerate(x.shape)])
+    return out

@@ -225,6 +225,17 @@ def test_complex_views(check):
     check(fn, X, Y, pairs, ops=["aten.complex.default", "aten.view_as_complex.default"], rtol=2e-6)
 
 
+def test_complex_broadcasts_ranks(check):
+    def fn(re, im, row):
+        return (
+            torch.view_as_real(torch.complex(re, im[0, 0])),  # (3, 5) with ()
+            torch.view_as_real(torch.complex(row[:, None], im)),  # (3, 1) with (3, 5)
+            torch.view_as_real(torch.complex(re[:, :1, None], im[None])),  # (3, 1, 1) with (1, 3, 5)
+        )
+
+    check(fn, X, Y, X[:, 0], ops="aten.complex.default")
+
+
 def test_hypot(check):
     check(torch.hypot, X * 1e20, Y * 1e20, ops="aten.hypot.default", rtol=2e-6)
 

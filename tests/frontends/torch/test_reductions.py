@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.frontends.torch.both_targets import check_targets
+
 torch.manual_seed(0)
 X = torch.randn(3, 4, 5)
 INTS = torch.randint(-5, 5, (3, 4, 5))
@@ -171,3 +173,118 @@ def test_bucketize_logcumsumexp(check):
         )
 
     check(fn, X, x, ops=["aten.bucketize.Tensor", "aten.logcumsumexp.default"], rtol=1e-5)
+
+
+# ------------------------------------------------ segment_reduce, histograms, mode, hash_tensor
+# (checked on both targets: to_jax and to_torch)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+def test_segment_reduce(reduce, initial):
+    data = torch.randn(3, 7, 2)
+    data[1, 2, 0] = float("nan")
+    lengths = torch.tensor([[2, 0, 3, 2], [7, 0, 0, 0], [1, 1, 1, 4]])  # empty segments too
+    offsets = torch.cat([torch.zeros(3, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+
+    def fn(d, lens, offs):
+        return (
+            torch.segment_reduce(d, reduce, lengths=lens, axis=1, initial=initial),
+            torch.segment_reduce(d, reduce, offsets=offs, axis=1, initial=initial),
+            torch.segment_reduce(d[0], reduce, lengths=lens[1], initial=initial),
+        )
+
+    check_targets(fn, data, lengths, offsets, ops="aten.segment_reduce.default", rtol=1e-5)
+
+
+EDGES = torch.tensor([0.0, 10, 5, 2.5, 7.5, -1, 11, float("nan"), 10, 0])  # on edges, outside, NaN
+
+
+@pytest.mark.parametrize("bins", [1, 4, 100])
+def test_histc(bins):
+    def fn(x, c, e):
+        return (
+            torch.histc(x, bins),  # range from the data
+            torch.histc(x, bins, -2, 2),
+            torch.histc(e, bins, 0, 10),  # the last bin is closed on the right
+            torch.histc(c, bins),  # constant input: range widened by 1
+            torch.histc(c, bins, 3, 3),
+        )
+
+    check_targets(fn, X.reshape(-1) * 3, torch.full((5,), 3.0), EDGES, ops="aten.histc.default")
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram(density):
+    w = torch.rand(X.numel())
+    edges = torch.tensor([-1.0, 0.0, 0.5, 3.0, 7.5])
+
+    def fn(x, w, c, edges):
+        return (
+            torch.histogram(x, 7, density=density),
+            torch.histogram(x, 5, range=(-1.0, 1.0), weight=w, density=density),
+            torch.histogram(c, 3, density=density),  # constant input: range widened by 0.5
+            torch.histogram(x, edges, weight=w, density=density),
+            torch.histogram(EDGES, edges, density=density),
+        )
+
+    ops = ["aten.histogram.bin_ct", "aten.histogram.bins_tensor"]
+    check_targets(fn, X.reshape(-1), w, torch.full((4,), -2.0), edges, ops=ops, rtol=1e-5)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd(density):
+    pts = torch.randn(30, 3)
+    w = torch.rand(30)
+
+    def fn(p, w):
+        h, e = torch.histogramdd(p, [2, 3, 4], weight=w, density=density)
+        h2, e2 = torch.histogramdd(p, [3, 1, 2], range=[0.0, 1.0, -1.0, 1.0, 0.0, 0.0], density=density)
+        h3, _ = torch.histogramdd(p, [t * 1.5 for t in e], weight=w, density=density)
+        return h, *e, h2, *e2, h3
+
+    ops = [
+        "aten._histogramdd_bin_edges.default",
+        "aten._histogramdd_from_bin_cts.default",
+        "aten._histogramdd_from_bin_tensors.default",
+    ]
+    check_targets(fn, pts, w, ops=ops, rtol=1e-5)
+
+
+def test_mode_ties_and_nan_follow_the_cpu_kernel():
+    torch.manual_seed(1)
+    x = torch.randint(0, 4, (6, 5, 16)).float()  # many ties of counts and values
+    x[0, :, ::3] = float("nan")
+    x[1, 0] = 1.0
+
+    def fn(v, b, i):
+        return torch.mode(v), torch.mode(v, 1, keepdim=True), torch.mode(b, 0), torch.mode(i, -1)
+
+    check_targets(fn, x, x[2] > 1, x[3].long(), ops="aten.mode.default")
+
+
+def test_mode_rows_longer_than_16_raise():
+    import converter
+    from converter.errors import OpConversionError
+    from frontends.torch import export
+    from tests.frontends.torch.conftest import Fn
+
+    ep = export(Fn(lambda v: torch.mode(v, 0)), (torch.zeros(17, 2),))
+    with pytest.raises(OpConversionError, match="introsort"):
+        converter.from_torch(ep)
+
+
+def test_hash_tensor():
+    def fn(x, i, b, h):
+        return (
+            torch.hash_tensor(x),
+            torch.hash_tensor(x, 0, keepdim=True),
+            torch.hash_tensor(x, (1, 2)),
+            torch.hash_tensor(i, -1),
+            torch.hash_tensor(b),
+            torch.hash_tensor(h),
+        )
+
+    x = X.clone()
+    x[0, 0, 0], x[0, 0, 1] = float("nan"), -0.0
+    check_targets(fn, x, INTS.int(), B, X.half(), ops="aten.hash_tensor.default")
