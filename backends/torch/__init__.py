@@ -24,6 +24,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 
 from . import ops  # noqa: F401 - registers the rules
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .ops.control_flow import exact_control_flow_gradients
 from .registry import TORCH_RULES
 
 # ops whose result may leave the range of an emulated (widened) unsigned type
@@ -90,7 +91,8 @@ def build_graph(module: Module) -> torch.fx.GraphModule:
         return tuple(TorchInterpreter(module.mlir).run(*args))
 
     with torch.no_grad():
-        return make_fx(main, tracing_mode="fake")(*[_example(s) for s in specs])
+        gm = make_fx(main, tracing_mode="fake")(*[_example(s) for s in specs])
+    return exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
 
 
 class TorchModule(torch.nn.Module):

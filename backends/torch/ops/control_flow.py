@@ -4,16 +4,25 @@
 ``while`` becomes torch's ``while_loop`` and ``if``/``case`` become ``torch.cond`` (nested for
 ``case``), the higher-order ops ``torch.export`` keeps. Values a region captures from the
 enclosing scope are passed explicitly as extra operands, which both HOPs require.
+
+Gradients of data-dependent loops: torch 2.13's ``while_loop`` autograd treats a carried value
+that does not require grad on entry as a constant for the whole loop (``c = 0.5 * c + h`` from
+``c = 0`` over 3 trips gives d/dh = 1 instead of 1.75). :func:`exact_control_flow_gradients`
+therefore rewrites every ``while_loop`` node of the traced graph into a call of
+:func:`while_loop_exact_grad`, which runs the same HOP when no gradient is needed (and whenever
+``torch.export`` traces it) and otherwise an autograd function that records the trip count and
+differentiates the unrolled body in backward. ``cond`` nodes likewise become
+:func:`cond_exact_grad` (torch's ``cond`` autograd has no second derivatives).
 """
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from jaxlib.mlir import ir
+from torch.fx.experimental import proxy_tensor
 
 from converter import mlir
+from converter.errors import ConversionError
 
 from ..registry import register
 
@@ -89,11 +98,24 @@ def _no_alias(outs, inputs):
     )
 
 
+def _distinct(values: tuple) -> tuple:
+    """``values`` with repeated tensor objects cloned: a value both carried and captured (or
+    captured by both regions) would otherwise enter ``while_loop`` twice, which
+    ``torch.compile`` rejects as input aliasing."""
+    seen: set[int] = set()
+    out = []
+    for v in values:
+        out.append(v.clone() if id(v) in seen else v)
+        seen.add(id(v))
+    return tuple(out)
+
+
 MAX_UNROLLED_OPS = 20000
 
 
-class WhileLoopGradientWarning(UserWarning):
-    """A data-dependent ``while`` became torch's ``while_loop``, whose autograd is unreliable."""
+class WhileLoopGradientError(ConversionError):
+    """The backward of a data-dependent ``while`` (its replay under autograd) failed; names
+    the loop's StableHLO location."""
 
 
 _CMP = {
@@ -148,9 +170,9 @@ def _static_trip_count(interp, op: mlir.Op) -> int | None:
 @register("stablehlo.while")
 def _while(interp, op, *init):
     """Counted loops (static trip count, small enough) are unrolled: exact autograd and a
-    straight-line graph. Other loops become torch's ``while_loop`` HOP (forward and export
-    exact; its autograd does not accumulate gradients of loop-invariant values, see
-    docs/torch_backend.md)."""
+    straight-line graph. Other loops become torch's ``while_loop`` HOP, tagged with the op's
+    location for :func:`exact_control_flow_gradients` (forward and export exact; gradients through
+    :func:`while_loop_exact_grad`)."""
     trips = _static_trip_count(interp, op)
     if trips is not None:
         env = interp.env
@@ -159,19 +181,10 @@ def _while(interp, op, *init):
             vals = interp.run_region(op.regions[1], vals, env)
         interp.env = env
         return vals
-    if any(t.is_floating_point() or t.is_complex() for t in init):
-        warnings.warn(
-            f"stablehlo.while at {op.location or '?'} has no static trip count and becomes torch's "
-            "while_loop: forward and torch.export are exact, but torch 2.13's while_loop autograd "
-            "drops gradient contributions that flow between loop-carried values (see "
-            "docs/torch_backend.md); do not differentiate through it",
-            WhileLoopGradientWarning,
-            stacklevel=2,
-        )
     cond, cond_cap = closed_region(interp, op.regions[0])
     body, body_cap = closed_region(interp, op.regions[1])
     n, nc = len(init), len(cond_cap)
-    carried = tuple(init) + tuple(cond_cap) + tuple(body_cap)
+    carried = _distinct(tuple(init) + tuple(cond_cap) + tuple(body_cap))
 
     def cond_fn(*args):
         return cond(*args[:n], *args[n : n + nc])[0]
@@ -182,7 +195,163 @@ def _while(interp, op, *init):
 
     if not init:
         raise NotImplementedError("while with no loop-carried values")
-    return list(torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, ()))[:n]
+    out = list(torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, ()))
+    _tag_node(out[0], op.location or "?")
+    return out[:n]
+
+
+_LOCATION_META = "stablehlo_location"
+
+
+def _tag_node(result: torch.Tensor, location: str) -> None:
+    """Record ``location`` in the meta of the FX node that produced ``result`` (make_fx is
+    tracing it), for the error messages of :func:`while_loop_exact_grad`."""
+    mode = proxy_tensor.get_proxy_mode()
+    if mode is None or not proxy_tensor.has_proxy_slot(result, mode.tracer):
+        return
+    node = proxy_tensor.get_proxy_slot(result, mode.tracer).proxy.node
+    while node.target is not torch.ops.higher_order.while_loop and node.args:
+        node = node.args[0]  # the getitem of the loop's result tuple
+        if not isinstance(node, torch.fx.Node):
+            return
+    node.meta[_LOCATION_META] = location
+
+
+# ------------------------------------------------------------------ exact loop gradients
+
+
+def _needs_grad(values) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
+
+
+def while_loop_exact_grad(cond_fn, body_fn, carried: tuple, additional: tuple, location: str = "?") -> tuple:
+    """``torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, additional)`` with exact
+    reverse-mode gradients.
+
+    The HOP itself runs when no input requires grad, when grad mode is off, and while
+    ``torch.export`` traces (the exported program keeps the HOP). Otherwise the loop runs as
+    :class:`_ExactWhile` (outside ``torch.compile``'s graph: a graph break), whose backward
+    replays the recorded number of trips of ``body_fn`` under autograd.
+
+    Args:
+        cond_fn, body_fn: the loop's condition (``*carried, *additional -> bool scalar``) and
+            body (``*carried, *additional -> carried``), as for ``while_loop``.
+        carried, additional: tensors, as for ``while_loop``.
+        location: the ``stablehlo.while`` source location, for error messages.
+
+    Returns:
+        the final carried values.
+
+    Raises:
+        WhileLoopGradientError: at backward time, when replaying the loop fails.
+    """
+    carried, additional = tuple(carried), tuple(additional)
+    if torch.compiler.is_exporting() or not _needs_grad(carried + additional):
+        return torch.ops.higher_order.while_loop(cond_fn, body_fn, carried, additional)
+    return _run_exact(cond_fn, body_fn, carried, additional, location)
+
+
+@torch.compiler.disable
+def _run_exact(cond_fn, body_fn, carried: tuple, additional: tuple, location: str) -> tuple:
+    return _ExactWhile.apply(cond_fn, body_fn, len(carried), location, *carried, *additional)
+
+
+class _ExactWhile(torch.autograd.Function):
+    """Forward: the ``while_loop`` HOP with a trip counter carried along. Backward: the body
+    applied that many times to the saved inputs under autograd, differentiated with
+    ``torch.autograd.grad`` (the loop is recomputed; nothing per trip is stored in forward)."""
+
+    @staticmethod
+    def forward(ctx, cond_fn, body_fn, n_carried, location, *inputs):
+        carried, additional = inputs[:n_carried], inputs[n_carried:]
+        counter = torch.zeros((), dtype=torch.int64)
+        outs = torch.ops.higher_order.while_loop(
+            lambda k, *c: cond_fn(*c),
+            lambda k, *c: (k + 1, *body_fn(*c)),
+            (counter, *carried),
+            additional,
+        )
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(*inputs)
+        ctx.body_fn, ctx.n_carried, ctx.location, ctx.trips = body_fn, n_carried, location, outs[0]
+        return tuple(outs[1:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        try:
+            return _ExactWhile._backward(ctx, *grads)
+        except WhileLoopGradientError:
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised naming the loop
+            raise WhileLoopGradientError(f"stablehlo.while at {ctx.location}: backward failed: {e}") from e
+
+    @staticmethod
+    def _backward(ctx, *grads):
+        """Gradients of the inputs: the body replayed ``trips`` times under autograd (attached
+        to the saved inputs when a differentiable gradient is requested)."""
+        inputs = ctx.saved_tensors
+        wanted = [ctx.needs_input_grad[4 + i] for i in range(len(inputs))]
+        higher = torch.is_grad_enabled()  # create_graph: the replay stays attached to the inputs
+        with torch.enable_grad():
+            if higher:  # fresh aliases: each input its own autograd source
+                leaves = [x.view_as(x) for x in inputs]
+            else:
+                leaves = [x.detach().requires_grad_(w) for x, w in zip(inputs, wanted, strict=True)]
+            carried, additional = tuple(leaves[: ctx.n_carried]), tuple(leaves[ctx.n_carried :])
+            for _ in range(int(ctx.trips)):
+                carried = tuple(ctx.body_fn(*carried, *additional))
+            pairs = [(o, g) for o, g in zip(carried, grads, strict=True) if g is not None and o.requires_grad]
+            sources = [x for x, w in zip(leaves, wanted, strict=True) if w]
+            if pairs and sources:
+                outs, seeds = [o for o, _ in pairs], [g for _, g in pairs]
+                got = torch.autograd.grad(outs, sources, seeds, allow_unused=True, create_graph=higher)
+            else:
+                got = [None] * len(sources)
+        it = iter(got)
+        return (None, None, None, None, *[next(it) if w else None for w in wanted])
+
+
+def cond_exact_grad(pred, true_fn, false_fn, operands: tuple) -> tuple:
+    """``torch.ops.higher_order.cond(pred, true_fn, false_fn, operands)``, differentiable to
+    any order: when a gradient is needed (and not under ``torch.export``) the chosen branch
+    runs directly (a graph break under ``torch.compile``), since torch 2.13's ``cond``
+    autograd returns first derivatives that are not themselves differentiable."""
+    operands = tuple(operands)
+    if torch.compiler.is_exporting() or not _needs_grad(operands):
+        return torch.ops.higher_order.cond(pred, true_fn, false_fn, operands)
+    return _run_branch(pred, true_fn, false_fn, operands)
+
+
+@torch.compiler.disable
+def _run_branch(pred, true_fn, false_fn, operands: tuple) -> tuple:
+    return tuple((true_fn if bool(pred) else false_fn)(*operands))
+
+
+_EXACT = {
+    torch.ops.higher_order.while_loop: while_loop_exact_grad,
+    torch.ops.higher_order.cond: cond_exact_grad,
+}
+
+
+def exact_control_flow_gradients(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Rewrite every ``while_loop`` and ``cond`` HOP node of ``gm`` and of its sub-GraphModules
+    (loop bodies, branches) into a call of :func:`while_loop_exact_grad` (with the loop's
+    location) or :func:`cond_exact_grad`; returns ``gm`` (modified in place). The rewritten
+    graph computes the same forward values, exports to the same HOPs, and differentiates
+    exactly."""
+    for module in gm.modules():
+        if not isinstance(module, torch.fx.GraphModule):
+            continue
+        changed = False
+        for node in module.graph.nodes:
+            if node.op == "call_function" and node.target in _EXACT:
+                if node.target is torch.ops.higher_order.while_loop:
+                    node.kwargs = {**node.kwargs, "location": node.meta.get(_LOCATION_META, "?")}
+                node.target = _EXACT[node.target]
+                changed = True
+        if changed:
+            module.recompile()
+    return gm
 
 
 def _cond(pred, branches, operands):

@@ -71,15 +71,117 @@ def test_map_op():
     torch.testing.assert_close(out, a * b + a)
 
 
-def test_data_dependent_while_warns_about_gradients():
+def _decay(h):
+    """``c = 0.5 * c + h`` from ``c = 0`` while ``i < 3 * (number of positive h)``: the trip
+    count depends on data, and gradient flows from ``h`` into the carried ``c`` (torch 2.13's
+    own ``while_loop`` autograd gives d/dh = 1 here instead of 1.75)."""
+    trips = 3 * jnp.sum(h > 0)
+    c, _ = lax.while_loop(
+        lambda s: s[1] < trips, lambda s: (s[0] * 0.5 + h, s[1] + 1), (jnp.zeros_like(h), 0)
+    )
+    return c.sum()
+
+
+def _nested(params, x):
+    """A data-dependent loop whose body holds another one and a cond, all reading ``w``."""
+    w = params["w"]
+
+    def body(s):
+        i, y = s
+        z = lax.while_loop(lambda z: jnp.sum(z) < 3.0, lambda z: z * 1.5 + w * 0.1, y * 0.5 + 0.1)
+        return i + 1, lax.cond(jnp.sum(z) > 4.0, lambda: y * w + z * 0.1, lambda: y + z * w)
+
+    i, y = lax.while_loop(lambda s: jnp.sum(s[1]) < 20.0, body, (0, x))
+    return jnp.sum(jnp.sin(y)), i
+
+
+_W = {"w": np.float32(1.3)}
+_Y = np.array([0.5, 0.7, 1.1], np.float32)
+
+
+def test_data_dependent_while_gradient_is_exact():
+    """Reference: forward-mode JAX (``jax.grad`` refuses ``while_loop``) and the closed form."""
+    import torch
+
+    import converter
+
+    h = np.array([0.5, -0.7, 1.1], np.float32)
+    module = converter.from_jax(_decay, h).to_torch()
+    ht = torch.tensor(h, requires_grad=True)
+    out = module(ht)
+    out.backward()
+    np.testing.assert_allclose(out.item(), float(_decay(h)), rtol=1e-6)  # forward unchanged
+    np.testing.assert_allclose(ht.grad.numpy(), jax.jacfwd(_decay)(h), rtol=1e-6)
+    np.testing.assert_allclose(ht.grad.numpy(), np.full(3, 2 * (1 - 0.5**6)), rtol=1e-6)  # 6 trips
+
+    module = converter.from_jax(_nested, _Y, params=_W).to_torch()
+    yt = torch.tensor(_Y, requires_grad=True)
+    out, trips = module(yt)
+    out.backward()
+    want, want_trips = _nested(_W, _Y)
+    np.testing.assert_allclose(out.item(), float(want), rtol=1e-5)
+    assert int(trips) == int(want_trips) > 1
+    np.testing.assert_allclose(yt.grad.numpy(), jax.jacfwd(lambda y: _nested(_W, y)[0])(_Y), rtol=1e-5)
+    dw = jax.jacfwd(lambda w: _nested({"w": w}, _Y)[0])(_W["w"])
+    np.testing.assert_allclose(module.params_w.grad.numpy(), dw, rtol=1e-5)
+
+
+def test_data_dependent_while_second_derivative_is_exact():
+    """A Hessian-vector product through nested data-dependent loops (create_graph=True)."""
+    import torch
+
+    import converter
+
+    module = converter.from_jax(_nested, _Y, params=_W).to_torch()
+    yt = torch.tensor(_Y, requires_grad=True)
+    v = np.array([1.0, -2.0, 0.5], np.float32)
+    (g,) = torch.autograd.grad(module(yt)[0], yt, create_graph=True)
+    (g * torch.tensor(v)).sum().backward()
+    hessian = jax.jacfwd(jax.jacfwd(lambda y: _nested(_W, y)[0]))(_Y)
+    np.testing.assert_allclose(yt.grad.numpy(), hessian @ v, rtol=1e-4)
+
+
+def test_while_backward_failure_names_the_loop():
+    """An error in the loop's backward (here torch's own check of a saved input modified in
+    place) is re-raised naming the loop's StableHLO location."""
     import pytest
+    import torch
 
-    from backends.torch.ops.control_flow import WhileLoopGradientWarning
+    import converter
+    from backends.torch.ops.control_flow import WhileLoopGradientError
 
-    from .helpers import to_torch_module
+    module = converter.from_jax(_decay, _Y).to_torch()
+    h = torch.tensor(_Y, requires_grad=True) * 1.0
+    out = module(h)
+    with torch.no_grad():
+        h.add_(1.0)
+    with pytest.raises(
+        WhileLoopGradientError, match=r"stablehlo.while at .*test_control_flow.py:\d+.*inplace"
+    ):
+        out.backward()
 
-    with pytest.warns(WhileLoopGradientWarning, match="while_loop"):
-        to_torch_module(lambda x: lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c * 2.0, x), X + 2)
+
+def test_data_dependent_while_exports_and_compiles():
+    """torch.export keeps the while_loop HOP; torch.compile runs it (inference) and, for
+    training, runs the loop eagerly with exact gradients."""
+    import torch
+
+    import converter
+
+    module = converter.from_jax(_nested, _Y, params=_W).to_torch()
+    y = torch.tensor(_Y)
+    want = [np.asarray(v) for v in _nested(_W, _Y)]
+    exported = torch.export.export(module, (y,))
+    assert any(n.target is torch.ops.higher_order.while_loop for n in exported.graph.nodes)
+    compiled = torch.compile(module)
+    for run in (exported.module(), compiled):
+        with torch.no_grad():
+            out, trips = run(y)
+        np.testing.assert_allclose(out.item(), want[0], rtol=1e-5)
+        assert int(trips) == int(want[1])
+    yt = torch.tensor(_Y, requires_grad=True)
+    compiled(yt)[0].backward()
+    np.testing.assert_allclose(yt.grad.numpy(), jax.jacfwd(lambda v: _nested(_W, v)[0])(_Y), rtol=1e-5)
 
 
 def test_counted_loop_gradient_is_exact():
