@@ -20,11 +20,21 @@ from converter import dtypes, mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes.placement import is_host
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
-from .ops.control_flow import exact_control_flow_gradients
+from .placement import (
+    CPU,
+    Placer,
+    check_device,
+    check_parameter,
+    fold_constant_transfers,
+    home,
+    place_parameter,
+    resolve_device,
+)
 from .registry import TORCH_RULES
 
 # ops whose result may leave the range of an emulated (widened) unsigned type
@@ -38,15 +48,24 @@ _WRAPPING = {
 class TorchInterpreter(Interpreter):
     """Evaluates StableHLO ops with :data:`backends.torch.registry.TORCH_RULES` on torch
     tensors (real or fake). Values of ``ui16``/``ui32``/``ui64`` are held in the emulated
-    storage of :mod:`backends.torch._util`; results of wrapping ops are masked into range."""
+    storage of :mod:`backends.torch._util`; results of wrapping ops are masked into range.
+    With a :attr:`placer` (see :mod:`backends.torch.placement`), host-placed calls compute on
+    CPU and constants are put on the device being computed on."""
 
     registry = TORCH_RULES
     direction = "torch backend"
+    placer: Placer | None = None
 
     def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
         if op.name == "stablehlo.constant" and op.results[0] in env:
             return [env[op.results[0]]]  # hoisted out of a while/cond branch
+        if self.placer is not None and op.name == "func.call" and is_host(op.mlir):
+            return self.placer.host_call(
+                lambda xs: super(TorchInterpreter, self).run_op(op, xs, env), operands
+            )
         out = super().run_op(op, operands, env)
+        if self.placer is not None and op.name == "stablehlo.constant":
+            out = [self.placer.to(v, self.placer.current) for v in out]
         if op.name in _WRAPPING:
             names = [t.dtype for t in op.result_types]
             out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
@@ -71,28 +90,32 @@ def param_attr_names(names: list[str]) -> dict[str, str]:
     return out
 
 
-def _example(spec: LeafSpec) -> torch.Tensor:
+def _example(spec: LeafSpec, device: torch.device = CPU) -> torch.Tensor:
     if any(not isinstance(d, int) for d in spec.shape):
         raise ConversionError(
             f"{spec.name}: dynamic shape {list(spec.shape)} is not supported by the torch backend"
         )
-    return torch.zeros(spec.shape, dtype=storage_dtype(spec.dtype))
+    return torch.zeros(spec.shape, dtype=storage_dtype(spec.dtype), device=home(spec, device))
 
 
-def build_graph(module: Module) -> torch.fx.GraphModule:
+def build_graph(module: Module, device: torch.device | str | None = None) -> torch.fx.GraphModule:
     """Trace the module's ``@main`` into a GraphModule taking the (kept) ``@main`` arguments in
-    their storage dtypes and returning a tuple of results."""
+    their storage dtypes and returning a tuple of results, computing on ``device`` (default
+    CPU) with host placement honoured (:mod:`backends.torch.placement`)."""
     sig = module.signature
     specs = list(sig.all_args)
     if sig.kept_var_idx is not None:
         specs = [specs[i] for i in sig.kept_var_idx]
+    placer = Placer(resolve_device(device))
 
     def main(*args):
-        return tuple(TorchInterpreter(module.mlir).run(*args))
+        interp = TorchInterpreter(module.mlir)
+        interp.placer = placer
+        return placer.main(interp.run, args, specs, sig.outputs)
 
     with torch.no_grad():
-        gm = make_fx(main, tracing_mode="fake")(*[_example(s) for s in specs])
-    return exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
+        gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+    return gm if placer.device == CPU else fold_constant_transfers(gm)
 
 
 class TorchModule(torch.nn.Module):
@@ -114,20 +137,31 @@ class TorchModule(torch.nn.Module):
     same as ``jax.random.PRNGKey(seed)``, or two integers such as a JAX key's data); without
     it each call draws a key from torch's default generator.
 
+    Device: the module computes on :attr:`device`, the one its graph was traced for
+    (``to_torch(device=...)``); parameters live there, except host-memory ones (CPU). Inputs
+    are never moved: a tensor input must be on :attr:`device` (on CPU for a host memory kind);
+    NumPy/JAX inputs are copied there.
+
     Raises:
-        SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
-            (names the argument path, e.g. ``args[1]['mask']``).
+        SignatureMismatchError: on call, for inputs of the wrong structure, shape, dtype or
+            device (names the argument path, e.g. ``args[1]['mask']``).
+        ConversionError: on call, when the parameters were moved off the traced device.
     """
 
-    def __init__(self, module: Module, graph_module: torch.fx.GraphModule):
+    def __init__(
+        self, module: Module, graph_module: torch.fx.GraphModule, device: torch.device | str | None = None
+    ):
         super().__init__()
         self.signature: Signature = module.signature
+        self.device = resolve_device(device)
         self.graph_module = graph_module
         attrs = param_attr_names([p.name for p in self.signature.params])
         self.param_names = {a: n for n, a in attrs.items()}
         self._attrs = [attrs[p.name] for p in self.signature.params]
         for spec in self.signature.params:
-            value = numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)
+            value = place_parameter(
+                numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype), spec, self.device
+            )
             if dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype):
                 self.register_parameter(attrs[spec.name], torch.nn.Parameter(value))
             else:
@@ -143,11 +177,15 @@ class TorchModule(torch.nn.Module):
         if len(leaves) != len(sig.inputs):
             raise ConversionError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
         flat = [getattr(self, a) for a in self._attrs]
+        for a, value, spec in zip(self._attrs, flat, sig.params, strict=True):
+            check_parameter(a, value, spec, self.device)
         for (path, value), spec in zip(leaves, sig.inputs, strict=False):
             check_leaf(input_path(path), value, spec)
             if not isinstance(value, torch.Tensor):  # NumPy / JAX arrays: copy into torch
-                value = numpy_to_torch(np.asarray(value), spec.dtype)
-            elif spec.dtype in STORAGE:
+                value = numpy_to_torch(np.asarray(value), spec.dtype).to(home(spec, self.device))
+            else:
+                check_device(input_path(path), value, spec, self.device)
+            if spec.dtype in STORAGE:
                 value = value.to(STORAGE[spec.dtype])
             flat.append(value)
         if sig.rng is not None:
@@ -177,15 +215,17 @@ class TorchModule(torch.nn.Module):
         return key.to(torch.int64) & 0xFFFFFFFF
 
     def _device(self) -> torch.device:
-        tensors = [getattr(self, a) for a in self._attrs]
-        return tensors[0].device if tensors else torch.device("cpu")
+        return self.device
 
 
-def to_torch(module: Module) -> TorchModule:
+def to_torch(module: Module, *, device: torch.device | str | None = None) -> TorchModule:
     """Convert a :class:`converter.Module` to a native ``torch.nn.Module``.
 
     Args:
         module: the module (any source).
+        device: where the module computes and its parameters live (default CPU). Host-placed
+            calls compute on CPU and host memory kinds live on CPU whatever the device
+            (:mod:`backends.torch.placement`); nothing else moves between devices.
 
     Returns:
         a :class:`TorchModule`; its forward takes the user inputs as torch tensors.
@@ -197,7 +237,7 @@ def to_torch(module: Module) -> TorchModule:
         ConversionError: the signature has dynamic dimensions.
     """
     TorchInterpreter(module.mlir).check_supported()
-    return TorchModule(module, build_graph(module))
+    return TorchModule(module, build_graph(module, device), device)
 
 
 __all__ = ["TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]

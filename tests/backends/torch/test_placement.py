@@ -1,0 +1,183 @@
+"""Host placement and devices in the torch backend (issue 4, parts 2 and 5): host-placed calls
+compute on CPU, host memory kinds live on CPU, everything else on the module's device; inputs
+are never moved implicitly.
+
+This machine has no GPU, so a copy to ``cpu`` is no copy on a CPU module. The graph structure
+is tested on modules traced for ``meta`` (real tensors, no data) and, through fake tensors, for
+``cuda:0``; numbers are tested on CPU.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from jax.experimental.compute_on import compute_on
+from jax.sharding import SingleDeviceSharding
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import converter
+from backends.torch import build_graph, to_torch
+from converter.errors import ConversionError, SignatureMismatchError
+
+HOST = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
+X = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+W = np.full((2, 3), 0.5, np.float32)
+aten = torch.ops.aten
+
+
+@compute_on("device_host")
+@jax.jit
+def _host_fn(y):
+    return jnp.sin(y) * 2 + 1
+
+
+def placed(x, w):
+    """``x`` arrives in pinned host memory; the sine runs on the host; result 0 goes back to
+    pinned host memory."""
+    x = jax.device_put(x, jax.memory.Space.Device)
+    z = _host_fn(jnp.tanh(x * w))
+    return jax.device_put(z * w, HOST), z.sum()
+
+
+@pytest.fixture(scope="module")
+def module():
+    m = converter.from_jax(placed, jax.device_put(X, HOST), W)
+    assert [s.memory_kind for s in m.signature.inputs] == ["pinned_host", None]
+    assert m.signature.outputs[0].memory_kind == "pinned_host"
+    assert m.signature.extra["host_functions"] == ["_host_fn"]
+    return m
+
+
+def _copies(gm):
+    return [n for n in gm.graph.nodes if n.target is aten._to_copy.default]
+
+
+def _device(node):
+    return node.meta["val"].device.type
+
+
+def test_outputs_match_and_host_results_on_cpu(module):
+    tm = to_torch(module)
+    got = tm(torch.from_numpy(X), torch.from_numpy(W))
+    want = jax.jit(placed)(jax.device_put(X, HOST), W)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-6)
+    assert got[0].device.type == "cpu"
+    assert not _copies(tm.graph_module)  # on a CPU module nothing needs to move
+
+
+def test_gradient_through_the_host_region(module):
+    w = torch.from_numpy(W).requires_grad_()
+    to_torch(module)(torch.from_numpy(X), w)[1].backward()
+    want = jax.grad(lambda w: jax.jit(placed)(jax.device_put(X, HOST), w)[1])(W)
+    np.testing.assert_allclose(w.grad.numpy(), np.asarray(want), rtol=1e-5)
+
+
+def test_graph_copies_exactly_around_the_host_region(module):
+    gm = build_graph(module, "meta")
+    copies = [(n.args[0].name if n.args[0].op == "placeholder" else n.args[0].target, _device(n)) for n in _copies(gm)]
+    assert copies == [
+        ("arg0_1", "meta"),  # pinned_host argument, computed on the device
+        (aten.tanh.default, "cpu"),  # into the host call
+        (aten.add.Tensor, "meta"),  # out of it
+        (aten.mul.Tensor, "cpu"),  # pinned_host result
+    ]
+    order = list(gm.graph.nodes)
+    start, end = order.index(_copies(gm)[1]), order.index(_copies(gm)[2])
+    ops = [n for n in order if n.op == "call_function" and n.target is not aten._to_copy.default]
+    on_cpu = {n for n in ops if _device(n) == "cpu"}
+    assert on_cpu == set(ops) & set(order[start:end])  # the host region, and only it, on CPU
+    assert aten.sin.default in {n.target for n in on_cpu}
+    assert {n.target for n in ops if _device(n) == "meta"} >= {aten.tanh.default, aten.sum.dim_IntList}
+
+
+def test_cuda_graph_structure_with_fake_tensors(module):
+    with FakeTensorMode():  # no GPU here: trace for cuda:0 on fake tensors
+        gm = build_graph(module, "cuda:0")
+    devices = {n.name: _device(n) for n in gm.graph.nodes if "val" in n.meta}
+    assert devices["arg0_1"] == "cpu" and devices["arg1_1"] == "cuda"
+    assert [_device(n) for n in _copies(gm)] == ["cuda", "cpu", "cuda"]
+    sin = next(n for n in gm.graph.nodes if n.target is aten.sin.default)
+    assert _device(sin) == "cpu"
+    factories = [n for n in gm.graph.nodes if n.target is aten.full.default]
+    assert {str(n.kwargs["device"]) for n in factories} == {"cpu", "cuda:0"}  # host constants on CPU
+    # the pinned_host result is copied into page-locked memory
+    (pinned,) = [n for n in gm.graph.nodes if n.target is aten.empty_like.default]
+    assert pinned.kwargs["pin_memory"] is True and str(pinned.kwargs["device"]) == "cpu"
+
+
+def test_export_and_compile_keep_placement(module):
+    args = (torch.from_numpy(X), torch.from_numpy(W))
+    tm = to_torch(module)
+    ep = torch.export.export(tm, args)
+    for g, w in zip(ep.module()(*args), tm(*args), strict=True):
+        torch.testing.assert_close(g, w)
+    compiled = torch.compile(tm, backend="aot_eager")
+    for g, w in zip(compiled(*args), tm(*args), strict=True):
+        torch.testing.assert_close(g, w)
+    meta = torch.export.export(to_torch(module, device="meta"), (args[0], args[1].to("meta")))
+    got = [str(n.kwargs["device"]) for n in meta.graph.nodes if n.target is aten._to_copy.default]
+    assert got == ["meta", "cpu", "meta", "cpu"]
+
+
+def test_consecutive_host_calls_do_not_round_trip():
+    def twice(x):
+        return _host_fn(_host_fn(jnp.cos(x))) + 1
+
+    m = converter.from_jax(twice, X)
+    assert len(m.signature.extra["host_functions"]) == 1
+    gm = build_graph(m, "meta")
+    assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
+    got = to_torch(m)(torch.from_numpy(X))
+    np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(twice)(X)), rtol=1e-6)
+
+
+def test_constants_are_stored_on_the_device():
+    c = np.array([1.0, 5.0, 2.0], np.float32)
+
+    def f(x):
+        return x * c + _host_fn(x * c[::-1])
+
+    m = converter.from_jax(f, X[0])
+    tm = to_torch(m, device="meta")
+    constants = {name: b.device.type for name, b in tm.graph_module.named_buffers()}
+    assert "meta" in constants.values()
+    copied = {n.args[0].op for n in _copies(tm.graph_module)}
+    assert "get_attr" not in copied and len(_copies(tm.graph_module)) == 2
+    np.testing.assert_allclose(to_torch(m)(torch.from_numpy(X[0])).numpy(), np.asarray(jax.jit(f)(X[0])), rtol=1e-6)
+
+
+def test_parameters_placed_and_host_memory_parameter_on_cpu():
+    def f(params, x):
+        w = jax.device_put(params["w"], jax.memory.Space.Device)
+        return x @ w + params["b"]
+
+    params = {"w": jax.device_put(np.ones((3, 2), np.float32), HOST), "b": np.arange(2, dtype=np.float32)}
+    m = converter.from_jax(f, X[0], params=params)
+    tm = to_torch(m, device="meta")
+    assert tm.device == torch.device("meta")
+    assert tm.params_w.device.type == "cpu" and tm.params_b.device.type == "meta"
+    out = tm(torch.zeros(3, device="meta"))  # runs: no host call, w copied to the device
+    assert out.device.type == "meta" and out.shape == (2,)
+    cpu = to_torch(m)
+    np.testing.assert_allclose(cpu(X[0]).detach().numpy(), X[0] @ np.ones((3, 2)) + params["b"], rtol=1e-6)
+
+
+def test_inputs_are_never_moved(module):
+    tm = to_torch(module)
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: input is on meta, but the module is on cpu"):
+        tm(torch.from_numpy(X), torch.from_numpy(W).to("meta"))
+    on_meta = to_torch(module, device="meta")
+    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: input is on meta, but memory kind pinned_host"):
+        on_meta(torch.from_numpy(X).to("meta"), torch.from_numpy(W).to("meta"))
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: input is on cpu"):
+        on_meta(torch.from_numpy(X), torch.from_numpy(W))
+
+
+def test_moved_module_raises_naming_the_parameter():
+    m = converter.from_torch(torch.nn.Linear(3, 2), (torch.zeros(1, 3),))
+    tm = m.to_torch()
+    tm.to("meta")
+    with pytest.raises(ConversionError, match="parameter weight is on meta, but the module was converted for cpu"):
+        tm(torch.zeros(1, 3, device="meta"))
