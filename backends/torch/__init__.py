@@ -25,6 +25,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 
 from . import ops  # noqa: F401 - registers the rules
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
     Placer,
@@ -115,6 +116,7 @@ def build_graph(module: Module, device: torch.device | str | None = None) -> tor
 
     with torch.no_grad():
         gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
     return gm if placer.device == CPU else fold_constant_transfers(gm)
 
 
