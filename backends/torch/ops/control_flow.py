@@ -264,7 +264,7 @@ class _ExactWhile(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cond_fn, body_fn, n_carried, location, *inputs):
         carried, additional = inputs[:n_carried], inputs[n_carried:]
-        counter = torch.zeros((), dtype=torch.int64)
+        counter = torch.zeros((), dtype=torch.int64, device=inputs[0].device)
         outs = torch.ops.higher_order.while_loop(
             lambda k, *c: cond_fn(*c),
             lambda k, *c: (k + 1, *body_fn(*c)),

@@ -122,9 +122,9 @@ def philox4x32(x: _Words, key: _Words) -> _Words:
 # ------------------------------------------------------------------ output layouts
 
 
-def _index_words(n: int, shape: tuple[int, ...]) -> _Words:
+def _index_words(n: int, shape: tuple[int, ...], device: torch.device) -> _Words:
     """(low, high) words of ``0..n-1`` laid out in ``shape`` (row-major)."""
-    idx = torch.arange(n, dtype=torch.int64).reshape(shape)
+    idx = torch.arange(n, dtype=torch.int64, device=device).reshape(shape)
     return _split64(idx)
 
 
@@ -151,7 +151,7 @@ def _threefry_bits(state: torch.Tensor, shape: tuple[int, ...], bits: int) -> _P
     else:
         block_shape, dim = _halved(shape)
     blocks = math.prod(block_shape)
-    x0, x1 = threefry2x32(_add_words(counter, _index_words(blocks, block_shape)), key)
+    x0, x1 = threefry2x32(_add_words(counter, _index_words(blocks, block_shape, state.device)), key)
     new_state = torch.stack([state[0], _join64(*_add_words(counter, _int_words(blocks)))])
     if bits == 64:
         return new_state, _join64(x0, x1)
@@ -173,7 +173,7 @@ def _philox_bits(state: torch.Tensor, shape: tuple[int, ...], bits: int) -> _Pai
         counter = (*_split64(state[1]), *_split64(state[0]))
     per_block = 2 if bits == 64 else 4
     blocks = -(-n // per_block)
-    words = philox4x32(_add_words(counter, _index_words(blocks, (blocks,))), _split64(state[0]))
+    words = philox4x32(_add_words(counter, _index_words(blocks, (blocks,), state.device)), _split64(state[0]))
     new = _add_words(counter, _int_words(blocks))
     new_state = [state[0], _join64(new[0], new[1])]
     if state.shape[0] == 3:
