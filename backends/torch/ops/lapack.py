@@ -1,9 +1,14 @@
 """The CPU ``custom_call`` targets ``jnp.linalg`` lowers to (jaxlib's LAPACK FFI kernels,
 ``lapack_<t><routine>_ffi`` with ``t`` in s, d, c, z), as torch.linalg calls.
 
-Operands and results are logical (row-major) tensors whatever their ``operand_layouts``; the
-``mhlo.backend_config`` dictionary carries LAPACK's character flags as ASCII codes
-(``uplo = 76`` is ``'L'``). ``info`` results are 0 on success, as LAPACK reports them.
+Operands and results are logical (row-major) tensors whatever their ``operand_layouts``, with
+leading batch dims; the ``mhlo.backend_config`` dictionary carries LAPACK's character flags as
+ASCII codes (``uplo = 76`` is ``'L'``) and ``?ormqr``'s as booleans. ``info`` results are 0 on
+success, as LAPACK reports them (``?getrf``, ``?potrf``: LAPACK's own value through torch's
+``_ex`` functions; the iterative routines, where torch raises on failure instead: 0).
+Each target runs the torch function that calls the same LAPACK routine, so the results are
+torch's own (MKL on torch's CPU builds) and match eager torch bit for bit where the choice of
+signs or phases is the library's.
 """
 
 from __future__ import annotations
@@ -27,7 +32,14 @@ def _flag(op, key: str, default: str) -> str:
     attrs = op.mlir.attributes
     cfg = mlir.decode_attribute(attrs["mhlo.backend_config"]) if "mhlo.backend_config" in attrs else {}
     value = cfg.get(key) if isinstance(cfg, dict) else None
-    return chr(value) if isinstance(value, int) else default
+    return chr(value) if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _bool(op, key: str, default: bool) -> bool:
+    attrs = op.mlir.attributes
+    cfg = mlir.decode_attribute(attrs["mhlo.backend_config"]) if "mhlo.backend_config" in attrs else {}
+    value = cfg.get(key) if isinstance(cfg, dict) else None
+    return bool(value) if value is not None else default
 
 
 def _info(x: torch.Tensor, op, index: int) -> torch.Tensor:
@@ -56,10 +68,13 @@ def _trsm(interp, op, a, b):
 
 @register(*_targets("potrf"))
 def _potrf(interp, op, a):
+    """``(factor, info)``: the factor in the ``uplo`` triangle, the other triangle of ``a``
+    left as LAPACK leaves it."""
     lower = _flag(op, "uplo", "L") == "L"
     sym = a.tril() + a.tril(-1).mH if lower else a.triu() + a.triu(1).mH
     out, info = torch.linalg.cholesky_ex(sym, upper=not lower)
-    return [out, info.to(torch.int32)]
+    rest = a.triu(1) if lower else a.tril(-1)
+    return [out + rest, info.to(torch.int32)]
 
 
 @register(*_targets("syevd"), *_targets("heevd"))
@@ -97,20 +112,28 @@ def _orgqr(interp, op, a, tau):
     return torch.linalg.householder_product(a, tau)
 
 
+@register(*_targets("ormqr"), *_targets("unmqr"))
+def _ormqr(interp, op, a, tau, c):
+    """``Q c``, ``Q^H c``, ``c Q`` or ``c Q^H`` (``left``, ``transpose``)."""
+    return torch.ormqr(a, tau, c, left=_bool(op, "left", True), transpose=_bool(op, "transpose", False))
+
+
 @register(*_targets("geev"))
 def _geev(interp, op, a):
-    """Right eigenvectors of a general matrix. For real types LAPACK returns eigenvalues as
-    ``(wr, wi)`` and packs a conjugate pair's eigenvector ``v`` as columns ``Re v, Im v``;
-    ``torch.linalg.eig`` runs the same LAPACK routine, so its complex vectors are unpacked
-    columns: column k is ``Re v_k`` where ``wi_k >= 0`` and ``-Im v_k`` where ``wi_k < 0``."""
+    """Right eigenvectors of a general matrix, as jaxlib's kernel returns them: eigenvalues
+    ``(wr, wi)`` for real ``a`` (``w`` for complex), eigenvectors complex with conjugate pairs
+    unpacked (as ``torch.linalg.eig``, which runs the same LAPACK routine, returns them)."""
     if _flag(op, "compute_left", "N") == "V":
         raise NotImplementedError("geev with left eigenvectors")
     types = op.result_types
-    w, v = torch.linalg.eig(a)
+    first = 1 if a.is_complex() else 2  # index of vl among the results
+    if _flag(op, "compute_right", "V") == "V":
+        w, vr = torch.linalg.eig(a)
+    else:
+        w = torch.linalg.eigvals(a)
+        vr = torch.zeros(types[first + 1].shape, dtype=w.dtype)
+    vl = torch.zeros(types[first].shape, dtype=w.dtype)
+    info = _info(a, op, first + 2)
     if a.is_complex():
-        vl = torch.zeros(types[1].shape, dtype=a.dtype)
-        return [w, vl, v, _info(a, op, 3)]
-    wr, wi = w.real, w.imag
-    packed = torch.where((wi >= 0).unsqueeze(-2), v.real, -v.imag)
-    vl = torch.zeros(types[2].shape, dtype=a.dtype)
-    return [wr, wi, vl, packed, _info(a, op, 4)]
+        return [w, vl, vr, info]
+    return [w.real, w.imag, vl, vr, info]

@@ -1,0 +1,153 @@
+"""Solve, inverse, determinant, pseudo-inverse and matrix-exponential ATen rules
+(``frontends/torch/ops/linalg_solve.py``) against eager torch, and ``with_effects`` (the
+runtime error checks ``torch.export`` orders with effect tokens)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+import converter
+from frontends.torch import export
+
+torch.manual_seed(0)
+TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+class Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def test_with_effects_error_check_is_threaded():
+    """``linalg.inv`` exports as ``linalg_inv_ex`` + ``with_effects(token,
+    aten._linalg_check_errors, info)`` with a TOKEN input and output; the converted module
+    takes only the user input and returns only the user output."""
+    ep = export(Fn(torch.linalg.inv), (torch.randn(3, 3),))
+    targets = [n.target for n in ep.graph.nodes if n.op == "call_function"]
+    assert torch.ops.higher_order.with_effects in targets
+    effect = next(n for n in ep.graph.nodes if n.target is torch.ops.higher_order.with_effects)
+    assert effect.args[1] is torch.ops.aten._linalg_check_errors.default
+    assert [s.kind for s in ep.graph_signature.input_specs] == [InputKind.TOKEN, InputKind.USER_INPUT]
+    assert OutputKind.TOKEN in [s.kind for s in ep.graph_signature.output_specs]
+    module = converter.from_torch(ep)
+    assert [s.shape for s in module.signature.inputs] == [(3, 3)]
+    assert len(module.signature.outputs) == 1
+    a = torch.randn(2, 3, 3) + 3 * torch.eye(3)
+    for sample in (a[0], a[1]):
+        np.testing.assert_allclose(module.to_jax()(sample.numpy()), torch.linalg.inv(sample).numpy(), **TOL)
+    with torch.no_grad():
+        np.testing.assert_allclose(module.to_torch()(a[0]).numpy(), torch.linalg.inv(a[0]).numpy(), **TOL)
+
+
+def test_error_checking_ops_convert(check):
+    a = torch.randn(4, 4) + 4 * torch.eye(4)
+    b = torch.randn(4, 2)
+    spd = a @ a.T
+    check(
+        lambda a, b, s: (
+            torch.linalg.inv(a),
+            torch.linalg.solve(a, b),
+            torch.linalg.cholesky(s),
+            torch.linalg.lu_factor(a)[0],
+        ),
+        a,
+        b,
+        spd,
+        ops=["aten.linalg_inv_ex.default", "aten._linalg_solve_ex.default"],
+        **TOL,
+    )
+
+
+def test_inv_ex_info(check):
+    a = torch.randn(3, 4, 4)
+    a[2, 1] = 0.0  # singular: a zero row
+    check(lambda a: torch.linalg.inv_ex(a)[1], a, ops="aten.linalg_inv_ex.default")
+    check(lambda a: torch.linalg.inv_ex(a)[0][:2], a, ops="aten.linalg_inv_ex.default", **TOL)
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_solve_ex_shapes(check, left):
+    a = torch.randn(2, 4, 4)
+    for b in (
+        torch.randn(4),
+        torch.randn(2, 4),
+        torch.randn(3, 1, 4, 2) if left else torch.randn(3, 1, 2, 4),
+    ):
+        if b.ndim < 3 and not left:
+            continue
+        check(
+            lambda a, b: torch.linalg.solve_ex(a, b, left=left),
+            a,
+            b,
+            ops="aten._linalg_solve_ex.default",
+            **TOL,
+        )
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(check, upper, left, unit):
+    a = torch.randn(2, 4, 4) + 4 * torch.eye(4)
+    b = torch.randn(4, 3) if left else torch.randn(3, 4)
+    check(
+        lambda a, b: torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit),
+        a,
+        b,
+        ops="aten.linalg_solve_triangular.default",
+        **TOL,
+    )
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_triangular_solve(check, transpose):
+    a = torch.randn(2, 4, 4) + 4 * torch.eye(4)
+    b = torch.randn(4, 3)
+    check(
+        lambda b, a: torch.triangular_solve(b, a, upper=False, transpose=transpose),
+        b,
+        a,
+        ops="aten.triangular_solve.default",
+        **TOL,
+    )
+
+
+def test_det_slogdet_logdet(check):
+    a = torch.randn(4, 3, 3)
+    a[1] = a[1] * torch.tensor([1.0, 1.0, -1.0])  # one of each sign likely
+    a[3, 2] = 0.0  # singular: a zero row gives an exactly zero pivot
+    check(
+        lambda a: (torch.linalg.det(a), *torch.linalg.slogdet(a[:3]), torch.logdet(a[:3])),
+        a,
+        ops=["aten._linalg_det.default", "aten._linalg_slogdet.default"],
+        **TOL,
+    )
+    check(lambda a: torch.linalg.slogdet(a[3:]), a, ops="aten._linalg_slogdet.default", **TOL)  # (0, -inf)
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv(check, hermitian):
+    x = torch.randn(2, 5, 3)
+    a = x @ x.mT if hermitian else x  # rank 3 (of 5): small singular values cut
+    check(
+        lambda a: torch.linalg.pinv(a, hermitian=hermitian), a, ops="aten.linalg_pinv.atol_rtol_tensor", **TOL
+    )
+    check(
+        lambda a: torch.linalg.pinv(a, atol=0.5, hermitian=hermitian),
+        a,
+        ops="aten.linalg_pinv.atol_rtol_tensor",
+        **TOL,
+    )
+    check(lambda a: torch.linalg.pinv(a, rtol=0.3, hermitian=hermitian), a, **TOL)
+
+
+def test_matrix_exp(check):
+    a = torch.randn(3, 4, 4) * torch.tensor([0.01, 0.5, 2.0])[:, None, None]  # every Pade degree
+    check(torch.linalg.matrix_exp, a, ops="aten.linalg_matrix_exp.default", **TOL)
