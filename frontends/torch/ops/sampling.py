@@ -10,6 +10,8 @@ gather plus a weighted sum per spatial dim, last dim first as in the CPU kernel.
 
 from __future__ import annotations
 
+import itertools
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -175,3 +177,99 @@ def grid_sampler_2d(x, grid, interpolation_mode, padding_mode, align_corners):
         yy, xx = (y0 + dy).astype(np.int64), (x0 + dx).astype(np.int64)
         out = out + _gather2d(flat, yy, xx, h, w) * wt[:, None]
     return out
+
+
+def _gather3d(flat, iz, iy, ix, size):
+    """``input[n, :, iz, iy, ix]`` for index arrays of shape ``(N, Do, Ho, Wo)``, zero where out
+    of bounds: ``(N, C, Do, Ho, Wo)``."""
+    d, h, w = size
+    valid = (iz >= 0) & (iz < d) & (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    idx = (jnp.clip(iz, 0, d - 1) * h + jnp.clip(iy, 0, h - 1)) * w + jnp.clip(ix, 0, w - 1)
+    n = idx.shape[0]
+    got = jnp.take_along_axis(flat, idx.reshape(n, 1, -1).astype(np.int64), axis=2)
+    got = got.reshape((n, flat.shape[1]) + idx.shape[1:])
+    return jnp.where(valid[:, None], got, jnp.zeros((), flat.dtype))
+
+
+@register(aten.grid_sampler_3d.default)
+def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
+    """Sample ``x`` ``(N, C, D, H, W)`` at ``grid`` ``(N, Do, Ho, Wo, 3)`` (``(x, y, z)`` in
+    ``[-1, 1]``): ``(N, C, Do, Ho, Wo)``. Interpolation 0 = trilinear (the eight corner
+    weights of ``GridSampler.cpp``'s 3-d kernel), 1 = nearest (half to even); padding
+    0 = zeros, 1 = border, 2 = reflection.
+
+    Raises:
+        NotImplementedError: another interpolation mode (torch has no 3-d bicubic either).
+    """
+    if interpolation_mode not in (0, 1):
+        raise NotImplementedError(f"grid_sampler_3d: interpolation mode {interpolation_mode}")
+    dt = x.dtype
+    x = x.astype(acc_dtype(dt))
+    n, c, d, h, w = x.shape
+    g = grid.astype(x.dtype)
+    ix = _source_index(g[..., 0], w, padding_mode, align_corners)
+    iy = _source_index(g[..., 1], h, padding_mode, align_corners)
+    iz = _source_index(g[..., 2], d, padding_mode, align_corners)
+    flat = x.reshape(n, c, d * h * w)
+    if interpolation_mode == 1:
+        near = [jnp.round(v).astype(np.int64) for v in (iz, iy, ix)]
+        return _gather3d(flat, *near, (d, h, w))
+    lows = [jnp.floor(v) for v in (iz, iy, ix)]
+    out = jnp.zeros((n, c) + ix.shape[1:], x.dtype)
+    for corner in itertools.product((0, 1), repeat=3):
+        wt = jnp.ones_like(ix)
+        for v, lo, up in zip((iz, iy, ix), lows, corner, strict=True):
+            wt = wt * ((v - lo) if up else (lo + 1 - v))
+        at = [(lo + up).astype(np.int64) for lo, up in zip(lows, corner, strict=True)]
+        out = out + _gather3d(flat, *at, (d, h, w)) * wt[:, None]
+    return out
+
+
+def _aa_taps(n_in, n_out, align_corners, scale):
+    """Source indices and weights ``(n_out, K)`` of antialiased linear interpolation
+    (``UpSampleKernel.cpp``, ``_compute_indices_min_size_weights_aa`` with the triangle
+    filter): a support of ``max(scale, 1)`` around each output centre, weights normalised to
+    sum to 1, float32 arithmetic as in torch's float kernel."""
+    s = _scale(n_in, n_out, scale, align_corners)
+    support = F32(s) if s >= 1.0 else F32(1.0)
+    k = int(np.ceil(support)) * 2 + 1
+    invscale = F32(1.0 / float(s)) if s >= 1.0 else F32(1.0)
+    idx = np.zeros((n_out, k), np.int64)
+    wts = np.zeros((n_out, k), F32)
+    for i in range(n_out):
+        center = F32(float(s) * (i + 0.5))
+        xmin = max(int(float(center - support) + 0.5), 0)
+        xsize = min(max(min(int(float(center + support) + 0.5), n_in) - xmin, 0), k)
+        taps = np.arange(xsize)
+        offset = (taps + xmin).astype(F32) - center  # int64 - float: float arithmetic
+        arg = ((offset.astype(np.float64) + 0.5) * float(invscale)).astype(F32)
+        wt = np.where(np.abs(arg) < 1, F32(1) - np.abs(arg), F32(0)).astype(F32)
+        total = F32(0)
+        for v in wt:
+            total = F32(total + v)
+        if total != 0:
+            wt = (wt / total).astype(F32)
+        idx[i, :xsize] = xmin + taps
+        wts[i, :xsize] = wt
+    return idx, wts
+
+
+@register(aten._upsample_bilinear2d_aa.default)
+def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_w=None):
+    """Antialiased bilinear resize of the last two dims of ``(N, C, H, W)`` to
+    ``output_size`` (``F.interpolate(..., antialias=True)``; PIL's separable triangle filter
+    widened by the downscale factor). Width first, then height; a dim whose size does not
+    change is left as is, as in torch's separable kernel."""
+    dt = x.dtype
+    x = x.astype(acc_dtype(dt))
+    for axis, scale in ((3, scales_w), (2, scales_h)):
+        n_in, n_out = x.shape[axis], output_size[axis - 2]
+        if n_in == n_out:
+            continue
+        idx, wts = _aa_taps(n_in, n_out, align_corners, scale)
+        taps = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
+        taps = taps.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1 :])
+        wshape = [1] * taps.ndim
+        wshape[axis : axis + 2] = wts.shape
+        x = jnp.sum(taps * jnp.asarray(wts.reshape(wshape), x.dtype), axis=axis + 1)
+    return x
