@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from .helpers import assert_same
+from .helpers import assert_same, run_both
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((2, 3, 4)).astype(np.float32)
@@ -148,3 +148,91 @@ def test_triangular_solve_op():
     np.testing.assert_allclose(lo.T @ x0.numpy(), b, rtol=1e-4, atol=1e-4)
     up = np.triu(SPD, 1) + np.eye(4, dtype=np.float32)
     np.testing.assert_allclose(x1.numpy() @ up, b.T, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- LAPACK targets
+# Each target runs the torch function that calls the same LAPACK routine; torch links MKL and
+# jaxlib another LAPACK, so vectors defined up to sign/phase are checked by their defining
+# equations, everything unique against JAX.
+
+SQ = rng.standard_normal((2, 4, 4)).astype(np.float32)
+
+
+def test_ormqr_targets():
+    h, tau = jnp.linalg.qr(SQ[0], mode="raw")
+    c = rng.standard_normal((4, 3)).astype(np.float32)
+    assert_same(
+        lambda h, tau, c: (
+            lax.linalg.ormqr(h.T, tau, c, left=True, transpose=True),
+            lax.linalg.ormqr(h.T, tau, c.T, left=False, transpose=False),
+            lax.linalg.householder_product(h.T, tau),
+        ),
+        np.asarray(h),
+        np.asarray(tau),
+        c,
+        rtol=1e-4,
+        atol=1e-5,
+    )
+
+
+def test_geev_targets():
+    a = np.array([[2.0, -3.0, 0.5], [3.0, 2.0, 0.0], [0.1, 0.2, -1.0]], np.float32)  # a conjugate pair
+    got, want = run_both(lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False), a)
+    (w, v), (w_jax, _) = got, want
+    assert v.dtype == np.complex64 and v.shape == (3, 3)
+    np.testing.assert_allclose(np.sort_complex(w), np.sort_complex(w_jax), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a @ v, v * w, rtol=1e-4, atol=1e-5)  # A v = v diag(w)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=0), 1, rtol=1e-5)
+    vals = lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False)  # noqa: E731
+    got, want = run_both(vals, SQ)
+    np.testing.assert_allclose(np.sort_complex(got[0]), np.sort_complex(want[0]), rtol=1e-5, atol=1e-5)
+
+
+_RAW = """
+func.func @main(%a: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2xi32>,
+    tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>) {
+  %0:2 = stablehlo.custom_call @lapack_spotrf_ffi(%a) {mhlo.backend_config = {uplo = 76 : ui8}}
+      : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2xi32>)
+  %1:3 = stablehlo.custom_call @lapack_sgetrf_ffi(%a) {mhlo.backend_config = {}}
+      : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>)
+  return %0#0, %0#1, %1#0, %1#1, %1#2
+      : tensor<2x4x4xf32>, tensor<2xi32>, tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>
+}"""
+
+
+def test_potrf_getrf_raw_results_and_info():
+    import scipy.linalg.lapack as sla
+    import torch
+
+    import converter
+
+    a = np.stack([SPD, SPD]).copy()
+    a[1, 2, 2] = -30.0  # leading minor 3 not positive definite
+    a[1, :, 1] = 0.0  # and U[1, 1] of its LU exactly zero
+    chol, chol_info, lu, ipiv, lu_info = converter.from_stablehlo(_RAW).to_torch()(torch.tensor(a))
+    assert chol_info.tolist() == [sla.spotrf(m, lower=True)[1] for m in a] == [0, 2]
+    np.testing.assert_allclose(
+        chol[0].numpy(), sla.spotrf(a[0], lower=True, clean=False)[0], rtol=1e-5, atol=1e-5
+    )
+    for i, m in enumerate(a):
+        want_lu, want_piv, want_info = sla.sgetrf(m)
+        np.testing.assert_allclose(lu[i].numpy(), want_lu, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(ipiv[i].numpy(), want_piv + 1)
+        assert lu_info[i] == want_info
+    assert lu_info.tolist() == [0, 2]
+
+
+def test_svd_and_eigh_modes():
+    wide = rng.standard_normal((3, 5)).astype(np.float32)
+    got, want = run_both(lambda a: lax.linalg.svd(a, full_matrices=True), wide)
+    u, s, vt = got
+    assert [x.shape for x in got] == [x.shape for x in want]
+    np.testing.assert_allclose(s, want[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose((u * s) @ vt[:3], wide, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(vt @ vt.T, np.eye(5), atol=1e-5)
+    sym = SQ + np.swapaxes(SQ, -1, -2)
+    junk = sym + np.triu(np.full((4, 4), 9.0, np.float32), 1)  # only the lower triangle is read
+    got, want = run_both(lambda a: lax.linalg.eigh(a, symmetrize_input=False), junk)
+    v, w = got
+    np.testing.assert_allclose(w, want[1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sym @ v, v * w[..., None, :], rtol=1e-4, atol=1e-4)

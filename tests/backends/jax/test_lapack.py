@@ -1,0 +1,132 @@
+"""The LAPACK ``custom_call`` targets through the JAX backend (``backends/jax/ops/lapack.py``).
+
+A ``jax.lax.linalg`` function lowered to StableHLO and interpreted must reproduce ``jax.jit``
+of the same function (the same LAPACK kernels run, so even signs of singular vectors agree)
+and re-emit the same custom calls. Hand-written modules return the raw results, ``info``
+included, compared with SciPy's LAPACK wrappers.
+"""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg.lapack as sla
+from jax import lax
+
+import converter
+
+from .helpers import assert_same
+
+rng = np.random.default_rng(0)
+SQ = rng.standard_normal((2, 4, 4)).astype(np.float32)
+WIDE = rng.standard_normal((3, 5)).astype(np.float32)
+TALL = rng.standard_normal((5, 3)).astype(np.float32)
+SPD = (SQ @ np.swapaxes(SQ, -1, -2) + 4 * np.eye(4, dtype=np.float32)).astype(np.float32)
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def emitted_targets(fn, *args) -> set[str]:
+    return set(re.findall(r"custom_call @(lapack_\w+)", jax.jit(fn).lower(*args).as_text()))
+
+
+def reemits(fn, *args):
+    """The targets of ``fn`` are the targets of its conversion's ``to_jax``."""
+    want = emitted_targets(fn, *args)
+    assert want, "fn emits no LAPACK custom call"
+    module = converter.from_stablehlo(jax.jit(fn).lower(*args).as_text())
+    assert emitted_targets(module.to_jax(), *args) == want
+
+
+CASES = {
+    "getrf": (lambda a: lax.linalg.lu(a), (SQ,)),
+    "getrf_wide": (lambda a: lax.linalg.lu(a), (WIDE,)),
+    "potrf": (lambda a: lax.linalg.cholesky(a), (SPD,)),
+    "trsm": (
+        lambda a, b: (
+            lax.linalg.triangular_solve(a, b, left_side=True, lower=True),
+            lax.linalg.triangular_solve(
+                a, b, left_side=True, lower=False, transpose_a=True, unit_diagonal=True
+            ),
+            lax.linalg.triangular_solve(a, jnp.swapaxes(b, -1, -2), left_side=False, lower=True),
+        ),
+        (SPD, SQ[..., :3]),
+    ),
+    "geqrf_orgqr": (lambda a: lax.linalg.qr(a, full_matrices=False), (TALL,)),
+    "qr_complete": (lambda a: lax.linalg.qr(a, full_matrices=True), (WIDE,)),
+    "geqrf_raw": (lambda a: jnp.linalg.qr(a, mode="raw"), (TALL,)),
+    "ormqr": (
+        lambda a, c: (
+            lax.linalg.ormqr(a, a[:, 0], c, left=True, transpose=True),
+            lax.linalg.ormqr(a, a[:, 0], c.T, left=False),
+        ),
+        (SQ[0], TALL[:4]),
+    ),
+    "gesdd": (lambda a: lax.linalg.svd(a, full_matrices=False), (WIDE,)),
+    "gesdd_full": (lambda a: lax.linalg.svd(a, full_matrices=True), (TALL,)),
+    "gesdd_values": (lambda a: lax.linalg.svd(a, compute_uv=False), (SQ,)),
+    "gesvd": (lambda a: lax.linalg.svd(a, algorithm=lax.linalg.SvdAlgorithm.QR), (WIDE,)),
+    "syevd": (lambda a: lax.linalg.eigh(a, symmetrize_input=False), (SPD - 5,)),
+    "syevd_upper": (lambda a: lax.linalg.eigh(a, lower=False, symmetrize_input=False), (SPD - 5,)),
+    "geev": (lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False), (SQ,)),
+    "geev_values": (
+        lambda a: lax.linalg.eig(a, compute_left_eigenvectors=False, compute_right_eigenvectors=False),
+        (SQ,),
+    ),
+    "geev_left": (lambda a: lax.linalg.eig(a), (SQ[0],)),
+    "complex": (
+        lambda a: (lax.linalg.lu(a), lax.linalg.qr(a), lax.linalg.eigh(a @ jnp.conj(a.T)), lax.linalg.svd(a)),
+        ((SQ[0] + 1j * SQ[1]).astype(np.complex64),),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_target_round_trip(name):
+    fn, args = CASES[name]
+    assert_same(fn, *args, **TOL)
+    reemits(fn, *args)
+
+
+def _raw(body: str, operand: str, results: str) -> str:
+    return f"func.func @main(%a: {operand}) -> {results} {{\n{body}\n}}"
+
+
+_POTRF = """
+  %0:2 = stablehlo.custom_call @lapack_spotrf_ffi(%a) {mhlo.backend_config = {uplo = UPLO : ui8}}
+      : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2xi32>)
+  return %0#0, %0#1 : tensor<2x4x4xf32>, tensor<2xi32>"""
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_potrf_raw_results_and_info(uplo):
+    a = SPD.copy()
+    a[1, 2, 2] = -30.0  # leading minor 3 of batch 1 is not positive definite
+    text = _raw(
+        _POTRF.replace("UPLO", str(ord(uplo))), "tensor<2x4x4xf32>", "(tensor<2x4x4xf32>, tensor<2xi32>)"
+    )
+    factor, info = converter.from_stablehlo(text).to_jax()(a)
+    lower = uplo == "L"
+    want = [sla.spotrf(m, lower=lower, clean=False) for m in a]
+    np.testing.assert_array_equal(info, [w[1] for w in want])  # [0, 3]
+    np.testing.assert_allclose(factor[0], want[0][0], **TOL)  # with the untouched triangle
+
+
+_GETRF = """
+  %0:3 = stablehlo.custom_call @lapack_sgetrf_ffi(%a) {mhlo.backend_config = {}}
+      : (tensor<3x4x4xf32>) -> (tensor<3x4x4xf32>, tensor<3x4xi32>, tensor<3xi32>)
+  return %0#0, %0#1, %0#2 : tensor<3x4x4xf32>, tensor<3x4xi32>, tensor<3xi32>"""
+
+
+def test_getrf_raw_results_and_info():
+    a = np.concatenate([SQ, SQ[:1]]).copy()
+    a[2, :, 1] = 0.0  # a zero column: U[1, 1] is exactly 0
+    text = _raw(_GETRF, "tensor<3x4x4xf32>", "(tensor<3x4x4xf32>, tensor<3x4xi32>, tensor<3xi32>)")
+    lu, ipiv, info = converter.from_stablehlo(text).to_jax()(a)
+    for i, m in enumerate(a):
+        want_lu, want_piv, want_info = sla.sgetrf(m)
+        np.testing.assert_allclose(lu[i], want_lu, **TOL)
+        np.testing.assert_array_equal(ipiv[i], want_piv + 1)  # SciPy's are 0-based, LAPACK's 1-based
+        assert info[i] == want_info
+    assert list(info) == [0, 0, 2]
