@@ -236,3 +236,20 @@ def adaptive_max_pool(x, output_size):
     """``(values, indices)`` of adaptive max pooling over the trailing ``len(output_size)``
     dims: the first maximum of each adaptive window, indices flat over the spatial dims."""
     return _adaptive_max(x, list(output_size))
+
+
+@register(aten.max_pool2d_with_indices_backward.default)
+def max_pool2d_with_indices_backward(
+    grad_output, x, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
+    """Gradient of 2-d max pooling with respect to ``x`` (``(N, C, H, W)`` or ``(C, H, W)``):
+    each ``grad_output`` element is added at the flat ``h * W + w`` position ``indices``
+    recorded for it in its input plane (``max_pool2d_with_indices_backward``'s CPU kernel);
+    positions no window chose get zero. The pooling parameters only shaped ``indices``."""
+    lead, plane = x.shape[:-2], x.shape[-2] * x.shape[-1]
+    rows = int(np.prod(lead))
+    g = grad_output.reshape(rows, -1).astype(x.dtype)
+    idx = indices.reshape(rows, -1)
+    row = lax.broadcasted_iota(np.int64, idx.shape, 0)
+    out = jnp.zeros((rows, plane), x.dtype).at[row, idx].add(g, mode="drop")
+    return out.reshape(x.shape)

@@ -7,6 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.frontends.torch.both_targets import check_targets
+
 torch.manual_seed(0)
 X = torch.randn(2, 3, 9, 10)
 
@@ -86,3 +88,33 @@ def test_adaptive_max_pool_1d_3d(check):
     x1, x3 = torch.randn(2, 3, 11), torch.randn(1, 2, 5, 6, 7)
     fn = lambda a, b: (F.adaptive_max_pool1d(a, 4, True), F.adaptive_max_pool3d(b, (2, 4, 3), True))  # noqa: E731
     check(fn, x1, x3, ops="aten.adaptive_max_pool3d.default")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"kernel_size": 3, "stride": 2, "ceil_mode": True},
+        {"kernel_size": 3, "stride": 1, "padding": 1},  # overlapping windows: gradients add up
+        {"kernel_size": 2, "stride": 2, "dilation": (1, 2)},
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_max_pool2d_backward(kwargs, batched):
+    x = torch.randn(2, 3, 6, 7) if batched else torch.randn(3, 6, 7)
+    x.view(-1)[::5] = 0.5  # ties: the first maximum takes the gradient
+
+    def fn(v, g):
+        out, idx = F.max_pool2d(v, return_indices=True, **kwargs)
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            g[..., : out.shape[-2], : out.shape[-1]],
+            v,
+            [kwargs["kernel_size"]] * 2,
+            [kwargs["stride"]] * 2,
+            [kwargs.get("padding", 0)] * 2,
+            list(kwargs.get("dilation", (1, 1))),
+            kwargs.get("ceil_mode", False),
+            idx,
+        )
+
+    g = torch.randn(x.shape)
+    check_targets(fn, x, g, ops="aten.max_pool2d_with_indices_backward.default", rtol=1e-6)
