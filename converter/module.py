@@ -12,7 +12,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from . import dtypes, mlir
-from .errors import ModuleFormatError
+from .errors import ConversionError, ModuleFormatError
 from .fileio import atomic_path
 from .signature import Signature
 
@@ -90,11 +90,44 @@ class Module:
 
         return to_jax(self, **kwargs)
 
-    def to_torch(self, **kwargs):
-        """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`."""
+    def to_torch(self, *, input_shapes: dict[str, tuple] | list[tuple] | None = None, **kwargs):
+        """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`.
+
+        The torch backend needs static shapes: a module with dynamic dimensions is first
+        specialized to ``input_shapes`` (concrete shapes by input name or in input order;
+        :meth:`specialize`).
+
+        Raises:
+            ConversionError: the signature has dynamic dimensions and no ``input_shapes``
+                were given (names the input and its shape).
+        """
         from backends.torch import to_torch
 
+        from .passes.shapes import module_is_dynamic
+
+        if input_shapes is not None:
+            return to_torch(self.specialize(input_shapes), **kwargs)
+        if module_is_dynamic(self):
+            spec = next(
+                s for s in (*self.signature.all_args, *self.signature.outputs) if not _static(s.shape)
+            )
+            raise ConversionError(
+                f"{spec.name}: dynamic shape {list(spec.shape)} is not supported by the torch backend; "
+                "specialize it with to_torch(input_shapes={name: shape})"
+            )
         return to_torch(self, **kwargs)
+
+    def specialize(self, input_shapes: dict[str, tuple] | list[tuple]) -> Module:
+        """This module with its dynamic dimensions fixed to ``input_shapes`` (by input name,
+        or in input order); see :func:`converter.passes.shapes.specialize`.
+
+        Raises:
+            ConversionError: a shape contradicts the module's static dimensions or its
+                shape constraints, or an input with dynamic dimensions has no shape.
+        """
+        from .passes.shapes import specialize
+
+        return specialize(self, input_shapes)
 
     def to_onnx(self, **kwargs):
         """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`. ONNX has no host
@@ -185,3 +218,7 @@ def _safetensors_metadata(data: bytes) -> dict:
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8 : 8 + n])
     return header.get("__metadata__", {})
+
+
+def _static(shape: tuple) -> bool:
+    return all(isinstance(d, int) for d in shape)

@@ -12,10 +12,11 @@ import jax
 import numpy as np
 
 from converter import dtypes, mlir
-from converter.errors import ConversionError, SignatureMismatchError
+from converter.errors import ConversionError, SignatureMismatchError, UnsupportedOpError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import is_host
+from converter.passes.shapes import SHAPE_OPS, bind_dims, module_is_dynamic, refine
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -69,6 +70,17 @@ def _computes_64bit(module: Module) -> bool:
     return False
 
 
+def _check_supported(module: Any, ignore: frozenset = frozenset()) -> None:
+    """:meth:`JaxInterpreter.check_supported`, leaving out the op kinds in ``ignore`` (the
+    shape computations that shape refinement removes, for a shape-polymorphic module)."""
+    try:
+        JaxInterpreter(module).check_supported()
+    except UnsupportedOpError as e:
+        missing = [m for m in e.missing if m.name not in ignore]
+        if missing:
+            raise UnsupportedOpError(missing, e.direction) from None
+
+
 _HOST_KINDS = ("pinned_host", "unpinned_host")
 
 
@@ -106,7 +118,9 @@ class JaxFunction:
         self.module = module
         self.signature = module.signature
         ensure_x64(module)
-        JaxInterpreter(module.mlir).check_supported()
+        self._dynamic = module_is_dynamic(module)
+        self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
+        _check_supported(module.mlir, ignore=SHAPE_OPS if self._dynamic else frozenset())
         self.device = device
         self.params = {
             p.name: jax.device_put(np.asarray(module.params[p.name]), device) for p in self.signature.params
@@ -138,9 +152,24 @@ class JaxFunction:
         flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        outs = JaxInterpreter(self.module.mlir).run(*flat)
+        outs = JaxInterpreter(self._static_module(flat)).run(*flat)
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         return unflatten(sig.out_tree, outs)
+
+    def _static_module(self, flat: list[Any]) -> Any:
+        """The module to interpret for arguments ``flat``: a shape-polymorphic module is
+        specialized to their shapes (:func:`converter.passes.shapes.refine`), once per shape."""
+        if not self._dynamic:
+            return self.module.mlir
+        key = tuple(tuple(np.shape(v)) for v in flat)
+        if key not in self._refined:
+            sig = self.signature
+            kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
+            bind_dims([sig.all_args[i] for i in kept], key)
+            refined = refine(self.module.mlir, key)
+            _check_supported(refined)
+            self._refined[key] = refined
+        return self._refined[key]
 
     def apply(self, params: dict[str, Any], *args: Any, rng: Any = None, **kwargs: Any) -> Any:
         """Run the module with explicit ``params`` (pure; differentiable in ``params``).

@@ -1,5 +1,6 @@
 """ONNX → StableHLO: ONNX nodes lower to JAX through :data:`ONNX_RULES`, and the whole graph
-is lowered with ``jax.jit(...).lower()`` to a :class:`converter.Module`.
+is lowered with ``jax.jit(...).lower()`` (``jax.export`` when a graph input keeps a symbolic
+dimension) to a :class:`converter.Module`.
 
 Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operator pages
 (https://onnx.ai/onnx/operators/).
@@ -8,6 +9,7 @@ Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operat
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -19,14 +21,15 @@ import onnx.defs
 import onnx.shape_inference
 from onnx import numpy_helper
 
-from converter import dtypes
+from converter import dtypes, mlir
 from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
 from converter.module import Module
 from converter.signature import LEAF, LeafSpec, Signature, args_tree
 
 from . import ops  # noqa: F401 - registers the rules
-from .graph import GraphRunner, StaticValueRequired, np_dtype
+from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype
 from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup, schema_function
+from .symbolic import materialize
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
 MIN_OPSET = 7
@@ -127,21 +130,37 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
     return types
 
 
-def _input_shape(
-    vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str, tuple]
-) -> tuple[tuple, list]:
+def _input_shape(vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str, tuple]) -> tuple:
+    """The shape of graph input ``vi``: ``input_shapes`` when given, else its dimensions with
+    ``dims`` substituted; a dimension left symbolic is its ``dim_param`` name (or
+    ``<input>_<axis>`` when unnamed)."""
     if vi.name in shapes:
-        return tuple(int(d) for d in shapes[vi.name]), []
-    out, unresolved = [], []
+        return tuple(int(d) for d in shapes[vi.name])
+    out: list = []
     for i, d in enumerate(vi.type.tensor_type.shape.dim):
         if d.HasField("dim_value"):
             out.append(d.dim_value)
         elif d.dim_param and d.dim_param in dims:
             out.append(int(dims[d.dim_param]))
         else:
-            unresolved.append(d.dim_param or f"{vi.name}[dim {i}]")
-            out.append(-1)
-    return tuple(out), unresolved
+            out.append(d.dim_param or f"{vi.name}_{i}")
+    return tuple(out)
+
+
+def _symbols(specs: list[LeafSpec]) -> dict[str, Any]:
+    """``jax.export`` symbolic dimensions for the symbolic dimension names of ``specs`` (one
+    scope: the same name is the same size)."""
+    names = sorted({d for s in specs for d in s.shape if isinstance(d, str)})
+    if not names:
+        return {}
+    idents = [_identifier(n) for n in names]
+    dims = jax.export.symbolic_shape(", ".join(idents), scope=jax.export.SymbolicScope())
+    return dict(zip(names, dims, strict=True))
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"d_{ident}"
 
 
 def from_onnx(
@@ -155,16 +174,21 @@ def from_onnx(
     """Convert an ONNX model to a :class:`converter.Module`.
 
     The module's ``@main`` takes the initializers first (as parameters named after them,
-    ``kind="parameter"``), then the graph inputs that are not initializers, in graph order
-    (call ``f(*inputs)``); it returns a tuple of the graph outputs, in graph order (a
-    sequence output is a list of arrays, an empty optional None).
+    ``kind="parameter"``), then large floating-point tensors computed at conversion time
+    (``kind="constant"``, named after the value; see :data:`LIFT_MIN_ELEMENTS`), then the
+    graph inputs that are not initializers, in graph order (call ``f(*inputs)``); it returns
+    a tuple of the graph outputs, in graph order (a sequence output is a list of arrays, an
+    empty optional None).
 
     Args:
         model: a path (external data is loaded from beside it), serialized bytes or a
             ``ModelProto``.
-        dims: a concrete size for each symbolic dimension (``dim_param``) of the graph
-            inputs, e.g. ``{"batch": 1}``. The module is specialized to those sizes (the
-            signature records them as ints); a symbolic dimension without a size is an error.
+        dims: a concrete size for symbolic dimensions (``dim_param``) of the graph inputs,
+            e.g. ``{"batch": 1}``: the module is specialized to those sizes (the signature
+            records them as ints). A symbolic dimension without a size stays dynamic: the
+            signature records its name, the StableHLO is shape-polymorphic (``jax.export``
+            symbolic shapes; one name is one size), ``to_jax`` runs any size and
+            ``to_torch(input_shapes=...)`` specializes.
         input_shapes: full concrete shapes per input name (overrides ``dims``).
         static_inputs: graph inputs to fold in as constants (name → array), for models
             whose shapes, axes or trip counts are computed from inputs.
@@ -175,9 +199,9 @@ def from_onnx(
         UnsupportedOpError: one error naming every node (name, op type, schema version)
             without a lowering, or whose opset is outside 7..``onnx.defs.onnx_opset_version()``.
         StaticValueRequired: a shape/axes input depends on a graph input (see ``static_inputs``).
-        OpConversionError: a rule failed; names the node, its op type and version.
-        ConversionError: symbolic dimensions without a size; inputs of a type StableHLO
-            cannot hold (strings, sequences).
+        OpConversionError: a rule failed; names the node, its op type and version (also
+            when a rule needs the value of a symbolic dimension: give it a size with ``dims``).
+        ConversionError: inputs of a type StableHLO cannot hold (strings, sequences).
     """
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
@@ -203,7 +227,8 @@ def from_onnx(
     param_specs = [
         LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
     ]
-    input_specs, problems = [], []
+    input_specs: list[LeafSpec] = []
+    problems: list[str] = []
     for vi in graph.input:
         if vi.name in params or vi.name in static_inputs:
             continue
@@ -216,10 +241,7 @@ def from_onnx(
         if vtype.WhichOneof("value") != "tensor_type":
             problems.append(f"input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a tensor")
             continue
-        shape, unresolved = _input_shape(vi, dims or {}, input_shapes or {})
-        if unresolved:
-            problems.append(f"input {vi.name!r} has symbolic dimensions {unresolved}: give sizes with dims=")
-            continue
+        shape = _input_shape(vi, dims or {}, input_shapes or {})
         input_specs.append(
             LeafSpec(vi.name, shape, _dtype_name(np_dtype(vi.type.tensor_type.elem_type), vi.name))
         )
@@ -228,15 +250,27 @@ def from_onnx(
     for spec in input_specs:  # inputs' concrete shapes let the checks use them
         dtype = dtypes.to_numpy(spec.dtype)
         types[spec.name] = (dtype, spec.shape)
+    symbols = _symbols(input_specs)
+    runner.symbols = symbols
+    known = dict(static_inputs)
+    known.update({n: v for n, v in params.items() if _foldable(v)})
+    folded = _fold_nodes(runner, graph, known)
+    lifted = _lifted(graph, known, folded)
+    param_specs += [
+        LeafSpec(n, tuple(known[n].shape), _dtype_name(known[n].dtype, n), "constant") for n in lifted
+    ]
+    params.update({n: known[n] for n in lifted})
+    arg_names = [*init_names, *lifted]
+    remaining = [n for n in graph.node if not all(o in folded for o in n.output if o)]
     outputs: list = []
 
     def fn(*flat):
-        env: dict[str, Any] = dict(static_inputs)
-        env.update(zip(init_names, flat[: len(init_names)], strict=False))
+        env: dict[str, Any] = dict(known)
+        env.update(zip(arg_names, flat[: len(arg_names)], strict=False))
         env.update({n: v for n, v in params.items() if _foldable(v)})
-        env.update(zip((s.name for s in input_specs), flat[len(init_names) :], strict=False))
+        env.update(zip((s.name for s in input_specs), flat[len(arg_names) :], strict=False))
         runner.env = env
-        runner.run_nodes(graph.node, env)
+        runner.run_nodes(remaining, env)
         outs = [env[o.name] for o in graph.output]
         trees, names, flat_out = [], [], []
         for vi, o in zip(graph.output, outs, strict=True):
@@ -251,15 +285,27 @@ def from_onnx(
                 names.append(vi.name)
                 flat_out.append(o)
         outputs[:] = [trees, names]
-        return tuple(jax.numpy.asarray(o) for o in flat_out)
+        return tuple(jax.numpy.asarray(materialize(o)) for o in flat_out)
 
-    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in (*param_specs, *input_specs)]
+    avals = [
+        jax.ShapeDtypeStruct(tuple(symbols.get(d, d) for d in s.shape), dtypes.to_numpy(s.dtype))
+        for s in (*param_specs, *input_specs)
+    ]
     with jax.enable_x64(True):
-        lowered = jax.jit(fn, keep_unused=True).lower(*avals)
+        if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
+            exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
+            ir_module = mlir.parse_module(exported.mlir_module_serialized, filename=graph.name or "<onnx>")
+            out_avals = exported.out_avals
+        else:
+            lowered = jax.jit(fn, keep_unused=True).lower(*avals)
+            ir_module = lowered.compiler_ir("stablehlo")
+            out_avals = jax.tree.leaves(lowered.out_info)
     trees, names = outputs
     output_specs = [
-        LeafSpec(n, tuple(a.shape), dtypes.name_of(a.dtype), "output")
-        for n, a in zip(names, jax.tree.leaves(lowered.out_info), strict=True)
+        LeafSpec(
+            n, tuple(d if isinstance(d, int) else str(d) for d in a.shape), dtypes.name_of(a.dtype), "output"
+        )
+        for n, a in zip(names, out_avals, strict=True)
     ]
     signature = Signature(
         params=tuple(param_specs),
@@ -276,9 +322,71 @@ def from_onnx(
     }
     if dims:
         meta["specialized_dims"] = dict(dims)
+    if symbols:
+        meta["dynamic_dims"] = sorted(symbols)
     if static_inputs:
         meta["static_inputs"] = sorted(static_inputs)
-    return Module(lowered.compiler_ir("stablehlo"), signature, params, source="onnx", meta=meta)
+    return Module(ir_module, signature, params, source="onnx", meta=meta)
+
+
+#: Floating-point values computed at conversion time with at least this many elements become
+#: parameters (``kind="constant"``) instead of literals in the StableHLO.
+LIFT_MIN_ELEMENTS = 1024
+
+
+def _fold_nodes(runner: GraphRunner, graph: onnx.GraphProto, known: dict[str, Any]) -> set[str]:
+    """Evaluate, before tracing, every top-level node whose inputs are all known at conversion
+    time (initializers used as constants, ``Constant``, ``ConstantOfShape`` of a known shape,
+    and their consumers), adding the outputs to ``known``; returns the names so computed.
+
+    A node that fails here is left to the traced pass, which reports the error naming it."""
+    folded: set[str] = set()
+    runner.env = known
+    for node in graph.node:
+        if node.op_type in NO_FOLD or any(
+            a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute
+        ):
+            continue
+        if not all(n in known for n in node.input if n):
+            continue
+        try:
+            with jax.enable_x64(True):
+                outs = runner.run_node(node, [known[n] if n else None for n in node.input], known)
+        except Exception:  # noqa: BLE001 - re-raised by the traced pass, naming the node
+            continue
+        if not all(is_known(o) for o in outs):
+            continue
+        for name, value in zip(node.output, outs, strict=False):
+            if name:
+                known[name] = value
+                folded.add(name)
+    return folded
+
+
+def _lifted(graph: onnx.GraphProto, known: dict[str, Any], folded: set[str]) -> list[str]:
+    """Folded floating-point tensors of at least :data:`LIFT_MIN_ELEMENTS` elements that the
+    traced graph uses (as a node input or a graph output): they become parameters of kind
+    ``constant``, in the order they were computed.
+
+    Besides keeping large literals out of the StableHLO text, this keeps weights computed from
+    fills (``ConstantOfShape``, as in ONNX's light test models) from reaching XLA as splat
+    constants: XLA CPU rewrites those as a broadcast scalar, and its YNNPACK reduce fusion of a
+    dot/convolution whose kernel is a broadcast scalar computes wrong values (see
+    ``tests/frontends/onnx/xla_cpu_repro.py``)."""
+    used = {n for node in graph.node if not all(o in folded for o in node.output if o) for n in node.input}
+    used |= {o.name for o in graph.output}
+    out = []
+    for name in known:
+        value = known[name]
+        if (
+            name in folded
+            and name in used
+            and isinstance(value, np.ndarray)
+            and value.size >= LIFT_MIN_ELEMENTS
+            and jax.numpy.issubdtype(value.dtype, jax.numpy.inexact)
+        ):
+            out.append(name)
+    return out
 
 
 def _static(value: Any) -> Any:

@@ -25,7 +25,8 @@ from onnx import helper, numpy_helper
 
 from converter.errors import ConversionError, OpConversionError
 
-from .registry import canonical_domain, function_body, lookup, schema_function
+from . import symbolic
+from .registry import DEFAULT_DOMAIN, canonical_domain, function_body, lookup, schema_function
 
 # Ops never folded at conversion time even when their inputs are known.
 NO_FOLD = {
@@ -158,6 +159,7 @@ class GraphRunner:
         self.types = types
         self.functions = functions or {}
         self.env: dict[str, Any] = {}
+        self.symbols: dict[str, Any] = {}  # dim_param name -> jax.export symbolic dimension
 
     def run_graph(self, graph: onnx.GraphProto, args: Sequence[Any], outer: dict[str, Any]) -> list:
         """Evaluate ``graph`` with ``args`` bound to its non-initializer inputs (in order) and
@@ -190,6 +192,13 @@ class GraphRunner:
         while values and values[-1] is None:
             values.pop()
         attrs = {a.name: decode_attribute(a) for a in node.attribute}
+        shape_inputs = [n for n, v in zip(node.input, values, strict=False) if symbolic.is_symbolic(v)]
+        if shape_inputs and domain == DEFAULT_DOMAIN:
+            out = symbolic.evaluate(node.op_type, version, values, attrs)
+            if out is not None:
+                return [out]
+        if shape_inputs and not (domain == DEFAULT_DOMAIN and node.op_type in symbolic.CONSUMERS):
+            values = [symbolic.materialize(v) for v in values]
         fold = (
             node.op_type not in NO_FOLD
             and all(is_known(v) for v in values)
@@ -227,7 +236,20 @@ class GraphRunner:
             if fold:
                 out = [_to_known(o) for o in out]
             return [self._conform(name, o) for name, o in zip(node.output, out, strict=False)]
-        except (StaticValueRequired, OpConversionError):
+        except StaticValueRequired as e:
+            symbolic_names = [n for n in e.names if n in shape_inputs]
+            if symbolic_names:
+                raise OpConversionError(
+                    key,
+                    f"node {node.name!r}",
+                    ValueError(
+                        f"{symbolic_names} depend on symbolic dimensions and are not known at "
+                        "conversion time here; give those dimensions sizes with "
+                        "from_onnx(..., dims={name: size}) to specialize"
+                    ),
+                ) from e
+            raise
+        except OpConversionError:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised naming the node
             raise OpConversionError(key, f"node {node.name!r}", e) from e
@@ -235,14 +257,14 @@ class GraphRunner:
     def _conform(self, name: str, value: Any) -> Any:
         """Cast to the dtype shape inference gives ``name`` and check static shapes."""
         t = self.types.get(name)
-        if t is None or value is None or isinstance(value, list):
+        if t is None or value is None or isinstance(value, list) or symbolic.is_symbolic(value):
             return value
         dtype, shape = t
         if dtype is not None and value.dtype != dtype:
             value = value.astype(dtype) if isinstance(value, np.ndarray) else jnp.asarray(value).astype(dtype)
         if (
             shape is not None
-            and all(isinstance(d, int) for d in shape)
+            and all(isinstance(d, int) for d in (*shape, *value.shape))
             and tuple(value.shape) != tuple(shape)
         ):
             raise ValueError(

@@ -178,9 +178,13 @@ def test_shape_polymorphic_exported_records_symbolic_dims():
     exp = jax.export.export(jax.jit(lambda x: jnp.sin(x) * 2))(jax.ShapeDtypeStruct((b, 3), jnp.float32))
     m = converter.from_jax(exp)
     assert m.signature.inputs[0].shape == ("b", 3)
-    # the JAX backend has no dynamic-shape rules yet: it says so, listing every op at once
-    with pytest.raises(converter.UnsupportedOpError, match="get_dimension_size"):
-        m.to_jax()
+    # the JAX backend specializes the module to each call's shapes (converter.passes.shapes)
+    f = m.to_jax()
+    for n in (1, 4):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_allclose(np.asarray(f(x)), np.sin(x) * 2, rtol=1e-6)
+    with pytest.raises(converter.ConversionError, match="dynamic shape"):
+        m.to_torch()
 
 
 def test_custom_vjp_is_reported():

@@ -7,6 +7,8 @@ after; an empty ``axes`` reduces everything unless ``noop_with_empty_axes``.
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -103,7 +105,7 @@ def _coerced(fn, x, axis):
     """Opset < 13 softmax flattens to 2-D at ``axis``."""
     shape = x.shape
     axis = axis % x.ndim
-    flat = x.reshape(int(np.prod(shape[:axis])), -1)
+    flat = x.reshape(math.prod(shape[:axis]), math.prod(shape[axis:]))
     return fn(flat, axis=1).reshape(shape)
 
 
@@ -112,7 +114,33 @@ def _hardmax(x, axis):
     return jax.nn.one_hot(idx, x.shape[axis], axis=axis, dtype=x.dtype)
 
 
-for _name, _fn in {"Softmax": jax.nn.softmax, "LogSoftmax": jax.nn.log_softmax, "Hardmax": _hardmax}.items():
+def _shifted(x, axis):
+    """``x - max(x)`` along ``axis``, shifted a second time by its own maximum.
+
+    Mathematically the second shift is zero. XLA CPU, though, may compute ``x``'s producer
+    twice -- once rounded (for the maximum) and once contracted into an FMA with the
+    subtraction -- so that the largest element of ``x - max(x)`` is off by the rounding error
+    of ``x``, which exceeds the exponent range for logits above ~1e9 and turns ``exp`` into
+    all zeros or infinities (NaN after normalizing). Both copies of the second shift are
+    computed alike, so its maximum is 0. See ``tests/frontends/onnx/xla_cpu_repro.py``."""
+    d = x - lax.stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    return d - lax.stop_gradient(jnp.max(d, axis=axis, keepdims=True))
+
+
+def _softmax(x, axis):
+    """Softmax (``exp(x - max) / sum``) along ``axis``, robust to XLA's recomputation of the
+    shift (see :func:`_shifted`)."""
+    e = jnp.exp(_shifted(x, axis))
+    return e / jnp.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax(x, axis):
+    """LogSoftmax (``x - max - log(sum(exp(x - max)))``) along ``axis``."""
+    d = _shifted(x, axis)
+    return d - jnp.log(jnp.sum(jnp.exp(d), axis=axis, keepdims=True))
+
+
+for _name, _fn in {"Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax}.items():
 
     def _old(ctx, x, *, axis=1, _fn=_fn):
         return _coerced(_fn, x, axis)

@@ -3,19 +3,31 @@ Split, Slice, Expand, Tile, Pad, Constant(OfShape), Range, EyeLike, Trilu, Depth
 OneHot, Dropout (inference), CenterCropPad (https://onnx.ai/onnx/operators/).
 
 Shape-like inputs (Reshape's shape, Slice's starts, Pad's pads...) must be known at
-conversion time: StableHLO shapes are static here.
+conversion time. A graph input's symbolic dimension stays symbolic (``jax.export`` shape
+polymorphism) through the rules that only carry it along.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax.numpy as jnp
 import numpy as np
 
 from ..registry import onnx_op
+from ..symbolic import is_symbolic, shape_value
 
 
 def _ints(a) -> list[int]:
     return [int(v) for v in np.asarray(a).reshape(-1)]
+
+
+def _dims(a) -> list:
+    """A shape input as ints, keeping symbolic dimensions (:mod:`..symbolic`)."""
+    return [
+        v if is_symbolic(a) and not isinstance(v, (int, np.integer)) else int(v)
+        for v in np.asarray(a).reshape(-1)
+    ]
 
 
 def _axes(axes, rank: int) -> list[int]:
@@ -43,8 +55,9 @@ def constant(ctx, **attrs):
 
 @onnx_op("Reshape", 5)
 def reshape(ctx, x, shape, *, allowzero=0):
-    """Reshape: 0 copies the input dimension (unless ``allowzero``), -1 is inferred."""
-    shape = _ints(ctx.static(1))
+    """Reshape: 0 copies the input dimension (unless ``allowzero``), -1 is inferred. The
+    shape may hold symbolic dimensions (computed from ``Shape``, :mod:`..symbolic`)."""
+    shape = _dims(ctx.static(1))
     if not allowzero:
         shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     return jnp.reshape(x, shape)
@@ -52,21 +65,21 @@ def reshape(ctx, x, shape, *, allowzero=0):
 
 @onnx_op("Shape", 1)
 def shape(ctx, x, *, start=0, end=None):
-    """Shape (opset 15 adds ``start``/``end`` slicing); known at conversion time."""
-    dims = list(np.shape(x))
-    return np.array(dims[slice(start, end)], np.int64)
+    """Shape (opset 15 adds ``start``/``end`` slicing); known at conversion time (with
+    symbolic dimensions kept, :mod:`..symbolic`)."""
+    return shape_value(list(np.shape(x))[slice(start, end)])
 
 
 @onnx_op("Size", 1)
 def size(ctx, x):
-    return np.array(int(np.prod(np.shape(x))), np.int64)
+    n = math.prod(np.shape(x))
+    return np.array(n, np.int64) if isinstance(n, int) else jnp.array(n, np.int64)
 
 
 @onnx_op("Flatten", 1)
 def flatten(ctx, x, *, axis=1):
     axis = axis % x.ndim if x.ndim else 0
-    lead = int(np.prod(x.shape[:axis]))
-    return jnp.reshape(x, (lead, -1) if lead else (0, int(np.prod(x.shape[axis:]))))
+    return jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
 @onnx_op("Squeeze", 1, until=11)
@@ -169,9 +182,17 @@ def slice_(ctx, x, starts, ends, axes=None, steps=None):
 @onnx_op("Expand", 8)
 def expand(ctx, x, shape):
     """Expand: broadcast ``x`` and ``shape`` together (either may be larger)."""
-    shape = _ints(ctx.static(1))
-    out = np.broadcast_shapes(tuple(x.shape), tuple(shape))
-    return jnp.broadcast_to(x, out)
+    shape = _dims(ctx.static(1))
+    if all(isinstance(d, int) for d in (*x.shape, *shape)):
+        return jnp.broadcast_to(x, np.broadcast_shapes(tuple(x.shape), tuple(shape)))
+    rank = max(x.ndim, len(shape))
+    a = (1,) * (rank - x.ndim) + tuple(x.shape)
+    b = (1,) * (rank - len(shape)) + tuple(shape)
+    return jnp.broadcast_to(x, tuple(q if _is_one(p) else p for p, q in zip(a, b, strict=True)))
+
+
+def _is_one(d) -> bool:
+    return isinstance(d, int) and d == 1
 
 
 @onnx_op("Tile", 6)
@@ -212,7 +233,10 @@ def pad(ctx, x, pads, constant_value=None, axes=None, *, mode="constant"):
 @onnx_op("ConstantOfShape", 9)
 def constant_of_shape(ctx, shape, *, value=None):
     fill = np.zeros(1, np.float32) if value is None else value
-    return np.full(_ints(ctx.static(0)), fill.reshape(()), fill.dtype)
+    shape = _dims(ctx.static(0))
+    if all(isinstance(d, int) for d in shape):
+        return np.full(shape, fill.reshape(()), fill.dtype)
+    return jnp.full(shape, fill.reshape(()), fill.dtype)  # symbolic dimensions
 
 
 @onnx_op("Range", 11)

@@ -8,7 +8,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import converter
 from converter.errors import ParseError, UnsupportedOpError
 from frontends.onnx import StaticValueRequired, from_onnx
 from frontends.onnx.registry import lookup
@@ -50,9 +49,15 @@ def test_initializers_are_parameters_and_dims_specialize():
     np.testing.assert_allclose(np.asarray(y), x @ m.params["w"] + 1, rtol=1e-6)
 
 
-def test_symbolic_dim_without_size_is_an_error():
-    with pytest.raises(converter.ConversionError, match="symbolic dimensions"):
-        from_onnx(_linear())
+def test_symbolic_dim_without_size_stays_dynamic():
+    m = from_onnx(_linear())
+    assert m.signature.inputs[0].shape == ("N", 3) and m.signature.outputs[0].shape == ("N", 4)
+    assert m.meta["dynamic_dims"] == ["N"] and "tensor<?x3xf32>" in m.text()
+    f = m.to_jax()
+    for n in (1, 4):
+        x = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+        (y,) = f(x)
+        np.testing.assert_allclose(np.asarray(y), x @ m.params["w"] + 1, rtol=1e-6)
 
 
 def test_provenance_names_node():

@@ -1,0 +1,214 @@
+"""Shape refinement: a shape-polymorphic module specialized to concrete argument shapes.
+
+A module converted with symbolic dimensions (``jax.export`` symbolic shapes, ONNX
+``dim_param``) has ``tensor<?x...>`` arguments and computes its shapes at run time
+(``get_dimension_size``, ``dynamic_broadcast_in_dim``, ``dynamic_reshape``...), checking the
+dimension constraints with ``custom_call @shape_assertion``. Backends interpret static
+modules: :func:`refine` rewrites such a module for given argument shapes with StableHLO's
+own passes (``stablehlo-refine-arguments``, ``stablehlo-refine-shapes``,
+``stablehlo-canonicalize-dynamism``; the StableHLO dynamism RFC), checks the shape
+assertions and drops them, and verifies that no dynamic shape is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from jaxlib.mlir import ir, passmanager
+from jaxlib.mlir.dialects import stablehlo
+
+from converter import mlir
+from converter.errors import ConversionError, SignatureMismatchError
+from converter.signature import LeafSpec
+
+from ._ir import function_type
+
+if TYPE_CHECKING:
+    from converter.module import Module
+
+#: Ops that only compute shapes; :func:`refine` turns them into static ops.
+SHAPE_OPS = frozenset(
+    {
+        "stablehlo.get_dimension_size",
+        "stablehlo.dynamic_broadcast_in_dim",
+        "stablehlo.dynamic_reshape",
+        "stablehlo.dynamic_iota",
+        "stablehlo.dynamic_pad",
+        "stablehlo.dynamic_gather",
+        "stablehlo.dynamic_conv",
+        "stablehlo.real_dynamic_slice",
+        "stablehlo.custom_call@shape_assertion",
+    }
+)
+
+
+def is_dynamic(shape: Sequence) -> bool:
+    """True when a signature shape has a dynamic (non-int) dimension."""
+    return any(not isinstance(d, int) for d in shape)
+
+
+def module_is_dynamic(module: Module) -> bool:
+    """True when any argument or output of ``module``'s signature has a dynamic dimension."""
+    sig = module.signature
+    return any(is_dynamic(s.shape) for s in (*sig.all_args, *sig.outputs))
+
+
+def bind_dims(specs: Sequence[LeafSpec], shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+    """The size of each named dynamic dimension of ``specs`` given concrete ``shapes`` (one
+    per spec): one name is one size.
+
+    Raises:
+        SignatureMismatchError: a name gets two sizes (names both arguments).
+    """
+    sizes: dict[str, tuple[int, str]] = {}
+    for spec, shape in zip(specs, shapes, strict=True):
+        for d, n in zip(spec.shape, shape, strict=False):
+            if not isinstance(d, str):
+                continue
+            if d in sizes and sizes[d][0] != n:
+                raise SignatureMismatchError(
+                    f"dimension {d!r} is {sizes[d][0]} in {sizes[d][1]} but {n} in {spec.name}"
+                )
+            sizes.setdefault(d, (int(n), spec.name))
+    return {d: n for d, (n, _) in sizes.items()}
+
+
+def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
+    """A copy of ``module`` whose ``@main`` takes arguments of ``arg_shapes`` (one per
+    argument; element types unchanged) with every shape made static.
+
+    Raises:
+        ConversionError: a shape assertion fails for these shapes (JAX's message: which
+            dimension constraint), or some shape cannot be made static (names the op).
+    """
+    m = mlir.clone_module(module)
+    with m.context, ir.Location.unknown():
+        main = mlir.main_function(m)
+        inputs = function_type(main).inputs
+        if len(inputs) != len(arg_shapes):
+            raise ConversionError(f"@main takes {len(inputs)} arguments, got {len(arg_shapes)} shapes")
+        types = [_static_type(t, shape) for t, shape in zip(inputs, arg_shapes, strict=True)]
+        stablehlo.register_stablehlo_passes()
+        pipeline = (
+            f"builtin.module(stablehlo-refine-arguments{{types='{','.join(map(str, types))}'}},"
+            "stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism))"
+        )
+        try:
+            passmanager.PassManager.parse(pipeline).run(m.operation)
+        except ir.MLIRError as e:
+            why = "; ".join(d.message for d in getattr(e, "error_diagnostics", None) or []) or str(e)
+            raise ConversionError(
+                f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
+            ) from None
+        _check_assertions(m)
+        _check_static(m)
+    return m
+
+
+def _static_type(t: ir.Type, shape: Sequence[int]) -> ir.Type:
+    if not isinstance(t, ir.RankedTensorType):
+        return t
+    if t.rank != len(shape) or any(t.is_static_dim(i) and t.shape[i] != have for i, have in enumerate(shape)):
+        raise ConversionError(f"argument of type {t} cannot take shape {list(shape)}")
+    return ir.RankedTensorType.get([int(d) for d in shape], t.element_type)
+
+
+def _check_assertions(m: ir.Module) -> None:
+    """Evaluate every ``shape_assertion`` (now on constants) and erase it.
+
+    Raises:
+        ConversionError: with the assertion's message when it does not hold.
+    """
+    for fn in mlir.functions(m).values():
+        for op in list(mlir.walk_ops(fn)):
+            if op.name != "stablehlo.custom_call":
+                continue
+            view = mlir.Op(op)
+            if view.attr("call_target_name") != "shape_assertion":
+                continue
+            values = [_constant(v) for v in op.operands]
+            if any(v is None for v in values):
+                raise ConversionError(
+                    f"a shape assertion at {view.location} does not fold to a constant after shape refinement"
+                )
+            if not bool(values[0]):
+                message = str(view.attr("error_message") or "shape assertion failed")
+                raise ConversionError(message.format(*(int(v) for v in values[1:])))
+            op.erase()
+
+
+def _constant(value: ir.Value):
+    owner = value.owner
+    owner = owner if isinstance(owner, ir.Operation) else getattr(owner, "operation", None)
+    if owner is None or owner.name != "stablehlo.constant":
+        return None
+    return mlir.Op(owner).attr("value")
+
+
+def _check_static(m: ir.Module) -> None:
+    for fn in mlir.functions(m).values():
+        for op in mlir.walk_ops(fn):
+            for r in op.results:
+                t = r.type
+                if isinstance(t, ir.RankedTensorType) and not t.has_static_shape:
+                    raise ConversionError(
+                        f"{op.name} at {mlir.format_location(op.location)} keeps the dynamic shape "
+                        f"{t} after shape refinement"
+                    )
+
+
+def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Sequence[Sequence[int]]) -> Module:
+    """``module`` with its dynamic input dimensions fixed: a static module of the same
+    signature (shapes concrete), for backends that need static shapes.
+
+    Args:
+        module: a module whose signature has dynamic dimensions (others are returned as is).
+        input_shapes: the concrete shape of each user input, by name (``signature.inputs``
+            names) or as a sequence in input order.
+
+    Raises:
+        ConversionError: a name is unknown or missing, a shape contradicts the static
+            dimensions or the module's shape constraints.
+    """
+    from converter.module import Module
+
+    sig = module.signature
+    if not module_is_dynamic(module):
+        return module
+    if isinstance(input_shapes, Mapping):
+        unknown = sorted(set(input_shapes) - {s.name for s in sig.inputs})
+        missing = [s.name for s in sig.inputs if s.name not in input_shapes and is_dynamic(s.shape)]
+        if unknown or missing:
+            raise ConversionError(
+                f"input_shapes: unknown inputs {unknown}, missing shapes for {missing} "
+                f"(inputs: {[s.name for s in sig.inputs]})"
+            )
+        shapes = [tuple(input_shapes.get(s.name, s.shape)) for s in sig.inputs]
+    else:
+        shapes = [tuple(s) for s in input_shapes]
+        if len(shapes) != len(sig.inputs):
+            raise ConversionError(f"input_shapes: {len(sig.inputs)} inputs, got {len(shapes)} shapes")
+    args = [*sig.params, *(replace(s, shape=shp) for s, shp in zip(sig.inputs, shapes, strict=True))]
+    if sig.rng is not None:
+        args.append(sig.rng)
+    bind_dims(sig.inputs, shapes)
+    bad = [a.name for a in args if is_dynamic(a.shape)]
+    if bad:
+        raise ConversionError(f"no concrete shape for {bad}")
+    kept = range(len(args)) if sig.kept_var_idx is None else sig.kept_var_idx
+    refined = refine(module.mlir, [args[i].shape for i in kept])
+    results = function_type(mlir.main_function(refined)).results
+    outputs = tuple(
+        replace(o, shape=tuple(mlir.tensor_type(t).shape)) for o, t in zip(sig.outputs, results, strict=True)
+    )
+    new_sig = sig.with_all_args(args).replace(outputs=outputs)
+    meta = {
+        **module.meta,
+        "specialized_shapes": {s.name: list(shp) for s, shp in zip(sig.inputs, shapes, strict=True)},
+    }
+    return Module(refined, new_sig, module.params, source=module.source, meta=meta)
+
+
+__all__ = ["SHAPE_OPS", "bind_dims", "is_dynamic", "module_is_dynamic", "refine", "specialize"]

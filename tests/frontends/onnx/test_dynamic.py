@@ -1,0 +1,179 @@
+"""Graph inputs with symbolic dimensions (``dim_param``) stay dynamic: the signature records
+the name, the StableHLO is shape-polymorphic (``jax.export`` symbolic shapes), the JAX
+backend runs any batch size, the torch backend specializes only when given shapes.
+
+Checked against onnxruntime at batch 1 and 5.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+import converter
+from converter.errors import ConversionError, OpConversionError, SignatureMismatchError
+from frontends.onnx import from_onnx
+
+F = TensorProto.FLOAT
+RNG = np.random.default_rng(0)
+
+
+def _init(name: str, *shape: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32) * 0.3, name)
+
+
+def _i64(name: str, values) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def _cnn(opset: int, flatten: str) -> onnx.ModelProto:
+    """Conv → Relu → MaxPool → {Reshape [0, -1] | Flatten | Shape-computed Reshape} → Gemm
+    → Softmax, or AveragePool/GlobalAveragePool → MatMul → LogSoftmax, batch ``N``."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
+    ]
+    inits = [_init("w1", 4, 3, 3, 3), _init("b1", 4), _init("wg", 10, 64), _init("bg", 10)]
+    if flatten == "reshape":
+        nodes.append(helper.make_node("Reshape", ["p1", "shp"], ["f"], name="reshape"))
+        inits.append(_i64("shp", [0, -1]))
+    elif flatten == "flatten":
+        nodes.append(helper.make_node("Flatten", ["p1"], ["f"], axis=1, name="flatten"))
+    elif flatten == "shape":  # x.view(x.size(0), -1) as exporters write it
+        nodes += [
+            helper.make_node("Shape", ["p1"], ["s"], name="shape"),
+            helper.make_node("Gather", ["s", "zero"], ["n"], axis=0, name="gather"),
+            helper.make_node("Unsqueeze", ["n", "ax0"], ["n1"], name="unsqueeze")
+            if opset >= 13
+            else helper.make_node("Unsqueeze", ["n"], ["n1"], axes=[0], name="unsqueeze"),
+            helper.make_node("Concat", ["n1", "minus1"], ["shp"], axis=0, name="concat"),
+            helper.make_node("Reshape", ["p1", "shp"], ["f"], name="reshape"),
+        ]
+        inits += [_i64("zero", 0), _i64("ax0", [0]), _i64("minus1", [-1])]
+    if flatten == "pools":
+        nodes += [
+            helper.make_node("AveragePool", ["p1"], ["a1"], kernel_shape=[2, 2], strides=[2, 2], name="avg"),
+            helper.make_node("GlobalAveragePool", ["a1"], ["gap"], name="gap"),
+            helper.make_node("Flatten", ["gap"], ["f"], name="flatten"),
+            helper.make_node("MatMul", ["f", "wm"], ["g"], name="matmul"),
+            helper.make_node("LogSoftmax", ["g"], ["y"], axis=1, name="logsoftmax"),
+        ]
+        inits = inits[:2] + [_init("wm", 4, 10)]
+    else:
+        nodes += [
+            helper.make_node("Gemm", ["f", "wg", "bg"], ["g"], transB=1, name="gemm"),
+            helper.make_node("Softmax", ["g"], ["y"], axis=1, name="softmax"),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", F, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", F, ["N", 10])],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+CASES = [(13, "reshape"), (13, "flatten"), (13, "shape"), (13, "pools"), (9, "flatten"), (9, "shape")]
+
+
+@pytest.mark.parametrize(("opset", "flatten"), CASES, ids=[f"opset{o}-{f}" for o, f in CASES])
+def test_batch_dimension_stays_dynamic(opset: int, flatten: str) -> None:
+    model = _cnn(opset, flatten)
+    m = from_onnx(model)
+    assert m.signature.inputs[0].shape == ("N", 3, 8, 8)
+    assert m.signature.outputs[0].shape == ("N", 10)
+    assert "tensor<?x3x8x8xf32>" in m.text(debug_info=False)
+    f = m.to_jax()
+    session = ort.InferenceSession(model.SerializeToString())
+    for n in (1, 5):
+        x = np.random.default_rng(n).standard_normal((n, 3, 8, 8)).astype(np.float32)
+        (y,) = f(x)
+        (want,) = session.run(None, {"x": x})
+        assert np.asarray(y).shape == (n, 10)
+        np.testing.assert_allclose(np.asarray(y), want, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_backend_specializes_only_when_given_shapes() -> None:
+    model = _cnn(13, "shape")
+    m = from_onnx(model)
+    with pytest.raises(ConversionError, match=r"dynamic shape \['N', 3, 8, 8\].*input_shapes"):
+        m.to_torch()
+    x = np.random.default_rng(5).standard_normal((5, 3, 8, 8)).astype(np.float32)
+    t = m.to_torch(input_shapes={"x": (5, 3, 8, 8)})
+    with torch.no_grad():
+        (y,) = t(torch.from_numpy(x))
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_specialized_module_is_static() -> None:
+    m = from_onnx(_cnn(13, "flatten")).specialize({"x": (2, 3, 8, 8)})
+    assert m.signature.inputs[0].shape == (2, 3, 8, 8) and m.signature.outputs[0].shape == (2, 10)
+    assert "?" not in m.text(debug_info=False) and "get_dimension_size" not in m.text()
+    with pytest.raises(ConversionError, match="cannot take shape"):
+        from_onnx(_cnn(13, "flatten")).specialize({"x": (2, 4, 8, 8)})
+
+
+def test_dims_still_specialize() -> None:
+    m = from_onnx(_cnn(13, "reshape"), dims={"N": 2})
+    assert m.signature.inputs[0].shape == (2, 3, 8, 8) and m.meta["specialized_dims"] == {"N": 2}
+    assert "?" not in m.text(debug_info=False)
+
+
+def _two_inputs() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
+        "g",
+        [helper.make_tensor_value_info(n, F, ["N", 2]) for n in "ab"],
+        [helper.make_tensor_value_info("y", F, ["N", 2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_one_name_is_one_size() -> None:
+    f = from_onnx(_two_inputs()).to_jax()
+    a = np.ones((3, 2), np.float32)
+    np.testing.assert_array_equal(np.asarray(f(a, a)[0]), 2 * a)
+    with pytest.raises(SignatureMismatchError, match="dimension 'N' is 3 in a but 4 in b"):
+        f(a, np.ones((4, 2), np.float32))
+
+
+def _range_of_batch() -> onnx.ModelProto:
+    """``Range(0, N)``: an output whose shape is a symbolic dimension's *value*."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0, name="gather"),
+        helper.make_node("Range", ["zero", "n", "one"], ["y"], name="range"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, ["N"])],
+        initializer=[_i64("zero", 0), _i64("one", 1)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_rule_that_needs_a_static_dimension_names_the_node() -> None:
+    with pytest.raises(OpConversionError, match=r"Range-11.*'range'.*symbolic dimensions.*dims="):
+        from_onnx(_range_of_batch())
+    m = from_onnx(_range_of_batch(), dims={"N": 3})
+    (y,) = m.to_jax()(np.zeros((3, 2), np.float32))
+    np.testing.assert_array_equal(np.asarray(y), [0, 1, 2])
+
+
+def test_converter_entry_point_and_save_round_trip(tmp_path) -> None:
+    m = converter.from_onnx(_cnn(13, "flatten"))
+    path = tmp_path / "m.shlo"
+    m.save(path)
+    loaded = converter.load(path)
+    assert loaded.signature.inputs[0].shape == ("N", 3, 8, 8)
+    x = np.random.default_rng(0).standard_normal((3, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(loaded.to_jax()(x)[0]), np.asarray(m.to_jax()(x)[0]), rtol=1e-6)

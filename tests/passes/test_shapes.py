@@ -1,0 +1,56 @@
+"""``converter.passes.shapes``: a shape-polymorphic module refined to concrete shapes."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import converter
+from converter.errors import ConversionError, SignatureMismatchError
+from converter.passes.shapes import bind_dims, module_is_dynamic, refine, specialize
+
+
+def _poly() -> converter.Module:
+    """``f(x: (b, 3), y: (b, 3)) = sum(x * y, axis=1)`` with a symbolic ``b``."""
+    b = jax.export.symbolic_shape("b")[0]
+    spec = jax.ShapeDtypeStruct((b, 3), jnp.float32)
+    exp = jax.export.export(jax.jit(lambda x, y: jnp.sum(x * y, axis=1)))(spec, spec)
+    return converter.from_jax(exp)
+
+
+def test_refine_makes_every_shape_static():
+    m = _poly()
+    assert module_is_dynamic(m) and "get_dimension_size" in m.text()
+    refined = refine(m.mlir, [(4, 3), (4, 3)])
+    text = converter.mlir.module_text(refined, debug_info=False)
+    assert "?" not in text and "shape_assertion" not in text and "tensor<4xf32>" in text
+
+
+def test_specialize_by_name_or_order():
+    m = _poly()
+    names = [s.name for s in m.signature.inputs]
+    by_name = specialize(m, {n: (2, 3) for n in names})
+    by_order = m.specialize([(2, 3), (2, 3)])
+    for s in (by_name, by_order):
+        assert [i.shape for i in s.signature.inputs] == [(2, 3), (2, 3)]
+        assert s.signature.outputs[0].shape == (2,) and not module_is_dynamic(s)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(np.asarray(by_name.to_jax()(x, x)), (x * x).sum(1), rtol=1e-6)
+    assert specialize(by_name, [(2, 3), (2, 3)]) is by_name  # static modules come back as is
+
+
+def test_shape_assertion_failure_is_reported():
+    with pytest.raises(ConversionError, match="Expected value >= 1 for dimension variable 'b'"):
+        refine(_poly().mlir, [(0, 3), (0, 3)])
+
+
+def test_one_dimension_name_is_one_size():
+    m = _poly()
+    with pytest.raises(SignatureMismatchError, match="dimension 'b' is 2 in .* but 5 in"):
+        bind_dims(m.signature.inputs, [(2, 3), (5, 3)])
+    with pytest.raises(SignatureMismatchError, match="dimension 'b'"):
+        m.to_jax()(np.ones((2, 3), np.float32), np.ones((5, 3), np.float32))
+    with pytest.raises(ConversionError, match="cannot take shape"):
+        refine(m.mlir, [(2, 4), (2, 4)])
