@@ -225,3 +225,148 @@ def put(x, index, source, accumulate=False):
     src = source.reshape(-1).astype(x.dtype)
     ref = flat.at[idx]
     return (ref.add(src, mode="drop") if accumulate else ref.set(src, mode="drop")).reshape(x.shape)
+
+
+# --------------------------------------------------------------------------- embedding_bag
+
+_BAG_SUM, _BAG_MEAN, _BAG_MAX = 0, 1, 2
+
+
+@register(aten.embedding_renorm.default)
+def embedding_renorm(weight, indices, max_norm, norm_type):
+    """``weight`` with every row named in ``indices`` whose ``norm_type``-norm exceeds
+    ``max_norm`` scaled by ``max_norm / (norm + 1e-7)`` (the functional form of
+    ``embedding_renorm_``, ``Embedding.cpp``); other rows unchanged."""
+    from .reductions import linalg_vector_norm
+
+    v = weight.shape[0]
+    touched = jnp.zeros((v,), bool).at[indices.reshape(-1)].set(True, mode="drop")
+    norm = linalg_vector_norm(weight, norm_type, dim=1)
+    scale = jnp.asarray(max_norm, norm.dtype) / (norm + jnp.asarray(1e-7, norm.dtype))
+    scale = jnp.where(touched & (norm > max_norm), scale, jnp.ones((), norm.dtype))
+    return weight * scale[:, None].astype(weight.dtype)
+
+
+def _bag_max(rows, bag, take, num_bags, idx):
+    """Per bag and feature: the row value ``embedding_bag_cpu_max_out`` keeps (the bag's first
+    row, replaced only by a strictly greater later row, so a NaN first row sticks and later
+    NaN rows are skipped), the word index it came from, and whether the bag has any row;
+    ``take`` marks the rows counted (in a bag, not padding)."""
+    m = rows.shape[0]
+    if m == 0:
+        shape = (num_bags, rows.shape[1])
+        return jnp.zeros(shape, rows.dtype), jnp.zeros(shape, idx.dtype), jnp.zeros((num_bags,), bool)
+    member = (bag[None, :] == jnp.arange(num_bags)[:, None]) & take[None, :]  # (B, M)
+    pos = jnp.arange(m)
+    first = jnp.min(jnp.where(member, pos, m), axis=1, initial=m)  # (B,)
+    seed = jnp.take(rows, jnp.clip(first, 0, m - 1), axis=0)  # (B, D)
+    ok = member[:, :, None] & ~jnp.isnan(rows)[None]  # (B, M, D)
+    neg = jnp.asarray(-jnp.inf, rows.dtype)
+    best = jnp.max(jnp.where(ok, rows[None], neg), axis=1, initial=neg)
+    hit = ok & (rows[None] == best[:, None, :])
+    earliest = jnp.min(jnp.where(hit, pos[None, :, None], m), axis=1, initial=m)
+    seed_nan = jnp.isnan(seed)
+    win = jnp.where(seed_nan, first[:, None], earliest)
+    word = jnp.take(idx, jnp.clip(win, 0, m - 1))
+    return jnp.where(seed_nan, seed, best), word, first < m
+
+
+def _embedding_bag(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx):
+    """``(output, offset2bag, bag_size, max_indices)`` with ``bag_size`` per bag; see
+    :func:`embedding_bag_forward_only`."""
+    if indices.ndim != 1:
+        raise NotImplementedError("_embedding_bag with 2-D indices")
+    m, (v, d) = indices.shape[0], weight.shape
+    num_bags = offsets.shape[0] - (1 if include_last_offset else 0)
+    pos = jnp.arange(m)
+    bag = jnp.sum(offsets[:num_bags][None, :] <= pos[:, None], axis=1).astype(np.int64) - 1
+    take = (bag >= 0) & (indices != padding_idx)
+    rows = jnp.take(weight, jnp.clip(indices, 0, v - 1), axis=0)
+    count = jnp.zeros((num_bags,), np.int64).at[bag].add(take.astype(np.int64), mode="drop")
+    if mode == _BAG_MAX:
+        out, word, nonempty = _bag_max(rows, bag, take, num_bags, indices)
+        out = jnp.where(nonempty[:, None], out, jnp.zeros((), weight.dtype))
+        max_indices = jnp.where(nonempty[:, None], word, 0)
+    else:
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights[:, None].astype(rows.dtype)
+        rows = jnp.where(take[:, None], rows, jnp.zeros((), rows.dtype))
+        out = jnp.zeros((num_bags, d), rows.dtype).at[bag].add(rows, mode="drop")
+        if mode == _BAG_MEAN:
+            out = out / jnp.maximum(count, 1).astype(out.dtype)[:, None]
+        else:
+            count = jnp.zeros_like(count)
+        max_indices = count
+    fast_sum = mode == _BAG_SUM and weight.dtype in (np.float32, np.float16) and padding_idx < 0
+    offset2bag = jnp.zeros((0,), np.int64) if fast_sum else bag
+    return out, offset2bag, count, max_indices
+
+
+@register(aten._embedding_bag_forward_only.default)
+def embedding_bag_forward_only(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
+    """``(output, offset2bag, bag_size, max_indices)`` of ``EmbeddingBag.cpp``'s CPU kernel.
+
+    ``indices`` (1-D, ``M``) are split into bags starting at ``offsets`` (with
+    ``include_last_offset`` the last offset, which torch requires to be ``M``, only closes the
+    last bag); ``output`` ``(B, D)``
+    is, per bag, the sum (mode 0, rows scaled by ``per_sample_weights``), mean (1) or max (2)
+    of the rows of ``weight`` ``(V, D)`` it names, indices equal to ``padding_idx`` left out;
+    an empty bag gives zeros. ``offset2bag`` ``(M,)`` is each index's bag (``(0,)`` on
+    torch's fast sum path), ``bag_size`` ``offsets.shape`` the bag's count of non-padding
+    indices (zeros for sum; the entry of the closing offset is 0), ``max_indices`` the word
+    index of each max (mode 2, ``(B, D)``) or a copy of ``bag_size`` ``(B,)``. Shapes follow
+    torch's meta function; ``scale_grad_by_freq`` and ``sparse`` only affect the backward.
+
+    Raises:
+        NotImplementedError: 2-D ``indices`` (``F.embedding_bag`` flattens them first).
+    """
+    out, offset2bag, bag_size, max_indices = _embedding_bag(
+        weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx
+    )
+    if bag_size.shape != offsets.shape:
+        bag_size = jnp.concatenate([bag_size, jnp.zeros((1,), bag_size.dtype)])
+    return out, offset2bag, bag_size, max_indices
+
+
+@register(aten._embedding_bag.default)
+def embedding_bag(
+    weight,
+    indices,
+    offsets,
+    scale_grad_by_freq=False,
+    mode=0,
+    sparse=False,
+    per_sample_weights=None,
+    include_last_offset=False,
+    padding_idx=-1,
+):
+    """:func:`embedding_bag_forward_only` with ``bag_size`` of shape ``(B,)`` (the overload
+    recorded when gradients are required)."""
+    return _embedding_bag(
+        weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx
+    )
+
+
+@register(aten.nonzero_static.default)
+def nonzero_static(x, *, size, fill_value=-1):
+    """The row-major coordinates of the first ``size`` nonzero elements of ``x``: int64
+    ``(size, x.ndim)``, rows past the number of nonzeros filled with ``fill_value``
+    (``native_functions.yaml`` ``nonzero_static``; a static-shape ``nonzero``)."""
+    flat = (x != 0).reshape(-1)
+    rank = jnp.cumsum(flat.astype(np.int64)) - 1  # output row of each nonzero
+    row = jnp.where(flat & (rank < size), rank, size)  # others are dropped
+    out = jnp.full((size, x.ndim), fill_value, np.int64)
+    if x.ndim == 0 or size == 0:
+        return out
+    coords = np.stack(np.unravel_index(np.arange(flat.shape[0]), x.shape), axis=-1).astype(np.int64)
+    return out.at[row].set(jnp.asarray(coords), mode="drop")

@@ -331,3 +331,15 @@ def _register_copies() -> None:
 
 
 _register_copies()
+
+
+@register(aten.resize.default)
+def resize(x, size, *, memory_format=None):
+    """The functional ``resize_``: the first ``prod(size)`` elements of ``x`` in row-major
+    order, reshaped to ``size``. Elements beyond ``x.numel()`` are uninitialised memory in
+    torch; here they are zeros."""
+    n = int(np.prod(size))
+    flat = x.reshape(-1)
+    if n > flat.shape[0]:
+        flat = jnp.concatenate([flat, jnp.zeros((n - flat.shape[0],), x.dtype)])
+    return flat[:n].reshape(tuple(size))

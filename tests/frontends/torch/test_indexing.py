@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.frontends.torch.both_targets import check_targets
+
 torch.manual_seed(0)
 X = torch.randn(4, 5, 6)
 IDX = torch.tensor([[0, 2], [3, -1]])
@@ -132,3 +134,69 @@ def test_put_and_mask_assignment(check):
         )
 
     check(fn, X, X * 5, ops="aten.put.default")
+
+
+# ------------------------------------------------ embedding_bag, nonzero_static (both targets)
+
+W = torch.randn(6, 3)
+W[2] = W[3]  # equal rows: max keeps the first
+BAG_IDS = torch.tensor([1, 2, 3, 5, 2, 0, 4, 4])
+BAG_OFFS = torch.tensor([0, 3, 3, 6])  # an empty bag
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_bag(mode, padding_idx):
+    psw = torch.randn(8) if mode == "sum" else None
+
+    def fn(w, i, o):
+        return (
+            F.embedding_bag(i, w, o, mode=mode, padding_idx=padding_idx, per_sample_weights=psw),
+            F.embedding_bag(i.view(2, 4), w, mode=mode, padding_idx=padding_idx),  # 2-D: fixed bags
+            F.embedding_bag(i, w, torch.cat([o, o.new_tensor([8])]), mode=mode, include_last_offset=True),
+        )
+
+    check_targets(fn, W, BAG_IDS, BAG_OFFS, ops="aten._embedding_bag_forward_only.default", rtol=1e-6)
+
+
+def test_embedding_bag_max_norm_renormalises_the_rows_used():
+    def fn(w, i, o):
+        return (
+            F.embedding_bag(i, w, o, max_norm=1.0, mode="sum"),
+            F.embedding_bag(i, w, o, max_norm=0.5, norm_type=1.0, mode="max"),
+        )
+
+    check_targets(fn, W * 3, BAG_IDS, BAG_OFFS, ops="aten.embedding_renorm.default", rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_embedding_bag_all_outputs(mode):
+    w = W.clone()
+    w[0, 1] = float("nan")  # a NaN first row sticks in max mode; later NaN rows are skipped
+    w[4, 0] = float("nan")
+
+    def fn(w, i, o):
+        a = torch.ops.aten._embedding_bag_forward_only(w, i, o, False, mode, False, None, False, 3)
+        last = torch.cat([o, o.new_tensor([8])])
+        b = torch.ops.aten._embedding_bag_forward_only(w, i, last, False, mode, False, None, True, -1)
+        # with include_last_offset torch's meta function (which export records) and its CPU
+        # kernel disagree on the shapes of bag_size and max_indices: compare the others
+        c = torch.ops.aten._embedding_bag(w, i, o, False, mode, False, None, False, -1)
+        return *a, b[0], b[1], *(b[3:] if mode == 2 else ()), *c
+
+    ops = ["aten._embedding_bag_forward_only.default", "aten._embedding_bag.default"]
+    check_targets(fn, w, BAG_IDS, BAG_OFFS, ops=ops, rtol=1e-6)
+
+
+def test_nonzero_static():
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+
+    def fn(v):
+        return (
+            torch.nonzero_static(v, size=2),  # truncated
+            torch.nonzero_static(v, size=6, fill_value=-7),  # padded
+            torch.nonzero_static(v[0, 0], size=2),  # 0-d
+            torch.nonzero_static(v > 0, size=0),
+        )
+
+    check_targets(fn, x, ops="aten.nonzero_static.default")

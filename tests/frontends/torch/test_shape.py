@@ -6,6 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.frontends.torch.both_targets import check_targets
+
 torch.manual_seed(0)
 X = torch.randn(2, 3, 4)
 INTS = torch.arange(24).reshape(2, 3, 4)
@@ -151,3 +153,12 @@ def test_copy_variants(check):
         )
 
     check(fn, X, ops=["aten.permute_copy.default", "aten.view_copy.default", "aten.narrow_copy.default"])
+
+
+def test_resize():
+    def fn(v):
+        a = v.clone().resize_(3, 8)  # same size
+        b = v.clone().resize_(2, 5)  # shrinks: the leading elements
+        return a, b, torch.empty(4, 6).resize_as_(v.clone()) * 0 + v
+
+    check_targets(fn, X, ops="aten.resize.default")
