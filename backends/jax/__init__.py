@@ -105,6 +105,11 @@ class JaxFunction:
     key or an int seed). Outside a JAX transform ``rng`` may be left out: each call then
     takes the next key of the function's own stream (seeded by ``to_jax(seed=...)``).
 
+    A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
+    size its shape constraints allow: each call's shapes specialize it
+    (:func:`converter.passes.shapes.refine`, once per shape); one dimension name must be one
+    size across the inputs (else :class:`SignatureMismatchError`).
+
     Attributes:
         params: parameters and buffers by name (torch names for torch models), as jax Arrays.
         signature: the module's :class:`converter.signature.Signature`.
@@ -162,6 +167,11 @@ class JaxFunction:
         if not self._dynamic:
             return self.module.mlir
         key = tuple(tuple(np.shape(v)) for v in flat)
+        if any(not isinstance(d, int) for shape in key for d in shape):
+            raise ConversionError(
+                "a shape-polymorphic module runs on concrete shapes in the JAX backend (it is "
+                f"specialized per call); it cannot be traced with symbolic shapes {list(key)}"
+            )
         if key not in self._refined:
             sig = self.signature
             kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx

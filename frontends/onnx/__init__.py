@@ -260,6 +260,7 @@ def from_onnx(
         LeafSpec(n, tuple(known[n].shape), _dtype_name(known[n].dtype, n), "constant") for n in lifted
     ]
     params.update({n: known[n] for n in lifted})
+    runner.lifted = {n: known[n] for n in lifted}
     arg_names = [*init_names, *lifted]
     remaining = [n for n in graph.node if not all(o in folded for o in n.output if o)]
     outputs: list = []

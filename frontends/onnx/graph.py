@@ -122,6 +122,8 @@ class NodeContext:
         value = self.values[i]
         if is_known(value):
             return value
+        if self.node.input[i] in self.runner.lifted:  # a constant passed as a parameter
+            return self.runner.lifted[self.node.input[i]]
         raise StaticValueRequired([self.node.input[i]], self.node)
 
     def out_dtype(self, i: int = 0) -> np.dtype | None:
@@ -160,6 +162,7 @@ class GraphRunner:
         self.functions = functions or {}
         self.env: dict[str, Any] = {}
         self.symbols: dict[str, Any] = {}  # dim_param name -> jax.export symbolic dimension
+        self.lifted: dict[str, np.ndarray] = {}  # values known at conversion time, passed as parameters
 
     def run_graph(self, graph: onnx.GraphProto, args: Sequence[Any], outer: dict[str, Any]) -> list:
         """Evaluate ``graph`` with ``args`` bound to its non-initializer inputs (in order) and

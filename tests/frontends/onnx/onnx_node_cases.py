@@ -3,7 +3,7 @@ the case's own rtol/atol (``onnx.backend.test.loader.load_model_tests(kind="node
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 import onnx
@@ -129,10 +129,18 @@ def _from_torch(t):
     return t.detach().numpy()
 
 
+@lru_cache(maxsize=4)
+def converted(name: str):
+    """:func:`convert_case` of case ``name``, kept for the next backend: the conformance test
+    runs each case's backends one after the other, so it converts each case once."""
+    return convert_case(node_cases()[name])
+
+
 def run_case(name: str, backend: str = "jax") -> None:
-    """Convert and run one case on ``backend`` (``jax``; ``torch`` once it exists)."""
+    """Convert (once per case, :func:`converted`) and run one case on ``backend`` (``jax``
+    or ``torch``)."""
     case = node_cases()[name]
-    module, runtime, feed, expected = convert_case(case)
+    module, runtime, feed, expected = converted(name)
     args = [feed[n] for n in runtime]
     if backend == "jax":
         out = list(module.to_jax()(*args))

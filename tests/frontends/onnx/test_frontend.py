@@ -213,3 +213,44 @@ def test_loop_with_dynamic_condition_is_a_while():
     assert "stablehlo.while" in m.text()
     (out,) = m.to_jax()(np.float32(0.5), np.float32(4.0), np.bool_(True))
     assert float(out) == 4.5
+
+
+def _fill_weights() -> onnx.ModelProto:
+    """``y = x @ W`` with ``W = ConstantOfShape([64, 32], 0.02)`` (2,048 elements, as the
+    light models build their weights), and ``Upsample`` by scales from a ``Constant``."""
+    nodes = [
+        helper.make_node(
+            "ConstantOfShape",
+            ["wshape"],
+            ["W"],
+            value=numpy_helper.from_array(np.array([0.02], np.float32)),
+        ),
+        helper.make_node("MatMul", ["x", "W"], ["h"], name="mm"),
+        helper.make_node(
+            "Constant", [], ["scales"], value=numpy_helper.from_array(np.array([1, 2], np.float32))
+        ),
+        helper.make_node("Upsample", ["h", "scales"], ["y"], name="up"),
+    ]
+    return _model(
+        nodes,
+        [helper.make_tensor_value_info("x", F, [3, 64])],
+        [helper.make_tensor_value_info("y", F, [3, 64])],
+        [numpy_helper.from_array(np.array([64, 32], np.int64), "wshape")],
+        opset=9,
+    )
+
+
+def test_large_folded_tensors_are_constant_parameters(monkeypatch):
+    m = from_onnx(_fill_weights())
+    assert [(p.name, p.kind, p.shape) for p in m.signature.params if p.kind == "constant"] == [
+        ("W", "constant", (64, 32))
+    ]
+    assert "dense<2.000000e-02>" not in m.text(debug_info=False)  # not a splat literal
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    want = np.repeat(x @ np.full((64, 32), 0.02, np.float32), 2, axis=1)
+    np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)
+    # a rule that needs a lifted value at conversion time (Upsample's scales) still gets it
+    monkeypatch.setattr("frontends.onnx.LIFT_MIN_ELEMENTS", 2)
+    m = from_onnx(_fill_weights())
+    assert {p.name for p in m.signature.params if p.kind == "constant"} == {"W", "scales"}
+    np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)

@@ -25,8 +25,8 @@ BACKENDS = os.environ.get("ONNX_CONFORMANCE_BACKENDS", "jax").split(",")
 
 
 def _params():
-    for backend in BACKENDS:
-        for name in sorted(node_cases()):
+    for name in sorted(node_cases()):  # a case's backends in a row: it is converted once
+        for backend in BACKENDS:
             reason = BACKEND_XFAILS.get(backend, {}).get(name, XFAILS.get(name))  # "" = passes there
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
             yield pytest.param(name, backend, marks=marks, id=f"{backend}-{name}")
