@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     creation,
     elementwise,
     fft,
+    fused,
     indexing,
     linalg,
     linalg_decomp,
