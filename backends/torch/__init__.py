@@ -29,6 +29,7 @@ from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
     Placer,
+    canonical,
     check_device,
     check_parameter,
     fold_constant_transfers,
@@ -50,8 +51,9 @@ class TorchInterpreter(Interpreter):
     """Evaluates StableHLO ops with :data:`backends.torch.registry.TORCH_RULES` on torch
     tensors (real or fake). Values of ``ui16``/``ui32``/``ui64`` are held in the emulated
     storage of :mod:`backends.torch._util`; results of wrapping ops are masked into range.
-    With a :attr:`placer` (see :mod:`backends.torch.placement`), host-placed calls compute on
-    CPU and constants are put on the device being computed on."""
+    With a :attr:`placer` (see :mod:`backends.torch.placement`), host-placed calls (and
+    host-marked ops left in a region) compute on CPU and constants are put on the device being
+    computed on."""
 
     registry = TORCH_RULES
     direction = "torch backend"
@@ -60,10 +62,8 @@ class TorchInterpreter(Interpreter):
     def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
         if op.name == "stablehlo.constant" and op.results[0] in env:
             return [env[op.results[0]]]  # hoisted out of a while/cond branch
-        if self.placer is not None and op.name == "func.call" and is_host(op.mlir):
-            return self.placer.host_call(
-                lambda xs: super(TorchInterpreter, self).run_op(op, xs, env), operands
-            )
+        if self.placer is not None and self.placer.current != CPU and is_host(op.mlir):
+            return self.placer.host_call(lambda xs: self.run_op(op, xs, env), operands)  # on CPU
         out = super().run_op(op, operands, env)
         if self.placer is not None and op.name == "stablehlo.constant":
             out = [self.placer.to(v, self.placer.current) for v in out]
@@ -238,6 +238,7 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
         OpConversionError: a rule failed on an op (names the op and its location).
         ConversionError: the signature has dynamic dimensions.
     """
+    module = canonical(module)  # host ops inlined by a module read without passes: outlined
     TorchInterpreter(module.mlir).check_supported()
     return TorchModule(module, build_graph(module, device), device)
 

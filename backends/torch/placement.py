@@ -5,7 +5,8 @@ placement (:mod:`converter.passes.placement`) maps onto torch devices:
 
 - a ``func.call`` carrying ``_xla_compute_type = "host"`` computes on CPU tensors: its
   operands are copied to CPU before the callee runs (factory ops inside it create CPU
-  tensors) and its results are copied back to the module's device afterwards;
+  tensors) and its results are copied back to the module's device afterwards; so does a
+  host-marked op the pass left inside a ``while``/``if`` region;
 - a ``@main`` argument or result whose ``memory_kind`` is ``pinned_host``/``unpinned_host``
   lives on CPU (host-memory arguments are copied to the device to be computed on, as XLA
   does; host-memory results are copied to CPU at the end). torch has no memory kinds: on a
@@ -27,12 +28,29 @@ from typing import Any
 
 import torch
 
+from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
+from converter.module import Module
+from converter.passes.placement import host_functions, is_host, normalize_placement
 from converter.signature import LeafSpec
 
 HOST_KINDS = ("pinned_host", "unpinned_host")
 CPU = torch.device("cpu")
 aten = torch.ops.aten
+
+
+def canonical(module: Module) -> Module:
+    """``module`` with its host computation in calls (:func:`normalize_placement`): a module
+    read without passes (``from_stablehlo``, a ``.mlir`` file) may carry host-marked ops
+    inlined into their caller, which only a host call places on CPU here. Returns ``module``
+    itself when there are none. (The pass outlines only ops at a function's top level; host
+    ops nested in a ``while``/``if`` region are placed one by one by :class:`Placer`.)"""
+    called = set(host_functions(module.mlir))
+    for name, fn in mlir.functions(module.mlir).items():
+        top = [o.operation for o in fn.regions[0].blocks[0].operations]
+        if name not in called and any(op.name != "func.call" and is_host(op) for op in top):
+            return normalize_placement(module)
+    return module
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
@@ -205,6 +223,7 @@ __all__ = [
     "CPU",
     "HOST_KINDS",
     "Placer",
+    "canonical",
     "check_device",
     "check_parameter",
     "fold_constant_transfers",

@@ -76,7 +76,8 @@ def test_gradient_through_the_host_region(module):
 
 def test_graph_copies_exactly_around_the_host_region(module):
     gm = build_graph(module, "meta")
-    copies = [(n.args[0].name if n.args[0].op == "placeholder" else n.args[0].target, _device(n)) for n in _copies(gm)]
+    source = lambda n: n.name if n.op == "placeholder" else n.target  # noqa: E731
+    copies = [(source(n.args[0]), _device(n)) for n in _copies(gm)]
     assert copies == [
         ("arg0_1", "meta"),  # pinned_host argument, computed on the device
         (aten.tanh.default, "cpu"),  # into the host call
@@ -133,6 +134,42 @@ def test_consecutive_host_calls_do_not_round_trip():
     np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(twice)(X)), rtol=1e-6)
 
 
+def test_host_ops_of_a_module_read_without_passes():
+    def loose(x):  # compute_on without an inner jit: the host attribute on loose ops
+        with compute_on("device_host"):
+            y = jnp.sin(x) * 3
+        return jnp.cos(y).sum()
+
+    raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text())  # no passes run
+    assert "host_functions" not in raw.signature.extra
+    gm = to_torch(raw, device="meta").graph_module
+    assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
+    assert {_device(n) for n in gm.graph.nodes if n.target is aten.sin.default} == {"cpu"}
+    got = to_torch(raw)(torch.from_numpy(X))
+    np.testing.assert_allclose(got.numpy(), np.asarray(loose(X)), rtol=1e-6)
+
+
+def test_host_ops_inside_a_loop_body():
+    def loop(x):  # host-marked ops inside a while region: the pass cannot outline them
+        def body(c):
+            with compute_on("device_host"):
+                step = jnp.sin(c) + 2  # >= 1
+            return c + step * 1.5  # grows: the loop ends
+
+        return jax.lax.while_loop(lambda c: c.sum() < 50, body, x)
+
+    m = converter.from_jax(loop, X)
+    gm = to_torch(m, device="meta").graph_module
+    graphs = [g for g in gm.modules() if isinstance(g, torch.fx.GraphModule) and g is not gm]
+    copies = [str(n.kwargs["device"]) for g in graphs for n in _copies(g) if "device" in n.kwargs]
+    # in the loop body: the carried value and the hoisted constant 1 in, the sum out
+    assert copies == ["cpu", "cpu", "meta"]
+    sin = [n for g in graphs for n in g.graph.nodes if n.target is aten.sin.default]
+    assert [_device(n) for n in sin] == ["cpu"]
+    got = to_torch(m)(torch.from_numpy(X))
+    np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(loop)(X)), rtol=1e-6)
+
+
 def test_constants_are_stored_on_the_device():
     c = np.array([1.0, 5.0, 2.0], np.float32)
 
@@ -145,7 +182,8 @@ def test_constants_are_stored_on_the_device():
     assert "meta" in constants.values()
     copied = {n.args[0].op for n in _copies(tm.graph_module)}
     assert "get_attr" not in copied and len(_copies(tm.graph_module)) == 2
-    np.testing.assert_allclose(to_torch(m)(torch.from_numpy(X[0])).numpy(), np.asarray(jax.jit(f)(X[0])), rtol=1e-6)
+    got = to_torch(m)(torch.from_numpy(X[0]))
+    np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(f)(X[0])), rtol=1e-6)
 
 
 def test_parameters_placed_and_host_memory_parameter_on_cpu():
@@ -166,10 +204,10 @@ def test_parameters_placed_and_host_memory_parameter_on_cpu():
 
 def test_inputs_are_never_moved(module):
     tm = to_torch(module)
-    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: input is on meta, but the module is on cpu"):
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: input is on meta, but the module is on"):
         tm(torch.from_numpy(X), torch.from_numpy(W).to("meta"))
     on_meta = to_torch(module, device="meta")
-    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: input is on meta, but memory kind pinned_host"):
+    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: input is on meta, but memory kind pinned"):
         on_meta(torch.from_numpy(X).to("meta"), torch.from_numpy(W).to("meta"))
     with pytest.raises(SignatureMismatchError, match=r"args\[1\]: input is on cpu"):
         on_meta(torch.from_numpy(X), torch.from_numpy(W))
@@ -179,5 +217,5 @@ def test_moved_module_raises_naming_the_parameter():
     m = converter.from_torch(torch.nn.Linear(3, 2), (torch.zeros(1, 3),))
     tm = m.to_torch()
     tm.to("meta")
-    with pytest.raises(ConversionError, match="parameter weight is on meta, but the module was converted for cpu"):
+    with pytest.raises(ConversionError, match="parameter weight is on meta, but the module was converted"):
         tm(torch.zeros(1, 3, device="meta"))
