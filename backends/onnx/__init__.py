@@ -4,6 +4,10 @@ Parameters become initializers named after ``signature.params``; user inputs bec
 inputs named by their argument paths (``args[0]``); outputs are named by the output leaf
 names. The model targets the default domain at ``opset`` (18 unless asked) and passes
 ``onnx.checker.check_model(full_check=True)``.
+
+ONNX has no host placement: it is stripped (:func:`converter.passes.placement.strip_placement`,
+a :class:`~converter.passes.placement.PlacementStrippedWarning`) and the module's recorded
+warnings are kept in the model's ``metadata_props`` under ``converter.warnings``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from onnx import helper
 from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes.placement import strip_placement
 
 from . import ops  # noqa: F401 - registers the rules
 from .graph import GraphBuilder, _tensor, onnx_dtype
@@ -28,6 +33,7 @@ from .registry import ONNX_RULES
 DEFAULT_OPSET = 18
 IR_VERSION = 10  # what onnxruntime 1.31 reads
 TWO_GB = 2**31
+WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
 
 
 class OnnxInterpreter(Interpreter):
@@ -55,9 +61,13 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     Raises:
         UnsupportedOpError: every StableHLO op without an ONNX rule, in one error.
         OpConversionError: a rule cannot express one op's form (names the op and its loc).
+
+    Warns:
+        PlacementStrippedWarning: the module has host placement, which ONNX cannot express.
     """
     if not 18 <= opset <= 23:
         raise ValueError(f"opset {opset} is outside the supported 18..23")
+    module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
     interp = OnnxInterpreter(module.mlir)
     interp.check_supported()
     g = interp.graph
@@ -65,7 +75,9 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     for p in sig.params:
         g.initializers.append(_initializer(module.params[p.name], p.name))
     graph_inputs = [*sig.inputs, *((sig.rng,) if sig.rng is not None else ())]
-    inputs = [helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in graph_inputs]
+    inputs = [
+        helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in graph_inputs
+    ]
     names = [p.name for p in sig.params] + [s.name for s in graph_inputs]
     if sig.kept_var_idx is not None:
         names = [names[i] for i in sig.kept_var_idx]
@@ -83,6 +95,8 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
         producer_name="converter",
         ir_version=IR_VERSION,
     )
+    if module.meta.get("warnings"):
+        helper.set_model_props(model, {WARNINGS_KEY: "\n".join(module.meta["warnings"])})
     if check and model.ByteSize() < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model

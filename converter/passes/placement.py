@@ -42,6 +42,11 @@ COMPUTE_TYPE = "_xla_compute_type"
 MEMORY_KIND = "mhlo.memory_kind"
 
 
+class PlacementStrippedWarning(UserWarning):
+    """Host placement was removed for a target that has none (:func:`strip_placement`): the
+    numbers are unchanged, but host-placed computation runs on the target's device."""
+
+
 def is_host(op: ir.Operation) -> bool:
     """True when ``op`` carries ``_xla_compute_type = "host"``."""
     if FRONTEND_ATTRS not in op.attributes:
@@ -237,7 +242,7 @@ def strip_placement(module: Module, target: str) -> Module:
     custom calls are bypassed, memory kinds go from ``@main`` and the signature. Numerics
     are unchanged (everything runs on the target's device).
 
-    Emits a :class:`UserWarning` and records it in ``meta["warnings"]``.
+    Emits a :class:`PlacementStrippedWarning` and records it in ``meta["warnings"]``.
     """
     ir_module = mlir.clone_module(module.mlir)
     stripped = []
@@ -274,6 +279,6 @@ def strip_placement(module: Module, target: str) -> Module:
             f"{target} has no host placement: {len(stripped)} host-marked op(s)/call(s)/annotation(s) "
             "will run on the device" + (f"; memory kinds {kinds} dropped" if kinds else "")
         )
-        warnings.warn(msg, UserWarning, stacklevel=2)
+        warnings.warn(msg, PlacementStrippedWarning, stacklevel=2)
         meta["warnings"] = [*meta.get("warnings", []), msg]
     return Module(ir_module, sig, module.params, source=module.source, meta=meta)

@@ -10,7 +10,13 @@ from jax.sharding import SingleDeviceSharding
 
 import converter
 from converter import mlir
-from converter.passes.placement import host_functions, is_host, normalize_placement, strip_placement
+from converter.passes.placement import (
+    PlacementStrippedWarning,
+    host_functions,
+    is_host,
+    normalize_placement,
+    strip_placement,
+)
 
 HOST = '_xla_compute_type="host"'
 X = np.arange(3, dtype=np.float32)
@@ -107,7 +113,7 @@ def test_annotated_result_gets_memory_kind():
 
 def test_strip_placement_warns_and_records():
     m = converter.from_jax(loose, X)
-    with pytest.warns(UserWarning, match="onnx has no host placement"):
+    with pytest.warns(PlacementStrippedWarning, match="onnx has no host placement"):
         s = strip_placement(m, "onnx")
     assert s.meta["warnings"] and "host" in s.meta["warnings"][0]
     assert "host_functions" not in s.signature.extra
@@ -151,9 +157,15 @@ def test_single_device_sharding_constraints_removed():
 def test_onnx_target_strips_placement_with_warning():
     pytest.importorskip("backends.onnx", reason="ONNX backend not available")
     ort = pytest.importorskip("onnxruntime")
+    from backends.onnx import WARNINGS_KEY, to_onnx
+
     m = converter.from_jax(loose, X)
-    with pytest.warns(UserWarning, match="onnx has no host placement"):
-        proto = m.to_onnx()
+    for convert in (m.to_onnx, lambda: to_onnx(m)):  # the Module method and the backend itself
+        with pytest.warns(PlacementStrippedWarning, match="onnx has no host placement") as record:
+            proto = convert()
+        assert len(record) == 1
+        (note,) = [p.value for p in proto.metadata_props if p.key == WARNINGS_KEY]
+        assert "onnx has no host placement" in note
     sess = ort.InferenceSession(proto.SerializeToString())
     (out,) = sess.run(None, {sess.get_inputs()[0].name: X})
     np.testing.assert_allclose(out, loose(X), rtol=1e-6)
@@ -163,4 +175,26 @@ def test_onnx_target_strips_placement_with_warning():
     plain = converter.from_jax(lambda x: x * 2, X)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        plain.to_onnx()
+        assert not plain.to_onnx().metadata_props
+
+
+def _placed(x, w):  # host call, host-memory argument and result
+    x = jax.device_put(x, jax.memory.Space.Device)
+    z = _host_fn(jnp.tanh(x * w))
+    return jax.device_put(z * w, SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")), z.sum()
+
+
+def test_inspect_reports_host_functions_and_memory_kinds(tmp_path, capsys):
+    from converter import cli
+
+    host = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
+    x = jax.device_put(X.reshape(1, 3), host)
+    w = X.reshape(1, 3)
+    converter.from_jax(_placed, x, w).save(tmp_path / "p.shlo")
+    (tmp_path / "p.mlir").write_text(jax.jit(_placed).lower(x, w).as_text())
+    for name in ("p.shlo", "p.mlir"):
+        assert cli.main(["inspect", str(tmp_path / name)]) == 0
+        out = capsys.readouterr().out
+        assert "host-placed functions: _host_fn" in out
+        assert "args[0]: float32[1, 3]  @pinned_host" in out
+        assert "[1, 3]  @pinned_host" in out.split("outputs:")[1]
