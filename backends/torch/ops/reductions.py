@@ -96,7 +96,8 @@ def _reduce(interp, op, *args):
         if red is not None:
             return _COMBINE[kind](red, inits[0].to(red.dtype))
     body = interp.region_fn(op.regions[0])
-    flat = [m.reshape(*m.shape[: len(keep)], -1) for m in moved]
+    # the reduced size explicitly: -1 is ambiguous when a kept dim is 0
+    flat = [m.reshape(*m.shape[: len(keep)], math.prod(m.shape[len(keep) :])) for m in moved]
     return tree_reduce(body, flat, inits)
 
 

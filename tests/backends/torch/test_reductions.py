@@ -28,6 +28,14 @@ def test_general_reduce_bodies():
     )
 
 
+def test_reduce_over_empty_dims():
+    """A reduced dim of size 0 gives the init value, also when a kept dim is 0 too."""
+    for shape in ((0, 0), (2, 0), (0, 3)):
+        x = np.zeros(shape, np.float32)
+        i = np.zeros(shape, np.int32)
+        assert_same(lambda x, i: (x.sum(1), x.prod(0), jnp.bitwise_xor.reduce(i, axis=1)), x, i)
+
+
 def test_nan_in_reductions():
     x = X.copy()
     x[0, 0, 0] = np.nan
