@@ -41,9 +41,8 @@ def cholesky_info(a, factor, lower: bool = True):
     """
     if not lower:
         a = jnp.conj(jnp.swapaxes(a, -1, -2))
-    n = a.shape[-1]
     batch = a.shape[:-2]
-    if n == 0:
+    if a.size == 0:
         return jnp.zeros(batch, np.int32)
     return lax.cond(
         jnp.all(jnp.isfinite(factor)),

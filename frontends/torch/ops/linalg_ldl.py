@@ -133,7 +133,7 @@ def linalg_ldl_factor_ex(a, hermitian=False, check_errors=False):
         NotImplementedError: a complex ``a``.
     """
     _real_only(a, "LDL factorization")
-    if a.shape[-1] == 0:
+    if a.size == 0:  # no matrix or an empty batch: no loop to run
         return a, jnp.zeros(a.shape[:-1], np.int32), jnp.zeros(a.shape[:-2], np.int32)
     return _batched(sytf2, (2,), a)
 
@@ -204,7 +204,8 @@ def linalg_ldl_solve(ld, pivots, b, hermitian=False):
         NotImplementedError: a complex ``LD``.
     """
     _real_only(ld, "LDL solve")
-    if ld.shape[-1] == 0 or b.shape[-1] == 0:
-        return broadcast_batch(ld[..., :0], b)[1]
+    if ld.size == 0 or b.size == 0:  # no loop to run
+        ld, b = broadcast_batch(ld, b)
+        return jnp.zeros(b.shape, ld.dtype)
     (x,) = _batched(sytrs, (2, 1, 2), ld, pivots.astype(np.int32), b.astype(ld.dtype))
     return x

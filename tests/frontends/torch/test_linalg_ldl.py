@@ -57,3 +57,25 @@ def test_ldl_solve(check):
     )
     x = torch.linalg.ldl_solve(ld, piv, b)
     np.testing.assert_allclose((a @ x).numpy(), b.numpy(), rtol=1e-3, atol=1e-4)  # it does solve
+
+
+def test_ldl_through_to_torch_and_empty_batches():
+    """The torch backend runs the while loops too; empty batches (no loop) on both targets."""
+    import converter
+    from frontends.torch import export
+
+    class Fn(torch.nn.Module):
+        def forward(self, a, b):
+            ld, piv, info = torch.linalg.ldl_factor_ex(a)
+            return ld, piv, info, torch.linalg.ldl_solve(ld, piv, b)
+
+    for shape in ((2, 4, 4), (0, 2, 2)):
+        a, b = sym(*shape), torch.randn(*shape[:-1], 3)
+        a.reshape(-1, *shape[-2:])[:1].diagonal(dim1=-2, dim2=-1).zero_()  # 2x2 pivots
+        module = converter.from_torch(export(Fn(), (a, b)))
+        want = Fn()(a, b)
+        with torch.no_grad():
+            outs = (module.to_torch()(a, b), module.to_jax()(a.numpy(), b.numpy()))
+        for got in outs:
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(np.asarray(g), w.numpy(), **TOL)
