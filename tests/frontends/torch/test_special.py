@@ -1,0 +1,183 @@
+"""``torch.special`` ATen rules (``frontends/torch/ops/special.py``) against eager torch,
+through ``to_jax`` (the ``check`` fixture) and ``to_torch``, on values that reach every
+branch of torch's algorithms: both sides of each approximation's switch points, zeros,
+negative arguments, huge arguments, ``±inf`` and ``nan``; negative, fractional, ``nan`` and
+large degrees for the polynomials."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._pytree import tree_leaves
+
+import converter
+from converter.validate import TOLERANCES, as_numpy
+from frontends.torch import export
+
+from .conftest import Fn
+
+F32 = TOLERANCES["float32"]
+F64 = TOLERANCES["float64"]
+
+torch.manual_seed(0)
+EDGES = [0.0, -0.0, 1e-6, -1e-6, 0.3, -0.5, 1.0, -1.0, 2.0, 2.09, -2.09, 4.99, 5.0, 5.01, -5.0, 8.0, 8.5]
+EDGES += [-8.5, 20.0, -26.0, 50.0, 88.0, 89.0, -89.0, 95.0, 110.0, -110.0, 1e4, -1e4, 1e30, -1e30]
+EDGES += [math.inf, -math.inf, math.nan]
+X = torch.cat([torch.tensor(EDGES), torch.randn(64) * 4, torch.rand(32) * 200 - 100])
+UNIT_EDGES = [0.0, 1.0, -0.5, 1.5, 1e-30, 1e-39, 1e-44, 1 - 1e-7, 0.5, math.nan]  # 1e-39, 1e-44: subnormal
+UNIT = torch.cat([torch.tensor(UNIT_EDGES), torch.rand(32)])
+
+UNARY = [
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+    "spherical_bessel_j0",
+    "i0e",
+    "i1",
+    "i1e",
+    "erfcx",
+]
+
+POLYNOMIALS = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
+]
+
+# x over the closed forms (±1, 0, 1/2), inside and outside [-1, 1] and [0, 1];
+# n: negative, zero, one, fractional (truncated), past the trigonometric thresholds, large,
+# and nan / inf (which torch treats as a negative degree)
+_XS = [-1.0, 1.0, 0.0, 0.5, 0.25, -0.3, 0.9, 1.5, -2.0, 3.0, 1.0000001]
+_NS = [-2.0, 0.0, 1.0, 2.0, 2.7, 3.0, 5.0, 7.0, 9.0, 10.0, 25.0, 60.0, 130.0, -0.5, math.nan, math.inf]
+POLY_X = torch.tensor(_XS).repeat_interleave(len(_NS))
+POLY_N = torch.tensor(_NS).repeat(len(_XS))
+
+
+def check_both(check, fn, *args, ops=(), tol=F32):
+    """``check`` (to_jax), then the same comparison through ``to_torch``."""
+    check(fn, *args, ops=ops, rtol=tol.rtol, atol=tol.atol)
+    module = Fn(fn)
+    with torch.no_grad():
+        want = [t for t in tree_leaves(module(*args)) if isinstance(t, torch.Tensor)]
+        got = tree_leaves(converter.from_torch(export(module, args)).to_torch()(*args))
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(
+            as_numpy(g), as_numpy(w), rtol=tol.rtol, atol=tol.atol, equal_nan=True, err_msg=f"output {i}"
+        )
+
+
+@pytest.mark.parametrize("names", [UNARY[i : i + 4] for i in range(0, len(UNARY), 4)], ids=lambda n: n[0])
+def test_unary(check, names):
+    fn = lambda x: tuple(getattr(torch.special, n)(x) for n in names)  # noqa: E731
+    check_both(check, fn, X, ops=[f"aten.special_{n}.default" for n in names])
+
+
+def test_unary_float64(check):
+    fn = lambda x: tuple(getattr(torch.special, n)(x) for n in UNARY)  # noqa: E731
+    check(fn, X.double(), ops=[f"aten.special_{n}.default" for n in UNARY], rtol=F64.rtol, atol=F64.atol)
+
+
+def test_unary_of_integers_is_float(check):
+    x = torch.arange(-3, 12)
+    fn = lambda x: (torch.special.bessel_j0(x), torch.special.modified_bessel_k1(x))  # noqa: E731
+    check_both(
+        check, fn, x, ops=["aten.special_bessel_j0.default", "aten.special_modified_bessel_k1.default"]
+    )
+
+
+def test_ndtri(check):
+    check_both(check, torch.special.ndtri, UNIT, ops="aten.special_ndtri.default")
+
+
+def test_log_ndtr_uses_erfcx(check):
+    """``log_ndtr`` decomposes into ``special_erfcx`` for ``x < -1``: down to -1e4."""
+    x = torch.cat([X, torch.linspace(-200, 5, 64)])
+    check_both(check, torch.special.log_ndtr, x, ops="aten.special_erfcx.default")
+
+
+@pytest.mark.parametrize(
+    "names", [POLYNOMIALS[i : i + 4] for i in range(0, len(POLYNOMIALS), 4)], ids=lambda n: n[0]
+)
+def test_polynomials(check, names):
+    fn = lambda x, n: tuple(getattr(torch.special, name)(x, n) for name in names)  # noqa: E731
+    check_both(check, fn, POLY_X, POLY_N, ops=[f"aten.special_{n}.default" for n in names])
+
+
+def test_polynomials_float64(check):
+    fn = lambda x, n: tuple(getattr(torch.special, name)(x, n) for name in POLYNOMIALS)  # noqa: E731
+    ops = [f"aten.special_{n}.default" for n in POLYNOMIALS]
+    check(fn, POLY_X.double(), POLY_N.double(), ops=ops, rtol=F64.rtol, atol=F64.atol)
+
+
+def test_polynomials_broadcast_random(check):
+    """Random x around [-1.5, 1.5] against a row of degrees 0..11, broadcast."""
+    x = torch.rand(40, 1) * 3 - 1.5
+    n = torch.arange(12.0)
+    fn = lambda x, n: tuple(getattr(torch.special, name)(x, n) for name in POLYNOMIALS)  # noqa: E731
+    check_both(check, fn, x, n, ops=[f"aten.special_{n}.default" for n in POLYNOMIALS])
+
+
+def test_polynomial_scalar_overloads(check):
+    def fn(x):
+        return (
+            torch.special.chebyshev_polynomial_t(x, 9),
+            torch.special.legendre_polynomial_p(0.3, x * 10),
+            torch.special.hermite_polynomial_h(x, 4),
+        )
+
+    ops = [
+        "aten.special_chebyshev_polynomial_t.n_scalar",
+        "aten.special_legendre_polynomial_p.x_scalar",
+        "aten.special_hermite_polynomial_h.n_scalar",
+    ]
+    check_both(check, fn, torch.rand(16) * 2 - 1, ops=ops)
+
+
+def test_polynomial_nan_x_is_nan():
+    """Where torch's recurrence never runs (``x = nan``, degree >= 2) it returns an
+    uninitialised value; the rule returns nan for every family."""
+    x = torch.full((1,), math.nan)
+    n = torch.full((1,), 4.0)
+    fn = Fn(lambda x, n: tuple(getattr(torch.special, name)(x, n) for name in POLYNOMIALS))
+    out = converter.from_torch(export(fn, (x, n))).to_jax()(x.numpy(), n.numpy())
+    assert all(np.isnan(np.asarray(o)).all() for o in out)
+
+
+def test_zeta(check):
+    x = torch.tensor(
+        [1.0, 0.5, 2.0, 2.0, 3.0, 2.5, math.inf, math.inf, math.inf, math.inf, 4.0, math.nan, 1.5]
+    )
+    q = torch.tensor([1.0, 1.0, -2.0, -2.5, -math.inf, 0.3, 0.5, 1.0, 2.0, -2.5, math.inf, 1.0, math.nan])
+    x = torch.cat([x, torch.rand(32) * 10 + 1, torch.rand(32) * 10 - 2])
+    q = torch.cat([q, torch.rand(32) * 10 - 4, torch.rand(32) * 10])
+    check_both(check, torch.special.zeta, x, q, ops="aten.special_zeta.default")
+
+
+def test_zeta_scalar_overloads(check):
+    def fn(x):
+        return torch.special.zeta(x, 2.0), torch.special.zeta(3.0, x)
+
+    ops = ["aten.special_zeta.other_scalar", "aten.special_zeta.self_scalar"]
+    check_both(check, fn, torch.rand(16) * 5 + 1.1, ops=ops)
