@@ -659,23 +659,19 @@ _MODE_MAX_ROW = 16
 def _insertion_sort(vals, idx):
     """libstdc++'s ``__insertion_sort`` of ``(value, index)`` pairs along the last axis with
     the comparator ``a.value < b.value``, step by step (so NaN, which compares false both
-    ways, stops an element's backward scan as it does in C++)."""
+    ways, stops an element's backward scan as it does in C++). Step ``i`` moves element
+    ``i`` to the front if it is less than element 0, else just after the last of elements
+    ``0..i-1`` it is not less than, shifting the ones between right (one gather)."""
     n = vals.shape[-1]
+    q = jnp.arange(n)
     for i in range(1, n):
-        v, k = vals[..., i : i + 1], idx[..., i : i + 1]
-        head = vals[..., :i]
-        stops = ~(v < head)  # the backward scan stops at the last such position
-        last = jnp.max(jnp.where(stops, jnp.arange(i), -1), axis=-1, keepdims=True)
-        pos = jnp.where(v < head[..., :1], 0, last + 1)  # (..., 1)
-        q = jnp.arange(i + 1)
-        prev_v = jnp.concatenate([head[..., :1], head], axis=-1)  # element q - 1 (q >= 1)
-        prev_k = jnp.concatenate([idx[..., :1], idx[..., :i]], axis=-1)
-        keep_v = jnp.concatenate([head, v], axis=-1)
-        keep_k = jnp.concatenate([idx[..., :i], k], axis=-1)
-        new_v = jnp.where(q < pos, keep_v, jnp.where(q == pos, v, prev_v))
-        new_k = jnp.where(q < pos, keep_k, jnp.where(q == pos, k, prev_k))
-        vals = jnp.concatenate([new_v, vals[..., i + 1 :]], axis=-1)
-        idx = jnp.concatenate([new_k, idx[..., i + 1 :]], axis=-1)
+        v = vals[..., i : i + 1]
+        stops = ~(v < vals) & (q < i)  # the backward scan stops at the last such position
+        last = jnp.max(jnp.where(stops, q, -1), axis=-1, keepdims=True)
+        pos = jnp.where(v < vals[..., :1], 0, last + 1)  # (..., 1)
+        src = jnp.where((q > pos) & (q <= i), q - 1, jnp.where(q == pos, i, q))
+        vals = jnp.take_along_axis(vals, src, axis=-1)
+        idx = jnp.take_along_axis(idx, src, axis=-1)
     return vals, idx
 
 
