@@ -12,6 +12,7 @@ XFAILS: dict[str, str] = {
     "linalg.eigh": "eigenvector signs: torch's CPU build calls MKL's ssyevd, jaxlib its bundled LAPACK's ssyevd; same routine, different sign choices (to_torch, through torch.linalg.eigh, passes)",
     "masked_select": "no rule for <built-in function ge>, <built-in function le>, aten.masked_select.default, aten.sym_size.int",
     "matrix_exp": "float32 rounding: sample 2 (entries up to 9e4 after 5 squarings) is ill-conditioned: torch's own matrix_exp of the transposed input differs by rel 1.9e-3; JAX's Pade expm by rel 3e-3",
+    "matrix_exp>torch": "float32 rounding: sample 2 (entries up to 9e4 after 5 squarings) is ill-conditioned: torch's own matrix_exp of the transposed input differs by rel 1.9e-3; the Pade expm run by torch by rel 2.9e-3",
     "nn.functional.fractional_max_pool2d": "no rule for aten.fractional_max_pool2d.default, aten.rand.default",
     "nn.functional.fractional_max_pool3d": "no rule for aten.fractional_max_pool3d.default, aten.rand.default",
     "nonzero": "no rule for <built-in function ge>, <built-in function le>, aten.nonzero.default, aten.sym_size.int",
