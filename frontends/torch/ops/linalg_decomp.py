@@ -84,7 +84,7 @@ def cholesky_inverse(factor, upper=False):
     n = factor.shape[-1]
     eye = jnp.broadcast_to(jnp.eye(n, dtype=factor.dtype), factor.shape)
     inv = lax.linalg.triangular_solve(factor, eye, left_side=True, lower=not upper)
-    return _matmul(inv, mH(inv)) if upper else _matmul(mH(inv), inv)
+    return matmul(inv, mH(inv)) if upper else matmul(mH(inv), inv)
 
 
 @register(aten.cholesky_solve.default)
@@ -101,7 +101,8 @@ def cholesky_solve(b, factor, upper=False):
     )
 
 
-def _matmul(x, y):
+def matmul(x, y):
+    """``x @ y`` at ``Precision.HIGHEST`` (float32 products as torch's CPU BLAS)."""
     return jnp.matmul(x, y, precision=lax.Precision.HIGHEST)
 
 

@@ -13,7 +13,7 @@ from jax import lax
 from converter.lapack import lu_info
 
 from ..registry import register
-from .linalg_decomp import _matmul, broadcast_batch, lu, lu_solve, mH, mT
+from .linalg_decomp import broadcast_batch, lu, lu_solve, matmul, mH, mT
 
 aten = __import__("torch").ops.aten
 
@@ -138,7 +138,7 @@ def linalg_pinv(a, atol=None, rtol=None, hermitian=False):
     tol = jnp.maximum(atol_t[..., None], rtol_t[..., None] * biggest)
     keep = s > tol
     sinv = jnp.where(keep, 1 / jnp.where(keep, sinv_of, 1), 0).astype(a.dtype)
-    return _matmul(left * sinv[..., None, :], right)
+    return matmul(left * sinv[..., None, :], right)
 
 
 @register(aten.linalg_matrix_exp.default)
