@@ -225,30 +225,33 @@ def grid_sampler_3d(x, grid, interpolation_mode, padding_mode, align_corners):
     return out
 
 
-def _aa_taps(n_in, n_out, align_corners, scale):
+def _aa_taps(n_in, n_out, align_corners, scale, t):
     """Source indices and weights ``(n_out, K)`` of antialiased linear interpolation
     (``UpSampleKernel.cpp``, ``_compute_indices_min_size_weights_aa`` with the triangle
     filter): a support of ``max(scale, 1)`` around each output centre, weights normalised to
-    sum to 1, float32 arithmetic as in torch's float kernel."""
-    s = _scale(n_in, n_out, scale, align_corners)
-    support = F32(s) if s >= 1.0 else F32(1.0)
+    sum to 1; computed in the input's float type ``t`` with the kernel's float/double mix."""
+    if align_corners:
+        s = t((n_in - 1) / (n_out - 1)) if n_out > 1 else t(0)
+    else:
+        s = t(1.0 / scale) if scale is not None and scale > 0 else t(t(n_in) / t(n_out))
+    support = s if s >= 1.0 else t(1.0)
     k = int(np.ceil(support)) * 2 + 1
-    invscale = F32(1.0 / float(s)) if s >= 1.0 else F32(1.0)
+    invscale = t(1.0 / float(s)) if s >= 1.0 else t(1.0)
     idx = np.zeros((n_out, k), np.int64)
-    wts = np.zeros((n_out, k), F32)
+    wts = np.zeros((n_out, k), t)
     for i in range(n_out):
-        center = F32(float(s) * (i + 0.5))
+        center = t(float(s) * (i + 0.5))
         xmin = max(int(float(center - support) + 0.5), 0)
         xsize = min(max(min(int(float(center + support) + 0.5), n_in) - xmin, 0), k)
         taps = np.arange(xsize)
-        offset = (taps + xmin).astype(F32) - center  # int64 - float: float arithmetic
-        arg = ((offset.astype(np.float64) + 0.5) * float(invscale)).astype(F32)
-        wt = np.where(np.abs(arg) < 1, F32(1) - np.abs(arg), F32(0)).astype(F32)
-        total = F32(0)
+        offset = (taps + xmin).astype(t) - center  # int64 - scalar_t: scalar_t arithmetic
+        arg = ((offset.astype(np.float64) + 0.5) * float(invscale)).astype(t)
+        wt = np.where(np.abs(arg) < 1, t(1) - np.abs(arg), t(0)).astype(t)
+        total = t(0)
         for v in wt:
-            total = F32(total + v)
+            total = t(total + v)
         if total != 0:
-            wt = (wt / total).astype(F32)
+            wt = (wt / total).astype(t)
         idx[i, :xsize] = xmin + taps
         wts[i, :xsize] = wt
     return idx, wts
@@ -259,14 +262,20 @@ def upsample_bilinear2d_aa(x, output_size, align_corners, scales_h=None, scales_
     """Antialiased bilinear resize of the last two dims of ``(N, C, H, W)`` to
     ``output_size`` (``F.interpolate(..., antialias=True)``; PIL's separable triangle filter
     widened by the downscale factor). Width first, then height; a dim whose size does not
-    change is left as is, as in torch's separable kernel."""
-    dt = x.dtype
-    x = x.astype(acc_dtype(dt))
+    change is left as is, as in torch's separable kernel.
+
+    Raises:
+        NotImplementedError: a non-float32/float64 input (torch's uint8 kernel uses int16
+            fixed-point weights; half types have no CPU kernel).
+    """
+    if x.dtype not in (np.float32, np.float64):
+        raise NotImplementedError(f"_upsample_bilinear2d_aa of {x.dtype}")
+    t = np.dtype(x.dtype).type
     for axis, scale in ((3, scales_w), (2, scales_h)):
         n_in, n_out = x.shape[axis], output_size[axis - 2]
         if n_in == n_out:
             continue
-        idx, wts = _aa_taps(n_in, n_out, align_corners, scale)
+        idx, wts = _aa_taps(n_in, n_out, align_corners, scale, t)
         taps = jnp.take(x, jnp.asarray(idx.reshape(-1)), axis=axis)
         taps = taps.reshape(x.shape[:axis] + idx.shape + x.shape[axis + 1 :])
         wshape = [1] * taps.ndim

@@ -76,3 +76,8 @@ def test_grid_sample_3d(mode, padding_mode, align_corners):
 def test_bilinear_antialias(kwargs):
     f = lambda v: F.interpolate(v, mode="bilinear", antialias=True, **kwargs)  # noqa: E731
     check_targets(f, X2 * 10, ops="aten._upsample_bilinear2d_aa.default", rtol=1e-5, atol=1e-5)
+
+
+def test_bilinear_antialias_float64_weights():
+    f = lambda v: F.interpolate(v, size=(4, 9), mode="bilinear", antialias=True)  # noqa: E731
+    check_targets(f, X2.double() * 10, ops="aten._upsample_bilinear2d_aa.default", rtol=1e-12, atol=1e-12)
