@@ -219,6 +219,34 @@ def test_bisect_between_backends_names_the_op(monkeypatch):
     assert target.bisect["found"] and target.bisect["op"] == "stablehlo.tanh", target.bisect
 
 
+def _break_onnx_tanh(monkeypatch):
+    """An ONNX-backend ``stablehlo.tanh`` rule that emits Sin instead of Tanh."""
+    from backends.onnx.registry import ONNX_RULES
+
+    monkeypatch.setitem(
+        ONNX_RULES._rules, "stablehlo.tanh", lambda interp, op, x: interp.graph.op("Sin", [x])
+    )
+
+
+def test_bisect_names_a_broken_onnx_backend_rule_for_a_torch_source(monkeypatch):
+    _break_onnx_tanh(monkeypatch)
+    report = V.validate(_net(), from_="torch", targets=("onnx",), progress=False)
+    (target,) = report.targets
+    assert target.status == "failed"
+    b = target.bisect
+    assert b["found"] and b["op"] == "stablehlo.tanh", b
+    assert b["source_op"] == "aten.tanh.default"
+
+
+def test_bisect_names_a_broken_onnx_backend_rule_between_backends(monkeypatch):
+    _break_onnx_tanh(monkeypatch)
+    report = V.validate(_jax_fn(), from_="jax", targets=("onnx",), progress=False)
+    (target,) = report.targets
+    assert target.status == "failed", target.reason
+    assert target.bisect["found"] and target.bisect["op"] == "stablehlo.tanh", target.bisect
+    assert target.bisect["reference"] == "jax backend"
+
+
 def test_validate_onnx_file_against_onnxruntime(tmp_path):
     import onnx
     from onnx import TensorProto, helper

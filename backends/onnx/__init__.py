@@ -48,7 +48,13 @@ class OnnxInterpreter(Interpreter):
         self.graph = GraphBuilder(itertools.count())
 
 
-def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -> onnx.ModelProto:
+def to_onnx(
+    module: Module,
+    *,
+    opset: int = DEFAULT_OPSET,
+    check: bool = True,
+    interpreter: type[OnnxInterpreter] | None = None,
+) -> onnx.ModelProto:
     """Convert a :class:`converter.Module` to an ONNX model.
 
     Args:
@@ -57,6 +63,8 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
         opset: the default-domain opset to target (18 to 23).
         check: run ``onnx.checker.check_model(full_check=True)`` (skipped automatically for
             models over 2 GB, which the checker cannot take in memory).
+        interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
+            that records the ONNX value name of every op's results).
 
     Raises:
         UnsupportedOpError: every StableHLO op without an ONNX rule, in one error.
@@ -68,7 +76,7 @@ def to_onnx(module: Module, *, opset: int = DEFAULT_OPSET, check: bool = True) -
     if not 18 <= opset <= 23:
         raise ValueError(f"opset {opset} is outside the supported 18..23")
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
-    interp = OnnxInterpreter(module.mlir)
+    interp = (interpreter or OnnxInterpreter)(module.mlir)
     interp.check_supported()
     g = interp.graph
     sig = module.signature
