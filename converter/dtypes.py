@@ -47,7 +47,16 @@ _EXTRA_NUMPY = {
     "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
     **{
         n: np.dtype(getattr(ml_dtypes, n))
-        for n in ("float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
+        for n in (
+            "float8_e4m3fnuz",
+            "float8_e5m2fnuz",
+            "float8_e8m0fnu",
+            "float4_e2m1fn",
+            "int4",
+            "uint4",
+            "int2",
+            "uint2",
+        )
     },
 }
 

@@ -127,7 +127,9 @@ def from_torch(
     out_tree = treespec_to_json(ep.call_spec.out_spec, [out_vals[i] for i in user_out])
     tensor_out = [i for i in user_out if isinstance(out_vals[i], torch.Tensor)]
     out_paths = leaf_paths(out_tree)
-    output_specs = [_spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)]
+    output_specs = [
+        _spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)
+    ]
 
     rng = RNG_KEY if _draws_random(graph) else None
 
