@@ -125,8 +125,6 @@ def _reverse(interp, op, x):
     return torch.flip(x, dims) if dims else x
 
 
-
-
 def _static_shape(op) -> tuple[int, ...]:
     shape = op.result_type.shape
     if any(d is None for d in shape):
