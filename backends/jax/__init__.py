@@ -168,10 +168,7 @@ class JaxFunction:
             return self.module.mlir
         key = tuple(tuple(np.shape(v)) for v in flat)
         if any(not isinstance(d, int) for shape in key for d in shape):
-            raise ConversionError(
-                "a shape-polymorphic module runs on concrete shapes in the JAX backend (it is "
-                f"specialized per call); it cannot be traced with symbolic shapes {list(key)}"
-            )
+            return self._symbolic_module(key)
         if key not in self._refined:
             sig = self.signature
             kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
@@ -180,6 +177,21 @@ class JaxFunction:
             _check_supported(refined)
             self._refined[key] = refined
         return self._refined[key]
+
+    def _symbolic_module(self, key: tuple) -> Any:
+        """The module to interpret under symbolic shapes (``jax.export`` with
+        ``symbolic_shape``): the module as it is, when every op of it has a rule that
+        works on symbolic dimensions (elementwise ops do; the shape computations in
+        ``SHAPE_OPS`` do not)."""
+        try:
+            JaxInterpreter(self.module.mlir).check_supported()
+        except UnsupportedOpError:
+            raise ConversionError(
+                "a shape-polymorphic module with shape computations runs on concrete shapes in "
+                "the JAX backend (it is specialized per call); it cannot be traced with symbolic "
+                f"shapes {list(key)}"
+            ) from None
+        return self.module.mlir
 
     def apply(self, params: dict[str, Any], *args: Any, rng: Any = None, **kwargs: Any) -> Any:
         """Run the module with explicit ``params`` (pure; differentiable in ``params``).

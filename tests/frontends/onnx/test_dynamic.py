@@ -177,3 +177,18 @@ def test_converter_entry_point_and_save_round_trip(tmp_path) -> None:
     assert loaded.signature.inputs[0].shape == ("N", 3, 8, 8)
     x = np.random.default_rng(0).standard_normal((3, 3, 8, 8)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(loaded.to_jax()(x)[0]), np.asarray(m.to_jax()(x)[0]), rtol=1e-6)
+
+
+def test_symbolic_tracing_needs_no_shape_computations() -> None:
+    """``jax.export`` with symbolic shapes of a module that computes shapes (every ONNX
+    module with a ``dim_param`` does: its dimension checks) is refused with the reason; it
+    runs on any concrete batch. ``tests/test_cli.py`` exports a module without them."""
+    import jax
+
+    (n,) = jax.export.symbolic_shape("n")
+    spec = jax.ShapeDtypeStruct((n, 2), np.float32)
+    add = from_onnx(_two_inputs()).to_jax()
+    with pytest.raises(ConversionError, match=r"shape computations.*symbolic shapes \[\(n, 2\)"):
+        jax.export.export(jax.jit(add))(spec, spec)
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(np.asarray(jax.jit(add)(a, a)[0]), 2 * a)
