@@ -230,8 +230,29 @@ def _read_exported(path: Path):
         raise ParseError(f"{path}: not a serialized jax.export.Exported ({type(e).__name__})") from e
 
 
+def parse_dims(values: Sequence[str] | None) -> dict[str, int]:
+    """``--dim NAME=SIZE`` values (repeatable) as ``{NAME: SIZE}``, for ``from_onnx(dims=)``.
+
+    Raises:
+        CliError: a value is not ``NAME=SIZE`` with a non-negative integer SIZE, or one NAME
+            is given twice with different sizes.
+    """
+    dims: dict[str, int] = {}
+    for value in values or ():
+        name, sep, size = value.partition("=")
+        name, size = name.strip(), size.strip()
+        if not sep or not name or not size.isdigit():
+            raise CliError(f"--dim {value!r}: expected NAME=SIZE with SIZE a non-negative integer, e.g. N=1")
+        if dims.get(name, int(size)) != int(size):
+            raise CliError(f"--dim: dimension {name!r} given two sizes ({dims[name]} and {size})")
+        dims[name] = int(size)
+    return dims
+
+
 def load_onnx(source: str, options: argparse.Namespace) -> Module:
-    """``--from onnx``: an ``.onnx`` file (external data beside it), by :func:`converter.from_onnx`."""
+    """``--from onnx``: an ``.onnx`` file (external data beside it), by :func:`converter.from_onnx`,
+    with the symbolic dimensions ``--dim NAME=SIZE`` sizes (``from_onnx(dims=)``; an unknown
+    NAME raises :class:`ConversionError` listing the graph inputs' ``dim_param`` names)."""
     import onnx
 
     import converter
@@ -242,7 +263,7 @@ def load_onnx(source: str, options: argparse.Namespace) -> Module:
         onnx.load(str(path), load_external_data=False)  # a corrupt file is reported as such
     except Exception as e:
         raise ParseError(f"{path}: not a readable ONNX model: {type(e).__name__}: {e}") from e
-    return converter.from_onnx(str(path))
+    return converter.from_onnx(str(path), dims=parse_dims(getattr(options, "dims", None)) or None)
 
 
 def load_stablehlo(source: str, options: argparse.Namespace) -> Module:
@@ -472,6 +493,7 @@ examples:
   convert --from torch --to stablehlo model.pt2 -o model.mlir
   convert examples/mlp.py:factory -o mlp.shlo        # --from torch --to module
   convert --from module --to jax mlp.shlo -o mlp.jax --platforms cpu,cuda
+  convert model.onnx -o model.pt2 --dim batch=1      # size the dim_param "batch"
 
   # run a .jax file with JAX alone (JAX_ENABLE_X64=1 for int64 inputs such as token ids):
   import jax
@@ -488,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub_help = f"\nsubcommands: {', '.join(SUBCOMMANDS)} (convert NAME --help)\n" if SUBCOMMANDS else ""
     parser = argparse.ArgumentParser(
         prog="convert",
-        usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--verbose]{subs}",
+        usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--dim NAME=SIZE] [--verbose]{subs}",
         description="Convert a model between PyTorch, JAX and StableHLO through one StableHLO module.",
         epilog=EPILOG.format(
             loaders=_table(LOADERS, "inputs"),
@@ -525,6 +547,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(JAX_PLATFORMS)} (default: this machine's JAX backend), e.g. cpu,cuda",
     )
     parser.add_argument(
+        "--dim",
+        dest="dims",
+        metavar="NAME=SIZE",
+        action="append",
+        help="--from onnx only: give the symbolic dimension (dim_param) NAME of the graph inputs "
+        "the size SIZE (repeatable, e.g. --dim batch=1 --dim seq=128); dimensions without one "
+        "stay dynamic",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="print timings, and tracebacks on errors"
     )
     return parser
@@ -556,8 +587,12 @@ def convert(options: argparse.Namespace) -> float:
     target = _pick(options.target, WRITERS, options.output, "output", "--to")
     if options.platforms and target != "jax":
         raise CliError(f"--platforms applies to --to jax only, not --to {target}")
+    source = _pick(options.source, LOADERS, options.input, "input", "--from")
+    if getattr(options, "dims", None) and source != "onnx":
+        raise CliError(f"--dim applies to --from onnx only, not --from {source}")
+    parse_dims(getattr(options, "dims", None))  # a malformed --dim fails before loading
     start = time.perf_counter()
-    module = load_input(options.input, options.source, options)
+    module = load_input(options.input, source, options)
     if options.verbose:
         print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     WRITERS[target].write(module, Path(options.output), options)

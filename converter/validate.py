@@ -338,13 +338,14 @@ def jax_source(fn: Callable, args: tuple, kwargs: dict | None = None) -> Source:
     return Source("jax", module, run, "the JAX function", (args, kwargs), fn)
 
 
-def onnx_source(path: str | os.PathLike) -> Source:
-    """An ``.onnx`` file; the reference is onnxruntime (CPU)."""
+def onnx_source(path: str | os.PathLike, dims: dict[str, int] | None = None) -> Source:
+    """An ``.onnx`` file; the reference is onnxruntime (CPU). ``dims`` sizes symbolic
+    dimensions (``from_onnx(dims=)``)."""
     import onnxruntime as ort
 
     import converter
 
-    module = converter.from_onnx(str(path))
+    module = converter.from_onnx(str(path), dims=dims or None)
     try:
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as e:  # noqa: BLE001 - onnxruntime's own error types; the reference is unusable
@@ -370,21 +371,25 @@ def stablehlo_source(path: str | os.PathLike) -> Source:
     return Source("stablehlo", module, run, "JAX backend (XLA)")
 
 
-def load_source(source: Any, from_: str) -> Source:
+def load_source(source: Any, from_: str, dims: dict[str, int] | None = None) -> Source:
     """Load ``source`` as a :class:`Source`: a ``file.py:factory`` spec (torch, jax), an
-    ``(obj, args[, kwargs])`` tuple (torch, jax), an ``.onnx`` path, or a StableHLO file.
+    ``(obj, args[, kwargs])`` tuple (torch, jax), an ``.onnx`` path (its symbolic dimensions
+    sized by ``dims``), or a StableHLO file.
 
     Raises:
-        ConversionError: unknown ``from_``, unreadable input, or the conversion failed.
+        ConversionError: unknown ``from_``, unreadable input, ``dims`` with a source other
+            than ONNX, or the conversion failed.
     """
     if from_ not in SOURCES:
         raise ConversionError(f"unknown source framework {from_!r}; one of {', '.join(SOURCES)}")
+    if dims and from_ != "onnx":
+        raise ConversionError(f"dims (--dim) apply to ONNX sources only, not {from_}")
     if from_ in ("torch", "jax"):
         obj, args, kwargs = _factory(source) if isinstance(source, str) else (*source, {})[:3]
         return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
     if not Path(source).is_file():
         raise ConversionError(f"{source}: no such file")
-    return onnx_source(source) if from_ == "onnx" else stablehlo_source(source)
+    return onnx_source(source, dims) if from_ == "onnx" else stablehlo_source(source)
 
 
 # --------------------------------------------------------------------------- targets
@@ -596,6 +601,7 @@ def validate(
     seed: int = 0,
     roundtrip: bool = False,
     progress: bool = True,
+    dims: dict[str, int] | None = None,
 ) -> Report:
     """Convert ``source`` to each target, run source and targets on the same inputs, compare.
 
@@ -610,6 +616,7 @@ def validate(
         seed: the random inputs' seed.
         roundtrip: also run ``X → T → X`` for each target ``T`` (see :func:`roundtrips`).
         progress: show a rich progress bar on stderr.
+        dims: ONNX sources: sizes of symbolic dimensions (``from_onnx(dims=)``).
 
     Returns:
         A :class:`Report`: one :class:`TargetResult` per target (and round trip), with one
@@ -625,7 +632,7 @@ def validate(
     steps = list(targets) + (roundtrips(from_, targets) if roundtrip else [])
     with _Progress(progress, 2 + len(steps)) as bar:
         bar.step(f"converting {source if isinstance(source, str) else type(source[0]).__name__}")
-        src = load_source(source, from_)
+        src = load_source(source, from_, dims)
         sig = src.module.signature
         if inputs is None:
             args, kwargs = make_inputs(sig, _numpy_example(src.example), seed)
@@ -784,10 +791,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--roundtrip", action="store_true", help="also run X → target → X round trips")
     parser.add_argument("--json", metavar="OUT.json", help="write the report as JSON (atomically)")
     parser.add_argument("--quiet", action="store_true", help="no table, no progress bar: exit status only")
+    parser.add_argument(
+        "--dim",
+        dest="dims",
+        metavar="NAME=SIZE",
+        action="append",
+        help="--from onnx only: size the symbolic dimension NAME (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``convert validate`` from parsed arguments; 0 only if every target passed."""
+    from .cli import parse_dims
+
     targets = [t.strip() for t in args.to.split(",") if t.strip()]
     report = validate(
         args.input,
@@ -797,6 +813,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         roundtrip=args.roundtrip,
         progress=not args.quiet and sys.stderr.isatty(),
+        dims=parse_dims(getattr(args, "dims", None)),
     )
     if args.json:
         atomic_write(args.json, json.dumps(report.to_json(), indent=1))

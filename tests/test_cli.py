@@ -237,6 +237,78 @@ def test_onnx_and_torch_targets_and_sources(tiny, tmp_path):
     np.testing.assert_allclose(np.asarray(out), expected, rtol=1e-5, atol=1e-5)
 
 
+def _batched_onnx(path: Path) -> Path:
+    """``y = tanh(x @ w)`` with ``x`` of shape ``("N", 3)``: a graph input with a dim_param."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Tanh", ["m"], ["y"])],
+        "batched",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])],
+        initializer=[w],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def test_onnx_dim_sizes_symbolic_dimensions(tmp_path, capsys):
+    """``--dim N=2`` specializes the dim_param ``N``: the torch target, which needs static
+    shapes, then converts, and the .pt2 matches onnxruntime on a batch of 2."""
+    import onnxruntime as ort
+
+    model = _batched_onnx(tmp_path / "b.onnx")
+    pt2 = tmp_path / "b.pt2"
+    rc = _run(model, "-o", pt2)
+    _assert_bad_input(rc, capsys, pt2, "dynamic shape ['N', 3]")
+    assert _run(model, "-o", pt2, "--dim", "N=2") == 0
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = torch.export.load(pt2).module()(torch.from_numpy(x))
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-6, atol=1e-6)
+    shlo = tmp_path / "b.shlo"
+    assert _run(model, "-o", shlo, "--dim", "N=5") == 0
+    assert converter.load(shlo).signature.inputs[0].shape == (5, 3)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--dim", "M=2"], ["unknown symbolic dimension(s) ['M']", "are ['N']"]),
+        (["--dim", "N"], ["--dim 'N': expected NAME=SIZE"]),
+        (["--dim", "N=-1"], ["--dim 'N=-1': expected NAME=SIZE"]),
+        (["--dim", "N=2", "--dim", "N=3"], ["dimension 'N' given two sizes (2 and 3)"]),
+    ],
+    ids=["unknown-name", "no-size", "negative", "two-sizes"],
+)
+def test_onnx_dim_errors(tmp_path, capsys, argv, needles):
+    model, out = _batched_onnx(tmp_path / "b.onnx"), tmp_path / "b.shlo"
+    _assert_bad_input(_run(model, "-o", out, *argv), capsys, out, *needles)
+
+
+def test_dim_only_with_onnx_sources(tiny, tmp_path, capsys):
+    out = tmp_path / "t.shlo"
+    rc = _run(f"{tiny}:factory", "-o", out, "--dim", "N=2")
+    _assert_bad_input(rc, capsys, out, "--dim applies to --from onnx only, not --from torch")
+
+
+def test_validate_onnx_with_dim(tmp_path, capsys):
+    model = _batched_onnx(tmp_path / "b.onnx")
+    report = tmp_path / "r.json"
+    rc = _run("validate", model, "--from", "onnx", "--to", "torch", "--dim", "N=4", "--json", report)
+    assert rc == 0, capsys.readouterr()
+    import json
+
+    data = json.loads(report.read_text())
+    assert data["inputs"][0]["shape"] == [4, 3]
+    assert [t["status"] for t in data["targets"]] == ["passed"]
+    assert _run("validate", model, "--from", "onnx", "--dim", "B=4", "--quiet") == 2
+    assert "unknown symbolic dimension(s) ['B']" in capsys.readouterr().err
+
+
 def test_jax_factory_source(tmp_path, capsys):
     src = tmp_path / "jf.py"
     src.write_text(

@@ -147,6 +147,36 @@ def _input_shape(vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str
     return tuple(out)
 
 
+def _check_dims(graph: onnx.GraphProto, dims: dict[str, int], skip: set[str]) -> None:
+    """Raise when ``dims`` names a dimension no graph input (other than those in ``skip``:
+    initializers, static inputs) has as its ``dim_param``, or gives one a size that is not a
+    non-negative integer.
+
+    Raises:
+        ConversionError: names the unknown dimensions and the graph inputs' ``dim_param``s.
+    """
+    known = sorted(
+        {
+            d.dim_param
+            for vi in graph.input
+            if vi.name not in skip
+            for d in vi.type.tensor_type.shape.dim
+            if d.dim_param and not d.HasField("dim_value")
+        }
+    )
+    unknown = sorted(set(dims) - set(known))
+    if unknown:
+        raise ConversionError(
+            f"dims: unknown symbolic dimension(s) {unknown}; the graph inputs' symbolic "
+            f"dimensions (dim_param) are {known}"
+        )
+    bad = {
+        k: v for k, v in dims.items() if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0
+    }
+    if bad:
+        raise ConversionError(f"dims: sizes must be non-negative integers, got {bad}")
+
+
 def _symbols(specs: list[LeafSpec]) -> dict[str, Any]:
     """``jax.export`` symbolic dimensions for the symbolic dimension names of ``specs`` (one
     scope: the same name is the same size)."""
@@ -188,7 +218,7 @@ def from_onnx(
             records them as ints). A symbolic dimension without a size stays dynamic: the
             signature records its name, the StableHLO is shape-polymorphic (``jax.export``
             symbolic shapes; one name is one size), ``to_jax`` runs any size and
-            ``to_torch(input_shapes=...)`` specializes.
+            ``to_torch(input_shapes=...)`` specializes. A name no graph input has raises.
         input_shapes: full concrete shapes per input name (overrides ``dims``).
         static_inputs: graph inputs to fold in as constants (name → array), for models
             whose shapes, axes or trip counts are computed from inputs.
@@ -201,7 +231,8 @@ def from_onnx(
         StaticValueRequired: a shape/axes input depends on a graph input (see ``static_inputs``).
         OpConversionError: a rule failed; names the node, its op type and version (also
             when a rule needs the value of a symbolic dimension: give it a size with ``dims``).
-        ConversionError: inputs of a type StableHLO cannot hold (strings, sequences).
+        ConversionError: inputs of a type StableHLO cannot hold (strings, sequences), or
+            ``dims`` names a dimension no graph input has (the message lists those it has).
     """
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
@@ -227,6 +258,7 @@ def from_onnx(
     param_specs = [
         LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
     ]
+    _check_dims(graph, dims or {}, set(params) | set(static_inputs))
     input_specs: list[LeafSpec] = []
     problems: list[str] = []
     for vi in graph.input:

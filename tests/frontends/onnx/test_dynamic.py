@@ -126,6 +126,13 @@ def test_dims_still_specialize() -> None:
     assert "?" not in m.text(debug_info=False)
 
 
+def test_dims_with_an_unknown_name_raises() -> None:
+    with pytest.raises(ConversionError, match=r"unknown symbolic dimension\(s\) \['B'\].*are \['N'\]"):
+        from_onnx(_cnn(13, "flatten"), dims={"B": 2})
+    with pytest.raises(ConversionError, match=r"non-negative integers, got \{'N': -1\}"):
+        from_onnx(_cnn(13, "flatten"), dims={"N": -1})
+
+
 def _two_inputs() -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Add", ["a", "b"], ["y"], name="add")],
