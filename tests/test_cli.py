@@ -274,6 +274,35 @@ def test_onnx_dim_sizes_symbolic_dimensions(tmp_path, capsys):
     assert converter.load(shlo).signature.inputs[0].shape == (5, 3)
 
 
+def test_onnx_to_onnx_keeps_symbolic_dimensions(tmp_path):
+    """Without ``--dim`` the ONNX target stays dynamic (dim_param ``N``, any batch); with it,
+    every target converts the specialized model."""
+    import onnx
+    import onnxruntime as ort
+
+    model = _batched_onnx(tmp_path / "b.onnx")
+    want = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    out = tmp_path / "out.onnx"
+    assert _run(model, "-o", out) == 0
+    (dims,) = [
+        [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in onnx.load(out).graph.input
+    ]
+    assert dims == ["N", 3]
+    got = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    for n in (1, 4):
+        x = np.linspace(-2, 2, 3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_allclose(got.run(None, {"x": x})[0], want.run(None, {"x": x})[0], rtol=1e-6)
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    (expected,) = want.run(None, {"x": x})
+    for suffix in (".jax", ".onnx", ".mlir", ".shlo", ".pt2"):
+        target = tmp_path / f"static{suffix}"
+        assert _run(model, "-o", target, "--dim", "N=2") == 0, suffix
+    exported = jax.export.deserialize(bytearray((tmp_path / "static.jax").read_bytes()))
+    np.testing.assert_allclose(np.asarray(exported.call(x)[0]), expected, rtol=1e-6)
+    static = ort.InferenceSession(str(tmp_path / "static.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(static.run(None, {"x": x})[0], expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("argv", "needles"),
     [

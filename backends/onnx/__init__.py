@@ -5,6 +5,13 @@ inputs named by their argument paths (``args[0]``); outputs are named by the out
 names. The model targets the default domain at ``opset`` (18 unless asked) and passes
 ``onnx.checker.check_model(full_check=True)``.
 
+Shape-polymorphic modules (``tensor<?x...>``: ``from_onnx`` of a model whose inputs keep a
+``dim_param``, ``from_jax`` with symbolic dimensions) stay dynamic: graph inputs and outputs
+keep the signature's dimension names as ``dim_param``s, and the shape computations lower to
+ONNX ``Shape``/``Expand``/``Reshape``/``Range``/``Slice`` (:mod:`backends.onnx.ops.dynamic`).
+Ops whose rules need static shapes raise :class:`DynamicShapeError` (``Module.specialize``
+first).
+
 ONNX has no host placement: it is stripped (:func:`converter.passes.placement.strip_placement`,
 a :class:`~converter.passes.placement.PlacementStrippedWarning`) and the module's recorded
 warnings are kept in the model's ``metadata_props`` under ``converter.warnings``.
@@ -19,8 +26,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from jaxlib.mlir import ir
 from onnx import helper
 
+from converter import mlir
+from converter.errors import MissingOp, UnsupportedOpError
 from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
@@ -28,12 +38,22 @@ from converter.passes.placement import strip_placement
 
 from . import ops  # noqa: F401 - registers the rules
 from .graph import GraphBuilder, _tensor, onnx_dtype
-from .registry import ONNX_RULES
+from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
 DEFAULT_OPSET = 18
 IR_VERSION = 10  # what onnxruntime 1.31 reads
 TWO_GB = 2**31
 WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
+
+
+class DynamicShapeError(UnsupportedOpError):
+    """A shape-polymorphic module uses ops the ONNX backend lowers only for static shapes
+    (or not at all) on dynamic dimensions. The message names every such op (count, first
+    location) and the ``Module.specialize`` call that makes the module static."""
+
+    def __init__(self, missing, specialize: str):
+        super().__init__(missing, "ONNX backend for dynamic shapes")
+        self.args = (f"{self.args[0]}\nspecialize the module first: {specialize}",)
 
 
 class OnnxInterpreter(Interpreter):
@@ -66,8 +86,17 @@ def to_onnx(
         interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
             that records the ONNX value name of every op's results).
 
+    A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
+    outputs have ``dim_param``s named as the signature's dynamic dimensions (``"N"``), and
+    ``get_dimension_size``, ``dynamic_broadcast_in_dim``, ``dynamic_reshape``,
+    ``dynamic_iota``, ``dynamic_pad``, ``real_dynamic_slice`` and the one-slice
+    ``dynamic_gather`` are computed with ONNX ``Shape`` and friends; ``custom_call
+    @shape_assertion`` is dropped (ONNX has no assertions).
+
     Raises:
         UnsupportedOpError: every StableHLO op without an ONNX rule, in one error.
+        DynamicShapeError: (an ``UnsupportedOpError``) ops on dynamic shapes whose rules
+            need static ones; names them and the ``Module.specialize`` call to make first.
         OpConversionError: a rule cannot express one op's form (names the op and its loc).
 
     Warns:
@@ -77,9 +106,13 @@ def to_onnx(
         raise ValueError(f"opset {opset} is outside the supported 18..23")
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir)
+    _check_dynamic(interp, module)
     interp.check_supported()
     g = interp.graph
     sig = module.signature
+    g.reserved |= {s.name for s in (*sig.params, *sig.inputs, *sig.outputs)}
+    if sig.rng is not None:
+        g.reserved.add(sig.rng.name)
     for p in sig.params:
         g.initializers.append(_initializer(module.params[p.name], p.name))
     graph_inputs = [*sig.inputs, *((sig.rng,) if sig.rng is not None else ())]
@@ -108,6 +141,36 @@ def to_onnx(
     if check and model.ByteSize() < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _check_dynamic(interp: OnnxInterpreter, module: Module) -> None:
+    """Raise :class:`DynamicShapeError` naming every op with a dynamic operand or result
+    type whose key is not in :data:`~backends.onnx.registry.DYNAMIC_SHAPES`."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for fn in interp.functions.values():
+        for operation in mlir.walk_ops(fn):
+            op = mlir.Op(operation)
+            key = interp.dispatch_key(op)
+            if key in DYNAMIC_SHAPES or key in ("func.call", "func.return", "stablehlo.return"):
+                continue
+            values = [*operation.operands, *operation.results]
+            if any(isinstance(v.type, ir.RankedTensorType) and not v.type.has_static_shape for v in values):
+                counts[key] = counts.get(key, 0) + 1
+                first.setdefault(key, mlir.format_location(operation.location))
+    if counts:
+        missing = [MissingOp(k, n, first[k]) for k, n in counts.items()]
+        raise DynamicShapeError(missing, _specialize_hint(module))
+
+
+def _specialize_hint(module: Module) -> str:
+    """``module.specialize({...})`` with each dynamic input's shape, dynamic sizes as 1."""
+    shapes = {
+        s.name: tuple(d if isinstance(d, int) else 1 for d in s.shape)
+        for s in module.signature.inputs
+        if not all(isinstance(d, int) for d in s.shape)
+    }
+    return f"module.specialize({shapes!r}) (any sizes the model accepts), then to_onnx()"
 
 
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_threshold: int = TWO_GB) -> None:
@@ -160,4 +223,4 @@ def _initializer(value, name):
     return _tensor(np.asarray(value), name)
 
 
-__all__ = ["OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET"]
+__all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET"]

@@ -44,19 +44,26 @@ def onnx_dtype(name: str) -> int:
 class GraphBuilder:
     """Collects nodes and initializers of one ONNX graph (the main graph or a subgraph)."""
 
-    def __init__(self, names: itertools.count, prefix: str = ""):
+    def __init__(self, names: itertools.count, prefix: str = "", reserved: set[str] | None = None):
         self._ids = names
         self.prefix = prefix
+        self.reserved = set() if reserved is None else reserved
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
 
     def child(self) -> GraphBuilder:
-        """A builder for a subgraph (Loop/If body) sharing this graph's name counter."""
-        return GraphBuilder(self._ids, self.prefix)
+        """A builder for a subgraph (Loop/If body) sharing this graph's name counter and
+        reserved names."""
+        return GraphBuilder(self._ids, self.prefix, self.reserved)
 
     def fresh(self, hint: str = "v") -> str:
-        """A graph-unique value name."""
-        return f"{self.prefix}{hint}_{next(self._ids)}"
+        """A graph-unique value name, never one of :attr:`reserved` (the graph's input,
+        initializer and output names, which may look like generated ones: a model read back
+        by ``from_onnx`` names its parameters ``const_0``...)."""
+        name = f"{self.prefix}{hint}_{next(self._ids)}"
+        while name in self.reserved:
+            name = f"{self.prefix}{hint}_{next(self._ids)}"
+        return name
 
     def op(
         self, op_type: str, inputs: list[str], n_out: int = 1, *, domain: str = "", **attrs
@@ -79,6 +86,45 @@ class GraphBuilder:
     def ints(self, values) -> str:
         """An int64 1-D initializer (shapes, axes, starts)."""
         return self.const(np.asarray(list(values), dtype=np.int64))
+
+    def dim(self, x: str, axis: int) -> str:
+        """The size of ``x`` along ``axis`` at run time: an int64 ``[1]`` (ONNX ``Shape``
+        with ``start``/``end``, opset 15)."""
+        return self.op("Shape", [x], start=axis, end=axis + 1)
+
+    def sizes(self, x: str, shape) -> list:
+        """``shape`` (a type's dimensions, None for a dynamic one) with each dynamic
+        dimension replaced by :meth:`dim` of ``x`` (whose shape ``shape`` is)."""
+        return [d if d is not None else self.dim(x, i) for i, d in enumerate(shape)]
+
+    def shape_vector(self, parts) -> str:
+        """A 1-D int64 shape from ``parts``: ints and names of int64 ``[1]`` tensors (runs
+        of ints become one initializer; all ints: one initializer)."""
+        pieces: list[str] = []
+        run: list[int] = []
+        for p in parts:
+            if isinstance(p, str):
+                if run:
+                    pieces.append(self.ints(run))
+                    run = []
+                pieces.append(p)
+            else:
+                run.append(int(p))
+        if run or not pieces:
+            pieces.append(self.ints(run))
+        return pieces[0] if len(pieces) == 1 else self.op("Concat", pieces, axis=0)
+
+    def product(self, parts) -> int | str:
+        """The product of ``parts`` (ints and int64 ``[1]`` names): an int when all are
+        ints, else an int64 ``[1]`` value."""
+        static = int(np.prod([p for p in parts if not isinstance(p, str)], dtype=np.int64))
+        dynamic = [p for p in parts if isinstance(p, str)]
+        if not dynamic:
+            return static
+        out = dynamic[0]
+        for p in dynamic[1:]:
+            out = self.op("Mul", [out, p])
+        return out if static == 1 else self.op("Mul", [out, self.ints([static])])
 
 
 def _tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:

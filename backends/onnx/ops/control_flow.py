@@ -40,7 +40,7 @@ def _subgraph(interp, name, inputs, emit):
     )
 
 
-@register("stablehlo.while")
+@register("stablehlo.while", dynamic=True)
 def _while(interp, op, *init):
     g = interp.graph
     cond, body = (interp.region_fn(r) for r in op.regions)
@@ -66,7 +66,7 @@ def _if_node(interp, pred, then_g, else_g, n):
     return out if isinstance(out, list) else [out]
 
 
-@register("stablehlo.if")
+@register("stablehlo.if", dynamic=True)
 def _if(interp, op, pred):
     types = op.result_types
     then_fn, else_fn = (interp.region_fn(r) for r in op.regions)
@@ -79,7 +79,7 @@ def _if(interp, op, pred):
     )
 
 
-@register("stablehlo.case")
+@register("stablehlo.case", dynamic=True)
 def _case(interp, op, index):
     types = op.result_types
     fns = [interp.region_fn(r) for r in op.regions]
@@ -100,6 +100,6 @@ def _case(interp, op, index):
     return result
 
 
-@register("stablehlo.composite")
+@register("stablehlo.composite", dynamic=True)
 def _composite(interp, op, *xs):
     return interp.call_function(interp.functions[op.attr("decomposition")], xs)

@@ -60,60 +60,60 @@ def _unary(op_type):
 
 
 for _name, _t in _BINARY.items():
-    register(f"stablehlo.{_name}")(_binary(_t))
+    register(f"stablehlo.{_name}", dynamic=True)(_binary(_t))
 for _name, _t in _UNARY.items():
-    register(f"stablehlo.{_name}")(_unary(_t))
+    register(f"stablehlo.{_name}", dynamic=True)(_unary(_t))
 for _name, _t in _CHLO_UNARY.items():
-    register(f"chlo.{_name}")(_unary(_t))
+    register(f"chlo.{_name}", dynamic=True)(_unary(_t))
 
 
 def _scalar(interp, op, value):
     return interp.graph.const(value, op.result_type.dtype)
 
 
-@register("chlo.square")
+@register("chlo.square", dynamic=True)
 def _square(interp, op, x):
     return interp.graph.op("Mul", [x, x])
 
 
-@register("chlo.erfc")
+@register("chlo.erfc", dynamic=True)
 def _erfc(interp, op, x):
     return interp.graph.op("Sub", [_scalar(interp, op, 1), interp.graph.op("Erf", [x])])
 
 
-@register("chlo.is_inf")
+@register("chlo.is_inf", dynamic=True)
 def _is_inf(interp, op, x):
     return interp.graph.op("IsInf", [x])
 
 
-@register("stablehlo.remainder")
+@register("stablehlo.remainder", dynamic=True)
 def _remainder(interp, op, x, y):
     return interp.graph.op("Mod", [x, y], fmod=1)
 
 
-@register("stablehlo.rsqrt")
+@register("stablehlo.rsqrt", dynamic=True)
 def _rsqrt(interp, op, x):
     return interp.graph.op("Reciprocal", [interp.graph.op("Sqrt", [x])])
 
 
-@register("stablehlo.exponential_minus_one")
+@register("stablehlo.exponential_minus_one", dynamic=True)
 def _expm1(interp, op, x):
     return interp.graph.op("Sub", [interp.graph.op("Exp", [x]), _scalar(interp, op, 1)])
 
 
-@register("stablehlo.log_plus_one")
+@register("stablehlo.log_plus_one", dynamic=True)
 def _log1p(interp, op, x):
     return interp.graph.op("Log", [interp.graph.op("Add", [x, _scalar(interp, op, 1)])])
 
 
-@register("stablehlo.cbrt")
+@register("stablehlo.cbrt", dynamic=True)
 def _cbrt(interp, op, x):
     g = interp.graph
     mag = g.op("Pow", [g.op("Abs", [x]), _scalar(interp, op, 1 / 3)])
     return g.op("Mul", [g.op("Sign", [x]), mag])
 
 
-@register("stablehlo.round_nearest_afz")
+@register("stablehlo.round_nearest_afz", dynamic=True)
 def _round_afz(interp, op, x):
     g = interp.graph
     mag = g.op("Abs", [x])
@@ -127,7 +127,7 @@ def _round_afz(interp, op, x):
     return g.op("Mul", [g.op("Sign", [x]), g.op("Add", [whole, up])])
 
 
-@register("stablehlo.is_finite")
+@register("stablehlo.is_finite", dynamic=True)
 def _is_finite(interp, op, x):
     g = interp.graph
     return g.op("Not", [g.op("Or", [g.op("IsInf", [x]), g.op("IsNaN", [x])])])
@@ -141,13 +141,13 @@ def _logical(bool_op, bitwise_op):
     return rule
 
 
-register("stablehlo.and")(_logical("And", "BitwiseAnd"))
-register("stablehlo.or")(_logical("Or", "BitwiseOr"))
-register("stablehlo.xor")(_logical("Xor", "BitwiseXor"))
-register("stablehlo.not")(_logical("Not", "BitwiseNot"))
+register("stablehlo.and", dynamic=True)(_logical("And", "BitwiseAnd"))
+register("stablehlo.or", dynamic=True)(_logical("Or", "BitwiseOr"))
+register("stablehlo.xor", dynamic=True)(_logical("Xor", "BitwiseXor"))
+register("stablehlo.not", dynamic=True)(_logical("Not", "BitwiseNot"))
 
 
-@register("stablehlo.convert")
+@register("stablehlo.convert", dynamic=True)
 def _convert(interp, op, x):
     return interp.graph.op("Cast", [x], to=onnx_dtype(op.result_type.dtype))
 
@@ -155,7 +155,7 @@ def _convert(interp, op, x):
 _COMPARE = {"EQ": "Equal", "LT": "Less", "LE": "LessOrEqual", "GT": "Greater", "GE": "GreaterOrEqual"}
 
 
-@register("stablehlo.compare")
+@register("stablehlo.compare", dynamic=True)
 def _compare(interp, op, x, y):
     if op.attr("compare_type") == "TOTALORDER" and dtypes.is_floating(op.operand_type(0).dtype):
         raise NotImplementedError("compare with TOTALORDER on floats has no ONNX equivalent")
@@ -165,12 +165,12 @@ def _compare(interp, op, x, y):
     return interp.graph.op(_COMPARE[direction], [x, y])
 
 
-@register("stablehlo.select")
+@register("stablehlo.select", dynamic=True)
 def _select(interp, op, pred, on_true, on_false):
     return interp.graph.op("Where", [pred, on_true, on_false])
 
 
-@register("stablehlo.clamp")
+@register("stablehlo.clamp", dynamic=True)
 def _clamp(interp, op, lo, x, hi):
     g = interp.graph
     return g.op("Min", [g.op("Max", [x, lo]), hi])

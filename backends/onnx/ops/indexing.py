@@ -48,6 +48,11 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
         return idx, index_map
     g = interp.graph
     batch_shape = [n for i, n in enumerate(itype.shape) if i != index_vector_dim]
+    if None in batch_shape:
+        raise NotImplementedError(
+            "batching dimensions with dynamic index dimensions; "
+            "specialize the module (Module.specialize) first"
+        )
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
@@ -62,12 +67,19 @@ def _check_point_indexing(shape, indexed, sizes, what):
     for dim, size in enumerate(sizes):
         if dim in indexed and size != 1:
             raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
+        if dim not in indexed and shape[dim] is None:
+            raise NotImplementedError(
+                f"{what}: dimension {dim} is dynamic and not indexed (slice size {size}); "
+                "specialize the module (Module.specialize) first"
+            )
         if dim not in indexed and size != shape[dim]:
             raise NotImplementedError(f"{what}: dimension {dim} is sliced partially ({size} of {shape[dim]})")
 
 
-@register("stablehlo.gather")
+@register("stablehlo.gather", dynamic=True)
 def _gather(interp, op, operand, indices):
+    """Point indexing as ``GatherND``; dynamic dimensions may be indexed ones (clamped to
+    their run-time size) or batch dimensions of the indices."""
     g = interp.graph
     d = op.attr("dimension_numbers")
     shape = op.operand_type(0).shape
@@ -83,7 +95,11 @@ def _gather(interp, op, operand, indices):
         ("operand_batching_dims", "start_indices_batching_dims"),
         "gather",
     )
-    hi = g.const(np.array([shape[i] - 1 for i in index_map], np.int64))
+    if any(shape[i] is None for i in index_map):
+        sizes_now = g.sizes(operand, shape)
+        hi = g.op("Sub", [g.shape_vector([sizes_now[i] for i in index_map]), g.ints([1])])
+    else:
+        hi = g.const(np.array([shape[i] - 1 for i in index_map], np.int64))
     idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
@@ -94,7 +110,8 @@ def _gather(interp, op, operand, indices):
     collapsed = set(d["collapsed_slice_dims"]) | set(d.get("operand_batching_dims", []))
     kept = [i for i in range(len(shape)) if i not in collapsed]
     batch_shape = [result.shape[p] for p in range(result.rank) if p not in offset_dims]
-    out = g.op("Reshape", [out, g.ints(batch_shape + [sizes[i] for i in kept])])
+    batch_shape = [n if n is not None else g.dim(out, k) for k, n in enumerate(batch_shape)]
+    out = g.op("Reshape", [out, g.shape_vector(batch_shape + [sizes[i] for i in kept])], allowzero=1)
     perm, b = [], 0
     for p in range(result.rank):
         if p in offset_dims:

@@ -16,7 +16,7 @@ def _cast_to_result(interp, op, x, i):
     return x
 
 
-@register("stablehlo.dot_general")
+@register("stablehlo.dot_general", dynamic=True)
 def _dot_general(interp, op, lhs, rhs):
     """Any dimension numbers as one Einsum: batch dims, then lhs free, then rhs free dims
     (the result order the StableHLO spec defines)."""
@@ -50,7 +50,7 @@ def _inverse(perm):
     return inv
 
 
-@register("stablehlo.convolution")
+@register("stablehlo.convolution", dynamic=True)
 def _convolution(interp, op, lhs, rhs):
     d = op.attr("dimension_numbers")
     nsp = op.operand_type(0).rank - 2

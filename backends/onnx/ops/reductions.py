@@ -27,7 +27,7 @@ def _is_identity(kind, value) -> bool:
     return bool(np.all(v == ident))
 
 
-@register("stablehlo.reduce")
+@register("stablehlo.reduce", dynamic=True)
 def _reduce(interp, op, *args):
     if len(args) != 2:
         raise NotImplementedError("variadic reduce (argmax-style) has no single ONNX equivalent")
@@ -73,7 +73,7 @@ def _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil):
     return None
 
 
-@register("stablehlo.reduce_window")
+@register("stablehlo.reduce_window", dynamic=True)
 def _reduce_window(interp, op, x, init):
     kind = classify_combiner(op.regions[0])
     if kind not in ("max", "add") or any(v != 1 for v in (op.attr("base_dilations") or [1])):
@@ -89,11 +89,11 @@ def _reduce_window(interp, op, x, init):
     if not dtypes.is_floating(dtype):
         raise NotImplementedError(f"reduce_window on {dtype}")
     carried = [i for i in range(rank) if i not in pooled]
-    shape = op.operand_type(0).shape
+    sizes = g.sizes(x, op.operand_type(0).shape)  # a dynamic dimension's size is computed
     perm = carried + pooled
     y = g.op("Transpose", [x], perm=perm)
-    lead = int(np.prod([shape[i] for i in carried])) if carried else 1
-    y = g.op("Reshape", [y, g.ints([lead, 1] + [shape[i] for i in pooled])])
+    lead = g.product([sizes[i] for i in carried])
+    y = g.op("Reshape", [y, g.shape_vector([lead, 1] + [sizes[i] for i in pooled])], allowzero=1)
     attrs = dict(
         kernel_shape=[win[i] for i in pooled],
         strides=[strides[i] for i in pooled],
@@ -105,15 +105,18 @@ def _reduce_window(interp, op, x, init):
     else:
         ones = g.const(np.ones([1, 1] + attrs["kernel_shape"], dtypes.to_numpy(dtype)))
         y = g.op("Conv", [y, ones], **attrs)
-    out = op.result_type.shape
-    y = g.op("Reshape", [y, g.ints([out[i] for i in carried] + [out[i] for i in pooled])])
+    out = op.result_type.shape  # carried dimensions keep their size (window 1, stride 1, no padding)
+    out_sizes = [out[i] if out[i] is not None else sizes[i] for i in carried] + [
+        out[i] if out[i] is not None else g.dim(y, 2 + k) for k, i in enumerate(pooled)
+    ]
+    y = g.op("Reshape", [y, g.shape_vector(out_sizes)], allowzero=1)
     inv = [0] * rank
     for pos, dim in enumerate(perm):
         inv[dim] = pos
     return g.op("Transpose", [y], perm=inv)
 
 
-@register("stablehlo.sort")
+@register("stablehlo.sort", dynamic=True)
 def _sort(interp, op, *operands):
     order = classify_comparator(op.regions[0])
     if order is None:
@@ -121,7 +124,6 @@ def _sort(interp, op, *operands):
     g = interp.graph
     dim = op.attr("dimension", -1) % op.operand_type(0).rank
     n = op.operand_type(0).shape[dim]
-    values, idx = g.op(
-        "TopK", [operands[0], g.ints([n])], 2, axis=dim, largest=int(order == "descending"), sorted=1
-    )
+    k = g.ints([n]) if n is not None else g.dim(operands[0], dim)
+    values, idx = g.op("TopK", [operands[0], k], 2, axis=dim, largest=int(order == "descending"), sorted=1)
     return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]

@@ -12,12 +12,12 @@ from ..registry import register
 INT64_MIN = np.iinfo(np.int64).min
 
 
-@register("stablehlo.constant")
+@register("stablehlo.constant", dynamic=True)
 def _constant(interp, op):
     return interp.graph.const(op.attr("value"), hint="const")
 
 
-@register("stablehlo.iota")
+@register("stablehlo.iota", dynamic=True)
 def _iota(interp, op):
     t = op.result_type
     dim = op.attr("iota_dimension")
@@ -27,12 +27,21 @@ def _iota(interp, op):
     return interp.graph.const(np.broadcast_to(values, t.shape).astype(dtypes.to_numpy(t.dtype)), hint="iota")
 
 
-@register("stablehlo.broadcast_in_dim")
+@register("stablehlo.broadcast_in_dim", dynamic=True)
 def _broadcast_in_dim(interp, op, x):
+    """``Reshape`` (``Unsqueeze`` when the operand has dynamic dimensions) to the result rank,
+    then ``Expand`` to the (always static) result shape."""
     g = interp.graph
     dims = list(op.attr("broadcast_dimensions"))
     out = op.result_type.shape
     in_shape = op.operand_type(0).shape
+    if None in in_shape:
+        order = sorted(range(len(dims)), key=lambda i: dims[i])
+        if order != list(range(len(dims))):
+            x = g.op("Transpose", [x], perm=order)
+        missing = [d for d in range(len(out)) if d not in dims]
+        x = g.op("Unsqueeze", [x, g.ints(missing)]) if missing else x
+        return g.op("Expand", [x, g.ints(out)])
     order = sorted(range(len(dims)), key=lambda i: dims[i])
     if order != list(range(len(dims))):
         x = g.op("Transpose", [x], perm=order)
@@ -48,17 +57,17 @@ def _broadcast_in_dim(interp, op, x):
     return g.op("Expand", [x, g.ints(out)])
 
 
-@register("stablehlo.reshape")
+@register("stablehlo.reshape", dynamic=True)
 def _reshape(interp, op, x):
     return interp.graph.op("Reshape", [x, interp.graph.ints(op.result_type.shape)])
 
 
-@register("stablehlo.transpose")
+@register("stablehlo.transpose", dynamic=True)
 def _transpose(interp, op, x):
     return interp.graph.op("Transpose", [x], perm=list(op.attr("permutation")))
 
 
-@register("stablehlo.slice")
+@register("stablehlo.slice", dynamic=True)
 def _slice(interp, op, x):
     g = interp.graph
     start, limit, strides = op.attr("start_indices"), op.attr("limit_indices"), op.attr("strides")
@@ -66,12 +75,12 @@ def _slice(interp, op, x):
     return g.op("Slice", [x, g.ints(start), g.ints(limit), g.ints(axes), g.ints(strides)])
 
 
-@register("stablehlo.concatenate")
+@register("stablehlo.concatenate", dynamic=True)
 def _concatenate(interp, op, *xs):
     return interp.graph.op("Concat", list(xs), axis=op.attr("dimension"))
 
 
-@register("stablehlo.pad")
+@register("stablehlo.pad", dynamic=True)
 def _pad(interp, op, x, value):
     if any(op.attr("interior_padding")):
         raise NotImplementedError("pad with interior padding")
@@ -80,7 +89,7 @@ def _pad(interp, op, x, value):
     return g.op("Pad", [x, g.ints(pads), value], mode="constant")
 
 
-@register("stablehlo.reverse")
+@register("stablehlo.reverse", dynamic=True)
 def _reverse(interp, op, x):
     g = interp.graph
     dims = list(op.attr("dimensions"))
@@ -88,7 +97,7 @@ def _reverse(interp, op, x):
     return g.op("Slice", [x, g.ints([-1] * n), g.ints([INT64_MIN] * n), g.ints(dims), g.ints([-1] * n)])
 
 
-@register("stablehlo.dynamic_slice")
+@register("stablehlo.dynamic_slice", dynamic=True)
 def _dynamic_slice(interp, op, x, *starts):
     """Start indices are clamped to ``[0, dim - size]`` (StableHLO spec: dynamic_slice)."""
     g = interp.graph
@@ -96,16 +105,17 @@ def _dynamic_slice(interp, op, x, *starts):
     shape = op.operand_type(0).shape
     clamped = []
     for i, s in enumerate(starts):
-        s64 = g.op("Cast", [s], to=7)  # INT64
-        hi = g.const(np.int64(shape[i] - sizes[i]))
-        clamped.append(
-            g.op("Reshape", [g.op("Max", [g.op("Min", [s64, hi]), g.const(np.int64(0))]), g.ints([1])])
-        )
+        s64 = g.op("Reshape", [g.op("Cast", [s], to=7), g.ints([1])])  # INT64
+        if shape[i] is None:  # a dynamic dimension: its size at run time
+            hi = g.op("Sub", [g.dim(x, i), g.ints([sizes[i]])])
+        else:
+            hi = g.ints([shape[i] - sizes[i]])
+        clamped.append(g.op("Max", [g.op("Min", [s64, hi]), g.ints([0])]))
     begin = g.op("Concat", clamped, axis=0)
     end = g.op("Add", [begin, g.ints(sizes)])
     return g.op("Slice", [x, begin, end, g.ints(range(len(sizes)))])
 
 
-@register("stablehlo.optimization_barrier")
+@register("stablehlo.optimization_barrier", dynamic=True)
 def _barrier(interp, op, *xs):
     return [interp.graph.op("Identity", [x]) for x in xs]
