@@ -268,7 +268,8 @@ def load_onnx(source: str, options: argparse.Namespace) -> Module:
 
 def load_stablehlo(source: str, options: argparse.Namespace) -> Module:
     """``--from stablehlo``: StableHLO text (``.mlir``), MLIR bytecode or a portable artifact
-    (``.mlirbc``); every ``@main`` argument becomes a user input."""
+    (``.mlirbc``); every ``@main`` argument becomes a user input. Read in canonical placement
+    form (:func:`converter.from_stablehlo` runs the placement pass)."""
     import converter
 
     path = Path(source)
@@ -331,6 +332,8 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
 
     Call it as ``exported.call(*args, **kwargs)`` with the source model's inputs; inputs that
     were non-tensor values at conversion time are specialized: pass ``None`` in their place.
+    Inputs and outputs keep their host memory kinds (``mhlo.memory_kind`` on ``@main``);
+    parameters are constants of the artifact, without one.
     A module with random ops takes its key as the keyword ``rng`` (``jax.random.PRNGKey(n)``).
     64-bit inputs (torch's int64 token ids) need ``jax_enable_x64`` in the calling process.
 
@@ -357,7 +360,11 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
 
     scope = jax.export.SymbolicScope()
     structs = [
-        jax.ShapeDtypeStruct(_symbolic_shape(s.shape, i, scope), np.dtype(dtypes.to_numpy(s.dtype)))
+        jax.ShapeDtypeStruct(
+            _symbolic_shape(s.shape, i, scope),
+            np.dtype(dtypes.to_numpy(s.dtype)),
+            sharding=_memory_sharding(s.memory_kind, fn.device),
+        )
         for i, s in enumerate(sig.inputs)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
@@ -383,6 +390,18 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
             f"jax.export with dynamic dimensions {dims} failed: {type(e).__name__}: "
             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         ) from e
+
+
+def _memory_sharding(memory_kind: str | None, device: Any):
+    """For an input in host memory (``pinned_host``/``unpinned_host``), a one-device sharding
+    with that memory kind: ``jax.export`` writes it as the ``@main`` argument's
+    ``mhlo.memory_kind``, so the ``.jax`` artifact (and a Module read back from it) keeps the
+    input's placement. None for device memory (JAX's default)."""
+    if memory_kind not in ("pinned_host", "unpinned_host"):
+        return None
+    import jax
+
+    return jax.sharding.SingleDeviceSharding(device or jax.devices()[0], memory_kind=memory_kind)
 
 
 def _symbolic_shape(shape: tuple, leaf: int, scope) -> tuple:

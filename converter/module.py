@@ -161,7 +161,9 @@ class Module:
 
 
 def load(path: str | os.PathLike) -> Module:
-    """Read a file written by :meth:`Module.save`.
+    """Read a file written by :meth:`Module.save`, in canonical placement form: a module
+    saved without the frontends' passes gets its loose host-marked ops outlined into host
+    calls (:func:`converter.passes.placement.ensure_canonical`).
 
     Raises:
         ModuleFormatError: the file is missing, not a Module archive, corrupt, or of a newer
@@ -182,12 +184,16 @@ def load(path: str | os.PathLike) -> Module:
         raise ModuleFormatError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
         raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({e})") from None
-    return Module(
-        module,
-        Signature.from_json(manifest["signature"]),
-        params,
-        source=manifest.get("source", "stablehlo"),
-        meta=manifest.get("meta", {}),
+    from .passes.placement import ensure_canonical
+
+    return ensure_canonical(
+        Module(
+            module,
+            Signature.from_json(manifest["signature"]),
+            params,
+            source=manifest.get("source", "stablehlo"),
+            meta=manifest.get("meta", {}),
+        )
     )
 
 

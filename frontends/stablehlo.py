@@ -8,6 +8,7 @@ from jaxlib.mlir import ir
 
 from converter import mlir
 from converter.module import Module
+from converter.passes import PLACEMENT, run_passes
 from converter.signature import LEAF, LeafSpec, Signature, args_tree
 
 _NAME = re.compile(r'^loc\("([^"]+)"[)(]')  # a NameLoc, not a "file":line:col location
@@ -55,14 +56,26 @@ def signature_of_main(module: ir.Module) -> Signature:
     )
 
 
-def from_stablehlo(source: str | bytes, *, filename: str = "<input>") -> Module:
+def from_stablehlo(source: str | bytes, *, filename: str = "<input>", normalize: bool = True) -> Module:
     """A Module from StableHLO text, MLIR bytecode or a portable artifact.
 
     The signature is read from the public ``@main`` (see :func:`signature_of_main`); the
     module has no parameters: every argument is a user input.
 
+    Args:
+        source: StableHLO text, MLIR bytecode or a VHLO portable artifact.
+        filename: named in error messages.
+        normalize: run the placement pass (:func:`converter.passes.placement.normalize_placement`):
+            host-marked ops loose in a function (``compute_on`` without an inner ``jit``,
+            also inside ``while``/``if``/``case`` regions) are outlined into host calls,
+            memory kinds of ``@main`` and of ``annotate_device_placement`` results go on the
+            signature, ``signature.extra["host_functions"]`` names the host functions.
+            ``False`` keeps the module exactly as read.
+
     Raises:
         ParseError: malformed text (with the parser's line and column) or bytes.
+        PassError: the placement pass produced an invalid module.
     """
     module = mlir.parse_module(source, filename=filename)
-    return Module(module, signature_of_main(module), {}, source="stablehlo")
+    out = Module(module, signature_of_main(module), {}, source="stablehlo")
+    return run_passes(out, [PLACEMENT]) if normalize else out

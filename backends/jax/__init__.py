@@ -15,7 +15,7 @@ from converter import dtypes, mlir
 from converter.errors import ConversionError, SignatureMismatchError, UnsupportedOpError
 from converter.interpreter import Interpreter
 from converter.module import Module
-from converter.passes.placement import is_host
+from converter.passes.placement import ensure_canonical, is_host
 from converter.passes.shapes import SHAPE_OPS, bind_dims, module_is_dynamic, refine
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
@@ -32,7 +32,9 @@ class JaxInterpreter(Interpreter):
     def run_op(self, op, operands, env):
         """Host-placed calls (``_xla_compute_type = "host"``, see
         :mod:`converter.passes.placement`) run under ``compute_on("device_host")`` so the
-        placement survives ``jit``, ``jax.export`` and ``lower().compile()``."""
+        placement survives ``jit``, ``jax.export`` and ``lower().compile()``; inside a
+        ``while`` body or an ``if``/``case`` branch too (the compiled loop body or branch
+        computation keeps the host call)."""
         if op.name == "func.call" and is_host(op.mlir):
             from jax.experimental.compute_on import compute_on
 
@@ -120,6 +122,7 @@ class JaxFunction:
     """
 
     def __init__(self, module: Module, device: jax.Device | None = None, seed: int = 0):
+        module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
         self.module = module
         self.signature = module.signature
         ensure_x64(module)
@@ -302,7 +305,9 @@ def to_jax(module: Module, *, device: jax.Device | None = None, seed: int = 0) -
     """Convert a :class:`converter.Module` to a JAX callable.
 
     Args:
-        module: the module.
+        module: the module; host-marked ops not yet in host calls (a Module built without
+            the frontends' passes) are outlined first
+            (:func:`converter.passes.placement.ensure_canonical`).
         device: where to put the parameters (default: JAX's default device).
         seed: for a module with random ops, the seed of the function's own key stream, used
             by calls that pass no ``rng=`` (each such call takes the next key).

@@ -5,8 +5,11 @@ placement (:mod:`converter.passes.placement`) maps onto torch devices:
 
 - a ``func.call`` carrying ``_xla_compute_type = "host"`` computes on CPU tensors: its
   operands are copied to CPU before the callee runs (factory ops inside it create CPU
-  tensors) and its results are copied back to the module's device afterwards; so does a
-  host-marked op the pass left inside a ``while``/``if`` region;
+  tensors) and its results are copied back to the module's device afterwards (the pass
+  outlines host ops inside ``while``/``if``/``case`` regions into host calls there too; a
+  loose host-marked op the interpreter still meets is placed the same way on its own);
+- an ``annotate_device_placement`` left in the middle of a function copies its operand to
+  CPU for a host memory kind and back to the device for ``device`` (``ops/placement.py``);
 - a ``@main`` argument or result whose ``memory_kind`` is ``pinned_host``/``unpinned_host``
   lives on CPU (host-memory arguments are copied to the device to be computed on, as XLA
   does; host-memory results are copied to CPU at the end). torch has no memory kinds: on a
@@ -28,10 +31,9 @@ from typing import Any
 
 import torch
 
-from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.module import Module
-from converter.passes.placement import host_functions, is_host, normalize_placement
+from converter.passes.placement import ensure_canonical
 from converter.signature import LeafSpec
 
 HOST_KINDS = ("pinned_host", "unpinned_host")
@@ -40,17 +42,12 @@ aten = torch.ops.aten
 
 
 def canonical(module: Module) -> Module:
-    """``module`` with its host computation in calls (:func:`normalize_placement`): a module
-    read without passes (``from_stablehlo``, a ``.mlir`` file) may carry host-marked ops
-    inlined into their caller, which only a host call places on CPU here. Returns ``module``
-    itself when there are none. (The pass outlines only ops at a function's top level; host
-    ops nested in a ``while``/``if`` region are placed one by one by :class:`Placer`.)"""
-    called = set(host_functions(module.mlir))
-    for name, fn in mlir.functions(module.mlir).items():
-        top = [o.operation for o in fn.regions[0].blocks[0].operations]
-        if name not in called and any(op.name != "func.call" and is_host(op) for op in top):
-            return normalize_placement(module)
-    return module
+    """``module`` with its host computation in calls
+    (:func:`converter.passes.placement.ensure_canonical`): a Module built without the
+    frontends' passes may carry host-marked ops inlined into their caller, which only a host
+    call places on CPU here. Returns ``module`` itself when there are none. (Host ops the
+    interpreter still meets outside a host call are placed one by one by :class:`Placer`.)"""
+    return ensure_canonical(module)
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:

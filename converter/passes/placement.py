@@ -9,12 +9,14 @@ argument/result attributes (``pinned_host``, ``unpinned_host``, ``device``) and
 
 Canonical form, produced by :func:`normalize_placement`:
 
-- every maximal run of host-marked ops in a function body (with the constants only they
-  use) is outlined into a private ``@host_computation_N`` called with the host attribute;
+- every maximal run of host-marked ops in a block (a function body, or a ``while`` body or
+  ``if``/``case`` branch nested in it; with the constants only they use) is outlined into a
+  private ``@host_computation_N`` called with the host attribute from that block;
 - each ``@main`` argument and result carries its memory kind both as ``mhlo.memory_kind``
   and in the signature (``LeafSpec.memory_kind``); a result produced by
   ``annotate_device_placement`` gets that placement as its memory kind, and the custom
-  call, now redundant, is removed;
+  call, now redundant, is removed (one in the middle of a function, read by other ops too,
+  stays: the backends have rules for it);
 - ``signature.extra["host_functions"]`` names the functions called for the host;
 - ``sdy.sharding_constraint`` ops of a one-partition module (no-ops) are removed.
 
@@ -33,6 +35,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_d
 
 from converter import mlir
+from converter.errors import ConversionError
 from converter.module import Module
 
 from ._ir import TERMINATORS, arg_attrs
@@ -133,6 +136,25 @@ def _outline(module: ir.Module, run: list[ir.Operation], name: str) -> None:
             user.replace_uses_of_with(r, new)
 
 
+MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+
+def buffer_placement(op: mlir.Op) -> str:
+    """The memory kind an ``annotate_device_placement`` custom call puts its operand in (its
+    ``_xla_buffer_placement`` frontend attribute: ``device``, ``pinned_host`` or
+    ``unpinned_host``), as JAX's ``wrap_with_memory_kind`` writes it.
+
+    Raises:
+        ConversionError: the attribute is missing or names another memory kind.
+    """
+    kind = (op.attr(FRONTEND_ATTRS) or {}).get("_xla_buffer_placement")
+    if kind not in MEMORY_KINDS:
+        raise ConversionError(
+            f"annotate_device_placement with _xla_buffer_placement={kind!r}; expected one of {MEMORY_KINDS}"
+        )
+    return kind
+
+
 def _annotated_placement(value: ir.Value) -> str | None:
     owner = value.owner
     if not isinstance(owner, ir.Block) and owner.operation.name == "stablehlo.custom_call":
@@ -206,8 +228,54 @@ def _drop_single_device_constraints(module: ir.Module) -> None:
                 op.erase()
 
 
+def loose_host_ops(module: ir.Module) -> list[ir.Operation]:
+    """The host-marked ops (``_xla_compute_type = "host"``) that are not inside a host-called
+    function and are not themselves host calls: what :func:`normalize_placement` outlines.
+    Ops nested in ``while``/``if``/``case`` regions count. Empty for a canonical module."""
+    host_fns = set(host_functions(module))
+    return [
+        op
+        for name, fn in mlir.functions(module).items()
+        if name not in host_fns
+        for op in mlir.walk_ops(fn)
+        if op.name != "func.call" and is_host(op)
+    ]
+
+
+class _Namer:
+    """``host_computation_N`` names not yet taken in the module."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.n = 0
+
+    def __call__(self) -> str:
+        taken = set(mlir.functions(self.module))
+        while f"host_computation_{self.n}" in taken:
+            self.n += 1
+        name = f"host_computation_{self.n}"
+        self.n += 1
+        return name
+
+
+def _outline_block(module: ir.Module, block: ir.Block, name: _Namer) -> None:
+    """Outline the host runs of ``block``, then of the blocks nested in the ops left there
+    (the bodies of ``while``, the branches of ``if``/``case``...): a host op in a loop body
+    becomes a host call in the loop body."""
+    for run in _runs(block):
+        _outline(module, run, name())
+    for op in [o.operation for o in block.operations]:
+        for region in op.regions:
+            for inner in region.blocks:
+                _outline_block(module, inner, name)
+
+
 def normalize_placement(module: Module) -> Module:
     """Bring host computation and memory kinds into the canonical form (module docstring).
+
+    Host runs are outlined at every nesting level: one inside a ``while`` body or an
+    ``if``/``case`` branch becomes a host call inside that region (capturing the enclosing
+    values it reads as call operands).
 
     Returns:
         A new Module; the input is not mutated. ``signature.extra["host_functions"]`` lists
@@ -216,16 +284,10 @@ def normalize_placement(module: Module) -> Module:
     ir_module = mlir.clone_module(module.mlir)
     with ir_module.context, ir.Location.unknown():
         host_fns = set(host_functions(ir_module))
-        n = 0
+        name = _Namer(ir_module)
         for fname, fn in list(mlir.functions(ir_module).items()):
-            if fname in host_fns:
-                continue
-            for run in _runs(fn.regions[0].blocks[0]):
-                taken = set(mlir.functions(ir_module))
-                while f"host_computation_{n}" in taken:
-                    n += 1
-                _outline(ir_module, run, f"host_computation_{n}")
-                n += 1
+            if fname not in host_fns:
+                _outline_block(ir_module, fn.regions[0].blocks[0], name)
         sig = _memory_kinds(ir_module, module.signature)
         _drop_single_device_constraints(ir_module)
     extra = {k: v for k, v in sig.extra.items() if k != "host_functions"}
@@ -234,6 +296,13 @@ def normalize_placement(module: Module) -> Module:
         extra["host_functions"] = names
     sig = sig.replace(extra=extra)
     return Module(ir_module, sig, module.params, source=module.source, meta=module.meta)
+
+
+def ensure_canonical(module: Module) -> Module:
+    """``module`` itself when it has no :func:`loose_host_ops`, else
+    :func:`normalize_placement` of it. Backends call it on what they are given, so a Module
+    built without the frontends' passes still places its host computation."""
+    return normalize_placement(module) if loose_host_ops(module.mlir) else module
 
 
 def strip_placement(module: Module, target: str) -> Module:

@@ -1,6 +1,8 @@
 """Host/device placement normalization: host regions outlined, memory kinds on the
 signature, placement surviving the JAX path and stripped with a warning elsewhere."""
 
+import argparse
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,11 +11,13 @@ from jax.experimental.compute_on import compute_on
 from jax.sharding import SingleDeviceSharding
 
 import converter
+from backends.jax import JaxInterpreter
 from converter import mlir
 from converter.passes.placement import (
     PlacementStrippedWarning,
     host_functions,
     is_host,
+    loose_host_ops,
     normalize_placement,
     strip_placement,
 )
@@ -56,12 +60,16 @@ def test_loose_host_ops_are_outlined():
 
 
 def test_placement_needs_the_pass_and_survives_compile():
-    raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text())  # no passes run
-    assert HOST not in _compiled_text(raw.to_jax())  # the JAX backend cannot see loose ops
+    raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text(), normalize=False)  # no passes run
+    assert loose_host_ops(raw.mlir)
+    interp = lambda x: JaxInterpreter(raw.mlir).run(x)[0]  # noqa: E731
+    assert HOST not in jax.jit(interp).lower(X).compile().as_text()  # the interpreter cannot see loose ops
     m = normalize_placement(raw)
+    assert not loose_host_ops(m.mlir)
     f = m.to_jax()
     assert HOST in _compiled_text(f)
     np.testing.assert_allclose(f(X), loose(X), rtol=1e-6)
+    assert HOST in _compiled_text(raw.to_jax())  # to_jax normalizes what it is given
 
 
 def test_host_calls_survive_jit_export_and_compile():
@@ -198,3 +206,146 @@ def test_inspect_reports_host_functions_and_memory_kinds(tmp_path, capsys):
         assert "host-placed functions: _host_fn" in out
         assert "args[0]: float32[1, 3]  @pinned_host" in out
         assert "[1, 3]  @pinned_host" in out.split("outputs:")[1]
+
+
+# ---------------------------------------------------------------- StableHLO files are normalized
+
+
+def _loose_placed(x):  # a pinned_host argument, host ops loose in @main (no outlined call)
+    x = jax.device_put(x, jax.memory.Space.Device)
+    with compute_on("device_host"):
+        y = x * 3 + 1
+    return y.sum() + x[0]
+
+
+def _check_canonical(m, want):
+    assert not loose_host_ops(m.mlir)
+    assert m.signature.extra["host_functions"] == ["host_computation_0"]
+    assert [s.memory_kind for s in m.signature.inputs] == ["pinned_host"]
+    main = mlir.main_function(m.mlir)
+    assert mlir.decode_attribute(main.attributes["arg_attrs"])[0]["mhlo.memory_kind"] == "pinned_host"
+    f = m.to_jax()
+    x = jax.device_put(X, SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host"))
+    np.testing.assert_allclose(f(x), want, rtol=1e-6)
+    assert HOST in jax.jit(lambda x: f(x)).lower(x).compile().as_text()
+
+
+def test_stablehlo_files_load_in_canonical_form(tmp_path, capsys):
+    from converter import cli
+
+    x = jax.device_put(X, SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host"))
+    want = jax.jit(_loose_placed)(x)
+    text = jax.jit(_loose_placed).lower(x).as_text()
+    raw = converter.from_stablehlo(text, normalize=False)
+    assert loose_host_ops(raw.mlir) and not host_functions(raw.mlir)
+    _check_canonical(converter.from_stablehlo(text), want)
+    (tmp_path / "p.mlir").write_text(text)
+    (tmp_path / "p.mlirbc").write_bytes(raw.bytecode())
+    raw.save(tmp_path / "p.shlo")  # a Module saved without the passes
+    _check_canonical(converter.load(tmp_path / "p.shlo"), want)
+    for name in ("p.mlir", "p.mlirbc", "p.shlo"):
+        _check_canonical(cli.load_input(str(tmp_path / name), None, argparse.Namespace(verbose=False)), want)
+        assert cli.main(["inspect", str(tmp_path / name)]) == 0
+        out = capsys.readouterr().out
+        assert "host-placed functions: host_computation_0" in out
+        assert "args[0]: float32[3]  @pinned_host" in out
+
+
+# ---------------------------------------------------------------- host ops inside regions
+
+
+def _while_host(x):
+    def body(c):
+        with compute_on("device_host"):
+            step = jnp.sin(c) + 2  # >= 1: the loop ends
+        return c + step * 1.5
+
+    return jax.lax.while_loop(lambda c: c.sum() < 50, body, x)
+
+
+def _cond_host(p, x):  # lax.cond: a stablehlo.case
+    def then(x):
+        with compute_on("device_host"):
+            y = jnp.sin(x) * 2
+        return y + 1
+
+    return jax.lax.cond(p, then, lambda x: x - 1, x)
+
+
+_IF_TEXT = """
+func.func public @main(%p: tensor<i1>, %x: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = "stablehlo.if"(%p) ({
+    %1 = stablehlo.sine %x {mhlo.frontend_attributes = {_xla_compute_type = "host"}} : tensor<3xf32>
+    %2 = stablehlo.add %1, %x {mhlo.frontend_attributes = {_xla_compute_type = "host"}} : tensor<3xf32>
+    %3 = stablehlo.multiply %2, %x : tensor<3xf32>
+    stablehlo.return %3 : tensor<3xf32>
+  }, {
+    stablehlo.return %x : tensor<3xf32>
+  }) : (tensor<i1>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+"""
+
+
+def _region_calls(m):
+    """(region op, host call) pairs: the host calls nested in a while/if/case of @main."""
+    out = []
+    for op in mlir.walk_ops(mlir.main_function(m.mlir)):
+        if op.name in ("stablehlo.while", "stablehlo.if", "stablehlo.case"):
+            out += [(op.name, c) for c in mlir.walk_ops(op) if c.name == "func.call" and is_host(c)]
+    return out
+
+
+def _host_sine_compiled(text):
+    """The compiled HLO has a host-placed sine (inside the loop body / branch computation)."""
+    return any("sine(" in line and HOST in line for line in text.splitlines())
+
+
+@pytest.mark.parametrize("case", ["while", "case", "if"])
+def test_host_ops_in_regions_stay_on_host(case):
+    p = np.array(True)
+    if case == "while":
+        m, args, want = converter.from_jax(_while_host, X), (X,), jax.jit(_while_host)(X)
+    elif case == "case":
+        m, args, want = converter.from_jax(_cond_host, p, X), (p, X), jax.jit(_cond_host)(p, X)
+    else:
+        m, args, want = converter.from_stablehlo(_IF_TEXT), (p, X), (np.sin(X) + X) * X
+    ((region, call),) = _region_calls(m)
+    assert region == f"stablehlo.{case}"
+    assert not loose_host_ops(m.mlir)
+    assert m.signature.extra["host_functions"] == [mlir.Op(call).attr("callee")]
+    f = m.to_jax()
+    np.testing.assert_allclose(f(*args), want, rtol=1e-6)
+    assert _host_sine_compiled(jax.jit(lambda *a: f(*a)).lower(*args).compile().as_text())
+    exported = jax.export.export(jax.jit(lambda *a: f(*a)))(*args)
+    assert 'compute_type = "host"' in exported.mlir_module()
+    if case != "while":
+        np.testing.assert_allclose(f(np.array(False), X), X - 1 if case == "case" else X, rtol=1e-6)
+
+
+def test_region_outlining_is_idempotent():
+    m = converter.from_jax(_while_host, X)
+    assert str(normalize_placement(m)) == str(m)
+
+
+# ---------------------------------------------------------------- .jax artifacts keep memory kinds
+
+
+def test_jax_artifact_keeps_input_memory_kinds(tmp_path):
+    from converter import cli
+
+    host = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
+    x, w = jax.device_put(X.reshape(1, 3), host), X.reshape(1, 3)
+    converter.from_jax(_placed, x, w).save(tmp_path / "p.shlo")
+    assert cli.main([str(tmp_path / "p.shlo"), "-o", str(tmp_path / "p.jax")]) == 0
+    exported = jax.export.deserialize(bytearray((tmp_path / "p.jax").read_bytes()))
+    got = exported.call(x, w)
+    for g, want in zip(got, jax.jit(_placed)(x, w), strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-6)
+    assert got[0].sharding.memory_kind == "pinned_host"
+    back = cli.load_input(str(tmp_path / "p.jax"), None, argparse.Namespace(verbose=False))
+    assert [s.memory_kind for s in back.signature.inputs] == ["pinned_host", None]
+    assert [s.memory_kind for s in back.signature.outputs] == ["pinned_host", "device"]  # jax.jit names it
+    assert back.signature.extra["host_functions"]
+    out = back.to_jax()(x, w)
+    assert out[0].sharding.memory_kind == "pinned_host"

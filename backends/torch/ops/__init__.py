@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     lapack,
     linalg,
     normalization,
+    placement,
     random,
     reductions,
     shape,

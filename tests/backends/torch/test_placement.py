@@ -18,7 +18,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import converter
 from backends.torch import build_graph, to_torch
+from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
+from converter.passes.placement import is_host
 
 HOST = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
 X = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
@@ -140,7 +142,7 @@ def test_host_ops_of_a_module_read_without_passes():
             y = jnp.sin(x) * 3
         return jnp.cos(y).sum()
 
-    raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text())  # no passes run
+    raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text(), normalize=False)  # no passes run
     assert "host_functions" not in raw.signature.extra
     gm = to_torch(raw, device="meta").graph_module
     assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
@@ -150,7 +152,7 @@ def test_host_ops_of_a_module_read_without_passes():
 
 
 def test_host_ops_inside_a_loop_body():
-    def loop(x):  # host-marked ops inside a while region: the pass cannot outline them
+    def loop(x):  # host-marked ops inside a while region: outlined into a host call there
         def body(c):
             with compute_on("device_host"):
                 step = jnp.sin(c) + 2  # >= 1
@@ -159,10 +161,12 @@ def test_host_ops_inside_a_loop_body():
         return jax.lax.while_loop(lambda c: c.sum() < 50, body, x)
 
     m = converter.from_jax(loop, X)
+    (while_op,) = [op for op in mlir.walk_ops(mlir.main_function(m.mlir)) if op.name == "stablehlo.while"]
+    assert [op.name for op in mlir.walk_ops(while_op) if is_host(op)] == ["func.call"]
     gm = to_torch(m, device="meta").graph_module
     graphs = [g for g in gm.modules() if isinstance(g, torch.fx.GraphModule) and g is not gm]
     copies = [str(n.kwargs["device"]) for g in graphs for n in _copies(g) if "device" in n.kwargs]
-    # in the loop body: the carried value and the hoisted constant 1 in, the sum out
+    # in the loop body: the carried value and the hoisted constant 2 into the host call, the sum out
     assert copies == ["cpu", "cpu", "meta"]
     sin = [n for g in graphs for n in g.graph.nodes if n.target is aten.sin.default]
     assert [_device(n) for n in sin] == ["cpu"]
@@ -219,3 +223,39 @@ def test_moved_module_raises_naming_the_parameter():
     tm.to("meta")
     with pytest.raises(ConversionError, match="parameter weight is on meta, but the module was converted"):
         tm(torch.zeros(1, 3, device="meta"))
+
+
+def _offload(x):
+    """``x * 2`` to pinned host memory and back to the device; also returned from host memory."""
+    y = jax.device_put(x * 2, jax.memory.Space.Host)
+    return jax.device_put(y, jax.memory.Space.Device) + x, y
+
+
+@pytest.fixture(scope="module")
+def offloaded():
+    """``_offload`` as exported for CUDA, where ``device_put`` inside ``jit`` is an
+    ``annotate_device_placement`` custom call; both stay after normalization (the first is
+    read by the second)."""
+    text = jax.export.export(jax.jit(_offload), platforms=["cuda"])(X).mlir_module()
+    m = converter.from_stablehlo(text)
+    assert m.text().count("annotate_device_placement") == 2
+    return m
+
+
+def test_annotate_device_placement_numbers(offloaded):
+    got = to_torch(offloaded)(torch.from_numpy(X))
+    for g, w in zip(got, jax.jit(_offload)(X), strict=True):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-6)
+    assert got[1].device.type == "cpu"
+
+
+def test_annotate_device_placement_copies(offloaded):
+    gm = build_graph(offloaded, "meta")
+    (copy,) = _copies(gm)  # to host memory; the way back reuses the device original
+    assert copy.args[0].target is aten.mul.Tensor and _device(copy) == "cpu"
+    (add,) = [n for n in gm.graph.nodes if n.target is aten.add.Tensor]
+    assert copy.args[0] in add.args and _device(add) == "meta"
+    with FakeTensorMode():
+        gm = build_graph(offloaded, "cuda:0")
+    (pinned,) = [n for n in gm.graph.nodes if n.target is aten.empty_like.default]  # page-locked copy
+    assert pinned.kwargs["pin_memory"] is True and str(pinned.kwargs["device"]) == "cpu"
