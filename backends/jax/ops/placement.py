@@ -24,6 +24,9 @@ _SPACES = {
 def _annotate_device_placement(interp, op, x):
     """``jax.device_put(x, space)``: the value moves to host memory (``pinned_host``,
     ``unpinned_host``) or back to device memory (``device``); numbers unchanged. Under
-    ``jit`` the traced value carries the memory space, so a later op reading host memory
-    as if it were device memory raises, as XLA's host offloading does."""
+    ``jit`` the traced value carries the memory space, so a later op mixing host-memory
+    and device-memory operands raises (JAX's memory-space check), as it does in the source.
+
+    Raises:
+        ConversionError: ``_xla_buffer_placement`` names no known memory kind."""
     return jax.device_put(x, _SPACES[buffer_placement(op)])
