@@ -61,7 +61,11 @@ def _arg_deps(value: ir.Value, args: list[ir.Value], defs: dict) -> set[int] | N
     if value in args:
         return {args.index(value)}
     op = defs.get(value)
-    if op is None or op.name not in _CANONICALIZING:
+    if op is None:  # defined outside the body: only a captured constant keeps the order
+        owner = value.owner
+        name = owner.name if isinstance(owner, ir.Operation | ir.OpView) else None
+        return set() if name == "stablehlo.constant" else None
+    if op.name not in _CANONICALIZING:
         return None
     deps: set[int] = set()
     for operand in op.operands:
