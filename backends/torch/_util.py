@@ -80,8 +80,9 @@ def unsigned_wide(x: torch.Tensor, name: str) -> torch.Tensor:
 
 
 def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
-    """A torch tensor in the storage dtype of ``name`` holding NumPy ``arr``."""
-    arr = np.ascontiguousarray(arr)
+    """A torch tensor in the storage dtype of ``name`` holding NumPy ``arr`` (same shape,
+    0-d included: ``np.ascontiguousarray`` alone would make a 0-d array 1-d)."""
+    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
     if name == "bfloat16":
         return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16)
     if name == "uint64":

@@ -82,6 +82,19 @@ def test_parameters_are_named_and_trainable():
     assert tm.layer_0_weight.grad is not None and tm.layer_0_weight.grad.shape == (4, 5)
 
 
+def test_zero_dim_parameters_and_inputs_keep_their_shape():
+    # a 0-d parameter (e.g. a constant torch.export lifts) used to become shape [1], which
+    # broke rank-sensitive ops such as the empty transpose of a reduce over no dimensions
+    params = {"scale": np.array(2.5, np.float32), "steps": np.array(3, np.int32)}
+    module = _with_params(lambda p, x: (x * p["scale"] + p["steps"]).transpose(), params, np.float32(1.5))
+    tm = module.to_torch()
+    assert tm.scale.shape == () and tm.steps.shape == ()
+    for x in (torch.tensor(1.5), np.array(1.5, np.float32)):
+        out = tm(x)
+        assert out.shape == ()
+        assert out.item() == 1.5 * 2.5 + 3
+
+
 def test_kept_var_idx_drops_unused_arguments():
     module = converter.from_stablehlo(jax.jit(lambda x, y: x * 2).lower(X, W).as_text())
     full_sig = module.signature
