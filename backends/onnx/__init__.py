@@ -36,7 +36,7 @@ from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import strip_placement
 
-from . import ops  # noqa: F401 - registers the rules
+from . import ops, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, _tensor, onnx_dtype
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
@@ -66,6 +66,14 @@ class OnnxInterpreter(Interpreter):
     def __init__(self, module):
         super().__init__(module)
         self.graph = GraphBuilder(itertools.count())
+
+    def run_op(self, op, operands, env):
+        """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`)."""
+        if not widen.needs_widening(op):
+            return super().run_op(op, operands, env)
+        return widen.run_widened(
+            self, op, operands, lambda view, xs: super(OnnxInterpreter, self).run_op(view, xs, env)
+        )
 
 
 def to_onnx(

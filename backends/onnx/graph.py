@@ -29,6 +29,29 @@ ONNX_DTYPE = {
 }
 
 
+# Element types onnxruntime's CPU kernels lack, per ONNX operator, mapped to the type the
+# operator computes in instead. Every mapping is exact for what the operator does: wider
+# integers for comparisons, selections and padding; int64 for sums, products and
+# contractions of narrower (or unsigned) integers, whose wrapping results truncate back to
+# the same bits; the same bits as int64 for a uint64 selection. (bfloat16 is widened for
+# every op by the interpreter: see backends.onnx.OnnxInterpreter.)
+ORT_WIDENED: dict[str, dict[str, str]] = {
+    "Where": {"bool": "uint8", "int16": "int32", "uint16": "int32", "uint64": "int64"},
+    "Max": {"int16": "int32", "uint16": "int32"},
+    "Min": {"int16": "int32", "uint16": "int32"},
+    "Pad": {"int16": "int32", "uint16": "int32"},
+    "ReduceMax": {"int16": "int32", "uint16": "int32", "uint32": "int64"},
+    "ReduceMin": {"int16": "int32", "uint16": "int32", "uint32": "int64"},
+    "TopK": {"uint16": "int32", "uint32": "int64"},
+    "IsInf": {"float16": "float32"},
+    **{
+        op: {t: "int64" for t in ("int8", "int16", "uint8", "uint16", "uint32", "uint64")}
+        for op in ("ReduceSum", "ReduceProd", "CumSum", "Einsum")
+    },
+    **{op: {"bool": "uint8"} for op in ("Less", "LessOrEqual", "Greater", "GreaterOrEqual")},
+}
+
+
 def onnx_dtype(name: str) -> int:
     """The ``TensorProto`` element type for a canonical dtype name.
 
@@ -75,6 +98,33 @@ class GraphBuilder:
             helper.make_node(op_type, inputs, outs, name=self.fresh(op_type), domain=domain, **attrs)
         )
         return outs[0] if n_out == 1 else outs
+
+    def op_as(
+        self,
+        op_type: str,
+        inputs: list[str],
+        dtype: str,
+        *,
+        data: tuple[int, ...] = (0,),
+        n_out: int = 1,
+        same_out: tuple[int, ...] = (0,),
+        **attrs,
+    ) -> str | list[str]:
+        """Emit ``op_type`` whose inputs at positions ``data`` have element type ``dtype``;
+        when onnxruntime has no kernel for it (:data:`ORT_WIDENED`), those inputs are cast to
+        the wider type and the outputs at positions ``same_out`` cast back."""
+        work = ORT_WIDENED.get(op_type, {}).get(dtype)
+        if work is None:
+            return self.op(op_type, inputs, n_out, **attrs)
+        inputs = [self.cast(x, work) if i in data else x for i, x in enumerate(inputs)]
+        outs = self.op(op_type, inputs, n_out, **attrs)
+        outs = [outs] if n_out == 1 else outs
+        outs = [self.cast(o, dtype) if i in same_out else o for i, o in enumerate(outs)]
+        return outs[0] if n_out == 1 else outs
+
+    def cast(self, x: str, dtype: str) -> str:
+        """``x`` cast to ``dtype`` (between integer types it wraps, as C casts do)."""
+        return self.op("Cast", [x], to=onnx_dtype(dtype))
 
     def const(self, value, dtype: str | None = None, hint: str = "c") -> str:
         """An initializer holding ``value`` (a NumPy array or scalar)."""

@@ -1,11 +1,26 @@
 """Elementwise StableHLO/CHLO ops → ONNX operators (opset 18).
 
-StableHLO semantics kept exact: integer ``divide`` truncates (ONNX ``Div`` on integers does),
-``remainder`` is ``Mod(fmod=1)`` (sign of the dividend), ``round_nearest_afz`` is built from
-``Floor`` on the magnitude, ``round_nearest_even`` is ONNX ``Round``.
+StableHLO semantics kept exact (StableHLO spec sections: divide, remainder, sign, shift_left,
+shift_right_logical, shift_right_arithmetic, popcnt, count_leading_zeros, atan2):
+
+- integer ``divide`` truncates (ONNX ``Div`` on integers does); ``x / 0`` is ``-1`` (all bits
+  set for unsigned types) and ``INT_MIN / -1`` is ``INT_MIN``, as XLA computes them;
+  ``remainder`` is ``Mod(fmod=1)`` (sign of the dividend), ``x % 0`` is ``x``. The divisor is
+  made safe first: onnxruntime raises on a zero divisor and ``INT_MIN / -1`` traps the process;
+- ``sign`` keeps NaN and signed zeros (onnxruntime's ``Sign`` maps NaN to 0);
+- ``exponential_minus_one`` and ``log_plus_one`` stay accurate near 0 (Kahan's forms:
+  ``(e - 1) * x / log(e)`` and ``log(u) * x / (u - 1)``), not ``exp(x) - 1``;
+- shifts by a negative amount or at least the bit width give 0 (arithmetic right shift: the
+  sign fill); ONNX ``BitShift`` takes unsigned types only, so signed values are shifted as
+  their unsigned bit pattern (``Cast`` wraps);
+- ``popcnt`` and ``count_leading_zeros`` count the bits of the value's own width, in uint64;
+- ``round_nearest_afz`` is built from ``Floor`` on the magnitude, ``round_nearest_even`` is
+  ONNX ``Round``.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from converter import dtypes
 
@@ -16,14 +31,12 @@ _BINARY = {
     "add": "Add",
     "subtract": "Sub",
     "multiply": "Mul",
-    "divide": "Div",
     "maximum": "Max",
     "minimum": "Min",
     "power": "Pow",
 }
 _UNARY = {
     "abs": "Abs",
-    "negate": "Neg",
     "exponential": "Exp",
     "log": "Log",
     "logistic": "Sigmoid",
@@ -34,7 +47,6 @@ _UNARY = {
     "tan": "Tan",
     "floor": "Floor",
     "ceil": "Ceil",
-    "sign": "Sign",
     "round_nearest_even": "Round",
 }
 _CHLO_UNARY = {
@@ -52,7 +64,7 @@ _CHLO_UNARY = {
 
 
 def _binary(op_type):
-    return lambda interp, op, x, y: interp.graph.op(op_type, [x, y])
+    return lambda interp, op, x, y: interp.graph.op_as(op_type, [x, y], op.result_type.dtype, data=(0, 1))
 
 
 def _unary(op_type):
@@ -65,6 +77,18 @@ for _name, _t in _UNARY.items():
     register(f"stablehlo.{_name}", dynamic=True)(_unary(_t))
 for _name, _t in _CHLO_UNARY.items():
     register(f"chlo.{_name}", dynamic=True)(_unary(_t))
+
+
+def _is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
+
+
+def _where(g, cond, a, b, dtype):
+    return g.op_as("Where", [cond, a, b], dtype, data=(1, 2))
+
+
+def _isinf(g, x, op):
+    return g.op_as("IsInf", [x], op.result_type.dtype, same_out=())
 
 
 def _scalar(interp, op, value):
@@ -83,12 +107,70 @@ def _erfc(interp, op, x):
 
 @register("chlo.is_inf", dynamic=True)
 def _is_inf(interp, op, x):
-    return interp.graph.op("IsInf", [x])
+    return interp.graph.op_as("IsInf", [x], op.operand_type(0).dtype, same_out=())
+
+
+def _safe_divisor(interp, op, x, y):
+    """(divisor with 0 and -1 replaced by 1, ``y == 0``): onnxruntime raises on a zero
+    integer divisor, and ``INT_MIN / -1`` (or ``% -1``) traps the process."""
+    g = interp.graph
+    dtype = op.operand_type(1).dtype
+    one = g.const(1, dtype)
+    zero = g.op("Equal", [y, g.const(0, dtype)])
+    bad = zero if dtypes.is_unsigned(dtype) else g.op("Or", [zero, g.op("Equal", [y, g.const(-1, dtype)])])
+    return _where(g, bad, one, y, dtype), zero
+
+
+@register("stablehlo.divide", dynamic=True)
+def _divide(interp, op, x, y):
+    """Floats: ``Div``. Integers: truncating ``Div`` on a safe divisor; ``x / 0`` is all bits
+    set, ``x / -1`` is ``0 - x`` (so ``INT_MIN / -1`` wraps to ``INT_MIN``)."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    if not _is_int(dtype):
+        return g.op("Div", [x, y])
+    safe, zero = _safe_divisor(interp, op, x, y)
+    q = g.op("Div", [x, safe])
+    if not dtypes.is_unsigned(dtype):
+        minus_one = g.op("Equal", [y, g.const(-1, dtype)])
+        q = _where(g, minus_one, g.op("Sub", [g.const(0, dtype), x]), q, dtype)
+    ones = np.array(-1).astype(dtypes.to_numpy(dtype))  # all bits set
+    return _where(g, zero, g.const(ones, dtype), q, dtype)
 
 
 @register("stablehlo.remainder", dynamic=True)
 def _remainder(interp, op, x, y):
-    return interp.graph.op("Mod", [x, y], fmod=1)
+    """``Mod(fmod=1)``; integers on a safe divisor: ``x % 0`` is ``x``, ``x % -1`` is 0."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    if not _is_int(dtype):
+        return g.op("Mod", [x, y], fmod=1)
+    safe, zero = _safe_divisor(interp, op, x, y)
+    return _where(g, zero, x, g.op("Mod", [x, safe], fmod=1), dtype)
+
+
+@register("stablehlo.negate", dynamic=True)
+def _negate(interp, op, x):
+    """``Neg``; unsigned integers (which ``Neg`` does not take) as ``0 - x``, wrapping."""
+    dtype = op.result_type.dtype
+    if dtypes.is_unsigned(dtype):
+        return interp.graph.op("Sub", [interp.graph.const(0, dtype), x])
+    return interp.graph.op("Neg", [x])
+
+
+@register("stablehlo.sign", dynamic=True)
+def _sign(interp, op, x):
+    """``Sign``; floats keep NaN and signed zeros (``sign(x)`` is ``x`` there), computed as
+    ``c / |c|`` (``c / 1`` at zero) with ``c = clamp(x, -1, 1)``: onnxruntime's ``Sign``
+    maps NaN to 0 and its ``Where`` turns -0.0 into +0.0."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    if not dtypes.is_floating(dtype):
+        return g.op("Sign", [x])
+    clipped = g.op("Min", [g.op("Max", [x, _scalar(interp, op, -1)]), _scalar(interp, op, 1)])
+    magnitude = g.op("Abs", [clipped])
+    zero = g.op("Equal", [clipped, _scalar(interp, op, 0)])
+    return g.op("Div", [clipped, g.op("Where", [zero, _scalar(interp, op, 1), magnitude])])
 
 
 @register("stablehlo.rsqrt", dynamic=True)
@@ -98,12 +180,29 @@ def _rsqrt(interp, op, x):
 
 @register("stablehlo.exponential_minus_one", dynamic=True)
 def _expm1(interp, op, x):
-    return interp.graph.op("Sub", [interp.graph.op("Exp", [x]), _scalar(interp, op, 1)])
+    """Kahan: with ``e = exp(x)``, ``x`` where ``e == 1``, ``-1`` where ``e - 1 == -1``,
+    else ``(e - 1) * x / log(e)`` (the rounding of ``e`` cancels); infinities pass through."""
+    g = interp.graph
+    one = _scalar(interp, op, 1)
+    e = g.op("Exp", [x])
+    em1 = g.op("Sub", [e, one])
+    ratio = g.op("Div", [g.op("Mul", [em1, x]), g.op("Log", [e])])
+    out = g.op("Where", [_isinf(g, e, op), em1, ratio])
+    out = g.op("Where", [g.op("Equal", [em1, _scalar(interp, op, -1)]), em1, out])
+    return g.op("Where", [g.op("Equal", [e, one]), x, out])
 
 
 @register("stablehlo.log_plus_one", dynamic=True)
 def _log1p(interp, op, x):
-    return interp.graph.op("Log", [interp.graph.op("Add", [x, _scalar(interp, op, 1)])])
+    """Kahan: with ``u = 1 + x``, ``x`` where ``u == 1``, else ``log(u) * x / (u - 1)``
+    (the rounding of ``u`` cancels); ``u`` infinite: ``log(u)``."""
+    g = interp.graph
+    one = _scalar(interp, op, 1)
+    u = g.op("Add", [x, one])
+    log_u = g.op("Log", [u])
+    ratio = g.op("Div", [g.op("Mul", [log_u, x]), g.op("Sub", [u, one])])
+    out = g.op("Where", [_isinf(g, u, op), log_u, ratio])
+    return g.op("Where", [g.op("Equal", [u, one]), x, out])
 
 
 @register("stablehlo.cbrt", dynamic=True)
@@ -130,7 +229,8 @@ def _round_afz(interp, op, x):
 @register("stablehlo.is_finite", dynamic=True)
 def _is_finite(interp, op, x):
     g = interp.graph
-    return g.op("Not", [g.op("Or", [g.op("IsInf", [x]), g.op("IsNaN", [x])])])
+    inf = g.op_as("IsInf", [x], op.operand_type(0).dtype, same_out=())
+    return g.op("Not", [g.op("Or", [inf, g.op("IsNaN", [x])])])
 
 
 def _logical(bool_op, bitwise_op):
@@ -162,15 +262,123 @@ def _compare(interp, op, x, y):
     direction = op.attr("comparison_direction")
     if direction == "NE":
         return interp.graph.op("Not", [interp.graph.op("Equal", [x, y])])
-    return interp.graph.op(_COMPARE[direction], [x, y])
+    return interp.graph.op_as(_COMPARE[direction], [x, y], op.operand_type(0).dtype, data=(0, 1), same_out=())
 
 
 @register("stablehlo.select", dynamic=True)
 def _select(interp, op, pred, on_true, on_false):
-    return interp.graph.op("Where", [pred, on_true, on_false])
+    return interp.graph.op_as("Where", [pred, on_true, on_false], op.result_type.dtype, data=(1, 2))
 
 
 @register("stablehlo.clamp", dynamic=True)
 def _clamp(interp, op, lo, x, hi):
     g = interp.graph
-    return g.op("Min", [g.op("Max", [x, lo]), hi])
+    dtype = op.result_type.dtype
+    return g.op_as("Min", [g.op_as("Max", [x, lo], dtype, data=(0, 1)), hi], dtype, data=(0, 1))
+
+
+# --------------------------------------------------------------------------- bits
+
+_BITS = {
+    "int8": 8,
+    "int16": 16,
+    "int32": 32,
+    "int64": 64,
+    "uint8": 8,
+    "uint16": 16,
+    "uint32": 32,
+    "uint64": 64,
+}
+# the unsigned type a shift works in (onnxruntime's BitShift has no 16-bit kernel)
+_SHIFT_TYPE = {8: "uint8", 16: "uint32", 32: "uint32", 64: "uint64"}
+
+
+def _cast(g, x, dtype):
+    return g.op("Cast", [x], to=onnx_dtype(dtype))
+
+
+def _bits_as(g, x, dtype, wide):
+    """The bit pattern of integer ``x`` (of ``dtype``) zero-extended into unsigned ``wide``."""
+    same = "u" + dtype if not dtypes.is_unsigned(dtype) else dtype
+    if same != dtype:
+        x = _cast(g, x, same)  # Cast between integer types wraps
+    return x if same == wide else _cast(g, x, wide)
+
+
+def _from_bits(g, x, dtype):
+    """Unsigned ``x`` truncated to ``dtype``'s width and read as ``dtype``."""
+    same = "u" + dtype if not dtypes.is_unsigned(dtype) else dtype
+    return _cast(g, _cast(g, x, same), dtype) if same != dtype else _cast(g, x, dtype)
+
+
+def _shift_amount(interp, op, s, dtype, wide):
+    """(amount as ``wide``, ``amount >= width`` as unsigned, so negatives count too)."""
+    g = interp.graph
+    amount = _bits_as(g, s, dtype, wide)
+    too_far = g.op("GreaterOrEqual", [amount, g.const(_BITS[dtype], wide)])
+    return _where(g, too_far, g.const(0, wide), amount, wide), too_far
+
+
+def _logical_shift(direction):
+    def rule(interp, op, x, s):
+        g = interp.graph
+        dtype = op.result_type.dtype
+        wide = _SHIFT_TYPE[_BITS[dtype]]
+        amount, too_far = _shift_amount(interp, op, s, dtype, wide)
+        shifted = g.op("BitShift", [_bits_as(g, x, dtype, wide), amount], direction=direction)
+        return _where(g, too_far, g.const(0, dtype), _from_bits(g, shifted, dtype), dtype)
+
+    return rule
+
+
+register("stablehlo.shift_left", dynamic=True)(_logical_shift("LEFT"))
+register("stablehlo.shift_right_logical", dynamic=True)(_logical_shift("RIGHT"))
+
+
+@register("stablehlo.shift_right_arithmetic", dynamic=True)
+def _shift_right_arithmetic(interp, op, x, s):
+    """The value read as signed; negative values as ``~((~x) >> s)``; amounts of at least
+    the width shift by ``width - 1`` (the sign fill)."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    signed = dtype[1:] if dtypes.is_unsigned(dtype) else dtype
+    wide = _SHIFT_TYPE[_BITS[dtype]]
+    v = _cast(g, x, signed) if signed != dtype else x
+    negative = g.op("Less", [v, g.const(0, signed)])
+    magnitude = _where(g, negative, g.op("BitwiseNot", [v]), v, signed)
+    amount = g.op_as("Min", [_bits_as(g, s, dtype, wide), g.const(_BITS[dtype] - 1, wide)], wide, data=(0, 1))
+    shifted = _from_bits(
+        g, g.op("BitShift", [_bits_as(g, magnitude, signed, wide), amount], direction="RIGHT"), signed
+    )
+    out = _where(g, negative, g.op("BitwiseNot", [shifted]), shifted, signed)
+    return _cast(g, out, dtype) if signed != dtype else out
+
+
+def _popcount64(g, u):
+    """Set bits of each uint64 in ``u`` (SWAR: pairs, nibbles, bytes, then a multiply)."""
+    c = lambda v: g.const(np.uint64(v), "uint64")  # noqa: E731
+    shr = lambda v, n: g.op("BitShift", [v, c(n)], direction="RIGHT")  # noqa: E731
+    u = g.op("Sub", [u, g.op("BitwiseAnd", [shr(u, 1), c(0x5555555555555555)])])
+    m2 = c(0x3333333333333333)
+    u = g.op("Add", [g.op("BitwiseAnd", [u, m2]), g.op("BitwiseAnd", [shr(u, 2), m2])])
+    u = g.op("BitwiseAnd", [g.op("Add", [u, shr(u, 4)]), c(0x0F0F0F0F0F0F0F0F)])
+    return shr(g.op("Mul", [u, c(0x0101010101010101)]), 56)
+
+
+@register("stablehlo.popcnt", dynamic=True)
+def _popcnt(interp, op, x):
+    g = interp.graph
+    dtype = op.result_type.dtype
+    return _cast(g, _popcount64(g, _bits_as(g, x, dtype, "uint64")), dtype)
+
+
+@register("stablehlo.count_leading_zeros", dynamic=True)
+def _clz(interp, op, x):
+    """``width - popcount(smeared)``, where smearing ORs every bit into those below it."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    u = _bits_as(g, x, dtype, "uint64")
+    for n in (1, 2, 4, 8, 16, 32):
+        u = g.op("BitwiseOr", [u, g.op("BitShift", [u, g.const(np.uint64(n), "uint64")], direction="RIGHT")])
+    count = g.op("Sub", [g.const(np.uint64(_BITS[dtype]), "uint64"), _popcount64(g, u)])
+    return _cast(g, count, dtype)

@@ -40,7 +40,7 @@ def _dot_general(interp, op, lhs, rhs):
     )
     eq = f"{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}"
     lhs, rhs = _cast_to_result(interp, op, lhs, 0), _cast_to_result(interp, op, rhs, 1)
-    return interp.graph.op("Einsum", [lhs, rhs], equation=eq)
+    return interp.graph.op_as("Einsum", [lhs, rhs], op.result_type.dtype, data=(0, 1), equation=eq)
 
 
 def _inverse(perm):

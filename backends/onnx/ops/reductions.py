@@ -40,7 +40,7 @@ def _reduce(interp, op, *args):
         out = g.op("Cast", [g.op(_BOOL[kind], [as_int, axes], keepdims=0)], to=onnx_dtype("bool"))
         combine = "And" if kind == "and" else "Or"
     elif kind in _REDUCE:
-        out = g.op(_REDUCE[kind], [x, axes], keepdims=0)
+        out = g.op_as(_REDUCE[kind], [x, axes], op.operand_type(0).dtype, keepdims=0)
         combine = _COMBINE[kind]
     else:
         raise NotImplementedError(f"reduce with a {kind or 'general'} body")
@@ -85,7 +85,7 @@ def _reduce_window(interp, op, x, init):
     rank, pooled, win, strides, pads, dil = _pool_layout(op)
     cumsum_axis = _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil)
     if cumsum_axis is not None:
-        return g.op("CumSum", [x, g.const(np.int64(cumsum_axis))])
+        return g.op_as("CumSum", [x, g.const(np.int64(cumsum_axis))], dtype)
     if not dtypes.is_floating(dtype):
         raise NotImplementedError(f"reduce_window on {dtype}")
     carried = [i for i in range(rank) if i not in pooled]
@@ -125,5 +125,13 @@ def _sort(interp, op, *operands):
     dim = op.attr("dimension", -1) % op.operand_type(0).rank
     n = op.operand_type(0).shape[dim]
     k = g.ints([n]) if n is not None else g.dim(operands[0], dim)
-    values, idx = g.op("TopK", [operands[0], k], 2, axis=dim, largest=int(order == "descending"), sorted=1)
+    values, idx = g.op_as(
+        "TopK",
+        [operands[0], k],
+        op.operand_type(0).dtype,
+        n_out=2,
+        axis=dim,
+        largest=int(order == "descending"),
+        sorted=1,
+    )
     return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]

@@ -86,7 +86,7 @@ def _pad(interp, op, x, value):
         raise NotImplementedError("pad with interior padding")
     g = interp.graph
     pads = list(op.attr("edge_padding_low")) + list(op.attr("edge_padding_high"))
-    return g.op("Pad", [x, g.ints(pads), value], mode="constant")
+    return g.op_as("Pad", [x, g.ints(pads), value], op.result_type.dtype, data=(0, 2), mode="constant")
 
 
 @register("stablehlo.reverse", dynamic=True)

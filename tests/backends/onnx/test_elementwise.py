@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from .helpers import assert_onnx_same
+from .helpers import assert_onnx_same, run_onnx
 
 X = np.array([-2.5, -1.5, -0.7, 0.0, 0.5, 1.5, 2.5, 3.25], np.float32)
 INTS = np.array([-7, -3, -1, 0, 1, 3, 7, 100], np.int32)
@@ -86,3 +86,57 @@ def test_casts_and_logic():
         X,
         INTS,
     )
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.int64, np.uint8, np.uint32])
+def test_integer_division_by_zero_and_overflow(dtype):
+    """XLA's values: ``x / 0`` all bits set, ``x % 0 == x``, ``INT_MIN / -1 == INT_MIN`` and
+    ``INT_MIN % -1 == 0`` (onnxruntime raises on the first two and traps on the last)."""
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.min, 7, info.min + 7, info.max, 0, 5, info.max], dtype=dtype)
+    y = np.array([info.max, 0, 0, info.max, info.max, 0, 2, 3], dtype=dtype)
+    if info.min < 0:
+        y[[0, 3, 4]] = -1
+    assert_onnx_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), x, y)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_sign_keeps_nan_and_signed_zero(dtype):
+    x = np.array([np.nan, -0.0, 0.0, -3.0, 2.0, -np.inf], dtype)
+    got, want = run_onnx(jnp.sign, x)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_expm1_log1p_accurate_near_zero(dtype):
+    """Relative accuracy for tiny arguments, where ``exp(x) - 1`` and ``log(1 + x)`` lose
+    every digit; infinities, -1 and NaN keep their values."""
+    x = np.array([1e-12, -3e-9, 1e-6, -2.5e-4, 0.0, 0.3, -0.7, 5.0, -30.0, np.inf, -np.inf, np.nan], dtype)
+    tol = 4 * np.finfo(dtype).eps
+    assert_onnx_same(jnp.expm1, x, rtol=tol, atol=0)
+    assert_onnx_same(jnp.log1p, np.array([*x[:9], -1.0, np.inf, np.nan], dtype), rtol=tol, atol=0)
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.int32, np.int8, np.int16, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+)
+def test_shifts_out_of_range(dtype):
+    """Amounts that are negative or at least the width give 0 (arithmetic right shift:
+    the sign fill); in-range amounts shift the bit pattern."""
+    bits = np.iinfo(dtype).bits
+    info = np.iinfo(dtype)
+    x = np.array([1, info.min, info.max, 5, info.min + 3, 77 % info.max, 3, 12], dtype)
+    s = np.array([0, 1, bits - 1, bits, bits + 3, 2, -1 if info.min < 0 else 200, 3]).astype(dtype)
+    assert_onnx_same(
+        lambda a, b: (lax.shift_left(a, b), lax.shift_right_logical(a, b), lax.shift_right_arithmetic(a, b)),
+        x,
+        s,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.int64, np.uint8, np.uint16, np.uint64])
+def test_popcnt_and_clz(dtype):
+    info = np.iinfo(dtype)
+    x = np.array([0, 1, info.max, info.min, 6, info.max // 3, info.min + 1, 128 % info.max], dtype)
+    assert_onnx_same(lambda a: (lax.population_count(a), lax.clz(a)), x)
