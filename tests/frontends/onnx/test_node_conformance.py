@@ -6,11 +6,11 @@ case that passes fails the run, so the list stays exact). Pass rate::
 
     pytest tests/frontends/onnx/test_node_conformance.py -n 2 -q   # passed / xfailed counts
 
-The default run checks ``to_jax`` on every case and ``to_torch`` on a CI-sized slice: every
-:data:`SLICE_STEP`-th case in name order (:func:`ci_slice`), converted once for both
+The default (CI) run checks ``to_jax`` on every second case and ``to_torch`` on every
+tenth, in name order (:data:`STEPS`, :func:`ci_slice`), each case converted once for both
 backends. ``ONNX_CONFORMANCE_BACKENDS=jax,torch`` runs the listed backends on every case
-instead. A backend is one entry of ``BACKENDS`` (its own failures go in ``BACKEND_XFAILS``,
-one list whether it runs sliced or in full).
+(the full conformance run whose counts the README gives). A backend's own failures go in
+``BACKEND_XFAILS``: one list whether it runs sliced or in full.
 """
 
 from __future__ import annotations
@@ -24,27 +24,25 @@ sys.path.insert(0, os.path.dirname(__file__))
 from onnx_node_cases import node_cases, run_case  # noqa: E402
 from onnx_node_xfails import BACKEND_XFAILS, XFAILS  # noqa: E402
 
-_CHOSEN = os.environ.get("ONNX_CONFORMANCE_BACKENDS", "")
-#: Backends run on every case (``ONNX_CONFORMANCE_BACKENDS=jax,torch``; default: jax).
-BACKENDS = [b for b in _CHOSEN.split(",") if b] or ["jax"]
-#: Backends run on :func:`ci_slice` only, when ``ONNX_CONFORMANCE_BACKENDS`` is not set.
-SLICED_BACKENDS = [] if _CHOSEN else ["torch"]
-#: Every SLICE_STEP-th case (in name order) is in the CI slice: 189 of 1,884 cases; their
-#: ``to_torch`` runs added 43 s to the default single-process run (557 s) on 2 shared cores.
-SLICE_STEP = 10
+_CHOSEN = [b for b in os.environ.get("ONNX_CONFORMANCE_BACKENDS", "").split(",") if b]
+#: Backend -> every how many cases (in name order) it runs on. Default: to_jax on every
+#: second case, to_torch on every tenth (the full default run took 557 s single-process on
+#: 2 shared cores, too much of CI's budget); ``ONNX_CONFORMANCE_BACKENDS`` runs the listed
+#: backends on every case.
+STEPS = {b: 1 for b in _CHOSEN} or {"jax": 2, "torch": 10}
 
 
-def ci_slice(names) -> set[str]:
-    """The cases the sliced backends run on: every :data:`SLICE_STEP`-th of ``names`` in
-    sorted order, starting with the first (deterministic for a given ONNX release)."""
-    return set(sorted(names)[::SLICE_STEP])
+def ci_slice(names, step: int) -> set[str]:
+    """Every ``step``-th of ``names`` in sorted order, starting with the first
+    (deterministic for a given ONNX release)."""
+    return set(sorted(names)[::step])
 
 
 def _params():
     names = sorted(node_cases())
-    sliced = ci_slice(names)
+    chosen = {b: ci_slice(names, step) for b, step in STEPS.items()}
     for name in names:  # a case's backends in a row: it is converted once
-        for backend in [*BACKENDS, *(b for b in SLICED_BACKENDS if name in sliced and b not in BACKENDS)]:
+        for backend in (b for b, cases in chosen.items() if name in cases):
             reason = BACKEND_XFAILS.get(backend, {}).get(name, XFAILS.get(name))  # "" = passes there
             marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
             yield pytest.param(name, backend, marks=marks, id=f"{backend}-{name}")
@@ -63,15 +61,12 @@ def test_xfail_list_names_real_cases() -> None:
     assert not stale, stale
 
 
-def test_default_run_slices_the_torch_backend() -> None:
-    """Without ``ONNX_CONFORMANCE_BACKENDS``, ``to_torch`` runs on exactly the CI slice:
-    every tenth case by name, the same cases in every run."""
+def test_default_run_slices_are_exact() -> None:
+    """Each backend runs on exactly its slice (every case when chosen), the same cases in
+    every run."""
     params = list(_params())
-    torch_cases = {p.values[0] for p in params if p.values[1] == "torch"}
-    if _CHOSEN:
-        assert torch_cases in (set(), set(node_cases()))
-        return
     names = sorted(node_cases())
-    assert torch_cases == set(names[::SLICE_STEP]) == ci_slice(reversed(names))
-    assert len(torch_cases) == -(-len(names) // SLICE_STEP)
-    assert {p.values[0] for p in params if p.values[1] == "jax"} == set(names)
+    for backend, step in STEPS.items():
+        cases = {p.values[0] for p in params if p.values[1] == backend}
+        assert cases == set(names[::step]) == ci_slice(reversed(names), step)
+        assert len(cases) == -(-len(names) // step)
