@@ -1,8 +1,9 @@
 """``gather`` → ``GatherND`` and ``scatter`` → ``ScatterND`` (StableHLO spec: gather,
 scatter), for the point-indexing forms frameworks emit: every indexed operand dimension has
 slice size 1 and every other dimension is taken whole. Gather indices are clamped as the
-spec requires; scatter indices must be in bounds (onnxruntime rejects others rather than
-dropping them).
+spec requires; scatter updates at out-of-bounds indices are skipped as the spec requires
+(sent to a spill slot that is sliced off: onnxruntime rejects them, ONNX wraps negative
+ones), unless the indices are constants known to be in bounds.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from converter.regions import classify_combiner
 
 from ..registry import register
 
-_INT64 = 7
+_INT64, _UINT8, _BOOL = 7, 2, 9
 
 
 def _index_matrix(interp, indices, index_vector_dim, rank):
@@ -125,6 +126,36 @@ def _gather(interp, op, operand, indices):
 _REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min", "replace": "none"}
 
 
+def _in_bounds(indices, index_vector_dim, bounds) -> bool:
+    """True when static ``indices`` (None: not static) index inside ``bounds`` (one column
+    per bound; any other layout, e.g. with batching columns still to add: False)."""
+    if indices is None:
+        return False
+    idx = np.asarray(indices)
+    idx = np.moveaxis(idx, index_vector_dim, -1) if index_vector_dim < idx.ndim else idx[..., None]
+    if idx.shape[-1] != len(bounds):
+        return False
+    return bool(np.all((idx >= 0) & (idx < np.asarray(bounds))))
+
+
+def _spill_slot(interp, op, data, idx, bounds):
+    """StableHLO skips scatter updates whose index is out of bounds; onnxruntime rejects them
+    and ONNX wraps negative ones. The indexed (leading) dimensions of ``data`` get one more
+    slot each, every out-of-bounds index row is sent to that corner, and the caller slices
+    it off after ``ScatterND``."""
+    g = interp.graph
+    k = len(bounds)
+    rank = op.operand_type(0).rank
+    pads = [1 if i < k else 0 for i in range(rank)]
+    data = g.op_as("Pad", [data, g.ints([0] * rank + pads)], op.operand_type(0).dtype, mode="constant")
+    limit = g.const(np.asarray(bounds, np.int64))
+    outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, limit])])
+    any_outside = g.op(
+        "Cast", [g.op("ReduceMax", [g.op("Cast", [outside], to=_UINT8), g.ints([-1])])], to=_BOOL
+    )
+    return data, g.op("Where", [any_outside, limit, idx])
+
+
 @register("stablehlo.scatter")
 def _scatter(interp, op, operand, indices, updates, *more):
     if more:
@@ -155,11 +186,18 @@ def _scatter(interp, op, operand, indices, updates, *more):
     )
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
+    bounds = [shape[i] for i in index_map]
+    spill = not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], bounds)
+    if spill:
+        data, idx = _spill_slot(interp, op, data, idx, bounds)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
     upd = g.op("Transpose", [updates], perm=scatter_dims + window_dims)
     batch_shape = [utype.shape[i] for i in scatter_dims]
     upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
     out = g.op("ScatterND", [data, idx, upd], reduction=_REDUCTION[kind])
+    if spill:  # drop the spill slot again
+        k = len(bounds)
+        out = g.op("Slice", [out, g.ints([0] * k), g.ints(bounds), g.ints(range(k))])
     inv = [0] * len(shape)
     for pos, dim in enumerate(index_map + rest):
         inv[dim] = pos

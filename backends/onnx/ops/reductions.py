@@ -1,5 +1,8 @@
-"""``reduce`` → ``Reduce*``, ``reduce_window`` → ``MaxPool``/``Conv`` sum pools, ``sort`` →
-``TopK`` (which orders ties by index, so it is a stable sort)."""
+"""``reduce`` → ``Reduce*``, ``reduce_window`` → ``MaxPool`` (min: on the negation) / ``Conv``
+sum pools, ``sort`` → ``TopK`` (which orders ties by index, so it is a stable sort).
+
+Float max/min reductions propagate NaN as StableHLO's ``maximum``/``minimum`` do (a NaN mask
+is reduced beside the values: onnxruntime's ``ReduceMax`` and ``MaxPool`` skip NaN)."""
 
 from __future__ import annotations
 
@@ -40,13 +43,41 @@ def _reduce(interp, op, *args):
         out = g.op("Cast", [g.op(_BOOL[kind], [as_int, axes], keepdims=0)], to=onnx_dtype("bool"))
         combine = "And" if kind == "and" else "Or"
     elif kind in _REDUCE:
-        out = g.op_as(_REDUCE[kind], [x, axes], op.operand_type(0).dtype, keepdims=0)
+        dtype = op.operand_type(0).dtype
+        if dtype == "uint64" and kind in ("max", "min"):  # no kernel: order-preserving int64 keys
+            out = _from_ordered(g, g.op(_REDUCE[kind], [_ordered(g, x), axes], keepdims=0))
+        else:
+            out = g.op_as(_REDUCE[kind], [x, axes], dtype, keepdims=0)
+        if kind in ("max", "min") and dtypes.is_floating(dtype):
+            out = _propagate_nan(g, x, out, dtype, lambda mask: g.op("ReduceMax", [mask, axes], keepdims=0))
         combine = _COMBINE[kind]
     else:
         raise NotImplementedError(f"reduce with a {kind or 'general'} body")
     if _is_identity(kind, interp.static_operand(op, 1)):
         return out
     return g.op(combine, [out, init])
+
+
+_INT64_MIN = np.int64(np.iinfo(np.int64).min)
+
+
+def _ordered(g, x):
+    """uint64 ``x`` as int64 keys in the same order (top bit flipped): onnxruntime has no
+    uint64 ``ReduceMax``/``ReduceMin``/``TopK``."""
+    return g.op("BitwiseXor", [g.op("Cast", [x], to=onnx_dtype("int64")), g.const(_INT64_MIN)])
+
+
+def _from_ordered(g, keys):
+    return g.op("Cast", [g.op("BitwiseXor", [keys, g.const(_INT64_MIN)])], to=onnx_dtype("uint64"))
+
+
+def _propagate_nan(g, x, out, dtype, pool):
+    """``out`` with NaN wherever ``pool`` (the reduction, on a uint8 mask) sees a NaN of ``x``:
+    StableHLO's ``maximum``/``minimum`` propagate NaN, onnxruntime's ``ReduceMax``/``MaxPool``
+    skip it."""
+    mask = pool(g.op("Cast", [g.op("IsNaN", [x])], to=onnx_dtype("uint8")))
+    nan = g.const(np.nan, dtype)
+    return g.op("Where", [g.op("Cast", [mask], to=onnx_dtype("bool")), nan, out])
 
 
 def _pool_layout(op):
@@ -76,7 +107,7 @@ def _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil):
 @register("stablehlo.reduce_window", dynamic=True)
 def _reduce_window(interp, op, x, init):
     kind = classify_combiner(op.regions[0])
-    if kind not in ("max", "add") or any(v != 1 for v in (op.attr("base_dilations") or [1])):
+    if kind not in ("max", "min", "add") or any(v != 1 for v in (op.attr("base_dilations") or [1])):
         raise NotImplementedError(f"reduce_window with a {kind or 'general'} body or base dilation")
     if not _is_identity(kind, interp.static_operand(op, 1)):
         raise NotImplementedError("reduce_window with a non-identity init value")
@@ -100,8 +131,10 @@ def _reduce_window(interp, op, x, init):
         pads=[pads[i][0] for i in pooled] + [pads[i][1] for i in pooled],
         dilations=[dil[i] for i in pooled],
     )
-    if kind == "max":
-        y = g.op("MaxPool", [y], **attrs)
+    if kind in ("max", "min"):  # min(x) = -max(-x), exact
+        flip = (lambda v: g.op("Neg", [v])) if kind == "min" else (lambda v: v)
+        pooled_y = flip(g.op("MaxPool", [flip(y)], **attrs))
+        y = _propagate_nan(g, y, pooled_y, dtype, lambda mask: g.op("MaxPool", [mask], **attrs))
     else:
         ones = g.const(np.ones([1, 1] + attrs["kernel_shape"], dtypes.to_numpy(dtype)))
         y = g.op("Conv", [y, ones], **attrs)
@@ -125,13 +158,11 @@ def _sort(interp, op, *operands):
     dim = op.attr("dimension", -1) % op.operand_type(0).rank
     n = op.operand_type(0).shape[dim]
     k = g.ints([n]) if n is not None else g.dim(operands[0], dim)
+    dtype = op.operand_type(0).dtype
+    keys = _ordered(g, operands[0]) if dtype == "uint64" else operands[0]
     values, idx = g.op_as(
-        "TopK",
-        [operands[0], k],
-        op.operand_type(0).dtype,
-        n_out=2,
-        axis=dim,
-        largest=int(order == "descending"),
-        sorted=1,
+        "TopK", [keys, k], dtype, n_out=2, axis=dim, largest=int(order == "descending"), sorted=1
     )
+    if dtype == "uint64":
+        values = _from_ordered(g, values)
     return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]

@@ -102,3 +102,41 @@ def test_gather_and_scatter_with_batching_dims():
 def test_integer_cumsum_is_cumsum():
     ids = np.array([[1, 0, 1, 1], [0, 1, 1, 0]], np.int64)
     assert_onnx_same(lambda m: (jnp.cumsum(m, axis=1), jnp.cumsum(m.astype(jnp.float32), axis=0)), ids)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_max_min_propagate_nan(dtype):
+    """StableHLO's maximum/minimum propagate NaN through reduce and reduce_window (pools,
+    cumulative max/min); onnxruntime's ReduceMax and MaxPool alone would skip it."""
+    x = rng.normal(size=(2, 3, 6, 5)).astype(dtype)
+    x[0, 1, 2, 3] = np.nan
+    x[1, 2, 5, 0] = np.nan
+    assert_onnx_same(
+        lambda a: (
+            jnp.max(a, axis=(2, 3)),
+            jnp.min(a, axis=1),
+            lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+            lax.reduce_window(a, jnp.inf, lax.min, (1, 1, 3, 1), (1, 1, 1, 1), "SAME"),
+            lax.cummax(a, axis=2),
+            lax.cummin(a, axis=3, reverse=True),
+        ),
+        x,
+    )
+
+
+def test_uint64_max_and_sort_above_two_to_the_63():
+    x = np.array([[2**64 - 1, 3, 2**63, 2**63 - 1], [0, 2**63 + 5, 7, 1]], np.uint64)
+    assert_onnx_same(lambda a: (jnp.max(a, axis=1), jnp.min(a, axis=0), jnp.sort(a, axis=1)), x)
+
+
+@pytest.mark.parametrize("mode", ["add", "set", "min"])
+def test_scatter_skips_out_of_bounds_updates(mode):
+    """Updates at indices past either end are dropped (StableHLO scatter), not rejected by
+    onnxruntime nor wrapped around as ONNX does negative indices."""
+    idx = np.array([1, 7, -1, -9, 3, 0], np.int32)
+
+    def f(a, i):
+        return getattr(a.at[i], mode)(jnp.full((6, 6), -5.0, a.dtype), mode="drop")
+
+    assert_onnx_same(f, A[0], idx)
+    assert_onnx_same(lambda a, i: a.at[i, 2].add(1.0, mode="drop"), A[0], idx)
