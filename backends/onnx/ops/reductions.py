@@ -72,12 +72,12 @@ def _from_ordered(g, keys):
 
 
 def _propagate_nan(g, x, out, dtype, pool):
-    """``out`` with NaN wherever ``pool`` (the reduction, on a uint8 mask) sees a NaN of ``x``:
-    StableHLO's ``maximum``/``minimum`` propagate NaN, onnxruntime's ``ReduceMax``/``MaxPool``
-    skip it."""
-    mask = pool(g.op("Cast", [g.op("IsNaN", [x])], to=onnx_dtype("uint8")))
+    """``out`` with NaN wherever ``pool`` (the same reduction, on a 0/1 mask in ``dtype``) sees
+    a NaN of ``x``: StableHLO's ``maximum``/``minimum`` propagate NaN, onnxruntime's
+    ``ReduceMax``/``MaxPool`` skip it."""
+    mask = pool(g.op("Cast", [g.op("IsNaN", [x])], to=onnx_dtype(dtype)))
     nan = g.const(np.nan, dtype)
-    return g.op("Where", [g.op("Cast", [mask], to=onnx_dtype("bool")), nan, out])
+    return g.op("Where", [g.op("Greater", [mask, g.const(0, dtype)]), nan, out])
 
 
 def _pool_layout(op):
