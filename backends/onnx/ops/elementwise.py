@@ -44,22 +44,9 @@ _UNARY = {
     "tanh": "Tanh",
     "sine": "Sin",
     "cosine": "Cos",
-    "tan": "Tan",
     "floor": "Floor",
     "ceil": "Ceil",
     "round_nearest_even": "Round",
-}
-_CHLO_UNARY = {
-    "erf": "Erf",
-    "asin": "Asin",
-    "acos": "Acos",
-    "atan": "Atan",
-    "sinh": "Sinh",
-    "cosh": "Cosh",
-    "tan": "Tan",
-    "asinh": "Asinh",
-    "acosh": "Acosh",
-    "atanh": "Atanh",
 }
 
 
@@ -75,8 +62,6 @@ for _name, _t in _BINARY.items():
     register(f"stablehlo.{_name}", dynamic=True)(_binary(_t))
 for _name, _t in _UNARY.items():
     register(f"stablehlo.{_name}", dynamic=True)(_unary(_t))
-for _name, _t in _CHLO_UNARY.items():
-    register(f"chlo.{_name}", dynamic=True)(_unary(_t))
 
 
 def _is_int(dtype: str) -> bool:
@@ -95,14 +80,42 @@ def _scalar(interp, op, value):
     return interp.graph.const(value, op.result_type.dtype)
 
 
+@register("stablehlo.tan", "chlo.tan", dynamic=True)
+def _tan(interp, op, x):
+    """``Tan``; float64 as ``sin / cos`` (onnxruntime has no float64 ``Tan`` kernel)."""
+    g = interp.graph
+    if op.result_type.dtype == "float64":
+        return g.op("Div", [g.op("Sin", [x]), g.op("Cos", [x])])
+    return g.op("Tan", [x])
+
+
+@register("stablehlo.atan2", dynamic=True)
+def _atan2(interp, op, y, x):
+    """On magnitudes: ``t = atan(min / max)`` (0 when both are 0, pi/4 when both are
+    infinite), ``pi/2 - t`` when ``|y| > |x|``, ``pi - t`` when ``x`` is negative or -0.0;
+    then ``t`` takes the sign of ``y`` by a multiply, so signed zeros come out as the spec
+    says (``atan2(-0, +0) = -0``, ``atan2(+0, -0) = pi``)."""
+    g = interp.graph
+    c = lambda v: _scalar(interp, op, v)  # noqa: E731
+    ax, ay = g.op("Abs", [x]), g.op("Abs", [y])
+    lo, hi = g.op("Min", [ax, ay]), g.op("Max", [ax, ay])
+    t = g.op("Atan", [g.op("Div", [lo, hi])])
+    t = g.op("Where", [g.op("Equal", [hi, c(0)]), c(0), t])
+    t = g.op("Where", [g.op("And", [_isinf(g, ax, op), _isinf(g, ay, op)]), c(np.pi / 4), t])
+    t = g.op("Where", [g.op("Greater", [ay, ax]), g.op("Sub", [c(np.pi / 2), t]), t])
+    t = g.op("Where", [_negative(g, x, c), g.op("Sub", [c(np.pi), t]), t])
+    return g.op("Mul", [g.op("Where", [_negative(g, y, c), c(-1), c(1)]), t])
+
+
+def _negative(g, v, c):
+    """``v < 0``, -0.0 included (``1 / -0.0`` is ``-inf``)."""
+    zero_below = g.op("And", [g.op("Equal", [v, c(0)]), g.op("Less", [g.op("Div", [c(1), v]), c(0)])])
+    return g.op("Or", [g.op("Less", [v, c(0)]), zero_below])
+
+
 @register("chlo.square", dynamic=True)
 def _square(interp, op, x):
     return interp.graph.op("Mul", [x, x])
-
-
-@register("chlo.erfc", dynamic=True)
-def _erfc(interp, op, x):
-    return interp.graph.op("Sub", [_scalar(interp, op, 1), interp.graph.op("Erf", [x])])
 
 
 @register("chlo.is_inf", dynamic=True)

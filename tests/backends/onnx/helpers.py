@@ -1,7 +1,11 @@
 """Round trip a JAX function through StableHLO, the ONNX backend and onnxruntime."""
 
+import ctypes
+
 import jax
+import ml_dtypes
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 import converter
@@ -14,10 +18,29 @@ def run_onnx(fn, *args, opset=18):
     module = converter.from_stablehlo(jax.jit(fn).lower(*args).as_text())
     model = module.to_onnx(opset=opset)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = {i.name: np.asarray(a) for i, a in zip(sess.get_inputs(), args, strict=True)}
-    got = sess.run(None, feeds)
+    feeds = {i.name: ort_value(np.asarray(a)) for i, a in zip(sess.get_inputs(), args, strict=True)}
+    got = [numpy_of(v) for v in sess.run_with_ort_values(None, feeds)]
     want = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
     return got, want
+
+
+def ort_value(value: np.ndarray) -> ort.OrtValue:
+    """An onnxruntime input (bfloat16 from its bits: NumPy has no bfloat16 of its own)."""
+    if value.dtype == ml_dtypes.bfloat16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            value.view(np.uint16), onnx.TensorProto.BFLOAT16
+        )
+    return ort.OrtValue.ortvalue_from_numpy(value)
+
+
+def numpy_of(value: ort.OrtValue) -> np.ndarray:
+    """An onnxruntime output as NumPy; bfloat16 (which ``OrtValue.numpy`` refuses) read from
+    its buffer as ``ml_dtypes.bfloat16``."""
+    if value.data_type() != "tensor(bfloat16)":
+        return value.numpy()
+    shape = value.shape()
+    raw = (ctypes.c_uint16 * int(np.prod(shape))).from_address(value.data_ptr())
+    return np.frombuffer(raw, np.uint16).copy().view(ml_dtypes.bfloat16).reshape(shape)
 
 
 def assert_onnx_same(fn, *args, rtol=1e-5, atol=1e-6):

@@ -1,6 +1,7 @@
 """Elementwise ops through the ONNX backend, with StableHLO's integer and rounding semantics."""
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -140,3 +141,44 @@ def test_popcnt_and_clz(dtype):
     info = np.iinfo(dtype)
     x = np.array([0, 1, info.max, info.min, 6, info.max // 3, info.min + 1, 128 % info.max], dtype)
     assert_onnx_same(lambda a: (lax.population_count(a), lax.clz(a)), x)
+
+
+def test_erfc_keeps_its_digits_in_the_tail():
+    """``erfc`` is decomposed (StableHLO's CHLO expansion), not ``1 - erf(x)``, which is 0
+    in float32 from x = 4 on."""
+    x = np.array([-3.0, -0.5, 0.0, 0.7, 2.5, 4.0, 6.0, 9.0], np.float32)
+    assert_onnx_same(lambda v: lax.erfc(v), x, rtol=2e-6, atol=0)
+
+
+def test_atan2_quadrants_zeros_and_infinities():
+    inf = np.inf
+    y = np.array(
+        [1.0, 1.0, -1.0, -1.0, 0.0, -0.0, 0.0, -0.0, 3.0, -2.0, inf, -inf, inf, 1.0, np.nan], np.float32
+    )
+    x = np.array(
+        [2.0, -2.0, -2.0, 2.0, 0.0, 0.0, -0.0, -0.0, 0.0, -0.0, inf, -inf, 5.0, -inf, 1.0], np.float32
+    )
+    got, want = run_onnx(jnp.arctan2, y, x)
+    np.testing.assert_allclose(got[0], want[0], rtol=4e-7, atol=0)
+    np.testing.assert_array_equal(np.signbit(got[0]), np.signbit(want[0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, ml_dtypes.bfloat16])
+def test_special_functions_in_float64_and_bfloat16(dtype):
+    """float64 erf/sinh/asinh/atanh/tan (no onnxruntime kernels) and bfloat16 lgamma
+    (computed in float32) through their decompositions."""
+    x = np.array([0.05, 0.3, 0.9, 1.7, 2.5], dtype)
+    if dtype == np.float64:
+        fns = lambda v: (
+            lax.erf(v),
+            jnp.sinh(v),
+            jnp.arcsinh(v),
+            jnp.arctanh(v / 3),
+            jnp.tan(v),
+            lax.lgamma(v),
+        )  # noqa: E731
+        assert_onnx_same(fns, x, rtol=1e-12, atol=1e-15)
+    else:
+        got, want = run_onnx(lambda v: (lax.lgamma(v), lax.erf(v)), x)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=1e-2, atol=1e-2)
