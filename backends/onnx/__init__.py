@@ -29,8 +29,8 @@ import onnx
 from jaxlib.mlir import ir
 from onnx import helper
 
-from converter import mlir
-from converter.errors import MissingOp, UnsupportedOpError
+from converter import dtypes, mlir
+from converter.errors import MissingOp, OpConversionError, UnsupportedOpError
 from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
@@ -68,7 +68,11 @@ class OnnxInterpreter(Interpreter):
         self.graph = GraphBuilder(itertools.count())
 
     def run_op(self, op, operands, env):
-        """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`)."""
+        """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`); ops on complex
+        values raise :class:`OpConversionError` (ONNX operators take no complex types)."""
+        if op.name not in widen.DIRECT and widen.has_dtype(op, dtypes.is_complex):
+            cause = NotImplementedError("ONNX operators take no complex values")
+            raise OpConversionError(op.name, op.location, cause)
         if not widen.needs_widening(op):
             return super().run_op(op, operands, env)
         return widen.run_widened(

@@ -73,11 +73,14 @@ class WidenedOp:
         return f"Widened({self._op!r})"
 
 
+def has_dtype(op: mlir.Op, test: Callable[[str], bool]) -> bool:
+    """True when a tensor operand or result of ``op`` has a dtype ``test`` accepts."""
+    return any((d := _dtype(v)) is not None and test(d) for v in (*op.operands, *op.results))
+
+
 def needs_widening(op: mlir.Op) -> bool:
     """True when ``op`` has a bfloat16 operand or result and is not in :data:`DIRECT`."""
-    if op.name in DIRECT:
-        return False
-    return any(_dtype(v) == NARROW for v in (*op.operands, *op.results))
+    return op.name not in DIRECT and has_dtype(op, lambda d: d == NARROW)
 
 
 def run_widened(interp, op: mlir.Op, operands: list[Any], run: Callable) -> list[Any]:

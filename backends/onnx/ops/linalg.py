@@ -1,12 +1,16 @@
 """``dot_general`` → ``Einsum`` and ``convolution`` → ``Conv`` (with transposes to ONNX's
-``[N, C, spatial...]`` / ``[O, I, spatial...]`` layouts)."""
+``[N, C, spatial...]`` / ``[O, I, spatial...]`` layouts; ``lhs_dilation``, as transposed
+convolutions and input gradients have it, inserts the zeros with an interior pad first)."""
 
 from __future__ import annotations
 
 import string
 
+from converter import dtypes
+
 from ..graph import onnx_dtype
 from ..registry import register
+from .shape import interior_pad
 
 
 def _cast_to_result(interp, op, x, i):
@@ -54,14 +58,15 @@ def _inverse(perm):
 def _convolution(interp, op, lhs, rhs):
     d = op.attr("dimension_numbers")
     nsp = op.operand_type(0).rank - 2
-    if any(v != 1 for v in (op.attr("lhs_dilation") or [1])) or op.attr("batch_group_count", 1) != 1:
-        raise NotImplementedError("convolution with lhs_dilation or batch_group_count > 1")
+    if not dtypes.is_floating(op.operand_type(0).dtype):
+        raise NotImplementedError(f"convolution on {op.operand_type(0).dtype}: ONNX Conv takes floats only")
+    if op.attr("batch_group_count", 1) != 1:
+        raise NotImplementedError("convolution with batch_group_count > 1")
     if any(op.attr("window_reversal") or []):
         raise NotImplementedError("convolution with window_reversal")
     padding = op.attr("padding")
     pads = [[0, 0]] * nsp if padding is None else [[int(a), int(b)] for a, b in padding]
-    if any(v < 0 for p in pads for v in p):
-        raise NotImplementedError("convolution with negative padding")
+    lhs_dilation = list(op.attr("lhs_dilation") or [1] * nsp)
     g = interp.graph
     in_perm = [d["input_batch_dimension"], d["input_feature_dimension"], *d["input_spatial_dimensions"]]
     k_perm = [
@@ -72,6 +77,15 @@ def _convolution(interp, op, lhs, rhs):
     out_perm = [d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]]
     x = g.op("Transpose", [lhs], perm=in_perm)
     w = g.op("Transpose", [rhs], perm=k_perm)
+    dtype = op.operand_type(0).dtype
+    if any(v != 1 for v in lhs_dilation):  # zeros between input elements, then the padding
+        shape = [op.operand_type(0).shape[i] for i in in_perm]
+        zero = g.const(0, dtype)
+        x = interior_pad(g, x, zero, shape, [0, 0] + [v - 1 for v in lhs_dilation], dtype)
+    if any(v < 0 for p in pads for v in p):  # Conv pads cannot crop: an explicit Pad can
+        edges = [0, 0] + [p[0] for p in pads] + [0, 0] + [p[1] for p in pads]
+        x = g.op_as("Pad", [x, g.ints(edges)], dtype, mode="constant")
+        pads = [[0, 0]] * nsp
     y = g.op(
         "Conv",
         [x, w],

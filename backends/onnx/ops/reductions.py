@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from converter import dtypes
+from converter import dtypes, mlir
 from converter.regions import classify_combiner, classify_comparator
 
 from ..graph import onnx_dtype
 from ..registry import register
+from .control_flow import _BOOL as _BOOL_T
+from .control_flow import _I64, _subgraph
 
 _REDUCE = {"add": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin", "mul": "ReduceProd"}
 _COMBINE = {"add": "Add", "max": "Max", "min": "Min", "mul": "Mul"}
@@ -32,10 +34,12 @@ def _is_identity(kind, value) -> bool:
 
 @register("stablehlo.reduce", dynamic=True)
 def _reduce(interp, op, *args):
-    if len(args) != 2:
-        raise NotImplementedError("variadic reduce (argmax-style) has no single ONNX equivalent")
+    """A one-operand reduce with a recognized body → ``Reduce*``; any other (variadic
+    argmax-style reduces, general bodies) → :func:`_reduce_loop`."""
+    kind = classify_combiner(op.regions[0]) if len(args) == 2 else None
+    if kind not in (*_REDUCE, *_BOOL):
+        return _reduce_loop(interp, op, args[: len(args) // 2], args[len(args) // 2 :])
     x, init = args
-    kind = classify_combiner(op.regions[0])
     g = interp.graph
     axes = g.ints(op.attr("dimensions"))
     if kind in _BOOL and op.result_type.dtype == "bool":
@@ -52,10 +56,78 @@ def _reduce(interp, op, *args):
             out = _propagate_nan(g, x, out, dtype, lambda mask: g.op("ReduceMax", [mask, axes], keepdims=0))
         combine = _COMBINE[kind]
     else:
-        raise NotImplementedError(f"reduce with a {kind or 'general'} body")
+        raise NotImplementedError(f"reduce with a {kind} body on {op.result_type.dtype}")
     if _is_identity(kind, interp.static_operand(op, 1)):
         return out
     return g.op(combine, [out, init])
+
+
+#: StableHLO ops a reduce body may hold for :func:`_reduce_loop`: elementwise ones, whose
+#: rules broadcast (the body's scalars become whole slices of the operands).
+ELEMENTWISE_BODY = {
+    f"stablehlo.{name}"
+    for name in (
+        "abs add and ceil clamp compare constant convert cosine divide exponential "
+        "exponential_minus_one floor is_finite log log_plus_one logistic maximum minimum "
+        "multiply negate not or power remainder round_nearest_afz round_nearest_even rsqrt "
+        "select sign sine sqrt subtract tanh xor return"
+    ).split()
+}
+
+
+def _reduce_loop(interp, op, xs, inits):
+    """A reduce with any elementwise body, as an ONNX ``Loop`` folding the body over the
+    reduced elements one at a time (StableHLO leaves the order to the implementation; bodies
+    like argmax's, which break ties by index, give the same result in every order).
+
+    The reduced dimensions are moved first and flattened to one of size ``R``; the loop
+    carries one accumulator per operand, shaped as the result, starting from the init values.
+
+    Raises:
+        NotImplementedError: the body holds a non-elementwise op, or a shape is dynamic.
+    """
+    body_ops = {o.name for o in mlir.walk_ops(op.mlir)}
+    if not body_ops <= ELEMENTWISE_BODY:
+        raise NotImplementedError(f"reduce body with {sorted(body_ops - ELEMENTWISE_BODY)}")
+    shape = op.operand_type(0).shape
+    if None in shape:
+        raise NotImplementedError("reduce with a general body on dynamic shapes")
+    g = interp.graph
+    dims = list(op.attr("dimensions"))
+    kept = [i for i in range(len(shape)) if i not in dims]
+    out_shape = [shape[i] for i in kept]
+    reduced = int(np.prod([shape[i] for i in dims], dtype=np.int64))
+    flat = [
+        g.op(
+            "Reshape", [g.op("Transpose", [x], perm=dims + kept), g.ints([reduced, *out_shape])], allowzero=1
+        )
+        for x in xs
+    ]
+    types = [mlir.TensorType(tuple(out_shape), t.dtype) for t in op.result_types]
+    carried = [(g.fresh("acc"), t) for t in types]
+    body = interp.region_fn(op.regions[0])
+    it, cond = g.fresh("i"), g.fresh("cond")
+    returned = [mlir.tensor_type(v.type).dtype for v in _body_results(op)]
+
+    def emit():
+        sub = interp.graph
+        elements = [sub.op("Gather", [x, it], axis=0) for x in flat]
+        new = body(*(n for n, _ in carried), *elements)
+        new = [
+            sub.cast(v, t.dtype) if r != t.dtype else v for v, t, r in zip(new, types, returned, strict=True)
+        ]
+        return [(cond, _BOOL_T), *zip(new, types, strict=True)]
+
+    graph = _subgraph(interp, "reduce_body", [(it, _I64), (cond, _BOOL_T), *carried], emit)
+    starts = [g.op("Expand", [init, g.ints(out_shape)]) for init in inits]
+    out = g.op("Loop", [g.const(np.int64(reduced)), "", *starts], len(starts), body=graph)
+    return out if isinstance(out, list) else [out]
+
+
+def _body_results(op):
+    """The values the reduce body returns (its terminator's operands)."""
+    block = op.regions[0].blocks[0]
+    return list(list(block.operations)[-1].operands)
 
 
 _INT64_MIN = np.int64(np.iinfo(np.int64).min)

@@ -1,5 +1,5 @@
 """Shape and data-movement ops → ONNX (constant, iota, broadcast_in_dim, reshape, transpose,
-slice, concatenate, pad, reverse, dynamic_slice)."""
+slice, concatenate, pad, reverse, dynamic_slice, dynamic_update_slice)."""
 
 from __future__ import annotations
 
@@ -82,11 +82,41 @@ def _concatenate(interp, op, *xs):
 
 @register("stablehlo.pad", dynamic=True)
 def _pad(interp, op, x, value):
-    if any(op.attr("interior_padding")):
-        raise NotImplementedError("pad with interior padding")
+    """Interior padding first (:func:`interior_pad`, static shapes), then the edges with one
+    ``Pad`` (negative edge padding crops, in ONNX as in StableHLO)."""
     g = interp.graph
+    dtype = op.result_type.dtype
+    interior = list(op.attr("interior_padding"))
+    if any(interior):
+        x = interior_pad(g, x, value, op.operand_type(0).shape, interior, dtype)
     pads = list(op.attr("edge_padding_low")) + list(op.attr("edge_padding_high"))
-    return g.op_as("Pad", [x, g.ints(pads), value], op.result_type.dtype, data=(0, 2), mode="constant")
+    return g.op_as("Pad", [x, g.ints(pads), value], dtype, data=(0, 2), mode="constant")
+
+
+def interior_pad(g, x, value, shape, interior, dtype) -> str:
+    """``x`` with ``interior[d]`` copies of ``value`` between neighbours along each dimension
+    ``d`` (StableHLO spec: pad, interior_padding): per padded dimension, a new axis after it
+    is padded to ``1 + interior[d]``, the two are merged, and the trailing fill is cut.
+
+    Raises:
+        NotImplementedError: a padded dimension is dynamic.
+    """
+    shape = list(shape)
+    for d, p in enumerate(interior):
+        if not p:
+            continue
+        if None in shape:
+            raise NotImplementedError("interior padding on dynamic shapes")
+        n = shape[d]
+        x = g.op("Unsqueeze", [x, g.ints([d + 1])])
+        pads = [0] * (len(shape) + 1) * 2
+        pads[len(shape) + 1 + d + 1] = p  # the new axis, high side
+        x = g.op_as("Pad", [x, g.ints(pads), value], dtype, data=(0, 2), mode="constant")
+        merged = shape[:d] + [n * (1 + p)] + shape[d + 1 :]
+        x = g.op("Reshape", [x, g.ints(merged)], allowzero=1)
+        shape[d] = max(n + (n - 1) * p, 0)
+        x = g.op("Slice", [x, g.ints([0]), g.ints([shape[d]]), g.ints([d])])
+    return x
 
 
 @register("stablehlo.reverse", dynamic=True)
@@ -102,7 +132,27 @@ def _dynamic_slice(interp, op, x, *starts):
     """Start indices are clamped to ``[0, dim - size]`` (StableHLO spec: dynamic_slice)."""
     g = interp.graph
     sizes = op.attr("slice_sizes")
-    shape = op.operand_type(0).shape
+    begin = _clamped_starts(g, x, starts, sizes, op.operand_type(0).shape)
+    end = g.op("Add", [begin, g.ints(sizes)])
+    return g.op("Slice", [x, begin, end, g.ints(range(len(sizes)))])
+
+
+@register("stablehlo.dynamic_update_slice")
+def _dynamic_update_slice(interp, op, x, update, *starts):
+    """``ScatterND`` of ``update`` at the clamped start (StableHLO spec: dynamic_update_slice:
+    starts are clamped to ``[0, dim - update size]``, so every index is in bounds): the
+    indices are the start plus a constant grid of the update's positions."""
+    g = interp.graph
+    sizes = op.operand_type(1).shape
+    begin = _clamped_starts(g, x, starts, sizes, op.operand_type(0).shape)
+    grid = np.stack(np.indices(sizes, dtype=np.int64), axis=-1) if sizes else np.zeros([0], np.int64)
+    idx = g.op("Add", [g.const(grid), begin])
+    return g.op("ScatterND", [x, idx, update])
+
+
+def _clamped_starts(g, x, starts, sizes, shape) -> str:
+    """The int64 ``[rank]`` start vector, each start clamped to ``[0, shape[i] - sizes[i]]``
+    (a dynamic dimension's size read at run time)."""
     clamped = []
     for i, s in enumerate(starts):
         s64 = g.op("Reshape", [g.op("Cast", [s], to=7), g.ints([1])])  # INT64
@@ -111,9 +161,7 @@ def _dynamic_slice(interp, op, x, *starts):
         else:
             hi = g.ints([shape[i] - sizes[i]])
         clamped.append(g.op("Max", [g.op("Min", [s64, hi]), g.ints([0])]))
-    begin = g.op("Concat", clamped, axis=0)
-    end = g.op("Add", [begin, g.ints(sizes)])
-    return g.op("Slice", [x, begin, end, g.ints(range(len(sizes)))])
+    return g.op("Concat", clamped, axis=0) if clamped else g.ints([])
 
 
 @register("stablehlo.optimization_barrier", dynamic=True)

@@ -1,6 +1,7 @@
 """gather/scatter, reductions, pools and sort through the ONNX backend."""
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from jax import lax
@@ -140,3 +141,22 @@ def test_scatter_skips_out_of_bounds_updates(mode):
 
     assert_onnx_same(f, A[0], idx)
     assert_onnx_same(lambda a, i: a.at[i, 2].add(1.0, mode="drop"), A[0], idx)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int8, np.uint64])
+def test_argmax_style_reduces_loop(dtype):
+    """Variadic reduces (argmax/argmin: value and index, ties to the first index, NaN wins)
+    fold their body in an ONNX Loop."""
+    x = rng.integers(-3, 4, size=(4, 5, 3)).astype(dtype)
+    if dtype == np.float32:
+        x[1, 2, 0] = np.nan
+    got, want = run_onnx(lambda a: (jnp.argmax(a, axis=1), jnp.argmin(a, axis=0), jnp.argmax(a)), x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_reduce_with_a_general_body():
+    """A one-operand reduce whose body is no single ONNX reduction (here max of squares)."""
+    x = rng.normal(size=(3, 4)).astype(np.float32)
+    body = lambda a, b: jnp.maximum(a * a, b * b)  # noqa: E731
+    assert_onnx_same(lambda a: lax.reduce(a, np.float32(0), body, (1,)), x)

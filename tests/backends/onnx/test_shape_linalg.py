@@ -58,3 +58,29 @@ def test_convolution_layouts(groups, dil, stride):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+@pytest.mark.parametrize("start", [(-3, 1), (1, 2), (9, 9)])
+def test_dynamic_update_slice_clamps_its_start(start):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    upd = -np.ones((2, 3), np.float32)
+    assert_onnx_same(lambda a, u, i, j: lax.dynamic_update_slice(a, u, (i, j)), x, upd, *np.int32(start))
+
+
+def test_pad_interior_and_negative_edges():
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    assert_onnx_same(lambda a: lax.pad(a, np.int32(-7), [(1, -1, 2), (-2, 3, 1)]), x)
+    assert_onnx_same(lambda a: lax.pad(a, np.int32(5), [(0, 0, 1), (0, 0, 0)]), x[:1])
+
+
+def test_convolution_with_lhs_dilation_and_cropping():
+    """lhs_dilation (transposed convolution) and negative padding (cropping)."""
+    x = rng.normal(size=(1, 2, 5, 6)).astype(np.float32)
+    k = rng.normal(size=(3, 2, 3, 2)).astype(np.float32)
+
+    def f(a, w):
+        return lax.conv_general_dilated(
+            a, w, (1, 2), [(-1, 2), (1, -1)], lhs_dilation=(2, 3), rhs_dilation=(1, 2)
+        )
+
+    assert_onnx_same(f, x, k, rtol=1e-5, atol=1e-5)
