@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from converter import dtypes
+from converter import dtypes, mlir
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -395,3 +395,45 @@ def _clz(interp, op, x):
         u = g.op("BitwiseOr", [u, g.op("BitShift", [u, g.const(np.uint64(n), "uint64")], direction="RIGHT")])
     count = g.op("Sub", [g.const(np.uint64(_BITS[dtype]), "uint64"), _popcount64(g, u)])
     return _cast(g, count, dtype)
+
+
+# (exponent bits, mantissa bits) of the float types a bit pattern can be read as
+_FLOAT_LAYOUT = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
+
+
+@register("stablehlo.bitcast_convert", dynamic=True)
+def _bitcast_convert(interp, op, x):
+    """Integer bits → a float of the same width, computed from the fields (StableHLO spec:
+    bitcast_convert): ``(2**M + m) * 2**(e - bias - M)`` for normal numbers,
+    ``m * 2**(1 - bias - M)`` for subnormals, infinity, NaN (any payload: ONNX has no
+    bitcast, so the payload is not kept), and the sign applied by a multiply so -0.0 stays.
+    Everything is exact in float64, then cast to the result type.
+
+    Raises:
+        NotImplementedError: floats → integers (a NaN's sign and payload cannot be read
+            without a bitcast), shape-changing or same-kind bitcasts.
+    """
+    g = interp.graph
+    # the type the bits are read as, also when the rule sees a float32 view (a bfloat16 result)
+    src, dst = op.operand_type(0).dtype, mlir.tensor_type(op.mlir.results[0].type).dtype
+    if src == dst:
+        return g.op("Identity", [x])
+    if not (_is_int(src) and dst in _FLOAT_LAYOUT) or _BITS[src] != 1 + sum(_FLOAT_LAYOUT[dst]):
+        raise NotImplementedError(f"bitcast_convert {src} -> {dst}: ONNX has no bitcast")
+    exp_bits, man_bits = _FLOAT_LAYOUT[dst]
+    bias = 2 ** (exp_bits - 1) - 1
+    u = _bits_as(g, x, src, "uint64")
+    c64 = lambda v: g.const(np.uint64(v), "uint64")  # noqa: E731
+    f64 = lambda v: g.const(np.float64(v), "float64")  # noqa: E731
+    shr = lambda v, n: g.op("BitShift", [v, c64(n)], direction="RIGHT")  # noqa: E731
+    sign = _cast(g, shr(u, exp_bits + man_bits), "float64")
+    e = _cast(g, g.op("BitwiseAnd", [shr(u, man_bits), c64(2**exp_bits - 1)]), "float64")
+    m = _cast(g, g.op("BitwiseAnd", [u, c64(2**man_bits - 1)]), "float64")
+    scale = g.op("Pow", [f64(2.0), g.op("Sub", [e, f64(bias + man_bits)])])
+    normal = g.op("Mul", [g.op("Add", [m, f64(2.0**man_bits)]), scale])
+    subnormal = g.op("Mul", [m, f64(2.0 ** (1 - bias - man_bits))])
+    special = g.op("Where", [g.op("Equal", [m, f64(0)]), f64(np.inf), f64(np.nan)])
+    value = g.op("Where", [g.op("Equal", [e, f64(0)]), subnormal, normal])
+    value = g.op("Where", [g.op("Equal", [e, f64(2**exp_bits - 1)]), special, value])
+    signed = g.op("Mul", [value, g.op("Sub", [f64(1), g.op("Mul", [f64(2), sign])])])
+    return _cast(g, signed, op.result_type.dtype)  # exact: the value is representable

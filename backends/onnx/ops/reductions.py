@@ -176,9 +176,69 @@ def _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil):
     return None
 
 
+def _cumulative(op, pooled, win, strides, pads, dil):
+    """``(axis, reverse)`` when the window op is an inclusive scan along one static axis
+    (window = its size, padding ``size - 1`` on one side, stride and dilation 1), as
+    ``jnp.cumprod`` and ``lax.cumlogsumexp`` lower; else None."""
+    if len(pooled) != 1:
+        return None
+    axis = pooled[0]
+    n = op.operand_type(0).shape[axis]
+    if n is None or win[axis] != n or strides[axis] != 1 or dil[axis] != 1:
+        return None
+    if pads[axis] in ((n - 1, 0), (0, n - 1)):
+        return axis, pads[axis] == (0, n - 1)
+    return None
+
+
+def _scan_loop(interp, op, x, init, axis, reverse):
+    """An inclusive scan with any elementwise body as an ONNX ``Loop``: the accumulator
+    (``init`` at first) is folded with one slice along ``axis`` per iteration, and every
+    step's accumulator is a scan output (stacked on axis 0, moved back to ``axis``)."""
+    body_ops = {o.name for o in mlir.walk_ops(op.mlir)}
+    if not body_ops <= ELEMENTWISE_BODY:
+        raise NotImplementedError(f"reduce_window body with {sorted(body_ops - ELEMENTWISE_BODY)}")
+    g = interp.graph
+    shape = op.operand_type(0).shape
+    if None in shape:
+        raise NotImplementedError("cumulative reduce_window with a general body on dynamic shapes")
+    n = shape[axis]
+    rest = [i for i in range(len(shape)) if i != axis]
+    moved = g.op("Transpose", [x], perm=[axis, *rest])
+    slice_type = mlir.TensorType(tuple(shape[i] for i in rest), op.result_type.dtype)
+    acc, it, cond = g.fresh("acc"), g.fresh("i"), g.fresh("cond")
+    body = interp.region_fn(op.regions[0])
+    returned = mlir.tensor_type(_body_results(op)[0].type).dtype
+
+    def emit():
+        sub = interp.graph
+        pos = sub.op("Sub", [sub.const(np.int64(n - 1)), it]) if reverse else it
+        (new,) = body(acc, sub.op("Gather", [moved, pos], axis=0))
+        new = new if returned == slice_type.dtype else sub.cast(new, slice_type.dtype)
+        return [(cond, _BOOL_T), (new, slice_type), (new, slice_type)]
+
+    graph = _subgraph(interp, "scan_body", [(it, _I64), (cond, _BOOL_T), (acc, slice_type)], emit)
+    start = g.op("Expand", [init, g.ints(slice_type.shape)])
+    _, stacked = g.op("Loop", [g.const(np.int64(n)), "", start], 2, body=graph)
+    if reverse:
+        stacked = g.op(
+            "Slice", [stacked, g.ints([-1]), g.ints([np.iinfo(np.int64).min]), g.ints([0]), g.ints([-1])]
+        )
+    inv = [0] * len(shape)
+    for pos, dim in enumerate([axis, *rest]):
+        inv[dim] = pos
+    return g.op("Transpose", [stacked], perm=inv)
+
+
 @register("stablehlo.reduce_window", dynamic=True)
 def _reduce_window(interp, op, x, init):
+    """Max/min pools → ``MaxPool``, sum pools → ``Conv`` with ones (a prefix sum →
+    ``CumSum``); an inclusive scan with any other elementwise body → :func:`_scan_loop`."""
     kind = classify_combiner(op.regions[0])
+    if kind not in ("max", "min", "add") and not any(v != 1 for v in (op.attr("base_dilations") or [1])):
+        scan = _cumulative(op, *_pool_layout(op)[1:])
+        if scan is not None:
+            return _scan_loop(interp, op, x, init, *scan)
     if kind not in ("max", "min", "add") or any(v != 1 for v in (op.attr("base_dilations") or [1])):
         raise NotImplementedError(f"reduce_window with a {kind or 'general'} body or base dilation")
     if not _is_identity(kind, interp.static_operand(op, 1)):

@@ -182,3 +182,36 @@ def test_special_functions_in_float64_and_bfloat16(dtype):
         got, want = run_onnx(lambda v: (lax.lgamma(v), lax.erf(v)), x)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(g.astype(np.float32), w.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [(np.uint32, np.float32), (np.int32, np.float32), (np.int16, np.float16), (np.uint16, ml_dtypes.bfloat16),
+     (np.int64, np.float64)],
+)  # fmt: skip
+def test_bitcast_integers_to_floats(src, dst):
+    """Every field case: zeros of both signs, subnormals, normals, extremes, infinities;
+    NaN patterns read as NaN (ONNX cannot keep a payload). Non-NaN results are bit-exact."""
+    bits = np.iinfo(src).bits
+    e, m = {np.float32: (8, 23), np.float16: (5, 10), ml_dtypes.bfloat16: (8, 7), np.float64: (11, 52)}[dst]
+    top, inf = 1 << (bits - 1), ((1 << e) - 1) << m
+    patterns = [
+        0,
+        top,
+        1,
+        (1 << m) - 1,
+        1 << m,
+        inf - 1,
+        inf,
+        inf | 1,
+        (1 << bits) - 1,
+        0x3C00,
+        12345,
+        top | 777,
+    ]
+    x = np.array(patterns, np.uint64).astype(f"u{bits // 8}").view(src)
+    got, want = run_onnx(lambda a: lax.bitcast_convert_type(a, dst), x)
+    with np.errstate(invalid="ignore"):  # signalling NaN patterns
+        nan, got_nan = np.isnan(want[0]), np.isnan(got[0])
+    np.testing.assert_array_equal(got_nan, nan)
+    np.testing.assert_array_equal(got[0][~nan].view(x.dtype), want[0][~nan].view(x.dtype))

@@ -160,3 +160,17 @@ def test_reduce_with_a_general_body():
     x = rng.normal(size=(3, 4)).astype(np.float32)
     body = lambda a, b: jnp.maximum(a * a, b * b)  # noqa: E731
     assert_onnx_same(lambda a: lax.reduce(a, np.float32(0), body, (1,)), x)
+
+
+def test_scans_with_other_bodies():
+    """Inclusive scans whose body is no pooling operator (product, log-add-exp), both ways."""
+    x = rng.uniform(0.5, 1.5, size=(3, 5, 2)).astype(np.float32)
+    assert_onnx_same(
+        lambda a: (
+            lax.cumprod(a, axis=1),
+            lax.cumprod(a, axis=0, reverse=True),
+            lax.cumlogsumexp(a, axis=1, reverse=True),
+            lax.cumlogsumexp(a, axis=2),
+        ),
+        x,
+    )
