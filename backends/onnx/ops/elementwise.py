@@ -21,6 +21,7 @@ shift_right_logical, shift_right_arithmetic, popcnt, count_leading_zeros, atan2)
 from __future__ import annotations
 
 import numpy as np
+from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
 
@@ -270,12 +271,70 @@ _COMPARE = {"EQ": "Equal", "LT": "Less", "LE": "LessOrEqual", "GT": "Greater", "
 
 @register("stablehlo.compare", dynamic=True)
 def _compare(interp, op, x, y):
-    if op.attr("compare_type") == "TOTALORDER" and dtypes.is_floating(op.operand_type(0).dtype):
-        raise NotImplementedError("compare with TOTALORDER on floats has no ONNX equivalent")
+    """``Equal``/``Less``/...; a float ``TOTALORDER`` compare by :func:`_total_order`."""
     direction = op.attr("comparison_direction")
+    if op.attr("compare_type") == "TOTALORDER" and dtypes.is_floating(op.operand_type(0).dtype):
+        return _total_order(interp, op, x, y, direction)
     if direction == "NE":
         return interp.graph.op("Not", [interp.graph.op("Equal", [x, y])])
     return interp.graph.op_as(_COMPARE[direction], [x, y], op.operand_type(0).dtype, data=(0, 1), same_out=())
+
+
+def _total_order(interp, op, x, y, direction):
+    """IEEE totalOrder on floats whose operands JAX canonicalized (as ``jnp.sort``,
+    ``searchsorted`` do: ``select(x != x, NaN, select(x == 0, 0, x))``): no -0.0 and only
+    positive NaNs are left, so NaN is the largest value and equal to itself.
+
+    Raises:
+        NotImplementedError: an operand is not canonicalized (ONNX cannot read the sign of
+            a NaN or tell -0.0 from +0.0 in a comparison).
+    """
+    if not all(_canonical(interp, v) for v in op.operands):
+        raise NotImplementedError("compare TOTALORDER on floats that may hold -0.0 or negative NaNs")
+    g = interp.graph
+    nx, ny = g.op("IsNaN", [x]), g.op("IsNaN", [y])
+    lt = g.op("Or", [g.op("Less", [x, y]), g.op("And", [g.op("Not", [nx]), ny])])
+    gt = g.op("Or", [g.op("Greater", [x, y]), g.op("And", [nx, g.op("Not", [ny])])])
+    eq = g.op("Or", [g.op("Equal", [x, y]), g.op("And", [nx, ny])])
+    table = {"LT": lt, "GT": gt, "EQ": eq, "LE": g.op("Not", [gt]), "GE": g.op("Not", [lt])}
+    return table[direction] if direction in table else g.op("Not", [eq])
+
+
+def _canonical(interp, value) -> bool:
+    """``value`` is ``select(a != a, +NaN, select(b == 0, +0.0, c))`` (constants possibly
+    broadcast): it holds no -0.0 and no negative NaN."""
+    nan_sel = _defining(value, "stablehlo.select")
+    if nan_sel is None or not _self_compare(nan_sel.operands[0], "NE"):
+        return False
+    nan = interp.static_operand(nan_sel, 1)
+    if nan is None or not np.all(np.isnan(nan) & ~np.signbit(nan)):
+        return False
+    zero_sel = _defining(nan_sel.operands[2], "stablehlo.select")
+    if zero_sel is None:
+        return False
+    test = _defining(zero_sel.operands[0], "stablehlo.compare")
+    zero = interp.static_operand(zero_sel, 1)
+    return (
+        test is not None
+        and test.attr("comparison_direction") == "EQ"
+        and zero is not None
+        and np.all((zero == 0) & ~np.signbit(zero))
+    )
+
+
+def _defining(value, name):
+    owner = value.owner
+    owner = getattr(owner, "operation", owner)
+    return mlir.Op(owner) if isinstance(owner, ir.Operation) and owner.name == name else None
+
+
+def _self_compare(value, direction) -> bool:
+    test = _defining(value, "stablehlo.compare")
+    return (
+        test is not None
+        and test.attr("comparison_direction") == direction
+        and test.operands[0] == test.operands[1]
+    )
 
 
 @register("stablehlo.select", dynamic=True)

@@ -9,9 +9,16 @@ outputs, and the same StableHLO text goes through ``converter.from_stablehlo`` â
 onnxruntime (CPU), compared with JAX exactly for integers and bools and within the table's
 tolerances for floats. Test ids are the torch suite's.
 
-Every failing case is in :data:`XFAIL_ONNX` with its reason (strict: a listed case that
-passes fails the run); nothing is skipped. A case the backend cannot express must fail by
-raising, never by returning wrong numbers: the reasons below say which.
+Every failing case is in :data:`XFAIL_ONNX` with its reason, grouped by cause (strict: a
+listed case that passes fails the run); nothing is skipped. A case the backend cannot
+express must fail by raising, never by returning wrong numbers: an expected failure counts
+only when it raises one of :data:`REFUSED` (a conversion error, or onnxruntime refusing the
+model), so a wrong result fails the run even for a listed case.
+
+Runtime: about a minute single-process on 2 cores (``pytest -p no:xdist --durations=5``),
+mostly JAX's own lowering and XLA compilation of the references; the ONNX side (conversion,
+``check_model``, onnxruntime) runs first, so a refused case costs no XLA compilation, and
+the references compile with LLVM at -O0. Every case runs: no subset is selected.
 """
 
 from __future__ import annotations
@@ -22,8 +29,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 import converter
+from converter.errors import ConversionError
 from tests.backends.conformance_cases import Case, case_params, make_args, tolerance
 from tests.compare import assert_outputs_close
 
@@ -32,103 +41,119 @@ from .helpers import numpy_of, ort_value
 # --------------------------------------------------------------------------- expected failures
 
 XFAIL_ONNX: dict[str, str] = {
-    "jnp.arcsin-float64": "onnxruntime CPU has no kernel for Asin-7 on this dtype",
-    "jnp.arccos-float64": "onnxruntime CPU has no kernel for Acos-7 on this dtype",
-    "jnp.arctan-float64": "onnxruntime CPU has no kernel for Atan-7 on this dtype",
-    "jnp.signbit-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jnp.conj-complex64": "no ONNX rule for stablehlo.complex, stablehlo.imag, stablehlo.real",
-    "jnp.real-complex64": "no ONNX rule for stablehlo.real",
-    "jnp.imag-complex64": "no ONNX rule for stablehlo.imag",
-    "jnp.angle-complex64": "no ONNX rule for stablehlo.imag, stablehlo.real",
-    "jnp.isreal-complex64": "no ONNX rule for stablehlo.imag",
-    "jnp.spacing-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jnp.exp[c64]-complex64": "stablehlo.exponential: ONNX operators take no complex values",
-    "jnp.abs[c64]-complex64": "stablehlo.abs: ONNX operators take no complex values",
-    "jnp.sqrt[c64]-complex64": "stablehlo.sqrt: ONNX operators take no complex values",
-    "jnp.log[c64]-complex64": "stablehlo.log: ONNX operators take no complex values",
-    "jnp.frexp-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jnp.add-complex64": "stablehlo.add: ONNX operators take no complex values",
-    "jnp.subtract-complex64": "stablehlo.subtract: ONNX operators take no complex values",
-    "jnp.multiply-complex64": "stablehlo.multiply: ONNX operators take no complex values",
-    "jnp.divide-complex64": "stablehlo.divide: ONNX operators take no complex values",
-    "jnp.arctan2-float64": "onnxruntime CPU has no kernel for Atan-7 on this dtype",
-    "jnp.copysign-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jnp.nextafter-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jnp.nextafter-float64": "stablehlo.bitcast_convert: bitcast_convert float64 -> int64: ONNX has no bitcast",
-    "jnp.equal-complex64": "stablehlo.compare: ONNX operators take no complex values",
-    "jnp.histogram-float32": "stablehlo.compare: compare with TOTALORDER on floats has no ONNX equivalent",
-    "jnp.lexsort-float32": "stablehlo.sort: sort with a comparator other than < or > on the first operand",
-    "jnp.searchsorted-float32": "stablehlo.compare: compare with TOTALORDER on floats has no ONNX equivalent",
-    "jnp.digitize-float32": "stablehlo.compare: compare with TOTALORDER on floats has no ONNX equivalent",
-    "jnp.convolve-float32": "onnxruntime CPU has no kernel for Conv-11 on this dtype",
-    "jnp.correlate-float32": "onnxruntime CPU has no kernel for Conv-11 on this dtype",
-    "jnp.interp-float32": "stablehlo.compare: compare with TOTALORDER on floats has no ONNX equivalent",
-    "jnp.add[u16,i16,c128]-complex128": "stablehlo.add: ONNX operators take no complex values",
-    "jnp.exp[c128]-complex128": "stablehlo.exponential: ONNX operators take no complex values",
-    "jnp.matmul[c]-complex64": "stablehlo.dot_general: ONNX operators take no complex values",
-    "jnp.matmul[c]-complex128": "stablehlo.dot_general: ONNX operators take no complex values",
-    "lax.conv[int]-int32": "stablehlo.convolution: convolution on int32: ONNX Conv takes floats only",
-    "lax.conv[int]-int8": "stablehlo.convolution: convolution on int8: ONNX Conv takes floats only",
-    "lax.conv[f16]-float64": "onnxruntime CPU has no kernel for Conv-11 on this dtype",
-    "lax.reduce_window[maxpool_grad]-float32": "no ONNX rule for stablehlo.select_and_scatter",
-    "lax.reduce_precision-float32": "no ONNX rule for stablehlo.reduce_precision",
-    "lax.reduce_precision[bf16]-float32": "no ONNX rule for stablehlo.reduce_precision",
-    "lax.bitcast_convert_type-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "lax.bitcast_convert_type[u8]-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> uint8: ONNX has no bitcast",
-    "lax.complex-float32": "no ONNX rule for stablehlo.complex",
-    "lax.conj-complex64": "no ONNX rule for stablehlo.complex, stablehlo.imag, stablehlo.real",
-    "lax.nextafter-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jss.gamma-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "jss.gamma-float64": "stablehlo.bitcast_convert: bitcast_convert float64 -> int64: ONNX has no bitcast",
-    "jss.poch-float32": "stablehlo.bitcast_convert: bitcast_convert float32 -> int32: ONNX has no bitcast",
-    "linalg.inv-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi, custom_call lapack_strsm_ffi",
-    "linalg.inv-float64": "no ONNX rule for custom_call lapack_dgetrf_ffi, custom_call lapack_dtrsm_ffi",
-    "linalg.inv[batch]-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi, custom_call lapack_strsm_ffi",
-    "linalg.det-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi",
-    "linalg.det-float64": "no ONNX rule for custom_call lapack_dgetrf_ffi",
-    "linalg.det[general]-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi",
-    "linalg.slogdet-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi",
-    "linalg.solve-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi, custom_call lapack_strsm_ffi",
-    "linalg.solve-float64": "no ONNX rule for custom_call lapack_dgetrf_ffi, custom_call lapack_dtrsm_ffi",
-    "linalg.cholesky-float32": "no ONNX rule for custom_call lapack_spotrf_ffi",
-    "linalg.cholesky-float64": "no ONNX rule for custom_call lapack_dpotrf_ffi",
-    "linalg.cholesky[batch]-float32": "no ONNX rule for custom_call lapack_spotrf_ffi",
-    "linalg.qr[recon]-float32": "no ONNX rule for custom_call lapack_sgeqrf_ffi, custom_call lapack_sorgqr_ffi",
-    "linalg.qr[r_abs]-float32": "no ONNX rule for custom_call lapack_sgeqrf_ffi, custom_call lapack_sorgqr_ffi",
-    "linalg.eigh[vals]-float32": "no ONNX rule for custom_call lapack_ssyevd_ffi",
-    "linalg.eigh[vals]-float64": "no ONNX rule for custom_call lapack_dsyevd_ffi",
-    "linalg.eigh[recon]-float32": "no ONNX rule for custom_call lapack_ssyevd_ffi",
-    "linalg.svd[vals]-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.svd[vals]-float64": "no ONNX rule for custom_call lapack_dgesdd_ffi",
-    "linalg.svd[recon]-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.pinv-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.matrix_rank-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.norm[nuc]-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.norm[2]-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.cond-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.lstsq-float32": "no ONNX rule for custom_call lapack_sgesdd_ffi",
-    "linalg.tensorsolve-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi, custom_call lapack_strsm_ffi",
-    "linalg.eig-float32": "no ONNX rule for stablehlo.complex, custom_call lapack_sgeev_ffi",
-    "scipy.linalg.lu_factor-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi",
-    "scipy.linalg.lu-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi",
-    "scipy.linalg.cho_solve-float32": "no ONNX rule for custom_call lapack_spotrf_ffi, custom_call lapack_strsm_ffi",
-    "scipy.linalg.solve_triangular-float32": "no ONNX rule for custom_call lapack_strsm_ffi",
-    "scipy.linalg.solve_triangular[T]-float32": "no ONNX rule for custom_call lapack_strsm_ffi",
-    "scipy.linalg.expm-float32": "no ONNX rule for custom_call lapack_sgetrf_ffi, custom_call lapack_strsm_ffi",
-    "jnp.fft.fft-float32": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.fft-complex64": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.ifft-complex64": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.rfft-float32": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.irfft-complex64": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.fft2-float32": "no ONNX rule for stablehlo.fft",
-    "jnp.fft.rfftn-float32": "no ONNX rule for stablehlo.fft",
+    # ---- ONNX operators take no complex element types (complex64/complex128 arithmetic, real/imag/complex, FFT)
+    "jnp.conj-complex64": "stablehlo.complex, imag, real on complex values",
+    "jnp.real-complex64": "stablehlo.real on complex values",
+    "jnp.imag-complex64": "stablehlo.imag on complex values",
+    "jnp.angle-complex64": "stablehlo.imag, real on complex values",
+    "jnp.isreal-complex64": "stablehlo.imag on complex values",
+    "jnp.exp[c64]-complex64": "stablehlo.exponential on complex values",
+    "jnp.abs[c64]-complex64": "stablehlo.abs on complex values",
+    "jnp.sqrt[c64]-complex64": "stablehlo.sqrt on complex values",
+    "jnp.log[c64]-complex64": "stablehlo.log on complex values",
+    "jnp.add-complex64": "stablehlo.add on complex values",
+    "jnp.subtract-complex64": "stablehlo.subtract on complex values",
+    "jnp.multiply-complex64": "stablehlo.multiply on complex values",
+    "jnp.divide-complex64": "stablehlo.divide on complex values",
+    "jnp.equal-complex64": "stablehlo.compare on complex values",
+    "jnp.add[u16,i16,c128]-complex128": "stablehlo.add on complex values",
+    "jnp.exp[c128]-complex128": "stablehlo.exponential on complex values",
+    "jnp.matmul[c]-complex64": "stablehlo.dot_general on complex values",
+    "jnp.matmul[c]-complex128": "stablehlo.dot_general on complex values",
+    "lax.complex-float32": "stablehlo.complex on complex values",
+    "lax.conj-complex64": "stablehlo.complex, imag, real on complex values",
+    "jnp.fft.fft-float32": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.fft-complex64": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.ifft-complex64": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.rfft-float32": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.irfft-complex64": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.fft2-float32": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    "jnp.fft.rfftn-float32": "stablehlo.fft: FFT results are complex; ONNX DFT has no complex tensors",
+    # ---- LAPACK custom calls: ONNX has no matrix decompositions (LU, Cholesky, QR, SVD, eigen) or triangular solves
+    "linalg.inv-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
+    "linalg.inv-float64": "custom_call lapack dgetrf (LU), dtrsm (triangular solve)",
+    "linalg.inv[batch]-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
+    "linalg.det-float32": "custom_call lapack sgetrf (LU)",
+    "linalg.det-float64": "custom_call lapack dgetrf (LU)",
+    "linalg.det[general]-float32": "custom_call lapack sgetrf (LU)",
+    "linalg.slogdet-float32": "custom_call lapack sgetrf (LU)",
+    "linalg.solve-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
+    "linalg.solve-float64": "custom_call lapack dgetrf (LU), dtrsm (triangular solve)",
+    "linalg.cholesky-float32": "custom_call lapack spotrf (Cholesky)",
+    "linalg.cholesky-float64": "custom_call lapack dpotrf (Cholesky)",
+    "linalg.cholesky[batch]-float32": "custom_call lapack spotrf (Cholesky)",
+    "linalg.qr[recon]-float32": "custom_call lapack sgeqrf (QR), sorgqr (QR)",
+    "linalg.qr[r_abs]-float32": "custom_call lapack sgeqrf (QR), sorgqr (QR)",
+    "linalg.eigh[vals]-float32": "custom_call lapack ssyevd (symmetric eigendecomposition)",
+    "linalg.eigh[vals]-float64": "custom_call lapack dsyevd (symmetric eigendecomposition)",
+    "linalg.eigh[recon]-float32": "custom_call lapack ssyevd (symmetric eigendecomposition)",
+    "linalg.svd[vals]-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.svd[vals]-float64": "custom_call lapack dgesdd (SVD)",
+    "linalg.svd[recon]-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.pinv-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.matrix_rank-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.norm[nuc]-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.norm[2]-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.cond-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.lstsq-float32": "custom_call lapack sgesdd (SVD)",
+    "linalg.tensorsolve-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
+    "linalg.eig-float32": "custom_call lapack_sgeev_ffi (eigendecomposition) and complex eigenvalues",
+    "scipy.linalg.lu_factor-float32": "custom_call lapack sgetrf (LU)",
+    "scipy.linalg.lu-float32": "custom_call lapack sgetrf (LU)",
+    "scipy.linalg.cho_solve-float32": "custom_call lapack spotrf (Cholesky), strsm (triangular solve)",
+    "scipy.linalg.solve_triangular-float32": "custom_call lapack strsm (triangular solve)",
+    "scipy.linalg.solve_triangular[T]-float32": "custom_call lapack strsm (triangular solve)",
+    "scipy.linalg.expm-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
+    # ---- floats read as integer bits: ONNX has no bitcast, and arithmetic cannot read a NaN's sign bit
+    "jnp.signbit-float32": "bitcast_convert float32 -> int32",
+    "jnp.spacing-float32": "bitcast_convert float32 -> int32",
+    "jnp.frexp-float32": "bitcast_convert float32 -> int32",
+    "jnp.copysign-float32": "bitcast_convert float32 -> int32",
+    "jnp.nextafter-float32": "bitcast_convert float32 -> int32",
+    "jnp.nextafter-float64": "bitcast_convert float64 -> int64",
+    "lax.bitcast_convert_type-float32": "bitcast_convert float32 -> int32",
+    "lax.bitcast_convert_type[u8]-float32": "bitcast_convert float32 -> uint8",
+    "lax.nextafter-float32": "bitcast_convert float32 -> int32",
+    "jss.gamma-float32": "bitcast_convert float32 -> int32",
+    "jss.gamma-float64": "bitcast_convert float64 -> int64",
+    "jss.poch-float32": "bitcast_convert float32 -> int32",
+    # ---- onnxruntime's CPU kernels lack the dtype (the ONNX model is valid)
+    "jnp.arcsin-float64": "onnxruntime CPU has no float64 Asin kernel",
+    "jnp.arccos-float64": "onnxruntime CPU has no float64 Acos kernel",
+    "jnp.arctan-float64": "onnxruntime CPU has no float64 Atan kernel",
+    "jnp.arctan2-float64": "onnxruntime CPU has no float64 Atan kernel",
+    "jnp.convolve-float32": "onnxruntime CPU has no float64 Conv kernel (x64 promotes the float32 input with the float64 filter literal)",
+    "jnp.correlate-float32": "onnxruntime CPU has no float64 Conv kernel (x64 promotes the float32 input with the float64 filter literal)",
+    "lax.conv[f16]-float64": "onnxruntime CPU has no float64 Conv kernel",
+    # ---- constructs the backend does not lower yet (it raises)
+    "jnp.lexsort-float32": "sort with a multi-key comparator (lexsort): ONNX TopK orders by one key",
+    "lax.conv[int]-int32": "int32 convolution: ONNX Conv takes floats only (raises)",
+    "lax.conv[int]-int8": "int8 convolution: ONNX Conv takes floats only (raises)",
+    "lax.reduce_window[maxpool_grad]-float32": "stablehlo.select_and_scatter (max-pool gradient) is not lowered",
+    "lax.reduce_precision-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
+    "lax.reduce_precision[bf16]-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
 }
+
+
+#: How an expected failure may fail: the converter refuses the construct, or onnxruntime
+#: refuses the model (a missing kernel). A wrong or misshapen result (AssertionError) is never
+#: an expected failure: it fails the run even for a listed case.
+REFUSED = (
+    ConversionError,
+    onnx.checker.ValidationError,
+    onnx.shape_inference.InferenceError,
+    ort_state.NotImplemented,
+    ort_state.Fail,
+    ort_state.InvalidArgument,
+    ort_state.InvalidGraph,
+)
 
 
 def _params():
     out = []
     for c, dt, cid in case_params():
-        marks = [pytest.mark.xfail(reason=XFAIL_ONNX[cid], strict=True)] if cid in XFAIL_ONNX else []
+        xfail = pytest.mark.xfail(reason=XFAIL_ONNX.get(cid), strict=True, raises=REFUSED)
+        marks = [xfail] if cid in XFAIL_ONNX else []
         out.append(pytest.param(c, dt, id=cid, marks=marks))
     return out
 

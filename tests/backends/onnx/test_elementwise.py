@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from jax import lax
 
+import converter
+from converter.errors import OpConversionError
+
 from .helpers import assert_onnx_same, run_onnx
 
 X = np.array([-2.5, -1.5, -0.7, 0.0, 0.5, 1.5, 2.5, 3.25], np.float32)
@@ -215,3 +218,23 @@ def test_bitcast_integers_to_floats(src, dst):
         nan, got_nan = np.isnan(want[0]), np.isnan(got[0])
     np.testing.assert_array_equal(got_nan, nan)
     np.testing.assert_array_equal(got[0][~nan].view(x.dtype), want[0][~nan].view(x.dtype))
+
+
+def test_total_order_compare_of_canonicalized_floats():
+    """searchsorted compares JAX-canonicalized floats (no -0.0, positive NaN) in totalOrder."""
+    a = np.array([-np.inf, -1.0, -0.0, 0.0, 2.0, np.inf, np.nan], np.float32)
+    v = np.array([np.nan, -0.0, 0.0, 1.0, -np.inf, np.inf, -5.0], np.float32)
+    for side in ("left", "right"):
+        assert_onnx_same(lambda s, q, side=side: jnp.searchsorted(s, q, side=side), a, v)
+
+
+def test_total_order_compare_of_raw_floats_raises():
+    """Without JAX's canonicalization the sign of a NaN decides the order: ONNX cannot read
+    it, so the conversion raises instead of guessing."""
+    text = """
+    func.func @main(%a: tensor<3xf32>, %b: tensor<3xf32>) -> tensor<3xi1> {
+      %0 = stablehlo.compare LT, %a, %b, TOTALORDER : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xi1>
+      return %0 : tensor<3xi1>
+    }"""
+    with pytest.raises(OpConversionError, match="TOTALORDER"):
+        converter.from_stablehlo(text).to_onnx()
