@@ -202,7 +202,7 @@ def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
 
     tensors, kinds = {}, {}
     for name, value in params.items():
-        arr = np.ascontiguousarray(value)
+        arr = np.ascontiguousarray(value).reshape(np.shape(value))  # keeps 0-d arrays 0-d
         kinds[name] = dtypes.name_of(arr.dtype)
         if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
             arr = arr.view(np.uint16)
