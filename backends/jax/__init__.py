@@ -72,15 +72,18 @@ def _computes_64bit(module: Module) -> bool:
     return False
 
 
-def _check_supported(module: Any, ignore: frozenset = frozenset()) -> None:
+def _check_supported(module: Any, ignore: frozenset = frozenset()) -> bool:
     """:meth:`JaxInterpreter.check_supported`, leaving out the op kinds in ``ignore`` (the
-    shape computations that shape refinement removes, for a shape-polymorphic module)."""
+    shape computations that shape refinement removes, for a shape-polymorphic module).
+    Returns whether every op, ``ignore``'s included, has a rule."""
     try:
         JaxInterpreter(module).check_supported()
     except UnsupportedOpError as e:
         missing = [m for m in e.missing if m.name not in ignore]
         if missing:
             raise UnsupportedOpError(missing, e.direction) from None
+        return False
+    return True
 
 
 _HOST_KINDS = ("pinned_host", "unpinned_host")
@@ -128,7 +131,10 @@ class JaxFunction:
         ensure_x64(module)
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
-        _check_supported(module.mlir, ignore=SHAPE_OPS if self._dynamic else frozenset())
+        # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
+        self._traces_symbolically = _check_supported(
+            module.mlir, ignore=SHAPE_OPS if self._dynamic else frozenset()
+        )
         self.device = device
         self.params = {
             p.name: jax.device_put(np.asarray(module.params[p.name]), device) for p in self.signature.params
@@ -186,14 +192,12 @@ class JaxFunction:
         ``symbolic_shape``): the module as it is, when every op of it has a rule that
         works on symbolic dimensions (elementwise ops do; the shape computations in
         ``SHAPE_OPS`` do not)."""
-        try:
-            JaxInterpreter(self.module.mlir).check_supported()
-        except UnsupportedOpError:
+        if not self._traces_symbolically:
             raise ConversionError(
                 "a shape-polymorphic module with shape computations runs on concrete shapes in "
                 "the JAX backend (it is specialized per call); it cannot be traced with symbolic "
                 f"shapes {list(key)}"
-            ) from None
+            )
         return self.module.mlir
 
     def apply(self, params: dict[str, Any], *args: Any, rng: Any = None, **kwargs: Any) -> Any:
