@@ -25,7 +25,12 @@ def _matmul(x, y):
 
 
 def _addmul(bias, prod, beta, alpha):
-    """``beta * bias + alpha * prod``; ``beta == 0`` ignores ``bias`` (even NaN), as torch."""
+    """``beta * bias + alpha * prod``; ``beta == 0`` ignores ``bias`` (even NaN), as torch.
+    For integer and bool results the scalars are first converted to that dtype, as ATen's
+    kernels do (``alpha.to<scalar_t>()``: ``alpha=0.6`` scales an int64 product by 0)."""
+    if not jnp.issubdtype(prod.dtype, jnp.inexact):
+        kind = np.dtype(prod.dtype).type
+        alpha, beta = kind(alpha).item(), kind(beta).item()
     if alpha != 1:
         prod = prod * alpha
     if beta == 0:

@@ -50,6 +50,16 @@ def test_mm_dtypes(check, dtype):
     check(lambda a, b: a @ b, a, b, ops="aten.mm.default", rtol=tol, atol=tol)
 
 
+def test_integer_products_truncate_float_scalars(check):
+    """ATen converts ``alpha``/``beta`` to the integer dtype first: 0.6 → 0, 2.6 → 2."""
+    bias, m, v = torch.randint(-9, 9, (5,)), torch.randint(-9, 9, (5, 10)), torch.randint(-9, 9, (10,))
+
+    def fn(c, m, v):
+        return torch.addmv(c, m, v, beta=0.2, alpha=0.6), torch.addmv(c, m, v, beta=1.7, alpha=2.6)
+
+    check(fn, bias, m, v, ops="aten.addmv.default")
+
+
 def test_vector_products(check):
     m, v, w = torch.randn(4, 6), torch.randn(6), torch.randn(6)
     check(lambda m, v, w: (m @ v, v @ w, torch.einsum("ij,j->i", m, v)), m, v, w, rtol=1e-5)
