@@ -41,7 +41,8 @@ from .graph import GraphBuilder, _tensor, onnx_dtype
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
 DEFAULT_OPSET = 18
-IR_VERSION = 10  # what onnxruntime 1.31 reads
+MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to it
+IR_VERSION = 10  # what onnxruntime 1.31 reads; opsets past 23 get the IR version they need
 TWO_GB = 2**31
 WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
 
@@ -63,9 +64,10 @@ class OnnxInterpreter(Interpreter):
     registry = ONNX_RULES
     direction = "ONNX backend"
 
-    def __init__(self, module):
+    def __init__(self, module, opset: int = DEFAULT_OPSET):
         super().__init__(module)
         self.graph = GraphBuilder(itertools.count())
+        self.opset = opset  # the target opset: rules pick operators by it (BitCast from 26)
 
     def run_op(self, op, operands, env):
         """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`); ops on complex
@@ -92,7 +94,8 @@ def to_onnx(
     Args:
         module: the module. Every argument of the full signature becomes an input or an
             initializer, also those dead-argument elimination dropped (they are unused).
-        opset: the default-domain opset to target (18 to 23).
+        opset: the default-domain opset to target (18 to 26). ``bitcast_convert`` of floats
+            to integers, and between widths, needs 26 (ONNX ``BitCast``).
         check: run ``onnx.checker.check_model(full_check=True)`` (skipped automatically for
             models over 2 GB, which the checker cannot take in memory).
         interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
@@ -114,10 +117,10 @@ def to_onnx(
     Warns:
         PlacementStrippedWarning: the module has host placement, which ONNX cannot express.
     """
-    if not 18 <= opset <= 23:
-        raise ValueError(f"opset {opset} is outside the supported 18..23")
+    if not DEFAULT_OPSET <= opset <= MAX_OPSET:
+        raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
-    interp = (interpreter or OnnxInterpreter)(module.mlir)
+    interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
     _check_dynamic(interp, module)
     interp.check_supported()
     g = interp.graph
@@ -146,7 +149,7 @@ def to_onnx(
         graph,
         opset_imports=[helper.make_opsetid("", opset)],
         producer_name="converter",
-        ir_version=IR_VERSION,
+        ir_version=max(IR_VERSION, helper.find_min_ir_version_for([helper.make_opsetid("", opset)])),
     )
     if module.meta.get("warnings"):
         helper.set_model_props(model, {WARNINGS_KEY: "\n".join(module.meta["warnings"])})
@@ -235,4 +238,4 @@ def _initializer(value, name):
     return _tensor(np.asarray(value), name)
 
 
-__all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET"]
+__all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET", "MAX_OPSET"]

@@ -29,6 +29,7 @@ DIRECT = {
     "stablehlo.slice",
     "stablehlo.concatenate",
     "stablehlo.reverse",
+    "stablehlo.bitcast_convert",
     "stablehlo.optimization_barrier",
     "stablehlo.while",
     "stablehlo.if",

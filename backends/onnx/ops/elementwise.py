@@ -458,27 +458,78 @@ def _clz(interp, op, x):
 
 # (exponent bits, mantissa bits) of the float types a bit pattern can be read as
 _FLOAT_LAYOUT = {"float16": (5, 10), "bfloat16": (8, 7), "float32": (8, 23), "float64": (11, 52)}
+_WIDTH = {**_BITS, **{t: 1 + e + m for t, (e, m) in _FLOAT_LAYOUT.items()}}
+BITCAST_OPSET = 26  # ONNX BitCast
 
 
 @register("stablehlo.bitcast_convert", dynamic=True)
 def _bitcast_convert(interp, op, x):
-    """Integer bits → a float of the same width, computed from the fields (StableHLO spec:
-    bitcast_convert): ``(2**M + m) * 2**(e - bias - M)`` for normal numbers,
-    ``m * 2**(1 - bias - M)`` for subnormals, infinity, NaN (any payload: ONNX has no
-    bitcast, so the payload is not kept), and the sign applied by a multiply so -0.0 stays.
-    Everything is exact in float64, then cast to the result type.
+    """StableHLO spec: bitcast_convert. From opset 26, ONNX ``BitCast`` (bit-exact, NaN
+    payloads kept) for every pair of integer and float types, also of different widths
+    (:func:`_bitcast_widths`). Below opset 26 only integers → a float of the same width,
+    from the bit fields (:func:`_bits_to_float`; a NaN payload is not kept).
+
+    Shapes: the operand's, with a trailing dimension of ``wider / narrower`` added (to a
+    narrower type) or removed (to a wider one). The op is in :data:`backends.onnx.widen.DIRECT`:
+    bfloat16 operands and results are bits here, never float32 casts.
 
     Raises:
-        NotImplementedError: floats → integers (a NaN's sign and payload cannot be read
-            without a bitcast), shape-changing or same-kind bitcasts.
+        NotImplementedError: below opset 26, any other pair (floats → integers: arithmetic
+            cannot read a NaN's sign bit; width changes), naming the opset needed; bool or
+            complex types at any opset.
     """
     g = interp.graph
-    # the type the bits are read as, also when the rule sees a float32 view (a bfloat16 result)
-    src, dst = op.operand_type(0).dtype, mlir.tensor_type(op.mlir.results[0].type).dtype
+    src, dst = op.operand_type(0).dtype, op.result_type.dtype
     if src == dst:
         return g.op("Identity", [x])
-    if not (_is_int(src) and dst in _FLOAT_LAYOUT) or _BITS[src] != 1 + sum(_FLOAT_LAYOUT[dst]):
-        raise NotImplementedError(f"bitcast_convert {src} -> {dst}: ONNX has no bitcast")
+    if src not in _WIDTH or dst not in _WIDTH:
+        raise NotImplementedError(f"bitcast_convert {src} -> {dst}: only integer and float types")
+    if interp.opset >= BITCAST_OPSET:
+        return _bitcast_widths(g, x, src, dst)
+    if _is_int(src) and dst in _FLOAT_LAYOUT and _WIDTH[src] == _WIDTH[dst]:
+        return _bits_to_float(g, x, src, dst)
+    raise NotImplementedError(
+        f"bitcast_convert {src} -> {dst} needs ONNX BitCast, which opset {BITCAST_OPSET} introduced: "
+        f"convert with to_onnx(opset={BITCAST_OPSET}) (this model targets opset {interp.opset})"
+    )
+
+
+def _bitcast(g, x, src, dst):
+    """ONNX ``BitCast`` of ``x`` (``src``) to ``dst`` of the same width; no node when equal."""
+    return x if src == dst else g.op("BitCast", [x], to=onnx_dtype(dst))
+
+
+def _bitcast_widths(g, x, src, dst):
+    """``BitCast`` through unsigned integers when the widths differ: to a narrower type,
+    part ``i`` of the trailing dimension is bits ``[i*w, (i+1)*w)`` of the element (the
+    least significant part first, as XLA orders them: the bytes of a little-endian element);
+    to a wider one, the parts are shifted into place and ORed. Shifts run in uint32 for
+    16-bit elements (onnxruntime's ``BitShift`` has no 16-bit kernel)."""
+    wide_w, narrow_w = max(_WIDTH[src], _WIDTH[dst]), min(_WIDTH[src], _WIDTH[dst])
+    if wide_w == narrow_w:
+        return _bitcast(g, x, src, dst)
+    wide_u, narrow_u, work = f"uint{wide_w}", f"uint{narrow_w}", _SHIFT_TYPE[wide_w]
+    shift = lambda v, n, d: v if n == 0 else g.op("BitShift", [v, g.const(n, work)], direction=d)  # noqa: E731
+    last = g.ints([-1])
+    if _WIDTH[src] == wide_w:
+        u = _cast(g, _bitcast(g, x, src, wide_u), work) if work != wide_u else _bitcast(g, x, src, wide_u)
+        mask = g.const((1 << narrow_w) - 1, work)
+        low = [g.op("BitwiseAnd", [shift(u, i * narrow_w, "RIGHT"), mask]) for i in range(wide_w // narrow_w)]
+        parts = [g.op("Unsqueeze", [_cast(g, p, narrow_u), last]) for p in low]
+        return _bitcast(g, g.op("Concat", parts, axis=-1), narrow_u, dst)
+    u = _bitcast(g, x, src, narrow_u)
+    acc = None
+    for i in range(wide_w // narrow_w):
+        part = shift(_cast(g, g.op("Gather", [u, g.const(i, "int64")], axis=-1), work), i * narrow_w, "LEFT")
+        acc = part if acc is None else g.op("BitwiseOr", [acc, part])
+    return _bitcast(g, _cast(g, acc, wide_u) if work != wide_u else acc, wide_u, dst)
+
+
+def _bits_to_float(g, x, src, dst):
+    """Integer bits → a float of the same width, computed from the fields:
+    ``(2**M + m) * 2**(e - bias - M)`` for normal numbers, ``m * 2**(1 - bias - M)`` for
+    subnormals, infinity, NaN (any payload), and the sign applied by a multiply so -0.0
+    stays. Everything is exact in float64, then cast to ``dst``."""
     exp_bits, man_bits = _FLOAT_LAYOUT[dst]
     bias = 2 ** (exp_bits - 1) - 1
     u = _bits_as(g, x, src, "uint64")
@@ -495,4 +546,4 @@ def _bitcast_convert(interp, op, x):
     value = g.op("Where", [g.op("Equal", [e, f64(0)]), subnormal, normal])
     value = g.op("Where", [g.op("Equal", [e, f64(2**exp_bits - 1)]), special, value])
     signed = g.op("Mul", [value, g.op("Sub", [f64(1), g.op("Mul", [f64(2), sign])])])
-    return _cast(g, signed, op.result_type.dtype)  # exact: the value is representable
+    return _cast(g, signed, dst)  # exact: the value is representable

@@ -5,9 +5,9 @@ runs (:mod:`tests.backends.conformance_cases`: functions from ``jax.numpy``, ``j
 
 Each case is lowered once with ``jax.jit``; the compiled lowering gives the expected
 outputs, and the same StableHLO text goes through ``converter.from_stablehlo`` →
-``Module.to_onnx(opset=18)`` → ``onnx.checker.check_model(full_check=True)`` →
-onnxruntime (CPU), compared with JAX exactly for integers and bools and within the table's
-tolerances for floats. Test ids are the torch suite's.
+``Module.to_onnx(opset=18)`` (26 for the cases in :data:`OPSET`) →
+``onnx.checker.check_model(full_check=True)`` → onnxruntime (CPU), compared with JAX
+exactly for integers and bools and within the table's tolerances for floats. Test ids are the torch suite's.
 
 Every failing case is in :data:`XFAIL_ONNX` with its reason, grouped by cause (strict: a
 listed case that passes fails the run); nothing is skipped. A case the backend cannot
@@ -104,19 +104,6 @@ XFAIL_ONNX: dict[str, str] = {
     "scipy.linalg.solve_triangular-float32": "custom_call lapack strsm (triangular solve)",
     "scipy.linalg.solve_triangular[T]-float32": "custom_call lapack strsm (triangular solve)",
     "scipy.linalg.expm-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
-    # ---- floats read as integer bits: ONNX has no bitcast, and arithmetic cannot read a NaN's sign bit
-    "jnp.signbit-float32": "bitcast_convert float32 -> int32",
-    "jnp.spacing-float32": "bitcast_convert float32 -> int32",
-    "jnp.frexp-float32": "bitcast_convert float32 -> int32",
-    "jnp.copysign-float32": "bitcast_convert float32 -> int32",
-    "jnp.nextafter-float32": "bitcast_convert float32 -> int32",
-    "jnp.nextafter-float64": "bitcast_convert float64 -> int64",
-    "lax.bitcast_convert_type-float32": "bitcast_convert float32 -> int32",
-    "lax.bitcast_convert_type[u8]-float32": "bitcast_convert float32 -> uint8",
-    "lax.nextafter-float32": "bitcast_convert float32 -> int32",
-    "jss.gamma-float32": "bitcast_convert float32 -> int32",
-    "jss.gamma-float64": "bitcast_convert float64 -> int64",
-    "jss.poch-float32": "bitcast_convert float32 -> int32",
     # ---- onnxruntime's CPU kernels lack the dtype (the ONNX model is valid)
     "jnp.arcsin-float64": "onnxruntime CPU has no float64 Asin kernel",
     "jnp.arccos-float64": "onnxruntime CPU has no float64 Acos kernel",
@@ -133,6 +120,28 @@ XFAIL_ONNX: dict[str, str] = {
     "lax.reduce_precision-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
     "lax.reduce_precision[bf16]-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
 }
+
+
+#: Cases converted at a later opset than the suite's 18: floats read as integer bits
+#: (``bitcast_convert`` float -> int or between widths) need ONNX ``BitCast`` (opset 26).
+OPSET: dict[str, int] = {
+    cid: 26
+    for cid in (
+        "jnp.signbit-float32",
+        "jnp.spacing-float32",
+        "jnp.frexp-float32",
+        "jnp.copysign-float32",
+        "jnp.nextafter-float32",
+        "jnp.nextafter-float64",
+        "lax.bitcast_convert_type-float32",
+        "lax.bitcast_convert_type[u8]-float32",
+        "lax.nextafter-float32",
+        "jss.gamma-float32",
+        "jss.gamma-float64",
+        "jss.poch-float32",
+    )
+}
+DEFAULT_OPSET = 18
 
 
 #: How an expected failure may fail: the converter refuses the construct, or onnxruntime
@@ -154,7 +163,7 @@ def _params():
     for c, dt, cid in case_params():
         xfail = pytest.mark.xfail(reason=XFAIL_ONNX.get(cid), strict=True, raises=REFUSED)
         marks = [xfail] if cid in XFAIL_ONNX else []
-        out.append(pytest.param(c, dt, id=cid, marks=marks))
+        out.append(pytest.param(c, dt, OPSET.get(cid, DEFAULT_OPSET), id=cid, marks=marks))
     return out
 
 
@@ -168,12 +177,12 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
 _XLA_FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
-def run_case(c: Case, dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """(onnxruntime outputs, JAX outputs) of case ``c`` in ``dtype``. The ONNX side runs
-    first, so a case the backend refuses costs no XLA compilation."""
+def run_case(c: Case, dtype, opset: int = DEFAULT_OPSET) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(onnxruntime outputs, JAX outputs) of case ``c`` in ``dtype``, converted at ``opset``.
+    The ONNX side runs first, so a case the backend refuses costs no XLA compilation."""
     args = make_args(c, dtype)
     lowered = jax.jit(c.fn).lower(*args)
-    model = converter.from_stablehlo(lowered.as_text()).to_onnx(opset=18, check=False)
+    model = converter.from_stablehlo(lowered.as_text()).to_onnx(opset=opset, check=False)
     onnx.checker.check_model(model, full_check=True)
     sess = _session(model)
     feeds = {i.name: ort_value(np.asarray(a)) for i, a in zip(sess.get_inputs(), args, strict=True)}
@@ -183,8 +192,8 @@ def run_case(c: Case, dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return got, want
 
 
-def _check(c: Case, dtype) -> None:
-    got, want = run_case(c, dtype)
+def _check(c: Case, dtype, opset: int) -> None:
+    got, want = run_case(c, dtype, opset)
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         rtol, atol = tolerance(c, w.dtype)
@@ -194,12 +203,13 @@ def _check(c: Case, dtype) -> None:
         assert_outputs_close([g], [w], rtol, atol)
 
 
-@pytest.mark.parametrize(("c", "dtype"), _params())
-def test_conformance(c: Case, dtype) -> None:
-    _check(c, dtype)
+@pytest.mark.parametrize(("c", "dtype", "opset"), _params())
+def test_conformance(c: Case, dtype, opset: int) -> None:
+    _check(c, dtype, opset)
 
 
 def test_xfail_ids_exist() -> None:
     """Every XFAIL_ONNX key names a case of the table (a renamed case cannot hide there)."""
     ids = {cid for _, _, cid in case_params()}
     assert set(XFAIL_ONNX) <= ids, sorted(set(XFAIL_ONNX) - ids)
+    assert set(OPSET) <= ids, sorted(set(OPSET) - ids)

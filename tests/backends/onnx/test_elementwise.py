@@ -1,5 +1,6 @@
 """Elementwise ops through the ONNX backend, with StableHLO's integer and rounding semantics."""
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -238,3 +239,119 @@ def test_total_order_compare_of_raw_floats_raises():
     }"""
     with pytest.raises(OpConversionError, match="TOTALORDER"):
         converter.from_stablehlo(text).to_onnx()
+
+
+# --------------------------------------------------------------------------- bitcast at opset 26
+
+BIT_EDGES = np.array(
+    [0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -3e-39, 3.4e38, 0.1], np.float32
+)
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+
+
+_FLOAT_OF_WIDTH = {2: np.float16, 4: np.float32, 8: np.float64}
+
+
+def _bit_patterns(width: int) -> np.ndarray:
+    """Unsigned ``width``-byte patterns: every byte for 1; else the bits of the float edge
+    values, NaNs with payloads of both signs (quiet and signalling), and random bits."""
+    if width == 1:
+        return np.arange(256, dtype=np.uint8)
+    floats = _FLOAT_OF_WIDTH[width]
+    nbits, man = 8 * width, np.finfo(floats).nmant
+    exp_all = ((1 << (nbits - 1)) - 1) >> man << man
+    nans = [exp_all | 1, exp_all | (1 << (man - 1)) | 5, (1 << (nbits - 1)) | exp_all | 3]
+    rng = np.random.default_rng(width)
+    with np.errstate(over="ignore"):  # 3.4e38 is inf in float16
+        edges = _bits(BIT_EDGES.astype(floats))
+    return np.concatenate(
+        [
+            edges,
+            np.array(nans, np.uint64).astype(f"u{width}"),
+            rng.integers(0, 1 << 63, 8, np.uint64).astype(f"u{width}"),
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("src", "dst"),
+    [(np.float32, np.int32), (np.float32, np.uint32), (np.float64, np.int64), (np.float16, np.int16),
+     (ml_dtypes.bfloat16, np.uint16), (np.int32, np.float32), (np.uint64, np.float64),
+     (np.int16, ml_dtypes.bfloat16), (np.uint16, np.float16), (np.int8, np.uint8)],
+)  # fmt: skip
+def test_bitcast_same_width_opset26(src, dst):
+    """ONNX BitCast: bit-exact both ways, NaN payloads and signs, -0.0, subnormals kept."""
+    x = _bit_patterns(np.dtype(src).itemsize).view(src)
+    got, want = run_onnx(lambda a: lax.bitcast_convert_type(a, dst), x, opset=26)
+    assert got[0].dtype == want[0].dtype and got[0].shape == want[0].shape
+    np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
+
+
+@pytest.mark.parametrize(
+    ("src", "dst", "shape"),
+    [(np.float32, np.uint8, (12,)), (np.float32, np.int16, (3, 4)), (np.float64, np.uint32, (12,)),
+     (np.float64, np.int8, (2, 6)), (np.float16, np.uint8, (12,)), (np.uint8, np.float32, (3, 4)),
+     (np.uint32, np.float64, (6, 2)), (np.int16, np.float64, (3, 4)), (np.int8, np.float16, (6, 2))],
+)  # fmt: skip
+def test_bitcast_width_change_opset26(src, dst, shape):
+    """To a narrower type a trailing dimension of the parts appears, least significant part
+    first; to a wider one it is consumed (StableHLO spec: bitcast_convert, XLA's order)."""
+    rng = np.random.default_rng(0)
+    raw = rng.integers(0, 256, (int(np.prod(shape)) * np.dtype(src).itemsize,), np.uint8)
+    if np.dtype(src).kind == "f":  # put the edge values first, random bits after
+        with np.errstate(over="ignore"):
+            edges = BIT_EDGES.astype(src).view(np.uint8)
+        raw[: edges.size] = edges[: raw.size]
+    x = raw.view(src).reshape(*shape[:-1], -1)
+    if np.dtype(src).itemsize < np.dtype(dst).itemsize:
+        x = x.reshape(*x.shape[:-1], -1, np.dtype(dst).itemsize // np.dtype(src).itemsize)
+    got, want = run_onnx(lambda a: lax.bitcast_convert_type(a, dst), x, opset=26)
+    assert got[0].dtype == want[0].dtype and got[0].shape == want[0].shape
+    np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
+
+
+@pytest.mark.parametrize("opset", [18, 23])
+def test_bitcast_floats_to_ints_below_opset26_raises(opset):
+    """Below opset 26 there is no BitCast: the error names the op and opset 26."""
+    module = converter.from_stablehlo(
+        jax.jit(lambda a: lax.bitcast_convert_type(a, jnp.int32)).lower(np.zeros(3, np.float32)).as_text()
+    )
+    with pytest.raises(OpConversionError, match=r"stablehlo.bitcast_convert.*opset 26"):
+        module.to_onnx(opset=opset)
+
+
+def test_opset_range():
+    module = converter.from_stablehlo(jax.jit(jnp.sin).lower(np.zeros(3, np.float32)).as_text())
+    for opset in (18, 23, 24, 25, 26):
+        assert module.to_onnx(opset=opset).opset_import[0].version == opset
+    for opset in (17, 27):
+        with pytest.raises(ValueError, match="18..26"):
+            module.to_onnx(opset=opset)
+
+
+@pytest.mark.parametrize("opset", [18, 26])
+def test_random_ops(opset):
+    """threefry bits → uniform/normal/bernoulli/randint with a key input: the uint32 bits,
+    integers and uniforms match JAX exactly, normals within float32 rounding (erf_inv).
+    Opset 26 reads the bits with BitCast, 18 from the bit fields."""
+
+    def sample(key):
+        k1, k2, k3, k4 = jax.random.split(key, 4)
+        return (
+            jax.random.bits(k1, (5,), jnp.uint32),
+            jax.random.randint(k2, (6,), -10, 10),
+            jax.random.uniform(k3, (7,)),
+            jax.random.normal(k4, (8,)),
+            jax.random.bernoulli(k1, 0.3, (9,)),
+        )
+
+    key = jax.random.key_data(jax.random.key(42))
+    got, want = run_onnx(sample, key, opset=opset)
+    for g, w in zip(got[:2] + got[4:], want[:2] + want[4:], strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_allclose(got[2], want[2], rtol=0, atol=0)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-6, atol=1e-6)
