@@ -4,6 +4,8 @@ convolutions and input gradients have it, inserts the zeros with an interior pad
 
 from __future__ import annotations
 
+import itertools
+import math
 import string
 
 from converter import dtypes
@@ -54,12 +56,28 @@ def _inverse(perm):
     return inv
 
 
+#: Operand types whose convolution ``Conv`` computes (onnxruntime's CPU ``Conv`` has float32
+#: and float16 kernels; bfloat16 arrives widened to float32). Others go through im2col.
+_CONV_TYPES = ("float32", "float16")
+
+
 @register("stablehlo.convolution", dynamic=True)
 def _convolution(interp, op, lhs, rhs):
+    """StableHLO spec: convolution, as ONNX ``Conv`` on ``[N, C, spatial...]`` and
+    ``[O, I, spatial...]`` transposes of the operands; ``lhs_dilation`` inserts zeros first
+    (:func:`~backends.onnx.ops.shape.interior_pad`), negative padding crops with ``Pad``.
+    float64 and integer convolutions, which onnxruntime's ``Conv`` cannot run (ONNX ``Conv``
+    takes no integers; onnxruntime has no float64 kernel), go through :func:`_conv_im2col`.
+
+    Raises:
+        NotImplementedError: ``batch_group_count > 1``, ``window_reversal``, complex operands,
+            float64/integer convolutions on dynamic shapes.
+    """
     d = op.attr("dimension_numbers")
     nsp = op.operand_type(0).rank - 2
-    if not dtypes.is_floating(op.operand_type(0).dtype):
-        raise NotImplementedError(f"convolution on {op.operand_type(0).dtype}: ONNX Conv takes floats only")
+    dtype = op.operand_type(0).dtype
+    if dtypes.is_complex(dtype):
+        raise NotImplementedError(f"convolution on {dtype}: ONNX operators take no complex values")
     if op.attr("batch_group_count", 1) != 1:
         raise NotImplementedError("convolution with batch_group_count > 1")
     if any(op.attr("window_reversal") or []):
@@ -75,23 +93,94 @@ def _convolution(interp, op, lhs, rhs):
         *d["kernel_spatial_dimensions"],
     ]
     out_perm = [d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]]
+    im2col = dtype not in _CONV_TYPES or op.result_type.dtype not in _CONV_TYPES
+    if im2col:
+        dtype = _im2col_type(op.result_type.dtype)
+        lhs, rhs = (
+            x if t == dtype else g.cast(x, dtype)
+            for x, t in ((lhs, op.operand_type(0).dtype), (rhs, op.operand_type(1).dtype))
+        )
     x = g.op("Transpose", [lhs], perm=in_perm)
     w = g.op("Transpose", [rhs], perm=k_perm)
-    dtype = op.operand_type(0).dtype
     if any(v != 1 for v in lhs_dilation):  # zeros between input elements, then the padding
         shape = [op.operand_type(0).shape[i] for i in in_perm]
         zero = g.const(0, dtype)
         x = interior_pad(g, x, zero, shape, [0, 0] + [v - 1 for v in lhs_dilation], dtype)
-    if any(v < 0 for p in pads for v in p):  # Conv pads cannot crop: an explicit Pad can
+    if im2col or any(v < 0 for p in pads for v in p):  # Conv pads cannot crop: an explicit Pad can
         edges = [0, 0] + [p[0] for p in pads] + [0, 0] + [p[1] for p in pads]
-        x = g.op_as("Pad", [x, g.ints(edges)], dtype, mode="constant")
+        if any(edges):
+            x = g.op_as("Pad", [x, g.ints(edges)], dtype, mode="constant")
         pads = [[0, 0]] * nsp
-    y = g.op(
-        "Conv",
-        [x, w],
-        strides=list(op.attr("window_strides") or [1] * nsp),
-        pads=[p[0] for p in pads] + [p[1] for p in pads],
-        dilations=list(op.attr("rhs_dilation") or [1] * nsp),
-        group=op.attr("feature_group_count", 1),
-    )
+    strides = list(op.attr("window_strides") or [1] * nsp)
+    dilations = list(op.attr("rhs_dilation") or [1] * nsp)
+    groups = op.attr("feature_group_count", 1)
+    if im2col:
+        y = _conv_im2col(
+            interp, op, x, w, [op.result_type.shape[i] for i in out_perm], strides, dilations, groups
+        )
+        y = y if dtype == op.result_type.dtype else g.cast(y, op.result_type.dtype)
+    else:
+        y = g.op(
+            "Conv",
+            [x, w],
+            strides=strides,
+            pads=[p[0] for p in pads] + [p[1] for p in pads],
+            dilations=dilations,
+            group=groups,
+        )
     return g.op("Transpose", [y], perm=_inverse(out_perm))
+
+
+def _im2col_type(result: str) -> str:
+    """The type an im2col convolution multiplies in: float64 as it is; integers as uint64,
+    whose products and sums wrap modulo 2**64, so the result cast back to a narrower integer
+    type is the wrapped value XLA computes (two's complement: the low bits agree)."""
+    return result if dtypes.is_floating(result) else "uint64"
+
+
+def _conv_im2col(interp, op, x, w, out_shape, strides, dilations, groups):
+    """Convolution of padded ``x`` ``[N, C, spatial...]`` with ``w`` ``[O, C/groups,
+    window...]`` as one ``MatMul``: each window offset's strided ``Slice`` of ``x`` (im2col)
+    stacked to ``[N, groups, C/groups * window, L]`` (``L`` output positions), times the
+    kernel as ``[groups, O/groups, C/groups * window]``; the result ``[N, O, out...]`` (the
+    ``out_shape`` in that layout). onnxruntime has ``MatMul`` for float64 and uint64.
+
+    Raises:
+        NotImplementedError: a dynamic dimension.
+    """
+    g = interp.graph
+    x_shape = _layout_shape(op, 0)
+    k_shape = _layout_shape(op, 1)
+    if None in x_shape or None in k_shape or None in out_shape:
+        raise NotImplementedError(f"convolution on {op.result_type.dtype} with dynamic shapes (im2col)")
+    n, c, out_sp = x_shape[0], x_shape[1], out_shape[2:]
+    o, window = k_shape[0], k_shape[2:]
+    axes = list(range(2, 2 + len(window)))
+    cols = []
+    for offset in itertools.product(*(range(k) for k in window)):
+        starts = [i * dl for i, dl in zip(offset, dilations, strict=True)]
+        ends = [s + (m - 1) * st + 1 for s, m, st in zip(starts, out_sp, strides, strict=True)]
+        piece = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(strides)])
+        cols.append(g.op("Unsqueeze", [piece, g.ints([2])]))
+    cols = cols[0] if len(cols) == 1 else g.op("Concat", cols, axis=2)
+    positions, taps = math.prod(out_sp), math.prod(window)
+    cols = g.op("Reshape", [cols, g.ints([n, groups, c // groups * taps, positions])], allowzero=1)
+    kernel = g.op("Reshape", [w, g.ints([groups, o // groups, c // groups * taps])], allowzero=1)
+    y = g.op("MatMul", [kernel, cols])
+    return g.op("Reshape", [y, g.ints([n, o, *out_sp])], allowzero=1)
+
+
+def _layout_shape(op, i):
+    """Operand ``i``'s static shape in ONNX's layout (``[N, C, spatial...]`` for the input,
+    ``[O, I, spatial...]`` for the kernel), before any padding."""
+    d = op.attr("dimension_numbers")
+    shape = op.operand_type(i).shape
+    if i == 0:
+        perm = [d["input_batch_dimension"], d["input_feature_dimension"], *d["input_spatial_dimensions"]]
+    else:
+        perm = [
+            d["kernel_output_feature_dimension"],
+            d["kernel_input_feature_dimension"],
+            *d["kernel_spatial_dimensions"],
+        ]
+    return [shape[p] for p in perm]

@@ -104,18 +104,8 @@ XFAIL_ONNX: dict[str, str] = {
     "scipy.linalg.solve_triangular-float32": "custom_call lapack strsm (triangular solve)",
     "scipy.linalg.solve_triangular[T]-float32": "custom_call lapack strsm (triangular solve)",
     "scipy.linalg.expm-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
-    # ---- onnxruntime's CPU kernels lack the dtype (the ONNX model is valid)
-    "jnp.arcsin-float64": "onnxruntime CPU has no float64 Asin kernel",
-    "jnp.arccos-float64": "onnxruntime CPU has no float64 Acos kernel",
-    "jnp.arctan-float64": "onnxruntime CPU has no float64 Atan kernel",
-    "jnp.arctan2-float64": "onnxruntime CPU has no float64 Atan kernel",
-    "jnp.convolve-float32": "onnxruntime CPU has no float64 Conv kernel (x64 promotes the float32 input with the float64 filter literal)",
-    "jnp.correlate-float32": "onnxruntime CPU has no float64 Conv kernel (x64 promotes the float32 input with the float64 filter literal)",
-    "lax.conv[f16]-float64": "onnxruntime CPU has no float64 Conv kernel",
     # ---- constructs the backend does not lower yet (it raises)
     "jnp.lexsort-float32": "sort with a multi-key comparator (lexsort): ONNX TopK orders by one key",
-    "lax.conv[int]-int32": "int32 convolution: ONNX Conv takes floats only (raises)",
-    "lax.conv[int]-int8": "int8 convolution: ONNX Conv takes floats only (raises)",
     "lax.reduce_window[maxpool_grad]-float32": "stablehlo.select_and_scatter (max-pool gradient) is not lowered",
     "lax.reduce_precision-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
     "lax.reduce_precision[bf16]-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",

@@ -355,3 +355,74 @@ def test_random_ops(opset):
         np.testing.assert_array_equal(g, w)
     np.testing.assert_allclose(got[2], want[2], rtol=0, atol=0)
     np.testing.assert_allclose(got[3], want[3], rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- float64 inverse trig
+
+
+def _ulps(got: np.ndarray, want: np.ndarray) -> float:
+    """Largest error in units of the last place of ``want``; NaNs, infinities and the sign
+    of zeros must match exactly."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    zero = want == 0
+    np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]))
+    return float(np.max(np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]))))
+
+
+_EDGES64 = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    np.inf,
+    -np.inf,
+    np.nan,
+    5e-324,
+    -5e-324,
+    1e-300,
+    0.66,
+    2.4142135623730951,
+    1e300,
+]
+# (0.66 and tan(3pi/8) are where the float64 atan's argument reduction switches)
+
+
+def test_atan_float64_within_one_ulp():
+    """Rational approximation (onnxruntime has no float64 Atan): 1 ulp over 1e-10..1e10."""
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.uniform(-1, 1, 20000) * 10.0 ** rng.integers(-10, 10, 20000), _EDGES64])
+    got, _ = run_onnx(jnp.arctan, x)
+    assert _ulps(got[0], np.arctan(x)) <= 1
+
+
+@pytest.mark.parametrize(("fn", "ref"), [(jnp.arcsin, np.arcsin), (jnp.arccos, np.arccos)])
+def test_asin_acos_float64_within_two_ulp(fn, ref):
+    """Through the float64 atan; near +-1 too; |x| > 1 and NaN give NaN."""
+    rng = np.random.default_rng(1)
+    x = np.concatenate(
+        [
+            rng.uniform(-1, 1, 20000),
+            1 - 10.0 ** -rng.uniform(0, 16, 2000),
+            -1 + 10.0 ** -rng.uniform(0, 16, 2000),
+            rng.uniform(-1, 1, 2000) * 10.0 ** -rng.uniform(0, 300, 2000),
+            [1.5, -1.5, 1 + 2**-52],
+            _EDGES64,
+        ]
+    )
+    got, _ = run_onnx(fn, x)
+    with np.errstate(invalid="ignore"):
+        want = ref(x)
+    assert _ulps(got[0], want) <= 2
+
+
+def test_atan2_float64():
+    """Every quadrant, signed zeros and infinities (onnxruntime has no float64 Atan)."""
+    v = np.array([0.0, -0.0, 1.0, -1.0, 3.5, -1e-300, np.inf, -np.inf, np.nan, 1e300])
+    y, x = (a.ravel() for a in np.meshgrid(v, v))
+    rng = np.random.default_rng(2)
+    y = np.concatenate([y, rng.normal(size=5000) * 10.0 ** rng.integers(-5, 5, 5000)])
+    x = np.concatenate([x, rng.normal(size=5000) * 10.0 ** rng.integers(-5, 5, 5000)])
+    got, _ = run_onnx(jnp.arctan2, y, x)
+    assert _ulps(got[0], np.arctan2(y, x)) <= 2

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from .helpers import assert_onnx_same
+from .helpers import assert_onnx_same, run_onnx
 
 rng = np.random.default_rng(0)
 A = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
@@ -84,3 +84,62 @@ def test_convolution_with_lhs_dilation_and_cropping():
         )
 
     assert_onnx_same(f, x, k, rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- im2col convolutions
+
+_CONV_FORMS = {
+    "plain": dict(window_strides=(1, 1), padding="SAME"),
+    "strided_dilated_groups": dict(
+        window_strides=(2, 1), padding=[(1, 2), (0, 1)], rhs_dilation=(2, 1), feature_group_count=2
+    ),
+    "transposed_cropped": dict(
+        window_strides=(1, 2), padding=[(-1, 2), (1, -1)], lhs_dilation=(2, 3), rhs_dilation=(1, 2)
+    ),
+}
+
+
+def _conv(x, k, form, layout=("NHWC", "HWIO", "NCHW"), preferred=None):
+    return lax.conv_general_dilated(
+        x, k, dimension_numbers=layout, preferred_element_type=preferred, **_CONV_FORMS[form]
+    )
+
+
+@pytest.mark.parametrize("form", sorted(_CONV_FORMS))
+def test_convolution_float64_im2col(form):
+    """float64 (onnxruntime has no float64 Conv kernel): im2col + MatMul in float64."""
+    x = rng.normal(size=(2, 7, 8, 4))
+    k = rng.normal(size=(3, 2, 4 // _CONV_FORMS[form].get("feature_group_count", 1), 6))
+    got, want = run_onnx(lambda a, w: _conv(a, w, form), x, k)
+    assert got[0].dtype == np.float64
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12, atol=1e-12)
+
+
+def test_convolution_float64_1d_and_3d():
+    x1, k1 = rng.normal(size=(2, 3, 11)), rng.normal(size=(4, 3, 3))
+    x3, k3 = rng.normal(size=(1, 2, 4, 5, 6)), rng.normal(size=(3, 2, 2, 3, 2))
+    assert_onnx_same(lambda a, w: lax.conv(a, w, (2,), "SAME"), x1, k1, rtol=1e-12, atol=1e-12)
+    assert_onnx_same(lambda a, w: lax.conv(a, w, (1, 2, 1), "VALID"), x3, k3, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32])
+@pytest.mark.parametrize("form", sorted(_CONV_FORMS))
+def test_convolution_integers_wrap_like_xla(dtype, form):
+    """ONNX Conv takes no integers: im2col + MatMul in uint64, cast back; sums that overflow
+    the type wrap as XLA's do (exact comparison)."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=(2, 7, 8, 4), endpoint=True).astype(dtype)
+    k_shape = (3, 2, 4 // _CONV_FORMS[form].get("feature_group_count", 1), 6)
+    k = rng.integers(info.min, info.max, size=k_shape, endpoint=True).astype(dtype)
+    got, want = run_onnx(lambda a, w: _conv(a, w, form), x, k)
+    assert got[0].dtype == want[0].dtype == dtype
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_convolution_int8_with_int32_result():
+    """preferred_element_type int32: the int8 operands are widened before multiplying."""
+    x = rng.integers(-128, 127, size=(2, 7, 8, 4)).astype(np.int8)
+    k = rng.integers(-128, 127, size=(3, 2, 4, 6)).astype(np.int8)
+    got, want = run_onnx(lambda a, w: _conv(a, w, "plain", preferred=jnp.int32), x, k)
+    assert got[0].dtype == want[0].dtype == np.int32
+    np.testing.assert_array_equal(got[0], want[0])
