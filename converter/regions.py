@@ -4,7 +4,7 @@
 region. Backends map the common ones (a single ``add``, ``maximum``, ``minimum``,
 ``multiply``, ``and``, ``or``, ``xor``, or "return the update" for scatter) to a direct op, and
 fall back to evaluating the region for anything else. ``sort`` comparators are recognized as
-ascending or descending on the first operand.
+ascending or descending on the first operand, or as lexicographic over several operands.
 """
 
 from __future__ import annotations
@@ -101,6 +101,69 @@ def classify_comparator(region: ir.Region) -> str | None:
         return "descending" if flip else "ascending"
     if "GT" in direction:
         return "ascending" if flip else "descending"
+    return None
+
+
+def classify_lexicographic(region: ir.Region) -> list[tuple[int, str]] | None:
+    """The keys of a sort comparator that orders lexicographically (``jnp.lexsort``, sorts
+    with ``num_keys > 1``): ``[(operand, "ascending"|"descending"), ...]``, most significant
+    first, for a body returning ``or(lt_0, and(eq_0, or(lt_1, and(eq_1, ... lt_n))))`` where
+    ``lt_k`` is ``compare LT|GT (f(a_k), f(b_k))`` and ``eq_k`` is ``compare EQ`` of the same
+    pair (``f`` built from compare/select/constant, as in :func:`classify_comparator`);
+    the operands of ``or``/``and`` may come in either order. A one-key comparator gives one
+    key. ``None`` for any other comparator."""
+    ops, args = _body_ops(region)
+    if len(args) < 2 or ops[-1].name != "stablehlo.return" or len(list(ops[-1].operands)) != 1:
+        return None
+    defs = {r: op for op in ops for r in op.results}
+    return _lexicographic(list(ops[-1].operands)[0], args, defs)
+
+
+def _compared_key(value: ir.Value, args: list[ir.Value], defs: dict, directions: tuple[str, ...]):
+    """(operand index, direction text, flipped) of ``compare`` ``value`` whose sides depend
+    on the two block arguments of one operand, else None."""
+    op = defs.get(value)
+    if op is None or op.name != "stablehlo.compare":
+        return None
+    direction = str(op.attributes["comparison_direction"])
+    found = next((d for d in directions if d in direction), None)
+    lhs, rhs = (_arg_deps(v, args, defs) for v in op.operands)
+    if found is None or lhs is None or rhs is None or len(lhs) != 1 or len(rhs) != 1:
+        return None
+    (a,), (b,) = lhs, rhs
+    if a // 2 != b // 2 or a == b:
+        return None
+    return a // 2, found, a > b
+
+
+def _strict_key(value, args, defs) -> tuple[int, str] | None:
+    key = _compared_key(value, args, defs, ("LT", "GT"))
+    if key is None:
+        return None
+    index, direction, flipped = key
+    return index, "ascending" if (direction == "LT") != flipped else "descending"
+
+
+def _lexicographic(value, args, defs) -> list[tuple[int, str]] | None:
+    key = _strict_key(value, args, defs)
+    if key is not None:
+        return [key]
+    op = defs.get(value)
+    if op is None or op.name != "stablehlo.or" or len(list(op.operands)) != 2:
+        return None
+    a, b = op.operands
+    for first, rest in ((a, b), (b, a)):
+        key = _strict_key(first, args, defs)
+        tie = defs.get(rest)
+        if key is None or tie is None or tie.name != "stablehlo.and" or len(list(tie.operands)) != 2:
+            continue
+        c, d = tie.operands
+        for eq, tail in ((c, d), (d, c)):
+            equal = _compared_key(eq, args, defs, ("EQ",))
+            if equal is not None and equal[0] == key[0]:
+                more = _lexicographic(tail, args, defs)
+                if more is not None and key[0] not in {k for k, _ in more}:
+                    return [key, *more]
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from converter import dtypes, mlir
-from converter.regions import classify_combiner, classify_comparator
+from converter.regions import classify_combiner, classify_lexicographic
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -283,18 +283,47 @@ def _reduce_window(interp, op, x, init):
 
 @register("stablehlo.sort", dynamic=True)
 def _sort(interp, op, *operands):
-    order = classify_comparator(op.regions[0])
-    if order is None:
-        raise NotImplementedError("sort with a comparator other than < or > on the first operand")
+    """StableHLO spec: sort, as ``TopK`` over the whole dimension (onnxruntime's ``TopK`` is
+    stable: ties keep index order; NaN, which JAX's comparators canonicalize to the largest
+    value, sorts last ascending and first descending; -0.0 ties with +0.0, as in JAX's
+    canonicalized comparators). A lexicographic comparator
+    (:func:`~converter.regions.classify_lexicographic`) is one stable ``TopK`` pass per key,
+    from the least significant key to the most, composing the permutations; every operand is
+    gathered once at the end.
+
+    Raises:
+        NotImplementedError: any other comparator.
+    """
+    keys = classify_lexicographic(op.regions[0])
+    if keys is None:
+        raise NotImplementedError("sort with a comparator other than < or > on its operands, key by key")
     g = interp.graph
     dim = op.attr("dimension", -1) % op.operand_type(0).rank
     n = op.operand_type(0).shape[dim]
     k = g.ints([n]) if n is not None else g.dim(operands[0], dim)
-    dtype = op.operand_type(0).dtype
-    keys = _ordered(g, operands[0]) if dtype == "uint64" else operands[0]
+    if len(keys) == 1 and keys[0][0] == 0:  # one key: TopK gives the sorted key itself
+        values, idx = _topk(g, op, operands[0], 0, keys[0][1], k, dim)
+        return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]
+    perm = None
+    for index, order in reversed(keys):
+        key = operands[index] if perm is None else g.op("GatherElements", [operands[index], perm], axis=dim)
+        _, idx = _topk(g, op, key, index, order, k, dim)
+        perm = idx if perm is None else g.op("GatherElements", [perm, idx], axis=dim)
+    return [g.op("GatherElements", [x, perm], axis=dim) for x in operands]
+
+
+def _topk(g, op, x, index, order, k, dim):
+    """(sorted values, indices) of ``TopK`` on operand ``index``'s values ``x``: uint64 as
+    order-preserving int64 keys, bool as int32."""
+    dtype = op.operand_type(index).dtype
+    keys = _ordered(g, x) if dtype == "uint64" else x
+    if dtype == "bool":
+        keys, dtype = g.cast(x, "int32"), "int32"
     values, idx = g.op_as(
         "TopK", [keys, k], dtype, n_out=2, axis=dim, largest=int(order == "descending"), sorted=1
     )
-    if dtype == "uint64":
+    if op.operand_type(index).dtype == "uint64":
         values = _from_ordered(g, values)
-    return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]
+    elif op.operand_type(index).dtype == "bool":
+        values = g.cast(values, "bool")
+    return values, idx

@@ -3,8 +3,12 @@
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import onnxruntime as ort
 import pytest
 from jax import lax
+
+import converter
+from converter.errors import OpConversionError
 
 from .helpers import assert_onnx_same, run_onnx
 
@@ -174,3 +178,73 @@ def test_scans_with_other_bodies():
         ),
         x,
     )
+
+
+# --------------------------------------------------------------------------- lexicographic sorts
+
+_LEX_FLOATS = np.array([np.nan, -0.0, 0.0, 1.0, -1.0, np.inf, -np.inf, 2.0], np.float32)
+
+
+def test_lexsort_nan_signed_zero_and_ties():
+    """jnp.lexsort: NaN sorts last, -0.0 ties with +0.0, equal keys keep index order."""
+    a = rng.choice(_LEX_FLOATS, size=(3, 40))
+    b = rng.choice(_LEX_FLOATS[:4], size=(3, 40))
+    got, want = run_onnx(lambda x, y: (jnp.lexsort((x, y), axis=1), jnp.lexsort((y, x), axis=0)), a, b)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_multi_key_sort_mixed_dtypes():
+    """lax.sort with num_keys=3 over int32, bool and uint64 keys plus a float payload."""
+    n = 64
+    k0 = rng.integers(-2, 2, (2, n)).astype(np.int32)
+    k1 = rng.random((2, n)) > 0.5
+    k2 = rng.choice(np.array([0, 1, 2**63, 2**64 - 1], np.uint64), size=(2, n))
+    payload = rng.normal(size=(2, n)).astype(np.float32)
+    got, want = run_onnx(lambda *xs: lax.sort(xs, dimension=1, num_keys=3), k0, k1, k2, payload)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_lexicographic_comparator_descending_first_key():
+    """A hand-written comparator: operand 1 descending, then operand 0 ascending (the
+    comparator's arguments in either order)."""
+    text = """
+    func.func @main(%a: tensor<12xi32>, %b: tensor<12xf32>) -> (tensor<12xi32>, tensor<12xf32>) {
+      %0:2 = "stablehlo.sort"(%a, %b) <{dimension = 0 : i64, is_stable = true}> ({
+      ^bb0(%a0: tensor<i32>, %a1: tensor<i32>, %b0: tensor<f32>, %b1: tensor<f32>):
+        %gt = stablehlo.compare LT, %b1, %b0, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        %eq = stablehlo.compare EQ, %b0, %b1, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        %lt = stablehlo.compare LT, %a0, %a1, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        %tie = stablehlo.and %lt, %eq : tensor<i1>
+        %r = stablehlo.or %tie, %gt : tensor<i1>
+        stablehlo.return %r : tensor<i1>
+      }) : (tensor<12xi32>, tensor<12xf32>) -> (tensor<12xi32>, tensor<12xf32>)
+      return %0#0, %0#1 : tensor<12xi32>, tensor<12xf32>
+    }"""
+    a = np.array([5, 3, 9, 1, 3, 3, 7, 0, 2, 8, 4, 6], np.int32)
+    b = np.array([1, 2, 1, 2, 0, 2, 1, 0, 2, 1, 0, 3], np.float32)
+    order = np.lexsort((a, -b))
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], (a, b), strict=True)))
+    np.testing.assert_array_equal(got[0], a[order])
+    np.testing.assert_array_equal(got[1], b[order])
+
+
+def test_non_lexicographic_comparator_raises():
+    """A comparator on a sum of keys is no lexicographic order: the conversion raises."""
+    text = """
+    func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+      %0:2 = "stablehlo.sort"(%a, %b) <{dimension = 0 : i64, is_stable = true}> ({
+      ^bb0(%a0: tensor<f32>, %a1: tensor<f32>, %b0: tensor<f32>, %b1: tensor<f32>):
+        %s0 = stablehlo.add %a0, %b0 : tensor<f32>
+        %s1 = stablehlo.add %a1, %b1 : tensor<f32>
+        %r = stablehlo.compare LT, %s0, %s1, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+        stablehlo.return %r : tensor<i1>
+      }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+      return %0#0 : tensor<4xf32>
+    }"""
+    with pytest.raises(OpConversionError, match="stablehlo.sort"):
+        converter.from_stablehlo(text).to_onnx()
