@@ -643,3 +643,63 @@ def _bits_to_float(g, x, src, dst):
     value = g.op("Where", [g.op("Equal", [e, f64(2**exp_bits - 1)]), special, value])
     signed = g.op("Mul", [value, g.op("Sub", [f64(1), g.op("Mul", [f64(2), sign])])])
     return _cast(g, signed, dst)  # exact: the value is representable
+
+
+@register("stablehlo.reduce_precision", dynamic=True)
+def _reduce_precision(interp, op, x):
+    """StableHLO spec: reduce_precision, computed exactly in float64 (every float16/float32
+    value and operation here is exact there): the magnitude ``a`` is rounded to
+    ``mantissa_bits`` with ties to even as ``Round(a / ulp) * ulp``, ``ulp =
+    2**(max(e, emin) - mantissa_bits)`` with ``e`` the binade of ``a`` (``emin`` the operand
+    type's least normal exponent: its subnormals round on the same grid, as XLA rounds the
+    bits); then, for fewer ``exponent_bits`` than the type has, results from
+    ``2**(bias + 1)`` up overflow to infinity and those below ``2**(1 - bias)`` flush to zero
+    (``bias = 2**(exponent_bits - 1) - 1``: the format has no subnormals, as in XLA). The sign
+    is applied by a multiply (-0.0 stays); NaN and infinities pass through unchanged.
+    bfloat16 arrives as float32 (:mod:`backends.onnx.widen`), where rounding it is exact.
+
+    Raises:
+        NotImplementedError: a non-float operand.
+    """
+    g = interp.graph
+    dtype = op.result_type.dtype
+    if dtype not in _FLOAT_LAYOUT:
+        raise NotImplementedError(f"reduce_precision on {dtype}")
+    src_e, src_m = _FLOAT_LAYOUT[dtype]
+    exp_bits, man_bits = op.attr("exponent_bits"), op.attr("mantissa_bits")
+    v = x if dtype == "float64" else _cast(g, x, "float64")
+    r = g.op("Abs", [v])
+    if man_bits < src_m:
+        r = _round_mantissa(g, r, man_bits, 2 - 2 ** (src_e - 1))
+    if exp_bits < src_e:
+        bias = 2 ** (exp_bits - 1) - 1
+        r = g.op("Where", [g.op("GreaterOrEqual", [r, _f64(g, 2.0 ** (bias + 1))]), _f64(g, np.inf), r])
+        r = g.op("Where", [g.op("Less", [r, _f64(g, 2.0 ** (1 - bias))]), _f64(g, 0.0), r])
+    out = _with_sign_of(g, r, v)
+    out = out if dtype == "float64" else _cast(g, out, dtype)
+    finite = g.op("Not", [g.op("Or", [g.op("IsNaN", [x]), _isinf(g, x, op)])])
+    return g.op("Where", [g.op("Not", [finite]), x, out])  # out in the false slot: keeps -0.0
+
+
+def _round_mantissa(g, a, man_bits, emin):
+    """float64 ``a >= 0`` rounded to ``man_bits`` fraction bits, ties to even (``Round``),
+    on the grid of its binade (at least ``emin``). The binade comes from ``Log``, corrected
+    by one either way against exact powers of two. With no fraction bits the tie between
+    ``2**e`` and ``2**(e+1)`` goes to the even biased exponent, as XLA's rounding of the bits
+    does."""
+    two = _f64(g, 2.0)
+    e = g.op("Floor", [g.op("Div", [g.op("Log", [a]), _f64(g, np.log(2.0))])])
+    p = g.op("Pow", [two, e])
+    one = _f64(g, 1.0)
+    e = g.op("Sub", [e, g.op("Where", [g.op("Greater", [p, a]), one, _f64(g, 0.0)])])
+    e = g.op("Add", [e, g.op("Where", [g.op("LessOrEqual", [g.op("Mul", [p, two]), a]), one, _f64(g, 0.0)])])
+    e = g.op("Max", [e, _f64(g, emin)])
+    ulp = g.op("Pow", [two, g.op("Sub", [e, _f64(g, man_bits)])])
+    q = g.op("Div", [a, ulp])
+    rounded = g.op("Round", [q])
+    if man_bits == 0:  # the last kept bit is the exponent's: a tie goes to the even exponent
+        biased = g.op("Add", [e, _f64(g, 1 - emin)])
+        even = g.op("Equal", [g.op("Mod", [biased, two], fmod=1), _f64(g, 0.0)])
+        tie_down = g.op("And", [g.op("Equal", [q, _f64(g, 1.5)]), even])
+        rounded = g.op("Where", [tie_down, one, rounded])
+    return g.op("Mul", [rounded, ulp])

@@ -106,8 +106,6 @@ XFAIL_ONNX: dict[str, str] = {
     "scipy.linalg.expm-float32": "custom_call lapack sgetrf (LU), strsm (triangular solve)",
     # ---- constructs the backend does not lower yet (it raises)
     "lax.reduce_window[maxpool_grad]-float32": "stablehlo.select_and_scatter (max-pool gradient) is not lowered",
-    "lax.reduce_precision-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
-    "lax.reduce_precision[bf16]-float32": "stablehlo.reduce_precision (rounding to an arbitrary float format) is not lowered",
 }
 
 

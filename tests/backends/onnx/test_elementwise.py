@@ -426,3 +426,42 @@ def test_atan2_float64():
     x = np.concatenate([x, rng.normal(size=5000) * 10.0 ** rng.integers(-5, 5, 5000)])
     got, _ = run_onnx(jnp.arctan2, y, x)
     assert _ulps(got[0], np.arctan2(y, x)) <= 2
+
+
+# --------------------------------------------------------------------------- reduce_precision
+
+
+def _precision_inputs(dtype) -> np.ndarray:
+    """Ties at every bit position, values around the overflow and underflow thresholds of
+    small formats, subnormals, signed zeros, infinities and NaN, random values."""
+    rng = np.random.default_rng(3)
+    finfo = np.finfo(np.float32 if dtype is ml_dtypes.bfloat16 else dtype)
+    ties = [1 + 2.0**-k for k in range(1, 24)] + [1 + 3 * 2.0**-k for k in range(2, 24)]
+    scales = 2.0 ** np.arange(-20, 21, 3)
+    with np.errstate(over="ignore"):
+        values = np.concatenate(
+            [
+                np.outer(ties, scales).ravel(),
+                [0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 6.1e-5, 6.0e-5, 3.0e-8, 1e-45, 1e-300],
+                [float(finfo.max), float(finfo.tiny), float(finfo.smallest_subnormal)],
+                rng.normal(size=200) * 10.0 ** rng.integers(-8, 8, 200),
+            ]
+        )
+        values = np.concatenate([values, -values]).astype(dtype)
+    return values
+
+
+@pytest.mark.parametrize(
+    ("dtype", "exp_bits", "man_bits"),
+    [(np.float32, 5, 10), (np.float32, 8, 7), (np.float32, 4, 3), (np.float32, 5, 2), (np.float32, 8, 23),
+     (np.float32, 2, 0), (np.float32, 11, 52), (np.float64, 8, 23), (np.float64, 11, 30), (np.float64, 5, 10),
+     (np.float32, 8, 0), (np.float64, 4, 0), (np.float16, 5, 3), (np.float16, 3, 10),
+     (ml_dtypes.bfloat16, 5, 4)],
+)  # fmt: skip
+def test_reduce_precision_bit_exact(dtype, exp_bits, man_bits):
+    """Round to nearest even, overflow to inf, flush below the format's least normal to
+    zero, -0.0, subnormal operands, NaN and inf kept: bit for bit as XLA."""
+    x = _precision_inputs(dtype)
+    got, want = run_onnx(lambda a: lax.reduce_precision(a, exp_bits, man_bits), x)
+    assert got[0].dtype == want[0].dtype
+    np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
