@@ -191,7 +191,9 @@ def _scatter(interp, op, operand, indices, updates, *more):
     if spill:
         data, idx = _spill_slot(interp, op, data, idx, bounds)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
-    upd = g.op("Transpose", [updates], perm=scatter_dims + window_dims)
+    perm = scatter_dims + window_dims
+    # a rank-0 update (``x.at[i].set(v)`` on a vector) has no dims to permute
+    upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
     upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
     out = g.op("ScatterND", [data, idx, upd], reduction=_REDUCTION[kind])

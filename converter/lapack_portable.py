@@ -1,0 +1,698 @@
+"""LAPACK routines as portable JAX functions, for backends that have no LAPACK.
+
+JAX on CPU lowers ``jnp.linalg`` and ``jax.scipy.linalg`` to ``stablehlo.custom_call
+@lapack_<t><routine>_ffi`` (jaxlib's LAPACK FFI kernels). A backend without LAPACK (ONNX has
+no decomposition operators) can instead run the StableHLO of the functions here, which
+compute what the routines define on the same operands and results, with only loops
+(``lax.fori_loop``/``while_loop``), elementwise ops, reductions, matrix products,
+``dynamic_slice``/``dynamic_update_slice`` and gathers: no ``jnp.linalg`` call (those lower
+to LAPACK again). :func:`lower_custom_call` lowers one custom call's expansion for its
+operand types and ``mhlo.backend_config`` flags.
+
+Every function takes arrays with leading batch dims (``(..., m, n)``) and follows the
+LAPACK routine named in its docstring: unblocked algorithms (``?getf2``, ``?potf2``,
+``?geqr2``, ``?org2r``, ``?orm2r``, ``?trsm``'s loops) where LAPACK itself blocks, so results
+match LAPACK's to rounding, not bit for bit. The eigen and singular value routines (whose
+LAPACK algorithms, divide and conquer, are not loop-friendly) use Jacobi methods, which
+converge to the same decompositions with at least LAPACK's accuracy (eigenvalues ascending,
+singular values descending, as LAPACK orders them); eigen- and singular vectors are, as in
+LAPACK, defined up to sign.
+
+``info`` follows LAPACK for ``?getrf`` (first exactly-zero pivot, 1-based) and ``?potrf``
+(order of the first leading minor that is not positive definite); for the iterative routines
+(``?syevd``, ``?gesdd``) it is 0 when the results are finite and 1 otherwise, as
+:mod:`backends.jax.ops.lapack` reports them (JAX turns a nonzero ``info`` into NaN results).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from converter import dtypes, mlir
+
+#: Upper bound on Jacobi sweeps (both converge quadratically: a handful of sweeps suffice;
+#: the bound only stops a NaN/Inf input, whose convergence test never passes).
+MAX_SWEEPS = 40
+
+_I32 = np.int32
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def _at(x, i, axis: int):
+    """``x`` indexed by the traced scalar ``i`` along ``axis`` (the axis dropped)."""
+    return lax.dynamic_index_in_dim(x, i, axis % x.ndim, keepdims=False)
+
+
+def _put(x, value, i, axis: int):
+    """``x`` with the slice ``i`` along ``axis`` replaced by ``value`` (that axis dropped)."""
+    return lax.dynamic_update_index_in_dim(x, jnp.expand_dims(value, axis % x.ndim), i, axis % x.ndim)
+
+
+def _iota(n: int):
+    return jnp.arange(n, dtype=_I32)
+
+
+def _mT(x):
+    return jnp.swapaxes(x, -1, -2)
+
+
+def _mH(x):
+    return jnp.conj(_mT(x)) if jnp.iscomplexobj(x) else _mT(x)
+
+
+def _nonfinite_info(*results, batch: tuple[int, ...]):
+    """0 where every result of a batch element is finite, 1 elsewhere (int32 ``batch``)."""
+    ok = jnp.ones(batch, bool)
+    for r in results:
+        ok = ok & jnp.all(jnp.isfinite(r), axis=tuple(range(len(batch), r.ndim)))
+    return jnp.where(ok, 0, 1).astype(_I32)
+
+
+def _loop(n: int, body, init, *, reverse: bool = False):
+    """``lax.fori_loop`` over ``0..n-1`` (``n-1..0`` when ``reverse``) with int32 indices;
+    no loop at all when ``n == 0``."""
+    if n == 0:
+        return init
+    if reverse:
+        return lax.fori_loop(_I32(0), _I32(n), lambda t, s: body(_I32(n - 1) - t, s), init)
+    return lax.fori_loop(_I32(0), _I32(n), body, init)
+
+
+# --------------------------------------------------------------------------- ?getrf
+
+
+def getrf(a):
+    """LU factorization with partial pivoting, LAPACK ``?getrf`` (unblocked ``?getf2``).
+
+    Args:
+        a: ``(..., m, n)`` float array.
+
+    Returns:
+        ``(lu, ipiv, info)``: ``lu`` ``(..., m, n)`` holds unit-lower ``L`` below the diagonal
+        and ``U`` on and above it (``P a = L U``); ``ipiv`` ``(..., min(m, n))`` int32, 1-based:
+        row ``i`` was swapped with row ``ipiv[i] - 1`` at step ``i``; ``info`` ``(...)`` int32,
+        the 1-based index of the first exactly-zero pivot ``U[i, i]``, 0 when none. The pivot
+        is the first entry of largest magnitude in the column (BLAS ``i?amax``; a NaN is never
+        chosen over a number unless it sits on the diagonal).
+    """
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    rows, cols = _iota(m), _iota(n)
+    sfmin = jnp.finfo(a.dtype).tiny
+
+    def step(j, state):
+        a, ipiv, info = state
+        col = _at(a, j, -1)  # (..., m)
+        mag = jnp.where((rows >= j) & ~jnp.isnan(col), jnp.abs(col), -1)
+        big = jnp.max(mag, axis=-1, keepdims=True)
+        p = jnp.min(jnp.where((mag == big) & (rows >= j), rows, m), axis=-1)
+        p = jnp.where(jnp.isnan(_at(col, j, -1)), j, p)  # i?amax keeps a leading NaN
+        is_p = (rows == p[..., None])[..., :, None]
+        row_p = jnp.sum(jnp.where(is_p, a, 0), axis=-2)  # (..., n), selected exactly
+        row_j = _at(a, j, -2)
+        a = jnp.where((rows == j)[:, None], row_p[..., None, :], jnp.where(is_p, row_j[..., None, :], a))
+        piv = _at(row_p, j, -1)
+        info = jnp.where((info == 0) & (piv == 0), j + 1, info)
+        col = _at(a, j, -1)
+        below = (rows > j)[:, None]
+        scale = (piv != 0)[..., None]
+        safe = jnp.where(piv == 0, 1, piv)[..., None]
+        # ?getf2 scales by the reciprocal unless the pivot is tiny (then it divides)
+        scaled = jnp.where(jnp.abs(safe) >= sfmin, col * (1 / safe), col / safe)
+        low = jnp.where((rows > j) & scale, scaled, col)  # (..., m)
+        a = jnp.where(below & (cols == j), low[..., :, None], a)
+        update = low[..., :, None] * row_p[..., None, :]
+        a = a - jnp.where(below & (cols > j), update, 0)
+        ipiv = jnp.where(_iota(k) == j, (p + 1)[..., None], ipiv)
+        return a, ipiv, info
+
+    init = (a, jnp.zeros((*batch, k), _I32), jnp.zeros(batch, _I32))
+    return _loop(k, step, init)
+
+
+# --------------------------------------------------------------------------- ?trsm
+
+
+def trsm(
+    a,
+    b,
+    *,
+    left_side: bool = True,
+    lower: bool = True,
+    trans: str = "N",
+    unit_diagonal: bool = False,
+):
+    """Triangular solve, BLAS ``?trsm`` with ``alpha = 1``.
+
+    Args:
+        a: ``(..., k, k)`` triangular matrix; only its ``lower`` (or upper) triangle is read,
+            and not its diagonal when ``unit_diagonal``.
+        b: ``(..., m, n)`` right-hand sides (``k = m`` when ``left_side``, else ``k = n``).
+        left_side: solve ``op(a) x = b`` (else ``x op(a) = b``).
+        trans: ``"N"`` (``op(a) = a``), ``"T"`` (``a^T``) or ``"C"`` (``a^H``).
+
+    Returns:
+        ``x`` ``(..., m, n)``. A zero diagonal entry gives Inf/NaN, as in BLAS (no check).
+    """
+    t = jnp.tril(a) if lower else jnp.triu(a)
+    if unit_diagonal:
+        t = jnp.where(jnp.eye(a.shape[-1], dtype=bool), jnp.ones((), a.dtype), t)
+    low = lower
+    if trans != "N":
+        t = _mH(t) if trans == "C" else _mT(t)
+        low = not low
+    if not left_side:  # x t = b  <=>  t^T x^T = b^T
+        return _mT(_solve(_mT(t), _mT(b), not low))
+    return _solve(t, b, low)
+
+
+def _solve(t, b, lower: bool):
+    """``t x = b`` for triangular ``t`` (upper solved as lower on reversed rows/columns)."""
+    if lower:
+        return _forward(t, b)
+    return jnp.flip(_forward(jnp.flip(t, (-2, -1)), jnp.flip(b, -2)), -2)
+
+
+def _forward(t, b):
+    """Forward substitution with lower-triangular ``t`` (``?trsm`` L, L, N: column-oriented,
+    skipping zero solution entries as BLAS does)."""
+    m = t.shape[-1]
+    rows = _iota(m)
+
+    def step(i, x):
+        xi = _at(x, i, -2) / _at(_at(t, i, -1), i, -1)[..., None]  # (..., n)
+        x = _put(x, xi, i, -2)
+        ti = _at(t, i, -1)  # (..., m)
+        update = jnp.where(
+            (rows > i)[:, None] & (xi != 0)[..., None, :], ti[..., :, None] * xi[..., None, :], 0
+        )
+        return x - update
+
+    return _loop(m, step, b)
+
+
+# --------------------------------------------------------------------------- ?potrf
+
+
+def potrf(a, *, lower: bool = True):
+    """Cholesky factorization, LAPACK ``?potrf`` (unblocked ``?potf2``).
+
+    Args:
+        a: ``(..., n, n)`` symmetric (Hermitian) matrix; only its ``lower`` (or upper)
+            triangle is read.
+
+    Returns:
+        ``(factor, info)``: ``factor`` ``(..., n, n)`` holds ``L`` (``a = L L^H``) in the lower
+        triangle (``U``, ``a = U^H U``, in the upper one when not ``lower``), the other triangle
+        of ``a`` left as is; ``info`` ``(...)`` int32, the order of the first leading minor
+        that is not positive definite (a pivot not ``> 0``, NaN included), 0 when ``a`` is
+        positive definite. On failure the factorization stops at that column, as ``?potf2``
+        does (the failing pivot's value left on the diagonal).
+    """
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    w = a if lower else _mH(a)
+    w = jnp.tril(w) + _mH(jnp.tril(w, -1))
+    rows = _iota(n)
+
+    def step(j, state):
+        w, info = state
+        col = _at(w, j, -1)  # (..., n)
+        d = jnp.real(_at(col, j, -1))
+        ok = (info == 0) & (d > 0)
+        info = jnp.where((info == 0) & ~(d > 0), j + 1, info)
+        s = jnp.sqrt(jnp.where(ok, d, 1)).astype(w.dtype)
+        low = jnp.where(rows > j, col * (1 / s)[..., None], 0)
+        new_col = jnp.where(rows == j, s[..., None], jnp.where(rows > j, low, col))
+        trailing = (rows > j)[:, None] & (rows > j)[None, :]
+        updated = w - jnp.where(trailing, low[..., :, None] * jnp.conj(low[..., None, :]), 0)
+        updated = jnp.where((rows == j)[None, :], new_col[..., :, None], updated)
+        return jnp.where(ok[..., None, None], updated, w), info
+
+    w, info = _loop(n, step, (w, jnp.zeros(batch, _I32)))
+    if lower:
+        return jnp.tril(w) + jnp.triu(a, 1), info
+    return _mH(jnp.tril(w)) + jnp.tril(a, -1), info
+
+
+# --------------------------------------------------------------------------- ?geqrf / ?orgqr / ?ormqr
+
+
+def _norm(x, axis: int = -1):
+    """Euclidean norm along ``axis``, scaled by the largest magnitude (BLAS ``?nrm2`` does
+    not overflow or underflow on representable results)."""
+    scale = jnp.max(jnp.abs(x), axis=axis, keepdims=True)
+    safe = jnp.where(scale > 0, scale, 1)
+    return jnp.squeeze(safe, axis) * jnp.sqrt(jnp.sum(jnp.square(jnp.abs(x) / safe), axis=axis))
+
+
+def _hypot(x, y):
+    """``sqrt(x^2 + y^2)`` without overflow (LAPACK ``?lapy2``)."""
+    x, y = jnp.abs(x), jnp.abs(y)
+    big, small = jnp.maximum(x, y), jnp.minimum(x, y)
+    safe = jnp.where(big > 0, big, 1)
+    return jnp.where(small == 0, big, big * jnp.sqrt(1 + jnp.square(small / safe)))
+
+
+def geqrf(a):
+    """Householder QR, LAPACK ``?geqrf`` (unblocked ``?geqr2``, reflectors by ``?larfg``).
+
+    Args:
+        a: ``(..., m, n)`` real array.
+
+    Returns:
+        ``(qr, tau)``: ``qr`` ``(..., m, n)`` holds ``R`` on and above the diagonal and the
+        reflector vectors ``v_j`` (``v_j[j] = 1`` implied) below it; ``tau`` ``(..., min(m, n))``.
+        ``Q = H_0 ... H_{k-1}`` with ``H_j = I - tau_j v_j v_j^T``. As ``?larfg``:
+        ``beta = -sign(alpha) * norm`` (``sign(0) = +``), ``tau = (beta - alpha) / beta``, and
+        ``H_j = I`` (``tau = 0``) when the column below the diagonal is zero.
+    """
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    rows, cols = _iota(m), _iota(n)
+
+    def step(j, state):
+        a, tau = state
+        col = _at(a, j, -1)  # (..., m)
+        alpha = _at(col, j, -1)
+        xnorm = _norm(jnp.where(rows > j, col, 0))
+        trivial = xnorm == 0
+        norm = _hypot(alpha, xnorm)
+        beta = jnp.where(alpha >= 0, -norm, norm)
+        safe_beta = jnp.where(trivial, 1, beta)
+        tau_j = jnp.where(trivial, 0, (beta - alpha) / safe_beta)
+        inv = jnp.where(trivial, 0, 1 / jnp.where(trivial, 1, alpha - beta))
+        v = jnp.where(rows > j, col * inv[..., None], jnp.where(rows == j, 1, 0)).astype(a.dtype)
+        # apply H_j to the trailing columns: a -= tau v (v^T a)
+        w = jnp.einsum("...m,...mn->...n", v, a)
+        a = a - jnp.where((cols > j)[None, :], tau_j[..., None, None] * v[..., :, None] * w[..., None, :], 0)
+        new_col = jnp.where(
+            rows == j, jnp.where(trivial, alpha, beta)[..., None], jnp.where(rows > j, v, col)
+        )
+        new_col = jnp.where(trivial[..., None], col, new_col)
+        a = jnp.where((cols == j)[None, :], new_col[..., :, None], a)
+        tau = jnp.where(_iota(k) == j, tau_j[..., None], tau)
+        return a, tau
+
+    return _loop(k, step, (a, jnp.zeros((*batch, k), a.dtype)))
+
+
+def _reflector(a, i):
+    """Householder vector ``v_i`` of a ``?geqrf`` result: 1 at ``i``, ``a[i+1:, i]`` below."""
+    rows = _iota(a.shape[-2])
+    col = _at(a, i, -1)
+    return jnp.where(rows > i, col, jnp.where(rows == i, 1, 0)).astype(a.dtype)
+
+
+def orgqr(a, tau):
+    """The orthogonal factor of a QR, LAPACK ``?orgqr`` (unblocked ``?org2r``).
+
+    Args:
+        a: ``(..., m, n)`` with ``m >= n``: reflector vectors below the diagonal of its first
+            ``k`` columns, as :func:`geqrf` returns them.
+        tau: ``(..., k)``, ``k <= n``.
+
+    Returns:
+        ``q`` ``(..., m, n)``: the first ``n`` columns of ``H_0 H_1 ... H_{k-1}``.
+    """
+    m, n = a.shape[-2:]
+    k = tau.shape[-1]
+    q = jnp.broadcast_to(jnp.eye(m, n, dtype=a.dtype), a.shape)
+
+    def step(i, q):
+        v = _reflector(a, i)
+        w = jnp.einsum("...m,...mn->...n", v, q)
+        return q - _at(tau, i, -1)[..., None, None] * v[..., :, None] * w[..., None, :]
+
+    return _loop(k, step, q, reverse=True)
+
+
+def ormqr(a, tau, c, *, left: bool = True, transpose: bool = False):
+    """Multiply by the orthogonal factor of a QR, LAPACK ``?ormqr`` (unblocked ``?orm2r``).
+
+    Args:
+        a: ``(..., r, k')`` reflectors as :func:`geqrf` returns them (``r`` is ``c``'s rows
+            when ``left``, its columns otherwise).
+        tau: ``(..., k)``.
+        c: ``(..., m, n)``.
+        left: ``Q c`` (else ``c Q``); ``transpose``: with ``Q^T`` for ``Q``.
+
+    Returns:
+        ``(..., m, n)``.
+    """
+    k = tau.shape[-1]
+    # Q = H_0 ... H_{k-1}: Q c applies H_{k-1} first, Q^T c applies H_0 first
+    reverse = left != transpose
+
+    def step(i, c):
+        v = _reflector(a, i)
+        t = _at(tau, i, -1)[..., None, None]
+        if left:
+            return c - t * v[..., :, None] * jnp.einsum("...m,...mn->...n", v, c)[..., None, :]
+        return c - t * jnp.einsum("...mn,...n->...m", c, v)[..., :, None] * v[..., None, :]
+
+    return _loop(k, step, c, reverse=reverse)
+
+
+# --------------------------------------------------------------------------- Jacobi rotations
+
+
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row-cyclic order of the pairs ``p < q`` of ``0..n-1``."""
+    p, q = np.triu_indices(n, 1)
+    return p.astype(_I32), q.astype(_I32)
+
+
+def _rotation(app, aqq, apq):
+    """``(c, s, t)`` of the Jacobi rotation ``J = [[c, s], [-s, c]]`` on ``(p, q)`` that
+    zeroes ``apq`` in ``J^T [[app, apq], [apq, aqq]] J`` (Golub & Van Loan, ``sym.schur2``:
+    ``t = sign(tau) / (|tau| + sqrt(1 + tau^2))``, the smaller angle); identity when
+    ``apq == 0``."""
+    nz = apq != 0
+    tau = (aqq - app) / (2 * jnp.where(nz, apq, 1))
+    mag = jnp.abs(tau)
+    root = jnp.where(
+        mag > 1, mag * jnp.sqrt(1 + jnp.square(1 / jnp.where(mag > 1, mag, 1))), jnp.sqrt(1 + tau * tau)
+    )
+    t = jnp.where(nz, jnp.where(tau >= 0, 1, -1) / (mag + root), 0)
+    c = 1 / jnp.sqrt(1 + t * t)
+    return c, t * c, t
+
+
+def _rotate(x, p, q, c, s, axis: int):
+    """Slices ``p``, ``q`` of ``x`` along ``axis`` replaced by ``c x_p - s x_q`` and
+    ``s x_p + c x_q`` (``c``, ``s`` per batch element)."""
+    xp, xq = _at(x, p, axis), _at(x, q, axis)
+    c, s = c[..., None], s[..., None]
+    return _put(_put(x, c * xp - s * xq, p, axis), s * xp + c * xq, q, axis)
+
+
+def _descending_order(keys):
+    """The permutation sorting ``keys`` ``(..., n)`` descending, ties by index (int32; a
+    rank count and an inverse, with no sort op)."""
+    n = keys.shape[-1]
+    idx = _iota(n)
+    ki, kj = keys[..., :, None], keys[..., None, :]
+    before = (kj > ki) | ((kj == ki) & (idx[None, :] < idx[:, None]))
+    rank = jnp.sum(before, axis=-1, dtype=_I32)  # (..., n): where element i goes
+    return jnp.sum(jnp.where(rank[..., :, None] == idx, idx[:, None], 0), axis=-2, dtype=_I32)
+
+
+# --------------------------------------------------------------------------- ?syevd
+
+
+def syevd(a, *, lower: bool = True, vectors: bool = True):
+    """Symmetric eigendecomposition with LAPACK ``?syevd``'s results, by cyclic Jacobi.
+
+    Args:
+        a: ``(..., n, n)`` real symmetric; only its ``lower`` (or upper) triangle is read.
+        vectors: compute the eigenvectors (``?syevd``'s ``jobz = 'V'``).
+
+    Returns:
+        ``(v, w, info)``: eigenvalues ``w`` ``(..., n)`` ascending; eigenvectors ``v``
+        ``(..., n, n)`` in columns (``a v = v diag(w)``, orthonormal, each up to sign), or
+        ``a`` itself when not ``vectors``; ``info`` ``(...)`` int32, 0 when the results are
+        finite, else 1. Sweeps stop when every off-diagonal entry is below ``eps * max|a|``
+        (at most :data:`MAX_SWEEPS`).
+    """
+    batch = a.shape[:-2]
+    t = jnp.tril(a) if lower else jnp.triu(a)
+    s = t + _mT(jnp.tril(t, -1) if lower else jnp.triu(t, 1))
+    w, v = _jacobi_eigh(s)
+    order = _descending_order(-w)
+    w = jnp.take_along_axis(w, order, axis=-1)
+    v = jnp.take_along_axis(v, order[..., None, :], axis=-1)
+    info = _nonfinite_info(w, v, batch=batch)
+    return (v if vectors else a), w, info
+
+
+def _jacobi_eigh(s):
+    n = s.shape[-1]
+    eye = jnp.eye(n, dtype=bool)
+    v = jnp.broadcast_to(jnp.eye(n, dtype=s.dtype), s.shape)
+    if n < 2:
+        return jnp.diagonal(s, axis1=-2, axis2=-1), v
+    eps = jnp.finfo(s.dtype).eps
+    tol = eps * jnp.max(jnp.abs(s), axis=(-2, -1))
+    pairs = [jnp.asarray(x) for x in _pairs(n)]
+    rows = _iota(n)
+
+    def rotation(k, state):
+        s, v = state
+        p, q = _at(pairs[0], k, 0), _at(pairs[1], k, 0)
+        row_p, row_q = _at(s, p, -2), _at(s, q, -2)
+        app, aqq, apq = _at(row_p, p, -1), _at(row_q, q, -1), _at(row_p, q, -1)
+        c, sn, t = _rotation(app, aqq, apq)
+        s = _rotate(_rotate(s, p, q, c, sn, -2), p, q, c, sn, -1)
+        is_p, is_q = rows == p, rows == q
+        s = jnp.where(is_p[:, None] & is_p[None, :], (app - t * apq)[..., None, None], s)
+        s = jnp.where(is_q[:, None] & is_q[None, :], (aqq + t * apq)[..., None, None], s)
+        s = jnp.where((is_p[:, None] & is_q[None, :]) | (is_q[:, None] & is_p[None, :]), 0, s)
+        return s, _rotate(v, p, q, c, sn, -1)
+
+    def sweep(state):
+        k, s, v, _ = state
+        s, v = lax.fori_loop(_I32(0), _I32(len(_pairs(n)[0])), rotation, (s, v))
+        off = jnp.max(jnp.where(eye, 0, jnp.abs(s)), axis=(-2, -1))
+        return k + 1, s, v, jnp.all(~(off > tol))
+
+    def more(state):
+        k, _, _, done = state
+        return (k < MAX_SWEEPS) & ~done
+
+    _, s, v, _ = lax.while_loop(more, sweep, (_I32(0), s, v, jnp.asarray(False)))
+    return jnp.diagonal(s, axis1=-2, axis2=-1), v
+
+
+# --------------------------------------------------------------------------- ?gesdd
+
+
+def gesdd(a, *, mode: str = "A", full_matrices: bool = True):
+    """Singular value decomposition with LAPACK ``?gesdd``'s results, by one-sided
+    (Hestenes) Jacobi.
+
+    Args:
+        a: ``(..., m, n)`` real array.
+        mode: ``"A"`` (full ``u`` ``(..., m, m)``, ``vt`` ``(..., n, n)``), ``"S"`` (reduced:
+            ``(..., m, k)``, ``(..., k, n)``, ``k = min(m, n)``) or ``"N"`` (values only: ``u``
+            and ``vt`` zeros, of the full shapes when ``full_matrices``, else the reduced
+            ones: jaxlib's kernel declares either).
+
+    Returns:
+        ``(a, s, u, vt, info)``: ``a`` unchanged (LAPACK leaves it unspecified); ``s``
+        ``(..., k)`` descending, ``a = u[..., :k] diag(s) vt[..., :k, :]`` with orthonormal
+        columns/rows (each pair up to sign; the columns completing a rank-deficient or full
+        basis come from a Householder QR); ``info`` 0 when the results are finite, else 1.
+        Sweeps stop when every column pair is orthogonal to ``sqrt(rows) * eps``
+        (``?gesvj``'s test), at most :data:`MAX_SWEEPS`.
+    """
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    wide = m < n
+    g = _mT(a) if wide else a  # (..., r, c) with r >= c
+    s, w, vt = _one_sided_jacobi(g)
+    info = _nonfinite_info(s, w, vt, batch=batch) if mode != "N" else _nonfinite_info(s, batch=batch)
+    if mode == "N":
+        k = min(m, n)
+        u_cols, vt_rows = (m, n) if full_matrices else (k, k)
+        zeros = jnp.zeros((*batch, m, u_cols), a.dtype), jnp.zeros((*batch, vt_rows, n), a.dtype)
+        return a, s, zeros[0], zeros[1], info
+    full = _complete(w, s, full=mode == "A")  # (..., r, r or c)
+    if wide:  # a^T = full s vt  =>  a = vt^T s full^T
+        return a, s, _mT(vt), _mT(full), info
+    return a, s, full, vt, info
+
+
+def _one_sided_jacobi(g):
+    """``(s, w, vt)`` for ``g`` ``(..., r, c)``, ``r >= c``: ``g = w diag(s) vt``, ``s``
+    descending, ``w``'s columns unit (zero where ``s`` is 0), ``vt`` orthogonal."""
+    r, c = g.shape[-2:]
+    scale = jnp.max(jnp.abs(g), axis=(-2, -1), keepdims=True)
+    scale = jnp.where((scale > 0) & jnp.isfinite(scale), scale, 1)
+    gt = _mT(g / scale)  # rows are the columns of g
+    vt = jnp.broadcast_to(jnp.eye(c, dtype=g.dtype), (*g.shape[:-2], c, c))
+    if c >= 2:
+        gt, vt = _hestenes(gt, vt, r)
+    norms = jnp.sqrt(jnp.sum(jnp.square(gt), axis=-1))  # (..., c)
+    order = _descending_order(norms)
+    norms = jnp.take_along_axis(norms, order, axis=-1)
+    gt = jnp.take_along_axis(gt, order[..., :, None], axis=-2)
+    vt = jnp.take_along_axis(vt, order[..., :, None], axis=-2)
+    w = _mT(jnp.where(norms[..., None] > 0, gt / jnp.where(norms > 0, norms, 1)[..., None], 0))
+    return norms * scale[..., 0], w, vt
+
+
+def _hestenes(gt, vt, r: int):
+    c = gt.shape[-2]
+    tol = np.sqrt(r) * jnp.finfo(gt.dtype).eps
+    pairs = [jnp.asarray(x) for x in _pairs(c)]
+
+    def rotation(k, state):
+        gt, vt, worst = state
+        p, q = _at(pairs[0], k, 0), _at(pairs[1], k, 0)
+        gp, gq = _at(gt, p, -2), _at(gt, q, -2)
+        alpha, beta = jnp.sum(gp * gp, axis=-1), jnp.sum(gq * gq, axis=-1)
+        gamma = jnp.sum(gp * gq, axis=-1)
+        denom = jnp.sqrt(alpha) * jnp.sqrt(beta)
+        cosine = jnp.where(denom > 0, jnp.abs(gamma) / jnp.where(denom > 0, denom, 1), 0)
+        active = cosine > tol
+        cs, sn, _ = _rotation(alpha, beta, jnp.where(active, gamma, 0))
+        worst = jnp.maximum(worst, jnp.max(jnp.where(active, cosine, 0)))
+        return _rotate(gt, p, q, cs, sn, -2), _rotate(vt, p, q, cs, sn, -2), worst
+
+    def sweep(state):
+        k, gt, vt, _ = state
+        zero = jnp.zeros((), gt.dtype)
+        gt, vt, worst = lax.fori_loop(_I32(0), _I32(len(_pairs(c)[0])), rotation, (gt, vt, zero))
+        return k + 1, gt, vt, ~(worst > tol)
+
+    def more(state):
+        k, _, _, done = state
+        return (k < MAX_SWEEPS) & ~done
+
+    _, gt, vt, _ = lax.while_loop(more, sweep, (_I32(0), gt, vt, jnp.asarray(False)))
+    return gt, vt
+
+
+def _complete(w, s, *, full: bool):
+    """Orthonormal ``(..., r, r)`` (``full``) or ``(..., r, c)`` basis whose first columns
+    are ``w``'s where ``s > 0``: the others come from the Householder QR of ``w`` (the
+    zero columns of ``w`` sort last, so ``Q``'s leading columns span ``w``'s)."""
+    r, c = w.shape[-2:]
+    qr, tau = geqrf(w)
+    keep = s > 0
+    if full and r > c:  # Q's trailing columns complete the basis (zero-size pads avoided)
+        pad = jnp.zeros((*w.shape[:-2], r, r - c), w.dtype)
+        qr, w = jnp.concatenate([qr, pad], axis=-1), jnp.concatenate([w, pad], axis=-1)
+        keep = jnp.concatenate([keep, jnp.zeros((*s.shape[:-1], r - c), bool)], axis=-1)
+    return jnp.where(keep[..., None, :], w, orgqr(qr, tau))
+
+
+# --------------------------------------------------------------------------- custom calls
+
+
+def _flag(config: dict, key: str, default: str) -> str:
+    """A ``mhlo.backend_config`` character flag (stored as its ASCII code)."""
+    value = config.get(key)
+    return chr(value) if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _bool(config: dict, key: str, default: bool) -> bool:
+    value = config.get(key)
+    return bool(value) if value is not None else default
+
+
+def _expansion(routine: str, config: dict, result_shapes: Sequence[tuple[int, ...]]) -> Callable:
+    """The portable function of ``routine`` (``getrf``...) for the custom call's flags and
+    result shapes; it returns the custom call's results as a tuple."""
+    if routine == "getrf":
+        return getrf
+    if routine == "trsm":
+        return lambda a, b: (
+            trsm(
+                a,
+                b,
+                left_side=_flag(config, "side", "L") == "L",
+                lower=_flag(config, "uplo", "L") == "L",
+                trans=_flag(config, "trans_x", "N"),
+                unit_diagonal=_flag(config, "diag", "N") == "U",
+            ),
+        )
+    if routine == "potrf":
+        return functools.partial(potrf, lower=_flag(config, "uplo", "L") == "L")
+    if routine == "geqrf":
+        return geqrf
+    if routine == "orgqr":
+        return lambda a, tau: (orgqr(a, tau),)
+    if routine == "ormqr":
+        left, transpose = _bool(config, "left", True), _bool(config, "transpose", False)
+        return lambda a, tau, c: (ormqr(a, tau, c, left=left, transpose=transpose),)
+    if routine == "syevd":
+        lower, vectors = _flag(config, "uplo", "L") == "L", _flag(config, "mode", "V") == "V"
+        return functools.partial(syevd, lower=lower, vectors=vectors)
+    if routine in ("gesdd", "gesvd"):
+        u_shape = result_shapes[2]  # (..., m, m) or (..., m, k) for mode N
+        full = u_shape[-1] == u_shape[-2]
+        return functools.partial(gesdd, mode=_flag(config, "mode", "A"), full_matrices=full)
+    raise NotImplementedError(f"LAPACK ?{routine} has no portable expansion")
+
+
+#: The routines :func:`lower_custom_call` expands (real types ``s``, ``d``).
+ROUTINES = ("getrf", "trsm", "potrf", "geqrf", "orgqr", "ormqr", "syevd", "gesdd", "gesvd")
+
+
+def targets() -> list[str]:
+    """Every ``lapack_<t><routine>_ffi`` custom-call target with a portable expansion."""
+    return [f"lapack_{t}{r}_ffi" for r in ROUTINES for t in "sd"]
+
+
+def routine_of(target: str) -> str:
+    """``"getrf"`` for ``"lapack_sgetrf_ffi"``.
+
+    Raises:
+        NotImplementedError: not a target of :func:`targets`.
+    """
+    if target not in targets():
+        raise NotImplementedError(f"custom_call {target} has no portable expansion")
+    return target[len("lapack_") + 1 : -len("_ffi")]
+
+
+def lower_custom_call(
+    target: str,
+    config: dict,
+    operand_types: Sequence[mlir.TensorType],
+    result_types: Sequence[mlir.TensorType],
+):
+    """The StableHLO of a LAPACK custom call's portable expansion.
+
+    Args:
+        target: the ``call_target_name`` (one of :func:`targets`).
+        config: the decoded ``mhlo.backend_config`` dictionary.
+        operand_types, result_types: the custom call's (static) types; operands and results
+            are logical row-major tensors with leading batch dims.
+
+    Returns:
+        ``(module, function)``: an ``ir.Module`` (in the converter's context; keep it alive
+        while using the function) and its ``@main`` ``func.func``, taking the operands and
+        returning the results in order. Its ``func.call``s name the module's own functions.
+
+    Raises:
+        NotImplementedError: the target has no expansion, a shape is dynamic, or the
+            expansion's results do not have the declared types.
+    """
+    routine = routine_of(target)
+    items = tuple(sorted(config.items()))
+    module = _parse(_lower_text(routine, items, tuple(operand_types), tuple(result_types)))
+    return module, mlir.main_function(module)
+
+
+@functools.lru_cache(maxsize=64)
+def _lower_text(routine: str, config_items: tuple, operand_types: tuple, result_types: tuple) -> str:
+    if any(None in t.shape for t in (*operand_types, *result_types)):
+        raise NotImplementedError(f"LAPACK ?{routine} on dynamic shapes (specialize the module first)")
+    fn = _expansion(routine, dict(config_items), [t.shape for t in result_types])
+    specs = [jax.ShapeDtypeStruct(t.shape, dtypes.to_numpy(t.dtype)) for t in operand_types]
+    with jax.enable_x64(True):
+        out = jax.eval_shape(fn, *specs)
+        got = [(tuple(o.shape), np.dtype(o.dtype)) for o in out]
+        want = [(tuple(t.shape), np.dtype(dtypes.to_numpy(t.dtype))) for t in result_types]
+        if got != want:
+            raise NotImplementedError(
+                f"LAPACK ?{routine} expansion gives {got}, the custom call declares {want}"
+            )
+        return jax.jit(fn).lower(*specs).as_text()
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(text: str):
+    return mlir.parse_module(text, filename="<lapack expansion>")
