@@ -327,3 +327,101 @@ def _topk(g, op, x, index, order, k, dim):
     elif op.operand_type(index).dtype == "bool":
         values = g.cast(values, "bool")
     return values, idx
+
+
+_SCATTER_REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@register("stablehlo.select_and_scatter")
+def _select_and_scatter(interp, op, operand, source, init):
+    """StableHLO spec: select_and_scatter (a max/min-pool gradient, or any elementwise
+    ``select`` body). Per window position ``k`` in row-major order, the operand's candidates
+    for every window are one strided ``Slice`` of the padded operand; the ``select`` body
+    (emitted on whole tensors) folds them left to right: the current choice stays where it
+    returns true, as XLA iterates. Padding positions are never candidates, and a window of
+    padding alone selects nothing (its source value is dropped, through a spill slot). The
+    sources are then combined into ``init`` at the chosen flat positions by
+    ``ScatterElements`` with the ``scatter`` body's reduction (add, mul, max, min).
+
+    Shapes: operand ``S``, source ``O`` (the window count per dimension), result ``S``.
+
+    Raises:
+        NotImplementedError: a select body with non-elementwise ops, another scatter body,
+            negative padding, or dynamic shapes.
+    """
+    body_ops = {o.name for o in mlir.walk_ops(op.mlir)} - {"stablehlo.select_and_scatter"}
+    if not body_ops <= ELEMENTWISE_BODY:
+        raise NotImplementedError(f"select_and_scatter body with {sorted(body_ops - ELEMENTWISE_BODY)}")
+    reduction = _SCATTER_REDUCTION.get(classify_combiner(op.regions[1]))
+    if reduction is None:
+        raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min")
+    shape, out_shape = op.operand_type(0).shape, op.operand_type(1).shape
+    if None in shape or None in out_shape:
+        raise NotImplementedError("select_and_scatter on dynamic shapes")
+    rank = len(shape)
+    window = list(op.attr("window_dimensions"))
+    strides = list(op.attr("window_strides") or [1] * rank)
+    padding = op.attr("padding")
+    lows, highs = (
+        ([0] * rank, [0] * rank)
+        if padding is None
+        else ([int(p[0]) for p in padding], [int(p[1]) for p in padding])
+    )
+    if min(lows + highs) < 0:
+        raise NotImplementedError("select_and_scatter with negative padding")
+    g = interp.graph
+    dtype = op.operand_type(0).dtype
+    padded = (
+        g.op_as("Pad", [operand, g.ints(lows + highs)], dtype, mode="constant")
+        if any(lows + highs)
+        else operand
+    )
+    size = int(np.prod(shape, dtype=np.int64))
+    flat_strides = [int(np.prod(shape[d + 1 :], dtype=np.int64)) for d in range(rank)]
+    grid = np.indices(out_shape, dtype=np.int64)
+    base = sum((grid[d] * strides[d] - lows[d]) * flat_strides[d] for d in range(rank))
+    base_name = g.const(np.asarray(base, np.int64))
+    select = interp.region_fn(op.regions[0])
+    cur = sel = None
+    cur_valid = np.zeros(out_shape, bool)
+    for offset in np.ndindex(*window):
+        ends = [k + (m - 1) * s + 1 for k, m, s in zip(offset, out_shape, strides, strict=True)]
+        cand = g.op("Slice", [padded, g.ints(offset), g.ints(ends), g.ints(range(rank)), g.ints(strides)])
+        valid = _window_valid(offset, out_shape, strides, lows, shape)
+        target = g.op(
+            "Add",
+            [base_name, g.const(np.int64(sum(k * f for k, f in zip(offset, flat_strides, strict=True))))],
+        )
+        if cur is None:
+            cur, cur_valid = cand, valid
+            sel = target if valid.all() else g.op("Where", [g.const(valid), target, g.const(np.int64(size))])
+            continue
+        (keep,) = select(cur, cand)
+        take = g.op("Not", [keep])
+        if not cur_valid.all():
+            take = g.op("Or", [take, g.const(~cur_valid)])
+        if not valid.all():
+            take = g.op("And", [take, g.const(valid)])
+        cur = g.op_as("Where", [take, cand, cur], dtype, data=(1, 2))
+        sel = g.op("Where", [take, target, sel])
+        cur_valid = cur_valid | valid
+    out_dtype = op.result_type.dtype
+    data = g.op("Expand", [g.op("Reshape", [init, g.ints([1])]), g.ints([size + 1])])
+    updates = g.op("Reshape", [source, g.ints([-1])])
+    indices = g.op("Reshape", [sel, g.ints([-1])])
+    scattered = g.op_as(
+        "ScatterElements", [data, indices, updates], out_dtype, data=(0, 2), axis=0, reduction=reduction
+    )
+    kept = g.op("Slice", [scattered, g.ints([0]), g.ints([size]), g.ints([0])])
+    return g.op("Reshape", [kept, g.ints(shape)], allowzero=1)
+
+
+def _window_valid(offset, out_shape, strides, lows, shape) -> np.ndarray:
+    """Which windows' element at window position ``offset`` lies inside the operand (not in
+    its padding): a bool array of the source's shape."""
+    valid = np.ones(out_shape, bool)
+    for d, (k, m, s, lo, n) in enumerate(zip(offset, out_shape, strides, lows, shape, strict=True)):
+        pos = np.arange(m) * s + k - lo
+        along = (pos >= 0) & (pos < n)
+        valid &= along.reshape([-1 if i == d else 1 for i in range(len(out_shape))])
+    return valid

@@ -72,7 +72,6 @@ XFAIL_ONNX: dict[str, str] = {
     # ---- LAPACK ?geev (general eigenproblem): its eigenvalues are complex, which ONNX cannot hold (the other LAPACK custom calls expand: ops/lapack.py)
     "linalg.eig-float32": "custom_call lapack_sgeev_ffi (eigendecomposition) and complex eigenvalues",
     # ---- constructs the backend does not lower yet (it raises)
-    "lax.reduce_window[maxpool_grad]-float32": "stablehlo.select_and_scatter (max-pool gradient) is not lowered",
 }
 
 

@@ -1,5 +1,6 @@
 """gather/scatter, reductions, pools and sort through the ONNX backend."""
 
+import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
@@ -248,3 +249,74 @@ def test_non_lexicographic_comparator_raises():
     }"""
     with pytest.raises(OpConversionError, match="stablehlo.sort"):
         converter.from_stablehlo(text).to_onnx()
+
+
+# --------------------------------------------------------------------------- select_and_scatter
+
+
+def _pool_grad(reducer, init, window, strides, padding):
+    def f(x, g):
+        _, vjp = jax.vjp(lambda v: lax.reduce_window(v, init, reducer, window, strides, padding), x)
+        return vjp(g)[0]
+
+    return f
+
+
+@pytest.mark.parametrize(
+    ("window", "strides", "padding"),
+    [((1, 1, 2, 2), (1, 1, 2, 2), "VALID"), ((1, 1, 3, 3), (1, 1, 1, 1), "SAME"),
+     ((1, 1, 3, 2), (1, 1, 2, 1), ((0, 0), (0, 0), (2, 1), (0, 3))), ((1, 1, 4, 4), (1, 1, 3, 3), "SAME")],
+)  # fmt: skip
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_pool_gradients_ties_and_padding(kind, window, strides, padding):
+    """select_and_scatter (GE/LE select, add scatter) with overlapping windows, ties (the
+    first in window order wins), padding (never selected; a window of padding alone drops
+    its source) and infinities among the values."""
+    x = rng.choice(np.array([0.0, 1.0, -1.0, 2.0, np.inf, -np.inf], np.float32), size=(2, 3, 7, 6))
+    reducer, init = (lax.max, -np.inf) if kind == "max" else (lax.min, np.inf)
+    fn = _pool_grad(reducer, np.float32(init), window, strides, padding)
+    pooled = jax.eval_shape(lambda v: lax.reduce_window(v, init, reducer, window, strides, padding), x)
+    src = rng.normal(size=pooled.shape).astype(np.float32)
+    got, want = run_onnx(fn, x, src)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+
+
+def test_pool_gradient_with_nan_follows_the_select_body():
+    """NaN operands: GE is false against NaN, so the fold moves on as XLA's does."""
+    x = rng.normal(size=(1, 1, 6, 6)).astype(np.float32)
+    x[0, 0, ::2, 1::3] = np.nan
+    src = rng.normal(size=(1, 1, 3, 3)).astype(np.float32)
+    got, want = run_onnx(_pool_grad(lax.max, -np.inf, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"), x, src)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6, atol=1e-6)
+
+
+def test_integer_select_and_scatter_with_init():
+    """int32 operands, a GT select (it keeps the current choice only when strictly greater,
+    so the last of tied maxima is chosen) and init 10."""
+    text = """
+    func.func @main(%x: tensor<2x5x5xi32>, %s: tensor<2x2x2xi32>) -> tensor<2x5x5xi32> {
+      %init = stablehlo.constant dense<10> : tensor<i32>
+      %0 = "stablehlo.select_and_scatter"(%x, %s, %init) <{window_dimensions = array<i64: 1, 2, 2>,
+          window_strides = array<i64: 1, 2, 2>}> ({
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %c = stablehlo.compare GT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+        stablehlo.return %c : tensor<i1>
+      }, {
+      ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+        %c = stablehlo.add %a, %b : tensor<i32>
+        stablehlo.return %c : tensor<i32>
+      }) : (tensor<2x5x5xi32>, tensor<2x2x2xi32>, tensor<i32>) -> tensor<2x5x5xi32>
+      return %0 : tensor<2x5x5xi32>
+    }"""
+    x = rng.integers(-2, 2, size=(2, 5, 5)).astype(np.int32)
+    src = rng.integers(-5, 5, size=(2, 2, 2)).astype(np.int32)
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], (x, src), strict=True)))[0]
+    want = np.full_like(x, 10)
+    for b, i, j in np.ndindex(2, 2, 2):
+        win = x[b, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2].ravel()
+        k = len(win) - 1 - int(np.argmax(win[::-1]))  # the last maximum in window order
+        want[b, 2 * i + k // 2, 2 * j + k % 2] += src[b, i, j]
+    np.testing.assert_array_equal(got, want)
