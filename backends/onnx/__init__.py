@@ -71,9 +71,12 @@ class OnnxInterpreter(Interpreter):
 
     def run_op(self, op, operands, env):
         """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`); ops on complex
-        values raise :class:`OpConversionError` (ONNX operators take no complex types)."""
+        values raise :class:`OpConversionError`: ONNX arithmetic operators take no complex
+        types, and onnxruntime (1.32) cannot load a complex tensor at all."""
         if op.name not in widen.DIRECT and widen.has_dtype(op, dtypes.is_complex):
-            cause = NotImplementedError("ONNX operators take no complex values")
+            cause = NotImplementedError(
+                "ONNX operators take no complex values (and onnxruntime loads no complex tensor)"
+            )
             raise OpConversionError(op.name, op.location, cause)
         if not widen.needs_widening(op):
             return super().run_op(op, operands, env)
