@@ -93,13 +93,12 @@ def _convolution(interp, op, lhs, rhs):
         *d["kernel_spatial_dimensions"],
     ]
     out_perm = [d["output_batch_dimension"], d["output_feature_dimension"], *d["output_spatial_dimensions"]]
-    im2col = dtype not in _CONV_TYPES or op.result_type.dtype not in _CONV_TYPES
-    if im2col:
-        dtype = _im2col_type(op.result_type.dtype)
-        lhs, rhs = (
-            x if t == dtype else g.cast(x, dtype)
-            for x, t in ((lhs, op.operand_type(0).dtype), (rhs, op.operand_type(1).dtype))
-        )
+    im2col = op.result_type.dtype not in _CONV_TYPES
+    dtype = _im2col_type(op.result_type.dtype) if im2col else op.result_type.dtype
+    lhs, rhs = (  # operands of another type (preferred_element_type) are cast first
+        x if t == dtype else g.cast(x, dtype)
+        for x, t in ((lhs, op.operand_type(0).dtype), (rhs, op.operand_type(1).dtype))
+    )
     x = g.op("Transpose", [lhs], perm=in_perm)
     w = g.op("Transpose", [rhs], perm=k_perm)
     if any(v != 1 for v in lhs_dilation):  # zeros between input elements, then the padding

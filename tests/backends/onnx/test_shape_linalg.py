@@ -143,3 +143,12 @@ def test_convolution_int8_with_int32_result():
     got, want = run_onnx(lambda a, w: _conv(a, w, "plain", preferred=jnp.int32), x, k)
     assert got[0].dtype == want[0].dtype == np.int32
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_convolution_float16_with_float32_result():
+    """preferred_element_type float32 on float16 operands: Conv in float32."""
+    x = rng.normal(size=(2, 7, 8, 4)).astype(np.float16)
+    k = rng.normal(size=(3, 2, 4, 6)).astype(np.float16)
+    got, want = run_onnx(lambda a, w: _conv(a, w, "plain", preferred=jnp.float32), x, k)
+    assert got[0].dtype == want[0].dtype == np.float32
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
