@@ -621,8 +621,8 @@ def _expansion(routine: str, config: dict, result_shapes: Sequence[tuple[int, ..
         lower, vectors = _flag(config, "uplo", "L") == "L", _flag(config, "mode", "V") == "V"
         return functools.partial(syevd, lower=lower, vectors=vectors)
     if routine in ("gesdd", "gesvd"):
-        u_shape = result_shapes[2]  # (..., m, m) or (..., m, k) for mode N
-        full = u_shape[-1] == u_shape[-2]
+        u_shape, vt_shape = result_shapes[2:4]  # mode N: full or reduced shapes, zero-filled
+        full = u_shape[-1] == u_shape[-2] and vt_shape[-1] == vt_shape[-2]
         return functools.partial(gesdd, mode=_flag(config, "mode", "A"), full_matrices=full)
     raise NotImplementedError(f"LAPACK ?{routine} has no portable expansion")
 

@@ -1,0 +1,380 @@
+"""LAPACK custom calls in the ONNX backend, and the portable routines behind them
+(:mod:`converter.lapack_portable`).
+
+The routines are checked against SciPy's LAPACK (``scipy.linalg.lapack``, the same
+reference routines jaxlib calls) in float32 and float64, batched, on singular and
+non-positive-definite inputs; eigen- and singular vectors, defined up to sign, through
+reconstruction and orthonormality. The ONNX side runs ``jnp.linalg``/``jax.scipy.linalg``
+functions through ``to_onnx`` and onnxruntime against ``jax.jit`` (LAPACK), including the
+NaN results JAX derives from a failed factorization's ``info``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.linalg import blas, lapack
+
+import converter
+from converter import lapack_portable as lp
+from converter.errors import ConversionError
+
+from .helpers import run_onnx
+
+rng = np.random.default_rng(0)
+F32, F64 = np.float32, np.float64
+TOL = {F32: 2e-5, F64: 1e-12}
+
+
+def _close(got, want, dtype, scale: float = 1.0):
+    np.testing.assert_allclose(np.asarray(got), want, rtol=TOL[dtype] * scale, atol=TOL[dtype] * scale)
+
+
+def _spd(n, batch=(), dtype=F64):
+    m = rng.standard_normal((*batch, n, n))
+    return (m @ np.swapaxes(m, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def _lapack(name: str, dtype):
+    return getattr(lapack, ("s" if dtype == F32 else "d") + name)
+
+
+# --------------------------------------------------------------------------- the routines vs SciPy's LAPACK
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"), [((4, 4), F32), ((5, 3), F64), ((3, 5), F32), ((2, 3, 4, 4), F64)]
+)
+def test_getrf_matches_lapack(shape, dtype):
+    a = rng.standard_normal(shape).astype(dtype)
+    lu, ipiv, info = jax.jit(lp.getrf)(a)
+    assert ipiv.dtype == np.int32 and info.dtype == np.int32
+    for i in np.ndindex(shape[:-2]):
+        want_lu, want_piv, want_info = _lapack("getrf", dtype)(a[i])
+        _close(lu[i], want_lu, dtype, 4)
+        np.testing.assert_array_equal(ipiv[i], want_piv + 1)  # SciPy reports 0-based pivots
+        assert int(info[i]) == want_info == 0
+
+
+def test_getrf_singular_info_is_the_first_zero_pivot():
+    a = np.array([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]])
+    lu, ipiv, info = jax.jit(lp.getrf)(np.stack([a, np.eye(3), np.zeros((3, 3))]))
+    want_lu, want_piv, want_info = lapack.dgetrf(a)
+    np.testing.assert_allclose(lu[0], want_lu, atol=1e-15)
+    np.testing.assert_array_equal(ipiv[0], want_piv + 1)
+    assert want_info == 3
+    np.testing.assert_array_equal(info, [3, 0, 1])
+    np.testing.assert_array_equal(ipiv[2], [1, 2, 3])  # no row of zeros is swapped
+
+
+def test_getrf_pivot_is_the_first_largest_magnitude():
+    a = np.array([[1.0, 0], [-3, 1], [3, 2]])
+    _, ipiv, _ = jax.jit(lp.getrf)(a)
+    np.testing.assert_array_equal(ipiv, lapack.dgetrf(a)[1] + 1)
+    assert int(ipiv[0]) == 2
+
+
+@pytest.mark.parametrize("side", "LR")
+@pytest.mark.parametrize("uplo", "LU")
+@pytest.mark.parametrize("trans", "NT")
+@pytest.mark.parametrize("diag", "NU")
+def test_trsm_every_variant_matches_blas(side, uplo, trans, diag):
+    a = rng.standard_normal((4, 4)) + 4 * np.eye(4)
+    b = rng.standard_normal((4, 3) if side == "L" else (3, 4))
+    got = jax.jit(
+        lambda a, b: lp.trsm(
+            a, b, left_side=side == "L", lower=uplo == "L", trans=trans, unit_diagonal=diag == "U"
+        )
+    )(a, b)
+    want = blas.dtrsm(
+        1.0, a, b, side=side == "R", lower=uplo == "L", trans_a=int(trans == "T"), diag=diag == "U"
+    )
+    _close(got, want, F64)
+
+
+def test_trsm_batched_reads_only_its_triangle():
+    a = rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    b = rng.standard_normal((2, 3, 2))
+    noisy = a + np.triu(np.full((3, 3), np.nan), 1)  # the unread triangle is NaN
+    got = jax.jit(lambda a, b: lp.trsm(a, b, lower=True))(noisy, b)
+    for i in range(2):
+        _close(got[i], blas.dtrsm(1.0, a[i], b[i], lower=True), F64)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("lower", [True, False])
+def test_potrf_matches_lapack(lower, dtype):
+    a = _spd(4, dtype=dtype)
+    factor, info = jax.jit(lambda a: lp.potrf(a, lower=lower))(a)
+    want, want_info = _lapack("potrf", dtype)(a, lower=lower, clean=False)
+    _close(factor, want, dtype, 4)
+    assert int(info) == want_info == 0
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_potrf_info_is_the_first_minor_not_positive_definite(lower):
+    good = _spd(4)
+    bad = good.copy()
+    bad[2, 2] = -50.0
+    nan = good.copy()
+    nan[1, 1] = np.nan
+    _, info = jax.jit(lambda a: lp.potrf(a, lower=lower))(np.stack([good, bad, nan]))
+    assert _lapack("potrf", F64)(bad, lower=lower)[1] == 3
+    np.testing.assert_array_equal(info, [0, 3, 2])
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((5, 3), F32), ((4, 4), F64), ((3, 5), F64)])
+def test_geqrf_orgqr_match_lapack(shape, dtype):
+    a = rng.standard_normal(shape).astype(dtype)
+    qr, tau = jax.jit(lp.geqrf)(a)
+    want_qr, want_tau, _, _ = _lapack("geqrf", dtype)(a)
+    _close(qr, want_qr, dtype, 4)
+    _close(tau, want_tau, dtype, 4)
+    if shape[0] >= shape[1]:
+        q = jax.jit(lp.orgqr)(qr, tau)
+        _close(q, _lapack("orgqr", dtype)(want_qr, want_tau)[0], dtype, 4)
+
+
+def test_geqrf_zero_column_is_an_identity_reflector():
+    a = np.zeros((3, 2))
+    a[0, 1] = 1.0
+    qr, tau = jax.jit(lp.geqrf)(a)
+    want_qr, want_tau, _, _ = lapack.dgeqrf(a)
+    np.testing.assert_array_equal(tau, want_tau)
+    np.testing.assert_allclose(qr, want_qr)
+
+
+@pytest.mark.parametrize(("left", "transpose"), [(True, False), (True, True), (False, False), (False, True)])
+def test_ormqr_matches_lapack(left, transpose):
+    a = rng.standard_normal((5, 3))
+    c = rng.standard_normal((5, 2) if left else (2, 5))
+    qr, tau, _, _ = lapack.dgeqrf(a)
+    got = jax.jit(lambda qr, tau, c: lp.ormqr(qr, tau, c, left=left, transpose=transpose))(qr, tau, c)
+    want = lapack.dormqr("L" if left else "R", "T" if transpose else "N", qr, tau, c, 5 * 64)[0]
+    _close(got, want, F64)
+
+
+@pytest.mark.parametrize(("n", "batch", "dtype"), [(1, (), F64), (4, (), F32), (6, (2,), F64), (12, (), F32)])
+def test_syevd_values_ascending_and_vectors_orthonormal(n, batch, dtype):
+    m = rng.standard_normal((*batch, n, n))
+    s = (m + np.swapaxes(m, -1, -2)).astype(dtype)
+    v, w, info = jax.jit(lp.syevd)(s)
+    _close(w, np.linalg.eigvalsh(s.astype(F64)), dtype, 8)
+    assert np.all(np.diff(np.asarray(w), axis=-1) >= 0)
+    vt = np.swapaxes(v, -1, -2)
+    _close(v @ (np.asarray(w)[..., None] * vt), s, dtype, 8)
+    _close(vt @ v, np.broadcast_to(np.eye(n), s.shape), dtype, 8)
+    np.testing.assert_array_equal(info, np.zeros(batch, np.int32))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_syevd_reads_only_its_triangle(lower):
+    m = rng.standard_normal((4, 4))
+    s = m + m.T
+    mask = np.tril(np.ones((4, 4), bool), -1) if not lower else np.triu(np.ones((4, 4), bool), 1)
+    noisy = np.where(mask, 1e3, s)
+    _, w, _ = jax.jit(lambda a: lp.syevd(a, lower=lower))(noisy)
+    _close(w, np.linalg.eigvalsh(s), F64, 8)
+
+
+def test_syevd_nonfinite_input_reports_info():
+    s = np.eye(3)
+    s[1, 1] = np.nan
+    v, w, info = jax.jit(lp.syevd)(np.stack([np.eye(3), s]))
+    np.testing.assert_array_equal(info, [0, 1])
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "mode"),
+    [
+        ((5, 3), F32, "A"),
+        ((5, 3), F64, "S"),
+        ((3, 5), F64, "A"),
+        ((3, 5), F32, "S"),
+        ((4, 4), F32, "N"),
+        ((2, 6, 4), F32, "A"),
+        ((2, 6, 4), F64, "S"),
+        ((1, 1), F64, "A"),
+        ((7, 1), F64, "A"),
+    ],
+)
+def test_gesdd_matches_lapack_values_and_reconstructs(shape, dtype, mode):
+    a = rng.standard_normal(shape).astype(dtype)
+    m, n = shape[-2:]
+    k = min(m, n)
+    out, s, u, vt, info = jax.jit(lambda a: lp.gesdd(a, mode=mode))(a)
+    np.testing.assert_array_equal(out, a)
+    _close(s, np.linalg.svd(a.astype(F64), compute_uv=False), dtype, 8)
+    np.testing.assert_array_equal(info, np.zeros(shape[:-2], np.int32))
+    want_u, want_vt = {"A": ((m, m), (n, n)), "S": ((m, k), (k, n)), "N": ((m, m), (n, n))}[mode]
+    assert u.shape == (*shape[:-2], *want_u) and vt.shape == (*shape[:-2], *want_vt)
+    if mode == "N":
+        assert not np.any(u) and not np.any(vt)
+        return
+    u, vt = np.asarray(u), np.asarray(vt)
+    _close((u[..., :, :k] * np.asarray(s)[..., None, :]) @ vt[..., :k, :], a, dtype, 8)
+    _close(
+        np.swapaxes(u, -1, -2) @ u,
+        np.broadcast_to(np.eye(u.shape[-1]), u.shape[:-2] + 2 * u.shape[-1:]),
+        dtype,
+        8,
+    )
+    _close(
+        vt @ np.swapaxes(vt, -1, -2),
+        np.broadcast_to(np.eye(vt.shape[-2]), vt.shape[:-2] + 2 * vt.shape[-2:-1]),
+        dtype,
+        8,
+    )
+
+
+def test_gesdd_reduced_mode_zeros_follow_the_declared_shapes():
+    _, _, u, vt, _ = jax.jit(lambda a: lp.gesdd(a, mode="N", full_matrices=False))(np.ones((4, 3)))
+    assert u.shape == (4, 3) and vt.shape == (3, 3)
+
+
+@pytest.mark.parametrize("mode", "AS")
+def test_gesdd_rank_deficient_still_gives_orthonormal_vectors(mode):
+    a = np.outer(rng.standard_normal(5), rng.standard_normal(3))
+    _, s, u, vt, _ = jax.jit(lambda a: lp.gesdd(a, mode=mode))(np.stack([a, np.zeros((5, 3))]))
+    _close(s[0], np.linalg.svd(a, compute_uv=False), F64, 8)
+    np.testing.assert_array_equal(s[1], 0)
+    for i in range(2):
+        _close(u[i].T @ u[i], np.eye(u.shape[-1]), F64, 8)
+        _close(vt[i] @ vt[i].T, np.eye(3), F64, 8)
+    _close((u[0][:, :3] * s[0]) @ vt[0], a, F64, 8)
+
+
+def test_gesdd_nonfinite_input_reports_info():
+    a = np.ones((3, 2))
+    a[0, 0] = np.inf
+    *_, info = jax.jit(lambda a: lp.gesdd(a, mode="S"))(np.stack([np.ones((3, 2)), a]))
+    np.testing.assert_array_equal(info, [0, 1])
+
+
+# --------------------------------------------------------------------------- custom-call expansion
+
+
+def test_lower_custom_call_refuses_unknown_targets_and_mismatched_types():
+    t = converter.mlir.TensorType
+    with pytest.raises(NotImplementedError, match="no portable expansion"):
+        lp.lower_custom_call("lapack_sgeev_ffi", {}, [t((3, 3), "float32")], [])
+    with pytest.raises(NotImplementedError, match="declares"):
+        lp.lower_custom_call("lapack_sgetrf_ffi", {}, [t((3, 3), "float32")], [t((3, 3), "float32")])
+    with pytest.raises(NotImplementedError, match="dynamic"):
+        lp.lower_custom_call("lapack_sgetrf_ffi", {}, [t((None, 3), "float32")], [t((None, 3), "float32")])
+
+
+# --------------------------------------------------------------------------- through ONNX and onnxruntime
+
+
+def _onnx_close(fn, *args, tol=1e-4):
+    got, want = run_onnx(fn, *args)
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_onnx_lu_solve_inv_det_batched(dtype):
+    a = rng.standard_normal((2, 4, 4)).astype(dtype)
+    b = rng.standard_normal((2, 4, 3)).astype(dtype)
+    tol = 1e-4 if dtype == F32 else 1e-10
+    _onnx_close(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a)), a, b, tol=tol)
+    _onnx_close(jax.lax.linalg.lu, a, tol=tol)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
+def test_onnx_rectangular_lu(shape):
+    _onnx_close(jax.scipy.linalg.lu_factor, rng.standard_normal(shape).astype(F32))
+    _onnx_close(jax.scipy.linalg.lu, rng.standard_normal(shape).astype(F32))
+
+
+def test_onnx_singular_det_is_zero():
+    a = np.array([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]], F32)
+    got, want = run_onnx(jnp.linalg.det, a)
+    assert float(got[0]) == float(want[0]) == 0.0
+
+
+def test_onnx_cholesky_not_positive_definite_is_nan_as_jax():
+    bad = _spd(4, dtype=F32)
+    bad[2, 2] = -50.0
+    a = np.stack([_spd(4, dtype=F32), bad])
+    got, want = run_onnx(jnp.linalg.cholesky, a)
+    assert np.isnan(want[0][1][np.tril_indices(4)]).all()  # JAX NaN-fills on ?potrf's info
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5, equal_nan=True)
+    _onnx_close(
+        lambda a, b: jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a, lower=False), b), a[0], a[0]
+    )
+
+
+def test_onnx_qr_complete_and_ormqr():
+    a = rng.standard_normal((2, 5, 3)).astype(F64)
+    _onnx_close(lambda a: jnp.abs(jnp.linalg.qr(a, mode="complete")[0]), a, tol=1e-10)
+    _onnx_close(
+        lambda a: jnp.linalg.qr(a, mode="complete")[0] @ jnp.linalg.qr(a, mode="complete")[1], a, tol=1e-10
+    )
+    qr, tau, _, _ = lapack.dgeqrf(a[0])
+    c = rng.standard_normal((2, 5))
+    _onnx_close(
+        lambda qr, tau, c: jax.lax.linalg.ormqr(qr, tau, c, left=False, transpose=True), qr, tau, c, tol=1e-10
+    )
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_onnx_eigh_batched(dtype):
+    m = rng.standard_normal((3, 5, 5))
+    s = (m + np.swapaxes(m, -1, -2)).astype(dtype)
+    tol = 1e-4 if dtype == F32 else 1e-10
+    _onnx_close(
+        lambda a: (lambda w, v: (w, (v * w[..., None, :]) @ jnp.swapaxes(v, -1, -2)))(*jnp.linalg.eigh(a)),
+        s,
+        tol=tol,
+    )
+    _onnx_close(lambda a: jnp.linalg.eigvalsh(a, UPLO="U"), s, tol=tol)
+
+
+def _nan_superset(got, want):
+    """``got`` is NaN wherever ``want`` is, and equal to it elsewhere: on non-finite input
+    LAPACK may pass some numbers through (``info = 0``) where the Jacobi expansions give NaN
+    throughout, but never a different number."""
+    for g, w in zip(got, want, strict=True):
+        assert np.isnan(g[np.isnan(w)]).all()
+        finite = ~np.isnan(g)
+        np.testing.assert_allclose(g[finite], w[finite], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("where", [(0, 0), (0, 1)])
+def test_onnx_eigh_nan_input_is_nan(where):
+    s = np.eye(3, dtype=F32)
+    s[where] = s[where[::-1]] = np.nan
+    _nan_superset(*run_onnx(jnp.linalg.eigh, s))
+
+
+def test_onnx_svd_inf_input_is_nan():
+    a = np.ones((3, 2), F32)  # (LAPACK's own ?gesdd does not return on some Inf inputs)
+    a[0, 0] = np.inf
+    _nan_superset(*run_onnx(jnp.linalg.svd, a))
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3), (2, 3, 5)])
+def test_onnx_svd_full_and_reduced(shape):
+    a = rng.standard_normal(shape).astype(F64)
+
+    def projections(a, full):
+        u, s, vt = jnp.linalg.svd(a, full_matrices=full)
+        # sign-free: the projectors onto the singular subspaces and the values
+        return s, u @ jnp.swapaxes(u, -1, -2), jnp.swapaxes(vt, -1, -2) @ vt
+
+    _onnx_close(lambda a: projections(a, True), a, tol=1e-10)
+    _onnx_close(lambda a: projections(a, False), a, tol=1e-10)
+    _onnx_close(lambda a: (jnp.linalg.pinv(a), jnp.linalg.matrix_rank(a)), a, tol=1e-10)
+
+
+def test_onnx_geev_still_refused():
+    a = rng.standard_normal((3, 3)).astype(F32)
+    module = converter.from_stablehlo(jax.jit(jnp.linalg.eigvals).lower(a).as_text())
+    with pytest.raises(ConversionError, match="lapack_sgeev_ffi"):
+        module.to_onnx()
