@@ -160,6 +160,15 @@ def assert_noop(*args, **kwargs):
     return None
 
 
+@register(aten._assert_async.default, aten._assert_async.msg)
+def assert_async(cond, assert_msg=None):
+    """``torch._assert_async(cond, msg)``: a check on tensor values (``one_hot``'s class
+    range, ...). StableHLO has no runtime assertion on values, so the check is not kept: for
+    inputs eager torch rejects, the converted function returns the decomposition's values, as
+    an XLA-compiled torch function does."""
+    return None
+
+
 def _tri_indices(row, col, offset, upper):
     rows, cols = np.indices((row, col))
     keep = (cols - rows >= offset) if upper else (cols - rows <= offset)

@@ -148,11 +148,17 @@ def _pow_scalar_exp(x, e):
 
 @register(aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor, aten.pow.Scalar)
 def pow_(x, y):
-    """``x ** y``; a Python-scalar exponent takes torch's special cases (2 → ``x*x``...)."""
+    """``x ** y``; a Python-scalar exponent takes torch's special cases (2 → ``x*x``...).
+    Integer powers wrap around as ATen's ``powi``; a negative integer exponent gives 0,
+    except for bases 1 (1) and -1 (±1 by the exponent's parity)."""
     if is_array(x) and not is_array(y):
         return _pow_scalar_exp(cast(x, acc_dtype(result_type(x, y))), y)
     (x, y), _ = _common(x, y)
-    return jnp.power(x, y)
+    if not jnp.issubdtype(x.dtype, jnp.signedinteger):
+        return jnp.power(x, y)
+    one = jnp.ones((), x.dtype)
+    negative = jnp.where(x == 1, one, jnp.where(x == -1, jnp.where(y % 2 == 0, one, -one), 0))
+    return jnp.where(y < 0, negative, jnp.power(x, jnp.maximum(y, 0)))
 
 
 @register(aten.atan2.default)
@@ -267,6 +273,37 @@ for _name, _fn in _BITWISE.items():
     register(_packet.Tensor, _packet.Scalar, _packet.Scalar_Tensor)(_bitwise_rule(_fn))
 
 
+def _gcd(a, b):
+    """ATen's ``calc_gcd``: Euclid's algorithm on ``|a|``, ``|b|`` with C's truncating
+    remainder (``|b % a| < |a|``, so it ends even for the minimum integer, whose ``abs``
+    wraps; ``jnp.gcd``'s floor modulo can cycle there)."""
+    a, b = jnp.abs(a), jnp.abs(b)
+
+    def step(ab):
+        a, b = ab
+        live = a != 0
+        return jnp.where(live, lax.rem(b, jnp.where(live, a, 1)), 0), jnp.where(live, a, b)
+
+    return lax.while_loop(lambda ab: jnp.any(ab[0] != 0), step, (a, b))[1]
+
+
+@register(aten.gcd.default)
+def gcd(x, y):
+    """Greatest common divisor of integers (``gcd(0, 0) = 0``), as ATen's ``calc_gcd``."""
+    (x, y), _ = _common(x, y)
+    return _gcd(x, y)
+
+
+@register(aten.lcm.default)
+def lcm(x, y):
+    """Least common multiple ``|x / gcd * y|`` of integers (0 when the gcd is 0), truncating
+    division and wrapping on overflow as ATen's ``calc_lcm``."""
+    (x, y), _ = _common(x, y)
+    g = _gcd(x, y)
+    zero = g == 0
+    return jnp.where(zero, jnp.zeros((), x.dtype), jnp.abs(lax.div(x, jnp.where(zero, 1, g)) * y))
+
+
 @register(aten.bitwise_not.default)
 def bitwise_not(x):
     """``~x`` (logical not for bool)."""
@@ -346,6 +383,12 @@ def _float_unary(fn, doc):
     return rule
 
 
+def _digamma(x):
+    """``digamma`` with ATen's ``calc_digamma`` value at zero, ``copysign(inf, -x)``
+    (``jax.scipy.special.digamma`` gives NaN there); NaN at negative integers as both."""
+    return jnp.where(x == 0, jnp.copysign(jnp.asarray(jnp.inf, x.dtype), -x), jax.scipy.special.digamma(x))
+
+
 _FLOAT_UNARY = {
     "exp": jnp.exp,
     "exp2": jnp.exp2,
@@ -372,7 +415,7 @@ _FLOAT_UNARY = {
     "erfc": jax.scipy.special.erfc,
     "erfinv": jax.scipy.special.erfinv,
     "lgamma": jax.scipy.special.gammaln,
-    "digamma": jax.scipy.special.digamma,
+    "digamma": lambda v: _digamma(v),
     "sigmoid": lambda v: 1 / (1 + jnp.exp(-v)),
     "reciprocal": lambda v: 1 / v,
 }
@@ -607,7 +650,7 @@ def polygamma(n, x):
     Hurwitz-zeta form is inaccurate there); ``n = 0`` is ``digamma``."""
     x = cast(x, acc_dtype(float_type(x)))
     if n == 0:
-        return jax.scipy.special.digamma(x)
+        return _digamma(x)
     special = jax.scipy.special.polygamma
     if n >= 2:  # the reflection cancels; float64 matches torch's zeta-based float32 values
         x = x.astype(np.float64)

@@ -271,12 +271,25 @@ def _bag_max(rows, bag, take, num_bags, idx):
     return jnp.where(seed_nan, seed, best), word, first < m
 
 
+def _bag_sum(rows, bag, take, num_bags, per_sample_weights, mean, count):
+    """Per bag: the sum (or mean) of its ``take`` rows, each scaled by its
+    ``per_sample_weights`` entry. bfloat16/float16 bags accumulate in float32 (ATen's opmath
+    type) and round once; the mean then divides the rounded sum, as ATen's kernel does."""
+    acc = np.float32 if rows.dtype in (jnp.bfloat16, np.float16) else rows.dtype
+    wide = rows.astype(acc)
+    if per_sample_weights is not None:
+        wide = wide * per_sample_weights[:, None].astype(acc)
+    wide = jnp.where(take[:, None], wide, jnp.zeros((), acc))
+    out = jnp.zeros((num_bags, rows.shape[1]), acc).at[bag].add(wide, mode="drop").astype(rows.dtype)
+    return out / jnp.maximum(count, 1).astype(rows.dtype)[:, None] if mean else out
+
+
 def _embedding_bag(weight, indices, offsets, mode, per_sample_weights, include_last_offset, padding_idx):
     """``(output, offset2bag, bag_size, max_indices)`` with ``bag_size`` per bag; see
     :func:`embedding_bag_forward_only`."""
     if indices.ndim != 1:
         raise NotImplementedError("_embedding_bag with 2-D indices")
-    m, (v, d) = indices.shape[0], weight.shape
+    m, v = indices.shape[0], weight.shape[0]
     num_bags = offsets.shape[0] - (1 if include_last_offset else 0)
     pos = jnp.arange(m)
     bag = jnp.sum(offsets[:num_bags][None, :] <= pos[:, None], axis=1).astype(np.int64) - 1
@@ -288,13 +301,8 @@ def _embedding_bag(weight, indices, offsets, mode, per_sample_weights, include_l
         out = jnp.where(nonempty[:, None], out, jnp.zeros((), weight.dtype))
         max_indices = jnp.where(nonempty[:, None], word, 0)
     else:
-        if per_sample_weights is not None:
-            rows = rows * per_sample_weights[:, None].astype(rows.dtype)
-        rows = jnp.where(take[:, None], rows, jnp.zeros((), rows.dtype))
-        out = jnp.zeros((num_bags, d), rows.dtype).at[bag].add(rows, mode="drop")
-        if mode == _BAG_MEAN:
-            out = out / jnp.maximum(count, 1).astype(out.dtype)[:, None]
-        else:
+        out = _bag_sum(rows, bag, take, num_bags, per_sample_weights, mode == _BAG_MEAN, count)
+        if mode != _BAG_MEAN:
             count = jnp.zeros_like(count)
         max_indices = count
     fast_sum = mode == _BAG_SUM and weight.dtype in (np.float32, np.float16) and padding_idx < 0

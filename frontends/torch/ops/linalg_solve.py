@@ -144,5 +144,8 @@ def linalg_pinv(a, atol=None, rtol=None, hermitian=False):
 @register(aten.linalg_matrix_exp.default)
 def linalg_matrix_exp(a):
     """``exp(a)`` for ``a`` ``(..., n, n)``: Padé approximation with scaling and squaring
-    (``jax.scipy.linalg.expm``; torch uses Taylor polynomials, equal within rounding)."""
+    (``jax.scipy.linalg.expm``; torch uses Taylor polynomials, equal within rounding).
+    bfloat16/float16, which ``expm`` rejects, are computed in float32 and rounded once."""
+    if a.dtype in (jnp.bfloat16, np.float16):
+        return jsl.expm(a.astype(np.float32)).astype(a.dtype)
     return jsl.expm(a)

@@ -80,15 +80,24 @@ def _float(dtype, default=np.float32) -> np.dtype:
     return np.dtype(default) if dtype is None else np_dtype(dtype)
 
 
+def _draw_dtype(dtype) -> np.dtype:
+    """The dtype random floats are drawn and transformed in: float32 for bfloat16/float16
+    (ATen's samplers work in ``opmath_t``; a bfloat16 uniform has only 2^7 values in [0, 1),
+    which skews every inverse-CDF transform), else ``dtype``; the result is rounded once."""
+    return np.dtype(np.float32) if np.dtype(dtype) in (jnp.bfloat16, np.float16) else np.dtype(dtype)
+
+
 def _uniform(shape, dtype, low=0.0, high=1.0) -> jax.Array:
     """``U[low, high)`` in ``dtype`` (float64 when x64 is on and asked for)."""
-    return jax.random.uniform(next_key(), tuple(shape), dtype, low, high)
+    wide = _draw_dtype(dtype)
+    return jax.random.uniform(next_key(), tuple(shape), wide, low, high).astype(dtype)
 
 
 def _open_uniform(shape, dtype) -> jax.Array:
-    """``U(0, 1)``: never exactly 0, for the inverse-CDF samplers that take a logarithm."""
-    tiny = np.finfo(dtype).tiny
-    return jax.random.uniform(next_key(), tuple(shape), dtype, tiny, 1.0)
+    """``U(0, 1)`` in :func:`_draw_dtype` of ``dtype``: never exactly 0, for the inverse-CDF
+    samplers that take a logarithm (they round their result to ``dtype``)."""
+    wide = _draw_dtype(dtype)
+    return jax.random.uniform(next_key(), tuple(shape), wide, jnp.finfo(wide).tiny, 1.0)
 
 
 # --------------------------------------------------------------------------- factories
@@ -195,8 +204,9 @@ def native_dropout(x, p, train=None):
 
 
 def _normal(mean, std, shape, dtype) -> jax.Array:
-    z = jax.random.normal(next_key(), tuple(shape), dtype)
-    return z * jnp.asarray(std, dtype) + jnp.asarray(mean, dtype)
+    wide = _draw_dtype(dtype)
+    z = jax.random.normal(next_key(), tuple(shape), wide)
+    return (z * jnp.asarray(std, wide) + jnp.asarray(mean, wide)).astype(dtype)
 
 
 def _out_dtype(*xs) -> np.dtype:
@@ -234,20 +244,22 @@ def uniform(x, low=0.0, high=1.0, generator=None):
 @register_random(aten.exponential.default)
 def exponential(x, lambd=1.0, generator=None):
     """Exponential with rate ``lambd``: ``-log(U) / lambd``."""
-    return -jnp.log(_open_uniform(x.shape, x.dtype)) / jnp.asarray(lambd, x.dtype)
+    u = _open_uniform(x.shape, x.dtype)
+    return (-jnp.log(u) / jnp.asarray(lambd, u.dtype)).astype(x.dtype)
 
 
 @register_random(aten.cauchy.default)
 def cauchy(x, median=0.0, sigma=1.0, generator=None):
     """Cauchy: ``median + sigma * tan(pi * (U - 1/2))``."""
     u = _open_uniform(x.shape, x.dtype)
-    return jnp.asarray(median, x.dtype) + jnp.asarray(sigma, x.dtype) * jnp.tan(np.pi * (u - 0.5))
+    c = jnp.asarray(median, u.dtype) + jnp.asarray(sigma, u.dtype) * jnp.tan(np.pi * (u - 0.5))
+    return c.astype(x.dtype)
 
 
 @register_random(aten.log_normal.default)
 def log_normal(x, mean=1.0, std=2.0, generator=None):
     """``exp(N(mean, std²))``."""
-    return jnp.exp(_normal(mean, std, x.shape, x.dtype))
+    return jnp.exp(_normal(mean, std, x.shape, _draw_dtype(x.dtype))).astype(x.dtype)
 
 
 @register_random(aten.geometric.default)

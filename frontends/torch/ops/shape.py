@@ -17,6 +17,7 @@ from ..registry import register
 from ._util import dim, np_dtype
 
 aten = __import__("torch").ops.aten
+prims = __import__("torch").ops.prims
 
 
 @register(aten.view.default, aten._unsafe_view.default, aten.reshape.default)
@@ -270,6 +271,13 @@ def clone(x, memory_format=None):
 def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
     """A cast to ``dtype`` (float → int truncates toward zero; nonzero → True)."""
     return x if dtype is None else x.astype(np_dtype(dtype))
+
+
+@register(prims.convert_element_type.default)
+def convert_element_type(x, dtype):
+    """``prims.convert_element_type(a, dtype)``: the cast ``_to_copy`` makes (decompositions
+    such as ``renorm``'s leave it in the graph)."""
+    return x.astype(np_dtype(dtype))
 
 
 @register(aten.copy.default)

@@ -271,3 +271,32 @@ def test_polygamma_negative_arguments(check, n):
 def test_conj(check):
     z = torch.complex(X, Y)
     check(lambda v: torch.view_as_real(torch.conj_physical(v) * 2), z, ops="aten._conj_physical.default")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8])
+def test_gcd_lcm_edges(check, dtype):
+    # zeros, signs, the minimum integer (whose abs wraps) and lcm overflow wrap as ATen's
+    # calc_gcd / calc_lcm
+    lo, hi = torch.iinfo(dtype).min, torch.iinfo(dtype).max
+    a = torch.tensor([0, 0, -6, hi, lo, 7, lo, -9, 12], dtype=dtype)
+    b = torch.tensor([0, -4, 4, 3, 6, lo, lo, -6, -18], dtype=dtype)
+    check(lambda x, y: (torch.gcd(x, y), torch.lcm(x, y)), a, b, ops=["aten.gcd.default", "aten.lcm.default"])
+
+
+def test_integer_pow_negative_exponent(check):
+    # powi: a negative exponent gives 0 except for bases 1 and -1; positive ones wrap
+    base = torch.tensor([6, 1, -1, -1, 0, 2, 3, -2, 7])
+    exp = torch.tensor([-8, -3, -3, -4, 2, 62, 41, 63, 0])
+    check(lambda x, y: x**y, base, exp, ops="aten.pow.Tensor_Tensor")
+
+
+def test_digamma_at_zero(check):
+    # calc_digamma: -inf at +0, +inf at -0, NaN at negative integers
+    x = torch.tensor([0.0, -0.0, -1.0, -2.0, 0.5, 3.0])
+    check(
+        lambda v, i: (torch.digamma(v), torch.digamma(i), torch.polygamma(0, v)),
+        x,
+        torch.tensor([0, -3, 4]),
+        ops="aten.digamma.default",
+        rtol=1e-6,
+    )

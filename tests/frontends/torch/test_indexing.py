@@ -159,6 +159,19 @@ def test_embedding_bag(mode, padding_idx):
     check_targets(fn, W, BAG_IDS, BAG_OFFS, ops="aten._embedding_bag_forward_only.default", rtol=1e-6)
 
 
+def test_embedding_bag_bfloat16_accumulates_in_float32():
+    # products of ~8 x ~5 rounded to bfloat16 one by one lose ~0.1 each; ATen sums in float32
+    w = (torch.randn(10, 5) * 4).bfloat16()
+    psw = (torch.rand(5) * 6 - 1).bfloat16()
+
+    def fn(w, i, o, p):
+        summed = F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p)
+        return summed, F.embedding_bag(i, w, o, mode="mean")
+
+    ids, offs = torch.tensor([1, 5, 4, 5, 9]), torch.tensor([0, 3])
+    check_targets(fn, w, ids, offs, psw, ops="aten._embedding_bag_forward_only.default", rtol=0, atol=0)
+
+
 def test_embedding_bag_max_norm_renormalises_the_rows_used():
     def fn(w, i, o):
         return (

@@ -10,6 +10,7 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 import converter
+from converter.validate import as_numpy
 from frontends.torch import export
 
 torch.manual_seed(0)
@@ -146,6 +147,17 @@ def test_pinv(check, hermitian):
         **TOL,
     )
     check(lambda a: torch.linalg.pinv(a, rtol=0.3, hermitian=hermitian), a, **TOL)
+
+
+def test_matrix_exp_bfloat16_computes_in_float32():
+    # expm has no bfloat16 path: computed in float32 and rounded once. Eager torch's own
+    # bfloat16 matrix_exp overflows to inf on these inputs, so the float64 result is the bar.
+    a = (torch.randn(2, 4, 4) * 0.3).bfloat16()
+    module = converter.from_torch(export(Fn(torch.linalg.matrix_exp), (a,)))
+    ref = torch.linalg.matrix_exp(a.double()).numpy()
+    for got in (module.to_jax()(as_numpy(a)), module.to_torch()(a)):
+        got = np.asarray(got.float() if isinstance(got, torch.Tensor) else got, np.float64)
+        np.testing.assert_allclose(got, ref, rtol=1.6e-2, atol=1e-2)
 
 
 def test_matrix_exp(check):

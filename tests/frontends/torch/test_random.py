@@ -16,6 +16,7 @@ import torch
 import converter
 from converter.errors import SignatureMismatchError
 from converter.signature import RNG_KEY
+from converter.validate import as_numpy
 
 
 class _Fn(torch.nn.Module):
@@ -30,7 +31,7 @@ class _Fn(torch.nn.Module):
 def _sample(fn, *inputs, rng=0):
     module = converter.from_torch(_Fn(fn), inputs)
     assert module.signature.rng == RNG_KEY
-    return np.asarray(module.to_jax()(*[x.numpy() for x in inputs], rng=rng))
+    return np.asarray(module.to_jax()(*[as_numpy(x) for x in inputs], rng=rng))
 
 
 N = 200_000
@@ -61,6 +62,19 @@ def test_cauchy_quartiles():
     x = _sample(lambda t: t.cauchy_(1.0, 2.0), torch.zeros(N))
     q1, med, q3 = np.quantile(x, [0.25, 0.5, 0.75])
     assert abs(med - 1.0) < 0.05 and abs(q1 - (-1.0)) < 0.05 and abs(q3 - 3.0) < 0.05
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_samplers_draw_in_float32(dtype):
+    # a bfloat16 uniform has 2^7 values in [0, 1): drawn in it, -log(U) would be skewed by the
+    # U = tiny atom (mean 0.84 instead of 0.5 here); ATen draws in float32 and rounds once
+    x = torch.zeros(N, dtype=dtype)
+    e = _sample(lambda t: t.exponential_(2.0), x).astype(np.float64)
+    c = _sample(lambda t: t.cauchy_(1.0, 2.0), x).astype(np.float64)
+    g = _sample(lambda t: t.log_normal_(0.0, 0.5), x).astype(np.float64)
+    assert np.isfinite(e).all() and (e >= 0).all() and abs(e.mean() - 0.5) < 0.01
+    assert abs(np.median(c) - 1.0) < 0.05
+    assert abs(g.mean() - np.exp(0.125)) < 0.01
 
 
 def test_randint_range_and_uniformity():
