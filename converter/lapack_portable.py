@@ -367,10 +367,20 @@ def ormqr(a, tau, c, *, left: bool = True, transpose: bool = False):
 # --------------------------------------------------------------------------- Jacobi rotations
 
 
-def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The row-cyclic order of the pairs ``p < q`` of ``0..n-1``."""
-    p, q = np.triu_indices(n, 1)
-    return p.astype(_I32), q.astype(_I32)
+def _rounds(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Round-robin (circle method) pairings of ``0..n-1``: ``(p, q)``, each
+    ``(rounds, pairs)`` int32 with ``p < q``; every pair ``p < q`` occurs in exactly one
+    round and the pairs of a round are disjoint. An odd ``n`` pairs one index per round with
+    ``n`` (no such row or column: that rotation is dropped)."""
+    m = n + n % 2
+    players = list(range(m))
+    ps, qs = [], []
+    for _ in range(m - 1):
+        pairs = sorted(tuple(sorted((players[i], players[m - 1 - i]))) for i in range(m // 2))
+        ps.append([p for p, _ in pairs])
+        qs.append([q for _, q in pairs])
+        players = [players[0], players[-1], *players[1:-1]]
+    return np.asarray(ps, _I32), np.asarray(qs, _I32)
 
 
 def _rotation(app, aqq, apq):
@@ -389,12 +399,25 @@ def _rotation(app, aqq, apq):
     return c, t * c, t
 
 
-def _rotate(x, p, q, c, s, axis: int):
-    """Slices ``p``, ``q`` of ``x`` along ``axis`` replaced by ``c x_p - s x_q`` and
-    ``s x_p + c x_q`` (``c``, ``s`` per batch element)."""
-    xp, xq = _at(x, p, axis), _at(x, q, axis)
-    c, s = c[..., None], s[..., None]
-    return _put(_put(x, c * xp - s * xq, p, axis), s * xp + c * xq, q, axis)
+def _round_rotation(p, q, app, aqq, apq):
+    """The ``(..., n, n)`` product ``J`` of one round's disjoint Jacobi rotations on the
+    pairs ``(p, q)`` (one-hot ``(pairs, n)`` float rows; a pair with no index is dropped),
+    given each pair's ``app``, ``aqq``, ``apq`` ``(..., pairs)``, and each rotation's ``t``.
+    ``J`` has at most two nonzeros per column, so ``x @ J`` rotates exactly as the
+    two-term formulas (the other products are exact zeros)."""
+    c, s, t = _rotation(app, aqq, apq)
+    n = p.shape[-1]
+    eye = jnp.eye(n, dtype=bool)
+    covered = jnp.sum(p + q, axis=0)  # 1 for a rotated index, 0 for the odd one out
+    diag = jnp.einsum("kn,...k->...n", p + q, c) + (1 - covered)
+    off = jnp.einsum("ki,...k,kj->...ij", p, s, q)
+    return jnp.where(eye, diag[..., None, :], off - _mT(off)), t
+
+
+def _one_hot_round(tables, r, n: int, dtype):
+    """Round ``r``'s pairs as one-hot ``(pairs, n)`` rows of ``dtype``."""
+    cols = _iota(n)
+    return [(_at(x, r, 0)[:, None] == cols[None, :]).astype(dtype) for x in tables]
 
 
 def _descending_order(keys):
@@ -437,32 +460,36 @@ def syevd(a, *, lower: bool = True, vectors: bool = True):
 
 
 def _jacobi_eigh(s):
+    """Parallel cyclic Jacobi: each round applies ``n / 2`` disjoint rotations at once as
+    ``J^T s J`` (two matrix products), ``n - 1`` rounds per sweep; each rotated pair's
+    off-diagonal entry is set to 0 and its diagonal entries to ``app - t apq``,
+    ``aqq + t apq`` (Golub & Van Loan, sym.schur2)."""
     n = s.shape[-1]
     eye = jnp.eye(n, dtype=bool)
     v = jnp.broadcast_to(jnp.eye(n, dtype=s.dtype), s.shape)
     if n < 2:
         return jnp.diagonal(s, axis1=-2, axis2=-1), v
-    eps = jnp.finfo(s.dtype).eps
-    tol = eps * jnp.max(jnp.abs(s), axis=(-2, -1))
-    pairs = [jnp.asarray(x) for x in _pairs(n)]
-    rows = _iota(n)
+    tol = jnp.finfo(s.dtype).eps * jnp.max(jnp.abs(s), axis=(-2, -1))
+    tables = [jnp.asarray(x) for x in _rounds(n)]
 
-    def rotation(k, state):
+    def one_round(r, state):
         s, v = state
-        p, q = _at(pairs[0], k, 0), _at(pairs[1], k, 0)
-        row_p, row_q = _at(s, p, -2), _at(s, q, -2)
-        app, aqq, apq = _at(row_p, p, -1), _at(row_q, q, -1), _at(row_p, q, -1)
-        c, sn, t = _rotation(app, aqq, apq)
-        s = _rotate(_rotate(s, p, q, c, sn, -2), p, q, c, sn, -1)
-        is_p, is_q = rows == p, rows == q
-        s = jnp.where(is_p[:, None] & is_p[None, :], (app - t * apq)[..., None, None], s)
-        s = jnp.where(is_q[:, None] & is_q[None, :], (aqq + t * apq)[..., None, None], s)
-        s = jnp.where((is_p[:, None] & is_q[None, :]) | (is_q[:, None] & is_p[None, :]), 0, s)
-        return s, _rotate(v, p, q, c, sn, -1)
+        p, q = _one_hot_round(tables, r, n, s.dtype)
+        d = jnp.diagonal(s, axis1=-2, axis2=-1)
+        app, aqq = jnp.einsum("kn,...n->...k", p, d), jnp.einsum("kn,...n->...k", q, d)
+        apq = jnp.einsum("ki,...ij,kj->...k", p, s, q)
+        j, t = _round_rotation(p, q, app, aqq, apq)
+        s = _mT(j) @ s @ j
+        covered = jnp.sum(p + q, axis=0)
+        new_d = jnp.einsum("kn,...k->...n", p, app - t * apq) + jnp.einsum("kn,...k->...n", q, aqq + t * apq)
+        new_d = new_d + jnp.where(covered > 0, 0, d)
+        pair = (jnp.einsum("ki,kj->ij", p, q) + jnp.einsum("ki,kj->ji", p, q)) > 0
+        s = jnp.where(eye, new_d[..., None, :], jnp.where(pair, 0, s))
+        return s, v @ j
 
     def sweep(state):
         k, s, v, _ = state
-        s, v = lax.fori_loop(_I32(0), _I32(len(_pairs(n)[0])), rotation, (s, v))
+        s, v = lax.fori_loop(_I32(0), _I32(tables[0].shape[0]), one_round, (s, v))
         off = jnp.max(jnp.where(eye, 0, jnp.abs(s)), axis=(-2, -1))
         return k + 1, s, v, jnp.all(~(off > tol))
 
@@ -533,27 +560,31 @@ def _one_sided_jacobi(g):
 
 
 def _hestenes(gt, vt, r: int):
+    """One-sided Jacobi on the rows of ``gt`` (``(..., c, r)``), accumulating the rotations
+    into ``vt``; parallel rounds as in :func:`_jacobi_eigh`, each rotation orthogonalizing
+    one pair of rows, skipped when they are already orthogonal to ``sqrt(r) * eps``."""
     c = gt.shape[-2]
     tol = np.sqrt(r) * jnp.finfo(gt.dtype).eps
-    pairs = [jnp.asarray(x) for x in _pairs(c)]
+    tables = [jnp.asarray(x) for x in _rounds(c)]
 
-    def rotation(k, state):
+    def one_round(k, state):
         gt, vt, worst = state
-        p, q = _at(pairs[0], k, 0), _at(pairs[1], k, 0)
-        gp, gq = _at(gt, p, -2), _at(gt, q, -2)
-        alpha, beta = jnp.sum(gp * gp, axis=-1), jnp.sum(gq * gq, axis=-1)
-        gamma = jnp.sum(gp * gq, axis=-1)
+        p, q = _one_hot_round(tables, k, c, gt.dtype)
+        gram = gt @ _mT(gt)
+        d = jnp.diagonal(gram, axis1=-2, axis2=-1)
+        alpha, beta = jnp.einsum("kn,...n->...k", p, d), jnp.einsum("kn,...n->...k", q, d)
+        gamma = jnp.einsum("ki,...ij,kj->...k", p, gram, q)
         denom = jnp.sqrt(alpha) * jnp.sqrt(beta)
         cosine = jnp.where(denom > 0, jnp.abs(gamma) / jnp.where(denom > 0, denom, 1), 0)
         active = cosine > tol
-        cs, sn, _ = _rotation(alpha, beta, jnp.where(active, gamma, 0))
+        j, _ = _round_rotation(p, q, alpha, beta, jnp.where(active, gamma, 0))
         worst = jnp.maximum(worst, jnp.max(jnp.where(active, cosine, 0)))
-        return _rotate(gt, p, q, cs, sn, -2), _rotate(vt, p, q, cs, sn, -2), worst
+        return _mT(j) @ gt, _mT(j) @ vt, worst
 
     def sweep(state):
         k, gt, vt, _ = state
         zero = jnp.zeros((), gt.dtype)
-        gt, vt, worst = lax.fori_loop(_I32(0), _I32(len(_pairs(c)[0])), rotation, (gt, vt, zero))
+        gt, vt, worst = lax.fori_loop(_I32(0), _I32(tables[0].shape[0]), one_round, (gt, vt, zero))
         return k + 1, gt, vt, ~(worst > tol)
 
     def more(state):

@@ -253,6 +253,15 @@ def test_gesdd_nonfinite_input_reports_info():
     np.testing.assert_array_equal(info, [0, 1])
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 7, 8])
+def test_jacobi_rounds_cover_every_pair_once_with_disjoint_rounds(n):
+    p, q = lp._rounds(n)
+    pairs = [(a, b) for pr, qr in zip(p, q, strict=True) for a, b in zip(pr, qr, strict=True) if b < n]
+    assert sorted(pairs) == [(a, b) for a in range(n) for b in range(a + 1, n)]
+    for pr, qr in zip(p, q, strict=True):
+        assert len(set(pr) | set(qr)) == 2 * len(pr) and np.all(pr < qr)
+
+
 # --------------------------------------------------------------------------- custom-call expansion
 
 
@@ -323,9 +332,9 @@ def test_onnx_qr_complete_and_ormqr():
     )
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
-def test_onnx_eigh_batched(dtype):
-    m = rng.standard_normal((3, 5, 5))
+@pytest.mark.parametrize(("dtype", "n"), [(F32, 5), (F64, 5), (F32, 24)])
+def test_onnx_eigh_batched(dtype, n):
+    m = rng.standard_normal((3, n, n))
     s = (m + np.swapaxes(m, -1, -2)).astype(dtype)
     tol = 1e-4 if dtype == F32 else 1e-10
     _onnx_close(
