@@ -13,8 +13,9 @@ Every function takes arrays with leading batch dims (``(..., m, n)``) and follow
 LAPACK routine named in its docstring: unblocked algorithms (``?getf2``, ``?potf2``,
 ``?geqr2``, ``?org2r``, ``?orm2r``, ``?trsm``'s loops) where LAPACK itself blocks, so results
 match LAPACK's to rounding, not bit for bit. The eigen and singular value routines (whose
-LAPACK algorithms, divide and conquer, are not loop-friendly) use Jacobi methods, which
-converge to the same decompositions with at least LAPACK's accuracy (eigenvalues ascending,
+LAPACK algorithms, divide and conquer, are not loop-friendly) use parallel Jacobi methods
+(round-robin rounds of disjoint rotations, each round two matrix products), which converge
+to the same decompositions with LAPACK's accuracy (eigenvalues ascending,
 singular values descending, as LAPACK orders them); eigen- and singular vectors are, as in
 LAPACK, defined up to sign.
 
@@ -435,7 +436,7 @@ def _descending_order(keys):
 
 
 def syevd(a, *, lower: bool = True, vectors: bool = True):
-    """Symmetric eigendecomposition with LAPACK ``?syevd``'s results, by cyclic Jacobi.
+    """Symmetric eigendecomposition with LAPACK ``?syevd``'s results, by parallel cyclic Jacobi.
 
     Args:
         a: ``(..., n, n)`` real symmetric; only its ``lower`` (or upper) triangle is read.
