@@ -647,7 +647,8 @@ def _cot_derivative(n):
 def polygamma(n, x):
     """The ``n``-th derivative of the digamma function. Negative arguments use the
     reflection ``psi_n(x) = (-1)^(n+1) [(-1)^n pi D^n cot(pi x) - psi_n(1 - x)]`` (JAX's
-    Hurwitz-zeta form is inaccurate there); ``n = 0`` is ``digamma``."""
+    Hurwitz-zeta form is inaccurate there); ``n = 0`` is ``digamma``; at ±0 the pole's
+    sign is ``(-1)^(n+1)`` (JAX gives NaN for even ``n``)."""
     x = cast(x, acc_dtype(float_type(x)))
     if n == 0:
         return _digamma(x)
@@ -661,7 +662,9 @@ def polygamma(n, x):
     reflected = sign * (
         (-1.0) ** n * jnp.pi * _cot_derivative(n)(jnp.where(neg, x, safe)) - special(n, 1 - x)
     )
-    return jnp.where(neg, reflected, pos_val)
+    # the pole at ±0: (-1)^(n+1) n! zeta(n+1, 0) = (-1)^(n+1) inf, as ATen's zeta form gives
+    pole = jnp.asarray(sign * np.inf, x.dtype)
+    return jnp.where(x == 0, pole, jnp.where(neg, reflected, pos_val))
 
 
 @register(aten._conj.default, aten._conj_physical.default, aten.conj_physical.default)

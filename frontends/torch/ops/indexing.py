@@ -7,6 +7,8 @@ dropped (scatters), so in-range programs, the only ones torch runs, behave the s
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -46,7 +48,28 @@ def index(x, indices):
     return x[_index_tuple(x, indices)]
 
 
+def _bools_as_int(rule):
+    """Run ``rule`` with bool array operands as int32 and turn its result back into bool
+    (``!= 0``): XLA has no add/multiply/max/min on ``pred``, and torch's bool
+    accumulations (``bool += bool`` in the CPU kernels) are or/and, which the int32 sum,
+    product, max and min give after the test."""
+
+    @functools.wraps(rule)
+    def wrapped(x, *args, **kwargs):
+        if getattr(x, "dtype", None) != np.bool_:
+            return rule(x, *args, **kwargs)
+
+        def widen(a):
+            return a.astype(np.int32) if getattr(a, "dtype", None) == np.bool_ else a
+
+        out = rule(widen(x), *map(widen, args), **{k: widen(v) for k, v in kwargs.items()})
+        return out != 0
+
+    return wrapped
+
+
 @register(aten.index_put.default, aten._unsafe_index_put.default)
+@_bools_as_int
 def index_put(x, indices, values, accumulate=False):
     """``x[indices] = values`` (``+=`` when ``accumulate``), returning the new tensor.
 
@@ -130,18 +153,21 @@ _REDUCE_METHOD = {
 
 
 @register(aten.scatter.src, aten.scatter.value)
+@_bools_as_int
 def scatter(x, dim, index, src):  # noqa: A002
     """``out[index[i][j]][j] = src[i][j]`` (``dim == 0``); ``src`` may be a scalar."""
     return _scatter(x, dim, index, src, "set")
 
 
 @register(aten.scatter.reduce, aten.scatter.value_reduce)
+@_bools_as_int
 def scatter_reduce_legacy(x, dim, index, src, reduce):  # noqa: A002
     """``scatter`` combining with ``reduce`` (``"add"`` or ``"multiply"``)."""
     return _scatter(x, dim, index, src, _REDUCE_METHOD[reduce])
 
 
 @register(aten.scatter_add.default)
+@_bools_as_int
 def scatter_add(x, dim, index, src):  # noqa: A002
     """``out[index[i][j]][j] += src[i][j]`` (``dim == 0``)."""
     return _scatter(x, dim, index, src, "add")
@@ -151,6 +177,7 @@ _IDENTITY = {"sum": 0, "mean": 0, "prod": 1}
 
 
 @register(aten.scatter_reduce.two)
+@_bools_as_int
 def scatter_reduce(x, dim, index, src, reduce, include_self=True):  # noqa: A002
     """``scatter`` reducing with ``sum``/``prod``/``mean``/``amax``/``amin``; with
     ``include_self=False`` the targets' own values are left out of the reduction; ``mean``
@@ -177,6 +204,7 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):  # noqa: A002
 
 
 @register(aten.index_add.default)
+@_bools_as_int
 def index_add(x, dim, index, source, alpha=1):  # noqa: A002
     """``x`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
     d = _dim(dim, x.ndim) if x.ndim else 0
@@ -198,6 +226,7 @@ def masked_scatter(x, mask, source):
 
 
 @register(aten.index_reduce.default)
+@_bools_as_int
 def index_reduce(x, dim, index, source, reduce, *, include_self=True):  # noqa: A002
     """``x`` with the slices of ``source`` along ``dim`` reduced (``prod``/``mean``/``amax``/
     ``amin``) into the slices at ``index``; as :func:`scatter_reduce` with the index
@@ -217,6 +246,7 @@ def index_reduce(x, dim, index, source, reduce, *, include_self=True):  # noqa: 
 
 
 @register(aten.put.default)
+@_bools_as_int
 def put(x, index, source, accumulate=False):
     """``x`` with the elements at flat ``index`` (negative wraps) set to (or, with
     ``accumulate``, incremented by) ``source``."""

@@ -262,9 +262,9 @@ def test_signbit_angle_polar_polygamma(check):
     check(fn, SPECIAL, POS, X, POS + 0.5, ops=ops, rtol=1e-5)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
 def test_polygamma_negative_arguments(check, n):
-    x = torch.tensor([-8.4784, -1.7658, -4.3228, -2.4005, 3.6116, -0.3, 0.7, 12.0])
+    x = torch.tensor([-8.4784, -1.7658, -4.3228, -2.4005, 3.6116, -0.3, 0.7, 12.0, 0.0, -0.0])
     check(lambda v: torch.polygamma(n, v), x, ops="aten.polygamma.default", rtol=1e-5, atol=1e-5)
 
 
