@@ -78,11 +78,26 @@ class OnnxInterpreter(Interpreter):
                 "ONNX operators take no complex values (and onnxruntime loads no complex tensor)"
             )
             raise OpConversionError(op.name, op.location, cause)
+        empty = self._empty_results(op)
+        if empty is not None:
+            return empty
         if not widen.needs_widening(op):
             return super().run_op(op, operands, env)
         return widen.run_widened(
             self, op, operands, lambda view, xs: super(OnnxInterpreter, self).run_op(view, xs, env)
         )
+
+    def _empty_results(self, op) -> list[str] | None:
+        """Initializers for an op whose results all have static shapes with no elements
+        (``jnp.zeros((0,))``, a concatenation's empty piece...): there is nothing to compute,
+        and ONNX Runtime's ``Expand`` to a 0-sized dimension infers size 1 instead."""
+        ranked = all(isinstance(r.type, ir.RankedTensorType) for r in op.results)
+        if not op.results or op.regions or not ranked:
+            return None
+        types = op.result_types
+        if not all(None not in t.shape and 0 in t.shape for t in types):
+            return None
+        return [self.graph.const(np.zeros(t.shape, dtypes.to_numpy(t.dtype)), hint="empty") for t in types]
 
 
 def to_onnx(

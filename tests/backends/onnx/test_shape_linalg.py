@@ -27,6 +27,19 @@ def test_views_slices_concat_pad_reverse():
     )
 
 
+def test_zero_size_values_are_empty_initializers():
+    # broadcast_in_dim of a scalar to (0,) was an Expand that onnxruntime gave size 1
+    x = np.arange(3, dtype=np.float32)
+    assert_onnx_same(
+        lambda v: (
+            jnp.concatenate([v, jnp.zeros((0,), jnp.float32)]) * 2,
+            jnp.concatenate([jnp.ones((0,), jnp.int32), v[:0].astype(jnp.int32), v.astype(jnp.int32)]),
+            jnp.zeros((2, 0), jnp.bfloat16) + v[:0].astype(jnp.bfloat16),
+        ),
+        x,
+    )
+
+
 def test_dynamic_slice_clamps():
     assert_onnx_same(lambda a, i: lax.dynamic_slice(a, (i, i, i), (1, 2, 3)), A, np.int32(5))
 
