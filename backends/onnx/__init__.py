@@ -20,6 +20,7 @@ warnings are kept in the model's ``metadata_props`` under ``converter.warnings``
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -30,7 +31,7 @@ from jaxlib.mlir import ir
 from onnx import helper
 
 from converter import dtypes, mlir
-from converter.errors import MissingOp, OpConversionError, UnsupportedOpError
+from converter.errors import MissingOp, UnsupportedOpError
 from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
@@ -38,6 +39,7 @@ from converter.passes.placement import strip_placement
 
 from . import ops, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, _tensor, onnx_dtype
+from .ops import complex as complex_ops
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
 DEFAULT_OPSET = 18
@@ -45,6 +47,9 @@ MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to i
 IR_VERSION = 10  # what onnxruntime 1.31 reads; opsets past 23 get the IR version they need
 TWO_GB = 2**31
 WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
+#: metadata_props entry: JSON ``{"inputs": [...], "outputs": [...], "initializers": [...]}``
+#: naming the complex values the model carries as real pairs (float ``S + [2]``)
+COMPLEX_AS_REAL_KEY = "converter.complex_as_real"
 
 
 class DynamicShapeError(UnsupportedOpError):
@@ -69,19 +74,30 @@ class OnnxInterpreter(Interpreter):
         self.graph = GraphBuilder(itertools.count())
         self.opset = opset  # the target opset: rules pick operators by it (BitCast from 26)
 
+    def dispatch_key(self, op) -> str:
+        """The op's key; ``<key>[complex]`` (:func:`backends.onnx.ops.complex.complex_key`)
+        for an op with a complex operand or result, whose values travel as real pairs."""
+        key = super().dispatch_key(op)
+        if key not in complex_ops.PASS_THROUGH and complex_ops.touches_complex(op):
+            return complex_ops.complex_key(key)
+        return key
+
+    def static_operand(self, op, index: int) -> np.ndarray | None:
+        """As :meth:`Interpreter.static_operand`; a complex value read through a
+        :class:`~backends.onnx.ops.complex.ComponentView` gives that view's part."""
+        value = super().static_operand(op, index)
+        component = getattr(op, "component", None)
+        if value is not None and component is not None and np.iscomplexobj(value):
+            value = value.imag if component else value.real
+        return value
+
     def run_op(self, op, operands, env):
         """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`); ops on complex
-        values raise :class:`OpConversionError`: ONNX arithmetic operators take no complex
-        types, and onnxruntime (1.32) cannot load a complex tensor at all."""
-        if op.name not in widen.DIRECT and widen.has_dtype(op, dtypes.is_complex):
-            cause = NotImplementedError(
-                "ONNX operators take no complex values (and onnxruntime loads no complex tensor)"
-            )
-            raise OpConversionError(op.name, op.location, cause)
+        values go to their real-pair rules (:mod:`backends.onnx.ops.complex`)."""
         empty = self._empty_results(op)
         if empty is not None:
             return empty
-        if not widen.needs_widening(op):
+        if complex_ops.touches_complex(op) or not widen.needs_widening(op):
             return super().run_op(op, operands, env)
         return widen.run_widened(
             self, op, operands, lambda view, xs: super(OnnxInterpreter, self).run_op(view, xs, env)
@@ -97,6 +113,7 @@ class OnnxInterpreter(Interpreter):
         types = op.result_types
         if not all(None not in t.shape and 0 in t.shape for t in types):
             return None
+        types = [complex_ops.pair_type(t) for t in types]
         return [self.graph.const(np.zeros(t.shape, dtypes.to_numpy(t.dtype)), hint="empty") for t in types]
 
 
@@ -149,9 +166,7 @@ def to_onnx(
     for p in sig.params:
         g.initializers.append(_initializer(module.params[p.name], p.name))
     graph_inputs = [*sig.inputs, *((sig.rng,) if sig.rng is not None else ())]
-    inputs = [
-        helper.make_tensor_value_info(s.name, onnx_dtype(s.dtype), _dims(s.shape)) for s in graph_inputs
-    ]
+    inputs = [_value_info(s) for s in graph_inputs]
     names = [p.name for p in sig.params] + [s.name for s in graph_inputs]
     if sig.kept_var_idx is not None:
         names = [names[i] for i in sig.kept_var_idx]
@@ -159,7 +174,7 @@ def to_onnx(
     outputs = []
     for value, spec in zip(results, sig.outputs, strict=True):
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
-        outputs.append(helper.make_tensor_value_info(spec.name, onnx_dtype(spec.dtype), _dims(spec.shape)))
+        outputs.append(_value_info(spec))
     used = _used_names(g.nodes)
     initializers = [t for t in g.initializers if t.name in used]
     graph = helper.make_graph(g.nodes, "main", inputs, outputs, initializers)
@@ -169,11 +184,35 @@ def to_onnx(
         producer_name="converter",
         ir_version=max(IR_VERSION, helper.find_min_ir_version_for([helper.make_opsetid("", opset)])),
     )
+    props = {}
     if module.meta.get("warnings"):
-        helper.set_model_props(model, {WARNINGS_KEY: "\n".join(module.meta["warnings"])})
+        props[WARNINGS_KEY] = "\n".join(module.meta["warnings"])
+    as_real = _complex_as_real(sig)
+    if as_real:
+        props[COMPLEX_AS_REAL_KEY] = json.dumps(as_real)
+    if props:
+        helper.set_model_props(model, props)
     if check and model.ByteSize() < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _value_info(spec) -> onnx.ValueInfoProto:
+    """A graph input or output for a signature entry; a complex one as its real pair."""
+    dims = _dims(spec.shape)
+    if dtypes.is_complex(spec.dtype):
+        return helper.make_tensor_value_info(
+            spec.name, onnx_dtype(complex_ops.COMPONENT[spec.dtype]), [*dims, 2]
+        )
+    return helper.make_tensor_value_info(spec.name, onnx_dtype(spec.dtype), dims)
+
+
+def _complex_as_real(sig) -> dict[str, list[str]]:
+    """The :data:`COMPLEX_AS_REAL_KEY` record: names of the complex inputs, outputs and
+    initializers carried as real pairs (kinds with none left out)."""
+    kinds = {"inputs": sig.inputs, "outputs": sig.outputs, "initializers": sig.params}
+    found = {k: [s.name for s in specs if dtypes.is_complex(s.dtype)] for k, specs in kinds.items()}
+    return {k: v for k, v in found.items() if v}
 
 
 def _check_dynamic(interp: OnnxInterpreter, module: Module) -> None:
@@ -253,7 +292,7 @@ def _dims(shape):
 
 
 def _initializer(value, name):
-    return _tensor(np.asarray(value), name)
+    return _tensor(complex_ops.to_pairs(np.asarray(value)), name)
 
 
 __all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET", "MAX_OPSET"]
