@@ -40,6 +40,7 @@ from converter.passes.placement import strip_placement
 from . import ops, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, _tensor, onnx_dtype
 from .ops import complex as complex_ops
+from .realpairs import COMPLEX_AS_REAL_KEY, to_pairs
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
 DEFAULT_OPSET = 18
@@ -47,9 +48,6 @@ MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to i
 IR_VERSION = 10  # what onnxruntime 1.31 reads; opsets past 23 get the IR version they need
 TWO_GB = 2**31
 WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
-#: metadata_props entry: JSON ``{"inputs": [...], "outputs": [...], "initializers": [...]}``
-#: naming the complex values the model carries as real pairs (float ``S + [2]``)
-COMPLEX_AS_REAL_KEY = "converter.complex_as_real"
 
 
 class DynamicShapeError(UnsupportedOpError):
@@ -143,8 +141,18 @@ def to_onnx(
     ``dynamic_gather`` are computed with ONNX ``Shape`` and friends; ``custom_call
     @shape_assertion`` is dropped (ONNX has no assertions).
 
+    Complex values travel as real pairs (ONNX operators take no complex types and
+    onnxruntime loads no complex tensor): a complex64 (complex128) input, output or
+    parameter of shape ``S`` is a float32 (float64) tensor of shape ``S + [2]``, real part
+    then imaginary part on the last axis (``torch.view_as_real``'s layout). The model's
+    ``metadata_props`` entry ``converter.complex_as_real`` names them (JSON ``{"inputs":
+    [...], "outputs": [...], "initializers": [...]}``); :mod:`backends.onnx.realpairs`
+    converts feeds and results. Ops on complex values have real-pair rules
+    (:mod:`backends.onnx.ops.complex`); one without is reported as ``<op>[complex]``.
+
     Raises:
-        UnsupportedOpError: every StableHLO op without an ONNX rule, in one error.
+        UnsupportedOpError: every StableHLO op without an ONNX rule, in one error (ops on
+            complex values without a real-pair rule as ``stablehlo.xxx[complex]``).
         DynamicShapeError: (an ``UnsupportedOpError``) ops on dynamic shapes whose rules
             need static ones; names them and the ``Module.specialize`` call to make first.
         OpConversionError: a rule cannot express one op's form (names the op and its loc).
@@ -292,7 +300,7 @@ def _dims(shape):
 
 
 def _initializer(value, name):
-    return _tensor(complex_ops.to_pairs(np.asarray(value)), name)
+    return _tensor(to_pairs(np.asarray(value)), name)
 
 
 __all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET", "MAX_OPSET"]

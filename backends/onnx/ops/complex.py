@@ -35,6 +35,7 @@ import numpy as np
 from converter import dtypes, mlir
 from converter.regions import classify_combiner
 
+from ..realpairs import to_pairs
 from ..registry import ONNX_RULES, register
 from .linalg import _dot_general
 
@@ -73,14 +74,6 @@ def pair_type(t: mlir.TensorType) -> mlir.TensorType:
     if t.dtype not in COMPONENT:
         return t
     return mlir.TensorType((*t.shape, 2), COMPONENT[t.dtype])
-
-
-def to_pairs(value: np.ndarray) -> np.ndarray:
-    """A complex array as its real-pair array (``S`` → ``S + [2]``); others unchanged."""
-    value = np.asarray(value)
-    if not np.iscomplexobj(value):
-        return value
-    return np.stack([value.real, value.imag], axis=-1)
 
 
 def register_complex(*names: str, dynamic: bool = True) -> Callable:

@@ -9,6 +9,7 @@ import onnx
 import onnxruntime as ort
 
 import converter
+from backends.onnx import realpairs
 from tests.compare import assert_outputs_close
 
 
@@ -18,10 +19,16 @@ def run_onnx(fn, *args, opset=18):
     module = converter.from_stablehlo(jax.jit(fn).lower(*args).as_text())
     model = module.to_onnx(opset=opset)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    feeds = {i.name: ort_value(np.asarray(a)) for i, a in zip(sess.get_inputs(), args, strict=True)}
-    got = [numpy_of(v) for v in sess.run_with_ort_values(None, feeds)]
+    got = run_session(sess, args)
     want = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
     return got, want
+
+
+def run_session(sess: ort.InferenceSession, args) -> list[np.ndarray]:
+    """``sess`` run on ``args`` (NumPy arrays, complex ones fed as real pairs); outputs as
+    NumPy, those the model carries as real pairs made complex again."""
+    feeds = realpairs.session_feeds(sess, [ort_value(realpairs.to_pairs(np.asarray(a))) for a in args])
+    return realpairs.session_outputs(sess, [numpy_of(v) for v in sess.run_with_ort_values(None, feeds)])
 
 
 def ort_value(value: np.ndarray) -> ort.OrtValue:

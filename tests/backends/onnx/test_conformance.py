@@ -36,39 +36,11 @@ from converter.errors import ConversionError
 from tests.backends.conformance_cases import Case, case_params, make_args, tolerance
 from tests.compare import assert_outputs_close
 
-from .helpers import numpy_of, ort_value
+from .helpers import run_session
 
 # --------------------------------------------------------------------------- expected failures
 
 XFAIL_ONNX: dict[str, str] = {
-    # ---- complex values: ONNX arithmetic operators (Add, Mul, Exp, MatMul...) take no complex types, and onnxruntime 1.32 cannot load a complex64/complex128 tensor at all (not even through Identity or BitCast); every case below has one as an input or output
-    "jnp.conj-complex64": "stablehlo.complex, imag, real on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.real-complex64": "stablehlo.real on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.imag-complex64": "stablehlo.imag on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.angle-complex64": "stablehlo.imag, real on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.isreal-complex64": "stablehlo.imag on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.exp[c64]-complex64": "stablehlo.exponential on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.abs[c64]-complex64": "stablehlo.abs on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.sqrt[c64]-complex64": "stablehlo.sqrt on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.log[c64]-complex64": "stablehlo.log on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.add-complex64": "stablehlo.add on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.subtract-complex64": "stablehlo.subtract on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.multiply-complex64": "stablehlo.multiply on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.divide-complex64": "stablehlo.divide on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.equal-complex64": "stablehlo.compare on complex64; the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.add[u16,i16,c128]-complex128": "stablehlo.add on complex128; the complex128 graph input and output cannot be loaded by onnxruntime",
-    "jnp.exp[c128]-complex128": "stablehlo.exponential on complex128; the complex128 graph input and output cannot be loaded by onnxruntime",
-    "jnp.matmul[c]-complex64": "stablehlo.dot_general on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.matmul[c]-complex128": "stablehlo.dot_general on complex128; the complex128 graph input and output cannot be loaded by onnxruntime",
-    "lax.complex-float32": "stablehlo.complex on complex64; the complex64 graph output cannot be loaded by onnxruntime",
-    "lax.conj-complex64": "stablehlo.complex, imag, real on complex64; the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.fft.fft-float32": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph output cannot be loaded by onnxruntime",
-    "jnp.fft.fft-complex64": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.fft.ifft-complex64": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph input and output cannot be loaded by onnxruntime",
-    "jnp.fft.rfft-float32": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph output cannot be loaded by onnxruntime",
-    "jnp.fft.irfft-complex64": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph input cannot be loaded by onnxruntime",
-    "jnp.fft.fft2-float32": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph output cannot be loaded by onnxruntime",
-    "jnp.fft.rfftn-float32": "stablehlo.fft (ONNX DFT works on real/imag pairs); the complex64 graph output cannot be loaded by onnxruntime",
     # ---- LAPACK ?geev (general eigenproblem): its eigenvalues are complex, which ONNX cannot hold (the other LAPACK custom calls expand: ops/lapack.py)
     "linalg.eig-float32": "custom_call lapack_sgeev_ffi (eigendecomposition) and complex eigenvalues",
     # ---- constructs the backend does not lower yet (it raises)
@@ -138,8 +110,7 @@ def run_case(c: Case, dtype, opset: int = DEFAULT_OPSET) -> tuple[list[np.ndarra
     model = converter.from_stablehlo(lowered.as_text()).to_onnx(opset=opset, check=False)
     onnx.checker.check_model(model, full_check=True)
     sess = _session(model)
-    feeds = {i.name: ort_value(np.asarray(a)) for i, a in zip(sess.get_inputs(), args, strict=True)}
-    got = [numpy_of(v) for v in sess.run_with_ort_values(None, feeds)]
+    got = run_session(sess, args)  # complex values as real pairs (backends.onnx.realpairs)
     compiled = lowered.compile(_XLA_FAST_COMPILE)
     want = [np.asarray(w) for w in jax.tree_util.tree_leaves(compiled(*args))]
     return got, want
