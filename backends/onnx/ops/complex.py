@@ -16,10 +16,11 @@ and return complex results the same way.
   that adds or overwrites) runs the ordinary real rule twice, on the real parts and on the
   imaginary parts (:func:`componentwise`), through a :class:`ComponentView` of the op whose
   complex types read as their real component type.
-- Arithmetic follows XLA's CPU results: ``multiply`` is the textbook product, ``divide`` is
+- Arithmetic follows XLA's CPU results: ``multiply`` is the textbook product (complex64 in
+  float64), ``divide`` is
   Smith's algorithm with C99 Annex G's recovery of infinite and zero divisors, ``abs`` is a
   scaled hypot (no overflow; NaN when a part is NaN, as XLA), ``sqrt`` the half-angle form,
-  ``log`` is ``log(max) + log1p((min/max)^2)/2`` (accurate near ``|z| = 1``), ``sign`` is
+  ``log``'s real part is accurate near ``|z| = 1`` (float64 squares for complex64), ``sign`` is
   ``z / |z|`` (``z`` itself at zero), ``dot_general`` is four real contractions.
 - ``fft`` uses ONNX ``DFT`` (opset 17's attribute form up to opset 19, opset 20's input form
   after), one transform per axis; ``IRFFT`` rebuilds the Hermitian half it is not given.
@@ -293,8 +294,15 @@ def _mul_parts(g, ar, ai, br, bi) -> tuple[str, str]:
 
 @register_complex("stablehlo.multiply")
 def _multiply(interp, op, x, y):
+    """The textbook product; complex64 computes it in float64, where the four products are
+    exact and each part is rounded once (XLA fuses one product of each part with FMA, so
+    float32 arithmetic would differ from it where the parts cancel)."""
     g = interp.graph
-    return pair(g, *_mul_parts(g, *_parts(g, x), *_parts(g, y)))
+    narrow = _component_dtype(op) == "float32"
+    if narrow:
+        x, y = g.cast(x, "float64"), g.cast(y, "float64")
+    out = pair(g, *_mul_parts(g, *_parts(g, x), *_parts(g, y)))
+    return g.cast(out, "float32") if narrow else out
 
 
 def _isinf(g, x):
@@ -435,20 +443,26 @@ def _sqrt(interp, op, x):
 
 @register_complex("stablehlo.log")
 def _log(interp, op, x):
-    """``(log |z|, atan2(b, a))`` with ``log |z| = log(max) + log1p((min/max)^2) / 2``
-    (no overflow, accurate near ``|z| = 1``); ``-inf`` at 0, ``inf`` when a part is
+    """``(log |z|, atan2(b, a))``. complex64: ``log(a^2 + b^2) / 2`` in float64, where the
+    squares and their sum are exact or nearly (no overflow, no cancellation near ``|z| = 1``);
+    complex128: ``log(max) + log1p((min/max)^2) / 2``. ``-inf`` at 0, ``inf`` when a part is
     infinite, NaN when a part is NaN (XLA: also beside an infinite part)."""
     g = interp.graph
     dt = _component_dtype(op)
     a, b = _parts(g, x)
-    ax, ay = g.op("Abs", [a]), g.op("Abs", [b])
-    hi, lo = g.op("Max", [ax, ay]), g.op("Min", [ax, ay])
-    q = g.op("Div", [lo, hi])
     shape = op.result_type.shape
-    log1p = _real_rule("stablehlo.log_plus_one")(interp, _Typed(shape, dt), g.op("Mul", [q, q]))
-    g = interp.graph
-    re = g.op("Add", [g.op("Log", [hi]), g.op("Mul", [_c(g, 0.5, dt), log1p])])
-    re = g.op("Where", [g.op("Equal", [hi, _c(g, 0, dt)]), _c(g, -np.inf, dt), re])
+    if dt == "float32":
+        a64, b64 = g.cast(a, "float64"), g.cast(b, "float64")
+        sq = g.op("Add", [g.op("Mul", [a64, a64]), g.op("Mul", [b64, b64])])
+        re = g.cast(g.op("Mul", [_c(g, 0.5, "float64"), g.op("Log", [sq])]), "float32")
+    else:
+        ax, ay = g.op("Abs", [a]), g.op("Abs", [b])
+        hi, lo = g.op("Max", [ax, ay]), g.op("Min", [ax, ay])
+        q = g.op("Div", [lo, hi])
+        log1p = _real_rule("stablehlo.log_plus_one")(interp, _Typed(shape, dt), g.op("Mul", [q, q]))
+        g = interp.graph
+        re = g.op("Add", [g.op("Log", [hi]), g.op("Mul", [_c(g, 0.5, dt), log1p])])
+        re = g.op("Where", [g.op("Equal", [hi, _c(g, 0, dt)]), _c(g, -np.inf, dt), re])
     re = g.op("Where", [g.op("Or", [_isinf(g, a), _isinf(g, b)]), _c(g, np.inf, dt), re])
     re = g.op("Where", [g.op("Or", [_isnan(g, a), _isnan(g, b)]), _c(g, np.nan, dt), re])
     angle = _real_rule("stablehlo.atan2")(interp, _Typed(shape, dt), b, a)
