@@ -106,8 +106,9 @@ def run_onnx(module, args: tuple, kwargs: dict) -> list[Recorded]:
     import onnxruntime as ort
     from onnx import helper
 
-    from backends.onnx import OnnxInterpreter, to_onnx
+    from backends.onnx import OnnxInterpreter, realpairs, to_onnx
     from backends.onnx.graph import onnx_dtype
+    from backends.onnx.ops.complex import COMPONENT
 
     # plain data only: to_onnx emits from a copy of the module (placement stripped) that is
     # freed when it returns; ops are mapped back to ``module``'s by their position in @main
@@ -125,9 +126,13 @@ def run_onnx(module, args: tuple, kwargs: dict) -> list[Recorded]:
     graph = model.graph
     produced = {o for node in graph.node for o in node.output} - {o.name for o in graph.output}
     wanted: dict[str, Any] = {}
+    paired: set[str] = set()  # complex values, carried as real pairs (backends.onnx.realpairs)
     for _, types, names in emitted:
         for name, (dtype, shape) in zip(names, types, strict=False):
             if isinstance(name, str) and name in produced and name not in wanted:
+                if dtype in COMPONENT:
+                    paired.add(name)
+                    dtype, shape = COMPONENT[dtype], [*shape, 2]
                 wanted[name] = helper.make_tensor_value_info(name, onnx_dtype(dtype), shape)
     graph.output.extend(wanted.values())
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -135,9 +140,10 @@ def run_onnx(module, args: tuple, kwargs: dict) -> list[Recorded]:
     feed = [v for _, v in flatten((args, kwargs), sig.in_tree)]
     if sig.rng is not None:
         feed.append(np.zeros(2, np.uint32))
-    inputs = dict(zip([i.name for i in session.get_inputs()], feed, strict=True))
+    inputs = realpairs.session_feeds(session, [np.asarray(v) for v in feed])
     names = [o.name for o in session.get_outputs()]
     values = dict(zip(names, session.run(None, inputs), strict=True))
+    values = {n: realpairs.from_pairs(v) if n in paired else v for n, v in values.items()}
     body = list(mlir.main_function(module.mlir).regions[0].blocks[0].operations)
     return [
         Recorded(i, mlir.Op(body[i].operation), [values[n] for n in out])

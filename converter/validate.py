@@ -396,13 +396,16 @@ def load_source(source: Any, from_: str, dims: dict[str, int] | None = None) -> 
 
 
 def _ort_runner(session, signature) -> Callable[[tuple, dict], list[np.ndarray]]:
-    names = [i.name for i in session.get_inputs()]
+    """Run ``session`` on flattened user inputs; complex values go in and come out as the
+    model carries them (real pairs, :mod:`backends.onnx.realpairs`)."""
+    from backends.onnx import realpairs
 
     def run(a: tuple, k: dict) -> list[np.ndarray]:
-        leaves = [v for _, v in flatten((a, k), signature.in_tree)]
+        leaves = [np.asarray(v) for _, v in flatten((a, k), signature.in_tree)]
         if signature.rng is not None:  # the model's PRNG key input
             leaves.append(np.random.default_rng().integers(0, 2**32, 2, dtype=np.uint32))
-        return [np.asarray(o) for o in session.run(None, dict(zip(names, leaves, strict=True)))]
+        outs = session.run(None, realpairs.session_feeds(session, leaves))
+        return [np.asarray(o) for o in realpairs.session_outputs(session, outs)]
 
     return run
 
