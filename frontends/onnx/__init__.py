@@ -8,6 +8,7 @@ Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operat
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import defaultdict
@@ -188,6 +189,18 @@ def _symbols(specs: list[LeafSpec]) -> dict[str, Any]:
     return dict(zip(names, dims, strict=True))
 
 
+#: The ``metadata_props`` entry our ONNX backend writes (``backends.onnx.realpairs``): JSON
+#: naming the complex inputs/outputs it carries as float ``S + [2]`` real pairs.
+COMPLEX_AS_REAL_KEY = "converter.complex_as_real"
+
+
+def _complex_as_real(model: onnx.ModelProto) -> dict[str, list[str]]:
+    for prop in model.metadata_props:
+        if prop.key == COMPLEX_AS_REAL_KEY:
+            return json.loads(prop.value)
+    return {}
+
+
 def _identifier(name: str) -> str:
     ident = re.sub(r"\W", "_", name)
     return ident if ident and not ident[0].isdigit() else f"d_{ident}"
@@ -284,6 +297,15 @@ def from_onnx(
         types[spec.name] = (dtype, spec.shape)
     symbols = _symbols(input_specs)
     runner.symbols = symbols
+    # complex values our ONNX backend carries as real pairs become complex again
+    paired = _complex_as_real(model)
+    paired_in, paired_out = set(paired.get("inputs", ())), set(paired.get("outputs", ()))
+    input_specs = [
+        LeafSpec(s.name, s.shape[:-1], "complex64" if s.dtype == "float32" else "complex128")
+        if s.name in paired_in
+        else s
+        for s in input_specs
+    ]
     known = dict(static_inputs)
     known.update({n: v for n, v in params.items() if _foldable(v)})
     folded = _fold_nodes(runner, graph, known)
@@ -301,10 +323,17 @@ def from_onnx(
         env: dict[str, Any] = dict(known)
         env.update(zip(arg_names, flat[: len(arg_names)], strict=False))
         env.update({n: v for n, v in params.items() if _foldable(v)})
-        env.update(zip((s.name for s in input_specs), flat[len(arg_names) :], strict=False))
+        user = [
+            jax.numpy.stack([v.real, v.imag], axis=-1) if s.name in paired_in else v
+            for s, v in zip(input_specs, flat[len(arg_names) :], strict=False)
+        ]
+        env.update(zip((s.name for s in input_specs), user, strict=False))
         runner.env = env
         runner.run_nodes(remaining, env)
-        outs = [env[o.name] for o in graph.output]
+        outs = [
+            jax.lax.complex(env[o.name][..., 0], env[o.name][..., 1]) if o.name in paired_out else env[o.name]
+            for o in graph.output
+        ]
         trees, names, flat_out = [], [], []
         for vi, o in zip(graph.output, outs, strict=True):
             if o is None:

@@ -336,3 +336,13 @@ def test_ops_without_a_real_pair_rule_are_all_named():
     names = {m.name for m in e.value.missing}
     assert {"stablehlo.power[complex]", "stablehlo.tanh[complex]"} <= names, names
     assert "stablehlo.cosine" not in names
+
+
+def test_from_onnx_reads_real_pairs_back_as_complex():
+    z = _c([1 + 2j, -3 + 0.5j])
+    module = converter.from_jax(lambda z: (jnp.fft.fft(z), jnp.abs(z)), z)
+    back = converter.from_onnx(module.to_onnx())
+    assert [(s.dtype, tuple(s.shape)) for s in back.signature.inputs] == [("complex64", (2,))]
+    got = back.to_jax()(z)
+    np.testing.assert_allclose(np.asarray(got[0]), np.fft.fft(z), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(got[1]), np.abs(z), rtol=1e-6)
