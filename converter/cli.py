@@ -444,10 +444,12 @@ def write_module(module: Module, out: Path, options: argparse.Namespace) -> None
 
 
 def write_onnx(module: Module, out: Path, options: argparse.Namespace) -> None:
-    """``--to onnx``: ``Module.to_onnx()`` (checked by ``onnx.checker``), saved with ``onnx.save``."""
+    """``--to onnx``: ``Module.to_onnx(opset=--opset)`` (checked by ``onnx.checker``), saved
+    with ``onnx.save``."""
     import onnx
 
-    proto = module.to_onnx()
+    opset = getattr(options, "opset", None)
+    proto = module.to_onnx() if opset is None else module.to_onnx(opset=opset)
     with atomic_path(out) as tmp:
         onnx.save(proto, str(tmp))
 
@@ -483,7 +485,7 @@ WRITERS: dict[str, Writer] = {
         write_stablehlo, "StableHLO text (.mlir) or portable bytecode (.mlirbc)", (".mlir", ".mlirbc")
     ),
     "module": Writer(write_module, "a converter.Module file (.shlo) for converter.load", (".shlo",)),
-    "onnx": Writer(write_onnx, "an ONNX model (.onnx), opset 18", (".onnx",)),
+    "onnx": Writer(write_onnx, "an ONNX model (.onnx), opset 18 unless --opset", (".onnx",)),
     "torch": Writer(write_torch, "a torch.export archive (.pt2) of the converted nn.Module", (".pt2",)),
 }
 
@@ -566,6 +568,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(JAX_PLATFORMS)} (default: this machine's JAX backend), e.g. cpu,cuda",
     )
     parser.add_argument(
+        "--opset",
+        type=int,
+        metavar="N",
+        help="--to onnx only: the default-domain opset, 18 (default) to 26; bit casts "
+        "(jax.random's key bits, lax.bitcast_convert_type) need 26 (ONNX BitCast)",
+    )
+    parser.add_argument(
         "--dim",
         dest="dims",
         metavar="NAME=SIZE",
@@ -601,11 +610,24 @@ def load_input(path: str, source: str | None, options: argparse.Namespace) -> Mo
     return LOADERS[name].load(path, options)
 
 
+def _check_opset(opset: int | None, target: str) -> None:
+    """``--opset`` goes with ``--to onnx`` and names an opset the ONNX backend emits."""
+    if opset is None:
+        return
+    if target != "onnx":
+        raise CliError(f"--opset applies to --to onnx only, not --to {target}")
+    from backends.onnx import DEFAULT_OPSET, MAX_OPSET
+
+    if not DEFAULT_OPSET <= opset <= MAX_OPSET:
+        raise CliError(f"--opset {opset}: the ONNX backend emits opsets {DEFAULT_OPSET} to {MAX_OPSET}")
+
+
 def convert(options: argparse.Namespace) -> float:
     """Run one conversion; returns the seconds taken. Raises :class:`ConversionError`s."""
     target = _pick(options.target, WRITERS, options.output, "output", "--to")
     if options.platforms and target != "jax":
         raise CliError(f"--platforms applies to --to jax only, not --to {target}")
+    _check_opset(getattr(options, "opset", None), target)
     source = _pick(options.source, LOADERS, options.input, "input", "--from")
     if getattr(options, "dims", None) and source != "onnx":
         raise CliError(f"--dim applies to --from onnx only, not --from {source}")

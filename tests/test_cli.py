@@ -318,6 +318,20 @@ def test_onnx_dim_errors(tmp_path, capsys, argv, needles):
     _assert_bad_input(_run(model, "-o", out, *argv), capsys, out, *needles)
 
 
+def test_onnx_opset(tiny, tmp_path, capsys):
+    import onnx
+
+    out = tmp_path / "t26.onnx"
+    assert _run(f"{tiny}:factory", "-o", out, "--opset", "26") == 0
+    assert [o.version for o in onnx.load(str(out)).opset_import if o.domain in ("", "ai.onnx")] == [26]
+    bad = tmp_path / "t30.onnx"
+    rc = _run(f"{tiny}:factory", "-o", bad, "--opset", "30")
+    _assert_bad_input(rc, capsys, bad, "--opset 30", "18 to 26")
+    jax_out = tmp_path / "t.jax"
+    rc = _run(f"{tiny}:factory", "-o", jax_out, "--opset", "26")
+    _assert_bad_input(rc, capsys, jax_out, "--opset applies to --to onnx only")
+
+
 def test_dim_only_with_onnx_sources(tiny, tmp_path, capsys):
     out = tmp_path / "t.shlo"
     rc = _run(f"{tiny}:factory", "-o", out, "--dim", "N=2")
