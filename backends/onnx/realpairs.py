@@ -20,10 +20,10 @@ COMPLEX_AS_REAL_KEY = "converter.complex_as_real"
 
 
 def to_pairs(value: Any) -> Any:
-    """A complex array as its real-pair array (shape ``S`` → ``S + [2]``, float32 for
-    complex64, float64 for complex128); any other value unchanged."""
-    if not np.iscomplexobj(value):
-        return value
+    """A complex NumPy array (or scalar) as its real-pair array (shape ``S`` → ``S + [2]``,
+    float32 for complex64, float64 for complex128); any other value unchanged."""
+    if not isinstance(value, (np.ndarray, np.generic, complex)) or not np.iscomplexobj(value):
+        return value  # also onnxruntime OrtValues, which are fed as they are
     value = np.asarray(value)
     return np.stack([value.real, value.imag], axis=-1)
 
