@@ -610,6 +610,342 @@ def _complete(w, s, *, full: bool):
     return jnp.where(keep[..., None, :], w, orgqr(qr, tau))
 
 
+# --------------------------------------------------------------------------- ?geev
+
+#: ``?lahqr``'s exceptional-shift weights and period (``DAT1``, ``DAT2``, ``KEXSH``).
+_DAT1, _DAT2, _KEXSH = 0.75, -0.4375, 10
+
+
+def geev(a, *, left: bool = False, right: bool = False):
+    """Eigenvalues of a general real matrix, LAPACK ``?geev`` with ``jobvl = jobvr = 'N'``.
+
+    ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``;
+    not done here), reduces it to upper Hessenberg form (``?gehrd``; here unblocked
+    ``?gehd2``) and runs the Francis double-shift QR algorithm (``?hseqr``, which for
+    ``n < 75`` is ``?lahqr``; followed here: the same deflation tests, shifts, exceptional
+    shifts every 10th iteration, bulge chase and ``?lanv2`` for the 2x2 blocks).
+
+    Args:
+        a: ``(..., n, n)`` float32 or float64 array.
+        left, right: the eigenvector flags (``jobvl``, ``jobvr`` = ``'V'``); only ``False``
+            is implemented.
+
+    Returns:
+        ``(wr, wi, vl, vr, info)`` as jaxlib's kernel: real and imaginary parts ``(..., n)``
+        of the eigenvalues (a complex pair adjacent, the one with ``wi > 0`` first), ``vl``
+        and ``vr`` complex zeros ``(..., n, n)``, ``info`` ``(...)`` int32: 0 on success,
+        ``i`` when the QR algorithm did not converge within ``?lahqr``'s
+        ``30 * max(10, n)`` iterations per deflation (only ``wr[i:]``, ``wi[i:]`` are then
+        eigenvalues), 1 when ``a`` is not finite (all results NaN). Eigenvalues are stored
+        where they deflate, from the bottom up, as ``?lahqr`` stores them; without
+        ``?gebal``'s permutations and scaling, the order can differ from LAPACK's: the set of
+        eigenvalues (to rounding) is the contract, not their order.
+
+    Raises:
+        NotImplementedError: ``left`` or ``right`` (eigenvectors) requested.
+    """
+    if left or right:
+        raise NotImplementedError("LAPACK ?geev eigenvectors (jobvl/jobvr = 'V') have no portable expansion")
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    cdtype = jnp.result_type(a.dtype, jnp.complex64)
+    zeros = jnp.zeros((*batch, n, n), cdtype)
+    size = int(np.prod(batch, dtype=np.int64))
+    if n == 0 or size == 0:
+        empty = jnp.zeros((*batch, n), a.dtype)
+        return empty, empty, zeros, zeros, jnp.zeros(batch, _I32)
+    finfo = jnp.finfo(a.dtype)
+    finite = jnp.all(jnp.isfinite(a), axis=(-2, -1))
+    a = jnp.where(finite[..., None, None], a, 0)
+    # ?geev: a whose largest magnitude is outside [smlnum, bignum] is scaled to that bound
+    smlnum = np.sqrt(finfo.tiny) / finfo.eps
+    bignum = 1 / smlnum
+    anrm = jnp.max(jnp.abs(a), axis=(-2, -1))
+    target = jnp.where(anrm < smlnum, smlnum, jnp.where(anrm > bignum, bignum, anrm))
+    factor = jnp.where(anrm > 0, target / jnp.where(anrm > 0, anrm, 1), 1).astype(a.dtype)
+    h = _hessenberg(a * factor[..., None, None])
+    # the QR iterations' indices differ per matrix: vmap (their indexing becomes gathers)
+    wr, wi, info = jax.vmap(_lahqr)(h.reshape((size, n, n)))
+    wr, wi, info = wr.reshape((*batch, n)), wi.reshape((*batch, n)), info.reshape(batch)
+    nan = jnp.full_like(wr, jnp.nan)
+    ok = finite[..., None]
+    wr, wi = jnp.where(ok, wr / factor[..., None], nan), jnp.where(ok, wi / factor[..., None], nan)
+    return wr, wi, zeros, zeros, jnp.where(finite, info, 1)
+
+
+def _larfg(alpha, x):
+    """``?larfg``'s reflector ``I - tau (1, v) (1, v)^T`` mapping ``(alpha, x)`` to
+    ``(beta, 0...)``: returns ``(beta, tau, r)`` with ``v = r x`` (``tau = 0``, ``beta =
+    alpha``, ``r = 0`` when ``x`` is zero; ``beta = -sign(alpha) |(alpha, x)|``)."""
+    xnorm = _norm(x)
+    trivial = xnorm == 0
+    norm = _hypot(alpha, xnorm)
+    beta = jnp.where(trivial, alpha, jnp.where(alpha >= 0, -norm, norm))
+    tau = jnp.where(trivial, 0, (beta - alpha) / jnp.where(trivial, 1, beta))
+    r = jnp.where(trivial, 0, 1 / jnp.where(trivial, 1, alpha - beta))
+    return beta, tau, r
+
+
+def _hessenberg(a):
+    """Upper Hessenberg ``Q^T a Q`` of ``(..., n, n)`` ``a``, LAPACK ``?gehd2`` (step ``j``:
+    the reflector of column ``j`` below the subdiagonal, applied from the right to every
+    row, then from the left to the trailing columns)."""
+    n = a.shape[-1]
+    idx = _iota(n)
+
+    def step(j, a):
+        col = _at(a, j, -1)  # (..., n)
+        beta, tau, r = _larfg(_at(col, j + 1, -1), jnp.where(idx > j + 1, col, 0))
+        v = jnp.where(idx > j + 1, col * r[..., None], jnp.where(idx == j + 1, 1, 0)).astype(a.dtype)
+        tau = tau[..., None, None]
+        a = a - tau * (a @ v[..., :, None]) * v[..., None, :]
+        a = a - jnp.where(idx[None, :] > j, tau * v[..., :, None] * (v[..., None, :] @ a), 0)
+        new_col = jnp.where(idx == j + 1, beta[..., None], jnp.where(idx > j + 1, 0, col))
+        return jnp.where(idx[None, :] == j, new_col[..., :, None], a)
+
+    return jnp.triu(_loop(max(n - 2, 0), step, a), -1)
+
+
+def _sgn(y):
+    """Fortran ``SIGN(1, y)`` (``+1`` for ``y = 0``)."""
+    return jnp.where(y >= 0, 1, -1).astype(y.dtype)
+
+
+def _lanv2(a, b, c, d):
+    """Eigenvalues ``(rt1r, rt1i, rt2r, rt2i)`` of the 2x2 ``[[a, b], [c, d]]`` as LAPACK
+    ``?lanv2`` computes them through its standardized Schur form (a complex pair with
+    ``rt1i > 0``; real ones ``(a', d')`` of the triangularized block)."""
+    eps = jnp.finfo(a.dtype).eps
+    one = jnp.ones((), a.dtype)
+
+    def safe(x):
+        return jnp.where(x == 0, one, x)
+
+    # c == 0: already triangular; b == 0: swap rows and columns
+    swap = (c != 0) & (b == 0)
+    a1, b1, c1, d1 = (
+        jnp.where(swap, d, a),
+        jnp.where(swap, -c, b),
+        jnp.where(swap, 0, c),
+        jnp.where(swap, a, d),
+    )
+    equal_complex = (a - d == 0) & (_sgn(b) != _sgn(c))
+    general = (c != 0) & (b != 0) & ~equal_complex
+    temp = a - d
+    p = 0.5 * temp
+    bcmax = jnp.maximum(jnp.abs(b), jnp.abs(c))
+    bcmis = jnp.minimum(jnp.abs(b), jnp.abs(c)) * _sgn(b) * _sgn(c)
+    scale = jnp.maximum(jnp.abs(p), bcmax)
+    z = (p / safe(scale)) * p + (bcmax / safe(scale)) * bcmis
+    real = z >= 4 * eps
+    # real eigenvalues
+    zr = p + _sgn(p) * jnp.sqrt(scale) * jnp.sqrt(jnp.abs(z))
+    ar, dr = d + zr, d - (bcmax / safe(zr)) * bcmis
+    # complex or nearly equal eigenvalues: rotate to equal diagonal entries
+    sigma = b + c
+    big = jnp.maximum(jnp.abs(temp), jnp.abs(sigma))
+    ts, ss = temp / safe(big), sigma / safe(big)
+    tau = _hypot(ss, ts)
+    cs = jnp.sqrt(0.5 * (1 + jnp.abs(ss) / safe(tau)))
+    sn = -(0.5 * ts / safe(tau * cs)) * _sgn(sigma)
+    aa, bb = a * cs + b * sn, -a * sn + b * cs
+    cc, dd = c * cs + d * sn, -c * sn + d * cs
+    bc, cc2 = bb * cs + dd * sn, -aa * sn + cc * cs
+    mid = 0.5 * ((aa * cs + cc * sn) + (-bb * sn + dd * cs))
+    both = (cc2 != 0) & (bc != 0) & (_sgn(bc) == _sgn(cc2))  # real: triangularize
+    pr = _sgn(cc2) * jnp.sqrt(jnp.abs(bc)) * jnp.sqrt(jnp.abs(cc2))
+    ac = jnp.where(both, mid + pr, mid)
+    dc = jnp.where(both, mid - pr, mid)
+    bc_only = (cc2 != 0) & (bc == 0)  # b became 0: swap
+    bc, cc2 = jnp.where(both, bc - cc2, jnp.where(bc_only, -cc2, bc)), jnp.where(both | bc_only, 0, cc2)
+    a2 = jnp.where(real, ar, ac)
+    d2 = jnp.where(real, dr, dc)
+    b2 = jnp.where(real, b - c, bc)
+    c2 = jnp.where(real, 0, cc2)
+    a1, b1, c1, d1 = (jnp.where(general, x2, x1) for x1, x2 in ((a1, a2), (b1, b2), (c1, c2), (d1, d2)))
+    im = jnp.where(c1 == 0, 0, jnp.sqrt(jnp.abs(b1)) * jnp.sqrt(jnp.abs(c1)))
+    return a1, im, d1, -im
+
+
+def _diagonals(hp):
+    """``(d, sub, sup)`` of the zero-padded Hessenberg ``hp`` ``(p, p)``, each ``(p + 3,)``:
+    ``d[k] = h[k, k]``, ``sub[k] = h[k, k - 1]``, ``sup[k] = h[k - 1, k]`` (0 outside)."""
+    d = jnp.diagonal(hp)
+    off = jnp.diagonal(hp, -1)
+    up = jnp.diagonal(hp, 1)
+    z1 = jnp.zeros((1,), hp.dtype)
+    z3 = jnp.zeros((3,), hp.dtype)
+    return jnp.concatenate([d, z3]), jnp.concatenate([z1, off, z3]), jnp.concatenate([z1, up, z3])
+
+
+def _split_point(diags, i, n: int, smlnum, ulp):
+    """``?lahqr``'s ``L`` (``lo`` here): the largest ``k`` in ``1..i`` whose subdiagonal
+    ``h[k, k-1]`` is negligible (below ``smlnum``, or Ahues & Kressner's test against its
+    neighbours), else 0."""
+    d, sub, sup = diags
+    ks = _iota(n)
+    hk, dk = jnp.abs(sub[:n]), jnp.abs(d[:n])
+    dk1 = jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), d[: n - 1]]))
+    tst = dk1 + dk
+    extra = jnp.where(ks >= 2, jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), sub[: n - 1]])), 0)
+    extra = extra + jnp.where(ks + 1 <= n - 1, jnp.abs(sub[1 : n + 1]), 0)
+    tst = jnp.where(tst == 0, tst + extra, tst)
+    uk = jnp.abs(sup[:n])
+    diff = jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), d[: n - 1]]) - d[:n])
+    ab, ba = jnp.maximum(hk, uk), jnp.minimum(hk, uk)
+    aa, bb = jnp.maximum(dk, diff), jnp.minimum(dk, diff)
+    s = aa + ab
+    s = jnp.where(s == 0, 1, s)
+    ahues = ba * (ab / s) <= jnp.maximum(smlnum, ulp * (bb * (aa / s)))
+    small = (hk <= smlnum) | ((hk <= ulp * tst) & ahues)
+    return jnp.max(jnp.where(small & (ks >= 1) & (ks <= i), ks, 0))
+
+
+def _shifts(diags, lo, i, kdefl):
+    """``?lahqr``'s double shift ``(rt1r, rt1i, rt2r, rt2i)``: the eigenvalues of the trailing
+    2x2 block of the active window ``lo..i`` (one real one twice when both are real), or an
+    exceptional shift on iterations ``10, 30, ...`` (from the top) and ``20, 40, ...``
+    (from the bottom)."""
+    d, sub, sup = diags
+    bottom = kdefl % (2 * _KEXSH) == 0
+    exceptional = bottom | (kdefl % _KEXSH == 0)
+    s_exc = jnp.where(
+        bottom,
+        jnp.abs(sub[i]) + jnp.abs(sub[jnp.maximum(i - 1, 0)]),
+        jnp.abs(sub[lo + 1]) + jnp.abs(sub[lo + 2]),
+    )
+    base = _DAT1 * s_exc + jnp.where(bottom, d[i], d[lo])
+    im1 = jnp.maximum(i - 1, 0)
+    h11 = jnp.where(exceptional, base, d[im1])
+    h12 = jnp.where(exceptional, _DAT2 * s_exc, sup[i])
+    h21 = jnp.where(exceptional, s_exc, sub[i])
+    h22 = jnp.where(exceptional, base, d[i])
+    s = jnp.abs(h11) + jnp.abs(h12) + jnp.abs(h21) + jnp.abs(h22)
+    zero = s == 0
+    s = jnp.where(zero, 1, s)
+    h11, h12, h21, h22 = h11 / s, h12 / s, h21 / s, h22 / s
+    tr = 0.5 * (h11 + h22)
+    det = (h11 - tr) * (h22 - tr) - h12 * h21
+    rtdisc = jnp.sqrt(jnp.abs(det))
+    cplx = det >= 0
+    r1, r2 = tr + rtdisc, tr - rtdisc
+    one_real = jnp.where(jnp.abs(r1 - h22) <= jnp.abs(r2 - h22), r1, r2)
+    rtr = jnp.where(zero, 0, jnp.where(cplx, tr, one_real) * s)
+    rti = jnp.where(zero | ~cplx, 0, rtdisc * s)
+    return rtr, rti, rtr, -rti
+
+
+def _sweep_start(diags, lo, i, n: int, shifts, ulp):
+    """``?lahqr``'s start row ``m`` of the bulge (the largest ``m`` in ``lo+1..i-2`` where
+    starting makes ``h[m, m-1]`` negligible, else ``lo``) and the first column ``v`` (3,) of
+    the shifted double step there, scaled."""
+    d, sub, sup = diags
+    rt1r, rt1i, rt2r, rt2i = shifts
+    ms = _iota(n)
+    hmm, hm1m, hmm1 = d[:n], sub[1 : n + 1], sup[1 : n + 1]
+    hm1m1, hm2m1 = d[1 : n + 1], sub[2 : n + 2]
+    s = jnp.abs(hmm - rt2r) + jnp.abs(rt2i) + jnp.abs(hm1m)
+    s = jnp.where(s == 0, 1, s)
+    h21s = hm1m / s
+    v1 = h21s * hmm1 + (hmm - rt1r) * ((hmm - rt2r) / s) - rt1i * (rt2i / s)
+    v2 = h21s * (hmm + hm1m1 - rt1r - rt2r)
+    v3 = h21s * hm2m1
+    s = jnp.abs(v1) + jnp.abs(v2) + jnp.abs(v3)
+    s = jnp.where(s == 0, 1, s)
+    v1, v2, v3 = v1 / s, v2 / s, v3 / s
+    dprev = jnp.concatenate([jnp.zeros((1,), d.dtype), d[: n - 1]])
+    h00 = jnp.abs(sub[:n]) * (jnp.abs(v2) + jnp.abs(v3))
+    h01 = ulp * jnp.abs(v1) * (jnp.abs(dprev) + jnp.abs(hmm) + jnp.abs(hm1m1))
+    ok = (h00 <= h01) & (ms >= lo + 1) & (ms <= i - 2)
+    m = jnp.max(jnp.where(ok, ms, lo))
+    return m, jnp.stack([v1[m], v2[m], v3[m]])
+
+
+def _sweep(hp, lo, m, stop, i, v0):
+    """One implicit double-shift QR step on the padded Hessenberg ``hp``: ``?lahqr``'s bulge
+    chase ``k = m .. stop - 1`` (``stop = i`` for a step, ``m`` for none), each step a
+    3x3 (2x2 at ``k = i - 1``) reflector applied to rows ``k..k+2`` (columns ``>= k``) and
+    columns ``k..k+2`` (rows ``<= min(k + 3, i)``)."""
+    size = hp.shape[-1]
+    idx = _iota(size)
+
+    def step(k, hp):
+        first = k == m
+        three = k < i - 1
+        three_rows = k + _iota(3)  # point gathers (batched under vmap), no sliced windows
+        prev = hp[three_rows, jnp.maximum(k - 1, 0)]
+        x = jnp.where(first, v0, prev)
+        x3 = jnp.where(three, x[2], 0)
+        beta, t1, r = _larfg(x[0], jnp.stack([x[1], x3]))
+        v2, v3 = x[1] * r, x3 * r
+        t = jnp.stack([t1, t1 * v2, t1 * v3])
+        rows = hp[three_rows, :]
+        if_first = jnp.where((m > lo) & (_iota(3) == 0), prev * (1 - t1), prev)
+        chased = jnp.where(_iota(3) == 0, beta, jnp.where((_iota(3) == 2) & ~three, prev, 0))
+        new_prev = jnp.where(first, if_first, chased)
+        rows = jnp.where((idx == k - 1)[None, :], new_prev[:, None], rows)
+        total = rows[0] + v2 * rows[1] + v3 * rows[2]
+        rows = jnp.where((idx >= k)[None, :], rows - t[:, None] * total[None, :], rows)
+        hp = hp.at[three_rows, :].set(rows)
+        cols = hp[:, three_rows]
+        total = cols[:, 0] + v2 * cols[:, 1] + v3 * cols[:, 2]
+        keep = (idx <= jnp.minimum(k + 3, i))[:, None]
+        cols = jnp.where(keep, cols - total[:, None] * t[None, :], cols)
+        return hp.at[:, three_rows].set(cols)
+
+    return lax.fori_loop(m, stop, step, hp)
+
+
+def _lahqr(h):
+    """``(wr, wi, info)`` of upper Hessenberg ``(n, n)`` ``h``, LAPACK ``?lahqr``
+    (``wantt``: the whole matrix is transformed, which leaves the active window's values as
+    ``?lahqr`` computes them without ``wantt``)."""
+    n = h.shape[-1]
+    finfo = jnp.finfo(h.dtype)
+    ulp = finfo.eps
+    smlnum = finfo.tiny * (n / ulp)
+    itmax = 30 * max(10, n)
+    pad = max(1, 3 - n)  # room for the 3-row slices at the bottom
+    hp = jnp.pad(h, ((0, pad), (0, pad)))
+    idx = _iota(n)
+
+    def body(state):
+        hp, i, kdefl, its, wr, wi, info = state
+        diags = _diagonals(hp)
+        lo = _split_point(diags, i, n, smlnum, ulp)
+        lm1 = jnp.maximum(lo - 1, 0)
+        hp = hp.at[lo, lm1].set(jnp.where(lo > 0, 0, hp[lo, lm1]))
+        diags = _diagonals(hp)
+        deflate = lo >= i - 1
+        # a 1x1 (lo == i) or 2x2 (lo == i - 1) block has split off
+        d, sub, sup = diags
+        im1 = jnp.maximum(i - 1, 0)
+        r1r, r1i, r2r, r2i = _lanv2(d[im1], sup[i], sub[i], d[i])
+        single = lo == i
+        new_wr = jnp.where(
+            idx == i, jnp.where(single, d[i], r2r), jnp.where((idx == i - 1) & ~single, r1r, wr)
+        )
+        new_wi = jnp.where(idx == i, jnp.where(single, 0, r2i), jnp.where((idx == i - 1) & ~single, r1i, wi))
+        wr, wi = jnp.where(deflate, new_wr, wr), jnp.where(deflate, new_wi, wi)
+        # else one double-shift QR step on the window lo..i
+        kd = kdefl + 1
+        m, v0 = _sweep_start(diags, lo, i, n, _shifts(diags, lo, i, kd), ulp)
+        hp = _sweep(hp, lo, m, jnp.where(deflate, m, i), i, v0)
+        its = jnp.where(deflate, 0, its + 1)
+        info = jnp.where(~deflate & (its > itmax), i + 1, info)
+        return hp, jnp.where(deflate, lo - 1, i), jnp.where(deflate, 0, kd), its, wr, wi, info
+
+    def more(state):
+        _, i, _, _, _, _, info = state
+        return (i >= 0) & (info == 0)
+
+    zero = _I32(0)
+    wr = jnp.zeros((n,), h.dtype)
+    init = (hp, _I32(n - 1), zero, zero, wr, wr, zero)
+    _, _, _, _, wr, wi, info = lax.while_loop(more, body, init)
+    return wr, wi, info
+
+
 # --------------------------------------------------------------------------- custom calls
 
 
@@ -656,11 +992,14 @@ def _expansion(routine: str, config: dict, result_shapes: Sequence[tuple[int, ..
         u_shape, vt_shape = result_shapes[2:4]  # mode N: full or reduced shapes, zero-filled
         full = u_shape[-1] == u_shape[-2] and vt_shape[-1] == vt_shape[-2]
         return functools.partial(gesdd, mode=_flag(config, "mode", "A"), full_matrices=full)
+    if routine == "geev":
+        left, right = _flag(config, "compute_left", "V") == "V", _flag(config, "compute_right", "V") == "V"
+        return functools.partial(geev, left=left, right=right)
     raise NotImplementedError(f"LAPACK ?{routine} has no portable expansion")
 
 
 #: The routines :func:`lower_custom_call` expands (real types ``s``, ``d``).
-ROUTINES = ("getrf", "trsm", "potrf", "geqrf", "orgqr", "ormqr", "syevd", "gesdd", "gesvd")
+ROUTINES = ("getrf", "trsm", "potrf", "geqrf", "orgqr", "ormqr", "syevd", "gesdd", "gesvd", "geev")
 
 
 def targets() -> list[str]:

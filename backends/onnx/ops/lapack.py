@@ -6,8 +6,11 @@ emits for ``jnp.linalg``/``jax.scipy.linalg`` on CPU (``?getrf``, ``?trsm``, ``?
 ``?geqrf``, ``?orgqr``, ``?ormqr``, ``?syevd``, ``?gesdd``, ``?gesvd``) is replaced by the
 StableHLO of its LAPACK-equivalent JAX function (:mod:`converter.lapack_portable`, lowered
 for the op's operand types and ``mhlo.backend_config`` flags), whose ops this backend's rules
-emit like any others: the loops become ONNX ``Loop`` nodes. ``?geev`` (complex results) and
-the complex routines are not expanded (ONNX has no complex types).
+emit like any others: the loops become ONNX ``Loop`` nodes. ``?geev`` (real ``a``,
+eigenvalues only: its eigenvector results are complex zeros, which travel as real pairs like
+any complex value, :mod:`backends.onnx.ops.complex`) expands to a Hessenberg reduction and
+the Francis double-shift QR algorithm; ``?geev`` with eigenvectors and the complex routines
+(``c``, ``z``) are not expanded.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from converter import lapack_portable, mlir
 
 from ..registry import register
+from .complex import complex_key
 
 
 def _config(op) -> dict:
@@ -55,4 +59,7 @@ def expand(interp, op, *operands):
 
 
 for _target in lapack_portable.targets():
-    register(f"stablehlo.custom_call@{_target}")(expand)
+    _key = f"stablehlo.custom_call@{_target}"
+    # ?geev declares complex (eigenvector) results, so its op is dispatched as complex
+    _keys = (_key, complex_key(_key)) if lapack_portable.routine_of(_target) == "geev" else (_key,)
+    register(*_keys)(expand)

@@ -41,8 +41,6 @@ from .helpers import run_session
 # --------------------------------------------------------------------------- expected failures
 
 XFAIL_ONNX: dict[str, str] = {
-    # ---- LAPACK ?geev (general eigenproblem): its eigenvalues are complex, which ONNX cannot hold (the other LAPACK custom calls expand: ops/lapack.py)
-    "linalg.eig-float32": "custom_call lapack_sgeev_ffi (eigendecomposition) and complex eigenvalues",
     # ---- constructs the backend does not lower yet (it raises)
 }
 

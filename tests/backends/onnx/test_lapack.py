@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.linalg import blas, lapack
+from scipy.optimize import linear_sum_assignment
 
 import converter
 from converter import lapack_portable as lp
@@ -262,13 +263,123 @@ def test_jacobi_rounds_cover_every_pair_once_with_disjoint_rounds(n):
         assert len(set(pr) | set(qr)) == 2 * len(pr) and np.all(pr < qr)
 
 
+# --------------------------------------------------------------------------- ?geev
+
+
+def _match_error(got, want) -> float:
+    """Largest distance between the eigenvalue multisets ``got`` and ``want`` (paired by an
+    optimal assignment, so the order and near-ties do not matter)."""
+    cost = np.abs(np.asarray(got)[:, None] - np.asarray(want)[None, :])
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].max()) if cost.size else 0.0
+
+
+def _geev_values(a):
+    wr, wi, vl, vr, info = jax.jit(lp.geev)(a)
+    assert wr.dtype == wi.dtype == a.dtype and info.dtype == np.int32
+    assert vl.shape == vr.shape == a.shape and vl.dtype == vr.dtype == np.result_type(a.dtype, np.complex64)
+    assert not np.any(np.asarray(vl)) and not np.any(np.asarray(vr))  # jobvl = jobvr = 'N'
+    return np.asarray(wr) + 1j * np.asarray(wi), np.asarray(info)
+
+
+def _geev_cases():
+    r = np.random.default_rng(7)
+    m = r.standard_normal((6, 6))
+    rot = np.array([[np.cos(0.3), -np.sin(0.3)], [np.sin(0.3), np.cos(0.3)]])
+    return {
+        "random": m,
+        "symmetric": m + m.T,
+        "jordan": np.eye(5) * 2 + np.eye(5, k=1),
+        "rotation": np.kron(np.eye(3), rot),  # three equal pairs cos(0.3) +- i sin(0.3)
+        "pure_imaginary": np.array([[0.0, 1, 0], [-1, 0, 0], [0, 0, 0]]) * 4,
+        "triangular": np.triu(m),
+        "zero": np.zeros((4, 4)),
+        "hessenberg_split": np.triu(m, -1) * (np.arange(6) != 3)[:, None],  # h[3, 2] = 0
+        "graded": np.diag(10.0 ** np.arange(-4, 4)) @ r.standard_normal((8, 8)),
+        "1x1": np.array([[-3.5]]),
+        "2x2_complex": np.array([[1.0, -5], [2, 1]]),
+        "2x2_real": np.array([[1.0, 5], [2, 1]]),
+        "2x2_lower": np.array([[1.0, 0], [2, 3]]),
+        "large": r.standard_normal((40, 40)),
+    }
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("name", list(_geev_cases()))
+def test_geev_eigenvalues_match_lapack(name, dtype):
+    """The eigenvalue set as accurate as LAPACK's own ``?geev`` in the same precision
+    (against the float64 reference), within 10x plus a few ulps of ``|a|``."""
+    a = _geev_cases()[name].astype(dtype)
+    got, info = _geev_values(a)
+    assert int(info) == 0
+    wr, wi, *_, lapack_info = _lapack("geev", dtype)(a, compute_vl=0, compute_vr=0)
+    assert lapack_info == 0
+    ref = np.linalg.eigvals(a.astype(F64))
+    if name == "jordan":  # a defective eigenvalue of multiplicity 5 moves by eps**(1/5)
+        ref = np.full(5, 2.0)
+    scale = max(1.0, float(np.abs(a).max())) * a.shape[-1] * np.finfo(dtype).eps
+    assert _match_error(got, ref) <= 10 * _match_error(wr + 1j * wi, ref) + 20 * scale
+
+
+def test_geev_complex_pairs_positive_imaginary_part_first():
+    a = np.kron(np.diag([1.0, 2, 3]), np.array([[0.0, -1], [1, 0]])) + np.eye(6) * 0.5
+    got, _ = _geev_values(a)
+    np.testing.assert_allclose(got, [0.5 + 1j, 0.5 - 1j, 0.5 + 2j, 0.5 - 2j, 0.5 + 3j, 0.5 - 3j], atol=1e-14)
+    assert np.all(got[0::2].imag > 0) and np.all(got[0::2] == np.conj(got[1::2]))
+
+
+def test_geev_deflates_from_the_bottom_as_lahqr():
+    """Eigenvalues sit where they deflate (bottom up): for a generic matrix the order
+    is LAPACK's (its balancing permutes nothing here)."""
+    a = np.random.default_rng(3).standard_normal((7, 7))
+    got, _ = _geev_values(a)
+    wr, wi, *_ = lapack.dgeev(a, compute_vl=0, compute_vr=0)
+    np.testing.assert_allclose(got, wr + 1j * wi, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_geev_batched(dtype):
+    a = rng.standard_normal((2, 3, 5, 5)).astype(dtype)
+    a[1, 2] = np.triu(a[1, 2])
+    got, info = _geev_values(a)
+    assert got.shape == (2, 3, 5) and info.shape == (2, 3) and not info.any()
+    tol = 1e-4 if dtype == F32 else 1e-12
+    for i in np.ndindex(2, 3):
+        assert _match_error(got[i], np.linalg.eigvals(a[i].astype(F64))) < tol
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e30])
+def test_geev_scales_tiny_and_huge_matrices(scale):
+    a = (rng.standard_normal((5, 5)) * scale).astype(F32)
+    got, info = _geev_values(a)
+    assert int(info) == 0
+    ref = np.linalg.eigvals(a.astype(F64))
+    assert _match_error(got, ref) < 1e-4 * scale
+
+
+def test_geev_nonfinite_input_reports_info():
+    a = np.stack([np.eye(3), np.eye(3), np.eye(3)])
+    a[1, 0, 2], a[2, 1, 1] = np.nan, np.inf
+    got, info = _geev_values(a)
+    np.testing.assert_array_equal(info, [0, 1, 1])
+    np.testing.assert_array_equal(got[0], [1, 1, 1])
+    assert np.isnan(got[1:].real).all() and np.isnan(got[1:].imag).all()
+
+
+def test_geev_empty_and_eigenvectors_refused():
+    got, info = _geev_values(np.zeros((2, 0, 0), F32))
+    assert got.shape == (2, 0) and info.shape == (2,)
+    with pytest.raises(NotImplementedError, match="eigenvectors"):
+        lp.geev(np.eye(2), right=True)
+
+
 # --------------------------------------------------------------------------- custom-call expansion
 
 
 def test_lower_custom_call_refuses_unknown_targets_and_mismatched_types():
     t = converter.mlir.TensorType
     with pytest.raises(NotImplementedError, match="no portable expansion"):
-        lp.lower_custom_call("lapack_sgeev_ffi", {}, [t((3, 3), "float32")], [])
+        lp.lower_custom_call("lapack_cgeev_ffi", {}, [t((3, 3), "complex64")], [])
     with pytest.raises(NotImplementedError, match="declares"):
         lp.lower_custom_call("lapack_sgetrf_ffi", {}, [t((3, 3), "float32")], [t((3, 3), "float32")])
     with pytest.raises(NotImplementedError, match="dynamic"):
@@ -382,8 +493,37 @@ def test_onnx_svd_full_and_reduced(shape):
     _onnx_close(lambda a: (jnp.linalg.pinv(a), jnp.linalg.matrix_rank(a)), a, tol=1e-10)
 
 
-def test_onnx_geev_still_refused():
+def _sorted_eigenvalues(a):
+    """``jnp.linalg.eigvals`` as real arrays (real parts, then imaginary parts) sorted by
+    ``(real, imag)``: order-free, and only the eigenvalues cross the ONNX boundary."""
+    w = jnp.linalg.eigvals(a)
+    order = jnp.lexsort((jnp.round(w.imag, 4), jnp.round(w.real, 4)), axis=-1)
+    w = jnp.take_along_axis(w, order, axis=-1)
+    return w.real, w.imag
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype"), [((4, 4), F32), ((2, 3, 6, 6), F64), ((1, 1), F32), ((2, 2), F64)]
+)
+def test_onnx_eigvals_matches_jax(shape, dtype):
+    a = rng.standard_normal(shape).astype(dtype)
+    tol = 1e-4 if dtype == F32 else 1e-10
+    _onnx_close(_sorted_eigenvalues, a, tol=tol)
+    got, want = run_onnx(jnp.linalg.eigvals, a)  # complex results, read back from real pairs
+    for i in np.ndindex(shape[:-2]):
+        assert _match_error(got[0][i], want[0][i]) < tol
+
+
+def test_onnx_eigvals_rotation_and_nan_input():
+    a = np.kron(np.eye(2), np.array([[0.0, -2], [2, 0]])).astype(F32)
+    _onnx_close(_sorted_eigenvalues, a, tol=1e-5)
+    a[0, 0] = np.nan
+    got, want = run_onnx(_sorted_eigenvalues, a)
+    assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
+
+
+def test_onnx_eig_with_eigenvectors_refused():
     a = rng.standard_normal((3, 3)).astype(F32)
-    module = converter.from_stablehlo(jax.jit(jnp.linalg.eigvals).lower(a).as_text())
-    with pytest.raises(ConversionError, match="lapack_sgeev_ffi"):
+    module = converter.from_stablehlo(jax.jit(jnp.linalg.eig).lower(a).as_text())
+    with pytest.raises(ConversionError, match="geev eigenvectors"):
         module.to_onnx()
