@@ -663,14 +663,64 @@ def geev(a, *, left: bool = False, right: bool = False):
     anrm = jnp.max(jnp.abs(a), axis=(-2, -1))
     target = jnp.where(anrm < smlnum, smlnum, jnp.where(anrm > bignum, bignum, anrm))
     factor = jnp.where(anrm > 0, target / jnp.where(anrm > 0, anrm, 1), 1).astype(a.dtype)
-    h = _hessenberg(a * factor[..., None, None])
+    a, ilo, ihi = _balance_permutation(a * factor[..., None, None])
+    h = _hessenberg(a, ilo, ihi)
     # the QR iterations' indices differ per matrix: vmap (their indexing becomes gathers)
-    wr, wi, info = jax.vmap(_lahqr)(h.reshape((size, n, n)))
+    flat = (h.reshape((size, n, n)), ilo.reshape(size), ihi.reshape(size))
+    wr, wi, info = jax.vmap(_lahqr)(*flat)
     wr, wi, info = wr.reshape((*batch, n)), wi.reshape((*batch, n)), info.reshape(batch)
     nan = jnp.full_like(wr, jnp.nan)
     ok = finite[..., None]
     wr, wi = jnp.where(ok, wr / factor[..., None], nan), jnp.where(ok, wi / factor[..., None], nan)
     return wr, wi, zeros, zeros, jnp.where(finite, info, 1)
+
+
+def _swap(a, i, j):
+    """``a`` ``(..., n, n)`` with rows and columns ``i`` and ``j`` (``(...)`` int32) exchanged
+    (a similarity: selected entries, exact)."""
+    idx = _iota(a.shape[-1])
+    i, j = i[..., None], j[..., None]
+    perm = jnp.where(idx == i, j, jnp.where(idx == j, i, idx))  # (..., n)
+    pick = perm[..., :, None] == idx  # (..., n, n): row r takes row perm[r]
+    a = jnp.sum(jnp.where(pick[..., :, :, None], a[..., None, :, :], 0), axis=-2)
+    return jnp.sum(jnp.where(pick[..., None, :, :], a[..., :, None, :], 0), axis=-1)
+
+
+def _balance_permutation(a):
+    """LAPACK ``?gebal``'s permutation step (``job = 'P'``): rows whose off-diagonal entries
+    in columns ``0..ihi`` are zero move to the bottom (``ihi`` decreases), then columns
+    whose off-diagonal entries in rows ``ilo..ihi`` are zero move to the top (``ilo``
+    increases), each time the last (first) such row (column) found by a fresh search.
+    Returns ``(a', ilo, ihi)``: ``a'`` is triangular outside ``ilo..ihi`` (its diagonal
+    there holds eigenvalues), ``ilo``, ``ihi`` ``(...)`` int32."""
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    idx = _iota(n)
+    off = ~jnp.eye(n, dtype=bool)
+
+    def row_step(_, state):
+        a, hi = state
+        nz = (a != 0) & off & (idx <= hi[..., None])[..., None, :]
+        free = ~jnp.any(nz, axis=-1) & (idx <= hi[..., None])  # (..., n)
+        r = jnp.max(jnp.where(free, idx, -1), axis=-1)
+        go = (r >= 0) & (hi >= 1)
+        a = jnp.where(go[..., None, None], _swap(a, jnp.maximum(r, 0), hi), a)
+        return a, jnp.where(go, hi - 1, hi)
+
+    def col_step(_, state):
+        a, lo, hi = state
+        inside = (idx >= lo[..., None]) & (idx <= hi[..., None])
+        nz = (a != 0) & off & inside[..., :, None]
+        free = ~jnp.any(nz, axis=-2) & inside
+        c = jnp.min(jnp.where(free, idx, n), axis=-1)
+        go = (c < n) & (lo < hi)
+        a = jnp.where(go[..., None, None], _swap(a, jnp.minimum(c, n - 1), lo), a)
+        return a, jnp.where(go, lo + 1, lo), hi
+
+    hi = jnp.full(batch, n - 1, _I32)
+    a, hi = _loop(n, row_step, (a, hi))
+    a, lo, hi = _loop(n, col_step, (a, jnp.zeros(batch, _I32), hi))
+    return a, lo, hi
 
 
 def _larfg(alpha, x):
@@ -686,21 +736,27 @@ def _larfg(alpha, x):
     return beta, tau, r
 
 
-def _hessenberg(a):
-    """Upper Hessenberg ``Q^T a Q`` of ``(..., n, n)`` ``a``, LAPACK ``?gehd2`` (step ``j``:
-    the reflector of column ``j`` below the subdiagonal, applied from the right to every
-    row, then from the left to the trailing columns)."""
+def _hessenberg(a, ilo, ihi):
+    """Upper Hessenberg ``Q^T a Q`` of ``(..., n, n)`` ``a``, LAPACK ``?gehd2`` on the rows
+    and columns ``ilo..ihi`` (``(...)`` int32; ``a`` is triangular outside them). Step ``j``
+    (``ilo <= j < ihi - 1``): the reflector of column ``j`` below the subdiagonal (rows
+    ``j+2..ihi``), applied from the right to every row, then from the left to the trailing
+    columns."""
     n = a.shape[-1]
     idx = _iota(n)
+    ilo, ihi = ilo[..., None], ihi[..., None]
 
     def step(j, a):
         col = _at(a, j, -1)  # (..., n)
-        beta, tau, r = _larfg(_at(col, j + 1, -1), jnp.where(idx > j + 1, col, 0))
-        v = jnp.where(idx > j + 1, col * r[..., None], jnp.where(idx == j + 1, 1, 0)).astype(a.dtype)
+        below = (idx > j + 1) & (idx <= ihi)
+        beta, tau, r = _larfg(_at(col, j + 1, -1), jnp.where(below, col, 0))
+        tau = jnp.where((j >= ilo[..., 0]) & (j < ihi[..., 0] - 1), tau, 0)
+        v = jnp.where(below, col * r[..., None], jnp.where(idx == j + 1, 1, 0)).astype(a.dtype)
         tau = tau[..., None, None]
         a = a - tau * (a @ v[..., :, None]) * v[..., None, :]
         a = a - jnp.where(idx[None, :] > j, tau * v[..., :, None] * (v[..., None, :] @ a), 0)
-        new_col = jnp.where(idx == j + 1, beta[..., None], jnp.where(idx > j + 1, 0, col))
+        new_col = jnp.where(idx == j + 1, beta[..., None], jnp.where(below, 0, col))
+        new_col = jnp.where(tau[..., 0] != 0, new_col, col)
         return jnp.where(idx[None, :] == j, new_col[..., :, None], a)
 
     return jnp.triu(_loop(max(n - 2, 0), step, a), -1)
@@ -778,17 +834,18 @@ def _diagonals(hp):
     return jnp.concatenate([d, z3]), jnp.concatenate([z1, off, z3]), jnp.concatenate([z1, up, z3])
 
 
-def _split_point(diags, i, n: int, smlnum, ulp):
-    """``?lahqr``'s ``L`` (``lo`` here): the largest ``k`` in ``1..i`` whose subdiagonal
+def _split_point(diags, i, n: int, bounds, smlnum, ulp):
+    """``?lahqr``'s ``L`` (``lo`` here): the largest ``k`` in ``ilo+1..i`` whose subdiagonal
     ``h[k, k-1]`` is negligible (below ``smlnum``, or Ahues & Kressner's test against its
-    neighbours), else 0."""
+    neighbours), else ``ilo`` (``bounds = (ilo, ihi)``)."""
+    ilo, ihi = bounds
     d, sub, sup = diags
     ks = _iota(n)
     hk, dk = jnp.abs(sub[:n]), jnp.abs(d[:n])
     dk1 = jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), d[: n - 1]]))
     tst = dk1 + dk
-    extra = jnp.where(ks >= 2, jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), sub[: n - 1]])), 0)
-    extra = extra + jnp.where(ks + 1 <= n - 1, jnp.abs(sub[1 : n + 1]), 0)
+    extra = jnp.where(ks - 2 >= ilo, jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), sub[: n - 1]])), 0)
+    extra = extra + jnp.where(ks + 1 <= ihi, jnp.abs(sub[1 : n + 1]), 0)
     tst = jnp.where(tst == 0, tst + extra, tst)
     uk = jnp.abs(sup[:n])
     diff = jnp.abs(jnp.concatenate([jnp.zeros((1,), d.dtype), d[: n - 1]]) - d[:n])
@@ -798,7 +855,7 @@ def _split_point(diags, i, n: int, smlnum, ulp):
     s = jnp.where(s == 0, 1, s)
     ahues = ba * (ab / s) <= jnp.maximum(smlnum, ulp * (bb * (aa / s)))
     small = (hk <= smlnum) | ((hk <= ulp * tst) & ahues)
-    return jnp.max(jnp.where(small & (ks >= 1) & (ks <= i), ks, 0))
+    return jnp.max(jnp.where(small & (ks >= ilo + 1) & (ks <= i), ks, ilo))
 
 
 def _shifts(diags, lo, i, kdefl):
@@ -896,15 +953,17 @@ def _sweep(hp, lo, m, stop, i, v0):
     return lax.fori_loop(m, stop, step, hp)
 
 
-def _lahqr(h):
-    """``(wr, wi, info)`` of upper Hessenberg ``(n, n)`` ``h``, LAPACK ``?lahqr``
-    (``wantt``: the whole matrix is transformed, which leaves the active window's values as
-    ``?lahqr`` computes them without ``wantt``)."""
+def _lahqr(h, ilo, ihi):
+    """``(wr, wi, info)`` of upper Hessenberg ``(n, n)`` ``h`` whose rows and columns outside
+    ``ilo..ihi`` are triangular (their eigenvalues the diagonal, as ``?hseqr`` takes them),
+    LAPACK ``?lahqr`` on ``ilo..ihi`` (``wantt``: the whole matrix is transformed, which
+    leaves the active window's values as ``?lahqr`` computes them without ``wantt``)."""
     n = h.shape[-1]
     finfo = jnp.finfo(h.dtype)
     ulp = finfo.eps
-    smlnum = finfo.tiny * (n / ulp)
-    itmax = 30 * max(10, n)
+    nh = (ihi - ilo + 1).astype(h.dtype)
+    smlnum = finfo.tiny * (nh / ulp)
+    itmax = 30 * jnp.maximum(10, ihi - ilo + 1)
     pad = max(1, 3 - n)  # room for the 3-row slices at the bottom
     hp = jnp.pad(h, ((0, pad), (0, pad)))
     idx = _iota(n)
@@ -912,9 +971,9 @@ def _lahqr(h):
     def body(state):
         hp, i, kdefl, its, wr, wi, info = state
         diags = _diagonals(hp)
-        lo = _split_point(diags, i, n, smlnum, ulp)
+        lo = _split_point(diags, i, n, (ilo, ihi), smlnum, ulp)
         lm1 = jnp.maximum(lo - 1, 0)
-        hp = hp.at[lo, lm1].set(jnp.where(lo > 0, 0, hp[lo, lm1]))
+        hp = hp.at[lo, lm1].set(jnp.where(lo > ilo, 0, hp[lo, lm1]))
         diags = _diagonals(hp)
         deflate = lo >= i - 1
         # a 1x1 (lo == i) or 2x2 (lo == i - 1) block has split off
@@ -937,11 +996,12 @@ def _lahqr(h):
 
     def more(state):
         _, i, _, _, _, _, info = state
-        return (i >= 0) & (info == 0)
+        return (i >= ilo) & (info == 0)
 
     zero = _I32(0)
-    wr = jnp.zeros((n,), h.dtype)
-    init = (hp, _I32(n - 1), zero, zero, wr, wr, zero)
+    idx = _iota(n)
+    wr = jnp.where((idx < ilo) | (idx > ihi), jnp.diagonal(h), 0)  # isolated by ?gebal
+    init = (hp, ihi, zero, zero, wr, jnp.zeros_like(wr), zero)
     _, _, _, _, wr, wi, info = lax.while_loop(more, body, init)
     return wr, wi, info
 

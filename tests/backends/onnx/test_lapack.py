@@ -293,8 +293,12 @@ def _geev_cases():
         "rotation": np.kron(np.eye(3), rot),  # three equal pairs cos(0.3) +- i sin(0.3)
         "pure_imaginary": np.array([[0.0, 1, 0], [-1, 0, 0], [0, 0, 0]]) * 4,
         "triangular": np.triu(m),
+        "lower_triangular": np.tril(m),
+        "permuted_triangular": np.triu(m)[[3, 0, 5, 1, 4, 2]][:, [3, 0, 5, 1, 4, 2]],
+        "block_triangular": np.block([[np.triu(m[:3, :3]), m[:3, 3:]], [np.zeros((3, 3)), m[3:, 3:]]]),
         "zero": np.zeros((4, 4)),
         "hessenberg_split": np.triu(m, -1) * (np.arange(6) != 3)[:, None],  # h[3, 2] = 0
+        "companion": np.diag(np.ones(7), -1) + np.eye(8)[:, [7]] @ r.standard_normal((1, 8)),
         "graded": np.diag(10.0 ** np.arange(-4, 4)) @ r.standard_normal((8, 8)),
         "1x1": np.array([[-3.5]]),
         "2x2_complex": np.array([[1.0, -5], [2, 1]]),
@@ -305,20 +309,25 @@ def _geev_cases():
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("name", list(_geev_cases()))
-def test_geev_eigenvalues_match_lapack(name, dtype):
-    """The eigenvalue set as accurate as LAPACK's own ``?geev`` in the same precision
-    (against the float64 reference), within 10x plus a few ulps of ``|a|``."""
-    a = _geev_cases()[name].astype(dtype)
-    got, info = _geev_values(a)
-    assert int(info) == 0
-    wr, wi, *_, lapack_info = _lapack("geev", dtype)(a, compute_vl=0, compute_vr=0)
-    assert lapack_info == 0
-    ref = np.linalg.eigvals(a.astype(F64))
-    if name == "jordan":  # a defective eigenvalue of multiplicity 5 moves by eps**(1/5)
-        ref = np.full(5, 2.0)
-    scale = max(1.0, float(np.abs(a).max())) * a.shape[-1] * np.finfo(dtype).eps
-    assert _match_error(got, ref) <= 10 * _match_error(wr + 1j * wi, ref) + 20 * scale
+def test_geev_eigenvalues_match_lapack(dtype):
+    """Each case's eigenvalue set as accurate as LAPACK's own ``?geev`` in the same
+    precision (against the float64 reference), within 10x plus a few ulps of ``|a|``; the
+    cases of one size run as one batch (one compilation)."""
+    cases = _geev_cases()
+    for n in sorted({c.shape[-1] for c in cases.values()}):
+        names = [k for k, c in cases.items() if c.shape[-1] == n]
+        batch = np.stack([cases[k] for k in names]).astype(dtype)
+        got, info = _geev_values(batch)
+        for name, a, w, inf in zip(names, batch, got, info, strict=True):
+            assert int(inf) == 0, name
+            wr, wi, *_, lapack_info = _lapack("geev", dtype)(a, compute_vl=0, compute_vr=0)
+            assert lapack_info == 0
+            ref = np.linalg.eigvals(a.astype(F64))
+            if name == "jordan":  # a defective eigenvalue of multiplicity 5 moves by eps**(1/5)
+                ref = np.full(5, 2.0)
+            scale = max(1.0, float(np.abs(a).max())) * n * np.finfo(dtype).eps
+            err, lapack_err = _match_error(w, ref), _match_error(wr + 1j * wi, ref)
+            assert err <= 10 * lapack_err + 20 * scale, (name, err, lapack_err)
 
 
 def test_geev_complex_pairs_positive_imaginary_part_first():
