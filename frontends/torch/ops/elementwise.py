@@ -277,7 +277,7 @@ def _gcd(a, b):
     """ATen's ``calc_gcd``: Euclid's algorithm on ``|a|``, ``|b|`` with C's truncating
     remainder (``|b % a| < |a|``, so it ends even for the minimum integer, whose ``abs``
     wraps; ``jnp.gcd``'s floor modulo can cycle there)."""
-    a, b = jnp.abs(a), jnp.abs(b)
+    a, b = jnp.broadcast_arrays(jnp.abs(a), jnp.abs(b))  # the loop carries one shape
 
     def step(ab):
         a, b = ab
@@ -299,6 +299,7 @@ def lcm(x, y):
     """Least common multiple ``|x / gcd * y|`` of integers (0 when the gcd is 0), truncating
     division and wrapping on overflow as ATen's ``calc_lcm``."""
     (x, y), _ = _common(x, y)
+    x, y = jnp.broadcast_arrays(x, y)
     g = _gcd(x, y)
     zero = g == 0
     return jnp.where(zero, jnp.zeros((), x.dtype), jnp.abs(lax.div(x, jnp.where(zero, 1, g)) * y))

@@ -283,6 +283,12 @@ def test_gcd_lcm_edges(check, dtype):
     check(lambda x, y: (torch.gcd(x, y), torch.lcm(x, y)), a, b, ops=["aten.gcd.default", "aten.lcm.default"])
 
 
+def test_gcd_broadcasts(check):
+    # the Euclid loop carries both operands at the broadcast shape
+    a, b = torch.tensor([[12], [-9]]), torch.tensor([8, 6, 0])
+    check(lambda x, y: (torch.gcd(x, y), torch.lcm(y, x)), a, b, ops="aten.gcd.default")
+
+
 def test_integer_pow_negative_exponent(check):
     # powi: a negative exponent gives 0 except for bases 1 and -1; positive ones wrap
     base = torch.tensor([6, 1, -1, -1, 0, 2, 3, -2, 7])
