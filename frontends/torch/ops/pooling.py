@@ -1,6 +1,7 @@
 """Pooling: ``max_pool{2,3}d_with_indices``, ``avg_pool{1,2,3}d``,
-``_adaptive_avg_pool{2,3}d`` / ``adaptive_avg_pool1d`` (``native_functions.yaml``; output
-sizes and divisors follow ``aten/src/ATen/native/Pool.h`` and ``AvgPoolKernel.cpp``).
+``_adaptive_avg_pool{2,3}d`` / ``adaptive_avg_pool1d``, ``fractional_max_pool{2,3}d``
+(``native_functions.yaml``; output sizes and divisors follow ``aten/src/ATen/native/Pool.h``
+and ``AvgPoolKernel.cpp``, fractional windows ``FractionalMaxPooling.h``).
 
 Max pooling stacks the ``prod(kernel)`` strided windows of the (-inf padded) input and takes
 the first maximum (NaN counts as the maximum), so indices, values and the gradient (which
@@ -17,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype, arg_extreme
+from ._util import acc_dtype, arg_extreme, is_float
 
 aten = __import__("torch").ops.aten
 
@@ -100,6 +101,92 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
 def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     """``(values, indices)`` of 3-d max pooling; indices are flat ``(d * H + h) * W + w``."""
     return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def _rounded(x, dtype):
+    """``x`` (computed in float32 for a 16-bit ``dtype``) rounded to ``dtype`` as each c10
+    ``BFloat16``/``Half`` operation rounds its result (``reduce_precision``, which XLA keeps
+    where it may otherwise carry excess precision)."""
+    if np.dtype(dtype).itemsize != 2:
+        return x
+    info = jnp.finfo(dtype)
+    return lax.reduce_precision(x, exponent_bits=info.nexp, mantissa_bits=info.nmant)
+
+
+def _intervals(sample, size: int, out: int, pool: int):
+    """ATen's ``generate_intervals``: the window starts ``(..., out)`` int64 along one dim for
+    the per-plane ``sample`` ``(...)`` in ``[0, 1)``: ``int((i + u) * alpha) - int(u *
+    alpha)`` with ``alpha = (size - pool) / (out - 1)``, all in the sample's dtype, and the
+    last window ending at ``size``."""
+    dt = np.dtype(sample.dtype)
+    last = jnp.full((*sample.shape, min(out, 1)), size - pool, np.int64)
+    if out <= 1:
+        return last
+    alpha = (np.asarray(size - pool, dt) / np.asarray(out - 1, dt)).astype(dt)  # rounded as c10
+    work = acc_dtype(dt)
+    u = sample.astype(work)[..., None]
+    i = jnp.asarray(np.arange(out - 1).astype(dt), work)
+    scaled = _rounded(_rounded(i + u, dt) * alpha.astype(work), dt)
+    first = _rounded(u * alpha.astype(work), dt)
+    starts = scaled.astype(np.int32).astype(np.int64) - first.astype(np.int32).astype(np.int64)
+    return jnp.concatenate([starts, last], axis=-1)
+
+
+def _last_nan_first_max(w):
+    """Position along the last axis ATen's fractional max pooling keeps: it replaces the
+    running maximum (from ``-inf`` at the window start) on ``val > max || isnan(val)``, so the
+    first maximum, or the last NaN."""
+    pos = lax.broadcasted_iota(np.int64, w.shape, w.ndim - 1)
+    first = jnp.min(jnp.where(w == jnp.max(w, axis=-1, keepdims=True), pos, w.shape[-1] - 1), axis=-1)
+    if not is_float(w.dtype):
+        return first
+    last_nan = jnp.max(jnp.where(jnp.isnan(w), pos, -1), axis=-1)
+    return jnp.where(last_nan >= 0, last_nan, first)
+
+
+def _fractional_max_pool(x, nd: int, kernel_size, output_size, samples):
+    x, unbatched = _batched(x, nd)
+    n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
+    k, outs = _per_dim(kernel_size, nd), _per_dim(output_size, nd)
+    for size, kk, o in zip(sizes, k, outs, strict=True):
+        if o + kk - 1 > size:
+            raise ValueError(f"fractional_max_pool{nd}d: output {o} + kernel {kk} - 1 exceeds input {size}")
+    # ATen's sample order per plane: (W, H) in 2-d, (T, H, W) in 3-d
+    which = [1, 0] if nd == 2 else [0, 1, 2]
+    samples = jnp.broadcast_to(samples, (n, c, nd))
+    starts = [
+        _intervals(samples[..., which[d]], sizes[d], outs[d], k[d]) for d in range(nd)
+    ]  # (N, C, out_d) each
+    strides = [int(np.prod(sizes[d + 1 :])) for d in range(nd)]
+    flat = x.reshape(n, c, -1)
+    windows, positions = [], []
+    for offset in itertools.product(*(range(kk) for kk in k)):
+        pos = 0
+        for d in range(nd):
+            shape = [n, c] + [outs[e] if e == d else 1 for e in range(nd)]
+            pos = pos + ((starts[d] + offset[d]) * strides[d]).reshape(shape)
+        pos = jnp.broadcast_to(pos, (n, c, *outs)).reshape(n, c, -1)
+        positions.append(pos)
+        windows.append(jnp.take_along_axis(flat, pos, axis=-1))
+    w, p = jnp.stack(windows, -1), jnp.stack(positions, -1)
+    choice = _last_nan_first_max(w)[..., None]
+    vals = jnp.take_along_axis(w, choice, axis=-1)[..., 0].reshape(n, c, *outs)
+    idx = jnp.take_along_axis(p, choice, axis=-1)[..., 0].reshape(n, c, *outs)
+    return (vals[0], idx[0]) if unbatched else (vals, idx)
+
+
+@register(aten.fractional_max_pool2d.default, aten.fractional_max_pool3d.default)
+def fractional_max_pool(x, kernel_size, output_size, random_samples):
+    """``(values, indices)`` of fractional max pooling (Graham 2015) over the trailing
+    ``len(output_size)`` dims of ``(N, C, *spatial)`` or ``(C, *spatial)`` ``x``: pseudo-random
+    overlapping windows of ``kernel_size`` whose starts come from ``random_samples``
+    (``(N, C, nd)``, in ``x``'s dtype; ATen's ``generate_intervals``). Indices are flat over
+    the spatial dims (int64). The op is deterministic given ``random_samples``; the random
+    draw of ``F.fractional_max_pool2d`` is its own ``rand`` node.
+
+    Raises ``ValueError`` when an output size plus the kernel size exceeds the input."""
+    nd = len(output_size)
+    return _fractional_max_pool(x, nd, kernel_size, output_size, random_samples)
 
 
 def _avg_divisor(n, k, s, p, o, count_include_pad):

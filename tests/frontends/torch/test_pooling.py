@@ -118,3 +118,37 @@ def test_max_pool2d_backward(kwargs, batched):
 
     g = torch.randn(x.shape)
     check_targets(fn, x, g, ops="aten.max_pool2d_with_indices_backward.default", rtol=1e-6)
+
+
+def _fractional(nd, kernel, out):
+    fn = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
+    return lambda v, r: fn(v, kernel, output_size=out, return_indices=True, _random_samples=r)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("nd", "shape", "kernel", "out"),
+    [
+        (2, (2, 3, 9, 11), (3, 2), (4, 6)),
+        (2, (3, 7, 7), 2, (5, 3)),  # unbatched
+        (3, (1, 2, 6, 7, 8), (2, 3, 2), (3, 4, 5)),
+        (2, (1, 1, 5, 5), 2, (1, 1)),  # one window: the last, ending at the input's end
+    ],
+)
+def test_fractional_max_pool(nd, shape, kernel, out, dtype):
+    # window starts from the samples as ATen's generate_intervals computes them in the
+    # samples' dtype (bfloat16 rounding included); several samples per plane
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(shape, generator=g).to(dtype)
+    batch = 1 if len(shape) == nd + 1 else shape[0]
+    r = torch.rand(batch, shape[-nd - 1], nd, generator=g).to(dtype)
+    ops = f"aten.fractional_max_pool{nd}d.default"
+    check_targets(_fractional(nd, kernel, out), x, r, ops=ops, rtol=0, atol=0)
+
+
+def test_fractional_max_pool_ties_and_nans():
+    # ATen keeps the running maximum on `val > max || isnan(val)`: first of equal maxima,
+    # last NaN of a window
+    x = torch.tensor([[[[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, 1.0, 0.0], [0.0, float("nan"), float("nan"), 1.0]]]])
+    r = torch.tensor([[[0.5, 0.5]]])
+    check_targets(_fractional(2, 2, (2, 3)), x, r, ops="aten.fractional_max_pool2d.default", rtol=0, atol=0)
