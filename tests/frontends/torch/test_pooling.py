@@ -125,25 +125,32 @@ def _fractional(nd, kernel, out):
     return lambda v, r: fn(v, kernel, output_size=out, return_indices=True, _random_samples=r)
 
 
+_FRACTIONAL = [  # (nd, input shape, kernel, output size)
+    (2, (2, 3, 9, 11), (3, 2), (4, 6)),
+    (2, (3, 7, 7), 2, (5, 3)),  # unbatched
+    (3, (1, 2, 6, 7, 8), (2, 3, 2), (3, 4, 5)),
+    (2, (1, 1, 5, 5), 2, (1, 1)),  # one window: the last, ending at the input's end
+]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-@pytest.mark.parametrize(
-    ("nd", "shape", "kernel", "out"),
-    [
-        (2, (2, 3, 9, 11), (3, 2), (4, 6)),
-        (2, (3, 7, 7), 2, (5, 3)),  # unbatched
-        (3, (1, 2, 6, 7, 8), (2, 3, 2), (3, 4, 5)),
-        (2, (1, 1, 5, 5), 2, (1, 1)),  # one window: the last, ending at the input's end
-    ],
-)
-def test_fractional_max_pool(nd, shape, kernel, out, dtype):
+def test_fractional_max_pool(dtype):
     # window starts from the samples as ATen's generate_intervals computes them in the
-    # samples' dtype (bfloat16 rounding included); several samples per plane
+    # samples' dtype (bfloat16 rounding included); every configuration in one module
     g = torch.Generator().manual_seed(3)
-    x = torch.randn(shape, generator=g).to(dtype)
-    batch = 1 if len(shape) == nd + 1 else shape[0]
-    r = torch.rand(batch, shape[-nd - 1], nd, generator=g).to(dtype)
-    ops = f"aten.fractional_max_pool{nd}d.default"
-    check_targets(_fractional(nd, kernel, out), x, r, ops=ops, rtol=0, atol=0)
+    args = []
+    for nd, shape, _, _ in _FRACTIONAL:
+        batch = 1 if len(shape) == nd + 1 else shape[0]
+        args += [
+            torch.randn(shape, generator=g).to(dtype),
+            torch.rand(batch, shape[-nd - 1], nd, generator=g).to(dtype),
+        ]
+
+    def fn(*a):
+        return [_fractional(nd, k, o)(a[2 * i], a[2 * i + 1]) for i, (nd, _, k, o) in enumerate(_FRACTIONAL)]
+
+    ops = ["aten.fractional_max_pool2d.default", "aten.fractional_max_pool3d.default"]
+    check_targets(fn, *args, ops=ops, rtol=0, atol=0)
 
 
 def test_fractional_max_pool_ties_and_nans():
