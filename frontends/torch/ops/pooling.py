@@ -4,8 +4,8 @@
 and ``AvgPoolKernel.cpp``, fractional windows ``FractionalMaxPooling.h``).
 
 Max pooling stacks the ``prod(kernel)`` strided windows of the (-inf padded) input and takes
-the first maximum (NaN counts as the maximum), so indices, values and the gradient (which
-goes to the chosen element) match torch's CPU kernel.
+the first maximum, or the last NaN of a window, so indices, values and the gradient (which
+goes to the chosen element) match torch's CPU kernels.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype, arg_extreme, is_float
+from ._util import acc_dtype, is_float
 
 aten = __import__("torch").ops.aten
 
@@ -49,6 +49,18 @@ def _batched(x, nd):
     return (x[None], True) if x.ndim == nd + 1 else (x, False)
 
 
+def _last_nan_first_max(w):
+    """Position along the last axis that ATen's max pooling kernels keep (max, adaptive and
+    fractional, 1-d to 3-d): they replace the running maximum on ``val > max || isnan(val)``,
+    so the first maximum, or the last NaN (``argmax`` takes the first NaN)."""
+    pos = lax.broadcasted_iota(np.int64, w.shape, w.ndim - 1)
+    first = jnp.min(jnp.where(w == jnp.max(w, axis=-1, keepdims=True), pos, w.shape[-1] - 1), axis=-1)
+    if not is_float(w.dtype):
+        return first
+    last_nan = jnp.max(jnp.where(jnp.isnan(w), pos, -1), axis=-1)
+    return jnp.where(last_nan >= 0, last_nan, first)
+
+
 def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
     x, unbatched = _batched(x, nd)
     k = _per_dim(kernel_size, nd)
@@ -71,7 +83,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
         pos = [np.arange(o) * ss - pp + st for o, ss, pp, st in zip(outs, s, p, starts, strict=True)]
         flat.append(_flat_index(pos, sizes))
     stacked = jnp.stack(windows, axis=-1)
-    choice = arg_extreme(stacked, stacked.ndim - 1)[..., None]
+    choice = _last_nan_first_max(stacked)[..., None]
     vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
     table = jnp.asarray(np.stack(flat, axis=-1))
     idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]
@@ -130,18 +142,6 @@ def _intervals(sample, size: int, out: int, pool: int):
     first = _rounded(u * alpha.astype(work), dt)
     starts = scaled.astype(np.int32).astype(np.int64) - first.astype(np.int32).astype(np.int64)
     return jnp.concatenate([starts, last], axis=-1)
-
-
-def _last_nan_first_max(w):
-    """Position along the last axis ATen's fractional max pooling keeps: it replaces the
-    running maximum (from ``-inf`` at the window start) on ``val > max || isnan(val)``, so the
-    first maximum, or the last NaN."""
-    pos = lax.broadcasted_iota(np.int64, w.shape, w.ndim - 1)
-    first = jnp.min(jnp.where(w == jnp.max(w, axis=-1, keepdims=True), pos, w.shape[-1] - 1), axis=-1)
-    if not is_float(w.dtype):
-        return first
-    last_nan = jnp.max(jnp.where(jnp.isnan(w), pos, -1), axis=-1)
-    return jnp.where(last_nan >= 0, last_nan, first)
 
 
 def _fractional_max_pool(x, nd: int, kernel_size, output_size, samples):
@@ -312,7 +312,7 @@ def _adaptive_max(x, output_size):
     windows = jnp.where(jnp.asarray(mask), windows, jnp.asarray(_lowest(x.dtype), x.dtype))
     windows = windows.reshape(*windows.shape[: lead + nd], -1)
     flat = np.broadcast_to(flat, mask.shape).reshape(*mask.shape[:nd], -1)
-    choice = arg_extreme(windows, windows.ndim - 1)[..., None]
+    choice = _last_nan_first_max(windows)[..., None]
     vals = jnp.take_along_axis(windows, choice, axis=-1)[..., 0]
     idx = jnp.take_along_axis(jnp.broadcast_to(jnp.asarray(flat), windows.shape), choice, axis=-1)[..., 0]
     return vals, idx
@@ -321,7 +321,7 @@ def _adaptive_max(x, output_size):
 @register(aten.adaptive_max_pool2d.default, aten.adaptive_max_pool3d.default)
 def adaptive_max_pool(x, output_size):
     """``(values, indices)`` of adaptive max pooling over the trailing ``len(output_size)``
-    dims: the first maximum of each adaptive window, indices flat over the spatial dims."""
+    dims: the first maximum (last NaN) of each adaptive window, indices flat over the spatial dims."""
     return _adaptive_max(x, list(output_size))
 
 

@@ -159,3 +159,21 @@ def test_fractional_max_pool_ties_and_nans():
     x = torch.tensor([[[[1.0, 3.0, 3.0, 0.0], [3.0, 2.0, 1.0, 0.0], [0.0, float("nan"), float("nan"), 1.0]]]])
     r = torch.tensor([[[0.5, 0.5]]])
     check_targets(_fractional(2, 2, (2, 3)), x, r, ops="aten.fractional_max_pool2d.default", rtol=0, atol=0)
+
+
+def test_max_pools_keep_the_last_nan():
+    # every CPU max-pooling kernel replaces its running maximum on `val > max || isnan(val)`
+    # (argmax keeps the first NaN instead)
+    nan = float("nan")
+    x = torch.tensor([[[[1.0, nan, 3.0, nan, 0.0, 2.0]]]])
+
+    def fn(v):
+        return (
+            F.max_pool2d(v, (1, 4), stride=2, return_indices=True),
+            F.adaptive_max_pool2d(v, (1, 2), return_indices=True),
+            F.max_pool1d(v[0], 4, stride=2, return_indices=True),
+            F.max_pool3d(v[None], (1, 1, 4), stride=2, return_indices=True),
+        )
+
+    ops = ["aten.max_pool2d_with_indices.default", "aten.adaptive_max_pool2d.default"]
+    check_targets(fn, x, ops=ops, rtol=0, atol=0)
