@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import inspect
 import io
+import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -65,39 +66,72 @@ def registry_tables() -> str:
 
 
 SUITES = [
-    # (title, module holding the suite's one xfail list, cases in the suite's default run)
-    ("OpInfo (torch → JAX), float32", "tests.frontends.torch.opinfo_xfails", "702 op_db entries"),
-    ("ONNX node tests (ONNX → JAX)", "tests.frontends.onnx.onnx_node_xfails", "1884 cases"),
-    ("JAX functions (JAX → torch), 15 dtypes", "tests.backends.torch.test_conformance", "765 cases"),
+    # (title, module holding the suite's one xfail list, its attribute, cases in a full run)
+    ("ONNX node tests, ONNX → JAX", "tests.frontends.onnx.onnx_node_xfails", "XFAILS", 1884),
+    ("JAX functions, JAX → torch (15 dtypes)", "tests.backends.torch.test_conformance", "XFAIL", 765),
+    ("JAX functions, JAX → ONNX", "tests.backends.onnx.test_conformance", "XFAIL_ONNX", 765),
 ]
 
+OPINFO_RUNS = ROOT / "tests/frontends/torch/opinfo_runs.json"
 
-def _xfail_list(module: str):
-    """The suite's xfail mapping (the first dict-valued module attribute named like XFAIL*)."""
-    mod = importlib.import_module(module)
-    for name in dir(mod):
-        value = getattr(mod, name)
-        if name in ("XFAIL", "XFAILS") and isinstance(value, dict):
-            return value
-    return None
+
+def _pass_suffix(run: str) -> str:
+    """The xfail-key suffix of an OpInfo pass (``float32`` → ``""``, ``bfloat16>torch`` →
+    ``"@bfloat16>torch"``)."""
+    dtype, _, target = run.partition(">")
+    return ("" if dtype == "float32" else f"@{dtype}") + (f">{target}" if target else "")
+
+
+def _key_suffix(key: str) -> str:
+    cut = min((i for i in (key.find("@"), key.find(">")) if i >= 0), default=len(key))
+    return key[cut:]
+
+
+def _row(title: str, cases: int, failing: int, path: str, note: str = "") -> str:
+    rate = f"{100 * (cases - failing) / cases:.1f} %" if cases else "—"
+    return f"| {title} | {cases}{note} | {cases - failing} | {failing} | {rate} | [`{path}`](../{path}) |"
+
+
+def _onnx_node_rows() -> list[str]:
+    mod = importlib.import_module("tests.frontends.onnx.onnx_node_xfails")
+    path = "tests/frontends/onnx/onnx_node_xfails.py"
+    torch_only = mod.BACKEND_XFAILS.get("torch", {})
+    names = set(mod.XFAILS) | set(torch_only)
+    failing = sum(1 for n in names if torch_only.get(n, mod.XFAILS.get(n)))
+    return [_row("ONNX node tests, ONNX → torch", 1884, failing, path)]
+
+
+def _opinfo_rows() -> list[str]:
+    mod = importlib.import_module("tests.frontends.torch.opinfo_xfails")
+    path = "tests/frontends/torch/opinfo_xfails.py"
+    runs = json.loads(OPINFO_RUNS.read_text())
+    rows = []
+    for run, r in sorted(runs.items(), key=lambda kv: (kv[0].partition(">")[0] != "float32", kv[0])):
+        failing = sum(1 for k in mod.XFAILS if _key_suffix(k) == _pass_suffix(run))
+        dtype, _, target = run.partition(">")
+        title = f"PyTorch OpInfo, torch → {'StableHLO → torch' if target else 'JAX'}, {dtype}"
+        note = f" exportable of {r['entries']} ({r['shape_only']} by shape only; full run {r['date']})"
+        rows.append(_row(title, r["exportable"], failing, path, note))
+    return rows
 
 
 def conformance_tables() -> str:
-    out = ["## Conformance suites\n", "| suite | cases | listed xfails | list |", "|---|---|---|---|"]
-    for title, module, cases in SUITES:
-        try:
-            xfails = _xfail_list(module)
-        except ImportError:
-            xfails = None
-        if xfails is None:
-            out.append(f"| {title} | {cases} | — | (no list yet) |")
-            continue
-        path = module.replace(".", "/") + ".py"
-        out.append(f"| {title} | {cases} | {len(xfails)} | [`{path}`](../{path}) |")
-    out.append(
-        "\nPass rates are in the README; each suite prints its own count (`pytest -rx` lists every "
-        "xfail with its reason).\n"
-    )
+    out = [
+        "## Conformance suites\n",
+        "Pass counts are the cases of a full run minus the suite's listed xfails (strict: a listed",
+        "case that passes fails the suite, so the lists hold exactly the failures). OpInfo counts",
+        "exportable entries, recorded by each full run of `gen_opinfo_xfails.py` in",
+        "`tests/frontends/torch/opinfo_runs.json`.\n",
+        "| suite | cases | pass | xfail | pass rate | list |",
+        "|---|---|---|---|---|---|",
+    ]
+    for title, module, attr, cases in SUITES:
+        xfails = getattr(importlib.import_module(module), attr)
+        out.append(_row(title, cases, len(xfails), module.replace(".", "/") + ".py"))
+        if attr == "XFAILS":  # the ONNX node tests: their torch column next
+            out += _onnx_node_rows()
+    out += _opinfo_rows()
+    out.append("\n`pytest -rx` lists every xfail of a suite with its reason.\n")
     return "\n".join(out)
 
 

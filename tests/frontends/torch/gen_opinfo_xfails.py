@@ -7,7 +7,8 @@ Usage (from the repository root)::
 
 Every entry of ``op_db`` goes through :func:`test_opinfo.check_entry` in the ``--dtype`` pass
 (float32 by default); the failing ones are written, with their reason, to
-``opinfo_xfails.py`` (sorted; keyed ``name`` for float32, ``name@dtype`` otherwise). Printed:
+``opinfo_xfails.py`` (sorted; keyed ``name`` for float32, ``name@dtype`` otherwise), and a
+full pass's denominators to ``opinfo_runs.json`` (for the docs' pass rates). Printed:
 the pass rate over the exportable entries, the time taken, and the missing ops ranked by how
 many entries each blocks (the op engineer's to-do list). With ``--only`` the named entries,
 with ``--xfailed`` the listed xfails, are re-checked and merged into the existing list (the
@@ -115,6 +116,29 @@ def write_xfails(xfails: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
+RUNS = os.path.join(HERE, "opinfo_runs.json")
+
+
+def record_run(name: str, s: dict, samples: int | None) -> None:
+    """Record a full pass's denominators in ``opinfo_runs.json`` (``name``: ``float32``,
+    ``bfloat16>torch``...): entries, exportable entries, shape-only entries, samples, date.
+    ``docs/generate.py`` derives each pass rate from them and the live xfail list (strict
+    xfails: every failing exportable entry is listed)."""
+    runs = json.load(open(RUNS)) if os.path.exists(RUNS) else {}
+    runs[name] = {
+        "entries": s["entries"],
+        "exportable": s["exportable"],
+        "shape_only": s["counts"].get("shape_only", 0),
+        "samples": samples if samples is not None else "all",
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    tmp = RUNS + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(dict(sorted(runs.items())), f, indent=1)
+        f.write("\n")
+    os.replace(tmp, RUNS)
+
+
 def summarize(results: dict[str, harness.Outcome]) -> dict:
     counts = collections.Counter(r.status for r in results.values())
     exportable = sum(counts[s] for s in ("pass", "shape_only", "fail"))
@@ -166,6 +190,8 @@ def main(argv=None) -> int:
     write_xfails(xfails)
     s = summarize(results)
     s["seconds"] = round(elapsed, 1)
+    if not partial:
+        record_run(a.dtype + ("" if a.target == "jax" else f">{a.target}"), s, samples)
     print(
         f"{s['entries']} entries in {elapsed:.0f}s: {s['counts']}; "
         f"pass rate over exportable {a.dtype} entries: {s['passed']}/{s['exportable']} "
