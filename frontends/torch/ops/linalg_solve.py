@@ -6,7 +6,6 @@ on the factorizations of :mod:`.linalg_decomp`.
 from __future__ import annotations
 
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 import numpy as np
 from jax import lax
 
@@ -139,13 +138,3 @@ def linalg_pinv(a, atol=None, rtol=None, hermitian=False):
     keep = s > tol
     sinv = jnp.where(keep, 1 / jnp.where(keep, sinv_of, 1), 0).astype(a.dtype)
     return matmul(left * sinv[..., None, :], right)
-
-
-@register(aten.linalg_matrix_exp.default)
-def linalg_matrix_exp(a):
-    """``exp(a)`` for ``a`` ``(..., n, n)``: Padé approximation with scaling and squaring
-    (``jax.scipy.linalg.expm``; torch uses Taylor polynomials, equal within rounding).
-    bfloat16/float16, which ``expm`` rejects, are computed in float32 and rounded once."""
-    if a.dtype in (jnp.bfloat16, np.float16):
-        return jsl.expm(a.astype(np.float32)).astype(a.dtype)
-    return jsl.expm(a)

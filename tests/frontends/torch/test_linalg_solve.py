@@ -150,7 +150,7 @@ def test_pinv(check, hermitian):
 
 
 def test_matrix_exp_bfloat16_computes_in_float32():
-    # expm has no bfloat16 path: computed in float32 and rounded once. Eager torch's own
+    # bfloat16 is computed in float32 and rounded once. Eager torch's own
     # bfloat16 matrix_exp overflows to inf on these inputs, so the float64 result is the bar.
     a = (torch.randn(2, 4, 4) * 0.3).bfloat16()
     module = converter.from_torch(export(Fn(torch.linalg.matrix_exp), (a,)))
@@ -160,6 +160,32 @@ def test_matrix_exp_bfloat16_computes_in_float32():
         np.testing.assert_allclose(got, ref, rtol=1.6e-2, atol=1e-2)
 
 
-def test_matrix_exp(check):
-    a = torch.randn(3, 4, 4) * torch.tensor([0.01, 0.5, 2.0])[:, None, None]  # every Pade degree
-    check(torch.linalg.matrix_exp, a, ops="aten.linalg_matrix_exp.default", **TOL)
+#: 1-norms inside each of ATen's buckets (degree 1, 2, 4, 8, 12, 18 and 18 with squaring) in
+#: float32 and float64 (a norm of 0.04 puts float64 on the degree-8 polynomial).
+_EXPM_NORMS = {
+    torch.float32: [5e-8, 3e-4, 0.03, 0.4, 1.2, 2.5, 40.0],
+    torch.float64: [1e-16, 1e-8, 2e-4, 0.04, 0.2, 0.9, 40.0],
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex128])
+def test_matrix_exp(check, dtype):
+    # every polynomial of ATen's Taylor scheme, at torch's own accuracy (float64 within 1e-13)
+    norms = _EXPM_NORMS[torch.float64 if dtype == torch.complex128 else dtype]
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(len(norms), 4, 4, generator=g, dtype=dtype)
+    a = a / a.abs().sum(-2).amax(-1)[:, None, None] * torch.tensor(norms, dtype=torch.float64)[:, None, None]
+    tol = {"rtol": 2e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-13, "atol": 1e-15}
+    check(torch.linalg.matrix_exp, a, ops="aten.linalg_matrix_exp.default", **tol)
+
+
+def test_matrix_exp_non_finite_and_1x1(check):
+    # a NaN or inf entry makes the whole matrix NaN, as torch; 1 x 1 matrices are exp
+    a = torch.tensor(
+        [[[1.0, float("inf")], [0.0, 1.0]], [[1.0, float("nan")], [0.0, 1.0]], [[0.5, 0], [0, 1]]]
+    )
+    check(
+        lambda x, y: (torch.linalg.matrix_exp(x), torch.linalg.matrix_exp(y)),
+        a,
+        torch.tensor([[[88.0]], [[-3.0]]]),
+    )
