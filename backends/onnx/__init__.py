@@ -38,7 +38,7 @@ from converter.module import Module
 from converter.passes.placement import strip_placement
 
 from . import ops, widen  # noqa: F401 - ops registers the rules
-from .graph import GraphBuilder, _tensor, onnx_dtype
+from .graph import GraphBuilder, _tensor, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY, to_pairs
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
@@ -183,9 +183,8 @@ def to_onnx(
     for value, spec in zip(results, sig.outputs, strict=True):
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(_value_info(spec))
-    used = _used_names(g.nodes)
-    initializers = [t for t in g.initializers if t.name in used]
-    graph = helper.make_graph(g.nodes, "main", inputs, outputs, initializers)
+    nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
+    graph = helper.make_graph(nodes, "main", inputs, outputs, initializers)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", opset)],
@@ -282,17 +281,6 @@ def _sizeable(model: onnx.ModelProto) -> bool:
         return True
     except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
         return False
-
-
-def _used_names(nodes) -> set[str]:
-    """Every value name read by ``nodes`` or by their subgraphs."""
-    used: set[str] = set()
-    for node in nodes:
-        used.update(node.input)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                used |= _used_names(attr.g.node)
-    return used
 
 
 def _dims(shape):

@@ -177,6 +177,30 @@ class GraphBuilder:
         return out if static == 1 else self.op("Mul", [out, self.ints([static])])
 
 
+def used_names(nodes) -> set[str]:
+    """Every value name read by ``nodes`` or by their subgraphs."""
+    used: set[str] = set()
+    for node in nodes:
+        used.update(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used |= used_names(attr.g.node)
+    return used
+
+
+def live(nodes, initializers, outputs) -> tuple[list, list]:
+    """``(nodes, initializers)`` of a graph without what its ``outputs`` do not need: nodes
+    whose results nothing reads (transitively; ONNX nodes have no side effects, e.g. shape
+    computations a static result made unnecessary) and initializers no live node reads."""
+    needed = set(outputs)
+    kept = []
+    for node in reversed(nodes):
+        if any(name in needed for name in node.output if name):
+            kept.append(node)
+            needed |= used_names([node])
+    return kept[::-1], [t for t in initializers if t.name in needed]
+
+
 def _tensor(arr: np.ndarray, name: str) -> onnx.TensorProto:
     if dtypes.name_of(arr.dtype) == "bfloat16":
         t = helper.make_tensor(

@@ -12,7 +12,7 @@ from onnx import helper
 
 from converter.mlir import TensorType
 
-from ..graph import onnx_dtype
+from ..graph import live, onnx_dtype
 from ..registry import register
 
 _I64, _BOOL = TensorType((), "int64"), TensorType((), "bool")
@@ -31,12 +31,13 @@ def _subgraph(interp, name, inputs, emit):
         outs = [(sub.op("Identity", [v]), t) for v, t in emit()]
     finally:
         interp.graph = outer
+    nodes, initializers = live(sub.nodes, sub.initializers, [n for n, _ in outs])
     return helper.make_graph(
-        sub.nodes,
+        nodes,
         sub.fresh(name),
         [_value_info(n, t) for n, t in inputs],
         [_value_info(n, t) for n, t in outs],
-        sub.initializers,
+        initializers,
     )
 
 

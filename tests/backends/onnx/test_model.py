@@ -75,3 +75,35 @@ def test_external_data_for_large_models(tmp_path):
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = sess.run(None, {"args[0]": x.numpy()})[0]
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _dead_parts(graph: onnx.GraphProto, outputs) -> list[str]:
+    """Nodes of ``graph`` whose results nothing reads and initializers nothing reads, in it
+    and (recursively) in its subgraphs."""
+    read = {name for node in graph.node for name in node.input} | set(outputs)
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                read |= {name for n in attr.g.node for name in n.input}  # outer-scope reads
+    dead = [f"node {n.op_type} {n.name}" for n in graph.node if not any(o in read for o in n.output if o)]
+    dead += [f"initializer {t.name}" for t in graph.initializer if t.name not in read]
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                dead += _dead_parts(attr.g, [o.name for o in attr.g.output])
+    return dead
+
+
+def test_no_dead_nodes_or_initializers():
+    # torch's matrix_exp squares in a while loop whose body lowering leaves a constant it
+    # does not read: neither the graph nor the Loop body keeps anything its outputs don't need
+    class Expm(torch.nn.Module):
+        def forward(self, a):
+            return torch.linalg.matrix_exp(a)
+
+    a = torch.randn(2, 3, 3) * torch.tensor([0.1, 8.0])[:, None, None]
+    model = converter.from_torch(Expm(), (a,)).to_onnx()
+    assert _dead_parts(model.graph, [o.name for o in model.graph.output]) == []
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {model.graph.input[0].name: a.numpy()})[0]
+    np.testing.assert_allclose(got, Expm()(a).numpy(), rtol=2e-5, atol=1e-5)
