@@ -70,6 +70,10 @@ class WidenedOp:
     def operand_type(self, i: int) -> mlir.TensorType:
         return self._wide(self._op.operand_type(i))
 
+    def narrow_operand(self, i: int) -> bool:
+        """Whether operand ``i`` is bfloat16 in the op (float32 as the rule sees it)."""
+        return self._op.operand_type(i).dtype == NARROW
+
     def __repr__(self) -> str:
         return f"Widened({self._op!r})"
 

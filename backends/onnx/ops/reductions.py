@@ -13,6 +13,7 @@ from converter.regions import classify_combiner, classify_lexicographic
 
 from ..graph import onnx_dtype
 from ..registry import register
+from ..widen import NARROW, WIDE, WidenedOp
 from .control_flow import _BOOL as _BOOL_T
 from .control_flow import _I64, _subgraph
 
@@ -230,6 +231,39 @@ def _scan_loop(interp, op, x, init, axis, reverse):
     return g.op("Transpose", [stacked], perm=inv)
 
 
+#: Types onnxruntime's CPU ``Conv`` takes (sum pools of other types add strided slices).
+_CONV_TYPES = {"float32", "float16"}
+
+
+def _static(op) -> bool:
+    return all(isinstance(d, int) for t in (op.operand_type(0), op.result_type) for d in t.shape)
+
+
+def _sum_of_slices(g, x, op, layout, narrow: bool = False):
+    """A sum pool as the sum of its ``prod(window)`` strided ``Slice``s of the zero-padded
+    input, window position by position (row-major, as XLA accumulates): for types
+    onnxruntime's ``Conv`` lacks (float64, integers), and for bfloat16 (``narrow``; ``x`` is
+    its float32 widening), where XLA rounds to bfloat16 after every add, as this does.
+    Static shapes only."""
+    win, strides, pads, dil = layout
+    rank = len(win)
+    dtype = op.operand_type(0).dtype
+    out = op.result_type.shape
+    if any(p != (0, 0) for p in pads):
+        flat = [p[0] for p in pads] + [p[1] for p in pads]
+        x = g.op("Pad", [x, g.ints(flat), g.const(np.zeros((), dtypes.to_numpy(dtype)))])
+    total = None
+    for offset in np.ndindex(*win):
+        starts = [o * d for o, d in zip(offset, dil, strict=True)]
+        ends = [b + (n - 1) * s + 1 for b, n, s in zip(starts, out, strides, strict=True)]
+        axes, steps = g.ints(list(range(rank))), g.ints(list(strides))
+        part = g.op("Slice", [x, g.ints(starts), g.ints(ends), axes, steps])
+        total = part if total is None else g.op("Add", [total, part])
+        if narrow:
+            total = g.cast(g.cast(total, NARROW), WIDE)
+    return total
+
+
 @register("stablehlo.reduce_window", dynamic=True)
 def _reduce_window(interp, op, x, init):
     """Max/min pools → ``MaxPool``, sum pools → ``Conv`` with ones (a prefix sum →
@@ -249,6 +283,9 @@ def _reduce_window(interp, op, x, init):
     cumsum_axis = _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil)
     if cumsum_axis is not None:
         return g.op_as("CumSum", [x, g.const(np.int64(cumsum_axis))], dtype)
+    narrow = isinstance(op, WidenedOp) and op.narrow_operand(0)
+    if kind == "add" and (dtype not in _CONV_TYPES or narrow) and _static(op):
+        return _sum_of_slices(g, x, op, (win, strides, pads, dil), narrow)
     if not dtypes.is_floating(dtype):
         raise NotImplementedError(f"reduce_window on {dtype}")
     carried = [i for i in range(rank) if i not in pooled]

@@ -61,6 +61,31 @@ def test_pools():
     )
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int64])
+def test_sum_pools_without_conv(dtype):
+    """onnxruntime's Conv has no float64 or integer kernel: those sum pools add the window's
+    strided slices of the zero-padded input (padding, strides and window dilation)."""
+    x = (rng.normal(size=(2, 3, 7, 6)) * 10).astype(dtype)
+    zero = dtype(0)
+    assert_onnx_same(
+        lambda a: (
+            lax.reduce_window(a, zero, lax.add, (1, 1, 3, 2), (1, 1, 2, 1), "SAME"),
+            lax.reduce_window(
+                a, zero, lax.add, (1, 2, 2, 2), (1, 1, 2, 3), "VALID", window_dilation=(1, 1, 2, 1)
+            ),
+        ),
+        x,
+    )
+
+
+def test_bfloat16_sum_pool_rounds_per_add():
+    """XLA adds a bfloat16 window element by element (row-major), rounding each partial sum;
+    the unpadded sum pool does the same (float32 adds, each rounded to bfloat16)."""
+    x = rng.normal(size=(2, 3, 9, 8)).astype(ml_dtypes.bfloat16)
+    zero = ml_dtypes.bfloat16(0)
+    assert_onnx_same(lambda a: lax.reduce_window(a, zero, lax.add, (1, 1, 3, 2), (1, 1, 2, 1), "VALID"), x)
+
+
 def test_sort_stable_with_payload():
     keys = np.array([3, 1, 2, 1, 3, 0], np.int32)
     vals = np.arange(6, dtype=np.float32)
