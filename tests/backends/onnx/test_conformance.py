@@ -33,7 +33,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 import converter
 from converter.errors import ConversionError
-from tests.backends.conformance_cases import Case, case_params, make_args, tolerance
+from tests.backends.conformance_cases import Case, case_params, make_args, selected_params, tolerance
 from tests.compare import assert_outputs_close
 
 from .helpers import run_session
@@ -83,7 +83,7 @@ REFUSED = (
 
 def _params():
     out = []
-    for c, dt, cid in case_params():
+    for c, dt, cid in selected_params():
         xfail = pytest.mark.xfail(reason=XFAIL_ONNX.get(cid), strict=True, raises=REFUSED)
         marks = [xfail] if cid in XFAIL_ONNX else []
         out.append(pytest.param(c, dt, OPSET.get(cid, DEFAULT_OPSET), id=cid, marks=marks))

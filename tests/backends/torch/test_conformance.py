@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from tests.backends.conformance_cases import CASES, Case, case_params, make_args, tolerance
+from tests.backends.conformance_cases import CASES, Case, make_args, selected_params, tolerance
 
 from .helpers import assert_close, numpy_of, to_torch_module, torch_of
 
@@ -24,7 +24,7 @@ XFAIL: dict[str, str] = {}
 
 def _params():
     out = []
-    for c, dt, cid in case_params():
+    for c, dt, cid in selected_params():
         marks = [pytest.mark.xfail(reason=XFAIL[cid], strict=True)] if cid in XFAIL else []
         out.append(pytest.param(c, dt, id=cid, marks=marks))
     return out
