@@ -177,6 +177,32 @@ class GraphBuilder:
         return out if static == 1 else self.op("Mul", [out, self.ints([static])])
 
 
+class RetypedOp:
+    """A view of an :class:`converter.mlir.Op` whose operand and result types read through
+    :meth:`retype` (what a rule evaluating it in other types is given); everything else is
+    the op's own. Subclasses define ``retype``."""
+
+    def __init__(self, op):
+        self._op = op
+
+    def __getattr__(self, name: str):
+        return getattr(self._op, name)
+
+    def retype(self, t):
+        raise NotImplementedError
+
+    @property
+    def result_types(self) -> list:
+        return [self.retype(t) for t in self._op.result_types]
+
+    @property
+    def result_type(self):
+        return self.retype(self._op.result_type)
+
+    def operand_type(self, i: int):
+        return self.retype(self._op.operand_type(i))
+
+
 def used_names(nodes) -> set[str]:
     """Every value name read by ``nodes`` or by their subgraphs."""
     used: set[str] = set()

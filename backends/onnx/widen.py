@@ -18,6 +18,8 @@ from jaxlib.mlir import ir
 
 from converter import mlir
 
+from .graph import RetypedOp
+
 WIDE = "float32"
 NARROW = "bfloat16"
 
@@ -45,30 +47,12 @@ def _dtype(value: ir.Value) -> str | None:
     return mlir.tensor_type(value.type).dtype if isinstance(value.type, ir.RankedTensorType) else None
 
 
-class WidenedOp:
+class WidenedOp(RetypedOp):
     """A view of an :class:`converter.mlir.Op` whose bfloat16 operand and result types read
     as float32 (what its rule is given); everything else is the op's own."""
 
-    def __init__(self, op: mlir.Op):
-        self._op = op
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._op, name)
-
-    @staticmethod
-    def _wide(t: mlir.TensorType) -> mlir.TensorType:
+    def retype(self, t: mlir.TensorType) -> mlir.TensorType:
         return mlir.TensorType(t.shape, WIDE) if t.dtype == NARROW else t
-
-    @property
-    def result_types(self) -> list[mlir.TensorType]:
-        return [self._wide(t) for t in self._op.result_types]
-
-    @property
-    def result_type(self) -> mlir.TensorType:
-        return self._wide(self._op.result_type)
-
-    def operand_type(self, i: int) -> mlir.TensorType:
-        return self._wide(self._op.operand_type(i))
 
     def narrow_operand(self, i: int) -> bool:
         """Whether operand ``i`` is bfloat16 in the op (float32 as the rule sees it)."""

@@ -29,13 +29,13 @@ and return complex results the same way.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from converter import dtypes, mlir
 from converter.regions import classify_combiner
 
+from ..graph import RetypedOp
 from ..realpairs import to_pairs
 from ..registry import ONNX_RULES, register
 from .linalg import _dot_general
@@ -104,33 +104,18 @@ def _c(g, value: float, dtype: str) -> str:
     return g.const(np.asarray(value, dtypes.to_numpy(dtype)))
 
 
-class ComponentView:
+class ComponentView(RetypedOp):
     """A view of an :class:`converter.mlir.Op` whose complex operand and result types read as
     their component type (complex64 → float32); ``component`` says which part (0 real, 1
     imaginary) the rule computes, so :meth:`backends.onnx.OnnxInterpreter.static_operand`
     folds complex constants to that part."""
 
     def __init__(self, op: mlir.Op, component: int):
-        self._op = op
+        super().__init__(op)
         self.component = component
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._op, name)
-
-    @staticmethod
-    def _real(t: mlir.TensorType) -> mlir.TensorType:
+    def retype(self, t: mlir.TensorType) -> mlir.TensorType:
         return mlir.TensorType(t.shape, COMPONENT.get(t.dtype, t.dtype))
-
-    @property
-    def result_types(self) -> list[mlir.TensorType]:
-        return [self._real(t) for t in self._op.result_types]
-
-    @property
-    def result_type(self) -> mlir.TensorType:
-        return self._real(self._op.result_type)
-
-    def operand_type(self, i: int) -> mlir.TensorType:
-        return self._real(self._op.operand_type(i))
 
     def __repr__(self) -> str:
         return f"Component{self.component}({self._op!r})"

@@ -253,10 +253,10 @@ def _sum_of_slices(g, x, op, layout, narrow: bool = False):
         flat = [p[0] for p in pads] + [p[1] for p in pads]
         x = g.op("Pad", [x, g.ints(flat), g.const(np.zeros((), dtypes.to_numpy(dtype)))])
     total = None
+    axes, steps = g.ints(list(range(rank))), g.ints(list(strides))
     for offset in np.ndindex(*win):
         starts = [o * d for o, d in zip(offset, dil, strict=True)]
         ends = [b + (n - 1) * s + 1 for b, n, s in zip(starts, out, strides, strict=True)]
-        axes, steps = g.ints(list(range(rank))), g.ints(list(strides))
         part = g.op("Slice", [x, g.ints(starts), g.ints(ends), axes, steps])
         total = part if total is None else g.op("Add", [total, part])
         if narrow:
