@@ -9,27 +9,75 @@ Public API::
 
 from __future__ import annotations
 
-from .errors import (
+import os as _os
+import sys as _sys
+
+
+def _quiet_xla_for_cli() -> None:
+    """In a ``convert`` process (not ``--verbose``), keep XLA's INFO lines off stderr: the
+    variable is read once, when jaxlib loads, which importing this package does."""
+    argv = list(getattr(_sys, "orig_argv", _sys.argv))
+    cli = _os.path.basename(_sys.argv[0]) == "convert" or any(
+        a == "-m" and b == "converter.cli" for a, b in zip(argv, argv[1:], strict=False)
+    )
+    if cli and not {"-v", "--verbose"} & set(argv):
+        _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+_quiet_xla_for_cli()
+
+from ._contract import api  # noqa: E402
+from .errors import (  # noqa: E402
     ConversionError,
+    ExportError,
+    InputError,
+    InternalError,
     ModuleFormatError,
     OpConversionError,
+    OutputError,
     ParseError,
     SignatureMismatchError,
     UnsupportedOpError,
+    UntrustedInputError,
 )
-from .module import Module, load
-from .signature import LeafSpec, Signature
+from .module import Module, load  # noqa: E402
+from .signature import LeafSpec, Signature  # noqa: E402
 
 __version__ = "0.1.0"
 
 
-def from_torch(model, args=(), kwargs=None, **options) -> Module:
-    """See :func:`frontends.torch.from_torch`."""
+@api
+def from_torch(model, args=(), kwargs=None, *, trust_pickle: bool = False, **options) -> Module:
+    """See :func:`frontends.torch.from_torch`. ``model`` may also be the path of a ``.pt2``
+    file (``torch.export.save``), read by :func:`load_pt2` (``trust_pickle`` as there).
+
+    Raises:
+        ConversionError: every failure; :class:`ExportError` when ``torch.export`` cannot
+            export the model (the torch error is the ``__cause__``).
+    """
     from frontends.torch import from_torch as _from_torch
 
+    if isinstance(model, (str, _os.PathLike)):
+        model = load_pt2(model, trust_pickle=trust_pickle)
     return _from_torch(model, args, kwargs, **options)
 
 
+@api
+def load_pt2(path, *, trust_pickle: bool = False):
+    """A ``.pt2`` file's ``torch.export.ExportedProgram``, refusing pickled payloads and
+    other content that would run code unless ``trust_pickle`` (see
+    :func:`converter.pt2.load_pt2` and ``docs/security.md``).
+
+    Raises:
+        UntrustedInputError: the file would run code when loaded and ``trust_pickle`` is False.
+        ParseError: not a readable ``.pt2`` archive.
+    """
+    from .pt2 import load_pt2 as _load_pt2
+
+    return _load_pt2(path, trust_pickle=trust_pickle)
+
+
+@api
 def from_jax(fn, *example_args, params=None, **example_kwargs) -> Module:
     """See :func:`frontends.jax.from_jax`."""
     from frontends.jax import from_jax as _from_jax
@@ -37,6 +85,7 @@ def from_jax(fn, *example_args, params=None, **example_kwargs) -> Module:
     return _from_jax(fn, *example_args, params=params, **example_kwargs)
 
 
+@api
 def from_onnx(model, **options) -> Module:
     """See :func:`frontends.onnx.from_onnx`."""
     from frontends.onnx import from_onnx as _from_onnx
@@ -44,6 +93,7 @@ def from_onnx(model, **options) -> Module:
     return _from_onnx(model, **options)
 
 
+@api
 def call_jax(fn, *args, **kwargs):
     """See :func:`converter.embed.call_jax`."""
     from .embed import call_jax as _call_jax
@@ -51,6 +101,7 @@ def call_jax(fn, *args, **kwargs):
     return _call_jax(fn, *args, **kwargs)
 
 
+@api
 def call_torch(module_or_fn, *args, **kwargs):
     """See :func:`converter.embed.call_torch`."""
     from .embed import call_torch as _call_torch
@@ -58,6 +109,7 @@ def call_torch(module_or_fn, *args, **kwargs):
     return _call_torch(module_or_fn, *args, **kwargs)
 
 
+@api
 def from_stablehlo(source, **options) -> Module:
     """See :func:`frontends.stablehlo.from_stablehlo`."""
     from frontends.stablehlo import from_stablehlo as _from_stablehlo
@@ -67,6 +119,12 @@ def from_stablehlo(source, **options) -> Module:
 
 __all__ = [
     "ConversionError",
+    "ExportError",
+    "InputError",
+    "InternalError",
+    "OutputError",
+    "UntrustedInputError",
+    "load_pt2",
     "LeafSpec",
     "Module",
     "ModuleFormatError",

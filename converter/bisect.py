@@ -13,8 +13,10 @@ Two references, depending on the source:
 
 Either way the backend under test runs eagerly (:class:`converter.interpreter.Interpreter`,
 recording every top-level op of ``@main``), and the first op whose value is off by more than
-the dtype's tolerance (:data:`converter.validate.TOLERANCES`, the absolute part scaled by the
-reference's magnitude) is reported.
+the caller's ``close`` allows is reported (:mod:`converter.validate` passes
+:func:`converter.validate.close_scaled`: the dtype's tolerance, the absolute part scaled by the
+reference's magnitude). This module does not import :mod:`converter.validate`, which depends
+on it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,19 @@ from __future__ import annotations
 import operator
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import mlir
+from .arrays import to_torch_tree
 from .signature import flatten
+
+#: ``close(reference, value) -> (within tolerance, comparison)``; the comparison has
+#: ``max_abs``, ``max_rel``, ``rtol``, ``atol`` and ``note``.
+Close = Callable[[Any, Any], tuple[bool, Any]]
 
 _SCOPE = re.compile(r"(?:^|/)(aten\.[^/\[\s]+(?:\[[^\]]*\])?)")
 
@@ -88,8 +96,6 @@ def run_backend(target: str, module, args: tuple, kwargs: dict) -> list[Recorded
         import torch
 
         from backends.torch import TorchInterpreter
-
-        from .validate import to_torch_tree
 
         with torch.no_grad():
             return record(TorchInterpreter, module, list(to_torch_tree(tuple(flat))))
@@ -152,17 +158,6 @@ def run_onnx(module, args: tuple, kwargs: dict) -> list[Recorded]:
     ]
 
 
-def _close(ref: Any, got: Any) -> tuple[bool, Any]:
-    from .validate import Tolerance, as_numpy, compare, tolerance
-
-    r = as_numpy(ref)
-    tol = tolerance(r.dtype)
-    finite = r[np.isfinite(r)] if r.dtype.kind in "fc" else r
-    scale = float(np.max(np.abs(finite), initial=1.0)) if finite.size else 1.0
-    c = compare(r, got, Tolerance(tol.rtol, tol.atol * max(1.0, scale)), check_dtype=False)
-    return c.passed, c
-
-
 def _finding(rec: Recorded, c, **extra) -> dict:
     return {
         "found": True,
@@ -186,8 +181,6 @@ def torch_node_values(ep, args: tuple, kwargs: dict) -> dict[Any, Any]:
     import torch
     from torch.export.graph_signature import InputKind
     from torch.utils import _pytree as pytree
-
-    from .validate import to_torch_tree
 
     state = {**ep.state_dict, **ep.constants}
     user = iter(pytree.tree_leaves(to_torch_tree((tuple(args), dict(kwargs)))))
@@ -258,7 +251,7 @@ def _group_outputs(group: list[Recorded], uses) -> list[tuple[Recorded, Any]]:
     return out
 
 
-def bisect_torch(src, target: str, args: tuple, kwargs: dict) -> dict:
+def bisect_torch(src, target: str, args: tuple, kwargs: dict, close: Close) -> dict:
     """First diverging op of a torch source (see the module docstring)."""
     ep = src.native
     ref = torch_node_values(ep, args, kwargs)
@@ -280,7 +273,7 @@ def bisect_torch(src, target: str, args: tuple, kwargs: dict) -> dict:
         gi = j + 1
         for want, (rec, got) in pairs:
             checked += 1
-            ok, c = _close(want, got)
+            ok, c = close(want, got)
             if not ok:
                 from frontends.torch.lowering import node_location
 
@@ -324,7 +317,7 @@ def _match(leaves: list, outs: list[tuple[Recorded, Any]]):
 # --------------------------------------------------------------------------- other sources
 
 
-def bisect_backends(module, target: str, reference: str, args: tuple, kwargs: dict) -> dict:
+def bisect_backends(module, target: str, reference: str, args: tuple, kwargs: dict, close: Close) -> dict:
     """First op where ``target``'s and ``reference``'s interpreters disagree."""
     got = run_backend(target, module, args, kwargs)
     want = {w.index: w for w in run_backend(reference, module, args, kwargs)}
@@ -335,15 +328,16 @@ def bisect_backends(module, target: str, reference: str, args: tuple, kwargs: di
         for gv, wv in zip(g.values, w.values, strict=True):
             if not hasattr(gv, "shape"):
                 continue
-            ok, c = _close(wv, gv)
+            ok, c = close(wv, gv)
             if not ok:
                 return _finding(g, c, reference=f"{reference} backend", source_op=None)
     return {"found": False, "message": f"the {target} and {reference} backends agree on every op"}
 
 
-def bisect(src, target: str, inputs: tuple[tuple, dict]) -> dict:
+def bisect(src, target: str, inputs: tuple[tuple, dict], close: Close) -> dict:
     """Locate the first diverging StableHLO op of ``target`` against the source ``src`` (a
-    :class:`converter.validate.Source`) on ``inputs`` (NumPy ``(args, kwargs)``).
+    :class:`converter.validate.Source`) on ``inputs`` (NumPy ``(args, kwargs)``), ``close``
+    deciding whether a value matches its reference (:data:`Close`).
 
     Returns:
         ``{"found": True, "index", "op", "location", "max_abs", "max_rel", "rtol", "atol",
@@ -356,6 +350,6 @@ def bisect(src, target: str, inputs: tuple[tuple, dict]) -> dict:
     """
     args, kwargs = inputs
     if src.framework == "torch" and src.native is not None:
-        return bisect_torch(src, target, args, kwargs)
+        return bisect_torch(src, target, args, kwargs, close)
     reference = "torch" if target == "jax" else "jax"
-    return bisect_backends(src.module, target, reference, args, kwargs)
+    return bisect_backends(src.module, target, reference, args, kwargs, close)

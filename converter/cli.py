@@ -11,28 +11,30 @@ Subcommands (``convert inspect FILE``...) go in :data:`SUBCOMMANDS`: ``name -> "
 where the module defines ``HELP: str``, ``add_arguments(parser)`` and ``run(args) -> int``;
 it is imported only when its subcommand runs.
 
-Exit status: 0 on success, 2 for bad input or a conversion the converter cannot do (one
-paragraph on stderr, the traceback only with ``--verbose``), 1 for an internal error.
+Exit status: 0 on success; 2 for anything about the user's inputs, outputs or environment
+(bad or untrusted input, a factory that fails or exits, an output that cannot be written, a
+conversion the converter cannot do): one paragraph on stderr, the traceback only with
+``--verbose``; 1 only for an internal error (a bug). Third-party logs and warnings
+(torch.export's, fake_tensor's, XLA's INFO lines, FutureWarnings) are held back unless
+``--verbose``. See ``docs/errors.md``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import importlib.util
 import io
-import logging
 import sys
 import time
 import traceback
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ConversionError, ParseError
+from . import _contract
+from .errors import ConversionError, ExportError, InternalError, ParseError
 from .fileio import atomic_path, atomic_write
 from .module import Module
 
@@ -123,6 +125,8 @@ def load_factory(path: Path, name: str, framework: str = "torch") -> tuple[Any, 
     try:
         try:
             spec.loader.exec_module(module)
+        except SystemExit as e:
+            raise ParseError(f"{path}: importing it called sys.exit({e.code!r})") from e
         except Exception as e:
             raise ParseError(f"{path}: importing it failed: {type(e).__name__}: {e}") from e
         factory = getattr(module, name, None)
@@ -131,6 +135,8 @@ def load_factory(path: Path, name: str, framework: str = "torch") -> tuple[Any, 
             raise ParseError(f"{path} has no function {name!r} (callables defined there: {found})")
         try:
             result = factory()
+        except SystemExit as e:
+            raise ParseError(f"{where}() called sys.exit({e.code!r}) instead of returning a model") from e
         except Exception as e:
             raise ParseError(f"{where}() failed: {type(e).__name__}: {e}") from e
     finally:
@@ -163,47 +169,25 @@ def torch_export(model: Any, args: tuple, kwargs: dict, where: str):
         return torch.export.export(model, args, kwargs)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ConversionError(
+        raise ExportError(
             f"torch.export could not export {type(model).__name__} from {where}: {type(e).__name__}: {first}"
         ) from e
 
 
-@contextlib.contextmanager
-def _quiet_logging(verbose: bool) -> Iterator[None]:
-    """Hold back library chatter on stderr (torch.export prints the partial graph and logs
-    symbolic-shape warnings when it fails) unless ``--verbose``: the error says what went
-    wrong."""
-    if verbose:
-        yield
-        return
-    logging.disable(logging.WARNING)
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def load_torch(source: str, options: argparse.Namespace) -> Module:
-    """``--from torch``: a ``.pt2`` file (``torch.export.save``) or ``file.py[:factory]``."""
-    import torch
-
+    """``--from torch``: a ``.pt2`` file (``torch.export.save``; pickled payloads refused
+    unless ``--trust-pickle``, :func:`converter.load_pt2`) or ``file.py[:factory]``."""
     import converter
 
     factory = split_factory(source)
     if factory is not None:
         model, args, kwargs = load_factory(*factory)
-        with _quiet_logging(options.verbose):
+        with _contract.quiet(not options.verbose):  # torch.export prints partial graphs on failure
             ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
     else:
         path = Path(source)
         _check_file(path)
-        try:
-            ep = torch.export.load(path)
-        except Exception as e:
-            raise ParseError(
-                f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {e}"
-            ) from e
+        ep = converter.load_pt2(path, trust_pickle=getattr(options, "trust_pickle", False))
     return converter.from_torch(ep)
 
 
@@ -532,7 +516,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="convert",
         usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--dim NAME=SIZE] [--verbose]{subs}",
-        description="Convert a model between PyTorch, JAX and StableHLO through one StableHLO module.",
+        description="Convert a model between PyTorch, JAX, ONNX and StableHLO through one StableHLO module.",
         epilog=EPILOG.format(
             loaders=_table(LOADERS, "inputs"),
             writers=_table(WRITERS, "output"),
@@ -544,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
         "input",
         metavar="INPUT",
         help="the model: a .pt2 file, path/to/file.py:factory (factory() returns (model, example_args)), "
-        "a .mlir/.mlirbc file or a .shlo Module file",
+        "an .onnx model, a .jax artifact, a .mlir/.mlirbc file or a .shlo Module file",
     )
     parser.add_argument(
         "-o", "--output", metavar="OUT", required=True, help="output file (written atomically)"
@@ -583,10 +567,40 @@ def build_parser() -> argparse.ArgumentParser:
         "the size SIZE (repeatable, e.g. --dim batch=1 --dim seq=128); dimensions without one "
         "stay dynamic",
     )
+    add_trust_pickle(parser)
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="print timings, and tracebacks on errors"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print timings, tracebacks on errors, and the logs and warnings of torch, JAX and XLA",
     )
+    parser.add_argument("--version", action="version", version=version_string())
     return parser
+
+
+def add_trust_pickle(parser: argparse.ArgumentParser) -> None:
+    """The ``--trust-pickle`` option (shared by ``convert``, ``validate`` and ``inspect``)."""
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="load .pt2 files even when they hold pickled payloads (which can run arbitrary code); "
+        "only for files you trust (docs/security.md)",
+    )
+
+
+def version_string() -> str:
+    """``convert X.Y.Z`` with the framework versions it finds (without importing them)."""
+    from importlib import metadata
+
+    from . import __version__
+
+    found = []
+    for dist in ("torch", "jax", "jaxlib", "onnx", "onnxruntime"):
+        try:
+            found.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return f"convert {__version__} ({', '.join(found)})"
 
 
 def _pick(name: str | None, table: dict[str, Any], path: str, what: str, flag: str) -> str:
@@ -643,30 +657,41 @@ def convert(options: argparse.Namespace) -> float:
 def _run_subcommand(name: str, argv: Sequence[str]) -> int:
     mod = importlib.import_module(SUBCOMMANDS[name])
     parser = argparse.ArgumentParser(prog=f"convert {name}", description=mod.HELP)
-    parser.add_argument("-v", "--verbose", action="store_true", help="tracebacks on errors")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="tracebacks on errors, third-party logs and warnings"
+    )
+    add_trust_pickle(parser)
     mod.add_arguments(parser)
     args = parser.parse_args(argv)
-    return _guarded(lambda: _without_deprecations(lambda: mod.run(args), args.verbose), args.verbose)
-
-
-def _without_deprecations(body: Callable[[], Any], verbose: bool) -> Any:
-    """Run ``body()``; unless ``verbose``, without torch.export's FutureWarnings (its pytree
-    deprecations are not the user's concern)."""
-    with warnings.catch_warnings():
-        if not verbose:
-            warnings.simplefilter("ignore", FutureWarning)
-        return body()
+    return _guarded(lambda: mod.run(args), args.verbose)
 
 
 def _guarded(body: Callable[[], int], verbose: bool) -> int:
+    """Run ``body()`` under the CLI's error contract (see the module docstring): third-party
+    logs and warnings held back unless ``verbose``, every failure one paragraph on stderr,
+    exit status 2 for the user's inputs, outputs and environment, 1 for a bug."""
     try:
-        return body()
+        with _contract.verbose_mode(verbose), _contract.quiet(not verbose, capture_stderr=False):
+            return body()
+    except InternalError as e:
+        _report(e, verbose, "internal error")
+        return EXIT_INTERNAL
     except ConversionError as e:
         _report(e, verbose, "error")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("convert: interrupted", file=sys.stderr)
         return 130
+    except SystemExit as e:  # the user's code (a model, a JAX function) exited while traced
+        _report(ParseError(f"the model's code called sys.exit({e.code!r})"), verbose, "error")
+        return EXIT_BAD_INPUT
+    except MemoryError:
+        _report(ParseError("out of memory: the model or its inputs do not fit this machine"), False, "error")
+        return EXIT_BAD_INPUT
+    except OSError as e:  # the environment: unreadable input, full disk, missing permissions
+        where = f" ({e.filename})" if e.filename else ""
+        _report(ParseError(f"{e.strerror or e}{where}"), verbose, "error")
+        return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001 - the top level: any other failure is our bug
         _report(e, verbose, "internal error (a bug in the converter; please report it)")
         return EXIT_INTERNAL
@@ -693,7 +718,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_BAD_INPUT
 
     def body() -> int:
-        seconds = _without_deprecations(lambda: convert(options), options.verbose)
+        seconds = convert(options)
         size = Path(options.output).stat().st_size
         print(f"convert: wrote {options.output} ({size:,} bytes) in {seconds:.1f} s")
         return EXIT_OK

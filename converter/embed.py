@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from . import dtypes
+from .errors import InputTypeError
 from .signature import TreeSpec, input_path, unflatten
 
 _STATIC = (bool, int, float, str)
@@ -75,7 +76,7 @@ def torch_tree(obj: Any, path: str = "") -> TreeSpec:
             "keys": keys,
             "children": [torch_tree(obj[k], f"{path}[{k!r}]") for k in keys],
         }
-    raise TypeError(
+    raise InputTypeError(
         f"{input_path(path) or 'argument'}: unsupported type {type(obj).__name__} "
         "(expected a torch.Tensor, None, bool, int, float, str, list, tuple or dict)"
     )

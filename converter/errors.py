@@ -82,3 +82,36 @@ class ParseError(ConversionError):
 
 class ModuleFormatError(ParseError):
     """A saved :class:`converter.Module` file is missing, corrupt, or of an unknown version."""
+
+
+class UntrustedInputError(ParseError):
+    """Loading an input file would run code from it (a pickled payload in a ``.pt2``, a
+    shape expression torch would ``eval``); refused unless the caller opts in
+    (``trust_pickle=True``, ``convert --trust-pickle``). See ``docs/security.md``."""
+
+
+class ExportError(ConversionError):
+    """``torch.export`` could not export the model (data-dependent control flow, outputs
+    of types it cannot flatten...). The message names the model and torch's error; the
+    original exception is the ``__cause__``."""
+
+
+class InputError(ConversionError):
+    """User-supplied values do not fit the model: an ``--inputs`` file with the wrong
+    arrays, shapes or dtypes, object arrays."""
+
+
+class InputTypeError(InputError, TypeError):
+    """An input leaf of a type the call cannot take (``call_jax`` given a NumPy array where
+    it takes torch tensors); names its argument path."""
+
+
+class OutputError(ConversionError):
+    """An output cannot be written: its directory is read-only, not a directory, or on a
+    file system that takes no new files. Names the path and the system's reason."""
+
+
+class InternalError(ConversionError):
+    """An unexpected failure inside the converter (a bug): the public API raises it, wrapping
+    the original exception (the ``__cause__``), so callers can catch
+    :class:`ConversionError` alone; the ``convert`` command exits with status 1 for it."""

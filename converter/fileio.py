@@ -12,20 +12,48 @@ from pathlib import Path
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it is renamed onto ``path``
-    (``os.replace``, atomic on POSIX), on failure it is removed and ``path`` is untouched."""
+    (``os.replace``, atomic on POSIX), on failure it is removed and ``path`` is untouched.
+
+    Missing parent directories are created (as ``mkdir -p``), and stay when the write fails.
+
+    Raises:
+        OutputError: the directory cannot be created or written (read-only, a file standing
+            where a directory should be, a virtual file system such as ``/proc``), or
+            ``path`` is a directory; names the path and the system's reason.
+    """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if target.is_dir():
+        raise _output_error(target, IsADirectoryError(21, "is a directory"))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise _output_error(target, e) from e
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        if tmp_path.exists():  # mkstemp makes it 0600; give it the mode a plain open() would
-            os.chmod(tmp_path, 0o666 & ~_umask())
-        os.replace(tmp_path, target)
+        try:
+            if tmp_path.exists():  # mkstemp makes it 0600; give it the mode a plain open() would
+                os.chmod(tmp_path, 0o666 & ~_umask())
+            os.replace(tmp_path, target)
+        except OSError as e:
+            raise _output_error(target, e) from e
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _output_error(target: Path, e: OSError):
+    from .errors import OutputError
+
+    reason = e.strerror or str(e) or type(e).__name__
+    for parent in target.parents:
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                reason = f"{parent} is a file, not a directory"
+            break
+    return OutputError(f"cannot write {target}: {reason}")
 
 
 def _umask() -> int:
@@ -37,7 +65,36 @@ def _umask() -> int:
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
     with atomic_path(path) as tmp:
-        if isinstance(data, str):
-            tmp.write_text(data)
-        else:
-            tmp.write_bytes(data)
+        try:
+            if isinstance(data, str):
+                tmp.write_text(data)
+            else:
+                tmp.write_bytes(data)
+        except OSError as e:  # disk full, quota
+            raise _output_error(Path(path), e) from e
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes (a generous bound when unknown)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def check_size(nbytes: int, what: str) -> None:
+    """Refuse to allocate ``nbytes`` for ``what`` (a file member, a tensor a header
+    declares) when it exceeds this machine's physical memory: the input claims sizes it
+    cannot be holding, or this machine cannot load it.
+
+    Raises:
+        ParseError: naming ``what``, the claimed size and the memory available.
+    """
+    from .errors import ParseError
+
+    limit = memory_bytes()
+    if nbytes < 0 or nbytes > limit:
+        raise ParseError(
+            f"{what} claims {nbytes:,} bytes, more than this machine's memory ({limit:,} bytes); "
+            "the file is corrupt or too large to load here"
+        )

@@ -12,8 +12,9 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from . import dtypes, mlir
+from ._contract import api
 from .errors import ConversionError, ModuleFormatError
-from .fileio import atomic_path
+from .fileio import atomic_path, check_size
 from .signature import Signature
 
 if TYPE_CHECKING:
@@ -84,12 +85,14 @@ class Module:
 
     # ------------------------------------------------------------------ backends
 
+    @api
     def to_jax(self, **kwargs) -> JaxFunction:
         """A JAX callable of the user inputs; see :func:`backends.jax.to_jax`."""
         from backends.jax import to_jax
 
         return to_jax(self, **kwargs)
 
+    @api
     def to_torch(self, *, input_shapes: dict[str, tuple] | list[tuple] | None = None, **kwargs):
         """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`.
 
@@ -117,6 +120,7 @@ class Module:
             )
         return to_torch(self, **kwargs)
 
+    @api
     def specialize(self, input_shapes: dict[str, tuple] | list[tuple]) -> Module:
         """This module with its dynamic dimensions fixed to ``input_shapes`` (by input name,
         or in input order); see :func:`converter.passes.shapes.specialize`.
@@ -129,6 +133,7 @@ class Module:
 
         return specialize(self, input_shapes)
 
+    @api
     def to_onnx(self, **kwargs):
         """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`. ONNX has no host
         placement: it is stripped with a recorded warning
@@ -140,6 +145,7 @@ class Module:
 
     # ------------------------------------------------------------------ storage
 
+    @api
     def save(self, path: str | os.PathLike) -> None:
         """Write the module to one versioned file, atomically.
 
@@ -154,12 +160,17 @@ class Module:
             "signature": self.signature.to_json(),
             "meta": self.meta,
         }
+        members = {
+            "manifest.json": json.dumps(manifest, indent=1),
+            "module.mlirbc": self.bytecode(),
+            "params.safetensors": _params_to_bytes(self.params),
+        }
         with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as zf:
-            zf.writestr("manifest.json", json.dumps(manifest, indent=1))
-            zf.writestr("module.mlirbc", self.bytecode())
-            zf.writestr("params.safetensors", _params_to_bytes(self.params))
+            for name, data in members.items():  # fixed timestamps: the same module, the same bytes
+                zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
 
 
+@api
 def load(path: str | os.PathLike) -> Module:
     """Read a file written by :meth:`Module.save`, in canonical placement form: a module
     saved without the frontends' passes gets its loose host-marked ops outlined into host
@@ -171,6 +182,8 @@ def load(path: str | os.PathLike) -> Module:
     """
     try:
         with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():  # a member's declared size, before reading it
+                check_size(info.file_size, f"{path}: member {info.filename}")
             manifest = json.loads(zf.read("manifest.json"))
             if manifest.get("format") != FORMAT_NAME:
                 raise ModuleFormatError(f"{path}: not a {FORMAT_NAME} file")
@@ -183,18 +196,16 @@ def load(path: str | os.PathLike) -> Module:
     except FileNotFoundError:
         raise ModuleFormatError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
-        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({e})") from None
+        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({e})") from e
     from .passes.placement import ensure_canonical
 
-    return ensure_canonical(
-        Module(
-            module,
-            Signature.from_json(manifest["signature"]),
-            params,
-            source=manifest.get("source", "stablehlo"),
-            meta=manifest.get("meta", {}),
-        )
-    )
+    try:
+        signature = Signature.from_json(manifest["signature"])
+        source, meta = manifest.get("source", "stablehlo"), manifest.get("meta", {})
+        loaded = Module(module, signature, params, source=source, meta=meta)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} manifest ({type(e).__name__}: {e})") from e
+    return ensure_canonical(loaded)
 
 
 def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
@@ -207,16 +218,20 @@ def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
         if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
             arr = arr.view(np.uint16)
         tensors[name] = arr
-    return save(tensors, metadata={"dtypes": json.dumps(kinds)})
+    return save(tensors, metadata={"dtypes": json.dumps(kinds, sort_keys=True)})
 
 
 def _params_from_bytes(data: bytes) -> dict[str, np.ndarray]:
     from safetensors.numpy import load as st_load
 
     kinds = json.loads(_safetensors_metadata(data).get("dtypes") or "{}")
+    try:
+        loaded = st_load(data)  # checks every tensor's offsets against the buffer first
+    except Exception as e:  # noqa: BLE001 - safetensors' own error type: a corrupt member
+        raise ModuleFormatError(f"params.safetensors is corrupt: {e}") from e
     return {
         name: arr.view(dtypes.to_numpy(kinds[name])) if kinds.get(name) == "bfloat16" else arr
-        for name, arr in st_load(data).items()
+        for name, arr in loaded.items()
     }
 
 

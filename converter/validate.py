@@ -1,7 +1,8 @@
 """``convert validate``: prove a conversion matches its source, or show where it breaks.
 
-:func:`validate` converts a source (a torch or JAX factory ``file.py:factory``, an ``.onnx``
-file or StableHLO text) to every requested target, runs source and targets on the same
+:func:`validate` converts a source (anything ``convert`` reads: a torch or JAX factory
+``file.py:factory``, a ``.pt2``, a ``.jax`` artifact, an ``.onnx`` file, StableHLO text or
+bytecode, a ``.shlo`` Module file) to every requested target, runs source and targets on the same
 seeded inputs and compares every output leaf with the tolerance of its dtype
 (:data:`TOLERANCES`). On a mismatch it bisects (:mod:`converter.bisect`) to the first
 StableHLO op whose value diverges. :func:`main` is the command line.
@@ -24,7 +25,10 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
-from .errors import ConversionError
+from .arrays import to_torch_tree
+from .arrays import tree_map as _tree_map
+from .bisect import bisect
+from .errors import ConversionError, InputError
 from .fileio import atomic_write
 from .signature import flatten
 
@@ -133,6 +137,18 @@ def compare(
     return Comparison(max_abs, max_rel, tol.rtol, tol.atol, ok and not note, note)
 
 
+def close_scaled(ref: Any, got: Any) -> tuple[bool, Comparison]:
+    """Compare one intermediate value for bisection: :func:`compare` with the dtype's
+    tolerance, the absolute part scaled by the reference's largest finite magnitude (values
+    inside a model are not normalized); dtypes are not checked."""
+    r = as_numpy(ref)
+    tol = tolerance(r.dtype)
+    finite = r[np.isfinite(r)] if r.dtype.kind in "fc" else r
+    scale = float(np.max(np.abs(finite), initial=1.0)) if finite.size else 1.0
+    c = compare(r, got, Tolerance(tol.rtol, tol.atol * max(1.0, scale)), check_dtype=False)
+    return c.passed, c
+
+
 # --------------------------------------------------------------------------- inputs
 
 
@@ -194,55 +210,83 @@ def make_inputs(signature, example: tuple | None = None, seed: int = 0) -> tuple
 def load_inputs(path: str | os.PathLike, signature) -> tuple[tuple, dict]:
     """User inputs from an ``.npz``: keyed by input path (``args[0]``, ``kwargs['mask']``) as
     the signature names them, or positionally (``arr_0``, ``arr_1``...) in signature order.
+    Each array must have its input's shape (dynamic dimensions: any size) and dtype.
 
     Raises:
-        ConversionError: wrong number of arrays or unknown keys.
+        InputError: the file is missing or not an ``.npz`` of numeric arrays (object arrays
+            are refused: loading them would unpickle), has the wrong number of arrays or
+            unknown keys, or an array's shape or dtype differs from its input's; names the
+            file and the input.
     """
     from .signature import unflatten
 
-    with np.load(path) as data:
-        arrays = {k: data[k] for k in data.files}
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise InputError(f"--inputs {path}: a single array, not an .npz archive of the inputs")
+            arrays = {k: data[k] for k in data.files}
+    except InputError:
+        raise
+    except FileNotFoundError as e:
+        raise InputError(f"--inputs {path}: no such file") from e
+    except ValueError as e:  # object arrays (allow_pickle=False), not an npy/npz file
+        raise InputError(f"--inputs {path}: not an .npz of numeric arrays ({e})") from e
+    except Exception as e:  # noqa: BLE001 - zipfile/format errors of a corrupt file
+        raise InputError(f"--inputs {path}: unreadable ({type(e).__name__}: {e})") from e
     names = [s.name for s in signature.inputs]
     if set(arrays) == set(names):
         leaves = [arrays[n] for n in names]
     elif len(arrays) == len(names):
         leaves = list(arrays.values())
     else:
-        raise ConversionError(
-            f"{path}: has arrays {sorted(arrays)}, the model takes {len(names)} inputs {names}"
+        raise InputError(
+            f"--inputs {path}: has arrays {sorted(arrays)}, the model takes {len(names)} inputs {names}"
         )
+    for spec, leaf in zip(signature.inputs, leaves, strict=True):
+        shape_ok = len(leaf.shape) == len(spec.shape) and all(
+            not isinstance(d, int) or d == n for d, n in zip(spec.shape, leaf.shape, strict=True)
+        )
+        try:
+            dtype = dtypes.name_of(leaf.dtype)
+        except Exception:  # noqa: BLE001 - a dtype the converter has no name for
+            dtype = str(leaf.dtype)
+        if not shape_ok or dtype != spec.dtype:
+            raise InputError(
+                f"--inputs {path}: input {spec.name} is {dtype}{list(leaf.shape)}, "
+                f"the model takes {spec.dtype}{list(spec.shape)}"
+            )
     args, kwargs = unflatten(signature.in_tree, leaves)
     return tuple(args), dict(kwargs)
-
-
-def to_torch_tree(tree: Any) -> Any:
-    """NumPy leaves → torch tensors (bfloat16 through a uint16 view), other leaves as is."""
-    import torch
-
-    def conv(x):
-        if not isinstance(x, np.ndarray):
-            return x
-        if dtypes.name_of(x.dtype) == "bfloat16":
-            return torch.from_numpy(x.view(np.uint16).copy()).view(torch.bfloat16)
-        return torch.from_numpy(np.array(x, order="C", copy=True))  # 0-d stays 0-d
-
-    return _tree_map(conv, tree)
-
-
-def _tree_map(fn: Callable, tree: Any) -> Any:
-    if isinstance(tree, tuple):
-        return tuple(_tree_map(fn, t) for t in tree)
-    if isinstance(tree, list):
-        return [_tree_map(fn, t) for t in tree]
-    if isinstance(tree, dict):
-        return {k: _tree_map(fn, v) for k, v in tree.items()}
-    return fn(tree)
 
 
 # --------------------------------------------------------------------------- sources
 
 TARGETS = ("jax", "torch", "onnx")
-SOURCES = ("torch", "jax", "onnx", "stablehlo")
+SOURCES = ("torch", "jax", "onnx", "stablehlo", "module")
+
+#: INPUT suffixes that select the source when ``--from`` is omitted (as ``convert`` does).
+SOURCE_SUFFIXES: dict[str, tuple[str, ...]] = {
+    "torch": (".pt2", ".py"),
+    "jax": (".jax", ".jaxexport"),
+    "onnx": (".onnx",),
+    "stablehlo": (".mlir", ".mlirbc"),
+    "module": (".shlo",),
+}
+
+
+def infer_source(source: str) -> str:
+    """The ``--from`` framework ``source``'s suffix implies (``x.py:factory`` means torch).
+
+    Raises:
+        ConversionError: the suffix says nothing; names the choices.
+    """
+    base = source.rpartition(":")[0] if ".py:" in source else source
+    for name, suffixes in SOURCE_SUFFIXES.items():
+        if base.endswith(suffixes):
+            return name
+    raise ConversionError(
+        f"cannot tell the source format of {source!r} from its suffix; pass --from ({', '.join(SOURCES)})"
+    )
 
 
 @dataclass
@@ -272,37 +316,13 @@ def flat_outputs(out: Any, signature) -> list[np.ndarray]:
     return [as_numpy(v) for _, v in flatten(out, signature.out_tree)]
 
 
-def _factory(spec: str) -> tuple:
-    """Import ``file.py:factory`` and call it; returns ``(obj, args, kwargs)``."""
-    path, sep, name = spec.rpartition(":")
-    if not (sep and path.endswith(".py")):
-        path, name = spec, "factory"
-    file = Path(path)
-    if not file.is_file():
-        raise ConversionError(f"{file}: no such file")
-    mod_name = f"_validate_input_{abs(hash(str(file.resolve())))}"
-    spec_ = importlib.util.spec_from_file_location(mod_name, file)
-    module = importlib.util.module_from_spec(spec_)
-    sys.modules[mod_name] = module
-    sys.path.insert(0, str(file.parent.resolve()))
-    try:
-        try:
-            spec_.loader.exec_module(module)
-        except Exception as e:  # noqa: BLE001 - the user's file: reported as bad input
-            raise ConversionError(f"{file}: importing it failed: {type(e).__name__}: {e}") from e
-        factory = getattr(module, name, None)
-        if not callable(factory):
-            raise ConversionError(f"{file} has no function {name!r}")
-        try:
-            result = factory()
-        except Exception as e:  # noqa: BLE001 - the user's factory: reported as bad input
-            raise ConversionError(f"{spec}() failed: {type(e).__name__}: {e}") from e
-    finally:
-        sys.path.remove(str(file.parent.resolve()))
-    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
-        raise ConversionError(f"{spec}() must return (model, example_args) or (model, args, kwargs)")
-    obj, args, kwargs = (*result, {}) if len(result) == 2 else result
-    return obj, tuple(args), dict(kwargs)
+def _factory(spec: str, framework: str = "torch") -> tuple:
+    """Import ``file.py:factory`` and call it (:func:`converter.cli.load_factory`: the same
+    rules and errors as ``convert``); returns ``(obj, args, kwargs)``."""
+    from .cli import load_factory, split_factory
+
+    where = split_factory(spec) or (Path(spec), "factory")
+    return load_factory(*where, framework=framework)
 
 
 def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
@@ -371,24 +391,83 @@ def stablehlo_source(path: str | os.PathLike) -> Source:
     return Source("stablehlo", module, run, "JAX backend (XLA)")
 
 
-def load_source(source: Any, from_: str, dims: dict[str, int] | None = None) -> Source:
+def pt2_source(path: str | os.PathLike, trust_pickle: bool = False) -> Source:
+    """A ``.pt2`` file (``torch.export.save``), read without running pickled payloads unless
+    ``trust_pickle`` (:func:`converter.load_pt2`); the reference is the program's own module
+    (``ExportedProgram.module()``, eager torch), the example inputs those saved with it."""
+    import converter
+
+    ep = converter.load_pt2(path, trust_pickle=trust_pickle)
+    args, kwargs = ep.example_inputs if ep.example_inputs is not None else ((), {})
+    return torch_source(ep, tuple(args), dict(kwargs))
+
+
+def jax_export_source(path: str | os.PathLike) -> Source:
+    """A serialized ``jax.export.Exported`` (``.jax``, what ``convert --to jax`` writes);
+    the reference is ``Exported.call`` (XLA)."""
+    import converter
+
+    from .cli import _read_exported
+
+    exported = _read_exported(Path(path))
+    module = converter.from_jax(exported)
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        return flat_outputs(exported.call(*a, **k), module.signature)
+
+    return Source("jax", module, run, "jax.export artifact (Exported.call)", None, exported)
+
+
+def module_source(path: str | os.PathLike) -> Source:
+    """A ``.shlo`` file (``Module.save``); the reference is the JAX backend under
+    ``jax.jit`` (XLA)."""
+    import converter
+
+    module = converter.load(path)
+    fn = module.to_jax()
+
+    def run(a: tuple, k: dict) -> list[np.ndarray]:
+        return flat_outputs(fn(*a, **k), module.signature)
+
+    return Source("module", module, run, "JAX backend (XLA)")
+
+
+def load_source(
+    source: Any, from_: str | None = None, dims: dict[str, int] | None = None, *, trust_pickle: bool = False
+) -> Source:
     """Load ``source`` as a :class:`Source`: a ``file.py:factory`` spec (torch, jax), an
-    ``(obj, args[, kwargs])`` tuple (torch, jax), an ``.onnx`` path (its symbolic dimensions
-    sized by ``dims``), or a StableHLO file.
+    ``(obj, args[, kwargs])`` tuple (torch, jax), a ``.pt2`` (torch), a ``.jax`` artifact, an
+    ``.onnx`` path (its symbolic dimensions sized by ``dims``), a StableHLO file or a ``.shlo``
+    Module file. ``from_`` defaults to what the suffix implies (:func:`infer_source`).
 
     Raises:
         ConversionError: unknown ``from_``, unreadable input, ``dims`` with a source other
             than ONNX, or the conversion failed.
     """
+    if from_ is None:
+        if not isinstance(source, str):
+            raise ConversionError("from_ is required for an (obj, args) source")
+        from_ = infer_source(source)
     if from_ not in SOURCES:
         raise ConversionError(f"unknown source framework {from_!r}; one of {', '.join(SOURCES)}")
     if dims and from_ != "onnx":
         raise ConversionError(f"dims (--dim) apply to ONNX sources only, not {from_}")
-    if from_ in ("torch", "jax"):
-        obj, args, kwargs = _factory(source) if isinstance(source, str) else (*source, {})[:3]
+    if from_ in ("torch", "jax") and not isinstance(source, str):
+        obj, args, kwargs = (*source, {})[:3]
+        return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
+    from .cli import split_factory
+
+    if from_ in ("torch", "jax") and split_factory(source) is not None:
+        obj, args, kwargs = _factory(source, from_)
         return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
     if not Path(source).is_file():
         raise ConversionError(f"{source}: no such file")
+    if from_ == "torch":
+        return pt2_source(source, trust_pickle)
+    if from_ == "jax":
+        return jax_export_source(source)
+    if from_ == "module":
+        return module_source(source)
     return onnx_source(source, dims) if from_ == "onnx" else stablehlo_source(source)
 
 
@@ -598,13 +677,14 @@ def _compare_layout(expected: Any, actual: Any) -> Comparison:
 def validate(
     source: Any,
     *,
-    from_: str,
+    from_: str | None = None,
     targets: Sequence[str] = ("jax",),
     inputs: str | os.PathLike | tuple | None = None,
     seed: int = 0,
     roundtrip: bool = False,
     progress: bool = True,
     dims: dict[str, int] | None = None,
+    trust_pickle: bool = False,
 ) -> Report:
     """Convert ``source`` to each target, run source and targets on the same inputs, compare.
 
@@ -612,7 +692,8 @@ def validate(
         source: ``file.py:factory`` (torch: ``factory() -> (model, example_args)``; jax:
             ``(fn, example_args)``), an ``(obj, args[, kwargs])`` tuple, an ``.onnx`` path, or
             a StableHLO ``.mlir``/``.mlirbc`` path.
-        from_: the source framework, one of :data:`SOURCES`.
+        from_: the source framework, one of :data:`SOURCES`; default: what a path's suffix
+            implies (:func:`infer_source`).
         targets: any of :data:`TARGETS`; a target whose backend does not import is skipped.
         inputs: an ``.npz`` (see :func:`load_inputs`) or ``(args, kwargs)`` of NumPy arrays;
             default: seeded random inputs (:func:`make_inputs`).
@@ -620,6 +701,7 @@ def validate(
         roundtrip: also run ``X → T → X`` for each target ``T`` (see :func:`roundtrips`).
         progress: show a rich progress bar on stderr.
         dims: ONNX sources: sizes of symbolic dimensions (``from_onnx(dims=)``).
+        trust_pickle: ``.pt2`` sources: load pickled payloads (:func:`converter.load_pt2`).
 
     Returns:
         A :class:`Report`: one :class:`TargetResult` per target (and round trip), with one
@@ -628,14 +710,19 @@ def validate(
 
     Raises:
         ConversionError: the source cannot be loaded or converted.
+        InputError: ``inputs`` do not fit the model (names the input).
     """
+    if from_ is None:
+        if not isinstance(source, str):
+            raise ConversionError("from_ is required for an (obj, args) source")
+        from_ = infer_source(source)
     for t in targets:
         if t not in TARGETS:
             raise ConversionError(f"unknown target {t!r}; one of {', '.join(TARGETS)}")
     steps = list(targets) + (roundtrips(from_, targets) if roundtrip else [])
     with _Progress(progress, 2 + len(steps)) as bar:
         bar.step(f"converting {source if isinstance(source, str) else type(source[0]).__name__}")
-        src = load_source(source, from_, dims)
+        src = load_source(source, from_, dims, trust_pickle=trust_pickle)
         sig = src.module.signature
         if inputs is None:
             args, kwargs = make_inputs(sig, _numpy_example(src.example), seed)
@@ -670,6 +757,9 @@ def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: 
     if why is not None:
         return TargetResult(target, "skipped", why)
     via, _, final = target.rpartition(">")
+    why = _cannot_run(final, src.module.signature) or (via and _cannot_run(via, src.module.signature))
+    if why:
+        return TargetResult(target, "skipped", why)
     try:
         module = reimport(via, src.module, inputs) if via else src.module
         actual = target_runner(final, module)(*inputs)
@@ -680,14 +770,29 @@ def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: 
     rows = compare_outputs(target, src.module.signature, expected, actual)
     result = TargetResult(target, "passed" if all(r.passed for r in rows) else "failed", rows=rows)
     if result.status == "failed" and not via:
-        from .bisect import bisect
-
         try:
-            result.bisect = bisect(src, final, inputs)
+            result.bisect = bisect(src, final, inputs, close=close_scaled)
         except Exception as e:  # noqa: BLE001 - bisection is a diagnosis; its failure is reported
             result.bisect = {"error": f"bisection failed: {type(e).__name__}: {e}"}
     result.seconds = time.perf_counter() - start
     return result
+
+
+#: Dtypes a target's runner cannot feed or return, with the reason.
+_UNRUNNABLE: dict[str, tuple[frozenset[str], str]] = {
+    "onnx": (
+        frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}),
+        "onnxruntime's NumPy bridge cannot feed or return",
+    ),
+}
+
+
+def _cannot_run(target: str, signature) -> str | None:
+    """Why ``target``'s runner cannot run a module with ``signature``'s inputs and outputs
+    (a dtype its runtime cannot exchange), or None: such a target is skipped, never failed."""
+    dtypes_, reason = _UNRUNNABLE.get(target, (frozenset(), ""))
+    found = sorted({s.dtype for s in (*signature.inputs, *signature.outputs)} & dtypes_)
+    return f"{reason} {', '.join(found)} (inputs or outputs of that dtype)" if found else None
 
 
 class _Progress:
@@ -784,8 +889,17 @@ HELP = "Convert a model to each target, run source and targets on the same input
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``convert validate`` options (for :mod:`converter.cli`'s subcommand table)."""
-    parser.add_argument("input", metavar="INPUT", help="file.py:factory, a .onnx file or StableHLO (.mlir)")
-    parser.add_argument("--from", dest="from_", required=True, choices=SOURCES, help="source framework")
+    parser.add_argument(
+        "input",
+        metavar="INPUT",
+        help="what convert reads: file.py:factory, .pt2, .jax, .onnx, .mlir/.mlirbc or .shlo",
+    )
+    parser.add_argument(
+        "--from",
+        dest="from_",
+        choices=SOURCES,
+        help="source framework (default: from INPUT's suffix; x.py:factory means torch)",
+    )
     parser.add_argument(
         "--to", default=",".join(TARGETS), help=f"comma-separated targets (default: {','.join(TARGETS)})"
     )
@@ -817,6 +931,7 @@ def run(args: argparse.Namespace) -> int:
         roundtrip=args.roundtrip,
         progress=not args.quiet and sys.stderr.isatty(),
         dims=parse_dims(getattr(args, "dims", None)),
+        trust_pickle=getattr(args, "trust_pickle", False),
     )
     if args.json:
         atomic_write(args.json, json.dumps(report.to_json(), indent=1))

@@ -76,8 +76,9 @@ def test_newer_version_rejected(tmp_path):
 def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
     m = _module()
     monkeypatch.setattr(type(m), "bytecode", lambda self: (_ for _ in ()).throw(RuntimeError("boom")))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(converter.InternalError, match="boom") as info:  # the API's error contract
         m.save(tmp_path / "m.shlo")
+    assert isinstance(info.value.__cause__, RuntimeError)
     assert list(tmp_path.iterdir()) == []
 
 

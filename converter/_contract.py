@@ -1,0 +1,160 @@
+"""The public API's error contract: every failure is a :class:`ConversionError`.
+
+:func:`api` wraps ``from_*``, ``to_*``, ``call_*``, ``load`` and ``save``. A
+:class:`ConversionError` passes through; any other exception is classified by where it was
+raised and re-raised as a subclass with the original chained (``raise ... from e``):
+
+* :class:`ExportError` (``from_*`` and ``call_*`` only): it came from the user's code (the model's ``forward``, the JAX
+  function) or from ``torch.export``/``jax`` tracing on the user's behalf, i.e. the source
+  framework refused the model (``GuardOnDataDependentSymNode``, unflattenable outputs such
+  as a ``DynamicCache``, a shape error in the model).
+* :class:`InternalError`: it came from the converter's own code: a bug.
+
+Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
+pytree FutureWarnings) is held back: the error says what went wrong, and what was printed is
+its ``diagnostics`` attribute. Set ``CONVERTER_VERBOSE=1`` to let it through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import os
+import sys
+import sysconfig
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .errors import ConversionError, ExportError, InternalError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_REPO = Path(__file__).resolve().parent.parent
+_OURS = tuple(str(_REPO / d) + os.sep for d in ("converter", "frontends", "backends"))
+_LIBRARY = tuple(
+    {
+        str(Path(p).resolve()) + os.sep
+        for k in ("stdlib", "platstdlib", "purelib", "platlib")
+        if (p := sysconfig.get_paths().get(k))
+    }
+)
+#: Frames of these framework packages that trace or export the user's model on its behalf.
+_TRACING = ("torch/export/", "torch/_export/", "torch/_dynamo/", "torch/fx/", "torch/_subclasses/", "jax/")
+
+
+def _frames(e: BaseException) -> list[str]:
+    return [f.filename for f in traceback.extract_tb(e.__traceback__)]
+
+
+def _is_user(filename: str) -> bool:
+    path = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+    if filename.startswith("<"):
+        return False
+    return not path.startswith(_OURS) and not path.startswith(_LIBRARY)
+
+
+def classify(e: Exception, what: str) -> ConversionError:
+    """The :class:`ConversionError` to raise for ``e``, an exception escaping ``what`` (the
+    API function's name); see the module docstring."""
+    files = _frames(e)
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    detail = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    ours_last = next((f for f in reversed(files) if f.startswith(_OURS)), None)
+    user = any(_is_user(f) for f in files)
+    tracing = any(t in f.replace(os.sep, "/") for f in files for t in _TRACING)
+    after_ours = files[files.index(ours_last) + 1 :] if ours_last is not None else files
+    model_code = what.rpartition(".")[2].startswith(("from_", "call_"))  # others run no model
+    if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):
+        return ExportError(f"{what}: the source framework could not export or trace the model: {detail}")
+    return InternalError(f"{what}: unexpected {detail} (a bug in the converter; please report it)")
+
+
+_forced_verbose = False
+
+
+def verbose() -> bool:
+    """Whether third-party chatter is let through: ``CONVERTER_VERBOSE`` is set to a
+    non-empty value other than ``0``, or inside :func:`verbose_mode` (``convert --verbose``)."""
+    return _forced_verbose or os.environ.get("CONVERTER_VERBOSE", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def verbose_mode(enabled: bool) -> Iterator[None]:
+    """Let third-party chatter through while the body runs, when ``enabled``."""
+    global _forced_verbose
+    previous, _forced_verbose = _forced_verbose, _forced_verbose or enabled
+    try:
+        yield
+    finally:
+        _forced_verbose = previous
+
+
+@contextlib.contextmanager
+def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.StringIO]:
+    """Hold back, while the body runs, log records up to ERROR (torch.export's graph dumps,
+    fake-tensor and symbolic-shape diagnostics come through torch's own loggers),
+    FutureWarnings, DeprecationWarnings and the warnings torch, jax and onnx raise, and (with
+    ``capture_stderr``) what is printed to stderr: yields that buffer, written out after a
+    success, kept back after a failure. A no-op when ``enabled`` is False."""
+    captured = io.StringIO()
+    if not enabled:
+        yield captured
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.ERROR)  # torch sets its own loggers' levels: disable them all
+    failed = True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for mod in ("torch", "jax", "onnx", "onnxruntime"):
+                warnings.filterwarnings("ignore", module=rf"{mod}(\..*)?$")
+            redirect = contextlib.redirect_stderr(captured) if capture_stderr else contextlib.nullcontext()
+            with redirect:  # torch.export prints partial graphs there
+                yield captured
+        failed = False
+    finally:
+        logging.disable(previous)
+        if not failed and captured.getvalue():  # a success keeps what was printed
+            sys.stderr.write(captured.getvalue())
+
+
+_depth = 0
+
+
+def api(fn: F) -> F:
+    """Decorate a public API function with the error contract (see the module docstring)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        global _depth
+        _depth += 1
+        try:
+            if _depth > 1:  # an API function calling another: the outer one classifies
+                return fn(*args, **kwargs)
+            with quiet(not verbose()) as captured:
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as e:
+                    e.diagnostics = captured.getvalue()  # type: ignore[attr-defined]
+                    raise
+        except ConversionError:
+            raise
+        except Exception as e:
+            if _depth > 1:
+                raise
+            err = classify(e, f"converter.{fn.__name__}")
+            err.diagnostics = getattr(e, "diagnostics", "")  # type: ignore[attr-defined]
+            raise err from e
+        finally:
+            _depth -= 1
+
+    return wrapper  # type: ignore[return-value]
+
+
+__all__ = ["api", "classify", "quiet", "verbose", "verbose_mode"]

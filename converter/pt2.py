@@ -1,0 +1,221 @@
+"""Reading ``.pt2`` files (``torch.export.save``) without running code from them.
+
+``torch.export.load`` is not safe on untrusted files: it unpickles with
+``torch.load(weights_only=False)`` every weight or constant its config marks
+``"use_pickle": true``, every opaque constant (``pickle.loads``), and the sample inputs or
+legacy payloads whenever torch's restricted loader refuses them; it loads AOTInductor
+shared libraries found under ``data/aotinductor/``; and it passes the symbolic shape
+expressions of the program (``expr_str``) to ``sympy.sympify``, which evaluates them as
+Python. :func:`check_pt2` inspects the archive before any of that happens and refuses what
+would run code, unless the caller opts in with ``trust_pickle=True``; :func:`load_pt2`
+checks, then loads. See ``docs/security.md``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from .errors import ParseError, UntrustedInputError
+from .fileio import check_size
+
+#: Names ``sympy.sympify`` may see in a shape expression besides symbols (``s0``, ``u3``):
+#: the functions torch's deserializer passes as locals and the sympy names its printer emits.
+_SYMPY_NAMES = frozenset(
+    """CeilDiv CeilToInt CleanDiv FloatPow FloatTrueDiv FloorDiv FloorToInt IntTrueDiv
+    IsNonOverlappingAndDenseIndicator LShift ModularIndexing PowByNatural PythonMod RShift
+    TruncToFloat TruncToInt RoundToInt RoundDecimal ToFloat Identity Where Mod Max Min
+    Eq Ne Lt Le Gt Ge And Or Not Abs floor ceiling sqrt oo zoo nan true false True False
+    Integer Rational Float Piecewise ITE""".split()
+)
+_SYMBOL = re.compile(r"[a-z]+[0-9]+")
+_TOKEN = re.compile(
+    r"\s+|[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+|[A-Za-z_][A-Za-z0-9_]*|\*\*|//|[-+*/%()<>=!,&|~^]"
+)
+
+
+def _safe_expr(expr: str) -> bool:
+    """Whether ``expr`` is a plain arithmetic/comparison expression over shape symbols and
+    the sympy functions above (no strings, attributes, subscripts or other names)."""
+    pos = 0
+    while pos < len(expr):
+        m = _TOKEN.match(expr, pos)
+        if m is None:
+            return False
+        tok = m.group()
+        if (tok[0].isalpha() or tok[0] == "_") and tok not in _SYMPY_NAMES and not _SYMBOL.fullmatch(tok):
+            return False
+        pos = m.end()
+    return True
+
+
+def _expr_strings(tree: Any) -> list[str]:
+    """Every ``expr_str`` value in a JSON tree."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if k == "expr_str" and isinstance(v, str):
+                    found.append(v)
+                else:
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+#: Bytes per element of torch's serialized ScalarType (torch._export.serde.schema); others 1.
+_ITEMSIZE = {2: 1, 3: 2, 4: 4, 5: 8, 6: 2, 7: 4, 8: 8, 9: 4, 10: 8, 11: 16, 13: 2, 28: 2, 34: 4, 35: 8}
+
+
+def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
+    """Refuse a ``.pt2`` whose loading would run code or allocate more than it holds.
+
+    Checked, without unpickling anything:
+
+    * the file is a zip archive with a ``torch.export`` program (``models/*.json``);
+    * no payload is a pickle torch would load unrestricted: ``"use_pickle": true`` entries of
+      the weights and constants configs, opaque/custom-object constants, legacy ``.pt``
+      weights; no AOTInductor libraries (``data/aotinductor/``);
+    * the sample inputs (and any other ``.pt`` member) load with torch's restricted
+      ``weights_only=True`` unpickler, so torch never falls back to the unrestricted one;
+    * every symbolic shape expression (``expr_str``, which torch gives to ``sympy.sympify``,
+      i.e. ``eval``) is arithmetic over shape symbols;
+    * members and tensors claim no more bytes than the machine has or the record holds.
+
+    With ``trust_pickle=True`` only the structure and sizes are checked.
+
+    Raises:
+        ParseError: not a readable ``.pt2`` archive, or sizes it cannot hold.
+        UntrustedInputError: a payload would run code; names the member.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ParseError(f"{path}: no such file")
+    if path.stat().st_size == 0:
+        raise ParseError(f"{path}: empty file, not a readable torch.export archive (.pt2)")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ParseError(f"{path}: not a readable torch.export archive (.pt2): not a zip file ({e})") from e
+    with zf:
+        infos = {i.filename: i for i in zf.infolist()}
+        check_size(sum(i.file_size for i in infos.values()), f"{path}: its members")
+        models = [n for n in infos if re.search(r"(^|/)models/[^/]+\.json$", n)]
+        legacy = [n for n in infos if n.endswith("serialized_exported_program.json")]
+        if not models and not legacy:
+            raise ParseError(f"{path}: not a readable torch.export archive (.pt2): no exported program in it")
+        refused: list[str] = []
+        if not trust_pickle:
+            refused += [n for n in infos if "/data/aotinductor/" in f"/{n}"][:1]
+        for name, info in infos.items():
+            if not name.endswith(".json"):
+                continue
+            try:
+                tree = json.loads(zf.read(info))
+            except (ValueError, zipfile.BadZipFile) as e:
+                raise ParseError(f"{path}: member {name} is not valid JSON ({e})") from e
+            for expr in _expr_strings(tree):
+                if not _safe_expr(expr):
+                    raise UntrustedInputError(
+                        f"{path}: member {name} has the shape expression {expr[:80]!r}, which is not "
+                        "arithmetic over shape symbols; torch would evaluate it as Python (sympy.sympify). "
+                        "Refused (no option loads it)."
+                    )
+            if name.endswith(("_weights_config.json", "_constants_config.json")):
+                refused += _check_payload_config(path, zf, infos, name, tree, trust_pickle)
+        for name in infos:
+            if name.endswith((".pt", ".pkl")) and not trust_pickle and name not in refused:
+                if not _loads_restricted(zf.read(name)):
+                    refused.append(name)
+    if refused:
+        raise UntrustedInputError(
+            f"{path}: loading it would unpickle or load code from {', '.join(sorted(set(refused)))} "
+            "(pickled payloads can run arbitrary code). Load it only if you trust where it comes "
+            "from: `convert --trust-pickle`, or converter.load_pt2(path, trust_pickle=True)."
+        )
+
+
+def _check_payload_config(
+    path: Path, zf: zipfile.ZipFile, infos: dict, name: str, tree: Any, trust_pickle: bool
+) -> list[str]:
+    """The pickled members a weights/constants config names; raises on impossible sizes."""
+    base = name.rpartition("/")[0]
+    config = tree.get("config", {}) if isinstance(tree, dict) else {}
+    if not isinstance(config, dict):
+        raise ParseError(f"{path}: member {name} is not a payload config")
+    pickled = []
+    for fqn, meta in config.items():
+        if not isinstance(meta, dict) or not isinstance(meta.get("path_name"), str):
+            raise ParseError(f"{path}: member {name}: entry {fqn!r} has no path_name")
+        member = f"{base}/{meta['path_name']}"
+        if meta.get("use_pickle") or meta["path_name"].startswith(("custom_obj_", "opaque_obj_")):
+            pickled.append(member)
+            continue
+        tmeta = meta.get("tensor_meta") or {}
+        try:
+            numel = 1
+            for d in tmeta.get("sizes", []):
+                numel *= int(d["as_int"])
+            itemsize = _ITEMSIZE.get(int(tmeta.get("dtype", 7)), 1)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ParseError(f"{path}: member {name}: entry {fqn!r} has malformed sizes ({e})") from e
+        held = infos[member].file_size if member in infos else 0
+        if held == 0 and numel > 0:
+            # torch.zeros(sizes) for an empty record: refuse claims beyond the machine's memory
+            check_size(numel * itemsize, f"{path}: {fqn} ({member})")
+    return pickled if not trust_pickle else []
+
+
+def _loads_restricted(data: bytes) -> bool:
+    """Whether torch's restricted unpickler (``weights_only=True``) accepts ``data``."""
+    import torch
+
+    try:
+        torch.load(io.BytesIO(data), weights_only=True)
+    except Exception:  # noqa: BLE001 - any refusal means torch would fall back to full pickle
+        return False
+    return True
+
+
+def load_pt2(path: str | os.PathLike, *, trust_pickle: bool = False):
+    """``torch.export.load(path)`` after :func:`check_pt2`; torch's own warnings and log
+    lines about the archive are held back (the error says what went wrong).
+
+    Returns:
+        The ``torch.export.ExportedProgram``.
+
+    Raises:
+        ParseError: not a readable ``.pt2`` archive (names the file and torch's complaint).
+        UntrustedInputError: the archive holds pickled payloads, code or shape expressions
+            that would run code, and ``trust_pickle`` is False.
+    """
+    import logging
+    import warnings
+
+    import torch
+
+    check_pt2(path, trust_pickle=trust_pickle)
+    loggers = [logging.getLogger(n) for n in ("torch.export", "torch._export", "torch.export.pt2_archive")]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return torch.export.load(Path(path))
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ParseError(
+            f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {first}"
+        ) from e
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)

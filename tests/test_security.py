@@ -1,0 +1,184 @@
+"""Untrusted inputs run nothing: crafted ``.pt2`` files whose pickles (or shape expressions)
+would create a marker file are refused by the CLI and the API; the marker never appears.
+Each crafted file is first shown to run its payload under plain ``torch.export.load``, so
+the tests would fail if the refusal were missing. Sizes a file claims but cannot hold are
+refused before allocating."""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import converter
+from converter import cli
+from converter.pt2 import _safe_expr, check_pt2
+
+
+class _Marker:
+    """Unpickling it creates ``path`` (standing in for any command)."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+class _Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+@pytest.fixture(scope="module")
+def good_pt2(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("pt2") / "good.pt2"
+    torch.export.save(torch.export.export(_Tiny(), (torch.randn(3, 4),)), path)
+    return path
+
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    """A copy of the archive ``src`` with ``edit(name, data) -> data`` applied to members."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info, edit(info.filename, zin.read(info)))
+    return dst
+
+
+def _pickled_weight(good: Path, tmp: Path, marker: Path) -> Path:
+    """``lin.weight`` marked ``"use_pickle": true``, its payload a pickle creating ``marker``."""
+    weight = json.loads(_member(good, "_weights_config.json"))["config"]["lin.weight"]["path_name"]
+
+    def edit(name: str, data: bytes) -> bytes:
+        if name.endswith("_weights_config.json"):
+            config = json.loads(data)
+            config["config"]["lin.weight"]["use_pickle"] = True
+            return json.dumps(config).encode()
+        if name.endswith(f"data/weights/{weight}"):
+            return pickle.dumps(_Marker(marker))
+        return data
+
+    return _rewrite(good, tmp / "evil.pt2", edit)
+
+
+def _pickled_sample_inputs(good: Path, tmp: Path, marker: Path) -> Path:
+    """Sample inputs torch's restricted loader refuses (then torch falls back to full pickle)."""
+
+    def edit(name: str, data: bytes) -> bytes:
+        if "/data/sample_inputs/" in name:
+            buf = io.BytesIO()
+            torch.save((_Marker(marker),), buf)
+            return buf.getvalue()
+        return data
+
+    return _rewrite(good, tmp / "evil_inputs.pt2", edit)
+
+
+def _member(path: Path, suffix: str) -> bytes:
+    with zipfile.ZipFile(path) as zf:
+        return zf.read(next(n for n in zf.namelist() if n.endswith(suffix)))
+
+
+@pytest.mark.parametrize("craft", [_pickled_weight, _pickled_sample_inputs])
+def test_crafted_pt2_runs_nothing(craft, good_pt2, tmp_path, capsys):
+    # the payload is real: plain torch.export.load runs it
+    shown = tmp_path / "shown"
+    try:
+        torch.export.load(craft(good_pt2, tmp_path, shown))
+    except Exception:  # noqa: BLE001 - torch may fail after running the payload
+        pass
+    assert shown.exists(), "the crafted file does not exercise torch's pickle path"
+    capsys.readouterr()  # torch's own logging of that load
+
+    marker = tmp_path / "marker"
+    evil = craft(good_pt2, tmp_path, marker)
+    out = tmp_path / "x.shlo"
+    assert cli.main([str(evil), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--trust-pickle" in err and "Traceback" not in err
+    assert cli.main(["inspect", str(evil)]) == 2
+    assert "--trust-pickle" in capsys.readouterr().err
+    with pytest.raises(converter.UntrustedInputError, match="trust_pickle=True"):
+        converter.from_torch(evil)
+    with pytest.raises(converter.UntrustedInputError):
+        converter.load_pt2(evil)
+    assert not marker.exists() and not out.exists()
+
+
+def test_trust_pickle_opts_in(good_pt2, tmp_path):
+    marker = tmp_path / "marker"
+    evil = _pickled_sample_inputs(good_pt2, tmp_path, marker)
+    assert converter.load_pt2(evil, trust_pickle=True) is not None
+    assert marker.exists()  # the user asked for it
+
+
+def test_a_plain_pt2_loads(good_pt2):
+    m = converter.from_torch(good_pt2)
+    assert [p.name for p in m.signature.params] == ["lin.weight", "lin.bias"]
+
+
+def test_shape_expressions_that_are_code_are_refused(good_pt2, tmp_path):
+    def edit(name: str, data: bytes) -> bytes:
+        if name.endswith("models/model.json"):
+            program = json.loads(data)
+            program["range_constraints"] = {"s0": {"min_val": 1, "max_val": 8}}
+            program["graph_module"]["graph"]["sym_int_values"] = {
+                "s0": {"as_expr": {"expr_str": "__import__('os').system('touch pwned')", "hint": None}}
+            }
+            return json.dumps(program).encode()
+        return data
+
+    evil = _rewrite(good_pt2, tmp_path / "expr.pt2", edit)
+    with pytest.raises(converter.UntrustedInputError, match="sympy.sympify"):
+        check_pt2(evil, trust_pickle=True)  # no option loads it
+
+
+@pytest.mark.parametrize(
+    "expr, safe",
+    [
+        ("s0", True),
+        ("2*s0 + 1", True),
+        ("Max(1, s0) // 2", True),
+        ("Eq(Mod(s1, 4), 0)", True),
+        ("TruncToInt(zuf0)", True),
+        ("__import__('os').system('x')", False),
+        ("exit()", False),
+        ("s0.__class__", False),
+        ("eval", False),
+    ],
+)
+def test_safe_expressions(expr, safe):
+    assert _safe_expr(expr) is safe
+
+
+def test_sizes_a_pt2_cannot_hold_are_refused(good_pt2, tmp_path):
+    def edit(name: str, data: bytes) -> bytes:
+        if name.endswith("_weights_config.json"):
+            config = json.loads(data)
+            config["config"]["lin.bias"]["tensor_meta"]["sizes"] = [{"as_int": 1 << 40}, {"as_int": 1 << 20}]
+            return json.dumps(config).encode()
+        if name.endswith("data/weights/weight_1"):
+            return b""  # torch would allocate torch.zeros(sizes) for an empty record
+        return data
+
+    evil = _rewrite(good_pt2, tmp_path / "huge.pt2", edit)
+    with pytest.raises(converter.ParseError, match="more than this machine's memory"):
+        check_pt2(evil)
+
+
+def test_shlo_members_claiming_more_than_memory_are_refused(tmp_path, monkeypatch):
+    path = tmp_path / "big.shlo"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("manifest.json", "{}" + " " * 4096)
+    monkeypatch.setattr("converter.fileio.memory_bytes", lambda: 1024)  # a 1 KiB machine
+    with pytest.raises(converter.ParseError, match="manifest.json claims 4,098 bytes, more than"):
+        converter.load(path)
