@@ -4,10 +4,11 @@
 :class:`ConversionError` passes through; any other exception is classified by where it was
 raised and re-raised as a subclass with the original chained (``raise ... from e``):
 
-* :class:`ExportError` (``from_*`` and ``call_*`` only): it came from the user's code (the model's ``forward``, the JAX
-  function) or from ``torch.export``/``jax`` tracing on the user's behalf, i.e. the source
-  framework refused the model (``GuardOnDataDependentSymNode``, unflattenable outputs such
-  as a ``DynamicCache``, a shape error in the model).
+* :class:`ExportError` (``from_*`` and ``call_*`` only): it came from the user's code (the
+  model's ``forward``, the JAX function) or from ``torch.export``/``jax`` tracing on the
+  user's behalf, i.e. the source framework refused the model
+  (``GuardOnDataDependentSymNode``, unflattenable outputs such as a ``DynamicCache``, a
+  shape error in the model).
 * :class:`InternalError`: it came from the converter's own code: a bug.
 
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,

@@ -1,9 +1,10 @@
 """``convert inspect FILE``: what a file holds, for any file the CLI reads or writes.
 
 Prints the source framework, the signature (inputs kept or dropped by dead-argument
-elimination, their placements), parameters with sizes, host-placed functions and an op
-histogram. Reads ``.shlo`` (``Module.save``), ``.mlir``/``.mlirbc``, ``.pt2`` and
-``file.py:factory`` (torch), ``.onnx``, and ``--to jax`` artifacts (``.jax``/``.jaxexport``).
+elimination, their placements), parameters with sizes, the constants baked into the program
+(a ``.jax`` artifact's weights), host-placed functions and an op histogram. Reads ``.shlo``
+(``Module.save``), ``.mlir``/``.mlirbc``, ``.pt2`` and ``file.py:factory`` (torch),
+``.onnx``, and ``--to jax`` artifacts (``.jax``/``.jaxexport``).
 """
 
 from __future__ import annotations
@@ -76,9 +77,38 @@ def report(module: Module, top: int = 20) -> dict[str, Any]:
             "bytes": sum(p["bytes"] for p in params),
             "largest": sorted(params, key=lambda p: -p["bytes"])[:top],
         },
+        "constants": constants(module),
         "host_functions": host_functions(module.mlir),
         "ops": dict(hist.most_common()),
     }
+
+
+def constants(module: Module) -> dict[str, int]:
+    """The tensors baked into the program as ``stablehlo.constant`` ops (a ``.jax`` artifact
+    holds its weights this way, not as parameters): ``count`` of non-scalar constants, their
+    ``elements`` and the ``bytes`` they store (a splat stores one element)."""
+    from jaxlib.mlir import ir
+
+    from . import mlir
+
+    count = elements = stored = 0
+    for fn in mlir.functions(module.mlir).values():
+        for op in mlir.walk_ops(fn):
+            if op.name != "stablehlo.constant":
+                continue
+            try:
+                t = mlir.tensor_type(op.results[0].type)
+            except TypeError:
+                continue
+            n = math.prod(d or 0 for d in t.shape)
+            if not t.shape:
+                continue
+            value = op.attributes["value"]
+            splat = isinstance(value, ir.DenseElementsAttr) and value.is_splat
+            count += 1
+            elements += n
+            stored += (1 if splat else n) * _itemsize(t.dtype)
+    return {"count": count, "elements": elements, "bytes": stored}
 
 
 def _itemsize(dtype: str) -> int:
@@ -111,6 +141,11 @@ def render(rep: dict[str, Any], top: int = 20) -> str:
         lines.append(
             f"  {row['name']}: {row['dtype']}{row['shape']} {_fmt_bytes(row['bytes'])} ({row['kind']}){extra}"
         )
+    c = rep["constants"]
+    lines.append(
+        f"constants (baked into the program): {c['count']} tensors, {c['elements']:,} elements, "
+        f"{_fmt_bytes(c['bytes'])}"
+    )
     hosts = rep["host_functions"]
     lines.append(f"host-placed functions: {', '.join(hosts) if hosts else 'none'}")
     lines.append(f"ops ({sum(rep['ops'].values())} total):")
