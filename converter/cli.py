@@ -35,7 +35,7 @@ from typing import Any
 
 from . import _contract
 from .errors import ConversionError, ExportError, InternalError, ParseError
-from .fileio import atomic_path, atomic_write
+from .fileio import atomic_path, atomic_write, check_writable
 from .module import Module
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
@@ -211,7 +211,8 @@ def _read_exported(path: Path):
     try:
         return jax.export.deserialize(bytearray(path.read_bytes()))
     except Exception as e:  # noqa: BLE001 - any deserialization failure means a bad file
-        raise ParseError(f"{path}: not a serialized jax.export.Exported ({type(e).__name__})") from e
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ParseError(f"{path}: not a serialized jax.export.Exported ({type(e).__name__}: {first})") from e
 
 
 def parse_dims(values: Sequence[str] | None) -> dict[str, int]:
@@ -646,6 +647,7 @@ def convert(options: argparse.Namespace) -> float:
     if getattr(options, "dims", None) and source != "onnx":
         raise CliError(f"--dim applies to --from onnx only, not --from {source}")
     parse_dims(getattr(options, "dims", None))  # a malformed --dim fails before loading
+    check_writable(options.output)  # an unwritable OUT fails before a long conversion
     start = time.perf_counter()
     module = load_input(options.input, source, options)
     if options.verbose:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -44,6 +45,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+_NO_NEW_FILES = (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
 def _output_error(target: Path, e: OSError):
     from .errors import OutputError
 
@@ -52,8 +56,35 @@ def _output_error(target: Path, e: OSError):
         if parent.exists() or parent.is_symlink():
             if not parent.is_dir():
                 reason = f"{parent} is a file, not a directory"
+            elif parent == target.parent and e.errno in (
+                errno.ENOENT,
+                errno.EACCES,
+                errno.EPERM,
+                errno.EROFS,
+            ):
+                reason = f"{reason} (no new files can be made in {parent})"
             break
     return OutputError(f"cannot write {target}: {reason}")
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early, before a long conversion, when ``path`` could not be written: makes its
+    missing parent directories (as :func:`atomic_path` would) and a temporary file beside it,
+    then removes the file.
+
+    Raises:
+        OutputError: as :func:`atomic_path`.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise _output_error(target, IsADirectoryError(21, "is a directory"))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:
+        raise _output_error(target, e) from e
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def _umask() -> int:

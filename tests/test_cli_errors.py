@@ -1,0 +1,397 @@
+"""Every bad-input class ``convert`` meets: the exit status and the one-paragraph message
+now given. :data:`CASES` is the table ``docs/errors.md`` shows (a test checks both list the
+same cases). In-process (``cli.main``) except where the real process's behaviour (XLA's log
+lines, its exit status) is the point."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import converter
+from converter import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FACTORIES = textwrap.dedent(
+    """
+    import sys
+    import torch
+
+    def factory():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),)
+
+    def bf16():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2).to(torch.bfloat16).eval(), (torch.randn(2, 3, dtype=torch.bfloat16),)
+
+    def raises():
+        raise RuntimeError("weights not found")
+
+    def exits():
+        sys.exit(3)
+
+    def wrong():
+        return "model"
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum().item()))
+
+    def data_dependent():
+        return DataDependent(), (torch.ones(3),)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A directory with the factories, a good .pt2, .shlo and .jax of them, and bad files."""
+    d = tmp_path_factory.mktemp("cli_errors")
+    (d / "models.py").write_text(FACTORIES)
+    (d / "import_fails.py").write_text("import no_such_module_anywhere\n")
+    (d / "import_exits.py").write_text("import sys\nsys.exit(4)\n")
+    model, args, _ = cli.load_factory(d / "models.py", "factory")
+    torch.export.save(torch.export.export(model, args), d / "good.pt2")
+    converter.from_torch(model, args).save(d / "good.shlo")
+    assert cli.main([str(d / "good.shlo"), "-o", str(d / "good.jax")]) == 0
+    (d / "empty.pt2").write_bytes(b"")
+    (d / "truncated.pt2").write_bytes((d / "good.pt2").read_bytes()[:1500])
+    (d / "bad.shlo").write_bytes(b"PK\x03\x04 truncated")
+    (d / "bad.onnx").write_bytes(b"\x08\x07garbage" * 5)
+    (d / "bad.mlir").write_text("func.func @main(%x: tensor<2xf32>) { garbage }")
+    (d / "bad.jax").write_bytes(b"not flatbuffers")
+    (d / "model.txt").write_text("?")
+    (d / "a_file").write_text("")
+    np.savez(d / "objects.npz", np.array([{"a": 1}], dtype=object))
+    np.savez(d / "wrong_shape.npz", np.ones((5, 3), np.float32))
+    np.savez(d / "wrong_dtype.npz", np.ones((2, 3), np.int32))
+    return d
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad-input class: ``argv`` (``{d}`` is the work directory), the exit status and a
+    phrase of the message."""
+
+    id: str
+    what: str
+    argv: tuple[str, ...]
+    status: int
+    needle: str
+
+
+CASES = [
+    Case("missing-input", "input file missing", ("{d}/missing.pt2", "-o", "{d}/o.shlo"), 2, "no such file"),
+    Case("empty-pt2", "empty .pt2", ("{d}/empty.pt2", "-o", "{d}/o.shlo"), 2, "empty file"),
+    Case(
+        "truncated-pt2",
+        "truncated .pt2",
+        ("{d}/truncated.pt2", "-o", "{d}/o.shlo"),
+        2,
+        "not a readable torch.export archive (.pt2)",
+    ),
+    Case(
+        "corrupt-shlo",
+        "corrupt .shlo",
+        ("{d}/bad.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "corrupt converter.Module file",
+    ),
+    Case(
+        "corrupt-onnx", "corrupt .onnx", ("{d}/bad.onnx", "-o", "{d}/o.shlo"), 2, "not a readable ONNX model"
+    ),
+    Case("corrupt-mlir", "malformed StableHLO text", ("{d}/bad.mlir", "-o", "{d}/o.shlo"), 2, "bad.mlir"),
+    Case(
+        "corrupt-jax",
+        "corrupt .jax",
+        ("{d}/bad.jax", "-o", "{d}/o.shlo"),
+        2,
+        "not a serialized jax.export.Exported",
+    ),
+    Case(
+        "unknown-input-suffix",
+        "input suffix says nothing",
+        ("{d}/model.txt", "-o", "{d}/o.shlo"),
+        2,
+        "cannot tell the input format",
+    ),
+    Case(
+        "unknown-output-suffix",
+        "output suffix says nothing",
+        ("{d}/good.shlo", "-o", "{d}/o.bin"),
+        2,
+        "cannot tell the output format",
+    ),
+    Case(
+        "unknown-from",
+        "unknown --from",
+        ("--from", "tf", "{d}/good.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "unknown --from",
+    ),
+    Case("no-output", "no -o", ("{d}/good.shlo",), 2, "the following arguments are required: -o"),
+    Case(
+        "factory-missing",
+        "factory not defined",
+        ("{d}/models.py:nope", "-o", "{d}/o.shlo"),
+        2,
+        "has no function 'nope'",
+    ),
+    Case(
+        "factory-import-fails",
+        "factory file fails to import",
+        ("{d}/import_fails.py:factory", "-o", "{d}/o.shlo"),
+        2,
+        "importing it failed: ModuleNotFoundError",
+    ),
+    Case(
+        "factory-import-exits",
+        "factory file calls sys.exit on import",
+        ("{d}/import_exits.py:factory", "-o", "{d}/o.shlo"),
+        2,
+        "importing it called sys.exit(4)",
+    ),
+    Case(
+        "factory-raises",
+        "factory raises",
+        ("{d}/models.py:raises", "-o", "{d}/o.shlo"),
+        2,
+        "raises() failed: RuntimeError: weights not found",
+    ),
+    Case(
+        "factory-exits",
+        "factory calls sys.exit(3)",
+        ("{d}/models.py:exits", "-o", "{d}/o.shlo"),
+        2,
+        "exits() called sys.exit(3)",
+    ),
+    Case(
+        "factory-wrong",
+        "factory returns no model",
+        ("{d}/models.py:wrong", "-o", "{d}/o.shlo"),
+        2,
+        "must return",
+    ),
+    Case(
+        "export-fails",
+        "torch.export refuses the model",
+        ("{d}/models.py:data_dependent", "-o", "{d}/o.shlo"),
+        2,
+        "torch.export could not export DataDependent",
+    ),
+    Case(
+        "output-parent-is-file",
+        "a file where the output's directory should be",
+        ("{d}/good.shlo", "-o", "{d}/a_file/o.mlir"),
+        2,
+        "a_file is a file, not a directory",
+    ),
+    Case(
+        "output-virtual-fs",
+        "output on a virtual file system",
+        ("{d}/good.shlo", "-o", "/proc/o.mlir"),
+        2,
+        "cannot write /proc/o.mlir",
+    ),
+    Case(
+        "output-is-dir",
+        "output is a directory",
+        ("{d}/good.shlo", "-o", "{d}", "--to", "stablehlo"),
+        2,
+        "is a directory",
+    ),
+    Case(
+        "dim-not-onnx", "--dim with a non-ONNX source", ("{d}/good.shlo", "-o", "{d}/o.mlir", "--dim", "N"), 2, "--dim applies"
+    ),
+    Case(
+        "bad-opset",
+        "--opset out of range",
+        ("{d}/good.shlo", "-o", "{d}/o.onnx", "--opset", "9"),
+        2,
+        "--opset 9",
+    ),
+    Case(
+        "validate-inputs-objects",
+        "validate --inputs with an object array",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/objects.npz"),
+        2,
+        "not an .npz of numeric arrays",
+    ),
+    Case(
+        "validate-inputs-shape",
+        "validate --inputs with a wrong shape",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/wrong_shape.npz"),
+        2,
+        "input args[0] is float32[5, 3], the model takes float32[2, 3]",
+    ),
+    Case(
+        "validate-inputs-dtype",
+        "validate --inputs with a wrong dtype",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/wrong_dtype.npz"),
+        2,
+        "input args[0] is int32[2, 3]",
+    ),
+    Case(
+        "validate-inputs-missing",
+        "validate --inputs file missing",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/none.npz"),
+        2,
+        "no such file",
+    ),
+    Case(
+        "validate-unknown-suffix",
+        "validate input suffix says nothing",
+        ("validate", "{d}/model.txt"),
+        2,
+        "cannot tell the source format",
+    ),
+    Case("inspect-missing", "inspect a missing file", ("inspect", "{d}/missing.shlo"), 2, "no such file"),
+]
+
+
+def _argv(case: Case, d: Path) -> list[str]:
+    return [a.format(d=d) for a in case.argv]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_bad_input(case: Case, work: Path, capsys):
+    rc = cli.main(_argv(case, work))
+    err = capsys.readouterr().err
+    assert rc == case.status, err
+    assert case.needle in err, err
+    assert "Traceback" not in err and "\n\n" not in err.strip()
+    assert err.startswith(("convert: error: ", "usage: convert"))
+    assert not any(p.name.startswith(("o.", ".o.")) for p in work.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_output_directory(work: Path, capsys):
+    ro = work / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert cli.main([str(work / "good.shlo"), "-o", str(ro / "o.mlir")]) == 2
+        assert "Permission denied" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o755)
+
+
+def test_a_bug_is_exit_1(work: Path, capsys, monkeypatch):
+    def broken(module, out, options):
+        raise KeyError("a converter bug")
+
+    monkeypatch.setitem(cli.WRITERS, "stablehlo", cli.Writer(broken, "x", (".mlir",)))
+    assert cli.main([str(work / "good.shlo"), "-o", str(work / "o.mlir")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("convert: internal error") and "KeyError" in err and "Traceback" not in err
+
+
+def test_missing_output_directories_are_created(work: Path, capsys):
+    out = work / "new" / "sub" / "x.mlir"
+    assert cli.main([str(work / "good.shlo"), "-o", str(out)]) == 0
+    assert out.is_file()
+
+
+def test_errors_page_lists_every_case():
+    page = (ROOT / "docs" / "errors.md").read_text()
+    for case in CASES:
+        assert f"`{case.id}`" in page, f"docs/errors.md has no row for {case.id}"
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@pytest.mark.parametrize("name", ["good.pt2", "good.jax", "good.shlo"])
+def test_validate_takes_what_convert_takes(name, work: Path, capsys):
+    """--from inferred from the suffix; .pt2 with its saved example inputs."""
+    assert cli.main(["validate", str(work / name), "--to", "jax", "--quiet"]) == 0, capsys.readouterr().err
+
+
+def test_validate_skips_a_dtype_the_target_cannot_run(work: Path, capsys):
+    from converter import validate as V
+
+    report = V.validate(f"{work}/models.py:bf16", targets=("jax", "onnx"), progress=False)
+    status = {t.target: (t.status, t.reason) for t in report.targets}
+    assert status["jax"][0] == "passed"
+    assert status["onnx"][0] == "skipped" and "bfloat16" in status["onnx"][1]
+    assert report.passed
+
+
+def test_api_errors_are_conversion_errors():
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum().item()))
+
+    with pytest.raises(converter.ExportError, match="GuardOnDataDependentSymNode") as info:
+        converter.from_torch(DataDependent(), (torch.ones(3),))
+    assert info.value.__cause__ is not None and "def forward" in info.value.diagnostics
+    with pytest.raises(converter.ExportError) as info:
+        converter.call_torch(torch.nn.Linear(4, 2), np.ones((3, 5), np.float32))
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+# --------------------------------------------------------------------------- the real process
+
+
+def _process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "CONVERTER_VERBOSE")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "converter.cli", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_process_prints_one_paragraph_and_no_library_logs(work: Path):
+    ok = _process(str(work / "good.shlo"), "-o", str(work / "p.mlir"), cwd=work)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr  # no XLA INFO lines, no warnings
+    bad = _process(str(work / "truncated.pt2"), "-o", str(work / "p.shlo"), cwd=work)
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert lines[0].startswith("convert: error: ") and len(lines) == 2, bad.stderr
+    exits = _process(f"{work}/models.py:exits", "-o", str(work / "p.shlo"), cwd=work)
+    assert exits.returncode == 2 and "sys.exit(3)" in exits.stderr
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"convert {converter.__version__} (torch ")
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "PyTorch, JAX, ONNX and StableHLO" in out
+    for name in ("torch", "jax", "onnx", "stablehlo", "module", ".onnx", ".jax", ".shlo", ".pt2"):
+        assert name in out
+
+
+# --------------------------------------------------------------------------- reproducible outputs
+
+
+def test_outputs_are_byte_identical_across_runs(work: Path):
+    runs = []
+    for i in range(2):
+        out = work / f"run{i}"
+        for suffix in ("shlo", "onnx", "jax"):
+            assert cli.main([f"{work}/models.py:factory", "-o", str(out / f"m.{suffix}")]) == 0
+        runs.append({p.name: p.read_bytes() for p in out.iterdir()})
+    assert runs[0].keys() == {"m.shlo", "m.onnx", "m.jax"}
+    for name in runs[0]:
+        assert runs[0][name] == runs[1][name], f"{name} differs between two identical runs"
+    with zipfile.ZipFile(work / "run0" / "m.shlo") as zf:
+        assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
