@@ -73,10 +73,26 @@ def work(tmp_path_factory) -> Path:
     (d / "bad.jax").write_bytes(b"not flatbuffers")
     (d / "model.txt").write_text("?")
     (d / "a_file").write_text("")
+    _onnx_reading_outside(d / "outside.onnx")
     np.savez(d / "objects.npz", np.array([{"a": 1}], dtype=object))
     np.savez(d / "wrong_shape.npz", np.ones((5, 3), np.float32))
     np.savez(d / "wrong_dtype.npz", np.ones((2, 3), np.int32))
     return d
+
+
+def _onnx_reading_outside(path: Path) -> None:
+    """An ONNX model whose external data points outside its directory."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", "../../../../etc/hostname"
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [], [y], [w])
+    onnx.save(helper.make_model(graph), path)
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,13 @@ CASES = [
     ),
     Case(
         "corrupt-onnx", "corrupt .onnx", ("{d}/bad.onnx", "-o", "{d}/o.shlo"), 2, "not a readable ONNX model"
+    ),
+    Case(
+        "onnx-data-outside",
+        ".onnx whose external data lies outside its directory",
+        ("{d}/outside.onnx", "-o", "{d}/o.shlo"),
+        2,
+        "points outside the directory",
     ),
     Case("corrupt-mlir", "malformed StableHLO text", ("{d}/bad.mlir", "-o", "{d}/o.shlo"), 2, "bad.mlir"),
     Case(
@@ -212,7 +235,11 @@ CASES = [
         "is a directory",
     ),
     Case(
-        "dim-not-onnx", "--dim with a non-ONNX source", ("{d}/good.shlo", "-o", "{d}/o.mlir", "--dim", "N"), 2, "--dim applies"
+        "dim-not-onnx",
+        "--dim with a non-ONNX source",
+        ("{d}/good.shlo", "-o", "{d}/o.mlir", "--dim", "N"),
+        2,
+        "--dim applies",
     ),
     Case(
         "bad-opset",
