@@ -93,7 +93,7 @@ def from_onnx(model, **options) -> Module:
     return _from_onnx(model, **options)
 
 
-@api
+@api(hush=False)
 def call_jax(fn, *args, **kwargs):
     """See :func:`converter.embed.call_jax`."""
     from .embed import call_jax as _call_jax
@@ -101,7 +101,7 @@ def call_jax(fn, *args, **kwargs):
     return _call_jax(fn, *args, **kwargs)
 
 
-@api
+@api(hush=False)
 def call_torch(module_or_fn, *args, **kwargs):
     """See :func:`converter.embed.call_torch`."""
     from .embed import call_torch as _call_torch

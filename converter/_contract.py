@@ -128,17 +128,22 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
 _depth = 0
 
 
-def api(fn: F) -> F:
-    """Decorate a public API function with the error contract (see the module docstring)."""
+def api(fn: F | None = None, *, hush: bool = True) -> Any:
+    """Decorate a public API function with the error contract (see the module docstring).
+    ``hush=False`` skips :func:`quiet` (for functions called per step, such as ``call_jax``,
+    whose conversions hold back the chatter themselves, on a cache miss only)."""
+    if fn is None:
+        return functools.partial(api, hush=hush)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         global _depth
+        outer = _depth == 0
         _depth += 1
         try:
-            if _depth > 1:  # an API function calling another: the outer one classifies
+            if not (outer and hush) or verbose():  # nested calls: the outer one classifies
                 return fn(*args, **kwargs)
-            with quiet(not verbose()) as captured:
+            with quiet() as captured:
                 try:
                     return fn(*args, **kwargs)
                 except Exception as e:
@@ -147,7 +152,7 @@ def api(fn: F) -> F:
         except ConversionError:
             raise
         except Exception as e:
-            if _depth > 1:
+            if not outer:
                 raise
             err = classify(e, f"converter.{fn.__name__}")
             err.diagnostics = getattr(e, "diagnostics", "")  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from . import dtypes
+from ._contract import quiet, verbose
 from .errors import InputTypeError
 from .signature import TreeSpec, input_path, unflatten
 
@@ -294,7 +295,8 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = 
         ex_args, ex_kwargs = jax.tree_util.tree_map(
             lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
         )
-        function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
+        with quiet(not verbose()):  # torch.export's and fake_tensor's chatter on failure
+            function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
     params = dict(function.params)
     if isinstance(module_or_fn, torch.nn.Module):
         state = module_or_fn.state_dict(keep_vars=True)

@@ -24,32 +24,43 @@ from typing import Any
 from .errors import ParseError, UntrustedInputError
 from .fileio import check_size
 
-#: Names ``sympy.sympify`` may see in a shape expression besides symbols (``s0``, ``u3``):
-#: the functions torch's deserializer passes as locals and the sympy names its printer emits.
+#: Names ``sympy.sympify`` may see in a shape expression besides shape symbols (``s0``, ``u3``):
+#: torch writes them with ``sympy.srepr`` (``Add(Symbol('s0', positive=True, integer=True),
+#: Integer(1))``), so sympy's class names, torch's sympy functions (the deserializer's
+#: locals) and the assumption keywords.
 _SYMPY_NAMES = frozenset(
-    """CeilDiv CeilToInt CleanDiv FloatPow FloatTrueDiv FloorDiv FloorToInt IntTrueDiv
+    """Add Mul Pow Symbol Dummy Integer Rational Float Half One Zero NegativeOne Infinity
+    NegativeInfinity ComplexInfinity NaN BooleanTrue BooleanFalse Equality Unequality
+    StrictLessThan LessThan StrictGreaterThan GreaterThan Eq Ne Lt Le Gt Ge And Or Not Xor
+    Max Min Mod floor ceiling Abs sign Piecewise ExprCondPair Tuple ITE sqrt exp log
+    true false oo zoo nan True False None
+    CeilDiv CeilToInt CleanDiv FloatPow FloatTrueDiv FloorDiv FloorToInt IntTrueDiv Identity
     IsNonOverlappingAndDenseIndicator LShift ModularIndexing PowByNatural PythonMod RShift
-    TruncToFloat TruncToInt RoundToInt RoundDecimal ToFloat Identity Where Mod Max Min
-    Eq Ne Lt Le Gt Ge And Or Not Abs floor ceiling sqrt oo zoo nan true false True False
-    Integer Rational Float Piecewise ITE""".split()
+    RoundDecimal RoundToInt ToFloat TruncToFloat TruncToInt Where
+    positive negative nonnegative nonpositive integer real finite infinite zero nonzero
+    commutative rational even odd prime composite complex imaginary hermitian precision evaluate
+    extended_real extended_positive extended_negative extended_nonnegative extended_nonpositive""".split()
 )
-_SYMBOL = re.compile(r"[a-z]+[0-9]+")
+_NAME_PATTERNS = re.compile(r"[a-z]+[0-9]+|OpaqueUnaryFn_[a-z0-9]+|BitwiseFn_[a-z_]+")
 _TOKEN = re.compile(
-    r"\s+|[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+|[A-Za-z_][A-Za-z0-9_]*|\*\*|//|[-+*/%()<>=!,&|~^]"
+    r"""\s+|'[^'\\\n]*'|"[^"\\\n]*"|[0-9]+\.[0-9]*(?:[eE][-+]?[0-9]+)?|[0-9]+|[A-Za-z_][A-Za-z0-9_]*"""
+    r"|\*\*|//|[-+*/%()<>=!,&|~^]"
 )
 
 
 def _safe_expr(expr: str) -> bool:
-    """Whether ``expr`` is a plain arithmetic/comparison expression over shape symbols and
-    the sympy functions above (no strings, attributes, subscripts or other names)."""
+    """Whether ``expr`` is a plain expression over shape symbols: calls of the sympy names
+    above, numbers, quoted plain strings (symbol names), keyword arguments and operators; no
+    other names, no attributes (``.``), subscripts or double underscores."""
     pos = 0
     while pos < len(expr):
         m = _TOKEN.match(expr, pos)
         if m is None:
             return False
         tok = m.group()
-        if (tok[0].isalpha() or tok[0] == "_") and tok not in _SYMPY_NAMES and not _SYMBOL.fullmatch(tok):
-            return False
+        if tok[0].isalpha() or tok[0] == "_":
+            if "__" in tok or (tok not in _SYMPY_NAMES and not _NAME_PATTERNS.fullmatch(tok)):
+                return False
         pos = m.end()
     return True
 

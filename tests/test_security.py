@@ -150,6 +150,13 @@ def test_shape_expressions_that_are_code_are_refused(good_pt2, tmp_path):
         ("Max(1, s0) // 2", True),
         ("Eq(Mod(s1, 4), 0)", True),
         ("TruncToInt(zuf0)", True),
+        ("Add(FloorDiv(Symbol('s77', positive=True, integer=True), Integer(2)), Integer(1))", True),
+        ("StrictLessThan(Symbol('u0', integer=True), Integer(5))", True),
+        ("Float('1.5', precision=53)", True),
+        ("OpaqueUnaryFn_sqrt(Symbol('s0', positive=True, integer=True))", True),
+        ("Symbol('s0').__class__", False),
+        ("getattr(Symbol, 'name')", False),
+        ("Symbol('s0')[0]", False),
         ("__import__('os').system('x')", False),
         ("exit()", False),
         ("s0.__class__", False),
@@ -182,3 +189,21 @@ def test_shlo_members_claiming_more_than_memory_are_refused(tmp_path, monkeypatc
     monkeypatch.setattr("converter.fileio.memory_bytes", lambda: 1024)  # a 1 KiB machine
     with pytest.raises(converter.ParseError, match="manifest.json claims 4,098 bytes, more than"):
         converter.load(path)
+
+
+def test_a_pt2_with_symbolic_shapes_passes_the_check(tmp_path):
+    """torch writes shape expressions with sympy.srepr (Symbol('s77', positive=True, ...)):
+    they are not code, and the check lets them through."""
+
+    class Cat(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cat([x, y], 0)[: x.shape[0] // 2 + 1] * 2
+
+    dims = ({0: torch.export.Dim("b", min=2, max=64)}, {0: torch.export.Dim("c", min=2, max=64)})
+    path = tmp_path / "dyn.pt2"
+    torch.export.save(
+        torch.export.export(Cat(), (torch.randn(4, 4), torch.randn(6, 4)), dynamic_shapes=dims), path
+    )
+    assert "Symbol(" in _member(path, "models/model.json").decode()
+    check_pt2(path)
+    assert converter.load_pt2(path).module()(torch.ones(4, 4), torch.ones(2, 4)).shape == (3, 4)
