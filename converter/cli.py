@@ -512,11 +512,12 @@ exit status: 0 ok, 2 bad input or unsupported conversion, 1 internal error.
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the main form ``convert [--from F] [--to T] INPUT -o OUT``."""
-    subs = "".join(f"\n  convert {name} ..." for name in SUBCOMMANDS)
+    subs = "".join(f"\n       convert {name} ..." for name in SUBCOMMANDS)
     sub_help = f"\nsubcommands: {', '.join(SUBCOMMANDS)} (convert NAME --help)\n" if SUBCOMMANDS else ""
     parser = argparse.ArgumentParser(
         prog="convert",
-        usage=f"convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--dim NAME=SIZE] [--verbose]{subs}",
+        usage="convert [--from SOURCE] [--to TARGET] INPUT -o OUT [--platforms P,Q] [--opset N] "
+        f"[--dim NAME=SIZE] [--trust-pickle] [--verbose]\n       convert --version{subs}",
         description="Convert a model between PyTorch, JAX, ONNX and StableHLO through one StableHLO module.",
         epilog=EPILOG.format(
             loaders=_table(LOADERS, "inputs"),

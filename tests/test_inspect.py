@@ -72,3 +72,17 @@ def test_from_jax_reads_a_serialized_exported(tmp_path):
     assert cli.main([str(src), "-o", str(out)]) == 0
     module = cli.load_input(str(out), None, None)
     np.testing.assert_allclose(module.to_jax()(np.ones(2, np.float32)), [3.0, 3.0])
+
+
+def test_a_jax_artifact_reports_its_baked_in_weights(saved, tmp_path, capsys):
+    """A .jax artifact holds its weights as constants, not parameters: inspect counts them."""
+    out = tmp_path / "net.jax"
+    assert cli.main([str(saved), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["inspect", "--json", str(out)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["parameters"]["count"] == 0
+    weights = (12 + 3) * 4  # fc.weight and fc.bias; `unused` was dropped
+    assert rep["constants"]["bytes"] >= weights and rep["constants"]["elements"] >= 15
+    assert cli.main(["inspect", str(out)]) == 0
+    assert "constants (baked into the program): " in capsys.readouterr().out
