@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
+from ._contract import quiet, verbose
 from .arrays import to_torch_tree
 from .arrays import tree_map as _tree_map
 from .bisect import bisect
-from .errors import ConversionError, InputError
+from .errors import ConversionError, ExportError, InputError
 from .fileio import atomic_write
 from .signature import flatten
 
@@ -334,7 +335,15 @@ def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
     from frontends.torch import export
 
     kwargs = kwargs or {}
-    ep = export(model, args, kwargs)
+    try:
+        with quiet(not verbose()):  # torch.export's graph dumps and pytree FutureWarnings
+            ep = export(model, args, kwargs)
+    except ConversionError:
+        raise
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        name = type(model).__name__
+        raise ExportError(f"torch.export could not export {name}: {type(e).__name__}: {first}") from e
     module = converter.from_torch(ep)
     call = model.module() if isinstance(model, torch.export.ExportedProgram) else model
 
