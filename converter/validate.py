@@ -518,10 +518,75 @@ def target_runner(target: str, module) -> Callable[[tuple, dict], list[np.ndarra
     if target == "onnx":
         import onnxruntime as ort
 
-        proto = module.to_onnx()
+        proto, narrow = float32_boundary(module.to_onnx())
         session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        return _ort_runner(session, sig)
+        run_ort = _ort_runner(session, sig)
+
+        def run_widened(a: tuple, k: dict) -> list[np.ndarray]:
+            widen = lambda x: x.astype(np.float32) if _narrow_float(x) else x  # noqa: E731
+            outs = run_ort(_tree_map(widen, a), _tree_map(widen, k))
+            return [o.astype(dtypes.to_numpy(narrow[i])) if i in narrow else o for i, o in enumerate(outs)]
+
+        return run_widened if narrow or _has_narrow(sig) else run_ort
     raise ConversionError(f"unknown target {target!r}; one of {', '.join(TARGETS)}")
+
+
+#: Float dtypes onnxruntime's NumPy bridge cannot exchange, by ONNX TensorProto elem_type.
+_NARROW_ONNX = {
+    16: "bfloat16",
+    17: "float8_e4m3fn",
+    18: "float8_e4m3fnuz",
+    19: "float8_e5m2",
+    20: "float8_e5m2fnuz",
+}
+
+
+def _narrow_float(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.dtype.kind == "V" and str(x.dtype) in _NARROW_ONNX.values()
+
+
+def _has_narrow(signature) -> bool:
+    return any(s.dtype in _NARROW_ONNX.values() for s in signature.inputs)
+
+
+def float32_boundary(proto):
+    """``proto`` with its bfloat16/float8 graph inputs and outputs exchanged as float32
+    (``Cast`` nodes at the boundary; exact: every such value is a float32 value), since
+    onnxruntime's NumPy bridge has no such dtypes. Returns ``(model, narrowed)``,
+    ``narrowed`` mapping each changed output's position to its dtype name, to cast the
+    float32 results back (exactly) before comparing."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = proto.graph
+    changed_in = [i for i in graph.input if i.type.tensor_type.elem_type in _NARROW_ONNX]
+    changed_out = {n: o for n, o in enumerate(graph.output) if o.type.tensor_type.elem_type in _NARROW_ONNX}
+    if not changed_in and not changed_out:
+        return proto, {}
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    graph = model.graph
+    casts = []
+    for value in graph.input:
+        elem = value.type.tensor_type.elem_type
+        if elem in _NARROW_ONNX:
+            wide = f"{value.name}__float32"
+            casts.append(helper.make_node("Cast", [wide], [value.name], to=elem))
+            value.name = wide
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+    nodes = casts + list(graph.node)
+    narrowed = {}
+    for n, value in enumerate(graph.output):
+        elem = value.type.tensor_type.elem_type
+        if elem in _NARROW_ONNX:
+            wide = f"{value.name}__float32"
+            nodes.append(helper.make_node("Cast", [value.name], [wide], to=TensorProto.FLOAT))
+            value.name = wide
+            value.type.tensor_type.elem_type = TensorProto.FLOAT
+            narrowed[n] = _NARROW_ONNX[elem]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model, narrowed
 
 
 def reimport(via: str, module, example: tuple[tuple, dict]):
@@ -766,9 +831,6 @@ def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: 
     if why is not None:
         return TargetResult(target, "skipped", why)
     via, _, final = target.rpartition(">")
-    why = _cannot_run(final, src.module.signature) or (via and _cannot_run(via, src.module.signature))
-    if why:
-        return TargetResult(target, "skipped", why)
     try:
         module = reimport(via, src.module, inputs) if via else src.module
         actual = target_runner(final, module)(*inputs)
@@ -785,23 +847,6 @@ def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: 
             result.bisect = {"error": f"bisection failed: {type(e).__name__}: {e}"}
     result.seconds = time.perf_counter() - start
     return result
-
-
-#: Dtypes a target's runner cannot feed or return, with the reason.
-_UNRUNNABLE: dict[str, tuple[frozenset[str], str]] = {
-    "onnx": (
-        frozenset({"bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"}),
-        "onnxruntime's NumPy bridge cannot feed or return",
-    ),
-}
-
-
-def _cannot_run(target: str, signature) -> str | None:
-    """Why ``target``'s runner cannot run a module with ``signature``'s inputs and outputs
-    (a dtype its runtime cannot exchange), or None: such a target is skipped, never failed."""
-    dtypes_, reason = _UNRUNNABLE.get(target, (frozenset(), ""))
-    found = sorted({s.dtype for s in (*signature.inputs, *signature.outputs)} & dtypes_)
-    return f"{reason} {', '.join(found)} (inputs or outputs of that dtype)" if found else None
 
 
 class _Progress:
