@@ -167,7 +167,9 @@ class Module:
         }
         with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as zf:
             for name, data in members.items():  # fixed timestamps: the same module, the same bytes
-                zf.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16  # rw-r--r-- when unzipped
+                zf.writestr(info, data)
 
 
 @api

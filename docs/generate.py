@@ -147,6 +147,7 @@ API = [
     "converter.from_onnx",
     "converter.from_stablehlo",
     "converter.load",
+    "converter.load_pt2",
     "converter.call_jax",
     "converter.call_torch",
     "converter.Module",
@@ -167,6 +168,11 @@ API = [
     "converter.errors.OpConversionError",
     "converter.errors.SignatureMismatchError",
     "converter.errors.ParseError",
+    "converter.errors.UntrustedInputError",
+    "converter.errors.ExportError",
+    "converter.errors.InputError",
+    "converter.errors.OutputError",
+    "converter.errors.InternalError",
     "converter.errors.ModuleFormatError",
 ]
 
