@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from backends.jax import JaxFunction
 
 FORMAT_NAME = "converter.Module"
-FORMAT_VERSION = 1
+#: Version 2 adds ``signature.mutations`` (state the module updates in place). A module
+#: without mutations is still written as version 1, so older readers keep reading it; one
+#: with mutations is version 2, which they refuse rather than drop the state.
+FORMAT_VERSION = 2
 
 
 class Module:
@@ -149,7 +152,7 @@ class Module:
         """
         manifest = {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
+            "version": FORMAT_VERSION if self.signature.mutations else 1,
             "source": self.source,
             "signature": self.signature.to_json(),
             "meta": self.meta,

@@ -46,7 +46,7 @@ def test_unflatten_inverts_flatten():
 
 
 def test_missing_key_names_path():
-    with pytest.raises(SignatureMismatchError, match=r"\[0\]\[1\].*missing key.*'ids'"):
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: missing key.*'ids'"):
         flatten(((0, {"mask": 1}), {"scale": 2.0, "extra": None}), TREE)
 
 
