@@ -190,3 +190,46 @@ def test_call_torch_writes_buffers_back_or_returns_them():
     for name in BUFFERS:
         _close(updates[name], ref.state_dict()[name].numpy(), name)
         torch.testing.assert_close(model.state_dict()[name], before[name])  # mutable=True: untouched
+
+
+def test_roundtrip_through_jax_keeps_state(module):
+    """torch → JAX → torch: the JAX function is pure (``apply(..., mutable=True)``); its
+    updates come back as the new Module's mutations, so the torch module updates its buffers."""
+    from converter.validate import reimport
+
+    x = _batches(1)[0]
+    back = reimport("jax", module, ((x.numpy(),), {}))
+    assert [m.target for m in back.signature.mutations] == sorted(f"params[{b!r}]" for b in BUFFERS)
+    tm = back.to_torch()
+    outs, buffers = _torch_run(2)
+    for i, xb in enumerate(_batches(2)):
+        _close(tm(xb).detach(), outs[i], f"output of call {i}")
+    state = tm.source_state_dict()
+    for name in BUFFERS:
+        _close(state[f"params[{name!r}]"].detach(), buffers[name], name)
+
+
+def test_validate_train_mode_model_all_targets():
+    from converter import validate as V
+
+    report = V.validate(
+        (_model(), (_batches(1)[0],)),
+        from_="torch",
+        targets=("jax", "torch", "onnx"),
+        roundtrip=True,
+        progress=False,
+    )
+    ran = [t for t in report.targets if t.status != "skipped"]
+    assert len(ran) == 5 and all(t.status == "passed" for t in ran), [
+        (t.target, t.reason) for t in report.targets
+    ]
+
+
+def test_onnx_model_read_back_keeps_state(module):
+    back = converter.from_onnx(module.to_onnx())
+    assert back.signature.mutations == module.signature.mutations
+    f = back.to_jax()
+    f(_batches(1)[0].numpy())
+    _, buffers = _torch_run(1)
+    for name in BUFFERS:
+        _close(f.params[name], buffers[name], name)
