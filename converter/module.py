@@ -148,7 +148,9 @@ class Module:
 
         The file is a zip archive: ``manifest.json`` (format name and version, source,
         signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
-        Nothing is pickled; :func:`load` needs neither torch nor the original code.
+        Nothing is pickled; :func:`load` needs neither torch nor the original code. A module
+        with ``signature.mutations`` is written as format version 2 (older readers refuse
+        it rather than drop its state), any other as version 1.
         """
         manifest = {
             "format": FORMAT_NAME,

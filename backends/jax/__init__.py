@@ -110,6 +110,10 @@ class JaxFunction:
     key or an int seed). Outside a JAX transform ``rng`` may be left out: each call then
     takes the next key of the function's own stream (seeded by ``to_jax(seed=...)``).
 
+    A module that updates state in place (``signature.mutations``, e.g. BatchNorm in training
+    mode) updates :attr:`params` on each call, as torch updates its buffers;
+    ``apply(params, ..., mutable=True)`` returns ``(outputs, updates)`` instead.
+
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
     (:func:`converter.passes.shapes.refine`, once per shape); one dimension name must be one

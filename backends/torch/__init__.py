@@ -135,6 +135,10 @@ class TorchModule(torch.nn.Module):
     is the submodule ``graph_module`` (its ``_tensor_constant*`` buffers are the module's large
     constants).
 
+    State the source updates in place (``signature.mutations``) is updated here too: each
+    call copies the new values into the module's buffers (registered as buffers, not
+    parameters, even when floating) and into the user input tensors the source mutates.
+
     A module with random ops (``signature.rng``) takes its key as ``rng=`` (an int seed, the
     same as ``jax.random.PRNGKey(seed)``, or two integers such as a JAX key's data); without
     it each call draws a key from torch's default generator.

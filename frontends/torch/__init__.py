@@ -74,7 +74,11 @@ def from_torch(
         inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
         signature. A model with random ops (dropout in training mode, ``torch.rand``...)
         takes a PRNG key last (``signature.rng``): the backends supply it, and the numbers
-        follow torch's distributions, not its exact stream.
+        follow torch's distributions, not its exact stream. State the model updates in
+        place (``BUFFER_MUTATION`` and ``USER_INPUT_MUTATION`` outputs of ``torch.export``:
+        BatchNorm's running statistics in training mode, ``x.add_(...)`` on an input) is
+        ``signature.mutations``: ``@main`` returns the new values after the outputs, named
+        ``updated:<buffer name or input path>``.
 
     Raises:
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
