@@ -324,6 +324,9 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
 
     Raises:
         UnsupportedOpError: the JAX backend lacks rules for some StableHLO ops.
+        ConversionError: the module updates state in place (``signature.mutations``, e.g.
+            BatchNorm in training mode): the artifact's parameters are constants, so it could
+            not carry the new buffer values from one call to the next.
     """
     import jax
     import numpy as np
@@ -331,6 +334,14 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
     from . import dtypes
     from .signature import unflatten
 
+    if module.signature.mutations:
+        targets = ", ".join(m.target for m in module.signature.mutations)
+        raise ConversionError(
+            f"the model updates state in place ({targets}; a torch model in training mode?): a "
+            "jax.export artifact holds its parameters as constants and cannot carry that state; "
+            "convert the model in eval mode, or use converter.to_jax(module).apply(params, ..., "
+            "mutable=True), which returns the new values"
+        )
     fn = module.to_jax()
     sig = fn.signature
     params = fn.params

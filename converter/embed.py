@@ -15,6 +15,7 @@ Both convert once per call signature and cache the result:
 
 from __future__ import annotations
 
+import inspect
 import json
 import weakref
 from collections.abc import Callable
@@ -27,7 +28,7 @@ import torch
 
 from . import dtypes
 from ._contract import quiet, verbose
-from .errors import InputTypeError
+from .errors import InputTypeError, SignatureMismatchError
 from .signature import TreeSpec, input_path, unflatten
 
 _STATIC = (bool, int, float, str)
@@ -81,6 +82,23 @@ def torch_tree(obj: Any, path: str = "") -> TreeSpec:
         f"{input_path(path) or 'argument'}: unsupported type {type(obj).__name__} "
         "(expected a torch.Tensor, None, bool, int, float, str, list, tuple or dict)"
     )
+
+
+def check_call(fn: Callable, args: tuple, kwargs: dict, name: str) -> None:
+    """``fn(*args, **kwargs)`` binds to ``fn``'s Python signature (when it has one).
+
+    Raises:
+        SignatureMismatchError: unknown or misspelled keyword arguments, extra or missing
+            positional arguments; names ``name`` and Python's reason.
+    """
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins and C functions: nothing to check against
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise SignatureMismatchError(f"{name}{sig}: {e}") from None
 
 
 def _tensor_leaves(obj: Any, spec: TreeSpec) -> list[torch.Tensor]:
@@ -219,6 +237,8 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
     Raises:
         TypeError: an unsupported leaf type, naming its path (``args[1]['mask']``).
+        SignatureMismatchError: ``(*args, **kwargs)`` does not bind to ``fn``'s parameters
+            (an unknown keyword, an extra positional argument).
     """
     spec = torch_tree((args, kwargs))
     tensors = _tensor_leaves((args, kwargs), spec)
@@ -226,6 +246,7 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     key = _signature_key(spec, tensors)
     entry = cache.get(key)
     if entry is None:
+        check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
         entry = cache[key] = _JaxEntry(fn, spec, tensors)
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
     outs = _CallJax.apply(entry, needs_grad, *tensors)
@@ -258,7 +279,13 @@ def _torch_example(x: Any) -> torch.Tensor:
     return torch.zeros(tuple(x.shape), dtype=dtypes.torch_dtype(dtypes.name_of(np.dtype(x.dtype))))
 
 
-def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = None, **kwargs: Any) -> Any:
+def call_torch(
+    module_or_fn: torch.nn.Module | Callable,
+    *args: Any,
+    rng: Any = None,
+    mutable: bool = False,
+    **kwargs: Any,
+) -> Any:
     """Run torch code on JAX arrays, inside ``jax.jit``, ``jax.grad`` and ``jax.vmap``.
 
     The torch module (or function) is converted natively with
@@ -274,13 +301,25 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = 
             numbers (dropout in training mode, ``torch.rand``): JAX functions take keys
             explicitly, so the numbers differ from torch's own stream.
 
+        mutable: return ``(outputs, updates)``: the new values of the buffers (and inputs)
+            the torch code updates in place (BatchNorm's running statistics in training
+            mode), by name, as :meth:`backends.jax.JaxFunction.apply` does. Without it, a
+            call outside JAX transforms writes them into the module's buffers as torch
+            would; under a transform it raises (the new values are tracers).
+
+    Each distinct signature (tree structure, non-array values, shapes, dtypes) is converted
+    once; a non-array argument with another value is another signature, converted anew.
+
     Returns:
         The torch code's outputs as jax arrays, with its pytree structure.
 
     Raises:
         UnsupportedOpError: the torch code uses ATen ops without a rule.
         TypeError: an unsupported leaf type, naming its path.
-        SignatureMismatchError: the torch code draws random numbers and ``rng`` is missing.
+        SignatureMismatchError: the torch code draws random numbers and ``rng`` is missing;
+            ``(*args, **kwargs)`` does not bind to its parameters; it updates state under a
+            JAX transform without ``mutable=True``, or updates an input that is not a
+            writable NumPy array.
     """
     spec = _jax_tree((args, kwargs))
     leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if not isinstance(x, _STATIC)]
@@ -291,6 +330,8 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = 
         from frontends.torch import from_torch
 
         model = module_or_fn if isinstance(module_or_fn, torch.nn.Module) else _FnModule(module_or_fn)
+        target = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
+        check_call(target, args, kwargs, type(module_or_fn).__name__)
         is_arr = lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer))  # noqa: E731
         ex_args, ex_kwargs = jax.tree_util.tree_map(
             lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
@@ -303,7 +344,46 @@ def call_torch(module_or_fn: torch.nn.Module | Callable, *args: Any, rng: Any = 
         for name in params:
             if name in state:
                 params[name] = to_jax_array(state[name])
-    return function.apply(params, *args, rng=rng, **kwargs)
+    sig = function.signature
+    if not sig.mutations:
+        outputs = function.apply(params, *args, rng=rng, **kwargs)
+        return (outputs, {}) if mutable else outputs
+    outputs, updates = function.apply(params, *args, rng=rng, mutable=True, **kwargs)
+    if mutable:
+        return outputs, updates
+    _write_back(module_or_fn, sig, args, kwargs, updates)
+    return outputs
+
+
+def _write_back(module: Any, sig: Any, args: tuple, kwargs: dict, updates: dict) -> None:
+    """Write the new state of a ``call_torch`` outside JAX transforms into the torch
+    module's buffers and the (NumPy) inputs it updates, as eager torch would."""
+    from .signature import flatten
+
+    targets = ", ".join(m.target for m in sig.mutations)
+    if any(isinstance(v, jax.core.Tracer) for v in updates.values()):
+        raise SignatureMismatchError(
+            f"the torch code updates state in place ({targets}): under jit/grad/vmap call "
+            "call_torch(..., mutable=True), which returns (outputs, updates)"
+        )
+    inputs = {input_path(p): v for p, v in flatten((args, kwargs), sig.in_tree)}
+    for m in sig.mutations:
+        if m.kind == "input" and not (
+            isinstance(inputs[m.target], np.ndarray) and inputs[m.target].flags.writeable
+        ):
+            raise SignatureMismatchError(
+                f"{m.target}: the torch code updates this input in place, but a "
+                f"{type(inputs[m.target]).__name__} cannot be written to: pass a writable NumPy array "
+                "or call call_torch(..., mutable=True), which returns its new value"
+            )
+    state = module.state_dict(keep_vars=True) if isinstance(module, torch.nn.Module) else {}
+    for m in sig.mutations:
+        new = np.asarray(updates[m.target])
+        if m.kind == "input":
+            np.copyto(inputs[m.target], new)
+        else:
+            with torch.no_grad():
+                state[m.target].copy_(torch.from_numpy(new.copy()))
 
 
 __all__ = ["call_jax", "call_torch", "to_jax_array", "to_torch_tensor", "torch_tree"]

@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from backends.jax import JaxFunction
 
 FORMAT_NAME = "converter.Module"
-FORMAT_VERSION = 1
+#: Version 2 adds ``signature.mutations`` (state the module updates in place). A module
+#: without mutations is still written as version 1, so older readers keep reading it; one
+#: with mutations is version 2, which they refuse rather than drop the state.
+FORMAT_VERSION = 2
 
 
 class Module:
@@ -151,11 +154,13 @@ class Module:
 
         The file is a zip archive: ``manifest.json`` (format name and version, source,
         signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
-        Nothing is pickled; :func:`load` needs neither torch nor the original code.
+        Nothing is pickled; :func:`load` needs neither torch nor the original code. A module
+        with ``signature.mutations`` is written as format version 2 (older readers refuse
+        it rather than drop its state), any other as version 1.
         """
         manifest = {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
+            "version": FORMAT_VERSION if self.signature.mutations else 1,
             "source": self.source,
             "signature": self.signature.to_json(),
             "meta": self.meta,

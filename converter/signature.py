@@ -65,6 +65,33 @@ class LeafSpec:
 #: The PRNG key argument of a module with random ops: a raw threefry key, ``uint32[2]``.
 RNG_KEY = LeafSpec("rng", (2,), "uint32", "rng")
 
+#: Name prefix of the outputs carrying the new values of mutated state: the output for buffer
+#: ``bn.running_mean`` is ``updated:bn.running_mean``, for user input ``args[1]``
+#: ``updated:args[1]`` (the ONNX graph outputs have these names).
+UPDATE_PREFIX = "updated:"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """State the source model updates in place (torch.export's ``BUFFER_MUTATION`` and
+    ``USER_INPUT_MUTATION`` outputs).
+
+    Attributes:
+        kind: ``buffer`` (an entry of ``signature.params``) or ``input`` (a user input leaf).
+        target: the buffer's name in ``signature.params``, or the input's path
+            (``args[1]``, ``kwargs['cache']``), as in ``signature.inputs``.
+    """
+
+    kind: str
+    target: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict) -> Mutation:
+        return Mutation(d["kind"], d["target"])
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -87,6 +114,11 @@ class Signature:
             ``torch.rand``...), or None. It is not part of ``in_tree``: backends supply it
             (the JAX callable takes ``rng=``, the torch module draws it from torch's
             generator).
+        mutations: state updated in place by the source (:class:`Mutation`), one per
+            output after the ``out_tree`` ones: ``outputs[len(outputs) - len(mutations) + i]``
+            is the new value of ``mutations[i].target`` (named ``UPDATE_PREFIX + target``).
+            Backends write it back (the JAX function into its ``params``, the torch module
+            into its buffers) or return it (``apply(..., mutable=True)``, ONNX outputs).
     """
 
     params: tuple[LeafSpec, ...]
@@ -97,6 +129,18 @@ class Signature:
     kept_var_idx: tuple[int, ...] | None = None
     rng: LeafSpec | None = None
     extra: dict = field(default_factory=dict)
+    mutations: tuple[Mutation, ...] = ()
+
+    @property
+    def user_outputs(self) -> tuple[LeafSpec, ...]:
+        """The outputs of ``out_tree``: :attr:`outputs` without the mutation outputs."""
+        return self.outputs[: len(self.outputs) - len(self.mutations)]
+
+    def split_outputs(self, outs: list) -> tuple[list, list]:
+        """``@main``'s results ``outs`` as (user output leaves, new values of
+        :attr:`mutations` in order)."""
+        n = len(self.outputs) - len(self.mutations)
+        return list(outs[:n]), list(outs[n:])
 
     @property
     def all_args(self) -> tuple[LeafSpec, ...]:
@@ -122,6 +166,7 @@ class Signature:
             "kept_var_idx": None if self.kept_var_idx is None else list(self.kept_var_idx),
             "rng": None if self.rng is None else self.rng.to_json(),
             "extra": self.extra,
+            **({"mutations": [m.to_json() for m in self.mutations]} if self.mutations else {}),
         }
 
     @staticmethod
@@ -136,6 +181,7 @@ class Signature:
             kept_var_idx=None if kept is None else tuple(kept),
             rng=None if d.get("rng") is None else LeafSpec.from_json(d["rng"]),
             extra=d.get("extra", {}),
+            mutations=tuple(Mutation.from_json(m) for m in d.get("mutations", ())),
         )
 
     def replace(self, **changes) -> Signature:
@@ -148,28 +194,37 @@ class Signature:
 def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
     """Flatten ``obj`` following ``spec``; returns ``(path, leaf)`` pairs.
 
+    Strict, as a call of the converted model must be: a tuple or list of another length
+    (extra or missing positional arguments), a plain dict with keys ``spec`` lacks (unknown
+    or misspelled keyword arguments such as ``maks=``) or without keys it has, and a
+    non-tensor (``static``) leaf whose value differs from the one the conversion
+    specialized on (a tensor in its place included) are all refused.
+
     Raises:
         SignatureMismatchError: ``obj`` does not have the structure of ``spec``; names the
-            path where they differ.
+            argument path where they differ (``args[1]['mask']``, ``kwargs``) and what
+            was expected.
     """
     kind = spec["kind"]
+    where = input_path(path) or "input"
     if kind == "leaf":
         return [(path, obj)]
     if kind == "static":
-        if obj != spec["value"]:
+        if not _same_static(obj, spec["value"]):
             raise SignatureMismatchError(
-                f"{input_path(path) or 'input'}: this input was specialized to {spec['value']!r} "
-                f"at conversion time, got {obj!r}"
+                f"{where}: this input was specialized to {spec['value']!r} at conversion time, "
+                f"got {_describe_value(obj)}; convert again with the new value"
             )
         return []
     if kind == "none":
         if obj is not None:
-            raise SignatureMismatchError(f"{path or 'input'}: expected None, got {type(obj).__name__}")
+            raise SignatureMismatchError(f"{where}: expected None, got {type(obj).__name__}")
         return []
     if kind in ("tuple", "list"):
         if not isinstance(obj, (tuple, list)) or len(obj) != len(spec["children"]):
+            what = " positional argument(s)" if path == "[0]" else ""
             raise SignatureMismatchError(
-                f"{path or 'input'}: expected a {kind} of {len(spec['children'])}, got {_describe(obj)}"
+                f"{where}: expected a {kind} of {len(spec['children'])}{what}, got {_describe(obj)}"
             )
         out = []
         for i, (child, cspec) in enumerate(zip(obj, spec["children"], strict=True)):
@@ -179,17 +234,45 @@ def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
         if isinstance(obj, dict):
             getter = obj.__getitem__
             present = set(obj)
+            extra = [k for k in obj if k not in spec["keys"]]
+            if extra and "type" not in spec:  # custom nodes (ModelOutput) may hold more
+                what = "keyword argument(s)" if path == "[1]" else "key(s)"
+                raise SignatureMismatchError(
+                    f"{where}: unexpected {what} {extra}; the conversion took {list(spec['keys'])}"
+                )
         else:
             getter = lambda k: getattr(obj, k)  # noqa: E731 - dataclass / ModelOutput nodes
             present = {k for k in spec["keys"] if hasattr(obj, k)}
         missing = [k for k in spec["keys"] if k not in present]
         if missing:
-            raise SignatureMismatchError(f"{path or 'input'}: missing key(s) {missing}")
+            raise SignatureMismatchError(f"{where}: missing key(s) {missing}")
         out = []
         for k, cspec in zip(spec["keys"], spec["children"], strict=True):
             out += flatten(getter(k), cspec, f"{path}[{k!r}]")
         return out
     raise ValueError(f"unknown tree spec kind {kind!r}")
+
+
+def _same_static(obj: Any, value: Any) -> bool:
+    """Whether ``obj`` is the specialized value ``value``: equal, and both bools or neither
+    (``True == 1`` in Python, but torch.export specializes them differently); an array or
+    tensor never is."""
+    if hasattr(obj, "shape") or hasattr(obj, "__array__"):
+        return False
+    if isinstance(obj, bool) != isinstance(value, bool):
+        return False
+    if isinstance(obj, float) and isinstance(value, float) and math.isnan(obj) and math.isnan(value):
+        return True
+    try:
+        return bool(obj == value)
+    except Exception:  # noqa: BLE001 - an object without a truthy ==: not the value
+        return False
+
+
+def _describe_value(obj: Any) -> str:
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        return f"an array {getattr(obj.dtype, 'name', obj.dtype)}{list(obj.shape)}"
+    return repr(obj)
 
 
 def unflatten(spec: TreeSpec, leaves: list[Any]) -> Any:

@@ -493,7 +493,8 @@ def _ort_runner(session, signature) -> Callable[[tuple, dict], list[np.ndarray]]
         if signature.rng is not None:  # the model's PRNG key input
             leaves.append(np.random.default_rng().integers(0, 2**32, 2, dtype=np.uint32))
         outs = session.run(None, realpairs.session_feeds(session, leaves))
-        return [np.asarray(o) for o in realpairs.session_outputs(session, outs)]
+        outs = realpairs.session_outputs(session, outs)[: len(signature.user_outputs)]  # not updates
+        return [np.asarray(o) for o in outs]
 
     return run
 
@@ -597,12 +598,44 @@ def reimport(via: str, module, example: tuple[tuple, dict]):
     args, kwargs = example
     if via == "jax":
         fn = module.to_jax()
+        if module.signature.mutations:
+            return _reimport_stateful_jax(fn, args, kwargs)
         return converter.from_jax(fn.apply, *args, params=fn.params, **kwargs)
     if via == "torch":
         return converter.from_torch(module.to_torch(), to_torch_tree(args), to_torch_tree(kwargs))
     if via == "onnx":
         return converter.from_onnx(module.to_onnx())
     raise ConversionError(f"unknown round-trip step {via!r}")
+
+
+def _reimport_stateful_jax(fn, args: tuple, kwargs: dict):
+    """``from_jax`` of a JAX function whose module updates state: the function is pure, so
+    it is ``apply(params, ..., mutable=True)``, returning ``(outputs, updates)``; the
+    updates become the new Module's mutation outputs again (buffer ``b`` is the parameter
+    ``params['b']`` there), so state survives the round trip instead of being dropped."""
+    from dataclasses import replace as dc_replace
+
+    import converter
+    from converter.signature import UPDATE_PREFIX, Mutation
+
+    def pure(params, *a, **k):
+        return fn.apply(params, *a, mutable=True, **k)
+
+    m = converter.from_jax(pure, *args, params=fn.params, **kwargs)
+    sig = m.signature
+    user_tree, updates_tree = sig.out_tree["children"]
+    by_target = {mu.target: mu for mu in fn.signature.mutations}
+    mutations = []
+    for key in updates_tree["keys"]:  # JAX's (sorted) order of the updates dict
+        kind = by_target[key].kind
+        mutations.append(Mutation(kind, f"params[{key!r}]" if kind == "buffer" else key))
+    n = len(sig.outputs) - len(mutations)
+    renamed = [
+        dc_replace(o, name=UPDATE_PREFIX + mu.target, kind="update")
+        for o, mu in zip(sig.outputs[n:], mutations, strict=True)
+    ]
+    sig = sig.replace(out_tree=user_tree, outputs=(*sig.outputs[:n], *renamed), mutations=tuple(mutations))
+    return converter.Module(m.mlir, sig, m.params, source=m.source, meta=m.meta)
 
 
 def roundtrips(from_: str, targets: Sequence[str]) -> list[str]:
@@ -715,7 +748,7 @@ def compare_outputs(target: str, signature, expected: list, actual: list) -> lis
             )
         ]
     rows = []
-    for spec, e, a in zip(signature.outputs, expected, actual, strict=True):
+    for spec, e, a in zip(signature.user_outputs, expected, actual, strict=True):
         c = compare(e, a) if signature.rng is None else _compare_layout(e, a)
         rows.append(
             Row(

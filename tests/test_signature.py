@@ -1,8 +1,12 @@
 """Signature pytrees: flattening order, static leaves, argument-path errors, JSON round trip."""
 
+import json
+
 import numpy as np
 import pytest
+import torch
 
+import converter
 from converter.errors import SignatureMismatchError
 from converter.signature import (
     LEAF,
@@ -46,7 +50,7 @@ def test_unflatten_inverts_flatten():
 
 
 def test_missing_key_names_path():
-    with pytest.raises(SignatureMismatchError, match=r"\[0\]\[1\].*missing key.*'ids'"):
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: missing key.*'ids'"):
         flatten(((0, {"mask": 1}), {"scale": 2.0, "extra": None}), TREE)
 
 
@@ -84,3 +88,118 @@ def test_signature_json_round_trip():
         kept_var_idx=(1,),
     )
     assert Signature.from_json(sig.to_json()) == sig
+
+
+# --------------------------------------------------------------------------- strict calls
+
+
+def test_unknown_and_misspelled_kwargs_are_refused():
+    good = ((0, {"mask": 1, "ids": 2}), {"scale": 2.0, "extra": None})
+    assert len(flatten(good, TREE)) == 3
+    with pytest.raises(SignatureMismatchError, match=r"kwargs: unexpected keyword argument\(s\) \['maks'\]"):
+        flatten(((0, {"mask": 1, "ids": 2}), {"scale": 2.0, "extra": None, "maks": 0}), TREE)
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: unexpected key\(s\) \['pos'\]"):
+        flatten(((0, {"mask": 1, "ids": 2, "pos": 3}), {"scale": 2.0, "extra": None}), TREE)
+
+
+def test_extra_positional_argument_is_refused():
+    with pytest.raises(SignatureMismatchError, match=r"args: expected a tuple of 2 positional.*tuple of 3"):
+        flatten(((0, {"mask": 1, "ids": 2}, 5), {"scale": 2.0, "extra": None}), TREE)
+
+
+@pytest.mark.parametrize("value", [np.float32(3.0), np.array(2.0), True, "2.0"])
+def test_static_leaf_refuses_other_values_and_arrays(value):
+    with pytest.raises(SignatureMismatchError, match=r"kwargs\['scale'\]: this input was specialized to 2.0"):
+        flatten(((0, {"mask": 1, "ids": 2}), {"scale": value, "extra": None}), TREE)
+
+
+def test_mutations_json_round_trip():
+    from converter.signature import Mutation
+
+    sig = Signature(
+        params=(LeafSpec("bn.running_mean", (2,), "float32", "buffer"),),
+        inputs=(LeafSpec("args[0]", (2,), "float32"),),
+        outputs=(
+            LeafSpec("outputs", (2,), "float32", "output"),
+            LeafSpec("updated:bn.running_mean", (2,), "float32", "update"),
+        ),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+        mutations=(Mutation("buffer", "bn.running_mean"),),
+    )
+    back = Signature.from_json(json.loads(json.dumps(sig.to_json())))
+    assert back == sig
+    assert back.user_outputs == sig.outputs[:1]
+    assert "mutations" not in sig.replace(mutations=()).to_json()  # unchanged JSON without state
+
+
+# --------------------------------------------------------------------------- converted callables
+
+
+class Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, mask=None, scale=2.0):
+        y = self.lin(x) * scale
+        return y if mask is None else y * mask
+
+
+@pytest.fixture(scope="module")
+def masked():
+    torch.manual_seed(0)
+    model = Masked().eval()
+    x = torch.randn(2, 4)
+    module = converter.from_torch(model, (x,), {"scale": 2.0})
+    return model, x, module.to_jax(), module.to_torch()
+
+
+@pytest.mark.parametrize("target", ["jax", "torch"])
+def test_converted_model_refuses_what_it_was_not_converted_with(masked, target):
+    model, x, jf, tm = masked
+    fn = jf if target == "jax" else tm
+    xin = x.numpy() if target == "jax" else x
+    with torch.no_grad():
+        np.testing.assert_allclose(np.asarray(fn(xin, scale=2.0)), model(x, scale=2.0).numpy(), rtol=1e-6)
+    zeros = xin[:, :3] * 0
+    with pytest.raises(SignatureMismatchError, match=r"kwargs: unexpected keyword argument\(s\) \['mask'\]"):
+        fn(xin, mask=zeros, scale=2.0)
+    with pytest.raises(SignatureMismatchError, match=r"\['maks'\]"):
+        fn(xin, maks=zeros, scale=2.0)
+    with pytest.raises(SignatureMismatchError, match=r"args: expected a tuple of 1 positional"):
+        fn(xin, zeros, scale=2.0)
+    with pytest.raises(
+        SignatureMismatchError, match=r"kwargs\['scale'\]: this input was specialized to 2.0 .*got 3.0"
+    ):
+        fn(xin, scale=3.0)
+
+
+def test_apply_refuses_unknown_kwargs(masked):
+    _, x, jf, _ = masked
+    with pytest.raises(SignatureMismatchError, match=r"\['maks'\]"):
+        jf.apply(jf.params, x.numpy(), scale=2.0, maks=1)
+
+
+def test_call_jax_refuses_unknown_kwargs_and_extra_args():
+    from converter.embed import call_jax
+
+    def fn(x, scale=1.0):
+        return x * scale
+
+    x = torch.ones(2)
+    assert torch.equal(call_jax(fn, x, scale=3.0), torch.full((2,), 3.0))
+    with pytest.raises(SignatureMismatchError, match=r"fn\(x, scale=1.0\).*'scael'"):
+        call_jax(fn, x, scael=3.0)
+    with pytest.raises(SignatureMismatchError, match="too many positional"):
+        call_jax(fn, x, 2.0, x)
+
+
+def test_call_torch_refuses_unknown_kwargs(masked):
+    from converter.embed import call_torch
+
+    model, x, _, _ = masked
+    with pytest.raises(SignatureMismatchError, match=r"Masked\(x, mask=None, scale=2.0\).*'maks'"):
+        call_torch(model, x.numpy(), maks=np.zeros((2, 3), np.float32))

@@ -110,6 +110,10 @@ class JaxFunction:
     key or an int seed). Outside a JAX transform ``rng`` may be left out: each call then
     takes the next key of the function's own stream (seeded by ``to_jax(seed=...)``).
 
+    A module that updates state in place (``signature.mutations``, e.g. BatchNorm in training
+    mode) updates :attr:`params` on each call, as torch updates its buffers;
+    ``apply(params, ..., mutable=True)`` returns ``(outputs, updates)`` instead.
+
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
     (:func:`converter.passes.shapes.refine`, once per shape); one dimension name must be one
@@ -154,7 +158,9 @@ class JaxFunction:
             check_leaf(input_path(path), value, spec)
         return [v for _, v in leaves]
 
-    def _run(self, params: dict[str, Any], inputs: list[Any], rng: Any = None) -> Any:
+    def _run(self, params: dict[str, Any], inputs: list[Any], rng: Any = None) -> tuple[Any, dict]:
+        """``(outputs, updates)``: the user outputs with ``out_tree``'s structure and the new
+        values of the mutated state by target name (``signature.mutations``)."""
         sig = self.signature
         missing = [p.name for p in sig.params if p.name not in params]
         if missing:
@@ -168,7 +174,9 @@ class JaxFunction:
             flat = [flat[i] for i in sig.kept_var_idx]
         outs = JaxInterpreter(self._static_module(flat)).run(*flat)
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
-        return unflatten(sig.out_tree, outs)
+        user, new = sig.split_outputs(outs)
+        updates = {m.target: v for m, v in zip(sig.mutations, new, strict=True)}
+        return unflatten(sig.out_tree, user), updates
 
     def _static_module(self, flat: list[Any]) -> Any:
         """The module to interpret for arguments ``flat``: a shape-polymorphic module is
@@ -200,17 +208,29 @@ class JaxFunction:
             )
         return self.module.mlir
 
-    def apply(self, params: dict[str, Any], *args: Any, rng: Any = None, **kwargs: Any) -> Any:
+    def apply(
+        self, params: dict[str, Any], *args: Any, rng: Any = None, mutable: bool = False, **kwargs: Any
+    ) -> Any:
         """Run the module with explicit ``params`` (pure; differentiable in ``params``).
 
         Parameters the module does not use get zero gradients of their shape, as with
         ``jax.grad`` of the source. A module with random ops (``signature.rng``) needs
         ``rng``: a ``jax.random`` key (raw ``uint32[2]`` or typed) or an int seed.
 
+        With ``mutable=True`` it returns ``(outputs, updates)`` (Flax's convention):
+        ``updates`` maps each buffer the source updates in place (``signature.mutations``,
+        e.g. BatchNorm's running statistics in training mode) to its new value, and each
+        user input it updates in place to its new value under the input's path
+        (``args[1]``); ``{**params, **updates}`` is the next step's state. Without it only
+        the outputs are returned and the new state is not kept.
+
         Raises:
             SignatureMismatchError: ``rng`` is missing for a module with random ops.
         """
-        return self._run(params, self._inputs(args, kwargs), self._key_arg(rng, required=True))
+        if _has_kwarg(self.signature.in_tree, "mutable"):  # the model's own keyword argument
+            kwargs, mutable = {**kwargs, "mutable": mutable}, False
+        outputs, updates = self._run(params, self._inputs(args, kwargs), self._key_arg(rng, required=True))
+        return (outputs, updates) if mutable else outputs
 
     def _key_arg(self, rng: Any, required: bool) -> Any:
         """``rng`` as a raw ``uint32[2]`` key, or None when the module takes none."""
@@ -252,7 +272,18 @@ class JaxFunction:
                     )
 
     def __call__(self, *args: Any, rng: Any = None, **kwargs: Any) -> Any:
+        """Run the module on the user inputs with :attr:`params`. State the source updates
+        in place (``signature.mutations``) is updated here too: :attr:`params` gets the new
+        buffer values (as torch's buffers do), and a mutated user input, which must then be
+        a writable NumPy array, gets its new value written into it.
+
+        Raises:
+            SignatureMismatchError: inputs that do not match the signature; a module that
+                updates state called under a JAX transform (use ``apply(..., mutable=True)``)
+                or with an immutable array where it updates an input.
+        """
         inputs = self._inputs(args, kwargs)
+        written = self._check_mutable_inputs(inputs)
         self._check_devices(inputs)
         key = self._key_arg(rng, required=False)
         if self.signature.rng is not None and key is None:
@@ -261,7 +292,40 @@ class JaxFunction:
         if kept is not None:  # dropped inputs are never transferred to the device
             n_p, keep = len(self.signature.params), set(kept)
             inputs = [v if n_p + i in keep else None for i, v in enumerate(inputs)]
-        return self._jitted(self.params, inputs, key)
+        outputs, updates = self._jitted(self.params, inputs, key)
+        for m in self.signature.mutations:
+            if m.kind == "buffer":
+                self.params[m.target] = updates[m.target]
+            else:
+                np.copyto(written[m.target], np.asarray(updates[m.target]))
+        return outputs
+
+    def _check_mutable_inputs(self, inputs: list[Any]) -> dict[str, np.ndarray]:
+        """For a module that updates state: the call is outside JAX transforms (the new
+        values would otherwise be tracers), and each user input it updates is a writable
+        NumPy array (returned by path, to write the new value into)."""
+        sig = self.signature
+        if not sig.mutations:
+            return {}
+        if any(isinstance(v, jax.core.Tracer) for v in inputs):
+            raise SignatureMismatchError(
+                f"this module updates state in place ({_targets(sig)}): under jit/grad/vmap call "
+                "f.apply(params, *args, mutable=True), which returns (outputs, updates)"
+            )
+        by_path = {spec.name: v for spec, v in zip(sig.inputs, inputs, strict=True)}
+        written = {}
+        for m in sig.mutations:
+            if m.kind != "input":
+                continue
+            value = by_path[m.target]
+            if not (isinstance(value, np.ndarray) and value.flags.writeable):
+                raise SignatureMismatchError(
+                    f"{m.target}: the model updates this input in place, but a {type(value).__name__} "
+                    "cannot be written to: pass a writable NumPy array, or call "
+                    "f.apply(f.params, *args, mutable=True), which returns its new value"
+                )
+            written[m.target] = value
+        return written
 
     def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
@@ -298,6 +362,10 @@ def raw_key(rng: Any) -> jax.Array:
         f"rng: expected an int seed or a jax.random key (uint32[2] or typed), got {type(rng).__name__} "
         f"{getattr(rng, 'dtype', '')}{list(getattr(rng, 'shape', []))}"
     )
+
+
+def _targets(sig) -> str:
+    return ", ".join(m.target for m in sig.mutations)
 
 
 def _has_kwarg(in_tree: dict, name: str) -> bool:

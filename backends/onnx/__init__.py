@@ -48,6 +48,7 @@ MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to i
 IR_VERSION = 10  # what onnxruntime 1.31 reads; opsets past 23 get the IR version they need
 TWO_GB = 2**31
 WARNINGS_KEY = "converter.warnings"  # metadata_props entry: the module's recorded warnings
+UPDATES_KEY = "converter.updates"  # metadata_props entry: outputs that are new state values
 
 
 class DynamicShapeError(UnsupportedOpError):
@@ -150,6 +151,15 @@ def to_onnx(
     converts feeds and results. Ops on complex values have real-pair rules
     (:mod:`backends.onnx.ops.complex`); one without is reported as ``<op>[complex]``.
 
+    State the source updates in place (``signature.mutations``: BatchNorm's running
+    statistics in training mode, inputs torch mutates) is returned: after the model's outputs
+    come one graph output per update, named ``updated:<target>`` (``updated:bn.running_mean``
+    for a buffer, the initializer of the same name; ``updated:args[1]`` for an input).
+    ONNX has no in-place state: the model keeps its initializers; a caller that keeps
+    the state replaces them (onnxruntime: ``SessionOptions.add_initializer``). The ``metadata_props`` entry
+    ``converter.updates`` records them (JSON ``{"updated:bn.running_mean": {"kind":
+    "buffer", "target": "bn.running_mean"}, ...}``).
+
     Raises:
         UnsupportedOpError: every StableHLO op without an ONNX rule, in one error (ops on
             complex values without a real-pair rule as ``stablehlo.xxx[complex]``).
@@ -194,6 +204,10 @@ def to_onnx(
     props = {}
     if module.meta.get("warnings"):
         props[WARNINGS_KEY] = "\n".join(module.meta["warnings"])
+    if sig.mutations:
+        _, new = sig.split_outputs(list(sig.outputs))
+        updates = {spec.name: m.to_json() for spec, m in zip(new, sig.mutations, strict=True)}
+        props[UPDATES_KEY] = json.dumps(updates)
     as_real = _complex_as_real(sig)
     if as_real:
         props[COMPLEX_AS_REAL_KEY] = json.dumps(as_real)

@@ -135,6 +135,10 @@ class TorchModule(torch.nn.Module):
     is the submodule ``graph_module`` (its ``_tensor_constant*`` buffers are the module's large
     constants).
 
+    State the source updates in place (``signature.mutations``) is updated here too: each
+    call copies the new values into the module's buffers (registered as buffers, not
+    parameters, even when floating) and into the user input tensors the source mutates.
+
     A module with random ops (``signature.rng``) takes its key as ``rng=`` (an int seed, the
     same as ``jax.random.PRNGKey(seed)``, or two integers such as a JAX key's data); without
     it each call draws a key from torch's default generator.
@@ -159,12 +163,15 @@ class TorchModule(torch.nn.Module):
         self.graph_module = graph_module
         attrs = param_attr_names([p.name for p in self.signature.params])
         self.param_names = {a: n for n, a in attrs.items()}
+        self._attr_of = attrs
         self._attrs = [attrs[p.name] for p in self.signature.params]
+        state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
         for spec in self.signature.params:
             value = place_parameter(
                 numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype), spec, self.device
             )
-            if dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype):
+            floating = dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype)
+            if floating and spec.name not in state:  # updated in place: a buffer, as in torch
                 self.register_parameter(attrs[spec.name], torch.nn.Parameter(value))
             else:
                 self.register_buffer(attrs[spec.name], value)
@@ -181,6 +188,7 @@ class TorchModule(torch.nn.Module):
         flat = [getattr(self, a) for a in self._attrs]
         for a, value, spec in zip(self._attrs, flat, sig.params, strict=True):
             check_parameter(a, value, spec, self.device)
+        written = _mutated_inputs(sig, leaves)
         for (path, value), spec in zip(leaves, sig.inputs, strict=False):
             check_leaf(input_path(path), value, spec)
             if not isinstance(value, torch.Tensor):  # NumPy / JAX arrays: copy into torch
@@ -198,7 +206,16 @@ class TorchModule(torch.nn.Module):
         for i, spec in enumerate(sig.outputs):
             if spec.dtype in STORAGE:
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
-        return unflatten(sig.out_tree, outs)
+        user, new = sig.split_outputs(outs)
+        for m, value in zip(sig.mutations, new, strict=True):
+            if m.kind == "buffer":
+                with torch.no_grad():
+                    getattr(self, self._attr_of[m.target]).copy_(value)
+            elif isinstance(written[m.target], torch.Tensor):
+                written[m.target].copy_(value)  # as torch's in-place op: autograd sees it
+            else:
+                np.copyto(written[m.target], value.detach().cpu().numpy())
+        return unflatten(sig.out_tree, user)
 
     def _key(self, rng: torch.Tensor | int | None) -> torch.Tensor:
         """The PRNG key argument (``uint32[2]``, held as int64): from ``rng`` (an int seed or a
@@ -218,6 +235,30 @@ class TorchModule(torch.nn.Module):
 
     def _device(self) -> torch.device:
         return self.device
+
+
+def _mutated_inputs(sig: Signature, leaves: list[tuple[str, Any]]) -> dict[str, Any]:
+    """The user inputs the module updates in place (``signature.mutations`` of kind
+    ``input``), by path; each must be a tensor or a writable NumPy array.
+
+    Raises:
+        SignatureMismatchError: an updated input cannot be written to (names its path).
+    """
+    by_path = {input_path(path): value for path, value in leaves}
+    out = {}
+    for m in sig.mutations:
+        if m.kind != "input":
+            continue
+        value = by_path[m.target]
+        if not isinstance(value, torch.Tensor) and not (
+            isinstance(value, np.ndarray) and value.flags.writeable
+        ):
+            raise SignatureMismatchError(
+                f"{m.target}: the model updates this input in place, but a {type(value).__name__} "
+                "cannot be written to: pass a torch tensor or a writable NumPy array"
+            )
+        out[m.target] = value
+    return out
 
 
 def to_torch(module: Module, *, device: torch.device | str | None = None) -> TorchModule:

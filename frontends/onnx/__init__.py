@@ -25,7 +25,7 @@ from onnx import numpy_helper
 from converter import dtypes, mlir
 from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
 from converter.module import Module
-from converter.signature import LEAF, LeafSpec, Signature, args_tree
+from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
 
 from . import ops  # noqa: F401 - registers the rules
 from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype
@@ -376,6 +376,7 @@ def from_onnx(
         in_tree=args_tree({"kind": "tuple", "children": [LEAF] * len(input_specs)}, _EMPTY_DICT),
         out_tree={"kind": "tuple", "children": trees},
     )
+    signature = _state_updates(model, signature, {p.name for p in param_specs})
     meta = {
         "onnx_version": onnx.__version__,
         "opset_import": {d: v for d, v in opsets.items()},
@@ -389,6 +390,29 @@ def from_onnx(
     if static_inputs:
         meta["static_inputs"] = sorted(static_inputs)
     return Module(ir_module, signature, params, source="onnx", meta=meta)
+
+
+def _state_updates(model: onnx.ModelProto, signature: Signature, params: set[str]) -> Signature:
+    """A model written by :func:`backends.onnx.to_onnx` from a module that updates state
+    records its trailing ``updated:<target>`` outputs in the ``converter.updates``
+    metadata entry; they become ``signature.mutations`` again (a buffer target that is not
+    an initializer here stays an ordinary output)."""
+    props = {p.key: p.value for p in model.metadata_props}
+    record = json.loads(props.get("converter.updates", "{}"))
+    names = [o.name for o in signature.outputs]
+    tail = []
+    for name in reversed(names):
+        if name not in record or len(tail) == len(signature.out_tree["children"]):
+            break
+        tail.append(name)
+    tail.reverse()
+    mutations = [Mutation.from_json(record[n]) for n in tail]
+    inputs = {s.name for s in signature.inputs}
+    if not mutations or any(m.target not in (params if m.kind == "buffer" else inputs) for m in mutations):
+        return signature
+    children = signature.out_tree["children"]  # one per graph output; the updates are leaves
+    out_tree = {"kind": "tuple", "children": children[: len(children) - len(tail)]}
+    return signature.replace(out_tree=out_tree, mutations=tuple(mutations))
 
 
 #: Floating-point values computed at conversion time with at least this many elements become

@@ -14,7 +14,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from converter import dtypes
 from converter.module import Module
 from converter.passes import run_passes
-from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
+from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
 from .lowering import check_supported, interpret, op_name
@@ -74,7 +74,11 @@ def from_torch(
         inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
         signature. A model with random ops (dropout in training mode, ``torch.rand``...)
         takes a PRNG key last (``signature.rng``): the backends supply it, and the numbers
-        follow torch's distributions, not its exact stream.
+        follow torch's distributions, not its exact stream. State the model updates in
+        place (``BUFFER_MUTATION`` and ``USER_INPUT_MUTATION`` outputs of ``torch.export``:
+        BatchNorm's running statistics in training mode, ``x.add_(...)`` on an input) is
+        ``signature.mutations``: ``@main`` returns the new values after the outputs, named
+        ``updated:<buffer name or input path>``.
 
     Raises:
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
@@ -95,6 +99,7 @@ def from_torch(
     # TOKEN outputs are dropped with every output that is not a USER_OUTPUT
     feed: list[tuple[str, Any]] = []
     user_vals: list[Any] = []
+    input_leaf: dict[str, int] = {}  # placeholder name -> index of its user input tensor
     for node, spec in zip(placeholders, ep.graph_signature.input_specs, strict=True):
         if spec.kind in _PARAM_KINDS:
             tensor = state[spec.target]
@@ -108,7 +113,8 @@ def from_torch(
             val = node.meta.get("val")
             user_vals.append(val)
             if isinstance(val, torch.Tensor):
-                feed.append(("input", sum(1 for f in feed if f[0] == "input")))
+                input_leaf[spec.arg.name] = sum(1 for f in feed if f[0] == "input")
+                feed.append(("input", input_leaf[spec.arg.name]))
             else:
                 feed.append(("static", val))
         elif spec.kind == InputKind.TOKEN:
@@ -131,6 +137,20 @@ def from_torch(
         _spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)
     ]
 
+    # state the model updates in place: the new values are outputs after the user outputs
+    mutations: list[Mutation] = []
+    mutation_out: list[int] = []
+    for i, s in enumerate(ep.graph_signature.output_specs):
+        if s.kind == OutputKind.BUFFER_MUTATION:
+            target = canonical[_tensor_key(state[s.target])]
+            mutations.append(Mutation("buffer", target))
+        elif s.kind == OutputKind.USER_INPUT_MUTATION:
+            mutations.append(Mutation("input", input_specs[input_leaf[s.target]].name))
+        else:
+            continue
+        mutation_out.append(i)
+        output_specs.append(_spec(UPDATE_PREFIX + mutations[-1].target, out_vals[i], "update"))
+
     rng = RNG_KEY if _draws_random(graph) else None
 
     def fn(*flat):
@@ -142,7 +162,7 @@ def from_torch(
         else:
             with key_stream(flat[-1]):
                 outs = interpret(graph, inputs)
-        return tuple(outs[i] for i in tensor_out)
+        return tuple(outs[i] for i in (*tensor_out, *mutation_out))
 
     arg_specs = (*param_specs, *input_specs, *((rng,) if rng else ()))
     avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in arg_specs]
@@ -156,6 +176,7 @@ def from_torch(
         in_tree=in_tree,
         out_tree=out_tree,
         rng=rng,
+        mutations=tuple(mutations),
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     return run_passes(Module(module, signature, params, source="torch", meta=meta))
