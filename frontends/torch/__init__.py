@@ -17,7 +17,7 @@ from converter.passes import run_passes
 from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
-from .lowering import check_supported, interpret, op_name
+from .lowering import check_supported, graphs, interpret, op_name
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
 from .registry import ATEN_RULES
@@ -162,8 +162,8 @@ def from_torch(
 
 
 def _draws_random(graph: torch.fx.Graph) -> bool:
-    """Whether ``graph`` calls a random ATen op (then the module takes a PRNG key)."""
-    return any(n.op == "call_function" and op_name(n) in RANDOM_OPS for n in graph.nodes)
+    """Whether ``graph`` (or a subgraph) calls a random ATen op (then the module takes a PRNG key)."""
+    return any(n.op == "call_function" and op_name(n) in RANDOM_OPS for g in graphs(graph) for n in g.nodes)
 
 
 def _input_name(path: str) -> str:
