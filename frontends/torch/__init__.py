@@ -17,6 +17,7 @@ from converter.passes import run_passes
 from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
+from .data_dependent import resolve_data_dependent
 from .lowering import check_supported, graphs, interpret, op_name
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
@@ -77,11 +78,15 @@ def from_torch(
         follow torch's distributions, not its exact stream.
 
     Raises:
+        DataDependentShapeError: naming every op whose output size depends on the input
+            values (``nonzero``, ``x[mask]``...), with its source line and the static-size fix;
+            a ``nonzero`` bounded by ``torch._check(n <= N)`` converts to its padded form.
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
             line of the first occurrence.
         OpConversionError: a rule failed; names the ATen op and its source line.
     """
     ep = export(model, args, kwargs)
+    resolve_data_dependent(ep)
     graph = ep.graph_module.graph
     check_supported(graph)
     state = {**ep.state_dict, **ep.constants}
