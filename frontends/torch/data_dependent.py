@@ -75,6 +75,10 @@ _WHY = {
         "counts of static length: torch.zeros(N).scatter_add_(0, x, weights) "
         "(JAX: jnp.bincount(x, length=N))",
     ),
+    "higher_order.while_loop": (
+        "it carries a Python int, whose final value depends on the input values (an unbacked SymInt)",
+        "carry a tensor instead, e.g. torch.tensor(0) for a counter",
+    ),
     "aten._local_scalar_dense.default": (
         "a tensor value is read as a Python int (.item(), int(t), a tensor used as a size or index)",
         "keep the value a tensor (no .item()); sizes must be Python ints known when exporting",

@@ -248,3 +248,36 @@ def test_random_op_in_a_loop_body_is_refused():
 
     with pytest.raises(converter.ConversionError, match="same random numbers"):
         converter.from_torch(Noisy(), (torch.zeros(2), torch.ones(4, 2)))
+
+
+def test_torch_backend_autograd_through_converted_cond_and_scan(cond_module, scan_case):
+    model, m = cond_module
+    converted = m.to_torch()
+    for sign in (1.0, -1.0):
+        x, y = sign * (torch.rand(2, 3) + 0.1), torch.randn(2, 3)
+        got = [t.clone().requires_grad_() for t in (x, y)]
+        (converted(*got) ** 2).sum().backward()
+        want = [t.clone().requires_grad_() for t in (x, y)]
+        (model(*want) ** 2).sum().backward()
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.grad.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+    args, m = scan_case
+    converted = m.to_torch()
+    grads = []
+    for fn in (converted, Scan()):
+        leaves = [a.clone().requires_grad_() for a in args]
+        c, ys = fn(*leaves)
+        ((c**2).sum() + ys.sin().sum()).backward()
+        grads.append([t.grad.numpy() for t in leaves])
+    for g, w in zip(*grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_of_converted_cond_takes_each_examples_branch(cond_module):
+    model, m = cond_module
+    xs = torch.stack([torch.rand(2, 3) + 0.1, -(torch.rand(2, 3) + 0.1)])
+    ys = torch.randn(2, 2, 3)
+    got = np.asarray(jax.vmap(m.to_jax())(xs.numpy(), ys.numpy()))
+    with torch.no_grad():
+        want = torch.stack([model(x, y) for x, y in zip(xs, ys, strict=True)]).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -114,3 +114,17 @@ def test_nonzero_static_with_fill_value_matches_torch():
         lambda x: torch.nonzero_static(x, size=5, fill_value=7), x, ops="aten.nonzero_static.default"
     )
     check_targets(lambda x: torch.nonzero_static(x, size=2), x, ops="aten.nonzero_static.default")
+
+
+def test_while_loop_carrying_a_python_int_is_named():
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Counter(torch.nn.Module):
+        def forward(self, x):
+            return while_loop(lambda i, x: x.sum() < 10, lambda i, x: (i + 1, x * 2), (0, x))
+
+    with pytest.raises(
+        DataDependentShapeError, match=r"higher_order\.while_loop at .*carries a Python int"
+    ) as info:
+        converter.from_torch(Counter(), (torch.rand(3),))
+    assert "torch.tensor(0)" in str(info.value)
