@@ -29,6 +29,7 @@ _quiet_xla_for_cli()
 from ._contract import api  # noqa: E402
 from .errors import (  # noqa: E402
     ConversionError,
+    DataDependentShapeError,
     ExportError,
     InputError,
     InternalError,
@@ -119,6 +120,7 @@ def from_stablehlo(source, **options) -> Module:
 
 __all__ = [
     "ConversionError",
+    "DataDependentShapeError",
     "ExportError",
     "InputError",
     "InternalError",

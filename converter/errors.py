@@ -53,6 +53,48 @@ class UnsupportedOpError(ConversionError):
         super().__init__("\n".join(lines))
 
 
+@dataclass(frozen=True)
+class DataDependentOp:
+    """One op whose output size depends on the input values.
+
+    Attributes:
+        name: the source op (``aten.nonzero.default``).
+        location: its source line (``model.py:42``), or ``""``.
+        sizes: the symbolic sizes the exporter gave it (``u0``).
+        reason: why the size depends on the values.
+        fix: how to give it a static size.
+    """
+
+    name: str
+    location: str
+    sizes: str
+    reason: str
+    fix: str
+
+
+class DataDependentShapeError(ConversionError):
+    """The model has ops whose output size depends on the input values (``nonzero``,
+    ``x[mask]``, ``masked_select``, ``unique``...), which a StableHLO module with static shapes
+    cannot hold. Raised once per model with *every* such op, each with its source line, the
+    reason and the static-size fix.
+
+    Attributes:
+        ops: the :class:`DataDependentOp` entries, in graph order.
+    """
+
+    def __init__(self, ops: Iterable[DataDependentOp]):
+        self.ops = list(ops)
+        names = ", ".join(dict.fromkeys(o.name for o in self.ops))
+        lines = [
+            f"{len(self.ops)} op(s) have an output size that depends on the input values "
+            f"({names}); a converted module needs static shapes:"
+        ]
+        for o in self.ops:
+            where = f" at {o.location}" if o.location else ""
+            lines.append(f"  {o.name}{where}: size {o.sizes}: {o.reason}.\n    Fix: {o.fix}.")
+        super().__init__("\n".join(lines))
+
+
 class OpConversionError(ConversionError):
     """Lowering or interpreting one op failed.
 

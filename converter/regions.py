@@ -177,3 +177,68 @@ def classify_select(region: ir.Region) -> str | None:
         return None
     text = str(ops[0].attributes["comparison_direction"])
     return next((d for d in ("GE", "GT", "LE", "LT") if d in text), None)
+
+
+def _owner(value: ir.Value):
+    owner = value.owner
+    return owner.operation if hasattr(owner, "operation") and not isinstance(owner, ir.Operation) else owner
+
+
+def _trips(direction: str, start: int, limit: int, step: int) -> int | None:
+    """How many times ``i = start; while i <direction> limit: i += step`` runs; None when it
+    would not stop."""
+    if direction in ("GT", "GE"):  # mirror onto LT/LE
+        direction, start, limit, step = {"GT": "LT", "GE": "LE"}[direction], -start, -limit, -step
+    if direction == "LT":
+        return 0 if start >= limit else None if step <= 0 else -(-(limit - start) // step)
+    if direction == "LE":
+        return 0 if start > limit else None if step <= 0 else (limit - start) // step + 1
+    if direction == "NE":
+        if start == limit:
+            return 0
+        if step == 0 or (limit - start) % step or (limit - start) // step < 0:
+            return None
+        return (limit - start) // step
+    return None
+
+
+def static_trip_count(interp, op, max_trips: int | None = None) -> int | None:
+    """The trip count of a counted ``stablehlo.while`` (what ``fori_loop``, ``scan`` and
+    ``map`` emit: the condition compares one integer carried value with a constant, the body
+    adds a constant to it, its initial value is a constant), or None when it is not static,
+    the loop would not stop, or it exceeds ``max_trips``. ``interp`` supplies
+    ``static_operand`` (:class:`converter.interpreter.Interpreter`); ``op`` is the
+    ``mlir.Op`` of the loop."""
+    import numpy as np
+
+    from converter import mlir
+
+    cond_block = op.regions[0].blocks[0]
+    body_block = op.regions[1].blocks[0]
+    ret = list(cond_block.operations)[-1].operation
+    cmp = _owner(ret.operands[0])
+    if not isinstance(cmp, ir.Operation) or cmp.name != "stablehlo.compare":
+        return None
+    args = list(cond_block.arguments)
+    if cmp.operands[0] not in args:
+        return None
+    k = args.index(cmp.operands[0])
+    cmp_op = mlir.Op(cmp)
+    limit = interp.static_operand(cmp_op, 1)
+    start = interp.static_operand(op, k)
+    direction = str(cmp_op.attr("comparison_direction"))
+    body_ret = list(body_block.operations)[-1].operation
+    step_op = _owner(body_ret.operands[k])
+    if limit is None or start is None or not np.issubdtype(np.asarray(start).dtype, np.integer):
+        return None
+    if not isinstance(step_op, ir.Operation) or step_op.name != "stablehlo.add":
+        return None
+    if step_op.operands[0] != list(body_block.arguments)[k]:
+        return None
+    step = interp.static_operand(mlir.Op(step_op), 1)
+    if step is None:
+        return None
+    count = _trips(direction, int(start), int(limit), int(step))
+    if count is None or (max_trips is not None and count > max_trips):
+        return None
+    return count

@@ -17,7 +17,8 @@ from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
-from .lowering import check_supported, interpret, op_name
+from .data_dependent import resolve_data_dependent
+from .lowering import check_supported, graphs, interpret, op_name
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
 from .registry import ATEN_RULES
@@ -81,11 +82,15 @@ def from_torch(
         ``updated:<buffer name or input path>``.
 
     Raises:
+        DataDependentShapeError: naming every op whose output size depends on the input
+            values (``nonzero``, ``x[mask]``...), with its source line and the static-size fix;
+            a ``nonzero`` bounded by ``torch._check(n <= N)`` converts to its padded form.
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
             line of the first occurrence.
         OpConversionError: a rule failed; names the ATen op and its source line.
     """
     ep = export(model, args, kwargs)
+    resolve_data_dependent(ep)
     graph = ep.graph_module.graph
     check_supported(graph)
     state = {**ep.state_dict, **ep.constants}
@@ -183,8 +188,8 @@ def from_torch(
 
 
 def _draws_random(graph: torch.fx.Graph) -> bool:
-    """Whether ``graph`` calls a random ATen op (then the module takes a PRNG key)."""
-    return any(n.op == "call_function" and op_name(n) in RANDOM_OPS for n in graph.nodes)
+    """Whether ``graph`` (or a subgraph) calls a random ATen op (then the module takes a PRNG key)."""
+    return any(n.op == "call_function" and op_name(n) in RANDOM_OPS for g in graphs(graph) for n in g.nodes)
 
 
 def _input_name(path: str) -> str:

@@ -36,7 +36,9 @@ def node_location(node: torch.fx.Node) -> str:
 
 
 def _ours(path: str) -> bool:
-    return path.startswith(_NOT_USER[1:])
+    """This converter's frames, and code generated at run time (``<eval_with_key>.5``: the
+    graphs Dynamo builds for ``torch.cond`` and the other higher-order ops)."""
+    return path.startswith(_NOT_USER[1:]) or path.startswith("<")
 
 
 #: ``torch.ops.higher_order.with_effects(token, op, *args, **kwargs) -> (token, op's result)``:
@@ -52,15 +54,28 @@ def op_name(node: torch.fx.Node) -> str:
     ``with_effects`` node, the key of the op it wraps."""
     if node.target is WITH_EFFECTS:
         return str(node.args[1])
+    if isinstance(node.target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{node.target.name()}"
     return str(node.target)
 
 
+def graphs(graph: torch.fx.Graph) -> list[torch.fx.Graph]:
+    """``graph`` and the graphs of its submodules (the branches and bodies of ``cond``,
+    ``while_loop``, ``scan``... at any depth)."""
+    owner = graph.owning_module
+    if owner is None:
+        return [graph]
+    return [graph] + [
+        m.graph for m in owner.modules() if isinstance(m, torch.fx.GraphModule) and m is not owner
+    ]
+
+
 def check_supported(graph: torch.fx.Graph) -> None:
-    """Raise :class:`UnsupportedOpError` naming every ATen op of ``graph`` without a rule,
-    with its count and the source line of its first occurrence."""
+    """Raise :class:`UnsupportedOpError` naming every ATen op of ``graph`` (and of its
+    subgraphs) without a rule, with its count and the source line of its first occurrence."""
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for node in graph.nodes:
+    for node in (n for g in graphs(graph) for n in g.nodes):
         if node.op != "call_function" or node.target is operator.getitem:
             continue
         name = op_name(node)
@@ -90,11 +105,21 @@ def interpret(graph: torch.fx.Graph, inputs: list[Any]) -> list[Any]:
             args = map_arg(node.args, env.__getitem__)
             kwargs = map_arg(node.kwargs, env.__getitem__)
             env[node] = _run_node(node, args, kwargs)
+        elif node.op == "get_attr" and isinstance(sub := _attr(graph, node.target), torch.fx.GraphModule):
+            env[node] = sub  # a subgraph argument of a higher-order op (cond branches...)
         elif node.op == "output":
-            return list(map_arg(node.args[0], env.__getitem__))
+            out = map_arg(node.args[0], env.__getitem__)
+            return list(out) if isinstance(out, (list, tuple)) else [out]
         else:
             raise OpConversionError(node.op, node_location(node), NotImplementedError(node.format_node()))
     raise ValueError("graph has no output node")
+
+
+def _attr(graph: torch.fx.Graph, target: str) -> Any:
+    obj = graph.owning_module
+    for part in target.split("."):
+        obj = getattr(obj, part, None)
+    return obj
 
 
 def _run_node(node: torch.fx.Node, args, kwargs):

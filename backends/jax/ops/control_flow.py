@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from jax import lax
 
+from converter.regions import static_trip_count
+
 from ..registry import register
 
 
 @register("stablehlo.while")
 def _while(interp, op, *init):
+    """A counted loop (static trip count: what ``fori_loop``, ``scan`` and ``map`` emit)
+    becomes ``lax.fori_loop`` with static bounds, which JAX lowers to a ``scan``, so
+    reverse-mode ``jax.grad`` works through it; any other loop is ``lax.while_loop``."""
     cond = interp.region_fn(op.regions[0])
     body = interp.region_fn(op.regions[1])
+    trips = static_trip_count(interp, op)
+    if trips is not None:
+        return list(lax.fori_loop(0, trips, lambda i, c: tuple(body(*c)), tuple(init)))
     out = lax.while_loop(lambda c: cond(*c)[0], lambda c: tuple(body(*c)), tuple(init))
     return list(out)
 

@@ -23,6 +23,7 @@ from torch.fx.experimental import proxy_tensor
 
 from converter import mlir
 from converter.errors import ConversionError
+from converter.regions import static_trip_count
 
 from ..registry import register
 
@@ -118,53 +119,11 @@ class WhileLoopGradientError(ConversionError):
     the loop's StableHLO location."""
 
 
-_CMP = {
-    "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
-    "GE": lambda a, b: a >= b, "NE": lambda a, b: a != b,
-}  # fmt: skip
-
-
-def _owner(value: ir.Value):
-    owner = value.owner
-    return owner.operation if hasattr(owner, "operation") and not isinstance(owner, ir.Operation) else owner
-
-
 def _static_trip_count(interp, op: mlir.Op) -> int | None:
-    """The trip count of a counted loop (``fori_loop``: the condition compares one carried
-    integer with a constant, the body adds a constant to it, its initial value is a
-    constant), or None when it is not static or too large to unroll."""
-    cond_block = op.regions[0].blocks[0]
-    body_block = op.regions[1].blocks[0]
-    ret = list(cond_block.operations)[-1].operation
-    cmp = _owner(ret.operands[0])
-    if not isinstance(cmp, ir.Operation) or cmp.name != "stablehlo.compare":
-        return None
-    args = list(cond_block.arguments)
-    if cmp.operands[0] not in args:
-        return None
-    k = args.index(cmp.operands[0])
-    cmp_op = mlir.Op(cmp)
-    limit = interp.static_operand(cmp_op, 1)
-    start = interp.static_operand(op, k)
-    direction = str(cmp_op.attr("comparison_direction"))
-    body_ret = list(body_block.operations)[-1].operation
-    step_op = _owner(body_ret.operands[k])
-    if limit is None or start is None or direction not in _CMP:
-        return None
-    if not isinstance(step_op, ir.Operation) or step_op.name != "stablehlo.add":
-        return None
-    if step_op.operands[0] != list(body_block.arguments)[k]:
-        return None
-    step = interp.static_operand(mlir.Op(step_op), 1)
-    if step is None:
-        return None
-    i, limit, step, count = int(start), int(limit), int(step), 0
-    body_ops = sum(1 for _ in mlir.walk_ops(op.mlir))
-    while _CMP[direction](i, limit):
-        i, count = i + step, count + 1
-        if count * body_ops > MAX_UNROLLED_OPS:
-            return None
-    return count
+    """The trip count of a counted loop (:func:`converter.regions.static_trip_count`), or
+    None when it is not static or too large to unroll (``MAX_UNROLLED_OPS``)."""
+    body_ops = max(1, sum(1 for _ in mlir.walk_ops(op.mlir)))
+    return static_trip_count(interp, op, MAX_UNROLLED_OPS // body_ops)
 
 
 @register("stablehlo.while")

@@ -1,6 +1,7 @@
 """ATen → JAX rules, one module per op family; importing this package registers all."""
 
 from . import (  # noqa: F401
+    control_flow,
     convolution,
     creation,
     elementwise,

@@ -1,0 +1,283 @@
+"""``torch.cond``, ``while_loop``, ``scan``, ``map`` and ``associative_scan`` through
+``from_torch``: the exported higher-order ops become StableHLO ``case``/``while`` and every
+backend (``to_jax``, ``to_torch``, ``to_onnx`` run by onnxruntime) matches eager torch;
+``jax.grad`` through the converted ``cond`` and ``scan`` matches torch autograd."""
+
+from __future__ import annotations
+
+import operator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch._higher_order_ops.associative_scan import associative_scan
+from torch._higher_order_ops.map import map as torch_map
+from torch._higher_order_ops.scan import scan
+from torch._higher_order_ops.while_loop import while_loop
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._pytree import tree_leaves
+
+import converter
+from converter.errors import UnsupportedOpError
+from frontends.torch import export
+from frontends.torch.registry import ATEN_RULES
+from tests.frontends.torch.conftest import graph_ops
+
+
+class Cond(torch.nn.Module):
+    """A data-dependent branch with a parameter used in one branch only."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x, y):
+        def true_fn(x, y):
+            return (self.lin(x).sin() + y,)
+
+        def false_fn(x, y):
+            return (x.cos() * y - 1.0,)
+
+        return torch.cond(x.sum() > 0, true_fn, false_fn, (x, y))[0]
+
+
+class WhileDoubling(torch.nn.Module):
+    """A loop whose trip count depends on the data, with a ``cond`` in its body."""
+
+    def forward(self, x):
+        def cond_fn(i, x):
+            return x.abs().sum() < 100.0
+
+        def body_fn(i, x):
+            y = torch.cond(i % 2 == 0, lambda x: x * 2.0, lambda x: x * 3.0 + 0.5, (x,))
+            return i + 1, y
+
+        return while_loop(cond_fn, body_fn, (torch.zeros((), dtype=torch.int64), x))
+
+
+class Scan(torch.nn.Module):
+    """``scan`` over dim 1 in reverse, with a closed-over tensor (an additional input)."""
+
+    def forward(self, init, xs, w):
+        def step(c, x):
+            nc = torch.tanh(c * w + x)
+            return nc, (nc * x).sum()
+
+        return scan(step, init, xs, dim=1, reverse=True)
+
+
+class Map(torch.nn.Module):
+    def forward(self, xs, y):
+        return torch_map(lambda x, y: (x.sin() @ y, x.max()), xs, y)
+
+
+class GenericAssociativeScan(torch.nn.Module):
+    def forward(self, xs):
+        return associative_scan(lambda a, b: a * b + b, xs, dim=1, combine_mode="generic")
+
+
+def _onnx_run(module: converter.Module, args) -> list[np.ndarray]:
+    session = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    inputs = session.get_inputs()
+    assert len(inputs) == len(args)
+    return session.run(None, {i.name: a.numpy() for i, a in zip(inputs, args, strict=True)})
+
+
+def _check_all(model, args, hop, rtol=1e-5, atol=1e-6):
+    ep = export(model, args)
+    assert hop in graph_ops(ep), sorted(graph_ops(ep))
+    m = converter.from_torch(ep)
+    with torch.no_grad():
+        ref = [t.numpy() for t in tree_leaves(model(*args))]
+        got = {
+            "to_jax": [np.asarray(o) for o in tree_leaves(m.to_jax()(*(a.numpy() for a in args)))],
+            "to_torch": [t.numpy() for t in tree_leaves(m.to_torch()(*args))],
+            "to_onnx": _onnx_run(m, args),
+        }
+    for target, outs in got.items():
+        assert len(outs) == len(ref), target
+        for i, (o, r) in enumerate(zip(outs, ref, strict=True)):
+            assert o.shape == r.shape and o.dtype == r.dtype, (target, i, o.shape, o.dtype, r.shape, r.dtype)
+            np.testing.assert_allclose(o, r, rtol=rtol, atol=atol, err_msg=f"{target} output {i}")
+    return m
+
+
+@pytest.fixture(scope="module")
+def cond_module():
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    return Cond(), converter.from_torch(Cond(), (x, y))
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true", "false"])
+def test_cond_both_branches_on_every_backend(sign):
+    torch.manual_seed(1)
+    x = sign * (torch.rand(2, 3) + 0.1)
+    m = _check_all(Cond(), (x, torch.randn(2, 3)), "cond")
+    assert "stablehlo.case" in m.text()
+
+
+def test_cond_one_conversion_takes_either_branch(cond_module):
+    model, m = cond_module
+    f = m.to_jax()
+    for sign in (1.0, -1.0):
+        x, y = sign * (torch.rand(2, 3) + 0.1), torch.randn(2, 3)
+        with torch.no_grad():
+            np.testing.assert_allclose(
+                np.asarray(f(x.numpy(), y.numpy())), model(x, y).numpy(), rtol=1e-6, atol=1e-6
+            )
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true", "false"])
+def test_jax_grad_through_cond_matches_autograd(cond_module, sign):
+    model, m = cond_module
+    f = m.to_jax()
+    x, y = sign * (torch.rand(2, 3) + 0.1), torch.randn(2, 3)
+
+    def loss(params, x, y):
+        return jnp.sum(f.apply(params, x, y) ** 2)
+
+    gp, gx, gy = jax.grad(loss, argnums=(0, 1, 2))(f.params, x.numpy(), y.numpy())
+    xt, yt = x.clone().requires_grad_(), y.clone().requires_grad_()
+    model.zero_grad()
+    (model(xt, yt) ** 2).sum().backward()
+    np.testing.assert_allclose(np.asarray(gx), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(gy), yt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    for name, p in model.named_parameters():
+        want = np.zeros(p.shape, np.float32) if p.grad is None else p.grad.numpy()
+        np.testing.assert_allclose(np.asarray(gp[name]), want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_while_loop_with_data_dependent_trip_count_and_nested_cond():
+    m = _check_all(WhileDoubling(), (torch.tensor([0.3, -0.2, 0.1]),), "while_loop")
+    f = m.to_jax()
+    for x in (
+        torch.tensor([0.3, -0.2, 0.1]),
+        torch.tensor([20.0, 1.0, -3.0]),
+        torch.tensor([0.001, 0.0, 0.0]),
+    ):
+        want = WhileDoubling()(x)
+        got = f(x.numpy())
+        assert int(got[0]) == int(want[0])
+        np.testing.assert_allclose(np.asarray(got[1]), want[1].numpy(), rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def scan_case():
+    torch.manual_seed(2)
+    args = (torch.randn(3), torch.randn(3, 5), torch.randn(3))
+    return args, _check_all(Scan(), args, "scan")
+
+
+def test_scan_reverse_dim1_with_closure_on_every_backend(scan_case):
+    _, m = scan_case
+    assert "stablehlo.while" in m.text()
+
+
+def test_jax_grad_through_scan_matches_autograd(scan_case):
+    args, m = scan_case
+    f = m.to_jax()
+
+    def loss(*a):
+        c, ys = f(*a)
+        return jnp.sum(c**2) + jnp.sum(jnp.sin(ys))
+
+    got = jax.grad(loss, argnums=(0, 1, 2))(*(a.numpy() for a in args))
+    leaves = [a.clone().requires_grad_() for a in args]
+    c, ys = Scan()(*leaves)
+    ((c**2).sum() + ys.sin().sum()).backward()
+    for i, (g, t) in enumerate(zip(got, leaves, strict=True)):
+        np.testing.assert_allclose(
+            np.asarray(g), t.grad.numpy(), rtol=1e-5, atol=1e-6, err_msg=f"d/d args[{i}]"
+        )
+
+
+def test_map_with_positional_args_on_every_backend():
+    torch.manual_seed(3)
+    _check_all(Map(), (torch.randn(4, 2, 3), torch.randn(3, 2)), "map_impl")
+
+
+def test_generic_associative_scan_on_every_backend():
+    # on CPU torch.export decomposes combine_mode="generic" into ATen slices and cats
+    torch.manual_seed(4)
+    _check_all(GenericAssociativeScan(), (torch.randn(2, 5),), "aten.cat.default")
+
+
+def test_pointwise_associative_scan_hop_matches_torch():
+    # torch emits the associative_scan HOP only for combine_mode="pointwise" on CUDA/XPU, so
+    # the graph is built by hand here: a combine traced on single slices, as torch traces it
+    from frontends.torch.lowering import interpret
+
+    def combine(a1, b1, a2, b2):  # composing affine maps x -> a x + b: associative
+        return a1 * a2, b1 * a2 + b2
+
+    a, b = torch.rand(7, 3) + 0.5, torch.randn(7, 3)
+    root = torch.nn.Module()
+    root.combine_graph_0 = make_fx(combine)(a[0], b[0], a[0], b[0])  # ATen ops, on slices
+    g = torch.fx.Graph()
+    a_in, b_in = g.placeholder("a"), g.placeholder("b")
+    sub = g.get_attr("combine_graph_0")
+    node = g.call_function(torch.ops.higher_order.associative_scan, (sub, [a_in, b_in], ()))
+    g.output(tuple(g.call_function(operator.getitem, (node, i)) for i in range(2)))
+    gm = torch.fx.GraphModule(root, g)
+    want = [(a[0], b[0])]
+    for t in range(1, a.shape[0]):
+        want.append(combine(*want[-1], a[t], b[t]))
+    got = jax.jit(lambda a, b: interpret(gm.graph, [a, b]))(a.numpy(), b.numpy())
+    for i in range(2):
+        np.testing.assert_allclose(
+            np.asarray(got[i]), torch.stack([w[i] for w in want]).numpy(), rtol=1e-5, atol=1e-6
+        )
+
+
+def test_missing_rule_inside_a_branch_is_reported_before_lowering(monkeypatch):
+    monkeypatch.delitem(ATEN_RULES._rules, "aten.cos.default")
+    with pytest.raises(UnsupportedOpError) as info:
+        converter.from_torch(Cond(), (torch.randn(2, 3), torch.randn(2, 3)))
+    assert [m.name for m in info.value.missing] == ["aten.cos.default"]
+    assert "test_control_flow.py" in info.value.missing[0].location
+
+
+def test_random_op_in_a_loop_body_is_refused():
+    class Noisy(torch.nn.Module):
+        def forward(self, init, xs):
+            return scan(lambda c, x: (c + x * torch.rand_like(x), c.clone()), init, xs)
+
+    with pytest.raises(converter.ConversionError, match="same random numbers"):
+        converter.from_torch(Noisy(), (torch.zeros(2), torch.ones(4, 2)))
+
+
+def test_torch_backend_autograd_through_converted_cond_and_scan(cond_module, scan_case):
+    model, m = cond_module
+    converted = m.to_torch()
+    for sign in (1.0, -1.0):
+        x, y = sign * (torch.rand(2, 3) + 0.1), torch.randn(2, 3)
+        got = [t.clone().requires_grad_() for t in (x, y)]
+        (converted(*got) ** 2).sum().backward()
+        want = [t.clone().requires_grad_() for t in (x, y)]
+        (model(*want) ** 2).sum().backward()
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.grad.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+    args, m = scan_case
+    converted = m.to_torch()
+    grads = []
+    for fn in (converted, Scan()):
+        leaves = [a.clone().requires_grad_() for a in args]
+        c, ys = fn(*leaves)
+        ((c**2).sum() + ys.sin().sum()).backward()
+        grads.append([t.grad.numpy() for t in leaves])
+    for g, w in zip(*grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_of_converted_cond_takes_each_examples_branch(cond_module):
+    model, m = cond_module
+    xs = torch.stack([torch.rand(2, 3) + 0.1, -(torch.rand(2, 3) + 0.1)])
+    ys = torch.randn(2, 2, 3)
+    got = np.asarray(jax.vmap(m.to_jax())(xs.numpy(), ys.numpy()))
+    with torch.no_grad():
+        want = torch.stack([model(x, y) for x, y in zip(xs, ys, strict=True)]).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -1,0 +1,130 @@
+"""Data-dependent output sizes: one :class:`DataDependentShapeError` names every such op with
+its source line, the reason and the static-size fix; a ``nonzero`` bounded by
+``torch._check`` and ``nonzero_static`` convert to the padded form and match torch."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+import converter
+from converter.errors import ConversionError, DataDependentShapeError
+from tests.frontends.torch.both_targets import check_targets
+
+
+class Dynamic(torch.nn.Module):
+    def forward(self, x):
+        a = torch.nonzero(x)  # nonzero here
+        b = x[x > 0] * 2  # mask index here
+        c = torch.masked_select(x, x < 0).sum()  # masked_select here
+        d = torch.unique(x)  # unique here
+        return a, b, c, d
+
+
+def _line(cls, text: str) -> str:
+    lines, start = inspect.getsourcelines(cls.forward)
+    return f"{__file__}:{start + next(i for i, line in enumerate(lines) if text in line)}"
+
+
+def test_every_data_dependent_op_is_named_in_one_error():
+    with pytest.raises(DataDependentShapeError) as info:
+        converter.from_torch(Dynamic(), (torch.tensor([1.0, -2.0, 0.0, 3.0, 1.0]),))
+    err = info.value
+    assert isinstance(err, ConversionError)
+    got = [(o.name, o.location) for o in err.ops]
+    assert got == [
+        ("aten.nonzero.default", _line(Dynamic, "nonzero here")),
+        ("aten.index.Tensor (boolean mask)", _line(Dynamic, "mask index here")),
+        ("aten.masked_select.default", _line(Dynamic, "masked_select here")),
+        ("aten._unique2.default", _line(Dynamic, "unique here")),
+    ]
+    msg = str(err)
+    assert msg.startswith(
+        "4 op(s) have an output size that depends on the input values (aten.nonzero.default, "
+        "aten.index.Tensor (boolean mask), aten.masked_select.default, aten._unique2.default)"
+    )
+    assert "number of nonzero elements" in msg and "torch.nonzero_static(x, size=N" in msg
+    assert "jnp.nonzero(x, size=N" in msg and "torch._check(n <= N)" in msg
+    # the symptoms torch.export leaves behind are not what is reported
+    assert "sym_size" not in msg and "built-in function" not in msg and "no lowering" not in msg
+
+
+class Bounded(torch.nn.Module):
+    def forward(self, x):
+        idx = torch.nonzero(x)
+        torch._check(idx.shape[0] <= 4)
+        return idx, x * 2
+
+
+@pytest.fixture(scope="module")
+def bounded():
+    x = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 3.0]])
+    return converter.from_torch(Bounded(), (x,))
+
+
+def _onnx(module, x):
+    session = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x.numpy()})
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 3.0]]),
+        torch.tensor([[5.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+        torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]),
+        torch.tensor([[0.0, -1.0, 0.0], [7.0, 8.0, 0.0]]),
+    ],
+    ids=["3_of_6", "1_of_6", "none", "4_of_6"],
+)
+def test_nonzero_bounded_by_torch_check_converts_padded(bounded, x):
+    assert bounded.signature.outputs[0].shape == (4, 2)
+    want = torch.nonzero_static(x, size=4, fill_value=-1).numpy()
+    n = int(torch.count_nonzero(x))
+    np.testing.assert_array_equal(want[:n], torch.nonzero(x).numpy())  # torch's own rows first
+    got = {
+        "to_jax": [np.asarray(o) for o in bounded.to_jax()(x.numpy())],
+        "to_torch": [t.numpy() for t in bounded.to_torch()(x)],
+        "to_onnx": _onnx(bounded, x),
+    }
+    for target, (idx, doubled) in got.items():
+        assert idx.dtype == np.int64, target
+        np.testing.assert_array_equal(idx, want, err_msg=target)
+        np.testing.assert_array_equal(doubled, (x * 2).numpy(), err_msg=target)
+
+
+def test_bounded_nonzero_feeding_other_ops_is_refused():
+    class Summed(torch.nn.Module):
+        def forward(self, x):
+            idx = torch.nonzero(x)
+            torch._check(idx.shape[0] <= 2)
+            return idx.sum()
+
+    with pytest.raises(DataDependentShapeError, match=r"at most 2 rows.*feeds aten\.sum"):
+        converter.from_torch(Summed(), (torch.tensor([0.0, 1.0, 0.0, 2.0]),))
+
+
+def test_nonzero_static_with_fill_value_matches_torch():
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]])
+    check_targets(
+        lambda x: torch.nonzero_static(x, size=5, fill_value=7), x, ops="aten.nonzero_static.default"
+    )
+    check_targets(lambda x: torch.nonzero_static(x, size=2), x, ops="aten.nonzero_static.default")
+
+
+def test_while_loop_carrying_a_python_int_is_named():
+    from torch._higher_order_ops.while_loop import while_loop
+
+    class Counter(torch.nn.Module):
+        def forward(self, x):
+            return while_loop(lambda i, x: x.sum() < 10, lambda i, x: (i + 1, x * 2), (0, x))
+
+    with pytest.raises(
+        DataDependentShapeError, match=r"higher_order\.while_loop at .*carries a Python int"
+    ) as info:
+        converter.from_torch(Counter(), (torch.rand(3),))
+    assert "torch.tensor(0)" in str(info.value)
