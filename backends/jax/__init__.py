@@ -16,7 +16,7 @@ from converter.errors import ConversionError, SignatureMismatchError, Unsupporte
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import ensure_canonical, is_host
-from converter.passes.shapes import SHAPE_OPS, bind_dims, module_is_dynamic, refine
+from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -179,9 +179,7 @@ class JaxFunction:
         if any(not isinstance(d, int) for shape in key for d in shape):
             return self._symbolic_module(key)
         if key not in self._refined:
-            sig = self.signature
-            kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
-            bind_dims([sig.all_args[i] for i in kept], key)
+            check_dims(self.module, key)
             refined = refine(self.module.mlir, key)
             _check_supported(refined)
             self._refined[key] = refined
