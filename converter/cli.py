@@ -358,14 +358,14 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
             return {**spec, "children": [static_free(c) for c in spec["children"]]}
         return spec
 
-    scope = jax.export.SymbolicScope()
+    from .passes.shapes import symbolic_shapes
+
+    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.extra.get("dim_ranges"))
     structs = [
         jax.ShapeDtypeStruct(
-            _symbolic_shape(s.shape, i, scope),
-            np.dtype(dtypes.to_numpy(s.dtype)),
-            sharding=_memory_sharding(s.memory_kind, fn.device),
+            shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_memory_sharding(s.memory_kind, fn.device)
         )
-        for i, s in enumerate(sig.inputs)
+        for shape, s in zip(shapes, sig.inputs, strict=True)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
     if sig.rng is not None:
@@ -402,22 +402,6 @@ def _memory_sharding(memory_kind: str | None, device: Any):
     import jax
 
     return jax.sharding.SingleDeviceSharding(device or jax.devices()[0], memory_kind=memory_kind)
-
-
-def _symbolic_shape(shape: tuple, leaf: int, scope) -> tuple:
-    """``shape`` with its dynamic dimensions as ``jax.export`` symbols: a named dimension keeps
-    its name (the same name is the same size), an unnamed one gets its own ``d<leaf>_<axis>``."""
-    import re
-
-    import jax
-
-    if all(isinstance(d, int) for d in shape):
-        return tuple(shape)
-    names = [
-        str(d) if isinstance(d, int) else re.sub(r"\W", "_", d) if isinstance(d, str) else f"d{leaf}_{axis}"
-        for axis, d in enumerate(shape)
-    ]
-    return jax.export.symbolic_shape(", ".join(names), scope=scope)
 
 
 def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:

@@ -166,7 +166,10 @@ class JaxFunction:
         flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        outs = JaxInterpreter(self._static_module(flat)).run(*flat)
+        if self._dynamic and not self._traces_symbolically and _symbolic_args(flat):
+            outs = list(self._exported().call(*flat))  # under jax.export with symbolic shapes
+        else:
+            outs = JaxInterpreter(self._static_module(flat)).run(*flat)
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         return unflatten(sig.out_tree, outs)
 
@@ -184,6 +187,32 @@ class JaxFunction:
             _check_supported(refined)
             self._refined[key] = refined
         return self._refined[key]
+
+    def _exported(self) -> Any:
+        """The module as a ``jax.export.Exported`` of its kept ``@main`` arguments, shapes
+        symbolic with the signature's dimension ranges as constraints: a shape-polymorphic
+        module whose shape computations the interpreter cannot trace symbolically runs this
+        way under symbolic shapes (``jax.export`` of this function: the ``.jax``
+        artifact), JAX refining its shapes at each concrete call."""
+        if getattr(self, "_exported_cache", None) is None:
+            from converter import _jax_internal
+            from converter.passes.shapes import symbolic_shapes
+
+            sig = self.signature
+            kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
+            args = [sig.all_args[i] for i in kept]
+            ranges = sig.extra.get("dim_ranges")
+            shapes = symbolic_shapes([a.shape for a in args] + [o.shape for o in sig.outputs], ranges)
+            specs = [*args, *sig.outputs]
+            avals = [(shp, np.dtype(dtypes.to_numpy(s.dtype))) for shp, s in zip(shapes, specs, strict=True)]
+            self._exported_cache = _jax_internal.exported_from_stablehlo(
+                "converted",
+                self.module.bytecode(),
+                avals[: len(args)],
+                avals[len(args) :],
+                jax.default_backend(),
+            )
+        return self._exported_cache
 
     def _symbolic_module(self, key: tuple) -> Any:
         """The module to interpret under symbolic shapes (``jax.export`` with
@@ -277,6 +306,10 @@ class JaxFunction:
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"
+
+
+def _symbolic_args(flat: list[Any]) -> bool:
+    return any(not isinstance(d, int) for v in flat for d in np.shape(v))
 
 
 def raw_key(rng: Any) -> jax.Array:

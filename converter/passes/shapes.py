@@ -41,6 +41,11 @@ SHAPE_OPS = frozenset(
         "stablehlo.dynamic_conv",
         "stablehlo.real_dynamic_slice",
         "stablehlo.custom_call@shape_assertion",
+        # the dynamic forms of ops without one in the StableHLO opset (jax.export writes
+        # them for cumsum, top_k, random bits on symbolic shapes)
+        "stablehlo.custom_call@stablehlo.dynamic_reduce_window",
+        "stablehlo.custom_call@stablehlo.dynamic_top_k",
+        "stablehlo.custom_call@stablehlo.dynamic_rng_bit_generator",
     }
 )
 
@@ -171,6 +176,42 @@ def _eval_dim(tree: ast.AST, env: Mapping[str, int]) -> int:
     return _DIM_CALLS[tree.func.id](*(_eval_dim(a, env) for a in tree.args))
 
 
+def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] | None = None) -> list[tuple]:
+    """Signature shapes as ``jax.export`` symbolic shapes, in one ``SymbolicScope`` whose
+    constraints are ``ranges`` (``{"batch": [2, 64]}``): a named dimension is one variable
+    (a name that is no identifier, an ONNX ``dim_param`` such as ``batch-size``, with its
+    other characters as ``_``), an expression (``2*seq``) is parsed as one, an unnamed
+    dynamic dimension (None) gets its own ``d<i>_<axis>``."""
+    import re
+
+    import jax
+
+    def text(d, i: int, axis: int) -> str:
+        if isinstance(d, int):
+            return str(d)
+        if d is None:
+            return f"d{i}_{axis}"
+        if d.isidentifier() or _parse_dim(d) is None:
+            ident = re.sub(r"\W", "_", d)
+            return ident if ident and not ident[0].isdigit() else f"d_{ident}"
+        return d
+
+    texts = [[text(d, i, a) for a, d in enumerate(shape)] for i, shape in enumerate(shapes)]
+    constraints = []
+    for name, (lo, hi) in (ranges or {}).items():
+        constraints += [f"{name} >= {lo}"] if lo is not None and lo > 1 else []
+        constraints += [f"{name} <= {hi}"] if hi is not None else []
+    scope = jax.export.SymbolicScope(constraints)
+    return [
+        tuple(shape)
+        if all(isinstance(d, int) for d in shape)
+        else jax.export.symbolic_shape(", ".join(t), scope=scope)
+        if t
+        else ()
+        for shape, t in zip(shapes, texts, strict=True)
+    ]
+
+
 def check_dims(module: Module, arg_shapes: Sequence[Sequence[int]]) -> dict[str, int]:
     """:func:`bind_dims` for the kept ``@main`` arguments of ``module`` (params, inputs, key
     as ``signature.kept_var_idx`` keeps them) and ``arg_shapes``, with the signature's
@@ -212,8 +253,27 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
                 f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
             ) from None
         _check_assertions(m)
+    if not _is_static(m):  # dynamic_* custom calls: JAX's refinement knows them
+        from converter import _jax_internal
+
+        try:
+            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(m))
+        except ValueError as e:
+            why = e.__cause__ or e
+            raise ConversionError(
+                f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
+            ) from None
+    with m.context, ir.Location.unknown():
         _check_static(m)
     return m
+
+
+def _is_static(m: ir.Module) -> bool:
+    try:
+        _check_static(m)
+    except ConversionError:
+        return False
+    return True
 
 
 def _static_type(t: ir.Type, shape: Sequence[int]) -> ir.Type:
@@ -320,4 +380,13 @@ def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Seque
     return Module(refined, new_sig, module.params, source=module.source, meta=meta)
 
 
-__all__ = ["SHAPE_OPS", "bind_dims", "check_dims", "is_dynamic", "module_is_dynamic", "refine", "specialize"]
+__all__ = [
+    "SHAPE_OPS",
+    "bind_dims",
+    "check_dims",
+    "is_dynamic",
+    "module_is_dynamic",
+    "refine",
+    "specialize",
+    "symbolic_shapes",
+]

@@ -114,23 +114,29 @@ def _run_node(node: torch.fx.Node, args, kwargs):
             out = rule(*args, **kwargs)
         return conform(out, val)
     except Exception as e:  # noqa: BLE001 - re-raised naming the node and its source line
-        dims = _symbolic_cause(e)
+        dims = _symbolic_cause(e, (args, kwargs))
         if dims is not None:
             raise DynamicDimensionError(op_name(node), node_location(node), e, dims) from e
         raise OpConversionError(op_name(node), node_location(node), e) from e
 
 
-def _symbolic_cause(e: BaseException) -> list[str] | None:
-    """The dynamic dimensions named in ``e`` when it says a symbolic dimension cannot be
-    used here (JAX's ``InconclusiveDimensionOperation``, or a size without a symbolic
-    form); None for any other error."""
+def _symbolic_cause(e: BaseException, args: Any) -> list[str] | None:
+    """The dynamic dimensions a failed rule could not keep symbolic: those named in ``e``
+    when it says a symbolic dimension cannot be used here (JAX's
+    ``InconclusiveDimensionOperation``, a size without a symbolic form), else those in the
+    node's size arguments (``arange(seq)`` whose rule needs an int); None when the failure
+    has nothing to do with dynamic dimensions."""
     symbols = _SYMBOLS.get()
     if not symbols:
         return None
-    if type(e).__name__ != "InconclusiveDimensionOperation" and not isinstance(e, _NoSymbolicForm):
-        return None
     names = sorted({str(v) for v in symbols.values()})
-    return [n for n in names if re.search(rf"\b{re.escape(n)}\b", str(e))]
+    if type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, _NoSymbolicForm):
+        return [n for n in names if re.search(rf"\b{re.escape(n)}\b", str(e))]
+    sizes = [v for v in jax.tree.leaves(args) if jax.export.is_symbolic_dim(v)]
+    if not sizes:
+        return None
+    text = " ".join(str(v) for v in sizes)
+    return [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
 
 
 class _NoSymbolicForm(ValueError):
