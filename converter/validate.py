@@ -273,7 +273,9 @@ def flat_outputs(out: Any, signature) -> list[np.ndarray]:
 
 
 def _factory(spec: str) -> tuple:
-    """Import ``file.py:factory`` and call it; returns ``(obj, args, kwargs)``."""
+    """Import ``file.py:factory`` and call it; returns ``(obj, args, kwargs,
+    dynamic_shapes)`` (None unless the factory returned torch.export's ``dynamic_shapes``
+    fourth)."""
     path, sep, name = spec.rpartition(":")
     if not (sep and path.endswith(".py")):
         path, name = spec, "factory"
@@ -299,22 +301,25 @@ def _factory(spec: str) -> tuple:
             raise ConversionError(f"{spec}() failed: {type(e).__name__}: {e}") from e
     finally:
         sys.path.remove(str(file.parent.resolve()))
-    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
-        raise ConversionError(f"{spec}() must return (model, example_args) or (model, args, kwargs)")
-    obj, args, kwargs = (*result, {}) if len(result) == 2 else result
-    return obj, tuple(args), dict(kwargs)
+    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3, 4):
+        raise ConversionError(
+            f"{spec}() must return (model, example_args), (model, args, kwargs) or "
+            "(model, args, kwargs, dynamic_shapes)"
+        )
+    obj, args, kwargs, dynamic_shapes = (*result, {}, None)[:4] if len(result) == 2 else (*result, None)[:4]
+    return obj, tuple(args), dict(kwargs), dynamic_shapes
 
 
-def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
-    """A torch ``nn.Module`` (or ``ExportedProgram``) with example inputs; the reference is
-    eager torch."""
+def torch_source(model: Any, args: tuple, kwargs: dict | None = None, dynamic_shapes: Any = None) -> Source:
+    """A torch ``nn.Module`` (or ``ExportedProgram``) with example inputs (and
+    ``torch.export`` ``dynamic_shapes``); the reference is eager torch."""
     import torch
 
     import converter
     from frontends.torch import export
 
     kwargs = kwargs or {}
-    ep = export(model, args, kwargs)
+    ep = export(model, args, kwargs, dynamic_shapes)
     module = converter.from_torch(ep)
     call = model.module() if isinstance(model, torch.export.ExportedProgram) else model
 
@@ -385,8 +390,15 @@ def load_source(source: Any, from_: str, dims: dict[str, int] | None = None) -> 
     if dims and from_ != "onnx":
         raise ConversionError(f"dims (--dim) apply to ONNX sources only, not {from_}")
     if from_ in ("torch", "jax"):
-        obj, args, kwargs = _factory(source) if isinstance(source, str) else (*source, {})[:3]
-        return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
+        if isinstance(source, str):
+            obj, args, kwargs, dyn = _factory(source)
+        else:
+            obj, args, kwargs, dyn = (*source, {}, None)[:4] if len(source) == 2 else (*source, None)[:4]
+        if from_ == "jax" and dyn is not None:
+            raise ConversionError("dynamic_shapes (a factory's fourth result) apply to torch sources only")
+        if from_ == "jax":
+            return jax_source(obj, tuple(args), dict(kwargs or {}))
+        return torch_source(obj, tuple(args), dict(kwargs or {}), dyn)
     if not Path(source).is_file():
         raise ConversionError(f"{source}: no such file")
     return onnx_source(source, dims) if from_ == "onnx" else stablehlo_source(source)

@@ -99,16 +99,24 @@ def test_batch_dimension_stays_dynamic(opset: int, flatten: str) -> None:
         np.testing.assert_allclose(np.asarray(y), want, rtol=1e-5, atol=1e-6)
 
 
-def test_torch_backend_specializes_only_when_given_shapes() -> None:
+def test_torch_backend_runs_any_batch_or_specializes_when_given_shapes() -> None:
     model = _cnn(13, "shape")
     m = from_onnx(model)
-    with pytest.raises(ConversionError, match=r"dynamic shape \['N', 3, 8, 8\].*input_shapes"):
-        m.to_torch()
+    session = ort.InferenceSession(model.SerializeToString())
+    dynamic = m.to_torch()  # one graph per batch size, parameters shared
+    for n in (1, 5):
+        x = np.random.default_rng(n).standard_normal((n, 3, 8, 8)).astype(np.float32)
+        with torch.no_grad():
+            (y,) = dynamic(torch.from_numpy(x))
+        (want,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: expected shape \['N', 3, 8, 8\]"):
+        dynamic(torch.zeros(2, 4, 8, 8))
     x = np.random.default_rng(5).standard_normal((5, 3, 8, 8)).astype(np.float32)
     t = m.to_torch(input_shapes={"x": (5, 3, 8, 8)})
     with torch.no_grad():
         (y,) = t(torch.from_numpy(x))
-    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (want,) = session.run(None, {"x": x})
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
