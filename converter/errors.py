@@ -81,7 +81,10 @@ class DynamicDimensionError(OpConversionError):
         super().__init__(op_name, location, cause)
         self.dims = tuple(dims)
         names = ", ".join(repr(d) for d in self.dims) or "a dynamic dimension"
-        self.args = (f"{self.args[0]}\n{names} cannot stay symbolic here; export with it static",)
+        self.args = (
+            f"{self.args[0]}\n{names} cannot stay symbolic here: the op needs a concrete size "
+            "(make the dimension static, or relate dimensions with derived Dims such as 2 * seq)",
+        )
 
 
 class SignatureMismatchError(ConversionError, ValueError):

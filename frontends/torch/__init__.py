@@ -229,14 +229,22 @@ def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict,
     constraints: list[str] = []
     for s in syms:
         name, vr = names[s], bounds.get(str(s))
-        lo = max(1, int(vr.lower)) if vr is not None and vr.lower.is_finite else 1
-        hi = int(vr.upper) if vr is not None and vr.upper.is_finite else None
+        lo = max(1, _finite(vr.lower) or 1) if vr is not None else 1
+        hi = _finite(vr.upper) if vr is not None else None
         ranges[name] = [lo, hi]
         constraints += [f"{name} >= {lo}"] if lo > 1 else []
         constraints += [f"{name} <= {hi}"] if hi is not None else []
     scope = jax.export.SymbolicScope(constraints)
     dims = jax.export.symbolic_shape(", ".join(names[s] for s in syms), scope=scope)
     return dict(zip(syms, dims, strict=True)), ranges
+
+
+def _finite(bound: Any) -> int | None:
+    """A range bound as an int; None for torch's ``int_oo``/``-int_oo`` (no bound)."""
+    try:
+        return int(bound)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
 
 
 def _dim_names(inputs: list[torch.Tensor], syms: list) -> dict:
