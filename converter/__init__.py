@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .errors import (
     ConversionError,
+    DynamicDimensionError,
     ModuleFormatError,
     OpConversionError,
     ParseError,
@@ -67,6 +68,7 @@ def from_stablehlo(source, **options) -> Module:
 
 __all__ = [
     "ConversionError",
+    "DynamicDimensionError",
     "LeafSpec",
     "Module",
     "ModuleFormatError",

@@ -20,7 +20,7 @@ from torch.fx.node import map_arg
 from converter import dtypes
 from converter.errors import DynamicDimensionError, MissingOp, OpConversionError, UnsupportedOpError
 
-from .registry import ATEN_RULES
+from .registry import ATEN_RULES, key_of
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -55,8 +55,8 @@ def op_name(node: torch.fx.Node) -> str:
     """The registry key of a call_function node (``aten.addmm.default``); for a
     ``with_effects`` node, the key of the op it wraps."""
     if node.target is WITH_EFFECTS:
-        return str(node.args[1])
-    return str(node.target)
+        return key_of(node.args[1])
+    return key_of(node.target)
 
 
 def check_supported(graph: torch.fx.Graph) -> None:
