@@ -30,6 +30,7 @@ from ._contract import api  # noqa: E402
 from .errors import (  # noqa: E402
     ConversionError,
     DataDependentShapeError,
+    DynamicDimensionError,
     ExportError,
     InputError,
     InternalError,
@@ -121,6 +122,7 @@ def from_stablehlo(source, **options) -> Module:
 __all__ = [
     "ConversionError",
     "DataDependentShapeError",
+    "DynamicDimensionError",
     "ExportError",
     "InputError",
     "InternalError",

@@ -101,12 +101,15 @@ FACTORY_MODELS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def load_factory(path: Path, name: str, framework: str = "torch") -> tuple[Any, tuple, dict]:
+def load_factory(path: Path, name: str, framework: str = "torch", dynamic: bool = False) -> tuple:
     """Import ``path`` by file path (its directory first on ``sys.path`` meanwhile) and call
     ``name()``, which must return ``(model, example_args)`` or ``(model, example_args,
     example_kwargs)``: ``model`` as :data:`FACTORY_MODELS` requires for ``framework`` (torch:
     an ``nn.Module`` or ``ExportedProgram``), ``example_args`` a tuple or list,
-    ``example_kwargs`` a dict.
+    ``example_kwargs`` a dict. With ``dynamic`` (torch), it may also return ``(model, args,
+    kwargs, dynamic_shapes)`` (``torch.export.export``'s ``dynamic_shapes``), and the result
+    is ``(model, args, kwargs, dynamic_shapes)`` (None when not given); else ``(model, args,
+    kwargs)``.
 
     Raises:
         ParseError: the file is missing or fails to import, has no callable ``name``, the call
@@ -142,13 +145,18 @@ def load_factory(path: Path, name: str, framework: str = "torch") -> tuple[Any, 
     finally:
         sys.path.remove(str(path.parent.resolve()))
     expected = f"(model, example_args) with {model_text} and example_args a tuple"
-    if not isinstance(result, (tuple, list)) or len(result) not in (2, 3):
+    lengths = (2, 3, 4) if dynamic else (2, 3)
+    if not isinstance(result, (tuple, list)) or len(result) not in lengths:
         raise ParseError(f"{where}() must return {expected}; it returned {_describe(result)}")
-    model, args, kwargs = (*result, {}) if len(result) == 2 else result
+    model, args, kwargs, dynamic_shapes = (
+        (*result, {}, None, None)[:4] if len(result) == 2 else (*result, None)[:4]
+    )
     if not is_model(model):
         raise ParseError(f"{where}() must return {expected}; its model is {_describe(model)}")
     if not isinstance(args, (tuple, list)) or not isinstance(kwargs, dict):
         raise ParseError(f"{where}() must return {expected}; its example_args is {_describe(args)}")
+    if dynamic:
+        return model, tuple(args), kwargs, dynamic_shapes
     return model, tuple(args), kwargs
 
 
@@ -158,14 +166,17 @@ def _describe(obj: Any) -> str:
     return f"a {type(obj).__module__}.{type(obj).__qualname__}"
 
 
-def torch_export(model: Any, args: tuple, kwargs: dict, where: str):
-    """``torch.export.export(model, args, kwargs)``, its failures wrapped in a
-    :class:`ConversionError` that names ``where`` (an ``ExportedProgram`` passes through)."""
+def torch_export(model: Any, args: tuple, kwargs: dict, where: str, dynamic_shapes: Any = None):
+    """``torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)``, its
+    failures wrapped in a :class:`ConversionError` that names ``where`` (an
+    ``ExportedProgram`` passes through)."""
     import torch
 
     if isinstance(model, torch.export.ExportedProgram):
         return model
     try:
+        if dynamic_shapes is not None:
+            return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
         return torch.export.export(model, args, kwargs)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -176,14 +187,16 @@ def torch_export(model: Any, args: tuple, kwargs: dict, where: str):
 
 def load_torch(source: str, options: argparse.Namespace) -> Module:
     """``--from torch``: a ``.pt2`` file (``torch.export.save``; pickled payloads refused
-    unless ``--trust-pickle``, :func:`converter.load_pt2`) or ``file.py[:factory]``."""
+    unless ``--trust-pickle``, :func:`converter.load_pt2`) or ``file.py[:factory]``
+    (``factory()`` may return ``(model, args, kwargs, dynamic_shapes)``). Dynamic dimensions
+    (the factory's or the ``.pt2``'s) stay symbolic (:func:`converter.from_torch`)."""
     import converter
 
     factory = split_factory(source)
     if factory is not None:
-        model, args, kwargs = load_factory(*factory)
+        model, args, kwargs, dynamic_shapes = load_factory(*factory, dynamic=True)
         with _contract.quiet(not options.verbose):  # torch.export prints partial graphs on failure
-            ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
+            ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}", dynamic_shapes)
     else:
         path = Path(source)
         _check_file(path)
@@ -354,14 +367,14 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
             return {**spec, "children": [static_free(c) for c in spec["children"]]}
         return spec
 
-    scope = jax.export.SymbolicScope()
+    from .passes.shapes import symbolic_shapes
+
+    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.extra.get("dim_ranges"))
     structs = [
         jax.ShapeDtypeStruct(
-            _symbolic_shape(s.shape, i, scope),
-            np.dtype(dtypes.to_numpy(s.dtype)),
-            sharding=_memory_sharding(s.memory_kind, fn.device),
+            shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_memory_sharding(s.memory_kind, fn.device)
         )
-        for i, s in enumerate(sig.inputs)
+        for shape, s in zip(shapes, sig.inputs, strict=True)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
     if sig.rng is not None:
@@ -398,22 +411,6 @@ def _memory_sharding(memory_kind: str | None, device: Any):
     import jax
 
     return jax.sharding.SingleDeviceSharding(device or jax.devices()[0], memory_kind=memory_kind)
-
-
-def _symbolic_shape(shape: tuple, leaf: int, scope) -> tuple:
-    """``shape`` with its dynamic dimensions as ``jax.export`` symbols: a named dimension keeps
-    its name (the same name is the same size), an unnamed one gets its own ``d<leaf>_<axis>``."""
-    import re
-
-    import jax
-
-    if all(isinstance(d, int) for d in shape):
-        return tuple(shape)
-    names = [
-        str(d) if isinstance(d, int) else re.sub(r"\W", "_", d) if isinstance(d, str) else f"d{leaf}_{axis}"
-        for axis, d in enumerate(shape)
-    ]
-    return jax.export.symbolic_shape(", ".join(names), scope=scope)
 
 
 def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:
@@ -459,8 +456,15 @@ def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
     from . import dtypes
     from .signature import unflatten
 
-    model = module.to_torch()
     sig = module.signature
+    dynamic = next((s for s in sig.inputs if not all(isinstance(d, int) for d in s.shape)), None)
+    if dynamic is not None:
+        raise ConversionError(
+            f"{dynamic.name}: dynamic shape {list(dynamic.shape)} is not supported by the torch target "
+            "(the .pt2 is exported at static shapes): give ONNX sources' sizes with --dim NAME=SIZE, "
+            "or export the torch source without dynamic_shapes"
+        )
+    model = module.to_torch()
     leaves = [torch.zeros(s.shape, dtype=dtypes.torch_dtype(s.dtype)) for s in sig.inputs]
     args, kwargs = unflatten(sig.in_tree, leaves)
     try:

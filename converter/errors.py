@@ -110,6 +110,25 @@ class OpConversionError(ConversionError):
         super().__init__(f"While converting {op_name}{where}: {type(cause).__name__}: {cause}")
 
 
+class DynamicDimensionError(OpConversionError):
+    """A dynamic dimension cannot stay symbolic: an op's rule needs its concrete value
+    (a comparison of sizes that depends on it, a size expression without a symbolic form).
+    Raised instead of silently specializing to the example size.
+
+    Attributes:
+        dims: the dynamic dimensions involved (names as in the signature).
+    """
+
+    def __init__(self, op_name: str, location: str, cause: BaseException, dims: Iterable[str] = ()):
+        super().__init__(op_name, location, cause)
+        self.dims = tuple(dims)
+        names = ", ".join(repr(d) for d in self.dims) or "a dynamic dimension"
+        self.args = (
+            f"{self.args[0]}\n{names} cannot stay symbolic here: the op needs a concrete size "
+            "(make the dimension static, or relate dimensions with derived Dims such as 2 * seq)",
+        )
+
+
 class SignatureMismatchError(ConversionError, ValueError):
     """A converted function was called with inputs that do not match its signature.
 

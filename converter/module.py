@@ -13,7 +13,7 @@ from jaxlib.mlir import ir
 
 from . import dtypes, mlir
 from ._contract import api
-from .errors import ConversionError, ModuleFormatError
+from .errors import ModuleFormatError
 from .fileio import atomic_path, check_size
 from .signature import Signature
 
@@ -99,28 +99,17 @@ class Module:
     def to_torch(self, *, input_shapes: dict[str, tuple] | list[tuple] | None = None, **kwargs):
         """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`.
 
-        The torch backend needs static shapes: a module with dynamic dimensions is first
-        specialized to ``input_shapes`` (concrete shapes by input name or in input order;
-        :meth:`specialize`).
+        A module with dynamic dimensions runs any size its dimension names and ranges allow
+        (specialized per call shape, once per shape); with ``input_shapes`` (concrete shapes
+        by input name or in input order; :meth:`specialize`) it is specialized once, first.
 
         Raises:
-            ConversionError: the signature has dynamic dimensions and no ``input_shapes``
-                were given (names the input and its shape).
+            ConversionError: ``input_shapes`` contradict the module's dimensions.
         """
         from backends.torch import to_torch
 
-        from .passes.shapes import module_is_dynamic
-
         if input_shapes is not None:
             return to_torch(self.specialize(input_shapes), **kwargs)
-        if module_is_dynamic(self):
-            spec = next(
-                s for s in (*self.signature.all_args, *self.signature.outputs) if not _static(s.shape)
-            )
-            raise ConversionError(
-                f"{spec.name}: dynamic shape {list(spec.shape)} is not supported by the torch backend; "
-                "specialize it with to_torch(input_shapes={name: shape})"
-            )
         return to_torch(self, **kwargs)
 
     @api
@@ -246,7 +235,3 @@ def _safetensors_metadata(data: bytes) -> dict:
     n = int.from_bytes(data[:8], "little")
     header = json.loads(data[8 : 8 + n])
     return header.get("__metadata__", {})
-
-
-def _static(shape: tuple) -> bool:
-    return all(isinstance(d, int) for d in shape)

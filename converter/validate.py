@@ -319,16 +319,20 @@ def flat_outputs(out: Any, signature) -> list[np.ndarray]:
 
 def _factory(spec: str, framework: str = "torch") -> tuple:
     """Import ``file.py:factory`` and call it (:func:`converter.cli.load_factory`: the same
-    rules and errors as ``convert``); returns ``(obj, args, kwargs)``."""
+    rules and errors as ``convert``); returns ``(obj, args, kwargs, dynamic_shapes)``
+    (``dynamic_shapes`` None unless a torch factory returned torch.export's ``dynamic_shapes``
+    fourth)."""
     from .cli import load_factory, split_factory
 
     where = split_factory(spec) or (Path(spec), "factory")
-    return load_factory(*where, framework=framework)
+    if framework == "torch":
+        return load_factory(*where, framework=framework, dynamic=True)
+    return (*load_factory(*where, framework=framework), None)
 
 
-def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
-    """A torch ``nn.Module`` (or ``ExportedProgram``) with example inputs; the reference is
-    eager torch."""
+def torch_source(model: Any, args: tuple, kwargs: dict | None = None, dynamic_shapes: Any = None) -> Source:
+    """A torch ``nn.Module`` (or ``ExportedProgram``) with example inputs (and
+    ``torch.export`` ``dynamic_shapes``); the reference is eager torch."""
     import torch
 
     import converter
@@ -337,7 +341,7 @@ def torch_source(model: Any, args: tuple, kwargs: dict | None = None) -> Source:
     kwargs = kwargs or {}
     try:
         with quiet(not verbose()):  # torch.export's graph dumps and pytree FutureWarnings
-            ep = export(model, args, kwargs)
+            ep = export(model, args, kwargs, dynamic_shapes)
     except ConversionError:
         raise
     except Exception as e:
@@ -462,13 +466,20 @@ def load_source(
     if dims and from_ != "onnx":
         raise ConversionError(f"dims (--dim) apply to ONNX sources only, not {from_}")
     if from_ in ("torch", "jax") and not isinstance(source, str):
-        obj, args, kwargs = (*source, {})[:3]
-        return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
-    from .cli import split_factory
+        obj, args, kwargs, dyn = (*source, {}, None)[:4] if len(source) == 2 else (*source, None)[:4]
+    else:
+        from .cli import split_factory
 
-    if from_ in ("torch", "jax") and split_factory(source) is not None:
-        obj, args, kwargs = _factory(source, from_)
-        return (torch_source if from_ == "torch" else jax_source)(obj, tuple(args), dict(kwargs))
+        if from_ in ("torch", "jax") and split_factory(source) is not None:
+            obj, args, kwargs, dyn = _factory(source, from_)
+        else:
+            obj = None
+    if obj is not None:
+        if from_ == "jax" and dyn is not None:
+            raise ConversionError("dynamic_shapes (a factory's fourth result) apply to torch sources only")
+        if from_ == "jax":
+            return jax_source(obj, tuple(args), dict(kwargs or {}))
+        return torch_source(obj, tuple(args), dict(kwargs or {}), dyn)
     if not Path(source).is_file():
         raise ConversionError(f"{source}: no such file")
     if from_ == "torch":

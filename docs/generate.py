@@ -166,6 +166,7 @@ API = [
     "converter.errors.ConversionError",
     "converter.errors.UnsupportedOpError",
     "converter.errors.OpConversionError",
+    "converter.errors.DynamicDimensionError",
     "converter.errors.SignatureMismatchError",
     "converter.errors.ParseError",
     "converter.errors.UntrustedInputError",

@@ -16,7 +16,7 @@ from converter.errors import ConversionError, SignatureMismatchError, Unsupporte
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import ensure_canonical, is_host
-from converter.passes.shapes import SHAPE_OPS, bind_dims, module_is_dynamic, refine
+from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -172,7 +172,10 @@ class JaxFunction:
         flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        outs = JaxInterpreter(self._static_module(flat)).run(*flat)
+        if self._dynamic and not self._traces_symbolically and _symbolic_args(flat):
+            outs = list(self._exported().call(*flat))  # under jax.export with symbolic shapes
+        else:
+            outs = JaxInterpreter(self._static_module(flat)).run(*flat)
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         user, new = sig.split_outputs(outs)
         updates = {m.target: v for m, v in zip(sig.mutations, new, strict=True)}
@@ -187,13 +190,37 @@ class JaxFunction:
         if any(not isinstance(d, int) for shape in key for d in shape):
             return self._symbolic_module(key)
         if key not in self._refined:
-            sig = self.signature
-            kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
-            bind_dims([sig.all_args[i] for i in kept], key)
+            check_dims(self.module, key)
             refined = refine(self.module.mlir, key)
             _check_supported(refined)
             self._refined[key] = refined
         return self._refined[key]
+
+    def _exported(self) -> Any:
+        """The module as a ``jax.export.Exported`` of its kept ``@main`` arguments, shapes
+        symbolic with the signature's dimension ranges as constraints: a shape-polymorphic
+        module whose shape computations the interpreter cannot trace symbolically runs this
+        way under symbolic shapes (``jax.export`` of this function: the ``.jax``
+        artifact), JAX refining its shapes at each concrete call."""
+        if getattr(self, "_exported_cache", None) is None:
+            from converter import _jax_internal
+            from converter.passes.shapes import symbolic_shapes
+
+            sig = self.signature
+            kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
+            args = [sig.all_args[i] for i in kept]
+            ranges = sig.extra.get("dim_ranges")
+            shapes = symbolic_shapes([a.shape for a in args] + [o.shape for o in sig.outputs], ranges)
+            specs = [*args, *sig.outputs]
+            avals = [(shp, np.dtype(dtypes.to_numpy(s.dtype))) for shp, s in zip(shapes, specs, strict=True)]
+            self._exported_cache = _jax_internal.exported_from_stablehlo(
+                "converted",
+                self.module.bytecode(),
+                avals[: len(args)],
+                avals[len(args) :],
+                jax.default_backend(),
+            )
+        return self._exported_cache
 
     def _symbolic_module(self, key: tuple) -> Any:
         """The module to interpret under symbolic shapes (``jax.export`` with
@@ -343,6 +370,10 @@ class JaxFunction:
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"
+
+
+def _symbolic_args(flat: list[Any]) -> bool:
+    return any(not isinstance(d, int) for v in flat for d in np.shape(v))
 
 
 def raw_key(rng: Any) -> jax.Array:

@@ -161,6 +161,9 @@ class TorchModule(torch.nn.Module):
         self.signature: Signature = module.signature
         self.device = resolve_device(device)
         self.graph_module = graph_module
+        # a shape-polymorphic module (graph_module None): one graph per argument shapes
+        self._dynamic_module = module if graph_module is None else None
+        self._graphs: dict[tuple, torch.fx.GraphModule] = {}
         attrs = param_attr_names([p.name for p in self.signature.params])
         self.param_names = {a: n for n, a in attrs.items()}
         self._attr_of = attrs
@@ -202,7 +205,7 @@ class TorchModule(torch.nn.Module):
             flat.append(self._key(rng))
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        outs = list(self.graph_module(*flat))
+        outs = list(self._graph(flat)(*flat))
         for i, spec in enumerate(sig.outputs):
             if spec.dtype in STORAGE:
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
@@ -216,6 +219,29 @@ class TorchModule(torch.nn.Module):
             else:
                 np.copyto(written[m.target], value.detach().cpu().numpy())
         return unflatten(sig.out_tree, user)
+
+    def _graph(self, flat: list[torch.Tensor]) -> torch.fx.GraphModule:
+        """The graph to run on ``flat``: :attr:`graph_module`, or for a shape-polymorphic
+        module the graph of the module specialized to ``flat``'s shapes (built once per
+        shape, as ``jax.jit`` compiles once per shape).
+
+        Raises:
+            SignatureMismatchError: the shapes break the module's dimension names or ranges.
+        """
+        module = self._dynamic_module
+        if module is None:
+            return self.graph_module
+        from converter.passes.shapes import check_dims, refine
+
+        key = tuple(tuple(int(d) for d in v.shape) for v in flat)
+        if key not in self._graphs:
+            check_dims(module, key)
+            refined = refine(module.mlir, key)
+            sig = _static_signature(module.signature, key, refined)
+            static = Module(refined, sig, module.params, source=module.source, meta=module.meta)
+            TorchInterpreter(static.mlir).check_supported()
+            self._graphs[key] = build_graph(static, self.device)
+        return self._graphs[key]
 
     def _key(self, rng: torch.Tensor | int | None) -> torch.Tensor:
         """The PRNG key argument (``uint32[2]``, held as int64): from ``rng`` (an int seed or a
@@ -259,6 +285,22 @@ def _mutated_inputs(sig: Signature, leaves: list[tuple[str, Any]]) -> dict[str, 
             )
         out[m.target] = value
     return out
+def _static_signature(sig: Signature, shapes: tuple, refined: Any) -> Signature:
+    """``sig`` with the kept arguments' shapes ``shapes`` and the refined module's result
+    shapes (the signature :func:`build_graph` traces with)."""
+    from dataclasses import replace
+
+    from converter.passes._ir import function_type
+
+    args = list(sig.all_args)
+    kept = range(len(args)) if sig.kept_var_idx is None else sig.kept_var_idx
+    for i, shape in zip(kept, shapes, strict=True):
+        args[i] = replace(args[i], shape=shape)
+    results = function_type(mlir.main_function(refined)).results
+    outputs = tuple(
+        replace(o, shape=tuple(mlir.tensor_type(t).shape)) for o, t in zip(sig.outputs, results, strict=True)
+    )
+    return sig.with_all_args(args).replace(outputs=outputs)
 
 
 def to_torch(module: Module, *, device: torch.device | str | None = None) -> TorchModule:
@@ -277,11 +319,35 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
         UnsupportedOpError: listing every StableHLO op (and custom_call target) without a
             rule, with counts and first locations, before anything is traced.
         OpConversionError: a rule failed on an op (names the op and its location).
-        ConversionError: the signature has dynamic dimensions.
+
+    A shape-polymorphic module (dynamic dimensions: ``from_torch(dynamic_shapes=...)``, an
+    ONNX ``dim_param``) runs inputs of any size its dimension names and ranges allow: each
+    new shape specializes it (:func:`converter.passes.shapes.refine`) and traces its graph,
+    once per shape; parameters are shared. ``torch.export`` of such a module specializes to
+    the example shapes.
     """
+    from converter.passes.shapes import module_is_dynamic
+
     module = canonical(module)  # host ops inlined by a module read without passes: outlined
+    if module_is_dynamic(module):
+        _check_supported_dynamic(module)
+        return TorchModule(module, None, device)
     TorchInterpreter(module.mlir).check_supported()
     return TorchModule(module, build_graph(module, device), device)
+
+
+def _check_supported_dynamic(module: Module) -> None:
+    """:meth:`TorchInterpreter.check_supported`, leaving out the shape computations that
+    shape refinement removes."""
+    from converter.errors import UnsupportedOpError
+    from converter.passes.shapes import SHAPE_OPS
+
+    try:
+        TorchInterpreter(module.mlir).check_supported()
+    except UnsupportedOpError as e:
+        missing = [m for m in e.missing if m.name not in SHAPE_OPS]
+        if missing:
+            raise UnsupportedOpError(missing, e.direction) from None
 
 
 __all__ = ["TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]

@@ -12,6 +12,7 @@ assertions and drops them, and verifies that no dynamic shape is left.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -40,6 +41,11 @@ SHAPE_OPS = frozenset(
         "stablehlo.dynamic_conv",
         "stablehlo.real_dynamic_slice",
         "stablehlo.custom_call@shape_assertion",
+        # the dynamic forms of ops without one in the StableHLO opset (jax.export writes
+        # them for cumsum, top_k, random bits on symbolic shapes)
+        "stablehlo.custom_call@stablehlo.dynamic_reduce_window",
+        "stablehlo.custom_call@stablehlo.dynamic_top_k",
+        "stablehlo.custom_call@stablehlo.dynamic_rng_bit_generator",
     }
 )
 
@@ -55,24 +61,168 @@ def module_is_dynamic(module: Module) -> bool:
     return any(is_dynamic(s.shape) for s in (*sig.all_args, *sig.outputs))
 
 
-def bind_dims(specs: Sequence[LeafSpec], shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+def bind_dims(
+    specs: Sequence[LeafSpec],
+    shapes: Sequence[Sequence[int]],
+    ranges: Mapping[str, Sequence] | None = None,
+) -> dict[str, int]:
     """The size of each named dynamic dimension of ``specs`` given concrete ``shapes`` (one
     per spec): one name is one size.
 
+    A dimension that is a ``jax.export`` expression of names (``2*seq``, ``seq + 1``: a
+    torch derived ``Dim``, an output of ``from_jax``) is checked against the sizes of its
+    names (a single unknown name of a linear expression is solved for). ``ranges`` (a
+    signature's ``extra["dim_ranges"]``, ``{"batch": [2, 64]}``, a None bound is open) are
+    checked too.
+
     Raises:
-        SignatureMismatchError: a name gets two sizes (names both arguments).
+        SignatureMismatchError: a name gets two sizes (names both arguments), an expression
+            does not hold, or a size is outside its range (names the dimension and range).
     """
     sizes: dict[str, tuple[int, str]] = {}
+    derived: list[tuple[str, int, str]] = []
     for spec, shape in zip(specs, shapes, strict=True):
         for d, n in zip(spec.shape, shape, strict=False):
             if not isinstance(d, str):
+                continue
+            if not d.isidentifier() and _parse_dim(d) is not None:
+                derived.append((d, int(n), spec.name))
                 continue
             if d in sizes and sizes[d][0] != n:
                 raise SignatureMismatchError(
                     f"dimension {d!r} is {sizes[d][0]} in {sizes[d][1]} but {n} in {spec.name}"
                 )
             sizes.setdefault(d, (int(n), spec.name))
+    for d, n, where in sorted(derived, key=lambda t: len(_names(_parse_dim(t[0])))):
+        tree = _parse_dim(d)
+        unknown = sorted(_names(tree) - set(sizes))
+        env = {k: v for k, (v, _) in sizes.items()}
+        if len(unknown) == 1:  # solve a linear a*x + b = n for the one unknown name
+            b = _eval_dim(tree, {**env, unknown[0]: 0})
+            a = _eval_dim(tree, {**env, unknown[0]: 1}) - b
+            if a and (n - b) % a == 0 and _eval_dim(tree, {**env, unknown[0]: (n - b) // a}) == n:
+                sizes[unknown[0]] = ((n - b) // a, where)
+                continue
+        if unknown or _eval_dim(tree, env) != n:
+            known = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if k in _names(tree))
+            raise SignatureMismatchError(
+                f"dimension {d!r} of {where} is {n}, which no sizes of its dimensions make"
+                + (f" ({known})" if known else "")
+            )
+    for name, bounds in (ranges or {}).items():
+        if name not in sizes:
+            continue
+        n, where = sizes[name]
+        lo, hi = (list(bounds) + [None, None])[:2]
+        if (lo is not None and n < lo) or (hi is not None and n > hi):
+            raise SignatureMismatchError(
+                f"dimension {name!r} is {n} in {where}, outside its range "
+                f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+            )
     return {d: n for d, (n, _) in sizes.items()}
+
+
+_DIM_CALLS = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min}
+_DIM_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+}
+
+
+def _parse_dim(text: str) -> ast.AST | None:
+    """The expression tree of a ``jax.export`` dimension expression (ints, names, ``+ - *``,
+    ``floordiv``/``mod``/``max``/``min`` calls), or None when ``text`` is not one (an ONNX
+    ``dim_param`` such as ``batch-size`` is a name, not a subtraction: only text without
+    ``-`` between names is taken as an expression)."""
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        ok = (
+            isinstance(node, (ast.Name, ast.Load, ast.USub, *_DIM_BINOPS))
+            or (isinstance(node, ast.Constant) and type(node.value) is int)
+            or (isinstance(node, ast.BinOp) and type(node.op) in _DIM_BINOPS)
+            or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub))
+            or (isinstance(node, ast.Call) and getattr(node.func, "id", None) in _DIM_CALLS)
+        )
+        if not ok:
+            return None
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Name):
+            return None  # ``batch-size``: a name with a dash
+    return tree
+
+
+def _names(tree: ast.AST) -> set[str]:
+    return {
+        n.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Name) and not any(n is getattr(c, "func", None) for c in ast.walk(tree))
+    }
+
+
+def _eval_dim(tree: ast.AST, env: Mapping[str, int]) -> int:
+    if isinstance(tree, ast.Constant):
+        return tree.value
+    if isinstance(tree, ast.Name):
+        return env[tree.id]
+    if isinstance(tree, ast.UnaryOp):
+        return -_eval_dim(tree.operand, env)
+    if isinstance(tree, ast.BinOp):
+        return _DIM_BINOPS[type(tree.op)](_eval_dim(tree.left, env), _eval_dim(tree.right, env))
+    return _DIM_CALLS[tree.func.id](*(_eval_dim(a, env) for a in tree.args))
+
+
+def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] | None = None) -> list[tuple]:
+    """Signature shapes as ``jax.export`` symbolic shapes, in one ``SymbolicScope`` whose
+    constraints are ``ranges`` (``{"batch": [2, 64]}``): a named dimension is one variable
+    (a name that is no identifier, an ONNX ``dim_param`` such as ``batch-size``, with its
+    other characters as ``_``), an expression (``2*seq``) is parsed as one, an unnamed
+    dynamic dimension (None) gets its own ``d<i>_<axis>``."""
+    import re
+
+    import jax
+
+    def text(d, i: int, axis: int) -> str:
+        if isinstance(d, int):
+            return str(d)
+        if d is None:
+            return f"d{i}_{axis}"
+        if d.isidentifier() or _parse_dim(d) is None:
+            ident = re.sub(r"\W", "_", d)
+            return ident if ident and not ident[0].isdigit() else f"d_{ident}"
+        return d
+
+    texts = [[text(d, i, a) for a, d in enumerate(shape)] for i, shape in enumerate(shapes)]
+    constraints = []
+    for name, (lo, hi) in (ranges or {}).items():
+        constraints += [f"{name} >= {lo}"] if lo is not None and lo > 1 else []
+        constraints += [f"{name} <= {hi}"] if hi is not None else []
+    scope = jax.export.SymbolicScope(constraints)
+    return [
+        tuple(shape)
+        if all(isinstance(d, int) for d in shape)
+        else jax.export.symbolic_shape(", ".join(t), scope=scope)
+        if t
+        else ()
+        for shape, t in zip(shapes, texts, strict=True)
+    ]
+
+
+def check_dims(module: Module, arg_shapes: Sequence[Sequence[int]]) -> dict[str, int]:
+    """:func:`bind_dims` for the kept ``@main`` arguments of ``module`` (params, inputs, key
+    as ``signature.kept_var_idx`` keeps them) and ``arg_shapes``, with the signature's
+    ``extra["dim_ranges"]``.
+
+    Raises:
+        SignatureMismatchError: as :func:`bind_dims`.
+    """
+    sig = module.signature
+    kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
+    return bind_dims([sig.all_args[i] for i in kept], arg_shapes, sig.extra.get("dim_ranges"))
 
 
 def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
@@ -103,8 +253,27 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
                 f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
             ) from None
         _check_assertions(m)
+    if not _is_static(m):  # dynamic_* custom calls: JAX's refinement knows them
+        from converter import _jax_internal
+
+        try:
+            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(m))
+        except ValueError as e:
+            why = e.__cause__ or e
+            raise ConversionError(
+                f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
+            ) from None
+    with m.context, ir.Location.unknown():
         _check_static(m)
     return m
+
+
+def _is_static(m: ir.Module) -> bool:
+    try:
+        _check_static(m)
+    except ConversionError:
+        return False
+    return True
 
 
 def _static_type(t: ir.Type, shape: Sequence[int]) -> ir.Type:
@@ -193,7 +362,7 @@ def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Seque
     args = [*sig.params, *(replace(s, shape=shp) for s, shp in zip(sig.inputs, shapes, strict=True))]
     if sig.rng is not None:
         args.append(sig.rng)
-    bind_dims(sig.inputs, shapes)
+    bind_dims(sig.inputs, shapes, sig.extra.get("dim_ranges"))
     bad = [a.name for a in args if is_dynamic(a.shape)]
     if bad:
         raise ConversionError(f"no concrete shape for {bad}")
@@ -211,4 +380,13 @@ def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Seque
     return Module(refined, new_sig, module.params, source=module.source, meta=meta)
 
 
-__all__ = ["SHAPE_OPS", "bind_dims", "is_dynamic", "module_is_dynamic", "refine", "specialize"]
+__all__ = [
+    "SHAPE_OPS",
+    "bind_dims",
+    "check_dims",
+    "is_dynamic",
+    "module_is_dynamic",
+    "refine",
+    "specialize",
+    "symbolic_shapes",
+]

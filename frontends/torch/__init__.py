@@ -11,14 +11,14 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import dtypes
+from converter import dtypes, mlir
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
 
 from . import ops  # noqa: F401 - registers the rules
 from .data_dependent import resolve_data_dependent
-from .lowering import check_supported, graphs, interpret, op_name
+from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
 from .registry import ATEN_RULES
@@ -30,10 +30,14 @@ _PARAM_KINDS = {
 }
 
 
-def export(model: torch.nn.Module | ExportedProgram, args=(), kwargs=None) -> ExportedProgram:
+def export(
+    model: torch.nn.Module | ExportedProgram, args=(), kwargs=None, dynamic_shapes=None
+) -> ExportedProgram:
     """``torch.export.export`` (strict=False) then the Core ATen decompositions."""
     if isinstance(model, ExportedProgram):
         ep = model
+    elif dynamic_shapes is not None:
+        ep = torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
     else:
         ep = torch.export.export(model, tuple(args), kwargs or {})
     return ep.run_decompositions()
@@ -52,14 +56,21 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.numpy().copy()
 
 
-def _spec(name: str, val: torch.Tensor, kind: str) -> LeafSpec:
-    return LeafSpec(name, tuple(int(d) for d in val.shape), dtypes.name_of(val.dtype), kind)
+def _spec(name: str, val: torch.Tensor, kind: str, symbols: dict | None = None) -> LeafSpec:
+    shape = tuple(_dim_spec(jax_dim(d, symbols)) for d in val.shape)
+    return LeafSpec(name, shape, dtypes.name_of(val.dtype), kind)
+
+
+def _dim_spec(d: Any) -> int | str:
+    """A signature dimension: an int, or a symbolic dimension as its ``jax.export`` text."""
+    return d if isinstance(d, int) else str(d)
 
 
 def from_torch(
     model: torch.nn.Module | ExportedProgram,
     args: tuple = (),
     kwargs: dict | None = None,
+    dynamic_shapes: Any = None,
 ) -> Module:
     """Convert a PyTorch model to a :class:`converter.Module`.
 
@@ -67,13 +78,26 @@ def from_torch(
         model: an ``nn.Module`` (exported here with ``args``/``kwargs`` as example inputs) or
             an ``ExportedProgram``.
         args, kwargs: example inputs: pytrees of tensors and static Python values.
+        dynamic_shapes: ``torch.export.export``'s ``dynamic_shapes`` (``Dim("batch", min=2,
+            max=64)``, ``Dim.AUTO``/``Dim.DYNAMIC``, derived dims such as ``2 * seq``), for an
+            ``nn.Module``. An ``ExportedProgram`` keeps the dynamic dimensions it was
+            exported with.
 
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
         are one parameter, named as ``named_parameters()`` names it), then the user tensor
         inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
-        signature. A model with random ops (dropout in training mode, ``torch.rand``...)
+        signature.
+
+        Dynamic dimensions make the module shape-polymorphic (``jax.export`` symbolic
+        shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
+        automatic and ``.pt2`` dimensions; a derived one is an expression, ``2*seq``). The
+        signature records them as these strings and their ranges in
+        ``signature.extra["dim_ranges"]`` (``{"batch": [2, 64]}``, ``None`` for no upper
+        bound); the StableHLO carries them as ``jax.export`` constraints.
+
+        A model with random ops (dropout in training mode, ``torch.rand``...)
         takes a PRNG key last (``signature.rng``): the backends supply it, and the numbers
         follow torch's distributions, not its exact stream. State the model updates in
         place (``BUFFER_MUTATION`` and ``USER_INPUT_MUTATION`` outputs of ``torch.export``:
@@ -88,8 +112,10 @@ def from_torch(
         UnsupportedOpError: naming every ATen op without a rule, with counts and the source
             line of the first occurrence.
         OpConversionError: a rule failed; names the ATen op and its source line.
+        DynamicDimensionError: (an ``OpConversionError``) a rule needs the concrete value of
+            a dynamic dimension; names the dimension, the ATen op and its source line.
     """
-    ep = export(model, args, kwargs)
+    ep = export(model, args, kwargs, dynamic_shapes)
     resolve_data_dependent(ep)
     graph = ep.graph_module.graph
     check_supported(graph)
@@ -130,7 +156,10 @@ def from_torch(
     in_tree = treespec_to_json(ep.call_spec.in_spec, user_vals)
     paths = leaf_paths(in_tree)
     tensor_vals = [v for v in user_vals if isinstance(v, torch.Tensor)]
-    input_specs = [_spec(_input_name(p), v, "input") for p, v in zip(paths, tensor_vals, strict=True)]
+    symbols, ranges = dynamic_dims(ep, tensor_vals)
+    input_specs = [
+        _spec(_input_name(p), v, "input", symbols) for p, v in zip(paths, tensor_vals, strict=True)
+    ]
 
     out_node = next(n for n in graph.nodes if n.op == "output")
     out_vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else a for a in out_node.args[0]]
@@ -139,7 +168,8 @@ def from_torch(
     tensor_out = [i for i in user_out if isinstance(out_vals[i], torch.Tensor)]
     out_paths = leaf_paths(out_tree)
     output_specs = [
-        _spec(f"outputs{p}", out_vals[i], "output") for p, i in zip(out_paths, tensor_out, strict=True)
+        _spec(f"outputs{p}", out_vals[i], "output", symbols)
+        for p, i in zip(out_paths, tensor_out, strict=True)
     ]
 
     # state the model updates in place: the new values are outputs after the user outputs
@@ -154,7 +184,7 @@ def from_torch(
         else:
             continue
         mutation_out.append(i)
-        output_specs.append(_spec(UPDATE_PREFIX + mutations[-1].target, out_vals[i], "update"))
+        output_specs.append(_spec(UPDATE_PREFIX + mutations[-1].target, out_vals[i], "update", symbols))
 
     rng = RNG_KEY if _draws_random(graph) else None
 
@@ -162,18 +192,32 @@ def from_torch(
         pvals = dict(zip((p.name for p in param_specs), flat[: len(param_specs)], strict=True))
         uvals = flat[len(param_specs) : len(param_specs) + len(input_specs)]
         inputs = [pvals[v] if k == "param" else uvals[v] if k == "input" else v for k, v in feed]
-        if rng is None:
-            outs = interpret(graph, inputs)
-        else:
-            with key_stream(flat[-1]):
+        with symbolic_dims(symbols):
+            if rng is None:
                 outs = interpret(graph, inputs)
+            else:
+                with key_stream(flat[-1]):
+                    outs = interpret(graph, inputs)
         return tuple(outs[i] for i in (*tensor_out, *mutation_out))
 
     arg_specs = (*param_specs, *input_specs, *((rng,) if rng else ()))
-    avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in arg_specs]
+    shapes = [s.shape for s in param_specs]
+    shapes += [tuple(jax_dim(d, symbols) for d in v.shape) for v in tensor_vals]
+    shapes += [rng.shape] if rng else []
+    avals = [
+        jax.ShapeDtypeStruct(shp, dtypes.to_numpy(s.dtype)) for shp, s in zip(shapes, arg_specs, strict=True)
+    ]
     with jax.enable_x64(True):
-        lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
-    module = lowered.compiler_ir("stablehlo")
+        if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
+            exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
+            module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
+            output_specs = [
+                LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
+                for s, a in zip(output_specs, exported.out_avals, strict=True)
+            ]
+        else:
+            lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
+            module = lowered.compiler_ir("stablehlo")
     signature = Signature(
         params=tuple(param_specs),
         inputs=tuple(input_specs),
@@ -182,9 +226,72 @@ def from_torch(
         out_tree=out_tree,
         rng=rng,
         mutations=tuple(mutations),
+        extra={"dim_ranges": ranges} if ranges else {},
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
+    if symbols:
+        meta["dynamic_dims"] = sorted(ranges)
     return run_passes(Module(module, signature, params, source="torch", meta=meta))
+
+
+def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict, dict]:
+    """The dynamic dimensions of ``ep``'s tensor ``inputs`` (their FakeTensors): ``(symbols,
+    ranges)``, ``symbols`` mapping each sympy symbol of their sizes to a ``jax.export``
+    symbolic dimension (one scope, with the ranges as its constraints), ``ranges`` mapping
+    each dimension's name to ``[min, max]`` (``max`` None when unbounded).
+
+    A dimension is named as its ``torch.export.Dim`` was (``batch``) when the export ran in
+    this process, else as torch's symbol (``s77``: ``Dim.AUTO``, a loaded ``.pt2``). A
+    minimum below 1 is raised to 1 (``jax.export`` dimensions are at least 1)."""
+    syms = sorted(
+        {s for v in inputs for d in v.shape if isinstance(d, torch.SymInt) for s in d.node.expr.free_symbols},
+        key=str,
+    )
+    if not syms:
+        return {}, {}
+    names = _dim_names(inputs, syms)
+    bounds = {str(k): v for k, v in ep.range_constraints.items()}
+    ranges: dict[str, list] = {}
+    constraints: list[str] = []
+    for s in syms:
+        name, vr = names[s], bounds.get(str(s))
+        lo = max(1, _finite(vr.lower) or 1) if vr is not None else 1
+        hi = _finite(vr.upper) if vr is not None else None
+        ranges[name] = [lo, hi]
+        constraints += [f"{name} >= {lo}"] if lo > 1 else []
+        constraints += [f"{name} <= {hi}"] if hi is not None else []
+    scope = jax.export.SymbolicScope(constraints)
+    dims = jax.export.symbolic_shape(", ".join(names[s] for s in syms), scope=scope)
+    return dict(zip(syms, dims, strict=True)), ranges
+
+
+def _finite(bound: Any) -> int | None:
+    """A range bound as an int; None for torch's ``int_oo``/``-int_oo`` (no bound)."""
+    try:
+        return int(bound)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+
+
+def _dim_names(inputs: list[torch.Tensor], syms: list) -> dict:
+    """sympy symbol → name: the ``Dim`` name the shape environment recorded for the input
+    size it stands for, else the symbol's own name; unique."""
+    env = next((v.fake_mode.shape_env for v in inputs if getattr(v, "fake_mode", None)), None)
+    debug = getattr(env, "source_name_to_debug_name", None) or {}
+    sources = getattr(env, "var_to_sources", None) or {}
+    names: dict = {}
+    for s in syms:
+        found = (debug.get(_source_name(src), "") for src in sources.get(s, ()))
+        name = next((n for n in found if n.isidentifier()), None)
+        names[s] = name if name and name not in names.values() else str(s)
+    return names
+
+
+def _source_name(source: Any) -> str:
+    """A torch guard source's name (``L['x'].size()[0]``); a property in newer torch, a
+    method in older."""
+    name = source.name
+    return name() if callable(name) else name
 
 
 def _draws_random(graph: torch.fx.Graph) -> bool:
@@ -198,4 +305,4 @@ def _input_name(path: str) -> str:
     return input_path(path)
 
 
-__all__ = ["ATEN_RULES", "export", "from_torch"]
+__all__ = ["ATEN_RULES", "dynamic_dims", "export", "from_torch"]

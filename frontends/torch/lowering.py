@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import torch
 from torch.fx.node import map_arg
 
 from converter import dtypes
-from converter.errors import MissingOp, OpConversionError, UnsupportedOpError
+from converter.errors import DynamicDimensionError, MissingOp, OpConversionError, UnsupportedOpError
 
-from .registry import ATEN_RULES
+from .registry import ATEN_RULES, key_of
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -53,10 +57,10 @@ def op_name(node: torch.fx.Node) -> str:
     """The registry key of a call_function node (``aten.addmm.default``); for a
     ``with_effects`` node, the key of the op it wraps."""
     if node.target is WITH_EFFECTS:
-        return str(node.args[1])
+        return key_of(node.args[1])
     if isinstance(node.target, torch._ops.HigherOrderOperator):
         return f"higher_order.{node.target.name()}"
-    return str(node.target)
+    return key_of(node.target)
 
 
 def graphs(graph: torch.fx.Graph) -> list[torch.fx.Graph]:
@@ -135,7 +139,99 @@ def _run_node(node: torch.fx.Node, args, kwargs):
             out = rule(*args, **kwargs)
         return conform(out, val)
     except Exception as e:  # noqa: BLE001 - re-raised naming the node and its source line
+        dims = _symbolic_cause(e, (args, kwargs))
+        if dims is not None:
+            raise DynamicDimensionError(op_name(node), node_location(node), e, dims) from e
         raise OpConversionError(op_name(node), node_location(node), e) from e
+
+
+def _symbolic_cause(e: BaseException, args: Any) -> list[str] | None:
+    """The dynamic dimensions a failed rule could not keep symbolic: those named in ``e``
+    when it says a symbolic dimension cannot be used here (JAX's
+    ``InconclusiveDimensionOperation``, a size without a symbolic form), else those in the
+    node's size arguments (``arange(seq)`` whose rule needs an int); None when the failure
+    has nothing to do with dynamic dimensions."""
+    symbols = _SYMBOLS.get()
+    if not symbols:
+        return None
+    names = sorted({str(v) for v in symbols.values()})
+    if type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, _NoSymbolicForm):
+        return [n for n in names if re.search(rf"\b{re.escape(n)}\b", str(e))]
+    sizes = [v for v in jax.tree.leaves(args) if jax.export.is_symbolic_dim(v)]
+    if not sizes:
+        return None
+    text = " ".join(str(v) for v in sizes)
+    return [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
+
+
+class _NoSymbolicForm(ValueError):
+    """A torch size expression has no ``jax.export`` symbolic form."""
+
+
+#: sympy symbol of ``torch.export``'s shape environment -> ``jax.export`` symbolic dimension,
+#: while a shape-polymorphic graph is lowered (:func:`symbolic_dims`).
+_SYMBOLS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("torch_symbols", default=None)
+
+
+@contextlib.contextmanager
+def symbolic_dims(symbols: dict) -> Iterator[None]:
+    """Within this context, the ``SymInt`` sizes of ``torch.export``'s FakeTensors evaluate
+    to the ``jax.export`` symbolic dimensions ``symbols`` gives their sympy symbols
+    (:func:`jax_dim`)."""
+    token = _SYMBOLS.set(symbols)
+    try:
+        yield
+    finally:
+        _SYMBOLS.reset(token)
+
+
+def jax_dim(d: Any, symbols: dict | None = None) -> Any:
+    """A torch size (an int or a ``SymInt``) as an int or a ``jax.export`` symbolic dimension
+    expression over ``symbols`` (default: those of :func:`symbolic_dims`).
+
+    Raises:
+        ValueError: the size's expression uses an operation symbolic dimensions do not have
+            (``Max``, true division...), or a symbol without a dimension (an unbacked size).
+    """
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    if isinstance(d, torch.SymInt):
+        d = d.node.expr
+    symbols = _SYMBOLS.get() if symbols is None else symbols
+    return _eval_expr(d, symbols or {})
+
+
+def _eval_expr(e: Any, symbols: dict) -> Any:
+    import sympy
+    from torch.utils._sympy import functions as sf
+
+    if isinstance(e, (int, np.integer)) or getattr(e, "is_Integer", False):
+        return int(e)
+    if isinstance(e, sympy.Symbol):
+        if e not in symbols:
+            raise _NoSymbolicForm(f"the size {e} is no dimension of the graph inputs")
+        return symbols[e]
+    args = [_eval_expr(a, symbols) for a in e.args]
+    if isinstance(e, sympy.Add):
+        out = args[0]
+        for a in args[1:]:
+            out = out + a
+        return out
+    if isinstance(e, sympy.Mul):
+        out = args[0]
+        for a in args[1:]:
+            out = out * a
+        return out
+    if isinstance(e, sf.FloorDiv):
+        return args[0] // args[1]
+    if isinstance(e, (sf.Mod, sf.PythonMod)):
+        return args[0] % args[1]
+    if isinstance(e, (sympy.Pow, sf.PowByNatural)) and isinstance(args[1], int) and args[1] >= 0:
+        out = 1
+        for _ in range(args[1]):
+            out = out * args[0]
+        return out
+    raise _NoSymbolicForm(f"the size {e} has no jax.export symbolic form")
 
 
 def conform(out: Any, val: Any) -> Any:
@@ -150,10 +246,21 @@ def conform(out: Any, val: Any) -> Any:
         want = dtypes.to_numpy(dtypes.name_of(val.dtype))
         if out.dtype != want:
             out = out.astype(want)
-        shape = tuple(int(d) for d in val.shape)
-        if tuple(out.shape) != shape:
+        shape = tuple(jax_dim(d) for d in val.shape)
+        if not _same_shape(tuple(out.shape), shape):
             raise ValueError(f"rule returned shape {tuple(out.shape)}, torch gives {shape}")
         return out
     if isinstance(val, (list, tuple)) and isinstance(out, (list, tuple)) and len(val) == len(out):
         return type(out)(conform(o, v) for o, v in zip(out, val, strict=True))
     return out
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """Shapes equal, symbolic dimensions compared as ``jax.export`` expressions (an
+    undecidable comparison counts as different)."""
+    if len(a) != len(b):
+        return False
+    try:
+        return all(x == y for x, y in zip(a, b, strict=True))
+    except Exception:  # noqa: BLE001 - jax's InconclusiveDimensionOperation
+        return False

@@ -10,6 +10,7 @@ promotion, and a rule that gets a shape wrong fails at conversion time, not at r
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,17 @@ from converter.registry import Registry
 ATEN_RULES = Registry("ATen → JAX")
 
 
+def key_of(target: Any) -> str:
+    """The registry key of an FX call target: ``str(OpOverload)`` (``aten.addmm.default``);
+    for a Python function on sizes (``operator.mul``, ``torch.sym_max``) its qualified name
+    (``operator.mul``, ``torch.sym_max``), stable across processes."""
+    if not isinstance(target, (types.FunctionType, types.BuiltinFunctionType)):
+        return str(target)  # OpOverload, higher-order ops, names
+    module = {"_operator": "operator"}.get(target.__module__, target.__module__)
+    return f"{module}.{target.__name__}"
+
+
 def register(*overloads: Any) -> Callable:
-    """Decorator: register a rule for each ATen overload (an ``OpOverload`` or its name)."""
-    return ATEN_RULES.register(*(str(o) for o in overloads))
+    """Decorator: register a rule for each ATen overload (an ``OpOverload`` or its name) or
+    Python size function (:func:`key_of`)."""
+    return ATEN_RULES.register(*(key_of(o) for o in overloads))

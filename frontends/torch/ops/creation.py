@@ -117,9 +117,20 @@ def fill(x, value):
 
 
 def _arange_length(start, end, step):
-    """``ceil((end - start) / step)`` computed in double as torch does."""
+    """``ceil((end - start) / step)`` computed in double as torch does; for integer bounds
+    with a symbolic dimension (dynamic shapes), the same in integer arithmetic."""
+    if _symbolic(start, end, step) and all(isinstance(v, int) for v in (step,)) and step:
+        span = end - start if step > 0 else start - end
+        return (span + abs(step) - 1) // abs(step)
     n = int(np.ceil((float(end) - float(start)) / float(step)))
     return max(n, 0)
+
+
+def _symbolic(*values) -> bool:
+    """Whether any of ``values`` is a ``jax.export`` symbolic dimension."""
+    import jax
+
+    return any(jax.export.is_symbolic_dim(v) for v in values)
 
 
 @register(aten.arange.start_step, aten.arange.start, aten.arange.default)
@@ -132,11 +143,16 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
     n = _arange_length(start, end, step)
     if dtype is not None:
         out = np_dtype(dtype)
-    elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, end, step)):
+    elif all(
+        (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) or _symbolic(v)
+        for v in (start, end, step)
+    ):
         out = np.dtype(np.int64)
     else:
         out = np_dtype(torch.get_default_dtype())
     if jnp.issubdtype(out, jnp.integer):
+        if _symbolic(n):
+            return lax.iota(np.int64, n) * step + start
         return lax.iota(np.int64, n) * int(step) + int(start) if n else jnp.zeros((0,), out)
     i = lax.iota(np.float64, n)
     return (i * float(step) + float(start)).astype(out)

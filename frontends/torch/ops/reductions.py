@@ -197,9 +197,22 @@ def logsumexp(x, dim, keepdim=False):  # noqa: A002
 
 @register(aten.cumsum.default)
 def cumsum(x, dim, dtype=None):  # noqa: A002
-    """Inclusive cumulative sum along ``dim``; ints and bools accumulate as int64."""
+    """Inclusive cumulative sum along ``dim``; ints and bools accumulate as int64.
+
+    Along a symbolic dimension (dynamic shapes) it is a product with the upper-triangular
+    ones matrix: ``jnp.cumsum``'s ``reduce_window`` becomes a ``dynamic_reduce_window``
+    custom call there, which the ONNX backend cannot express."""
     x = _sum_input(x, dtype)
-    return x if x.ndim == 0 else jnp.cumsum(x, axis=dim % x.ndim)
+    if x.ndim == 0:
+        return x
+    axis = dim % x.ndim
+    n = x.shape[axis]
+    if isinstance(n, int):
+        return jnp.cumsum(x, axis=axis)
+    i = lax.broadcasted_iota(np.int32, (n, n), 0)
+    upper = (i <= lax.broadcasted_iota(np.int32, (n, n), 1)).astype(x.dtype)
+    out = jnp.tensordot(jnp.moveaxis(x, axis, -1), upper, axes=1, precision=lax.Precision.HIGHEST)
+    return jnp.moveaxis(out.astype(x.dtype), -1, axis)
 
 
 @register(aten.cumprod.default)

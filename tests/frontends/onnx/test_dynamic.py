@@ -99,16 +99,24 @@ def test_batch_dimension_stays_dynamic(opset: int, flatten: str) -> None:
         np.testing.assert_allclose(np.asarray(y), want, rtol=1e-5, atol=1e-6)
 
 
-def test_torch_backend_specializes_only_when_given_shapes() -> None:
+def test_torch_backend_runs_any_batch_or_specializes_when_given_shapes() -> None:
     model = _cnn(13, "shape")
     m = from_onnx(model)
-    with pytest.raises(ConversionError, match=r"dynamic shape \['N', 3, 8, 8\].*input_shapes"):
-        m.to_torch()
+    session = ort.InferenceSession(model.SerializeToString())
+    dynamic = m.to_torch()  # one graph per batch size, parameters shared
+    for n in (1, 5):
+        x = np.random.default_rng(n).standard_normal((n, 3, 8, 8)).astype(np.float32)
+        with torch.no_grad():
+            (y,) = dynamic(torch.from_numpy(x))
+        (want,) = session.run(None, {"x": x})
+        np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: expected shape \['N', 3, 8, 8\]"):
+        dynamic(torch.zeros(2, 4, 8, 8))
     x = np.random.default_rng(5).standard_normal((5, 3, 8, 8)).astype(np.float32)
     t = m.to_torch(input_shapes={"x": (5, 3, 8, 8)})
     with torch.no_grad():
         (y,) = t(torch.from_numpy(x))
-    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (want,) = session.run(None, {"x": x})
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
@@ -186,16 +194,17 @@ def test_converter_entry_point_and_save_round_trip(tmp_path) -> None:
     np.testing.assert_allclose(np.asarray(loaded.to_jax()(x)[0]), np.asarray(m.to_jax()(x)[0]), rtol=1e-6)
 
 
-def test_symbolic_tracing_needs_no_shape_computations() -> None:
+def test_symbolic_tracing_of_shape_computations() -> None:
     """``jax.export`` with symbolic shapes of a module that computes shapes (every ONNX
-    module with a ``dim_param`` does: its dimension checks) is refused with the reason; it
-    runs on any concrete batch. ``tests/test_cli.py`` exports a module without them."""
+    module with a ``dim_param`` does: its dimension checks) runs the module as a
+    ``jax.export.Exported`` (JAX refines it per concrete shape); the export runs at any batch."""
     import jax
 
     (n,) = jax.export.symbolic_shape("n")
     spec = jax.ShapeDtypeStruct((n, 2), np.float32)
     add = from_onnx(_two_inputs()).to_jax()
-    with pytest.raises(ConversionError, match=r"shape computations.*symbolic shapes \[\(n, 2\)"):
-        jax.export.export(jax.jit(add))(spec, spec)
-    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    exported = jax.export.export(jax.jit(add))(spec, spec)
+    for rows in (3, 5):
+        a = np.arange(2 * rows, dtype=np.float32).reshape(rows, 2)
+        np.testing.assert_array_equal(np.asarray(exported.call(a, a)[0]), 2 * a)
     np.testing.assert_array_equal(np.asarray(jax.jit(add)(a, a)[0]), 2 * a)

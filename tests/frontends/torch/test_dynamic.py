@@ -1,0 +1,224 @@
+"""Dynamic shapes from PyTorch end to end: ``from_torch(dynamic_shapes=...)`` (``Dim`` with
+ranges, derived dims, ``Dim.AUTO``, a ``.pt2``) gives a shape-polymorphic module that
+``to_jax``, ``to_torch``, the ``.jax`` artifact and the ``.onnx`` model run at every size in
+range, compared with eager torch (onnxruntime for the ONNX model)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+import converter
+from converter import cli
+from converter.errors import DynamicDimensionError, SignatureMismatchError
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 16)
+        self.fc2 = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        return self.fc2(h).reshape(x.shape[0], -1).softmax(-1)
+
+
+class Pair(torch.nn.Module):
+    """``y`` has twice ``x``'s rows (a derived dim); sizes are used in arithmetic."""
+
+    def forward(self, x, y):
+        b = x.shape[0]
+        return x * 2 + y.view(b, 2, -1).sum(1), torch.arange(b * 3).reshape(b, 3)
+
+
+def _torch_out(model, *args):
+    with torch.no_grad():
+        return model(*args)
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    torch.manual_seed(0)
+    model = MLP().eval()
+    batch = Dim("batch", min=2, max=64)
+    module = converter.from_torch(model, (torch.randn(5, 6),), dynamic_shapes=({0: batch},))
+    return model, module
+
+
+def test_signature_names_dims_and_ranges(mlp):
+    _, m = mlp
+    assert m.signature.inputs[0].shape == ("batch", 6)
+    assert m.signature.outputs[0].shape == ("batch", 3)
+    assert m.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    assert "tensor<?x6xf32>" in m.text(debug_info=False)
+
+
+def test_to_jax_runs_every_size_in_range(mlp):
+    model, m = mlp
+    f = m.to_jax()
+    for n in (2, 7, 64, 7):
+        x = torch.randn(n, 6)
+        np.testing.assert_allclose(
+            np.asarray(f(x.numpy())), _torch_out(model, x).numpy(), rtol=1e-5, atol=1e-6
+        )
+    assert len(f._refined) == 3  # one specialization per shape, as jit compiles once per shape
+    for n in (1, 65):
+        with pytest.raises(
+            SignatureMismatchError, match=rf"'batch' is {n} in args\[0\], outside its range \[2, 64\]"
+        ):
+            f(np.zeros((n, 6), np.float32))
+
+
+def test_to_torch_runs_every_size_in_range(mlp):
+    model, m = mlp
+    t = m.to_torch()
+    for n in (3, 40):
+        x = torch.randn(n, 6)
+        torch.testing.assert_close(_torch_out(t, x), _torch_out(model, x), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SignatureMismatchError, match=r"'batch' is 65.*\[2, 64\]"):
+        t(torch.zeros(65, 6))
+
+
+def test_onnx_and_jax_artifacts_keep_symbolic_dims(mlp, tmp_path):
+    model, m = mlp
+    proto = m.to_onnx()
+    dims = [d.dim_param or d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == ["batch", 6]
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    exported = cli.export_jax(m)
+    assert str(exported.in_avals[0].shape) == "(batch, 6)"
+    exported = jax.export.deserialize(exported.serialize())
+    for n in (2, 11):
+        x = torch.randn(n, 6)
+        want = _torch_out(model, x).numpy()
+        (got,) = session.run(None, {"args[0]": x.numpy()})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(exported.call(x.numpy())), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="refining shapes") as e:  # JAX's shape assertion
+        exported.call(np.zeros((65, 6), np.float32))
+    assert "constraint batch <= 64" in str(e.value.__cause__)
+
+
+def test_derived_dim_and_size_arithmetic():
+    model = Pair()
+    b = Dim("b", min=1, max=32)
+    x, y = torch.randn(4, 3), torch.randn(8, 3)
+    m = converter.from_torch(model, (x, y), dynamic_shapes=({0: b}, {0: 2 * b}))
+    assert [s.shape for s in m.signature.inputs] == [("b", 3), ("2*b", 3)]
+    f, t = m.to_jax(), m.to_torch()
+    for n in (1, 5):
+        x, y = torch.randn(n, 3), torch.randn(2 * n, 3)
+        want = _torch_out(model, x, y)
+        for got in (f(x.numpy(), y.numpy()), _torch_out(t, x, y)):
+            np.testing.assert_allclose(np.asarray(got[0]), want[0].numpy(), rtol=1e-6)
+            np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
+    with pytest.raises(SignatureMismatchError, match=r"'2\*b' of args\[1\] is 7.*b=5"):
+        f(np.zeros((5, 3), np.float32), np.zeros((7, 3), np.float32))
+
+
+def test_auto_dims_keep_torch_names(mlp):
+    model, _ = mlp
+    m = converter.from_torch(model, (torch.randn(4, 6),), dynamic_shapes=({0: Dim.AUTO},))
+    ((name, _),) = (s.shape for s in m.signature.inputs)
+    assert name.startswith("s") and name[1:].isdigit()  # torch's own symbol
+    x = torch.randn(9, 6)
+    np.testing.assert_allclose(np.asarray(m.to_jax()(x.numpy())), _torch_out(model, x), rtol=1e-5, atol=1e-6)
+
+
+def test_auto_dims_related_only_by_a_guard_raise():
+    """With ``Dim.AUTO`` torch keeps ``y``'s rows a symbol of its own and the relation
+    ``rows(y) == 2 * rows(x)`` a guard of the example; the ``view`` needs it: an error
+    naming both dimensions, the op and the line, not a module specialized to the example."""
+    with pytest.raises(DynamicDimensionError, match=r"aten\.view\.default at .*test_dynamic\.py:\d+") as e:
+        converter.from_torch(
+            Pair(), (torch.randn(4, 3), torch.randn(8, 3)), dynamic_shapes=({0: Dim.AUTO},) * 2
+        )
+    assert len(e.value.dims) == 2 and all(d.startswith("s") for d in e.value.dims)
+
+
+def test_rule_needing_a_concrete_size_names_the_dim():
+    class FloatStep(torch.nn.Module):
+        def forward(self, x):
+            return x.sum() + torch.arange(0, x.shape[0], 0.5).sum()
+
+    with pytest.raises(
+        DynamicDimensionError, match=r"aten\.arange\.start_step at .*test_dynamic\.py:\d+"
+    ) as e:
+        converter.from_torch(FloatStep(), (torch.randn(4),), dynamic_shapes=({0: Dim("n", max=100)},))
+    assert e.value.dims == ("n",) and "'n' cannot stay symbolic" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from gpt2 import factory
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    model, (ids,) = factory()
+    seq = Dim("seq", min=2, max=128)
+    return model, converter.from_torch(model, (ids,), dynamic_shapes=({1: seq},))
+
+
+def test_gpt2_dynamic_sequence_length(gpt2):
+    model, m = gpt2
+    assert m.signature.inputs[0].shape == (2, "seq")
+    f = m.to_jax()
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (3, 16, 37):
+        ids = torch.randint(0, 1000, (2, n))
+        want = _torch_out(model, ids).logits.numpy()
+        np.testing.assert_allclose(np.asarray(f(ids.numpy())["logits"]), want, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(session.run(None, {"args[0]": ids.numpy()})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_cli_pt2_and_factory_with_dynamic_shapes(tmp_path):
+    torch.manual_seed(0)
+    model = MLP().eval()
+    pt2 = tmp_path / "mlp.pt2"
+    ep = torch.export.export(model, (torch.randn(4, 6),), dynamic_shapes=({0: Dim("batch", max=50)},))
+    torch.export.save(ep, pt2)
+    factory = tmp_path / "dyn.py"
+    factory.write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch.export import Dim
+
+            def factory():
+                torch.manual_seed(0)
+                model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh()).eval()
+                return model, (torch.randn(3, 6),), {}, ({0: Dim("rows", max=20)},)
+            """
+        )
+    )
+    for source, out in (
+        (pt2, tmp_path / "a.jax"),
+        (pt2, tmp_path / "a.onnx"),
+        (f"{factory}:factory", tmp_path / "b.jax"),
+    ):
+        assert cli.main([str(source), "-o", str(out)]) == 0
+    exported = jax.export.deserialize(bytearray((tmp_path / "a.jax").read_bytes()))
+    session = ort.InferenceSession(str(tmp_path / "a.onnx"), providers=["CPUExecutionProvider"])
+    from_factory = jax.export.deserialize(bytearray((tmp_path / "b.jax").read_bytes()))
+    assert "rows" in str(from_factory.in_avals[0].shape)
+    reference, _, _, _ = cli.load_factory(factory, "factory", dynamic=True)
+    for n in (2, 9):
+        x = torch.randn(n, 6)
+        want = _torch_out(model, x).numpy()
+        np.testing.assert_allclose(np.asarray(exported.call(x.numpy())), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(session.run(None, {"args[0]": x.numpy()})[0], want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(from_factory.call(x.numpy())), _torch_out(reference, x).numpy(), rtol=1e-5, atol=1e-6
+        )
