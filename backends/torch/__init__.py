@@ -285,6 +285,8 @@ def _mutated_inputs(sig: Signature, leaves: list[tuple[str, Any]]) -> dict[str, 
             )
         out[m.target] = value
     return out
+
+
 def _static_signature(sig: Signature, shapes: tuple, refined: Any) -> Signature:
     """``sig`` with the kept arguments' shapes ``shapes`` and the refined module's result
     shapes (the signature :func:`build_graph` traces with)."""
