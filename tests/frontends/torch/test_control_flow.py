@@ -87,22 +87,33 @@ def _onnx_run(module: converter.Module, args) -> list[np.ndarray]:
     return session.run(None, {i.name: a.numpy() for i, a in zip(inputs, args, strict=True)})
 
 
-def _check_all(model, args, hop, rtol=1e-5, atol=1e-6):
+def _check_all(model, args, hop, rtol=1e-5, atol=1e-6, more=()):
+    """Convert ``model`` once; compare every backend with eager torch on ``args`` and on each
+    argument tuple of ``more``. Returns the Module."""
     ep = export(model, args)
     assert hop in graph_ops(ep), sorted(graph_ops(ep))
     m = converter.from_torch(ep)
-    with torch.no_grad():
-        ref = [t.numpy() for t in tree_leaves(model(*args))]
-        got = {
-            "to_jax": [np.asarray(o) for o in tree_leaves(m.to_jax()(*(a.numpy() for a in args)))],
-            "to_torch": [t.numpy() for t in tree_leaves(m.to_torch()(*args))],
-            "to_onnx": _onnx_run(m, args),
-        }
-    for target, outs in got.items():
-        assert len(outs) == len(ref), target
-        for i, (o, r) in enumerate(zip(outs, ref, strict=True)):
-            assert o.shape == r.shape and o.dtype == r.dtype, (target, i, o.shape, o.dtype, r.shape, r.dtype)
-            np.testing.assert_allclose(o, r, rtol=rtol, atol=atol, err_msg=f"{target} output {i}")
+    f_jax, f_torch = m.to_jax(), m.to_torch()
+    for call in (args, *more):
+        with torch.no_grad():
+            ref = [t.numpy() for t in tree_leaves(model(*call))]
+            got = {
+                "to_jax": [np.asarray(o) for o in tree_leaves(f_jax(*(a.numpy() for a in call)))],
+                "to_torch": [t.numpy() for t in tree_leaves(f_torch(*call))],
+                "to_onnx": _onnx_run(m, call),
+            }
+        for target, outs in got.items():
+            assert len(outs) == len(ref), target
+            for i, (o, r) in enumerate(zip(outs, ref, strict=True)):
+                assert o.shape == r.shape and o.dtype == r.dtype, (
+                    target,
+                    i,
+                    o.shape,
+                    o.dtype,
+                    r.shape,
+                    r.dtype,
+                )
+                np.testing.assert_allclose(o, r, rtol=rtol, atol=atol, err_msg=f"{target} output {i}")
     return m
 
 
@@ -112,23 +123,11 @@ def cond_module():
     return Cond(), converter.from_torch(Cond(), (x, y))
 
 
-@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true", "false"])
-def test_cond_both_branches_on_every_backend(sign):
+def test_cond_one_conversion_takes_either_branch_on_every_backend():
     torch.manual_seed(1)
-    x = sign * (torch.rand(2, 3) + 0.1)
-    m = _check_all(Cond(), (x, torch.randn(2, 3)), "cond")
+    pos, neg = torch.rand(2, 3) + 0.1, -(torch.rand(2, 3) + 0.1)
+    m = _check_all(Cond(), (pos, torch.randn(2, 3)), "cond", more=[(neg, torch.randn(2, 3))])
     assert "stablehlo.case" in m.text()
-
-
-def test_cond_one_conversion_takes_either_branch(cond_module):
-    model, m = cond_module
-    f = m.to_jax()
-    for sign in (1.0, -1.0):
-        x, y = sign * (torch.rand(2, 3) + 0.1), torch.randn(2, 3)
-        with torch.no_grad():
-            np.testing.assert_allclose(
-                np.asarray(f(x.numpy(), y.numpy())), model(x, y).numpy(), rtol=1e-6, atol=1e-6
-            )
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0], ids=["true", "false"])

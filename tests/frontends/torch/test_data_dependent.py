@@ -62,13 +62,17 @@ class Bounded(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def bounded():
+    """The converted module and its three backends, built once."""
     x = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 3.0]])
-    return converter.from_torch(Bounded(), (x,))
-
-
-def _onnx(module, x):
-    session = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    m = converter.from_torch(Bounded(), (x,))
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    f_jax, f_torch = m.to_jax(), m.to_torch()
+    return m, {
+        "to_jax": lambda x: [np.asarray(o) for o in f_jax(x.numpy())],
+        "to_torch": lambda x: [t.numpy() for t in f_torch(x)],
+        "to_onnx": lambda x: session.run(None, {name: x.numpy()}),
+    }
 
 
 @pytest.mark.parametrize(
@@ -82,16 +86,13 @@ def _onnx(module, x):
     ids=["3_of_6", "1_of_6", "none", "4_of_6"],
 )
 def test_nonzero_bounded_by_torch_check_converts_padded(bounded, x):
-    assert bounded.signature.outputs[0].shape == (4, 2)
+    m, backends = bounded
+    assert m.signature.outputs[0].shape == (4, 2)
     want = torch.nonzero_static(x, size=4, fill_value=-1).numpy()
     n = int(torch.count_nonzero(x))
     np.testing.assert_array_equal(want[:n], torch.nonzero(x).numpy())  # torch's own rows first
-    got = {
-        "to_jax": [np.asarray(o) for o in bounded.to_jax()(x.numpy())],
-        "to_torch": [t.numpy() for t in bounded.to_torch()(x)],
-        "to_onnx": _onnx(bounded, x),
-    }
-    for target, (idx, doubled) in got.items():
+    for target, run in backends.items():
+        idx, doubled = run(x)
         assert idx.dtype == np.int64, target
         np.testing.assert_array_equal(idx, want, err_msg=target)
         np.testing.assert_array_equal(doubled, (x * 2).numpy(), err_msg=target)
