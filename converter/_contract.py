@@ -9,7 +9,10 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
   user's behalf, i.e. the source framework refused the model
   (``GuardOnDataDependentSymNode``, unflattenable outputs such as a ``DynamicCache``, a
   shape error in the model).
-* :class:`InternalError`: it came from the converter's own code: a bug.
+* :class:`InputTypeError` / :class:`InputValueError` (also ``TypeError`` / ``ValueError``):
+  the converter's own code refused an argument with an explicit ``raise TypeError`` or
+  ``raise ValueError`` (an unsupported leaf type, an opset out of range).
+* :class:`InternalError`: anything else from the converter's own code: a bug.
 
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
 pytree FutureWarnings) is held back: the error says what went wrong, and what was printed is
@@ -31,7 +34,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ConversionError, ExportError, InternalError
+from .errors import ConversionError, ExportError, InputTypeError, InputValueError, InternalError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +68,12 @@ def classify(e: Exception, what: str) -> ConversionError:
     files = _frames(e)
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     detail = f"{type(e).__name__}: {first}" if first else type(e).__name__
+    frames = traceback.extract_tb(e.__traceback__)
+    deliberate = (
+        bool(frames) and frames[-1].filename.startswith(_OURS) and (frames[-1].line or "").startswith("raise")
+    )
+    if deliberate and isinstance(e, (TypeError, ValueError)):  # our own check of an argument
+        return (InputTypeError if isinstance(e, TypeError) else InputValueError)(str(e))
     ours_last = next((f for f in reversed(files) if f.startswith(_OURS)), None)
     user = any(_is_user(f) for f in files)
     tracing = any(t in f.replace(os.sep, "/") for f in files for t in _TRACING)

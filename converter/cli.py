@@ -521,7 +521,10 @@ examples:
   f = jax.export.deserialize(bytearray(open("gpt2.jax", "rb").read()))
   out = f.call(input_ids)
 
-exit status: 0 ok, 2 bad input or unsupported conversion, 1 internal error.
+exit status: 0 ok; 2 for anything about the inputs, outputs or environment (bad or untrusted
+input, unsupported conversion, unwritable output); 1 only for a bug in the converter.
+Missing output directories are created. .pt2 files with pickled payloads are refused unless
+--trust-pickle (docs/security.md); every error case: docs/errors.md.
 """
 
 

@@ -163,8 +163,12 @@ class InputError(ConversionError):
 
 
 class InputTypeError(InputError, TypeError):
-    """An input leaf of a type the call cannot take (``call_jax`` given a NumPy array where
-    it takes torch tensors); names its argument path."""
+    """An argument of a type the call cannot take (``call_jax`` given a NumPy array where
+    it takes torch tensors); names its argument path. Also a ``TypeError``."""
+
+
+class InputValueError(InputError, ValueError):
+    """An argument value the call refuses (``to_onnx(opset=12)``). Also a ``ValueError``."""
 
 
 class OutputError(ConversionError):
