@@ -84,22 +84,23 @@ def _reduce_window(interp, op, *args):
 
 @register("stablehlo.select_and_scatter")
 def _select_and_scatter(interp, op, operand, source, init):
-    """Max/min-pool style select_and_scatter (select ``GE``/``LE``, scatter ``add``).
+    """StableHLO spec: select_and_scatter.
 
-    That is exactly the VJP of ``reduce_window`` max/min, which JAX transposes into the same
-    select_and_scatter, with the same first-selected tie-breaking."""
+    A float max/min-pool gradient (select ``GE``/``LE``, scatter ``add``) is the VJP of
+    ``reduce_window`` max/min, which JAX transposes into the same select_and_scatter, with
+    the same first-selected tie-breaking. Every other case (integer and bool operands, other
+    select bodies, scatter bodies add/mul/max/min/or/and) folds the windows explicitly
+    (:func:`_select_and_scatter_general`)."""
     select = classify_select(op.regions[0])
-    if select not in ("GE", "LE") or classify_combiner(op.regions[1]) != "add":
-        raise NotImplementedError(f"select_and_scatter with select {select} and a non-add scatter")
+    scatter = classify_combiner(op.regions[1])
+    if select not in ("GE", "LE") or scatter != "add" or not jnp.issubdtype(operand.dtype, jnp.floating):
+        return _select_and_scatter_general(interp, op, operand, source, init)
     rank = operand.ndim
     padding = op.attr("padding")
     padding = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in padding]
     dims = tuple(op.attr("window_dimensions"))
     strides = tuple(op.attr("window_strides") or [1] * rank)
     reducer, identity = (lax.max, -jnp.inf) if select == "GE" else (lax.min, jnp.inf)
-    if not jnp.issubdtype(operand.dtype, jnp.floating):
-        info = jnp.iinfo(operand.dtype)
-        identity = info.min if select == "GE" else info.max
     identity = np.asarray(identity, operand.dtype)
 
     def pool(x):
@@ -107,6 +108,58 @@ def _select_and_scatter(interp, op, operand, source, init):
 
     _, vjp = jax.vjp(pool, operand)
     return vjp(source)[0] + init
+
+
+# scatter bodies as ``.at[]`` updates; on bools add/max/or are "or", mul/min/and are "and"
+_SCATTER_AT = {"add": "add", "mul": "multiply", "max": "max", "min": "min", "or": "max", "and": "min"}
+_BOOL_AT = {"add": "max", "max": "max", "or": "max", "mul": "min", "min": "min", "and": "min"}
+
+
+def _select_and_scatter_general(interp, op, operand, source, init):
+    """select_and_scatter as XLA evaluates it, for any elementwise ``select`` body: per window
+    position in row-major order, every window's candidate is one strided slice of the padded
+    operand; the current choice stays where ``select(current, candidate)`` is true. Padding
+    is never a candidate (a window of padding alone selects nothing: its source value is
+    dropped). The sources are combined into ``init`` at the chosen positions with the scatter
+    body's reduction.
+
+    Raises:
+        NotImplementedError: a scatter body other than add/mul/max/min/or/and, or negative
+            padding.
+    """
+    scatter = classify_combiner(op.regions[1])
+    method = (_BOOL_AT if source.dtype == jnp.bool_ else _SCATTER_AT).get(scatter)
+    if method is None:
+        raise NotImplementedError(f"select_and_scatter with a {scatter or 'general'} scatter body")
+    rank, shape, out_shape = operand.ndim, operand.shape, source.shape
+    padding = op.attr("padding")
+    pads = [(0, 0)] * rank if padding is None else [(int(p[0]), int(p[1])) for p in padding]
+    if min(v for p in pads for v in p) < 0:
+        raise NotImplementedError("select_and_scatter with negative padding")
+    window = tuple(op.attr("window_dimensions"))
+    strides = tuple(op.attr("window_strides") or [1] * rank)
+    size = int(np.prod(shape, dtype=np.int64))
+    padded = jnp.pad(operand, pads)
+    valid = np.pad(np.ones(shape, bool), pads)
+    positions = np.pad(np.arange(size, dtype=np.int64).reshape(shape), pads, constant_values=size)
+    body = interp.region_fn(op.regions[0])
+    select = jax.vmap(lambda a, b: body(a, b)[0])
+    cur = cur_valid = cur_pos = None
+    for offset in np.ndindex(*window):
+        spans = zip(offset, out_shape, strides, strict=True)
+        index = tuple(slice(k, k + (m - 1) * s + 1, s) for k, m, s in spans)
+        cand, ok, pos = padded[index], valid[index], positions[index]
+        if cur is None:
+            cur, cur_valid, cur_pos = cand, ok, jnp.asarray(pos)
+            continue
+        keep = select(cur.reshape(-1), cand.reshape(-1)).reshape(out_shape)
+        take = ok & (~keep | ~cur_valid)
+        cur = jnp.where(take, cand, cur)
+        cur_pos = jnp.where(take, pos, cur_pos)
+        cur_valid = cur_valid | ok
+    data = jnp.full((size + 1,), init, source.dtype)
+    out = getattr(data.at[cur_pos.reshape(-1)], method)(source.reshape(-1))
+    return out[:size].reshape(shape)
 
 
 @register("chlo.top_k")

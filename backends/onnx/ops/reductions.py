@@ -367,6 +367,8 @@ def _topk(g, op, x, index, order, k, dim):
 
 
 _SCATTER_REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min"}
+# i1 scatter bodies: add/max/or are "or", mul/min/and are "and"
+_BOOL_SCATTER_REDUCTION = {"add": "max", "max": "max", "or": "max", "mul": "min", "min": "min", "and": "min"}
 
 
 @register("stablehlo.select_and_scatter")
@@ -389,9 +391,11 @@ def _select_and_scatter(interp, op, operand, source, init):
     body_ops = {o.name for o in mlir.walk_ops(op.mlir)} - {"stablehlo.select_and_scatter"}
     if not body_ops <= ELEMENTWISE_BODY:
         raise NotImplementedError(f"select_and_scatter body with {sorted(body_ops - ELEMENTWISE_BODY)}")
-    reduction = _SCATTER_REDUCTION.get(classify_combiner(op.regions[1]))
+    is_bool = op.result_type.dtype == "bool"
+    reductions = _BOOL_SCATTER_REDUCTION if is_bool else _SCATTER_REDUCTION
+    reduction = reductions.get(classify_combiner(op.regions[1]))
     if reduction is None:
-        raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min")
+        raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min/or/and")
     shape, out_shape = op.operand_type(0).shape, op.operand_type(1).shape
     if None in shape or None in out_shape:
         raise NotImplementedError("select_and_scatter on dynamic shapes")
@@ -442,13 +446,17 @@ def _select_and_scatter(interp, op, operand, source, init):
         cur = g.op_as("Where", [take, cand, cur], dtype, data=(1, 2))
         sel = g.op("Where", [take, target, sel])
         cur_valid = cur_valid | valid
-    out_dtype = op.result_type.dtype
+    out_dtype = "int32" if is_bool else op.result_type.dtype  # bools reduce as 0/1 (max: or, min: and)
     data = g.op("Expand", [g.op("Reshape", [init, g.ints([1])]), g.ints([size + 1])])
     updates = g.op("Reshape", [source, g.ints([-1])])
+    if is_bool:
+        data, updates = g.cast(data, "int32"), g.cast(updates, "int32")
     indices = g.op("Reshape", [sel, g.ints([-1])])
     scattered = g.op_as(
         "ScatterElements", [data, indices, updates], out_dtype, data=(0, 2), axis=0, reduction=reduction
     )
+    if is_bool:
+        scattered = g.cast(scattered, "bool")
     kept = g.op("Slice", [scattered, g.ints([0]), g.ints([size]), g.ints([0])])
     return g.op("Reshape", [kept, g.ints(shape)], allowzero=1)
 

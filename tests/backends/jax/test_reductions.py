@@ -6,6 +6,14 @@ import numpy as np
 import pytest
 from jax import lax
 
+import converter
+from tests.compare import (
+    SELECT_AND_SCATTER_CASES,
+    run_xla,
+    select_and_scatter_inputs,
+    select_and_scatter_text,
+)
+
 from .helpers import assert_same
 
 rng = np.random.default_rng(0)
@@ -78,3 +86,19 @@ def test_grad_through_interpreted_pools():
     x = A[0]
     fn = converter.from_stablehlo(jax.jit(net).lower(x).as_text()).to_jax()
     np.testing.assert_allclose(jax.grad(fn)(x), jax.grad(net)(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("ety", "dtype", "select", "compare_type", "scatter", "init"),
+    SELECT_AND_SCATTER_CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}" for c in SELECT_AND_SCATTER_CASES],
+)
+def test_select_and_scatter_integer_and_bool(ety, dtype, select, compare_type, scatter, init):
+    """Integer and bool select_and_scatter match XLA (regression: the VJP of an integer
+    reduce_window is a float0, which was added to the init value)."""
+    text = select_and_scatter_text(ety, select, compare_type, scatter, init)
+    x, s = select_and_scatter_inputs(dtype)
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, s))
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)

@@ -10,6 +10,12 @@ from jax import lax
 
 import converter
 from converter.errors import OpConversionError
+from tests.compare import (
+    SELECT_AND_SCATTER_CASES,
+    run_xla,
+    select_and_scatter_inputs,
+    select_and_scatter_text,
+)
 
 from .helpers import assert_onnx_same, run_onnx
 
@@ -344,4 +350,23 @@ def test_integer_select_and_scatter_with_init():
         win = x[b, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2].ravel()
         k = len(win) - 1 - int(np.argmax(win[::-1]))  # the last maximum in window order
         want[b, 2 * i + k // 2, 2 * j + k % 2] += src[b, i, j]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("ety", "dtype", "select", "compare_type", "scatter", "init"),
+    SELECT_AND_SCATTER_CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}" for c in SELECT_AND_SCATTER_CASES],
+)
+def test_select_and_scatter_integer_and_bool_match_xla(ety, dtype, select, compare_type, scatter, init):
+    """Integer and bool select_and_scatter match XLA (regression: bool scatter bodies, or/and,
+    were refused)."""
+    text = select_and_scatter_text(ety, select, compare_type, scatter, init)
+    x, s = select_and_scatter_inputs(dtype)
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], (x, s), strict=True)))[0]
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)

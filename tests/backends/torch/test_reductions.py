@@ -3,7 +3,17 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+import torch
 from jax import lax
+
+import converter
+from tests.compare import (
+    SELECT_AND_SCATTER_CASES,
+    run_xla,
+    select_and_scatter_inputs,
+    select_and_scatter_text,
+)
 
 from .helpers import assert_same
 
@@ -76,3 +86,19 @@ def test_sort_kinds():
     keys = rng.integers(0, 3, (2, 9)).astype(np.int32)
     assert_same(lambda k, v: lax.sort((k, v), num_keys=2, dimension=1), keys, keys[::-1].copy())
     assert_same(lambda k: jnp.lexsort((k, -k)), keys)
+
+
+@pytest.mark.parametrize(
+    ("ety", "dtype", "select", "compare_type", "scatter", "init"),
+    SELECT_AND_SCATTER_CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}" for c in SELECT_AND_SCATTER_CASES],
+)
+def test_select_and_scatter_integer_and_bool(ety, dtype, select, compare_type, scatter, init):
+    """Integer and bool select_and_scatter match XLA, padding never selected (regression:
+    only float operands with a single-compare select were accepted)."""
+    text = select_and_scatter_text(ety, select, compare_type, scatter, init)
+    x, s = select_and_scatter_inputs(dtype)
+    got = converter.from_stablehlo(text).to_torch()(torch.from_numpy(x), torch.from_numpy(s)).numpy()
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
