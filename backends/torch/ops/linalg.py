@@ -143,7 +143,18 @@ _TRANSPOSE = {"NO_TRANSPOSE": False, "TRANSPOSE": True, "ADJOINT": True}
 def triangular_solve(a, b, *, left_side: bool, lower: bool, unit_diagonal: bool, transpose: str):
     """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` with ``a`` triangular;
     ``transpose`` is ``NO_TRANSPOSE``, ``TRANSPOSE`` or ``ADJOINT``. Only the named triangle
-    of ``a`` is read."""
+    of ``a`` is read. float16/bfloat16 (which torch's solver lacks) solve in float32 and
+    round the result once."""
+    if a.dtype in (torch.float16, torch.bfloat16):
+        wide = triangular_solve(
+            a.to(torch.float32),
+            b.to(torch.float32),
+            left_side=left_side,
+            lower=lower,
+            unit_diagonal=unit_diagonal,
+            transpose=transpose,
+        )
+        return wide.to(a.dtype)
     a = a.tril() if lower else a.triu()
     if transpose == "TRANSPOSE":
         a, lower = a.mT, not lower
