@@ -71,3 +71,32 @@ def select_and_scatter_inputs(dtype, seed: int = 0) -> tuple[np.ndarray, np.ndar
     if dtype == np.bool_:
         return rng.integers(0, 2, (2, 5, 6)).astype(bool), rng.integers(0, 2, (2, 3, 3)).astype(bool)
     return rng.integers(0, 4, (2, 5, 6)).astype(dtype), rng.integers(0, 50, (2, 3, 3)).astype(dtype)
+
+
+def sort_text(direction: str, compare_type: str, ety: str, n: int) -> str:
+    """A ``stablehlo.sort`` of a ``n``-vector of ``ety`` carrying an ``i32`` iota along, with
+    a raw comparator ``compare <direction>, a, b, <compare_type>`` (no canonicalization, as
+    ``chlo.top_k``'s decomposition and non-JAX producers emit)."""
+    t, e = f"tensor<{n}x{ety}>", f"tensor<{ety}>"
+    return f"""
+func.func public @main(%x: {t}, %i: tensor<{n}xi32>) -> ({t}, tensor<{n}xi32>) {{
+  %0:2 = "stablehlo.sort"(%x, %i) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {e}, %b: {e}, %c: tensor<i32>, %d: tensor<i32>):
+    %r = stablehlo.compare {direction}, %a, %b, {compare_type} : ({e}, {e}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : ({t}, tensor<{n}xi32>) -> ({t}, tensor<{n}xi32>)
+  return %0#0, %0#1 : {t}, tensor<{n}xi32>
+}}"""
+
+
+#: floats whose IEEE totalOrder differs from their numeric order: -NaN first, -0.0 before +0.0
+TOTAL_ORDER_SPECIALS = [1.0, -np.nan, np.nan, -np.inf, np.inf, -0.0, 0.0, -1.0, 0.0, -0.0]
+
+
+def assert_bits_equal(got, want) -> None:
+    """Same dtype, shape and bits (NaN signs and -0.0 included)."""
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        bits = f"u{g.dtype.itemsize}" if g.dtype.kind not in "biu" else g.dtype
+        np.testing.assert_array_equal(g.view(bits), w.view(bits))

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from converter.regions import classify_combiner, classify_comparator, classify_select
+from converter.regions import classify_combiner, classify_select, classify_sort_keys
 
 from ..registry import register
+from .elementwise import total_order_key
 
 _COMBINE = {
     "add": lax.add,
@@ -169,11 +170,36 @@ def _top_k(interp, op, x):
 
 @register("stablehlo.sort")
 def _sort(interp, op, *operands):
+    """StableHLO spec: sort. A comparator ordering by one key (:func:`converter.regions.
+    classify_sort_keys`) is ``lax.sort`` on an integer key prepended to the operands: the
+    compared value evaluated on the whole operand (so a canonicalizing comparator's
+    -0.0/NaN handling applies), as IEEE totalOrder integers for floats (``TOTALORDER``; other
+    float compares tie -0.0 with +0.0), bitwise-negated for a descending order. Any other
+    comparator is evaluated pairwise (:func:`_sort_general`)."""
     dim = op.attr("dimension", -1) % operands[0].ndim
     stable = bool(op.attr("is_stable"))
-    if classify_comparator(op.regions[0]) == "ascending":
-        return list(lax.sort(operands, dimension=dim, is_stable=stable, num_keys=1))
+    keys = classify_sort_keys(op.regions[0])
+    if keys is not None and len(keys) == 1 and not jnp.iscomplexobj(operands[keys[0].operand]):
+        key = _sort_key(interp, op, keys[0], operands)
+        return list(lax.sort((key, *operands), dimension=dim, is_stable=stable, num_keys=1)[1:])
     return _sort_general(interp.region_fn(op.regions[0]), operands, dim)
+
+
+def _sort_key(interp, op, key, operands):
+    """The integer (or bool) array whose ascending order is the comparator's order."""
+    shape = operands[0].shape
+
+    def compared(*elements):
+        pairs = [v for x in elements for v in (x, x)]  # both elements of a pair: the same value
+        return interp.region_values(op.regions[0], pairs, [key.value])[0]
+
+    flat = [x.reshape(-1) for x in operands]
+    value = (jax.vmap(compared)(*flat) if flat[0].size else flat[key.operand]).reshape(shape)
+    if jnp.issubdtype(value.dtype, jnp.floating):
+        if key.compare_type != "TOTALORDER":
+            value = jnp.where(value == 0, jnp.zeros_like(value), value)  # -0.0 ties with +0.0
+        value = total_order_key(value)
+    return ~value if key.direction == "descending" else value
 
 
 def _sort_general(less, operands, dim):

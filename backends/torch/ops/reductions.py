@@ -15,10 +15,11 @@ import math
 
 import torch
 
-from converter.regions import classify_combiner, classify_comparator
+from converter.regions import classify_combiner, classify_sort_keys
 
 from .._util import operand_name
 from ..registry import register
+from .elementwise import total_order_key
 from .shape import pad
 
 _COMBINE = {
@@ -207,7 +208,12 @@ def _select_and_scatter(interp, op, operand, source, init):
     return data[:size].reshape(shape).to(source.dtype)
 
 
-def _sortable(x: torch.Tensor, name: str) -> torch.Tensor:
+def _sortable(x: torch.Tensor, name: str, compare_type: str | None = None) -> torch.Tensor:
+    """A key torch's sort orders as the comparator does: floats compared ``TOTALORDER`` as
+    IEEE totalOrder integers (-NaN first, -0.0 before +0.0), other floats with -0.0 made
+    +0.0 (they tie); bools as uint8, uint64 with the sign bit flipped."""
+    if x.is_floating_point():
+        return total_order_key(x) if compare_type == "TOTALORDER" else x + 0.0
     if x.dtype == torch.bool:
         return x.to(torch.uint8)
     if name == "uint64":
@@ -217,11 +223,19 @@ def _sortable(x: torch.Tensor, name: str) -> torch.Tensor:
 
 @register("stablehlo.sort")
 def _sort(interp, op, *operands):
+    """StableHLO spec: sort. A comparator ordering by one key (:func:`converter.regions.
+    classify_sort_keys`) is a stable ``torch.sort`` of that key: its compared value evaluated
+    on the whole operand (so a canonicalizing comparator's -0.0/NaN handling applies), in
+    totalOrder for ``TOTALORDER`` floats. Other comparators rank every element against every
+    other (:func:`sort_general`)."""
     dim = op.attr("dimension", -1) % operands[0].dim()
-    direction = classify_comparator(op.regions[0])
-    if direction is not None and not operands[0].is_complex():
-        key = _sortable(operands[0], operand_name(op, 0))
-        _, idx = torch.sort(key, dim=dim, descending=direction == "descending", stable=True)
+    keys = classify_sort_keys(op.regions[0])
+    if keys is not None and len(keys) == 1 and not operands[keys[0].operand].is_complex():
+        key = keys[0]
+        pairs = [v for x in operands for v in (x, x)]  # both elements of a pair: the whole operand
+        (value,) = interp.region_values(op.regions[0], pairs, [key.value])
+        sortable = _sortable(value, operand_name(op, key.operand), key.compare_type)
+        _, idx = torch.sort(sortable, dim=dim, descending=key.direction == "descending", stable=True)
         return [torch.gather(x, dim, idx) for x in operands]
     return sort_general(interp.region_fn(op.regions[0]), list(operands), dim)
 
@@ -246,8 +260,10 @@ def sort_general(less, operands: list[torch.Tensor], dim: int) -> list[torch.Ten
 
 @register("chlo.top_k")
 def _top_k(interp, op, x):
+    """CHLO spec: top_k, in XLA's order: descending by IEEE totalOrder for floats (NaN
+    first, -NaN last, +0.0 before -0.0), ties by lower index."""
     k = op.attr("k")
-    key = x.to(torch.uint8) if x.dtype == torch.bool else x
+    key = _sortable(x, operand_name(op), "TOTALORDER")
     _, idx = torch.sort(key, dim=-1, descending=True, stable=True)
     idx = idx[..., :k]
     return [torch.gather(x, -1, idx), idx.to(torch.int32)]
