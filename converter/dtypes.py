@@ -116,3 +116,13 @@ def is_complex(name: str) -> bool:
 def is_unsigned(name: str) -> bool:
     """True for uint8..uint64."""
     return name.startswith("uint")
+
+
+def contiguous(value, *, copy: bool = False) -> np.ndarray:
+    """``value`` as a C-contiguous NumPy array of the same dtype and shape: a 0-d array stays
+    0-d (``np.ascontiguousarray`` alone makes it 1-d). With ``copy``, always a new buffer
+    (``torch.from_numpy`` shares memory with the array it is given)."""
+    arr = np.asarray(value)
+    if copy:
+        return np.array(arr, order="C", copy=True)
+    return np.ascontiguousarray(arr).reshape(arr.shape)

@@ -45,7 +45,7 @@ def load_any(path: str, source: str | None = None, options: argparse.Namespace |
 
 def report(module: Module, top: int = 20) -> dict[str, Any]:
     """The inspection report as plain data (what ``--json`` prints)."""
-    from .passes.placement import host_functions
+    from .placement import host_functions
 
     sig = module.signature
     kept = set(range(len(sig.all_args))) if sig.kept_var_idx is None else set(sig.kept_var_idx)

@@ -109,6 +109,40 @@ class Interpreter:
             self.env = saved  # the enclosing op's rule may evaluate further regions
         raise ConversionError("region has no terminator")
 
+    def region_values(self, region: ir.Region, args: Sequence[Any], values: Sequence[ir.Value]) -> list[Any]:
+        """Evaluate a single-block region on ``args`` (in the values visible at the op being
+        run, as :meth:`region_fn`) and return the given values defined in it, rather than
+        its results: only the ops those values depend on are evaluated. Backends use it to
+        compute part of a body on whole tensors (a sort comparator's key)."""
+        block = region.blocks[0]
+        if len(block.arguments) != len(args):
+            raise ConversionError(f"region expects {len(block.arguments)} values, got {len(args)}")
+        env = dict(getattr(self, "env", {}))
+        env.update(zip(block.arguments, args, strict=True))
+        defs = {r: op.operation for op in block.operations for r in op.operation.results}
+        needed: set = set()  # the values to compute: ``values`` and what they depend on
+        stack = list(values)
+        while stack:
+            value = stack.pop()
+            if value in needed or value in env:
+                continue
+            needed.add(value)
+            owner = defs.get(value)
+            if owner is not None:
+                stack.extend(owner.operands)
+        saved = getattr(self, "env", {})
+        try:
+            for operation in block.operations:
+                if not any(r in needed for r in operation.operation.results):
+                    continue
+                op = mlir.Op(operation.operation)
+                results = self.run_op(op, [env[v] for v in op.operands], env)
+                for res, val in zip(op.results, results, strict=True):
+                    env[res] = val
+        finally:
+            self.env = saved
+        return [env[v] for v in values]
+
     def region_fn(self, region: ir.Region) -> Callable[..., list[Any]]:
         """A Python callable evaluating ``region`` on its block arguments (for loop bodies,
         comparators and reducers). It captures the values visible at the op being run."""

@@ -131,9 +131,8 @@ class Module:
         placement: it is stripped with a recorded warning
         (:func:`converter.passes.placement.strip_placement`)."""
         from backends.onnx import to_onnx
-        from converter.passes.placement import strip_placement
 
-        return to_onnx(strip_placement(self, "onnx"), **kwargs)
+        return to_onnx(self, **kwargs)  # it strips the placement
 
     # ------------------------------------------------------------------ storage
 
@@ -209,7 +208,7 @@ def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
 
     tensors, kinds = {}, {}
     for name, value in params.items():
-        arr = np.ascontiguousarray(value).reshape(np.shape(value))  # keeps 0-d arrays 0-d
+        arr = dtypes.contiguous(value)  # keeps 0-d arrays 0-d
         kinds[name] = dtypes.name_of(arr.dtype)
         if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
             arr = arr.view(np.uint16)

@@ -9,6 +9,8 @@ ascending or descending on the first operand, or as lexicographic over several o
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from jaxlib.mlir import ir
 
 _BINARY = {
@@ -112,6 +114,33 @@ def classify_lexicographic(region: ir.Region) -> list[tuple[int, str]] | None:
     pair (``f`` built from compare/select/constant, as in :func:`classify_comparator`);
     the operands of ``or``/``and`` may come in either order. A one-key comparator gives one
     key. ``None`` for any other comparator."""
+    keys = classify_sort_keys(region)
+    return None if keys is None else [(k.operand, k.direction) for k in keys]
+
+
+class SortKey(NamedTuple):
+    """One key of a recognized sort comparator (:func:`classify_sort_keys`)."""
+
+    #: which sort operand the key is computed from
+    operand: int
+    #: ``"ascending"`` or ``"descending"``
+    direction: str
+    #: the value the comparator compares, computed (through compare/select/constant only) from
+    #: the block argument of the operand's left element: evaluate it with that argument bound
+    #: to the whole operand to get the sort key (JAX's comparators canonicalize -0.0 and NaN
+    #: this way)
+    value: ir.Value
+    #: the ``compare`` op's comparison type (``TOTALORDER``, ``FLOAT``, ``SIGNED``,
+    #: ``UNSIGNED``), or None when absent
+    compare_type: str | None
+
+
+def classify_sort_keys(region: ir.Region) -> list[SortKey] | None:
+    """The keys of a lexicographic sort comparator, most significant first, as
+    :func:`classify_lexicographic` recognizes them, with the compared value and comparison
+    type of each (so a backend orders ``TOTALORDER`` floats as the spec says: -NaN < -inf <
+    ... < -0.0 < +0.0 < ... < inf < NaN, and evaluates any canonicalization the comparator
+    applies first). ``None`` for any other comparator."""
     ops, args = _body_ops(region)
     if len(args) < 2 or ops[-1].name != "stablehlo.return" or len(list(ops[-1].operands)) != 1:
         return None
@@ -119,9 +148,16 @@ def classify_lexicographic(region: ir.Region) -> list[tuple[int, str]] | None:
     return _lexicographic(list(ops[-1].operands)[0], args, defs)
 
 
+def _compare_type(op: ir.Operation) -> str | None:
+    if "compare_type" not in op.attributes:
+        return None
+    text = str(op.attributes["compare_type"])
+    return next((t for t in ("TOTALORDER", "FLOAT", "SIGNED", "UNSIGNED") if t in text), None)
+
+
 def _compared_key(value: ir.Value, args: list[ir.Value], defs: dict, directions: tuple[str, ...]):
-    """(operand index, direction text, flipped) of ``compare`` ``value`` whose sides depend
-    on the two block arguments of one operand, else None."""
+    """(operand index, direction text, flipped, compare op) of ``compare`` ``value`` whose
+    sides depend on the two block arguments of one operand, else None."""
     op = defs.get(value)
     if op is None or op.name != "stablehlo.compare":
         return None
@@ -133,18 +169,20 @@ def _compared_key(value: ir.Value, args: list[ir.Value], defs: dict, directions:
     (a,), (b,) = lhs, rhs
     if a // 2 != b // 2 or a == b:
         return None
-    return a // 2, found, a > b
+    return a // 2, found, a > b, op
 
 
-def _strict_key(value, args, defs) -> tuple[int, str] | None:
+def _strict_key(value, args, defs) -> SortKey | None:
     key = _compared_key(value, args, defs, ("LT", "GT"))
     if key is None:
         return None
-    index, direction, flipped = key
-    return index, "ascending" if (direction == "LT") != flipped else "descending"
+    index, direction, flipped, op = key
+    side = list(op.operands)[1 if flipped else 0]  # the side computed from the left element
+    order = "ascending" if (direction == "LT") != flipped else "descending"
+    return SortKey(index, order, side, _compare_type(op))
 
 
-def _lexicographic(value, args, defs) -> list[tuple[int, str]] | None:
+def _lexicographic(value, args, defs) -> list[SortKey] | None:
     key = _strict_key(value, args, defs)
     if key is not None:
         return [key]
@@ -160,9 +198,9 @@ def _lexicographic(value, args, defs) -> list[tuple[int, str]] | None:
         c, d = tie.operands
         for eq, tail in ((c, d), (d, c)):
             equal = _compared_key(eq, args, defs, ("EQ",))
-            if equal is not None and equal[0] == key[0]:
+            if equal is not None and equal[0] == key.operand:
                 more = _lexicographic(tail, args, defs)
-                if more is not None and key[0] not in {k for k, _ in more}:
+                if more is not None and key.operand not in {k.operand for k in more}:
                     return [key, *more]
     return None
 

@@ -15,8 +15,9 @@ from converter import dtypes, mlir
 from converter.errors import ConversionError, SignatureMismatchError, UnsupportedOpError
 from converter.interpreter import Interpreter
 from converter.module import Module
-from converter.passes.placement import ensure_canonical, is_host
+from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
+from converter.placement import HOST_KINDS, is_host
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -86,13 +87,10 @@ def _check_supported(module: Any, ignore: frozenset = frozenset()) -> bool:
     return True
 
 
-_HOST_KINDS = ("pinned_host", "unpinned_host")
-
-
 def _to_memory(value: Any, spec, space) -> Any:
     """Host-memory arguments (``memory_kind`` pinned/unpinned host) are computed on in
     device memory; host-memory results are put back in host memory, as the source did."""
-    if value is None or spec.memory_kind not in _HOST_KINDS:
+    if value is None or spec.memory_kind not in HOST_KINDS:
         return value
     return jax.device_put(value, space)
 

@@ -20,7 +20,7 @@ from converter import dtypes, mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
-from converter.passes.placement import is_host
+from converter.placement import is_host
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules

@@ -81,8 +81,8 @@ def unsigned_wide(x: torch.Tensor, name: str) -> torch.Tensor:
 
 def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
     """A torch tensor in the storage dtype of ``name`` holding NumPy ``arr`` (same shape,
-    0-d included: ``np.ascontiguousarray`` alone would make a 0-d array 1-d)."""
-    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))
+    0-d included: :func:`converter.dtypes.contiguous`), never sharing its memory."""
+    arr = dtypes.contiguous(arr)
     if name == "bfloat16":
         return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16)
     if name == "uint64":

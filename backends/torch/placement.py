@@ -34,9 +34,9 @@ import torch
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.module import Module
 from converter.passes.placement import ensure_canonical
+from converter.placement import HOST_KINDS
 from converter.signature import LeafSpec
 
-HOST_KINDS = ("pinned_host", "unpinned_host")
 CPU = torch.device("cpu")
 aten = torch.ops.aten
 

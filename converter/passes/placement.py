@@ -35,39 +35,15 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import func as func_d
 
 from converter import mlir
-from converter.errors import ConversionError
 from converter.module import Module
+from converter.placement import COMPUTE_TYPE, FRONTEND_ATTRS, MEMORY_KIND, host_functions, is_host
 
 from ._ir import TERMINATORS, arg_attrs
-
-FRONTEND_ATTRS = "mhlo.frontend_attributes"
-COMPUTE_TYPE = "_xla_compute_type"
-MEMORY_KIND = "mhlo.memory_kind"
 
 
 class PlacementStrippedWarning(UserWarning):
     """Host placement was removed for a target that has none (:func:`strip_placement`): the
     numbers are unchanged, but host-placed computation runs on the target's device."""
-
-
-def is_host(op: ir.Operation) -> bool:
-    """True when ``op`` carries ``_xla_compute_type = "host"``."""
-    if FRONTEND_ATTRS not in op.attributes:
-        return False
-    attrs = mlir.decode_attribute(op.attributes[FRONTEND_ATTRS])
-    return isinstance(attrs, dict) and attrs.get(COMPUTE_TYPE) == "host"
-
-
-def host_functions(module: ir.Module) -> list[str]:
-    """Names of the functions called with the host attribute."""
-    names: list[str] = []
-    for fn in mlir.functions(module).values():
-        for op in mlir.walk_ops(fn):
-            if op.name == "func.call" and is_host(op):
-                callee = mlir.Op(op).attr("callee")
-                if callee not in names:
-                    names.append(callee)
-    return names
 
 
 def _host_attr() -> ir.Attribute:
@@ -134,25 +110,6 @@ def _outline(module: ir.Module, run: list[ir.Operation], name: str) -> None:
     for r, new in zip(outputs, call.operation.results, strict=True):
         for user in out_uses[r]:
             user.replace_uses_of_with(r, new)
-
-
-MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
-
-
-def buffer_placement(op: mlir.Op) -> str:
-    """The memory kind an ``annotate_device_placement`` custom call puts its operand in (its
-    ``_xla_buffer_placement`` frontend attribute: ``device``, ``pinned_host`` or
-    ``unpinned_host``), as JAX's ``wrap_with_memory_kind`` writes it.
-
-    Raises:
-        ConversionError: the attribute is missing or names another memory kind.
-    """
-    kind = (op.attr(FRONTEND_ATTRS) or {}).get("_xla_buffer_placement")
-    if kind not in MEMORY_KINDS:
-        raise ConversionError(
-            f"annotate_device_placement with _xla_buffer_placement={kind!r}; expected one of {MEMORY_KINDS}"
-        )
-    return kind
 
 
 def _annotated_placement(value: ir.Value) -> str | None:

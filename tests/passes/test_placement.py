@@ -15,12 +15,11 @@ from backends.jax import JaxInterpreter
 from converter import mlir
 from converter.passes.placement import (
     PlacementStrippedWarning,
-    host_functions,
-    is_host,
     loose_host_ops,
     normalize_placement,
     strip_placement,
 )
+from converter.placement import host_functions, is_host
 
 HOST = '_xla_compute_type="host"'
 X = np.arange(3, dtype=np.float32)

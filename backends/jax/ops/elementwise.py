@@ -136,11 +136,11 @@ _COMPARE = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt
 def _compare(interp, op, x, y):
     direction = op.attr("comparison_direction")
     if op.attr("compare_type") == "TOTALORDER":
-        x, y = _total_order_key(x), _total_order_key(y)
+        x, y = total_order_key(x), total_order_key(y)
     return _COMPARE[direction](x, y)
 
 
-def _total_order_key(x):
+def total_order_key(x):
     """Map floats to signed integers whose order is IEEE totalOrder (spec: compare)."""
     if not jnp.issubdtype(x.dtype, jnp.floating):
         return x

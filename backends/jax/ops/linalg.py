@@ -73,3 +73,24 @@ def _convolution(interp, op, lhs, rhs):
         precision=_precision(op),
         preferred_element_type=dtypes.to_numpy(op.result_type.dtype),
     )
+
+
+@register("stablehlo.triangular_solve")
+def _triangular_solve(interp, op, a, b):
+    """StableHLO spec: triangular_solve. Solves ``op(a) x = b`` (``left_side``) or
+    ``x op(a) = b`` with ``op`` the identity, transpose or adjoint (``transpose_a``), reading
+    only the ``lower``/upper triangle of ``a`` and taking its diagonal as ones when
+    ``unit_diagonal``: exactly ``lax.linalg.triangular_solve``'s parameters (JAX emits this op
+    for float16/bfloat16; wider types go to LAPACK's ``?trsm``).
+
+    Shapes: ``a`` ``[..., M, M]``; ``b`` ``[..., M, N]`` (left side) or ``[..., N, M]``."""
+    transpose = str(op.attr("transpose_a"))
+    return lax.linalg.triangular_solve(
+        a,
+        b,
+        left_side=bool(op.attr("left_side")),
+        lower=bool(op.attr("lower")),
+        transpose_a=transpose != "NO_TRANSPOSE",
+        conjugate_a=transpose == "ADJOINT",
+        unit_diagonal=bool(op.attr("unit_diagonal")),
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import jax
 
-from converter.passes.placement import buffer_placement
+from converter.placement import buffer_placement
 
 from ..registry import register
 

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from converter.regions import classify_combiner, classify_comparator, classify_select
+from converter.regions import classify_combiner, classify_select, classify_sort_keys
 
 from ..registry import register
+from .elementwise import total_order_key
 
 _COMBINE = {
     "add": lax.add,
@@ -84,22 +85,23 @@ def _reduce_window(interp, op, *args):
 
 @register("stablehlo.select_and_scatter")
 def _select_and_scatter(interp, op, operand, source, init):
-    """Max/min-pool style select_and_scatter (select ``GE``/``LE``, scatter ``add``).
+    """StableHLO spec: select_and_scatter.
 
-    That is exactly the VJP of ``reduce_window`` max/min, which JAX transposes into the same
-    select_and_scatter, with the same first-selected tie-breaking."""
+    A float max/min-pool gradient (select ``GE``/``LE``, scatter ``add``) is the VJP of
+    ``reduce_window`` max/min, which JAX transposes into the same select_and_scatter, with
+    the same first-selected tie-breaking. Every other case (integer and bool operands, other
+    select bodies, scatter bodies add/mul/max/min/or/and) folds the windows explicitly
+    (:func:`_select_and_scatter_general`)."""
     select = classify_select(op.regions[0])
-    if select not in ("GE", "LE") or classify_combiner(op.regions[1]) != "add":
-        raise NotImplementedError(f"select_and_scatter with select {select} and a non-add scatter")
+    scatter = classify_combiner(op.regions[1])
+    if select not in ("GE", "LE") or scatter != "add" or not jnp.issubdtype(operand.dtype, jnp.floating):
+        return _select_and_scatter_general(interp, op, operand, source, init)
     rank = operand.ndim
     padding = op.attr("padding")
     padding = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in padding]
     dims = tuple(op.attr("window_dimensions"))
     strides = tuple(op.attr("window_strides") or [1] * rank)
     reducer, identity = (lax.max, -jnp.inf) if select == "GE" else (lax.min, jnp.inf)
-    if not jnp.issubdtype(operand.dtype, jnp.floating):
-        info = jnp.iinfo(operand.dtype)
-        identity = info.min if select == "GE" else info.max
     identity = np.asarray(identity, operand.dtype)
 
     def pool(x):
@@ -109,6 +111,58 @@ def _select_and_scatter(interp, op, operand, source, init):
     return vjp(source)[0] + init
 
 
+# scatter bodies as ``.at[]`` updates; on bools add/max/or are "or", mul/min/and are "and"
+_SCATTER_AT = {"add": "add", "mul": "multiply", "max": "max", "min": "min", "or": "max", "and": "min"}
+_BOOL_AT = {"add": "max", "max": "max", "or": "max", "mul": "min", "min": "min", "and": "min"}
+
+
+def _select_and_scatter_general(interp, op, operand, source, init):
+    """select_and_scatter as XLA evaluates it, for any elementwise ``select`` body: per window
+    position in row-major order, every window's candidate is one strided slice of the padded
+    operand; the current choice stays where ``select(current, candidate)`` is true. Padding
+    is never a candidate (a window of padding alone selects nothing: its source value is
+    dropped). The sources are combined into ``init`` at the chosen positions with the scatter
+    body's reduction.
+
+    Raises:
+        NotImplementedError: a scatter body other than add/mul/max/min/or/and, or negative
+            padding.
+    """
+    scatter = classify_combiner(op.regions[1])
+    method = (_BOOL_AT if source.dtype == jnp.bool_ else _SCATTER_AT).get(scatter)
+    if method is None:
+        raise NotImplementedError(f"select_and_scatter with a {scatter or 'general'} scatter body")
+    rank, shape, out_shape = operand.ndim, operand.shape, source.shape
+    padding = op.attr("padding")
+    pads = [(0, 0)] * rank if padding is None else [(int(p[0]), int(p[1])) for p in padding]
+    if min(v for p in pads for v in p) < 0:
+        raise NotImplementedError("select_and_scatter with negative padding")
+    window = tuple(op.attr("window_dimensions"))
+    strides = tuple(op.attr("window_strides") or [1] * rank)
+    size = int(np.prod(shape, dtype=np.int64))
+    padded = jnp.pad(operand, pads)
+    valid = np.pad(np.ones(shape, bool), pads)
+    positions = np.pad(np.arange(size, dtype=np.int64).reshape(shape), pads, constant_values=size)
+    body = interp.region_fn(op.regions[0])
+    select = jax.vmap(lambda a, b: body(a, b)[0])
+    cur = cur_valid = cur_pos = None
+    for offset in np.ndindex(*window):
+        spans = zip(offset, out_shape, strides, strict=True)
+        index = tuple(slice(k, k + (m - 1) * s + 1, s) for k, m, s in spans)
+        cand, ok, pos = padded[index], valid[index], positions[index]
+        if cur is None:
+            cur, cur_valid, cur_pos = cand, ok, jnp.asarray(pos)
+            continue
+        keep = select(cur.reshape(-1), cand.reshape(-1)).reshape(out_shape)
+        take = ok & (~keep | ~cur_valid)
+        cur = jnp.where(take, cand, cur)
+        cur_pos = jnp.where(take, pos, cur_pos)
+        cur_valid = cur_valid | ok
+    data = jnp.full((size + 1,), init, source.dtype)
+    out = getattr(data.at[cur_pos.reshape(-1)], method)(source.reshape(-1))
+    return out[:size].reshape(shape)
+
+
 @register("chlo.top_k")
 def _top_k(interp, op, x):
     return list(lax.top_k(x, op.attr("k")))
@@ -116,11 +170,36 @@ def _top_k(interp, op, x):
 
 @register("stablehlo.sort")
 def _sort(interp, op, *operands):
+    """StableHLO spec: sort. A comparator ordering by one key (:func:`converter.regions.
+    classify_sort_keys`) is ``lax.sort`` on an integer key prepended to the operands: the
+    compared value evaluated on the whole operand (so a canonicalizing comparator's
+    -0.0/NaN handling applies), as IEEE totalOrder integers for floats (``TOTALORDER``; other
+    float compares tie -0.0 with +0.0), bitwise-negated for a descending order. Any other
+    comparator is evaluated pairwise (:func:`_sort_general`)."""
     dim = op.attr("dimension", -1) % operands[0].ndim
     stable = bool(op.attr("is_stable"))
-    if classify_comparator(op.regions[0]) == "ascending":
-        return list(lax.sort(operands, dimension=dim, is_stable=stable, num_keys=1))
+    keys = classify_sort_keys(op.regions[0])
+    if keys is not None and len(keys) == 1 and not jnp.iscomplexobj(operands[keys[0].operand]):
+        key = _sort_key(interp, op, keys[0], operands)
+        return list(lax.sort((key, *operands), dimension=dim, is_stable=stable, num_keys=1)[1:])
     return _sort_general(interp.region_fn(op.regions[0]), operands, dim)
+
+
+def _sort_key(interp, op, key, operands):
+    """The integer (or bool) array whose ascending order is the comparator's order."""
+    shape = operands[0].shape
+
+    def compared(*elements):
+        pairs = [v for x in elements for v in (x, x)]  # both elements of a pair: the same value
+        return interp.region_values(op.regions[0], pairs, [key.value])[0]
+
+    flat = [x.reshape(-1) for x in operands]
+    value = (jax.vmap(compared)(*flat) if flat[0].size else flat[key.operand]).reshape(shape)
+    if jnp.issubdtype(value.dtype, jnp.floating):
+        if key.compare_type != "TOTALORDER":
+            value = jnp.where(value == 0, jnp.zeros_like(value), value)  # -0.0 ties with +0.0
+        value = total_order_key(value)
+    return ~value if key.direction == "descending" else value
 
 
 def _sort_general(less, operands, dim):

@@ -317,9 +317,14 @@ def _log1p(interp, op, x):
 
 @register("stablehlo.cbrt", dynamic=True)
 def _cbrt(interp, op, x):
+    """``sign(x) * |x| ** (1/3)`` computed in float64 and rounded once to the operand type
+    (a float16 exponent would round 1/3 itself; float16 and bfloat16 results are then the
+    correctly rounded ones XLA's CPU backend gives); -0.0 keeps its sign."""
     g = interp.graph
-    mag = g.op("Pow", [g.op("Abs", [x]), _scalar(interp, op, 1 / 3)])
-    return g.op("Mul", [g.op("Sign", [x]), mag])
+    dtype = op.result_type.dtype
+    v = x if dtype == "float64" else _cast(g, x, "float64")
+    out = _with_sign_of(g, g.op("Pow", [g.op("Abs", [v]), _f64(g, 1 / 3)]), v)
+    return out if dtype == "float64" else _cast(g, out, dtype)
 
 
 @register("stablehlo.round_nearest_afz", dynamic=True)

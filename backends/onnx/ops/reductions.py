@@ -9,13 +9,14 @@ from __future__ import annotations
 import numpy as np
 
 from converter import dtypes, mlir
-from converter.regions import classify_combiner, classify_lexicographic
+from converter.regions import classify_combiner, classify_sort_keys
 
 from ..graph import onnx_dtype
 from ..registry import register
 from ..widen import NARROW, WIDE, WidenedOp
 from .control_flow import _BOOL as _BOOL_T
 from .control_flow import _I64, _subgraph
+from .elementwise import BITCAST_OPSET, _canonical
 
 _REDUCE = {"add": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin", "mul": "ReduceProd"}
 _COMBINE = {"add": "Add", "max": "Max", "min": "Min", "mul": "Mul"}
@@ -321,52 +322,96 @@ def _reduce_window(interp, op, x, init):
 @register("stablehlo.sort", dynamic=True)
 def _sort(interp, op, *operands):
     """StableHLO spec: sort, as ``TopK`` over the whole dimension (onnxruntime's ``TopK`` is
-    stable: ties keep index order; NaN, which JAX's comparators canonicalize to the largest
-    value, sorts last ascending and first descending; -0.0 ties with +0.0, as in JAX's
-    canonicalized comparators). A lexicographic comparator
-    (:func:`~converter.regions.classify_lexicographic`) is one stable ``TopK`` pass per key,
-    from the least significant key to the most, composing the permutations; every operand is
+    stable: ties keep index order; NaN sorts as the largest value). A lexicographic comparator
+    (:func:`~converter.regions.classify_sort_keys`) is one stable ``TopK`` pass per key, from
+    the least significant key to the most, composing the permutations; every operand is
     gathered once at the end.
+
+    Float keys compared ``TOTALORDER`` follow IEEE totalOrder (-NaN < -inf < ... < -0.0 <
+    +0.0 < ... < inf < NaN). JAX's canonicalizing comparators leave no -0.0 and no negative
+    NaN, so ``TopK`` on the values is exact. Otherwise (a raw comparator, as in ``chlo.top_k``'s
+    decomposition) the compared value is evaluated on the whole operand and, from opset 26,
+    ``BitCast`` to totalOrder integers; below opset 26 -0.0 is put before +0.0 by an extra
+    pass on a 0/-1 key, while a NaN's sign cannot be read (every NaN sorts as +NaN).
 
     Raises:
         NotImplementedError: any other comparator.
     """
-    keys = classify_lexicographic(op.regions[0])
+    keys = classify_sort_keys(op.regions[0])
     if keys is None:
         raise NotImplementedError("sort with a comparator other than < or > on its operands, key by key")
     g = interp.graph
     dim = op.attr("dimension", -1) % op.operand_type(0).rank
     n = op.operand_type(0).shape[dim]
     k = g.ints([n]) if n is not None else g.dim(operands[0], dim)
-    if len(keys) == 1 and keys[0][0] == 0:  # one key: TopK gives the sorted key itself
-        values, idx = _topk(g, op, operands[0], 0, keys[0][1], k, dim)
+    passes = []  # (key values at the original positions, index of the operand typing them, order)
+    for key in keys:
+        passes.extend(_key_passes(interp, op, key, operands))
+    if len(passes) == 1 and passes[0][0] is operands[0]:  # TopK gives the sorted key itself
+        values, idx = _topk(g, op, operands[0], 0, passes[0][2], k, dim)
         return [values] + [g.op("GatherElements", [x, idx], axis=dim) for x in operands[1:]]
     perm = None
-    for index, order in reversed(keys):
-        key = operands[index] if perm is None else g.op("GatherElements", [operands[index], perm], axis=dim)
-        _, idx = _topk(g, op, key, index, order, k, dim)
+    for values, dtype, order in reversed(passes):
+        key = values if perm is None else g.op("GatherElements", [values, perm], axis=dim)
+        _, idx = _topk_typed(g, key, dtype, order, k, dim)
         perm = idx if perm is None else g.op("GatherElements", [perm, idx], axis=dim)
     return [g.op("GatherElements", [x, perm], axis=dim) for x in operands]
 
 
-def _topk(g, op, x, index, order, k, dim):
-    """(sorted values, indices) of ``TopK`` on operand ``index``'s values ``x``: uint64 as
-    order-preserving int64 keys, bool as int32."""
-    dtype = op.operand_type(index).dtype
+def _key_passes(interp, op, key, operands) -> list[tuple[str, str, str]]:
+    """The ``TopK`` passes of one sort key, most significant first: ``(values, dtype,
+    order)``. Only a float ``TOTALORDER`` key the comparator does not canonicalize needs more
+    than its operand (see :func:`_sort`)."""
+    x, dtype = operands[key.operand], op.operand_type(key.operand).dtype
+    if key.compare_type != "TOTALORDER" or not dtypes.is_floating(dtype) or _canonical(interp, key.value):
+        return [(x, dtype, key.direction)]
+    g = interp.graph
+    pairs = [v for operand in operands for v in (operand, operand)]  # both elements: the operand
+    (value,) = interp.region_values(op.regions[0], pairs, [key.value])
+    if interp.opset >= BITCAST_OPSET:
+        bits = {"float16": "int16", "float32": "int32", "float64": "int64"}[dtype]
+        i = g.op("BitCast", [value], to=onnx_dtype(bits))
+        mask = np.iinfo(bits).max  # flips the magnitude bits of negative values
+        if bits == "int16":  # sign-extended: onnxruntime's Where and TopK have no int16 kernels
+            i, bits = g.cast(i, "int32"), "int32"
+        flip = g.op("BitwiseXor", [i, g.const(mask, bits)])
+        ordered = g.op("Where", [g.op("Less", [i, g.const(0, bits)]), flip, i])
+        return [(ordered, bits, key.direction)]
+    zero = g.const(0, dtype)
+    negative_zero = g.op(
+        "And", [g.op("Equal", [value, zero]), g.op("Less", [g.op("Div", [g.const(1, dtype), value]), zero])]
+    )
+    sign = g.op("Neg", [g.cast(negative_zero, "int32")])  # -1 for -0.0: it sorts before +0.0
+    return [(value, dtype, key.direction), (sign, "int32", key.direction)]
+
+
+def _topk_typed(g, x, dtype, order, k, dim):
+    """(sorted values, indices) of ``TopK`` on ``x`` of ``dtype``: uint64 as order-preserving
+    int64 keys, bool as int32."""
     keys = _ordered(g, x) if dtype == "uint64" else x
     if dtype == "bool":
         keys, dtype = g.cast(x, "int32"), "int32"
     values, idx = g.op_as(
         "TopK", [keys, k], dtype, n_out=2, axis=dim, largest=int(order == "descending"), sorted=1
     )
-    if op.operand_type(index).dtype == "uint64":
+    return values, idx
+
+
+def _topk(g, op, x, index, order, k, dim):
+    """(sorted values, indices) of ``TopK`` on operand ``index``'s values ``x``
+    (:func:`_topk_typed`), the values back in the operand's type."""
+    dtype = op.operand_type(index).dtype
+    values, idx = _topk_typed(g, x, dtype, order, k, dim)
+    if dtype == "uint64":
         values = _from_ordered(g, values)
-    elif op.operand_type(index).dtype == "bool":
+    elif dtype == "bool":
         values = g.cast(values, "bool")
     return values, idx
 
 
 _SCATTER_REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min"}
+# i1 scatter bodies: add/max/or are "or", mul/min/and are "and"
+_BOOL_SCATTER_REDUCTION = {"add": "max", "max": "max", "or": "max", "mul": "min", "min": "min", "and": "min"}
 
 
 @register("stablehlo.select_and_scatter")
@@ -389,9 +434,11 @@ def _select_and_scatter(interp, op, operand, source, init):
     body_ops = {o.name for o in mlir.walk_ops(op.mlir)} - {"stablehlo.select_and_scatter"}
     if not body_ops <= ELEMENTWISE_BODY:
         raise NotImplementedError(f"select_and_scatter body with {sorted(body_ops - ELEMENTWISE_BODY)}")
-    reduction = _SCATTER_REDUCTION.get(classify_combiner(op.regions[1]))
+    is_bool = op.result_type.dtype == "bool"
+    reductions = _BOOL_SCATTER_REDUCTION if is_bool else _SCATTER_REDUCTION
+    reduction = reductions.get(classify_combiner(op.regions[1]))
     if reduction is None:
-        raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min")
+        raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min/or/and")
     shape, out_shape = op.operand_type(0).shape, op.operand_type(1).shape
     if None in shape or None in out_shape:
         raise NotImplementedError("select_and_scatter on dynamic shapes")
@@ -442,13 +489,17 @@ def _select_and_scatter(interp, op, operand, source, init):
         cur = g.op_as("Where", [take, cand, cur], dtype, data=(1, 2))
         sel = g.op("Where", [take, target, sel])
         cur_valid = cur_valid | valid
-    out_dtype = op.result_type.dtype
+    out_dtype = "int32" if is_bool else op.result_type.dtype  # bools reduce as 0/1 (max: or, min: and)
     data = g.op("Expand", [g.op("Reshape", [init, g.ints([1])]), g.ints([size + 1])])
     updates = g.op("Reshape", [source, g.ints([-1])])
+    if is_bool:
+        data, updates = g.cast(data, "int32"), g.cast(updates, "int32")
     indices = g.op("Reshape", [sel, g.ints([-1])])
     scattered = g.op_as(
         "ScatterElements", [data, indices, updates], out_dtype, data=(0, 2), axis=0, reduction=reduction
     )
+    if is_bool:
+        scattered = g.cast(scattered, "bool")
     kept = g.op("Slice", [scattered, g.ints([0]), g.ints([size]), g.ints([0])])
     return g.op("Reshape", [kept, g.ints(shape)], allowzero=1)
 

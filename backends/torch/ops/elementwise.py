@@ -37,7 +37,19 @@ from ..registry import register
 
 
 def _cbrt(x):
-    return torch.sign(x) * torch.abs(x).pow(1.0 / 3.0)
+    """``cbrt`` computed in float64 and rounded once to ``x``'s type (float16/bfloat16: the
+    correctly rounded result, which XLA's CPU float32 evaluation gives; a float16 or
+    bfloat16 ``pow`` exponent would round 1/3 itself). The sign is copied, so -0.0 stays."""
+    wide = x if x.dtype == torch.float64 else x.to(torch.float64)
+    return torch.copysign(wide.abs().pow(1.0 / 3.0), wide).to(x.dtype)
+
+
+def _rsqrt(x):
+    """``rsqrt`` of float16/bfloat16 computed in float32 and rounded once, as XLA's CPU
+    backend does (torch's scalar kernel for short tensors rounds the square root first)."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        return torch.rsqrt(x.to(torch.float32)).to(x.dtype)
+    return torch.rsqrt(x)
 
 
 def _logistic(x):
@@ -52,7 +64,7 @@ _UNARY = {
     "stablehlo.log_plus_one": torch.log1p,
     "stablehlo.logistic": _logistic,
     "stablehlo.sqrt": torch.sqrt,
-    "stablehlo.rsqrt": torch.rsqrt,
+    "stablehlo.rsqrt": _rsqrt,
     "stablehlo.cbrt": _cbrt,
     "stablehlo.tanh": torch.tanh,
     "stablehlo.sine": torch.sin,
@@ -492,8 +504,10 @@ def _bitcast_convert(interp, op, x):
     in_shape = tuple(op.operand_type(0).shape)
     out_shape = tuple(op.result_type.shape)
     target = _bits_dtype(dst)
+    if dst == "bool" and src == "bool":
+        return x  # spec: i1 -> i1 is the identity
     if dst == "bool" or src == "bool":
-        raise NotImplementedError("bitcast_convert to or from i1")
+        raise NotImplementedError("bitcast_convert between i1 and another type")
     if BITS[src] == BITS[dst]:
         out = raw.view(target)
     else:
@@ -511,40 +525,32 @@ def _bits_dtype(name: str) -> torch.dtype:
 @register("stablehlo.reduce_precision")
 def _reduce_precision(interp, op, x):
     """Round ``x`` to a float format with ``exponent_bits``/``mantissa_bits`` (round to
-    nearest even, overflow to inf, NaN kept), following XLA's ReducePrecision expansion."""
+    nearest even, overflow to inf, NaN kept), following XLA's ReducePrecision expansion.
+
+    The bits are split into sign and magnitude first, so the arithmetic stays in int64 for
+    every width (float64's magnitude and the rounding carry fit below 2**63)."""
     ebits, mbits = op.attr("exponent_bits"), op.attr("mantissa_bits")
-    bits_dtype = _BITS_DTYPE[x.dtype]
     nbits = torch.finfo(x.dtype).bits
     src_m = {16: 10, 32: 23, 64: 52}[nbits] if x.dtype != torch.bfloat16 else 7
     src_e = nbits - 1 - src_m
-    wide = torch.int64
-    u = x.view(bits_dtype).to(wide) & ((1 << nbits) - 1)
+    bits = x.view(_BITS_DTYPE[x.dtype]).to(torch.int64)
+    negative = bits < 0
+    mag = bits & ((1 << (nbits - 1)) - 1)
     if mbits < src_m:
         shift = src_m - mbits
-        last = (u >> shift) & 1
+        last = (mag >> shift) & 1
         bias = (1 << (shift - 1)) - 1 + last
-        u = (u + bias) & ~((1 << shift) - 1)
+        mag = (mag + bias) & ~((1 << shift) - 1)
     if ebits < src_e:
-        sign = u & (1 << (nbits - 1))
-        mag = u & ~(1 << (nbits - 1))
         src_bias = (1 << (src_e - 1)) - 1
         dst_bias = (1 << (ebits - 1)) - 1
-        max_exp = src_bias + dst_bias
-        min_exp = src_bias - dst_bias
         exp = mag >> src_m
         inf_bits = ((1 << src_e) - 1) << src_m
-        mag = torch.where(exp > max_exp, torch.full_like(mag, inf_bits), mag)
-        mag = torch.where(exp <= min_exp, torch.zeros_like(mag), mag)
-        u = sign | mag
-    out = _from_unsigned_bits(u, bits_dtype, nbits).view(x.dtype)
+        mag = torch.where(exp > src_bias + dst_bias, torch.full_like(mag, inf_bits), mag)
+        mag = torch.where(exp <= src_bias - dst_bias, torch.zeros_like(mag), mag)
+    # the sign bit as a signed value of the type's width: -2**(nbits - 1)
+    out = torch.where(negative, mag + (-(1 << (nbits - 1))), mag).to(_BITS_DTYPE[x.dtype]).view(x.dtype)
     return torch.where(torch.isnan(x), x, out)
-
-
-def _from_unsigned_bits(u, bits_dtype, nbits):
-    if nbits == 64:
-        return u
-    signed = torch.where(u >= (1 << (nbits - 1)), u - (1 << nbits), u)
-    return signed.to(bits_dtype)
 
 
 @register("chlo.polygamma")

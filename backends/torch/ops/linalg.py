@@ -10,6 +10,7 @@ dims, as the spec orders the result. ``convolution`` permutes operands to torch'
 
 from __future__ import annotations
 
+import math
 import string
 
 import torch
@@ -79,6 +80,9 @@ def _convolution(interp, op, lhs, rhs):
     d = op.attr("dimension_numbers")
     nsp = lhs.dim() - 2
     out_dtype = storage_dtype(result_name(op))
+    empty = _empty_result(op, lhs, rhs)
+    if empty is not None:
+        return empty
     if nsp not in _CONV:
         raise NotImplementedError(f"convolution with {nsp} spatial dimensions")
     lhs = lhs.permute(
@@ -143,7 +147,18 @@ _TRANSPOSE = {"NO_TRANSPOSE": False, "TRANSPOSE": True, "ADJOINT": True}
 def triangular_solve(a, b, *, left_side: bool, lower: bool, unit_diagonal: bool, transpose: str):
     """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` with ``a`` triangular;
     ``transpose`` is ``NO_TRANSPOSE``, ``TRANSPOSE`` or ``ADJOINT``. Only the named triangle
-    of ``a`` is read."""
+    of ``a`` is read. float16/bfloat16 (which torch's solver lacks) solve in float32 and
+    round the result once."""
+    if a.dtype in (torch.float16, torch.bfloat16):
+        wide = triangular_solve(
+            a.to(torch.float32),
+            b.to(torch.float32),
+            left_side=left_side,
+            lower=lower,
+            unit_diagonal=unit_diagonal,
+            transpose=transpose,
+        )
+        return wide.to(a.dtype)
     a = a.tril() if lower else a.triu()
     if transpose == "TRANSPOSE":
         a, lower = a.mT, not lower
@@ -164,8 +179,24 @@ def _triangular_solve(interp, op, a, b):
     )
 
 
+def _empty_result(op, *operands: torch.Tensor) -> torch.Tensor | None:
+    """Zeros of ``op``'s (static) result type when an operand or the result has no elements,
+    else None. XLA gives an empty result, or zeros for a sum over nothing (a convolution
+    with no input features, a transform of no points); torch's convolution and FFT kernels
+    reject zero-size dimensions."""
+    shape = op.result_type.shape
+    if None in shape or all(t.numel() for t in operands) and math.prod(shape):
+        return None
+    return torch.zeros(shape, dtype=storage_dtype(result_name(op)))
+
+
 @register("stablehlo.fft")
 def _fft(interp, op, x):
+    """StableHLO spec: fft, over the trailing ``len(fft_length)`` dimensions; zero-size
+    operands or results give zeros of the result type (:func:`_empty_result`)."""
+    empty = _empty_result(op, x)
+    if empty is not None:
+        return empty
     kind = str(op.attr("fft_type"))
     lengths = list(op.attr("fft_length"))
     dims = list(range(x.dim() - len(lengths), x.dim()))

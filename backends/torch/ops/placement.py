@@ -6,9 +6,9 @@ is run here, with the torch devices of :mod:`backends.torch.placement`."""
 
 from __future__ import annotations
 
-from converter.passes.placement import buffer_placement
+from converter.placement import HOST_KINDS, buffer_placement
 
-from ..placement import CPU, HOST_KINDS
+from ..placement import CPU
 from ..registry import register
 
 

@@ -10,14 +10,16 @@ other with the comparator (O(n^2), exact and stable for any strict weak order).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
 
-from converter.regions import classify_combiner, classify_comparator
+from converter.regions import classify_combiner, classify_sort_keys
 
 from .._util import operand_name
 from ..registry import register
+from .elementwise import total_order_key
 from .shape import pad
 
 _COMBINE = {
@@ -144,53 +146,74 @@ def _reduce_window(interp, op, *args):
     return tree_reduce(body, flat, inits)
 
 
-_WORST = {"GE": -math.inf, "GT": -math.inf, "LE": math.inf, "LT": math.inf}
-
-
-def _select_direction(region) -> str | None:
-    block = region.blocks[0]
-    ops = [o.operation for o in block.operations]
-    if len(ops) == 2 and ops[0].name == "stablehlo.compare":
-        args = list(block.arguments)
-        if list(ops[0].operands) == args:
-            return str(ops[0].attributes["comparison_direction"]).split()[-1].rstrip(">")
-    return None
+# scatter bodies as ``scatter_reduce`` reductions; bools go through uint8, where add/max/or
+# are "or" (amax) and mul/min/and are "and" (amin)
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+_BOOL_REDUCE = {"add": "amax", "max": "amax", "or": "amax", "mul": "amin", "min": "amin", "and": "amin"}
 
 
 @register("stablehlo.select_and_scatter")
 def _select_and_scatter(interp, op, operand, source, init):
-    rank = operand.dim()
+    """StableHLO spec: select_and_scatter, as XLA evaluates it, for any elementwise
+    ``select`` body and any operand type: per window position in row-major order, every
+    window's candidate is one strided slice of the padded operand; the current choice stays
+    where ``select(current, candidate)`` is true. Padding is never a candidate (a window of
+    padding alone selects nothing: its source value is dropped). The sources are combined
+    into ``init`` at the chosen positions by ``scatter_reduce`` with the scatter body's
+    reduction.
+
+    Raises:
+        NotImplementedError: a scatter body other than add/mul/max/min (and/or on bools), or
+            negative padding.
+    """
+    kind = classify_combiner(op.regions[1])
+    is_bool = source.dtype == torch.bool
+    reduce = (_BOOL_REDUCE if is_bool else _SCATTER_REDUCE).get(kind)
+    if reduce is None:
+        raise NotImplementedError(f"select_and_scatter with a {kind or 'general'} scatter body")
+    if reduce in ("amax", "amin") and operand_name(op, 1) in ("uint16", "uint32", "uint64"):
+        raise NotImplementedError(f"select_and_scatter with a {kind} scatter body on {operand_name(op, 1)}")
+    rank, shape, out_shape = operand.dim(), tuple(operand.shape), tuple(source.shape)
     padding = op.attr("padding")
-    padding = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in padding]
-    sizes = list(op.attr("window_dimensions"))
+    pads = [(0, 0)] * rank if padding is None else [(int(p[0]), int(p[1])) for p in padding]
+    if min((v for p in pads for v in p), default=0) < 0:
+        raise NotImplementedError("select_and_scatter with negative padding")
+    window = list(op.attr("window_dimensions"))
     strides = list(op.attr("window_strides") or [1] * rank)
-    direction = _select_direction(op.regions[0])
-    if direction not in _WORST or not operand.dtype.is_floating_point:
-        raise NotImplementedError("select_and_scatter with a general select body")
-    if classify_combiner(op.regions[1]) != "add":
-        raise NotImplementedError("select_and_scatter with a non-add scatter body")
+    size = math.prod(shape)
+    lows, highs = [p[0] for p in pads], [p[1] for p in pads]
+    padded = pad(operand, torch.zeros((), dtype=operand.dtype), lows, highs, [0] * rank)
+    widths = [v for p in reversed(pads) for v in p]  # F.pad pads the last dimension first
+    valid = torch.nn.functional.pad(torch.ones(shape, dtype=torch.bool), widths, value=False)
+    positions = torch.nn.functional.pad(torch.arange(size).reshape(shape), widths, value=size)
     select = interp.region_fn(op.regions[0])
-    worst = torch.full((), _WORST[direction], dtype=operand.dtype)
-    lows, highs = [p[0] for p in padding], [p[1] for p in padding]
-    padded = pad(operand, worst, lows, highs, [0] * rank)
-    positions = torch.arange(padded.numel()).reshape(padded.shape)
-    wins = _windows(padded, sizes, strides, [1] * rank).flatten(rank)
-    pos = _windows(positions, sizes, strides, [1] * rank).flatten(rank)
-    best, best_k = wins[..., 0], torch.zeros(wins.shape[:rank], dtype=torch.int64)
-    for k in range(1, wins.shape[-1]):
-        keep = select(best, wins[..., k])[0]
-        best = torch.where(keep, best, wins[..., k])
-        best_k = torch.where(keep, best_k, torch.full_like(best_k, k))
-    chosen = torch.gather(pos, -1, best_k.unsqueeze(-1)).reshape(-1)
-    out = torch.zeros(padded.numel(), dtype=source.dtype).index_put(
-        (chosen,), source.reshape(-1), accumulate=True
-    )
-    out = out.reshape(padded.shape) + init.to(source.dtype)
-    index = tuple(slice(lo, lo + s) for lo, s in zip(lows, operand.shape, strict=False))
-    return out[index]
+    cur = cur_valid = cur_pos = None
+    for offset in itertools.product(*(range(w) for w in window)):
+        spans = zip(offset, out_shape, strides, strict=True)
+        index = tuple(slice(k, k + (m - 1) * s + 1, s) for k, m, s in spans)
+        cand, ok, pos = padded[index], valid[index], positions[index]
+        if cur is None:
+            cur, cur_valid, cur_pos = cand, ok, pos
+            continue
+        (keep,) = select(cur, cand)
+        take = ok & (~keep | ~cur_valid)
+        cur = torch.where(take, cand, cur)
+        cur_pos = torch.where(take, pos, cur_pos)
+        cur_valid = cur_valid | ok
+    work = torch.uint8 if is_bool else source.dtype
+    data = init.to(work).reshape(1).expand(size + 1).clone()
+    if cur_pos is not None:
+        updates = source.reshape(-1).to(work)
+        data = data.scatter_reduce(0, cur_pos.reshape(-1), updates, reduce, include_self=True)
+    return data[:size].reshape(shape).to(source.dtype)
 
 
-def _sortable(x: torch.Tensor, name: str) -> torch.Tensor:
+def _sortable(x: torch.Tensor, name: str, compare_type: str | None = None) -> torch.Tensor:
+    """A key torch's sort orders as the comparator does: floats compared ``TOTALORDER`` as
+    IEEE totalOrder integers (-NaN first, -0.0 before +0.0), other floats with -0.0 made
+    +0.0 (they tie); bools as uint8, uint64 with the sign bit flipped."""
+    if x.is_floating_point():
+        return total_order_key(x) if compare_type == "TOTALORDER" else x + 0.0
     if x.dtype == torch.bool:
         return x.to(torch.uint8)
     if name == "uint64":
@@ -200,11 +223,19 @@ def _sortable(x: torch.Tensor, name: str) -> torch.Tensor:
 
 @register("stablehlo.sort")
 def _sort(interp, op, *operands):
+    """StableHLO spec: sort. A comparator ordering by one key (:func:`converter.regions.
+    classify_sort_keys`) is a stable ``torch.sort`` of that key: its compared value evaluated
+    on the whole operand (so a canonicalizing comparator's -0.0/NaN handling applies), in
+    totalOrder for ``TOTALORDER`` floats. Other comparators rank every element against every
+    other (:func:`sort_general`)."""
     dim = op.attr("dimension", -1) % operands[0].dim()
-    direction = classify_comparator(op.regions[0])
-    if direction is not None and not operands[0].is_complex():
-        key = _sortable(operands[0], operand_name(op, 0))
-        _, idx = torch.sort(key, dim=dim, descending=direction == "descending", stable=True)
+    keys = classify_sort_keys(op.regions[0])
+    if keys is not None and len(keys) == 1 and not operands[keys[0].operand].is_complex():
+        key = keys[0]
+        pairs = [v for x in operands for v in (x, x)]  # both elements of a pair: the whole operand
+        (value,) = interp.region_values(op.regions[0], pairs, [key.value])
+        sortable = _sortable(value, operand_name(op, key.operand), key.compare_type)
+        _, idx = torch.sort(sortable, dim=dim, descending=key.direction == "descending", stable=True)
         return [torch.gather(x, dim, idx) for x in operands]
     return sort_general(interp.region_fn(op.regions[0]), list(operands), dim)
 
@@ -229,8 +260,10 @@ def sort_general(less, operands: list[torch.Tensor], dim: int) -> list[torch.Ten
 
 @register("chlo.top_k")
 def _top_k(interp, op, x):
+    """CHLO spec: top_k, in XLA's order: descending by IEEE totalOrder for floats (NaN
+    first, -NaN last, +0.0 before -0.0), ties by lower index."""
     k = op.attr("k")
-    key = x.to(torch.uint8) if x.dtype == torch.bool else x
+    key = _sortable(x, operand_name(op), "TOTALORDER")
     _, idx = torch.sort(key, dim=-1, descending=True, stable=True)
     idx = idx[..., :k]
     return [torch.gather(x, -1, idx), idx.to(torch.int32)]

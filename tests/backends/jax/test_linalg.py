@@ -50,3 +50,25 @@ def test_convolution_batch_group_count_from_grad():
         return jnp.sum(lax.conv_general_dilated(x, w, (1,), "SAME") ** 2)
 
     assert_same(jax.grad(loss), w, x, rtol=1e-4, atol=1e-4)
+
+
+_TRIANGULAR = [
+    dict(left_side=True, lower=True, transpose_a=False, unit_diagonal=False),
+    dict(left_side=True, lower=False, transpose_a=True, unit_diagonal=False),
+    dict(left_side=False, lower=True, transpose_a=True, unit_diagonal=True),
+    dict(left_side=False, lower=False, transpose_a=False, unit_diagonal=False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+@pytest.mark.parametrize("kw", _TRIANGULAR, ids=lambda kw: "-".join(k for k, v in kw.items() if v) or "plain")
+def test_triangular_solve_op_16bit(dtype, kw):
+    """stablehlo.triangular_solve, which JAX emits for float16/bfloat16 (regression: the
+    JAX backend had no rule for it)."""
+    a = (rng.standard_normal((2, 4, 4)) + 4 * np.eye(4)).astype(dtype)
+    b = rng.standard_normal((2, 4, 3) if kw["left_side"] else (2, 3, 4)).astype(dtype)
+    assert (
+        "stablehlo.triangular_solve"
+        in jax.jit(lambda a, b: lax.linalg.triangular_solve(a, b, **kw)).lower(a, b).as_text()
+    )
+    assert_same(lambda a, b: lax.linalg.triangular_solve(a, b, **kw), a, b, rtol=0, atol=0)

@@ -6,7 +6,18 @@ import numpy as np
 import pytest
 from jax import lax
 
-from .helpers import assert_same
+import converter
+from tests.compare import (
+    SELECT_AND_SCATTER_CASES,
+    TOTAL_ORDER_SPECIALS,
+    assert_bits_equal,
+    run_xla,
+    select_and_scatter_inputs,
+    select_and_scatter_text,
+    sort_text,
+)
+
+from .helpers import assert_same, through_backend
 
 rng = np.random.default_rng(0)
 A = rng.normal(size=(4, 5, 6)).astype(np.float32)
@@ -78,3 +89,44 @@ def test_grad_through_interpreted_pools():
     x = A[0]
     fn = converter.from_stablehlo(jax.jit(net).lower(x).as_text()).to_jax()
     np.testing.assert_allclose(jax.grad(fn)(x), jax.grad(net)(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("ety", "dtype", "select", "compare_type", "scatter", "init"),
+    SELECT_AND_SCATTER_CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}" for c in SELECT_AND_SCATTER_CASES],
+)
+def test_select_and_scatter_integer_and_bool(ety, dtype, select, compare_type, scatter, init):
+    """Integer and bool select_and_scatter match XLA (regression: the VJP of an integer
+    reduce_window is a float0, which was added to the init value)."""
+    text = select_and_scatter_text(ety, select, compare_type, scatter, init)
+    x, s = select_and_scatter_inputs(dtype)
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, s))
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+_SORTS = [("LT", "TOTALORDER", "f32"), ("GT", "TOTALORDER", "f32"), ("LT", "TOTALORDER", "bf16"),
+          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32")]  # fmt: skip
+_NP = {"f16": np.float16, "bf16": jnp.bfloat16, "f32": np.float32, "f64": np.float64}
+
+
+@pytest.mark.parametrize(("direction", "compare_type", "ety"), _SORTS, ids=["-".join(c) for c in _SORTS])
+def test_sort_raw_comparator_total_order(direction, compare_type, ety):
+    """A raw ``TOTALORDER`` comparator sorts -NaN first and -0.0 before +0.0 as XLA does
+    (regression: the JAX backend re-emitted ``lax.sort``, whose comparator canonicalizes
+    them); a ``FLOAT`` one ties -0.0 with +0.0."""
+    x = np.array(TOTAL_ORDER_SPECIALS, _NP[ety])
+    if compare_type == "FLOAT":
+        x = np.nan_to_num(x, nan=3.0)  # NaN has no place in a FLOAT order
+    i = np.arange(x.size, dtype=np.int32)
+    text = sort_text(direction, compare_type, ety, x.size)
+    assert_bits_equal(converter.from_stablehlo(text).to_jax()(x, i), run_xla(text, x, i))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, jnp.bfloat16])
+def test_sort_and_top_k_special_values(dtype):
+    x = np.array(TOTAL_ORDER_SPECIALS, dtype)
+    got, want = through_backend(lambda x: (jnp.sort(x), jnp.argsort(x, descending=True), lax.top_k(x, 7)), x)
+    assert_bits_equal(got, want)

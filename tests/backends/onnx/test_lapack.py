@@ -1,5 +1,5 @@
 """LAPACK custom calls in the ONNX backend, and the portable routines behind them
-(:mod:`converter.lapack_portable`).
+(:mod:`backends.onnx.lapack_portable`).
 
 The routines are checked against SciPy's LAPACK (``scipy.linalg.lapack``, the same
 reference routines jaxlib calls) in float32 and float64, batched, on singular and
@@ -19,7 +19,7 @@ from scipy.linalg import blas, lapack
 from scipy.optimize import linear_sum_assignment
 
 import converter
-from converter import lapack_portable as lp
+from backends.onnx import lapack_portable as lp
 from converter.errors import ConversionError
 
 from .helpers import run_onnx

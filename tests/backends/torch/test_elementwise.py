@@ -1,6 +1,7 @@
 """Elementwise ops through the torch backend, with the semantics that differ between
 StableHLO and torch checked exactly."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from jax import lax
 
 import converter
 
-from .helpers import assert_same
+from .helpers import assert_same, numpy_of, run_both, torch_of
 
 I32 = np.array([7, -7, 7, -7, 0, 5, np.iinfo(np.int32).min, np.iinfo(np.int32).min], dtype=np.int32)
 D32 = np.array([2, 2, -2, -2, 3, 0, -1, 1], dtype=np.int32)
@@ -125,3 +126,61 @@ def test_uint64_divide_and_remainder():
     x = np.array([2**64 - 1, 2**63 + 5, 100, 7, 2**64 - 2, 5, 0], dtype=np.uint64)
     y = np.array([3, 2**63, 7, 0, 2**64 - 1, 2**63 + 1, 9], dtype=np.uint64)
     assert_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), x, y)
+
+
+def _normal_floats(dtype, step=3):
+    """Every ``step``-th normal, finite, positive value of 16-bit float ``dtype``, both signs
+    (XLA's CPU backend flushes subnormal inputs; they are left out), plus the zeros and
+    infinities."""
+    first, stop = (0x400, 0x7C00) if dtype == np.float16 else (0x80, 0x7F80)
+    x = np.arange(first, stop, step, dtype=np.uint16).view(dtype)
+    return np.concatenate([x, -x, np.array([0.0, -0.0, np.inf, -np.inf], dtype)]).astype(dtype)
+
+
+def _assert_bits_equal(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    bits = f"u{got.dtype.itemsize}"
+    same = (got.view(bits) == want.view(bits)) | (
+        np.isnan(got.astype(np.float64)) & np.isnan(want.astype(np.float64))
+    )
+    assert same.all(), (got[~same][:5], want[~same][:5])
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+def test_cbrt_and_rsqrt_16bit_bit_exact(dtype):
+    """cbrt and rsqrt of float16/bfloat16 match XLA's CPU results bit for bit: computed wide
+    and rounded once (regression: ``pow(x, 1/3)`` rounded the exponent 1/3 to the 16-bit
+    type; torch's short-tensor rsqrt kernel rounded its square root before dividing)."""
+    x = _normal_floats(dtype)
+    got, want = run_both(lambda x: (jnp.cbrt(x), lax.rsqrt(jnp.abs(x))), x)
+    for g, w in zip(got, want, strict=True):
+        _assert_bits_equal(g, w)
+    module = converter.from_stablehlo(jax.jit(lax.rsqrt).lower(x[:3]).as_text()).to_torch()
+    for i in range(0, x.size // 2, 3):  # tensors of 3: torch's scalar kernel
+        _assert_bits_equal(numpy_of(module(torch_of(x[i : i + 3]))), jax.jit(lax.rsqrt)(x[i : i + 3]))
+
+
+@pytest.mark.parametrize(("exponent_bits", "mantissa_bits"), [(8, 23), (5, 10), (8, 7), (4, 3), (11, 40)])
+def test_reduce_precision_float64(exponent_bits, mantissa_bits):
+    """reduce_precision of float64 (regression: the 64-bit mask overflowed int64)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(64) * 10.0 ** rng.integers(-40, 40, 64)
+    x = np.concatenate([x, [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e300, -1e300, 65504.0, 65520.0]])
+    (got,), (want,) = run_both(lambda x: lax.reduce_precision(x, exponent_bits, mantissa_bits), x)
+    _assert_bits_equal(got, want)
+
+
+_BITCAST_I1 = """
+func.func @main(%x: tensor<4xi1>) -> tensor<4xi1> {
+  %y = stablehlo.bitcast_convert %x : (tensor<4xi1>) -> tensor<4xi1>
+  return %y : tensor<4xi1>
+}
+"""
+
+
+def test_bitcast_convert_i1_to_i1():
+    """StableHLO spec: bitcast_convert between equal types is the identity, i1 included."""
+    x = np.array([True, False, False, True])
+    out = converter.from_stablehlo(_BITCAST_I1).to_torch()(torch.tensor(x))
+    np.testing.assert_array_equal(out.numpy(), x)

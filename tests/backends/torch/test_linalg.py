@@ -236,3 +236,45 @@ def test_svd_and_eigh_modes():
     v, w = got
     np.testing.assert_allclose(w, want[1], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(sym @ v, v * w[..., None, :], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(left_side=True, lower=True, transpose_a=False, unit_diagonal=False),
+        dict(left_side=True, lower=False, transpose_a=True, unit_diagonal=False),
+        dict(left_side=False, lower=True, transpose_a=True, unit_diagonal=True),
+    ],
+    ids=lambda kw: "-".join(k for k, v in kw.items() if v),
+)
+def test_triangular_solve_16bit(dtype, kw):
+    """float16/bfloat16 stablehlo.triangular_solve solves in float32 (regression: torch has
+    no float16/bfloat16 kernel, so the converted module failed when called)."""
+    a = (rng.standard_normal((2, 4, 4)) + 4 * np.eye(4)).astype(dtype)
+    b = rng.standard_normal((2, 4, 3) if kw["left_side"] else (2, 3, 4)).astype(dtype)
+    rtol = 1e-2 if dtype == np.float16 else 4e-2
+    assert_same(lambda a, b: lax.linalg.triangular_solve(a, b, **kw), a, b, rtol=rtol, atol=rtol)
+
+
+_CONV = functools.partial(lax.conv, window_strides=(1, 1), padding="SAME")
+
+
+@pytest.mark.parametrize(
+    ("fn", "shapes"),
+    [
+        (jnp.fft.fft, [((0, 8), np.complex64)]),
+        (jnp.fft.rfft, [((0, 8), np.float32)]),
+        (jnp.fft.irfft, [((2, 0, 5), np.complex64)]),
+        (jnp.fft.fft2, [((0, 4, 4), np.complex64)]),
+        (_CONV, [((0, 3, 8, 8), np.float32), ((4, 3, 3, 3), np.float32)]),  # no batch
+        (_CONV, [((2, 0, 8, 8), np.float32), ((4, 0, 3, 3), np.float32)]),  # no input features: zeros
+        (_CONV, [((2, 3, 8, 8), np.float32), ((0, 3, 3, 3), np.float32)]),  # no output features
+        (_CONV, [((2, 3, 0, 8), np.float32), ((4, 3, 3, 3), np.float32)]),  # no rows
+    ],
+    ids=["fft", "rfft", "irfft", "fft2", "conv-batch", "conv-cin", "conv-cout", "conv-rows"],
+)
+def test_zero_size_fft_and_convolution(fn, shapes):
+    """Zero-size dimensions give XLA's empty (or all-zero) results (regression: torch's FFT
+    and convolution kernels raised when the converted module was called)."""
+    assert_same(fn, *[np.ones(shape, dtype) for shape, dtype in shapes])

@@ -20,7 +20,7 @@ import converter
 from backends.torch import build_graph, to_torch
 from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
-from converter.passes.placement import is_host
+from converter.placement import is_host
 
 HOST = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
 X = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)

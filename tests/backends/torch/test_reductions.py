@@ -3,9 +3,22 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+import torch
 from jax import lax
 
-from .helpers import assert_same
+import converter
+from tests.compare import (
+    SELECT_AND_SCATTER_CASES,
+    TOTAL_ORDER_SPECIALS,
+    assert_bits_equal,
+    run_xla,
+    select_and_scatter_inputs,
+    select_and_scatter_text,
+    sort_text,
+)
+
+from .helpers import assert_same, numpy_of, run_both, torch_of
 
 rng = np.random.default_rng(1)
 X = rng.standard_normal((3, 5, 4)).astype(np.float32)
@@ -76,3 +89,46 @@ def test_sort_kinds():
     keys = rng.integers(0, 3, (2, 9)).astype(np.int32)
     assert_same(lambda k, v: lax.sort((k, v), num_keys=2, dimension=1), keys, keys[::-1].copy())
     assert_same(lambda k: jnp.lexsort((k, -k)), keys)
+
+
+@pytest.mark.parametrize(
+    ("ety", "dtype", "select", "compare_type", "scatter", "init"),
+    SELECT_AND_SCATTER_CASES,
+    ids=[f"{c[0]}-{c[2]}-{c[4]}" for c in SELECT_AND_SCATTER_CASES],
+)
+def test_select_and_scatter_integer_and_bool(ety, dtype, select, compare_type, scatter, init):
+    """Integer and bool select_and_scatter match XLA, padding never selected (regression:
+    only float operands with a single-compare select were accepted)."""
+    text = select_and_scatter_text(ety, select, compare_type, scatter, init)
+    x, s = select_and_scatter_inputs(dtype)
+    got = converter.from_stablehlo(text).to_torch()(torch.from_numpy(x), torch.from_numpy(s)).numpy()
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+_SORTS = [("LT", "TOTALORDER", "f32"), ("GT", "TOTALORDER", "f32"), ("LT", "TOTALORDER", "bf16"),
+          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32")]  # fmt: skip
+_NP = {"f16": np.float16, "bf16": jnp.bfloat16, "f32": np.float32, "f64": np.float64}
+
+
+@pytest.mark.parametrize(("direction", "compare_type", "ety"), _SORTS, ids=["-".join(c) for c in _SORTS])
+def test_sort_raw_comparator_total_order(direction, compare_type, ety):
+    """A raw ``TOTALORDER`` comparator sorts -NaN first and -0.0 before +0.0, as XLA does; a
+    ``FLOAT`` one ties -0.0 with +0.0."""
+    x = np.array(TOTAL_ORDER_SPECIALS, _NP[ety])
+    if compare_type == "FLOAT":
+        x = np.nan_to_num(x, nan=3.0)  # NaN has no place in a FLOAT order
+    i = np.arange(x.size, dtype=np.int32)
+    text = sort_text(direction, compare_type, ety, x.size)
+    got = converter.from_stablehlo(text).to_torch()(torch_of(x), torch.from_numpy(i))
+    assert_bits_equal([numpy_of(t) for t in got], run_xla(text, x, i))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, jnp.bfloat16])
+def test_top_k_total_order(dtype):
+    """chlo.top_k in XLA's order: NaN first, -NaN last, +0.0 before -0.0 (regression: torch's
+    sort put -NaN first and tied the zeros by index)."""
+    x = np.array(TOTAL_ORDER_SPECIALS, dtype)
+    got, want = run_both(lambda x: (lax.top_k(x, 10), lax.top_k(x, 3), jnp.sort(x)), x)
+    assert_bits_equal(got, want)

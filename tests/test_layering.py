@@ -1,0 +1,87 @@
+"""The import graph points one way: ``converter``'s core and its passes never import a
+frontend or a backend (backends and frontends import ``converter``, not the reverse; the
+``Module.to_*``/``from_*`` façades reach them lazily, inside the calling function)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: modules below the frontends and backends: importing them loads neither
+CORE = [
+    "converter",
+    "converter.dtypes",
+    "converter.errors",
+    "converter.interpreter",
+    "converter.mlir",
+    "converter.module",
+    "converter.placement",
+    "converter.regions",
+    "converter.registry",
+    "converter.signature",
+    "converter.passes",
+    "converter.passes.dead_args",
+    "converter.passes.placement",
+    "converter.passes.shapes",
+]
+#: files that must not import a frontend or a backend anywhere, not even inside a function
+NEVER_UPWARD = [
+    "converter/dtypes.py",
+    "converter/interpreter.py",
+    "converter/placement.py",
+    "converter/regions.py",
+    "converter/passes/__init__.py",
+    "converter/passes/_ir.py",
+    "converter/passes/dead_args.py",
+    "converter/passes/placement.py",
+    "converter/passes/shapes.py",
+]
+UPWARD = ("backends", "frontends")
+
+
+def test_importing_the_core_loads_no_frontend_or_backend():
+    code = "\n".join(
+        [
+            "import sys",
+            *(f"import {m}" for m in CORE),
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {UPWARD + ('torch', 'onnx')!r}))",
+        ]
+    )
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    cmd = [sys.executable, "-c", code]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _imported(path: str) -> set[str]:
+    """Every module ``path`` imports, at any depth (function-level imports included)."""
+    with open(os.path.join(ROOT, path)) as f:
+        tree = ast.parse(f.read(), path)
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return names
+
+
+@pytest.mark.parametrize("path", NEVER_UPWARD)
+def test_core_and_passes_never_import_frontends_or_backends(path):
+    upward = sorted(n for n in _imported(path) if n.split(".")[0] in UPWARD)
+    assert not upward, f"{path} imports {upward}"
+
+
+@pytest.mark.parametrize("path", ["backends/jax/ops/placement.py", "backends/torch/ops/placement.py"])
+def test_placement_rules_read_the_vocabulary_not_the_pass(path):
+    """The backends' placement rules read placement marks from :mod:`converter.placement`;
+    only canonicalizing a module (a transformation) goes through the pass."""
+    assert "converter.passes.placement" not in _imported(path)
+    assert "converter.placement" in _imported(path)
