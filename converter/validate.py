@@ -101,6 +101,10 @@ def compare(
 ) -> Comparison:
     """Compare ``actual`` with ``expected`` (arrays or tensors of any framework).
 
+    Finite values pass when ``|actual - expected| <= atol + rtol * |expected|``; non-finite
+    values must match exactly, per real component of a complex value: NaN only with NaN,
+    ``inf`` only with ``inf`` and ``-inf`` only with ``-inf`` (no tolerance applies to them).
+
     Args:
         expected: the reference value.
         actual: the value under test.
@@ -118,9 +122,15 @@ def compare(
         return Comparison(0.0, 0.0, tol.rtol, tol.atol, not note, note)
     wide = np.complex128 if np.iscomplexobj(e) or np.iscomplexobj(a) else np.float64
     e64, a64 = e.astype(wide), a.astype(wide)
-    e_nan, a_nan = np.isnan(e64), np.isnan(a64)
-    both_inf = np.isinf(e64) & np.isinf(a64) & (e64 == a64)
-    finite = ~(e_nan | a_nan | both_inf)
+    # Non-finite values match exactly, per real component (a complex value's real and
+    # imaginary parts each): NaN only with NaN, an infinity only with the same infinity.
+    # The tolerance test below would pass any actual value against an infinite expected
+    # one (``atol + rtol * inf`` is inf), so it sees finite pairs only.
+    parts = (e64.real, e64.imag, a64.real, a64.imag) if wide is np.complex128 else (e64, e64, a64, a64)
+    er, ei, ar, ai = parts
+    nan_diff = (np.isnan(er) != np.isnan(ar)) | (np.isnan(ei) != np.isnan(ai))
+    inf_diff = ((np.isinf(er) | np.isinf(ar)) & (er != ar)) | ((np.isinf(ei) | np.isinf(ai)) & (ei != ai))
+    finite = np.isfinite(e64) & np.isfinite(a64)
     diff = np.abs(a64 - e64)
     mag = np.abs(e64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -128,8 +138,20 @@ def compare(
     max_abs = float(np.max(diff[finite], initial=0.0))
     max_rel = float(np.max(rel[finite], initial=0.0))
     ok = bool(np.all(diff[finite] <= tol.atol + tol.rtol * mag[finite]))
-    if not np.array_equal(e_nan, a_nan):
-        ok, note = False, note or f"NaN at {int((e_nan != a_nan).sum())} position(s) where the other has none"
+    if wide is np.complex128:  # a finite component beside a matching non-finite one
+        for x, y in ((er, ar), (ei, ai)):
+            both = ~finite & np.isfinite(x) & np.isfinite(y)
+            ok = ok and bool(np.all(np.abs(y[both] - x[both]) <= tol.atol + tol.rtol * np.abs(x[both])))
+    if nan_diff.any():
+        ok, note = False, note or f"NaN at {int(nan_diff.sum())} position(s) where the other has none"
+    elif inf_diff.any():
+        i = tuple(int(j) for j in np.argwhere(inf_diff)[0])
+        note = note or (
+            f"infinities differ at {int(inf_diff.sum())} position(s), first {list(i)}: "
+            f"{a64[i]} != {e64[i]}"
+        )
+        ok = False
+        max_abs = max_rel = math.inf
     return Comparison(max_abs, max_rel, tol.rtol, tol.atol, ok and not note, note)
 
 

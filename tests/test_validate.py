@@ -51,6 +51,58 @@ def test_compare_integers_are_exact_and_nans_must_match():
     assert not c.passed and "NaN" in c.note
 
 
+INF, NAN = np.inf, np.nan
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        ([INF, 1.0], [0.0, 1.0]),  # atol + rtol * |inf| is inf: no tolerance may apply
+        ([INF], [-INF]),
+        ([-INF], [5.0]),
+        ([5.0], [INF]),
+        ([-INF], [INF]),
+        ([NAN], [INF]),
+        ([INF], [NAN]),
+        ([1.0], [NAN]),
+        ([NAN], [1.0]),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_compare_non_finite_values_match_exactly(expected, actual, dtype):
+    c = V.compare(np.array(expected, dtype), np.array(actual, dtype))
+    assert not c.passed and c.note
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compare_equal_infinities_and_nans_pass_and_finite_values_keep_their_tolerance(dtype):
+    e = np.array([INF, -INF, NAN, 1.0], dtype)
+    assert V.compare(e, e.copy()).passed
+    c = V.compare(e, np.array([INF, -INF, NAN, 1.0 + 1e-3], dtype))
+    assert not c.passed and not c.note and c.max_abs == pytest.approx(1e-3, rel=1e-3)
+    assert V.compare(np.float64(-INF), np.float64(-INF)).passed  # 0-d
+    assert not V.compare(np.float64(-INF), np.float64(INF)).passed
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "passed"),
+    [
+        (complex(INF, 1), complex(INF, 1), True),
+        (complex(INF, 1), complex(INF, 1 + 1e-9), True),  # the finite part within tolerance
+        (complex(INF, 1), complex(INF, 2), False),  # the finite part beyond it
+        (complex(INF, 0), complex(-INF, 0), False),
+        (complex(0, INF), complex(0, -INF), False),
+        (complex(INF, 0), complex(0, 0), False),
+        (complex(1, NAN), complex(NAN, 1), False),  # NaN in another component
+        (complex(NAN, NAN), complex(NAN, NAN), True),
+        (complex(1, 2), complex(1, 2 + 1e-3), False),
+    ],
+)
+def test_compare_complex_components_separately(expected, actual, passed):
+    c = V.compare(np.array([expected], np.complex128), np.array([actual], np.complex128))
+    assert c.passed is passed
+
+
 def test_compare_reports_shape_and_dtype():
     assert "shape" in V.compare(np.zeros((2, 3)), np.zeros((3, 2))).note
     assert "dtype" in V.compare(np.zeros(2, np.float32), np.zeros(2, np.float64)).note
