@@ -259,6 +259,47 @@ def test_validate_stablehlo_text(tmp_path):
     assert report.passed and report.targets[0].rows[0].shape == [2, 3]
 
 
+def test_validate_stablehlo_reference_is_xla_not_the_jax_backend(tmp_path, monkeypatch):
+    """With a wrong JAX-backend ``stablehlo.tanh`` rule, the jax target fails: the reference
+    is the module compiled by XLA, not the project's interpreter (which would agree with
+    itself)."""
+    import jax
+
+    from backends.jax.registry import JAX_RULES
+
+    fn, args = _jax_fn()
+    path = tmp_path / "f.mlir"
+    path.write_text(jax.jit(fn).lower(*args).as_text())
+    monkeypatch.setitem(JAX_RULES._rules, "stablehlo.tanh", lambda interp, op, x: x * 0.5)
+    report = V.validate(str(path), from_="stablehlo", targets=("jax",), progress=False)
+    assert report.reference.startswith("XLA")
+    assert report.targets[0].status == "failed", report.targets[0].reason
+
+
+@pytest.mark.parametrize("fmt", ["text", "portable artifact"])
+def test_xla_runner_matches_jax_jit_and_specializes_dynamic_shapes(tmp_path, fmt):
+    import jax
+
+    import converter
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(4, 3)
+    text = jax.jit(lambda x: (jnp.sin(x) * 2, x.sum(0))).lower(x).as_text()
+    module = converter.from_stablehlo(text)
+    data = text if fmt == "text" else module.bytecode()
+    got = V.xla_runner(module, data)((x,), {})
+    np.testing.assert_array_equal(got[0], np.asarray(jnp.sin(x) * 2))
+    np.testing.assert_array_equal(got[1], np.asarray(x.sum(0)))
+    dyn = converter.from_stablehlo(
+        "func.func public @main(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {\n"
+        "  %0 = stablehlo.sine %x : tensor<?x3xf32>\n"
+        "  return %0 : tensor<?x3xf32>\n}\n"
+    )
+    run = V.xla_runner(dyn)
+    for n in (1, 5):
+        y = np.linspace(0, 1, 3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_array_equal(run((y,), {})[0], np.asarray(jax.jit(jnp.sin)(y)))
+
+
 def test_bisect_between_backends_names_the_op(monkeypatch):
     """A JAX source checked on the torch target: with a wrong torch-backend ``stablehlo.tanh``
     rule, the op-by-op comparison against the JAX backend names that op."""
