@@ -1,10 +1,16 @@
-"""Shared test set-up: 64-bit JAX (torch models take int64 inputs) and seeded RNGs."""
+"""Shared test set-up: 64-bit JAX (torch models take int64 inputs), seeded RNGs, and the
+registry coverage check (:mod:`tests.registry_coverage`)."""
+
+import os
 
 import jax
 import numpy as np
 import pytest
 
+from tests import registry_coverage
+
 jax.config.update("jax_enable_x64", True)
+registry_coverage.install()
 
 
 @pytest.fixture
@@ -12,9 +18,59 @@ def rng():
     return np.random.default_rng(0)
 
 
+# --------------------------------------------------------------------------- registry coverage
+
+
+def _coverage_wanted(session) -> bool:
+    """The default run: ``pytest`` over ``testpaths`` with no selection, run to the end
+    (``REGISTRY_COVERAGE=1``/``0`` forces it on/off)."""
+    flag = os.environ.get("REGISTRY_COVERAGE")
+    if flag is not None:
+        return flag == "1"
+    opt = session.config.option
+    return (
+        session.config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and not opt.keyword
+        and not opt.markexpr
+        and not getattr(opt, "deselect", None)
+        and not getattr(opt, "lf", False)
+        and not session.shouldstop
+        and not session.shouldfail
+    )
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: hand its keys to the controller
+        config.workeroutput["registry_hits"] = [
+            [name, list(key) if isinstance(key, tuple) else key] for name, key in registry_coverage.HITS
+        ]
+        return
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or not _coverage_wanted(session):
+        return
+    hits = set(registry_coverage.HITS) | getattr(config, "_registry_hits", set())
+    if os.environ.get("REGISTRY_HITS_FILE"):  # for merging partial runs by hand
+        registry_coverage.dump(hits, os.environ["REGISTRY_HITS_FILE"])
+    gaps = registry_coverage.missing(hits)
+    config._registry_gaps = gaps
+    if gaps:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_testnodedown(node, error):
+    hits = node.config.__dict__.setdefault("_registry_hits", set())
+    for name, key in node.workeroutput.get("registry_hits", []):
+        hits.add((name, registry_coverage._hashable(key)))
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print the round-trip suite's table (rows come from ``record_property``, which also
-    crosses pytest-xdist workers)."""
+    crosses pytest-xdist workers) and the rules no case of the run reached."""
+    gaps = getattr(terminalreporter.config, "_registry_gaps", None)
+    if gaps:
+        terminalreporter.section("registry coverage: rules no test ran", red=True)
+        for name, units in gaps.items():
+            terminalreporter.line(f"{name}: {len(units)} without a case: {', '.join(units)}")
     rows = []
     for reports in terminalreporter.stats.values():
         for rep in reports:
