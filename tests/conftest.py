@@ -41,6 +41,8 @@ def _coverage_wanted(session) -> bool:
 
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
+    if os.environ.get("TEST_CPU_REPORT"):
+        _cpu_report(config)
     if hasattr(config, "workerinput"):  # an xdist worker: hand its keys to the controller
         config.workeroutput["registry_hits"] = [
             [name, list(key) if isinstance(key, tuple) else key] for name, key in registry_coverage.HITS
@@ -58,6 +60,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_testnodedown(node, error):
+    node.config.__dict__.setdefault("_worker_cpu", []).append(node.workeroutput)
     hits = node.config.__dict__.setdefault("_registry_hits", set())
     for name, key in node.workeroutput.get("registry_hits", []):
         hits.add((name, registry_coverage._hashable(key)))
@@ -83,3 +86,50 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.line(f"{'model':<22} {'path':<13} {'max abs err':>12} {'tol':>6}  result")
     for model, path, err, tol, outcome in sorted(rows):
         terminalreporter.line(f"{model:<22} {path:<13} {err:>12.2e} {tol:>6}  {outcome}")
+
+
+# --------------------------------------------------------------------------- CPU time per file
+
+_CPU: dict[str, float] = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``TEST_CPU_REPORT=out.json``: the process CPU seconds (every thread: XLA compiles
+    on its own) of each test file's tests, setup and teardown included, summed over the
+    xdist workers into ``out.json`` — where the suite's time goes, whatever else loads the
+    machine (``--durations`` measures wall time)."""
+    if not os.environ.get("TEST_CPU_REPORT"):
+        yield
+        return
+    import time
+
+    t = time.process_time()
+    yield
+    path = item.nodeid.split("::")[0]
+    _CPU[path] = _CPU.get(path, 0.0) + time.process_time() - t
+
+
+def _cpu_report(config) -> None:
+    import json
+    import resource
+
+    if hasattr(config, "workerinput"):
+        config.workeroutput["cpu_per_file"] = dict(_CPU)
+        config.workeroutput["cpu_total"] = resource.getrusage(resource.RUSAGE_SELF).ru_utime
+        return
+    per_file = dict(_CPU)
+    totals = [resource.getrusage(resource.RUSAGE_SELF).ru_utime]
+    for out in getattr(config, "_worker_cpu", []):
+        totals.append(out.get("cpu_total", 0.0))
+        for k, v in out.get("cpu_per_file", {}).items():
+            per_file[k] = per_file.get(k, 0.0) + v
+    with open(os.environ["TEST_CPU_REPORT"], "w") as f:
+        json.dump(
+            {
+                "process_user_seconds": totals,
+                "per_file": dict(sorted(per_file.items(), key=lambda kv: -kv[1])),
+            },
+            f,
+            indent=1,
+        )
