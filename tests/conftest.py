@@ -53,7 +53,7 @@ def pytest_sessionfinish(session, exitstatus):
     hits = set(registry_coverage.HITS) | getattr(config, "_registry_hits", set())
     if os.environ.get("REGISTRY_HITS_FILE"):  # for merging partial runs by hand
         registry_coverage.dump(hits, os.environ["REGISTRY_HITS_FILE"])
-    gaps = registry_coverage.missing(hits)
+    gaps = registry_coverage.problems(registry_coverage.missing(hits))
     config._registry_gaps = gaps
     if gaps:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -71,9 +71,11 @@ def pytest_terminal_summary(terminalreporter):
     crosses pytest-xdist workers) and the rules no case of the run reached."""
     gaps = getattr(terminalreporter.config, "_registry_gaps", None)
     if gaps:
-        terminalreporter.section("registry coverage: rules no test ran", red=True)
-        for name, units in gaps.items():
-            terminalreporter.line(f"{name}: {len(units)} without a case: {', '.join(units)}")
+        terminalreporter.section("registry coverage (tests/registry_coverage.py)", red=True)
+        for name, lines in gaps.items():
+            terminalreporter.line(f"{name}: {len(lines)} problem(s):")
+            for line in lines:
+                terminalreporter.line(f"  {line}")
     rows = []
     for reports in terminalreporter.stats.values():
         for rep in reports:
@@ -91,6 +93,7 @@ def pytest_terminal_summary(terminalreporter):
 # --------------------------------------------------------------------------- CPU time per file
 
 _CPU: dict[str, float] = {}
+_DONE: list[str] = []
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -102,12 +105,22 @@ def pytest_runtest_protocol(item, nextitem):
     if not os.environ.get("TEST_CPU_REPORT"):
         yield
         return
+    import json
     import time
 
-    t = time.process_time()
+    t, w = time.process_time(), time.perf_counter()
     yield
+    cpu = time.process_time() - t
     path = item.nodeid.split("::")[0]
-    _CPU[path] = _CPU.get(path, 0.0) + time.process_time() - t
+    _CPU[path] = _CPU.get(path, 0.0) + cpu
+    if os.environ.get("TEST_CPU_LOG"):  # one line per test as it ends (a run cut short keeps them)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"{os.environ['TEST_CPU_LOG']}.{worker}.jsonl", "a") as f:
+            rec = {"id": item.nodeid, "cpu": round(cpu, 3), "wall": round(time.perf_counter() - w, 3)}
+            f.write(json.dumps(rec) + "\n")
+        _DONE.append(item.nodeid)
+        if len(_DONE) % 50 == 0 or nextitem is None or nextitem.nodeid.split("::")[0] != path:
+            registry_coverage.dump(registry_coverage.HITS, f"{os.environ['TEST_CPU_LOG']}.{worker}.hits.json")
 
 
 def _cpu_report(config) -> None:

@@ -80,6 +80,25 @@ def missing(hits: Iterable[tuple[str, Hashable]]) -> dict[str, list[str]]:
     return out
 
 
+def problems(gaps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What fails the run: units without a case that :data:`KNOWN_GAPS` does not list, and
+    listed units that now have a case (strict, like the xfail lists: remove them)."""
+    out = {}
+    for name in sorted(set(gaps) | set(KNOWN_GAPS)):
+        have, known = set(gaps.get(name, ())), set(KNOWN_GAPS.get(name, ()))
+        lines = [f"no case: {u}" for u in sorted(have - known)]
+        lines += [f"listed in KNOWN_GAPS but now has a case: {u}" for u in sorted(known - have)]
+        if lines:
+            out[name] = lines
+    return out
+
+
+#: Rules with no case in the default run when the check was introduced: registry name →
+#: units. Each is a test to write (or an OpInfo entry to add to ``EXTRA_ENTRIES``); the
+#: check fails for any other rule without a case, and for a listed one that gains a case.
+KNOWN_GAPS: dict[str, list[str]] = {}
+
+
 def dump(hits: Iterable[tuple[str, Hashable]], path: str) -> None:
     """Add ``hits`` to the JSON list in ``path`` (created if missing)."""
     import json
