@@ -51,6 +51,58 @@ def test_compare_integers_are_exact_and_nans_must_match():
     assert not c.passed and "NaN" in c.note
 
 
+INF, NAN = np.inf, np.nan
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        ([INF, 1.0], [0.0, 1.0]),  # atol + rtol * |inf| is inf: no tolerance may apply
+        ([INF], [-INF]),
+        ([-INF], [5.0]),
+        ([5.0], [INF]),
+        ([-INF], [INF]),
+        ([NAN], [INF]),
+        ([INF], [NAN]),
+        ([1.0], [NAN]),
+        ([NAN], [1.0]),
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_compare_non_finite_values_match_exactly(expected, actual, dtype):
+    c = V.compare(np.array(expected, dtype), np.array(actual, dtype))
+    assert not c.passed and c.note
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compare_equal_infinities_and_nans_pass_and_finite_values_keep_their_tolerance(dtype):
+    e = np.array([INF, -INF, NAN, 1.0], dtype)
+    assert V.compare(e, e.copy()).passed
+    c = V.compare(e, np.array([INF, -INF, NAN, 1.0 + 1e-3], dtype))
+    assert not c.passed and not c.note and c.max_abs == pytest.approx(1e-3, rel=1e-3)
+    assert V.compare(np.float64(-INF), np.float64(-INF)).passed  # 0-d
+    assert not V.compare(np.float64(-INF), np.float64(INF)).passed
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "passed"),
+    [
+        (complex(INF, 1), complex(INF, 1), True),
+        (complex(INF, 1), complex(INF, 1 + 1e-9), True),  # the finite part within tolerance
+        (complex(INF, 1), complex(INF, 2), False),  # the finite part beyond it
+        (complex(INF, 0), complex(-INF, 0), False),
+        (complex(0, INF), complex(0, -INF), False),
+        (complex(INF, 0), complex(0, 0), False),
+        (complex(1, NAN), complex(NAN, 1), False),  # NaN in another component
+        (complex(NAN, NAN), complex(NAN, NAN), True),
+        (complex(1, 2), complex(1, 2 + 1e-3), False),
+    ],
+)
+def test_compare_complex_components_separately(expected, actual, passed):
+    c = V.compare(np.array([expected], np.complex128), np.array([actual], np.complex128))
+    assert c.passed is passed
+
+
 def test_compare_reports_shape_and_dtype():
     assert "shape" in V.compare(np.zeros((2, 3)), np.zeros((3, 2))).note
     assert "dtype" in V.compare(np.zeros(2, np.float32), np.zeros(2, np.float64)).note
@@ -205,6 +257,47 @@ def test_validate_stablehlo_text(tmp_path):
     path.write_text(jax.jit(fn).lower(*args).as_text())
     report = V.validate(str(path), from_="stablehlo", targets=("jax",), progress=False)
     assert report.passed and report.targets[0].rows[0].shape == [2, 3]
+
+
+def test_validate_stablehlo_reference_is_xla_not_the_jax_backend(tmp_path, monkeypatch):
+    """With a wrong JAX-backend ``stablehlo.tanh`` rule, the jax target fails: the reference
+    is the module compiled by XLA, not the project's interpreter (which would agree with
+    itself)."""
+    import jax
+
+    from backends.jax.registry import JAX_RULES
+
+    fn, args = _jax_fn()
+    path = tmp_path / "f.mlir"
+    path.write_text(jax.jit(fn).lower(*args).as_text())
+    monkeypatch.setitem(JAX_RULES._rules, "stablehlo.tanh", lambda interp, op, x: x * 0.5)
+    report = V.validate(str(path), from_="stablehlo", targets=("jax",), progress=False)
+    assert report.reference.startswith("XLA")
+    assert report.targets[0].status == "failed", report.targets[0].reason
+
+
+@pytest.mark.parametrize("fmt", ["text", "portable artifact"])
+def test_xla_runner_matches_jax_jit_and_specializes_dynamic_shapes(tmp_path, fmt):
+    import jax
+
+    import converter
+
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(4, 3)
+    text = jax.jit(lambda x: (jnp.sin(x) * 2, x.sum(0))).lower(x).as_text()
+    module = converter.from_stablehlo(text)
+    data = text if fmt == "text" else module.bytecode()
+    got = V.xla_runner(module, data)((x,), {})
+    np.testing.assert_array_equal(got[0], np.asarray(jnp.sin(x) * 2))
+    np.testing.assert_array_equal(got[1], np.asarray(x.sum(0)))
+    dyn = converter.from_stablehlo(
+        "func.func public @main(%x: tensor<?x3xf32>) -> tensor<?x3xf32> {\n"
+        "  %0 = stablehlo.sine %x : tensor<?x3xf32>\n"
+        "  return %0 : tensor<?x3xf32>\n}\n"
+    )
+    run = V.xla_runner(dyn)
+    for n in (1, 5):
+        y = np.linspace(0, 1, 3 * n, dtype=np.float32).reshape(n, 3)
+        np.testing.assert_array_equal(run((y,), {})[0], np.asarray(jax.jit(jnp.sin)(y)))
 
 
 def test_bisect_between_backends_names_the_op(monkeypatch):

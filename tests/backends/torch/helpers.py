@@ -6,6 +6,7 @@ import numpy as np
 import torch
 
 import converter
+from tests.compare import assert_complex_close
 
 
 def to_torch_module(fn, *args):
@@ -48,9 +49,11 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6):
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
-        if np.issubdtype(w.dtype, np.inexact) or w.dtype == ml_dtypes.bfloat16:
-            kind = np.complex128 if np.iscomplexobj(w) else np.float64
-            np.testing.assert_allclose(g.astype(kind), w.astype(kind), rtol=rtol, atol=atol, equal_nan=True)
+        if np.iscomplexobj(w):
+            assert_complex_close(g, w, rtol, atol)
+        elif np.issubdtype(w.dtype, np.inexact) or w.dtype == ml_dtypes.bfloat16:
+            g64, w64 = g.astype(np.float64), w.astype(np.float64)
+            np.testing.assert_allclose(g64, w64, rtol=rtol, atol=atol, equal_nan=True)
         else:
             np.testing.assert_array_equal(g, w)
 

@@ -13,9 +13,10 @@ import jax
 import numpy as np
 import pytest
 
+import converter
 from tests.backends.conformance_cases import CASES, Case, make_args, selected_params, tolerance
 
-from .helpers import assert_close, numpy_of, to_torch_module, torch_of
+from .helpers import assert_close, numpy_of, torch_of
 
 # --------------------------------------------------------------------------- expected failures
 
@@ -34,7 +35,7 @@ def _check(c: Case, dtype) -> None:
     args = make_args(c, dtype)
     lowered = jax.jit(c.fn).lower(*args)
     want = [np.asarray(w) for w in jax.tree_util.tree_leaves(lowered.compile()(*args))]
-    module = to_torch_module(c.fn, *args)
+    module = converter.from_stablehlo(lowered.as_text()).to_torch()  # the same lowering, once
     got = module(*[torch_of(a) for a in args])
     got = [numpy_of(t) for t in jax.tree_util.tree_leaves(got)]
     for g, w in zip(got, want, strict=True):

@@ -64,15 +64,45 @@ _PATTERNS = [  # first match wins; matched against the message, then the case na
 ]
 
 
+def without_paths(message: str) -> str:
+    """``message`` with file paths cut to the file's name and line numbers dropped
+    (``@ /x/y/frontends/onnx/ops/elementwise.py:200`` → ``@ elementwise.py``): a listed
+    reason must not depend on the machine or on where a line moved."""
+    return re.sub(r"(?:[A-Za-z]:)?(?:[\\/][^\s:\\/'\"]+)+[\\/]([^\s:\\/'\"]+\.py)(?::\d+)?", r"\1", message)
+
+
 def _reason(name: str, message: str) -> str:
     if name in MANUAL_REASONS:
         return MANUAL_REASONS[name]
+    message = without_paths(message)
     for pattern, fmt in _PATTERNS:
         m = re.search(pattern, message) or re.search(pattern, name)
         if m:
             return fmt.format(*m.groups())
     first = " ".join(message.split())
     return first[:160]
+
+
+def failure_reason(name: str, error: BaseException) -> str:
+    """The reason the list gives for ``name`` failing with ``error`` (as :func:`run` and
+    :func:`write` derive it)."""
+    return _reason(name, f"{type(error).__name__}: {error}"[:2000])
+
+
+_ERROR_TYPE = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Failure))\b")
+
+
+def same_failure(listed: str, actual: str) -> bool:
+    """Whether a listed reason describes the failure ``actual`` (:func:`failure_reason`):
+    equal, one a prefix of the other (a listed reason was cut at 160 characters), or both
+    name the same innermost exception type (a rule's error wrapped in ``OpConversionError``
+    or not: the torch backend wraps it on a module's first conversion only)."""
+    if not listed:
+        return False
+    if actual.startswith(listed) or listed.startswith(actual):
+        return True
+    inner = [_ERROR_TYPE.findall(r) for r in (listed, actual)]
+    return all(inner) and inner[0][-1] == inner[1][-1]
 
 
 def run(part: int, nparts: int, name_filter: str = "", only: set | None = None) -> dict:

@@ -11,6 +11,7 @@ from torch.utils._pytree import tree_leaves
 
 import converter
 from frontends.torch import export
+from tests.compare import assert_complex_close
 from tests.frontends.torch.conftest import Fn, graph_ops, to_numpy
 
 
@@ -22,9 +23,16 @@ def _assert_matches(got, ref, rtol, atol, target):
         assert o.shape == r.shape, f"{where}: shape {o.shape}, torch {r.shape}"
         assert o.dtype == r.dtype, f"{where}: dtype {o.dtype}, torch {r.dtype}"
         if r.dtype.kind in "fcV":
-            wide = np.complex128 if r.dtype.kind == "c" else np.float64
+            if r.dtype.kind == "c":
+                assert_complex_close(o, r, rtol, atol, err_msg=where)
+                continue
             np.testing.assert_allclose(
-                o.astype(wide), r.astype(wide), rtol=rtol, atol=atol, equal_nan=True, err_msg=where
+                o.astype(np.float64),
+                r.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                err_msg=where,
             )
         else:
             np.testing.assert_array_equal(o, r, err_msg=where)

@@ -12,6 +12,7 @@ from torch.utils._pytree import tree_leaves
 
 import converter
 from frontends.torch import export
+from tests.compare import assert_complex_close
 
 
 class Fn(torch.nn.Module):
@@ -56,9 +57,16 @@ def run_check(fn, *args, ops=(), rtol=1e-6, atol=1e-6):
         assert o.shape == r.shape, f"output {i}: shape {o.shape}, torch {r.shape}"
         assert o.dtype == r.dtype, f"output {i}: dtype {o.dtype}, torch {r.dtype}"
         if r.dtype.kind in "fcV":  # float, complex, bfloat16
-            wide = np.complex128 if r.dtype.kind == "c" else np.float64
+            if r.dtype.kind == "c":
+                assert_complex_close(o, r, rtol, atol, err_msg=f"output {i}")
+                continue
             np.testing.assert_allclose(
-                o.astype(wide), r.astype(wide), rtol=rtol, atol=atol, equal_nan=True, err_msg=f"output {i}"
+                o.astype(np.float64),
+                r.astype(np.float64),
+                rtol=rtol,
+                atol=atol,
+                equal_nan=True,
+                err_msg=f"output {i}",
             )
         else:
             np.testing.assert_array_equal(o, r, err_msg=f"output {i}")

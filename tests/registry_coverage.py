@@ -1,0 +1,115 @@
+"""Which rules of every conversion direction the test run exercised.
+
+Every direction's rules live in one :class:`converter.registry.Registry` (the frontends'
+ATen → JAX and ONNX → JAX, the backends' StableHLO → JAX / torch / ONNX); a rule runs after
+its ``Registry.get``, so :func:`install` wraps ``get`` to record each key found. The root
+conftest installs it, sends each xdist worker's keys to the controller, and at the end of
+the default run (``pytest`` over ``testpaths`` with no selection) fails the run when a rule
+had no case (:func:`missing`). ``REGISTRY_COVERAGE=1`` checks any run, ``=0`` none.
+
+The unit is a registry key, except for ONNX → JAX, whose keys are
+``(domain, op_type, since_version)`` with one rule function usually registered for a range
+of versions: there the unit is the op type's rule function (each distinct rule of an op
+type runs at least once; the versions it spans share its code).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Iterable
+
+from converter.registry import Registry
+
+HITS: set[tuple[str, Hashable]] = set()
+_ORIGINAL_GET = Registry.get
+
+
+def _recording_get(self: Registry, key: Hashable):
+    rule = _ORIGINAL_GET(self, key)
+    if rule is not None:
+        HITS.add((self.name, key))
+    return rule
+
+
+def install() -> None:
+    """Record every key ``Registry.get`` finds a rule for (in :data:`HITS`)."""
+    Registry.get = _recording_get
+
+
+def registries() -> list[Registry]:
+    """Every direction's registry, with all its rules imported."""
+    import backends.jax  # noqa: F401 - importing a package registers its rules
+    import backends.onnx  # noqa: F401
+    import backends.torch  # noqa: F401
+    import frontends.onnx  # noqa: F401
+    import frontends.torch  # noqa: F401
+    from backends.jax.registry import JAX_RULES
+    from backends.onnx.registry import ONNX_RULES as ONNX_BACKEND
+    from backends.torch.registry import TORCH_RULES
+    from frontends.onnx.registry import ONNX_RULES as ONNX_FRONTEND
+    from frontends.torch.registry import ATEN_RULES
+
+    return [ATEN_RULES, ONNX_FRONTEND, JAX_RULES, TORCH_RULES, ONNX_BACKEND]
+
+
+def units(registry: Registry) -> dict[str, list[Hashable]]:
+    """The registry's coverage units (see the module docstring): unit name → its keys."""
+    out: dict[str, list[Hashable]] = defaultdict(list)
+    for key in registry.keys():
+        if isinstance(key, tuple):  # ONNX → JAX: (domain, op_type, since_version)
+            domain, op, _ = key
+            rule = registry._rules[key]
+            out[f"{domain}::{op} ({rule.__module__}.{rule.__qualname__})"].append(key)
+        else:
+            out[str(key)].append(key)
+    return out
+
+
+def missing(hits: Iterable[tuple[str, Hashable]]) -> dict[str, list[str]]:
+    """Registry name → the units none of ``hits`` reached (empty when every rule ran)."""
+    hit = {(name, _hashable(key)) for name, key in hits}  # keys from xdist workers: lists
+    out = {}
+    for registry in registries():
+        gaps = sorted(
+            unit
+            for unit, keys in units(registry).items()
+            if not any((registry.name, _hashable(k)) in hit for k in keys)
+        )
+        if gaps:
+            out[registry.name] = gaps
+    return out
+
+
+def problems(gaps: dict[str, list[str]]) -> dict[str, list[str]]:
+    """What fails the run: units without a case that :data:`KNOWN_GAPS` does not list, and
+    listed units that now have a case (strict, like the xfail lists: remove them)."""
+    out = {}
+    for name in sorted(set(gaps) | set(KNOWN_GAPS)):
+        have, known = set(gaps.get(name, ())), set(KNOWN_GAPS.get(name, ()))
+        lines = [f"no case: {u}" for u in sorted(have - known)]
+        lines += [f"listed in KNOWN_GAPS but now has a case: {u}" for u in sorted(known - have)]
+        if lines:
+            out[name] = lines
+    return out
+
+
+#: Rules with no case in the default run when the check was introduced: registry name →
+#: units. Each is a test to write (or an OpInfo entry to add to ``EXTRA_ENTRIES``); the
+#: check fails for any other rule without a case, and for a listed one that gains a case.
+KNOWN_GAPS: dict[str, list[str]] = {}
+
+
+def dump(hits: Iterable[tuple[str, Hashable]], path: str) -> None:
+    """Add ``hits`` to the JSON list in ``path`` (created if missing)."""
+    import json
+    import os
+
+    old = json.load(open(path)) if os.path.exists(path) else []
+    new = {(n, json.dumps(k)) for n, k in old} | {(n, json.dumps(k)) for n, k in hits}
+    with open(path, "w") as f:
+        json.dump(sorted([n, json.loads(k)] for n, k in new), f)
+
+
+def _hashable(key):
+    """Keys come back from xdist workers with tuples as lists."""
+    return tuple(key) if isinstance(key, list) else key
