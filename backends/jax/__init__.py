@@ -6,6 +6,7 @@ The result is an ordinary traceable JAX function, so ``jax.jit``, ``jax.grad`` a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jax
@@ -113,6 +114,12 @@ class JaxFunction:
     A module that updates state in place (``signature.mutations``, e.g. BatchNorm in training
     mode) updates :attr:`params` on each call, as torch updates its buffers;
     ``apply(params, ..., mutable=True)`` returns ``(outputs, updates)`` instead.
+
+    A JaxFunction is a pytree whose leaves are its parameters: passed as an argument to a
+    transform (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``, which returns a
+    JaxFunction of gradients) its weights are arguments of the program. ``jax.jit(f)`` itself
+    closes over them as constants (JAX embeds closed-over arrays unless
+    ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``); prefer the argument form or :meth:`apply`.
 
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
@@ -307,7 +314,7 @@ class JaxFunction:
         sig = self.signature
         if not sig.mutations:
             return {}
-        if any(isinstance(v, jax.core.Tracer) for v in inputs):
+        if any(isinstance(v, jax.core.Tracer) for v in (*inputs, *self.params.values())):
             raise SignatureMismatchError(
                 f"this module updates state in place ({_targets(sig)}): under jit/grad/vmap call "
                 "f.apply(params, *args, mutable=True), which returns (outputs, updates)"
@@ -343,6 +350,39 @@ class JaxFunction:
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"
+
+
+def _flatten_function(f: JaxFunction) -> tuple[list[Any], tuple]:
+    names = tuple(f.params)
+    return [f.params[n] for n in names], (_Template(f), names)
+
+
+def _unflatten_function(aux: tuple, leaves: Any) -> JaxFunction:
+    template, names = aux
+    g = copy.copy(template.f)  # shares the module and its compiled state; not re-converted
+    g.params = dict(zip(names, leaves, strict=True))
+    return g
+
+
+class _Template:
+    """The static part of a flattened :class:`JaxFunction`: equal for copies of one
+    converted function, so ``jax.jit`` reuses its compilation across parameter values."""
+
+    def __init__(self, f: JaxFunction):
+        self.f = f
+        self.key = id(f.module)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Template) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+# A JaxFunction is a pytree whose leaves are its parameters (by name): passed as an argument
+# to jax.jit / grad / vmap (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``)
+# its weights are arguments of the program, not constants baked into it.
+jax.tree_util.register_pytree_node(JaxFunction, _flatten_function, _unflatten_function)
 
 
 def raw_key(rng: Any) -> jax.Array:
