@@ -335,6 +335,8 @@ def call_torch(
         ex_args, ex_kwargs = jax.tree_util.tree_map(
             lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
         )
+        if isinstance(module_or_fn, torch.nn.Module):
+            check_dtypes_like_eager(module_or_fn, tuple(ex_args), ex_kwargs)
         function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
     params = dict(function.params)
     if isinstance(module_or_fn, torch.nn.Module):
@@ -351,6 +353,40 @@ def call_torch(
         return outputs, updates
     _write_back(module_or_fn, sig, args, kwargs, updates)
     return outputs
+
+
+def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Refuse what eager torch refuses: ``torch.export`` traces with meta kernels, which do
+    not check dtypes, so a float64 input into a float32 ``Linear`` would convert (and compute
+    in float64) where eager torch raises. When a floating input has a dtype none of the
+    module's floating parameters and buffers has, the module runs once eagerly on the
+    example (zero) tensors, with copies of its state and torch's RNG state restored, and an
+    error there is raised as the conversion's.
+
+    Raises:
+        SignatureMismatchError: eager torch rejects the inputs' dtypes; names the argument
+            paths and dtypes and quotes torch's message.
+    """
+    own = {t.dtype for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()}
+    leaves = jax.tree_util.tree_flatten_with_path((args, kwargs))[0]
+    odd = [
+        (input_path(jax.tree_util.keystr(p)), t.dtype)
+        for p, t in leaves
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype not in own
+    ]
+    if not own or not odd:
+        return
+    state = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.func.functional_call(module, state, args, kwargs)
+    except RuntimeError as e:
+        names = ", ".join(f"{p} ({str(d).removeprefix('torch.')})" for p, d in odd)
+        kinds = ", ".join(sorted(str(d).removeprefix("torch.") for d in own))
+        raise SignatureMismatchError(
+            f"{names}: the module's parameters are {kinds} and eager torch refuses these inputs "
+            f"({str(e).strip().splitlines()[0]}); cast them, or convert the module's dtype first"
+        ) from None
 
 
 def _write_back(module: Any, sig: Any, args: tuple, kwargs: dict, updates: dict) -> None:
