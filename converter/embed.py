@@ -315,6 +315,8 @@ def call_torch(
     Raises:
         UnsupportedOpError: the torch code uses ATen ops without a rule.
         TypeError: an unsupported leaf type, naming its path.
+        ConversionError: the torch code computes with 64-bit types and ``jax_enable_x64``
+            is off (call_torch never changes it; enable it first).
         SignatureMismatchError: the torch code draws random numbers and ``rng`` is missing;
             ``(*args, **kwargs)`` does not bind to its parameters; it updates state under a
             JAX transform without ``mutable=True``, or updates an input that is not a
@@ -337,7 +339,11 @@ def call_torch(
         )
         if isinstance(module_or_fn, torch.nn.Module):
             check_dtypes_like_eager(module_or_fn, tuple(ex_args), ex_kwargs)
-        function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
+        from backends.jax import JaxFunction
+
+        module = from_torch(model, tuple(ex_args), ex_kwargs)
+        _check_x64(module)
+        function = cache[key] = JaxFunction(module, enable_x64=False)
     params = dict(function.params)
     if isinstance(module_or_fn, torch.nn.Module):
         state = module_or_fn.state_dict(keep_vars=True)
@@ -353,6 +359,31 @@ def call_torch(
         return outputs, updates
     _write_back(module_or_fn, sig, args, kwargs, updates)
     return outputs
+
+
+def _check_x64(module: Any) -> None:
+    """``call_torch`` never changes the process's ``jax_enable_x64``: a conversion that
+    needs 64-bit types (float64/int64 inputs, buffers such as BatchNorm's
+    ``num_batches_tracked``, int64 index arithmetic) raises when it is off, where JAX would
+    otherwise narrow them to 32 bits.
+
+    Raises:
+        ConversionError: naming the 64-bit arguments and how to enable x64.
+    """
+    from backends.jax import _WIDE, needs_x64
+
+    from .errors import ConversionError
+
+    if jax.config.jax_enable_x64 or not needs_x64(module):
+        return
+    sig = module.signature
+    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in _WIDE]
+    raise ConversionError(
+        f"the torch code computes with 64-bit types ({', '.join(wide[:4]) or 'inside the graph'}), "
+        "which JAX narrows to 32 bits unless jax_enable_x64 is on; call_torch does not change "
+        "that setting for you: run jax.config.update('jax_enable_x64', True) (or set "
+        "JAX_ENABLE_X64=1) before converting"
+    )
 
 
 def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:

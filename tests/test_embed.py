@@ -245,6 +245,7 @@ class _CastsInput(torch.nn.Module):
         return self.lin(x.float())
 
 
+@jax.enable_x64(True)  # float64 inputs: call_torch never switches x64 on itself
 def test_call_torch_accepts_what_eager_torch_accepts():
     model = _CastsInput()
     x = np.random.default_rng(0).standard_normal((2, 3))  # float64, cast inside the model

@@ -58,9 +58,15 @@ def ensure_x64(module: Module) -> None:
     to int32 (INT64_MAX becomes -1). The flag is process-wide (JAX has no narrower scope that
     survives ``jit``), so it is switched on only when a converted module needs it.
     """
-    sig = module.signature
-    if any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module):
+    if needs_x64(module):
         jax.config.update("jax_enable_x64", True)
+
+
+def needs_x64(module: Module) -> bool:
+    """Whether the module has 64-bit types in its signature or computes with them anywhere
+    (the condition under which :func:`ensure_x64` turns ``jax_enable_x64`` on)."""
+    sig = module.signature
+    return any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
 
 
 def _computes_64bit(module: Module) -> bool:
@@ -135,11 +141,14 @@ class JaxFunction:
             (names the argument path, e.g. ``args[1]['mask']``).
     """
 
-    def __init__(self, module: Module, device: jax.Device | None = None, seed: int = 0):
+    def __init__(
+        self, module: Module, device: jax.Device | None = None, seed: int = 0, *, enable_x64: bool = True
+    ):
         module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
         self.module = module
         self.signature = module.signature
-        ensure_x64(module)
+        if enable_x64:  # call_torch passes False: it raises instead (converter.embed._check_x64)
+            ensure_x64(module)
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
