@@ -316,6 +316,8 @@ def call_torch(
     Raises:
         UnsupportedOpError: the torch code uses ATen ops without a rule.
         TypeError: an unsupported leaf type, naming its path.
+        ConversionError: the torch code computes with 64-bit types and ``jax_enable_x64``
+            is off (call_torch never changes it; enable it first).
         SignatureMismatchError: the torch code draws random numbers and ``rng`` is missing;
             ``(*args, **kwargs)`` does not bind to its parameters; it updates state under a
             JAX transform without ``mutable=True``, or updates an input that is not a
@@ -336,8 +338,14 @@ def call_torch(
         ex_args, ex_kwargs = jax.tree_util.tree_map(
             lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
         )
+        if isinstance(module_or_fn, torch.nn.Module):
+            check_dtypes_like_eager(module_or_fn, tuple(ex_args), ex_kwargs)
+        from backends.jax import JaxFunction
+
         with quiet(not verbose()):  # torch.export's and fake_tensor's chatter on failure
-            function = cache[key] = from_torch(model, tuple(ex_args), ex_kwargs).to_jax()
+            module = from_torch(model, tuple(ex_args), ex_kwargs)
+        _check_x64(module)
+        function = cache[key] = JaxFunction(module, enable_x64=False)
     params = dict(function.params)
     if isinstance(module_or_fn, torch.nn.Module):
         state = module_or_fn.state_dict(keep_vars=True)
@@ -353,6 +361,65 @@ def call_torch(
         return outputs, updates
     _write_back(module_or_fn, sig, args, kwargs, updates)
     return outputs
+
+
+def _check_x64(module: Any) -> None:
+    """``call_torch`` never changes the process's ``jax_enable_x64``: a conversion that
+    needs 64-bit types (float64/int64 inputs, buffers such as BatchNorm's
+    ``num_batches_tracked``, int64 index arithmetic) raises when it is off, where JAX would
+    otherwise narrow them to 32 bits.
+
+    Raises:
+        ConversionError: naming the 64-bit arguments and how to enable x64.
+    """
+    from backends.jax import _WIDE, needs_x64
+
+    from .errors import ConversionError
+
+    if jax.config.jax_enable_x64 or not needs_x64(module):
+        return
+    sig = module.signature
+    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in _WIDE]
+    raise ConversionError(
+        f"the torch code computes with 64-bit types ({', '.join(wide[:4]) or 'inside the graph'}), "
+        "which JAX narrows to 32 bits unless jax_enable_x64 is on; call_torch does not change "
+        "that setting for you: run jax.config.update('jax_enable_x64', True) (or set "
+        "JAX_ENABLE_X64=1) before converting"
+    )
+
+
+def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Refuse what eager torch refuses: ``torch.export`` traces with meta kernels, which do
+    not check dtypes, so a float64 input into a float32 ``Linear`` would convert (and compute
+    in float64) where eager torch raises. When a floating input has a dtype none of the
+    module's floating parameters and buffers has, the module runs once eagerly on the
+    example (zero) tensors, with copies of its state and torch's RNG state restored, and an
+    error there is raised as the conversion's.
+
+    Raises:
+        SignatureMismatchError: eager torch rejects the inputs' dtypes; names the argument
+            paths and dtypes and quotes torch's message.
+    """
+    own = {t.dtype for t in (*module.parameters(), *module.buffers()) if t.is_floating_point()}
+    leaves = jax.tree_util.tree_flatten_with_path((args, kwargs))[0]
+    odd = [
+        (input_path(jax.tree_util.keystr(p)), t.dtype)
+        for p, t in leaves
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype not in own
+    ]
+    if not own or not odd:
+        return
+    state = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()}
+    try:
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.func.functional_call(module, state, args, kwargs)
+    except RuntimeError as e:
+        names = ", ".join(f"{p} ({str(d).removeprefix('torch.')})" for p, d in odd)
+        kinds = ", ".join(sorted(str(d).removeprefix("torch.") for d in own))
+        raise SignatureMismatchError(
+            f"{names}: the module's parameters are {kinds} and eager torch refuses these inputs "
+            f"({str(e).strip().splitlines()[0]}); cast them, or convert the module's dtype first"
+        ) from None
 
 
 def _write_back(module: Any, sig: Any, args: tuple, kwargs: dict, updates: dict) -> None:

@@ -212,3 +212,43 @@ def test_call_jax_complex_gradients_follow_torch_convention():
     ((torch.sin(c) * w).abs() ** 2).sum().backward()
     torch.testing.assert_close(got[0], c.grad)
     torch.testing.assert_close(got[1], w.grad)
+
+
+def test_call_torch_follows_eager_dtype_rules():
+    """torch.export's meta kernels accept a float64 input into a float32 Linear; eager torch
+    refuses it, and so does call_torch, naming the argument, without running the model's
+    state forward or touching the process's x64 flag or torch's RNG."""
+    from converter.errors import SignatureMismatchError
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)).train()
+    x64 = np.ones((5, 3), np.float64)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        model(torch.from_numpy(x64))  # eager torch
+    model[1].reset_running_stats()
+    flag, rng = jax.config.jax_enable_x64, torch.get_rng_state()
+    with pytest.raises(
+        SignatureMismatchError, match=r"args\[0\] \(float64\): the module's parameters are float32"
+    ):
+        converter.call_torch(model, x64)
+    assert jax.config.jax_enable_x64 == flag
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert int(model[1].num_batches_tracked) == 0 and float(model[1].running_mean.abs().max()) == 0
+
+
+class _CastsInput(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.lin(x.float())
+
+
+@jax.enable_x64(True)  # float64 inputs: call_torch never switches x64 on itself
+def test_call_torch_accepts_what_eager_torch_accepts():
+    model = _CastsInput()
+    x = np.random.default_rng(0).standard_normal((2, 3))  # float64, cast inside the model
+    with torch.no_grad():
+        want = model(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(np.asarray(converter.call_torch(model, x)), want, rtol=1e-6, atol=1e-6)

@@ -173,6 +173,16 @@ def test_user_input_mutation_refuses_immutable_array(add_into):
         f(np.ones(3, np.float32), jax.numpy.zeros(3, np.float32))
 
 
+def test_call_torch_never_switches_x64_on():
+    """BatchNorm's num_batches_tracked is int64: without x64 JAX would narrow it, and
+    call_torch raises rather than change the process's setting."""
+    with jax.enable_x64(False):
+        with pytest.raises(ConversionError, match=r"num_batches_tracked \(int64\).*jax_enable_x64"):
+            call_torch(_model(), _batches(1)[0].numpy())
+        assert not jax.config.jax_enable_x64
+
+
+@jax.enable_x64(True)
 def test_call_torch_writes_buffers_back_or_returns_them():
     model, ref = _model(), _model()
     x = _batches(1)[0]

@@ -6,6 +6,7 @@ The result is an ordinary traceable JAX function, so ``jax.jit``, ``jax.grad`` a
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jax
@@ -58,9 +59,15 @@ def ensure_x64(module: Module) -> None:
     to int32 (INT64_MAX becomes -1). The flag is process-wide (JAX has no narrower scope that
     survives ``jit``), so it is switched on only when a converted module needs it.
     """
-    sig = module.signature
-    if any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module):
+    if needs_x64(module):
         jax.config.update("jax_enable_x64", True)
+
+
+def needs_x64(module: Module) -> bool:
+    """Whether the module has 64-bit types in its signature or computes with them anywhere
+    (the condition under which :func:`ensure_x64` turns ``jax_enable_x64`` on)."""
+    sig = module.signature
+    return any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
 
 
 def _computes_64bit(module: Module) -> bool:
@@ -112,6 +119,12 @@ class JaxFunction:
     mode) updates :attr:`params` on each call, as torch updates its buffers;
     ``apply(params, ..., mutable=True)`` returns ``(outputs, updates)`` instead.
 
+    A JaxFunction is a pytree whose leaves are its parameters: passed as an argument to a
+    transform (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``, which returns a
+    JaxFunction of gradients) its weights are arguments of the program. ``jax.jit(f)`` itself
+    closes over them as constants (JAX embeds closed-over arrays unless
+    ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``); prefer the argument form or :meth:`apply`.
+
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
     (:func:`converter.passes.shapes.refine`, once per shape); one dimension name must be one
@@ -126,11 +139,14 @@ class JaxFunction:
             (names the argument path, e.g. ``args[1]['mask']``).
     """
 
-    def __init__(self, module: Module, device: jax.Device | None = None, seed: int = 0):
+    def __init__(
+        self, module: Module, device: jax.Device | None = None, seed: int = 0, *, enable_x64: bool = True
+    ):
         module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
         self.module = module
         self.signature = module.signature
-        ensure_x64(module)
+        if enable_x64:  # call_torch passes False: it raises instead (converter.embed._check_x64)
+            ensure_x64(module)
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
@@ -332,7 +348,7 @@ class JaxFunction:
         sig = self.signature
         if not sig.mutations:
             return {}
-        if any(isinstance(v, jax.core.Tracer) for v in inputs):
+        if any(isinstance(v, jax.core.Tracer) for v in (*inputs, *self.params.values())):
             raise SignatureMismatchError(
                 f"this module updates state in place ({_targets(sig)}): under jit/grad/vmap call "
                 "f.apply(params, *args, mutable=True), which returns (outputs, updates)"
@@ -372,6 +388,39 @@ class JaxFunction:
 
 def _symbolic_args(flat: list[Any]) -> bool:
     return any(not isinstance(d, int) for v in flat for d in np.shape(v))
+
+
+def _flatten_function(f: JaxFunction) -> tuple[list[Any], tuple]:
+    names = tuple(f.params)
+    return [f.params[n] for n in names], (_Template(f), names)
+
+
+def _unflatten_function(aux: tuple, leaves: Any) -> JaxFunction:
+    template, names = aux
+    g = copy.copy(template.f)  # shares the module and its compiled state; not re-converted
+    g.params = dict(zip(names, leaves, strict=True))
+    return g
+
+
+class _Template:
+    """The static part of a flattened :class:`JaxFunction`: equal for copies of one
+    converted function, so ``jax.jit`` reuses its compilation across parameter values."""
+
+    def __init__(self, f: JaxFunction):
+        self.f = f
+        self.key = id(f.module)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Template) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+# A JaxFunction is a pytree whose leaves are its parameters (by name): passed as an argument
+# to jax.jit / grad / vmap (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``)
+# its weights are arguments of the program, not constants baked into it.
+jax.tree_util.register_pytree_node(JaxFunction, _flatten_function, _unflatten_function)
 
 
 def raw_key(rng: Any) -> jax.Array:
