@@ -277,9 +277,10 @@ def _unary(b: Builder):
     if is_float(x.dtype):
         if b.draw(st.booleans()):
             expr, lip, bound = b.draw(st.sampled_from(SMOOTH_UNARY))
+            ulps = TRANS if "jnp.square" not in expr and "*" not in expr and "1 /" not in expr else ROUND
             lip = 2 * x.bound if lip is None else lip
             out = bound(x.bound)
-            b.add(expr, [x], bound=out, err=lip * x.err + rounding(x.dtype, out, TRANS), exact=False)
+            b.add(expr, [x], bound=out, err=lip * x.err + rounding(x.dtype, out, ulps), exact=False)
             return
         exprs = EXACT_UNARY_FLOAT if x.exact else sorted(CONTINUOUS_EXACT)
         expr = b.draw(st.sampled_from(exprs))
@@ -314,7 +315,7 @@ def _broadcast_partner_shape(b: Builder, shape: tuple[int, ...]) -> tuple[int, .
     dims = [d if not b.draw(st.integers(0, 3)) == 0 else 1 for d in shape]
     drop = b.draw(st.integers(0, len(dims)))
     dims = dims[drop:]
-    if len(dims) < 3 and b.draw(st.integers(0, 4)) == 0:
+    if drop == 0 and len(dims) < 3 and b.draw(st.integers(0, 4)) == 0:
         dims = [b.draw(st.integers(1, 3)), *dims]
     return tuple(dims)
 
@@ -793,6 +794,54 @@ def _matmul(b: Builder):
     if len(x.shape) == 2 and len(shape) == 2 and b.draw(st.booleans()):
         expr = "jnp.einsum('ij,jk->ik', {0}, {1})"
     b.add(expr, [x, y], bound=bound, err=err, exact=not is_float(x.dtype))
+
+
+@family("window", 2)
+def _window(b: Builder):
+    """Convolutions (``lax.conv_general_dilated``, NC... layout, strides, padding, dilations,
+    feature groups) and pools (``lax.reduce_window`` max/min/add)."""
+    x = b.pick(lambda v: len(v.shape) in (3, 4) and is_float(v.dtype) and v.size > 0)
+    if x is None:
+        return
+    nsp = len(x.shape) - 2
+    spatial = x.shape[2:]
+    win = tuple(b.draw(st.integers(1, min(3, s))) for s in spatial)
+    strides = tuple(b.draw(st.integers(1, 2)) for _ in spatial)
+    pads = tuple((b.draw(st.integers(0, 1)), b.draw(st.integers(0, 1))) for _ in spatial)
+    if b.draw(st.booleans()):
+        cin = x.shape[1]
+        groups = cin if cin > 1 and b.draw(st.booleans()) else 1
+        cout = groups * b.draw(st.integers(1, 2))
+        dil = tuple(
+            b.draw(st.integers(1, 2)) if w * 2 - 1 <= s else 1 for w, s in zip(win, spatial, strict=True)
+        )
+        w = new_input(b, (cout, cin // groups, *win), x.dtype)
+        k = cin // groups * math.prod(win)
+        bound = k * x.bound * w.bound
+        err = k * (x.err * w.bound + w.err * x.bound) + rounding(x.dtype, bound, k + 1)
+        b.add(
+            f"lax.conv_general_dilated({{0}}, {{1}}, {strides}, {list(pads)}, rhs_dilation={dil}, "
+            f"feature_group_count={groups})",
+            [x, w],
+            bound=bound,
+            err=err,
+            exact=False,
+        )
+        return
+    op = b.draw(st.sampled_from(["max", "min", "add"]))
+    init = {"max": "-jnp.inf", "min": "jnp.inf", "add": "0.0"}[op]
+    n = math.prod(win)
+    bound = x.bound * (n if op == "add" else 1)
+    err = x.err * (n if op == "add" else 1) + (rounding(x.dtype, bound, n) if op == "add" else 0.0)
+    b.add(
+        f"lax.reduce_window({{0}}, jnp.array({init}, {{0}}.dtype), lax.{op}, (1, 1, *{win}), "
+        f"(1, 1, *{strides}), ((0, 0), (0, 0), *{pads}))",
+        [x],
+        bound=bound,
+        err=err,
+        exact=x.exact and op != "add",
+    )
+    del nsp
 
 
 @family("control", 2)
