@@ -281,6 +281,8 @@ def _reduce_window(interp, op, x, init):
     dtype = op.operand_type(0).dtype
     g = interp.graph
     rank, pooled, win, strides, pads, dil = _pool_layout(op)
+    if not pooled:  # every window is one element (a scan along a length-1 axis): the identity
+        return g.op("Identity", [x])
     cumsum_axis = _cumulative_sum_axis(op, kind, pooled, win, strides, pads, dil)
     if cumsum_axis is not None:
         return g.op_as("CumSum", [x, g.const(np.int64(cumsum_axis))], dtype)

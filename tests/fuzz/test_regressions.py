@@ -1,0 +1,61 @@
+"""Regression tests for the defects the differential fuzzer (``test_fuzz.py``) found.
+
+Each is the smallest explicit program showing the defect, run through the path that failed
+and compared with its source (``jax.jit`` / eager torch) by the fuzzer's comparator. A defect
+not fixed yet is ``xfail(strict=True, raises=...)`` with what is wrong in the reason; a
+fixed one is a plain test.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
+
+import converter
+from tests.fuzz import harness
+
+
+def check(fn, *args, paths=("torch", "onnx", "jax", "onnx>jax"), slack=0.0):
+    """``fn`` converted with ``from_jax`` through each of ``paths`` matches ``jax.jit(fn)``."""
+    want = harness._leaves(jax.jit(fn)(*args))
+    module = converter.from_jax(fn, *args)
+    for name in paths:
+        got = harness.JAX_PATHS[name](module, list(args))
+        assert len(got) == len(want), name
+        for k, (w, g) in enumerate(zip(want, got, strict=True)):
+            msg = harness.compare(w, g, slack)
+            assert msg is None, f"{name} output {k}: {msg}"
+
+
+# --------------------------------------------------------------------------- fixed
+
+
+@pytest.mark.parametrize("shape", [(1,), (4, 3, 1)])
+def test_onnx_scan_along_length_one_axis(shape):
+    """``lax.cummax``/``cummin`` along a length-1 axis is a ``reduce_window`` whose windows are
+    all one element; ``to_onnx`` built a ``MaxPool`` with no kernel dimensions and crashed
+    (``ValueError: Could not infer attribute `dilations` type from empty iterator``). Fixed:
+    the identity."""
+    x = np.random.default_rng(0).uniform(-3, 3, shape).astype(np.float16)
+    check(lambda a: (lax.cummin(a, axis=len(shape) - 1, reverse=True), lax.cummax(a, axis=0)), x)
+    check(lambda a: lax.cummax(a, axis=len(shape) - 1), x.astype(np.int32))
+
+
+# --------------------------------------------------------------------------- not fixed yet
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ort_state.RuntimeException,
+    reason="to_onnx lowers a float16 scatter with a combiner (x.at[i].add/max/min/mul) to ScatterND "
+    "with reduction=..., which onnxruntime's CPU provider has no float16 kernel for; the backend "
+    "should widen to float32 as it does for bfloat16 (which passes)",
+)
+@pytest.mark.parametrize("op", ["add", "max"])
+def test_onnx_float16_scatter_with_reduction(op):
+    x, u = np.arange(3).astype(np.float16), np.ones(2, np.float16)
+    check(lambda x, u: getattr(x.at[jnp.array([0, 0])], op)(u), x, u, paths=("onnx",))
