@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jaxlib.mlir import ir
 
-from . import dtypes, mlir
+from . import mlir, weights
 from .errors import ConversionError, ModuleFormatError
 from .fileio import atomic_path
 from .signature import Signature
@@ -145,7 +145,10 @@ class Module:
 
         The file is a zip archive: ``manifest.json`` (format name and version, source,
         signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
-        Nothing is pickled; :func:`load` needs neither torch nor the original code.
+        Nothing is pickled; :func:`load` needs neither torch nor the original code. The
+        parameters are written from their arrays' memory (no second copy) and stored
+        uncompressed with their data 64-byte aligned, so :func:`load` maps them without
+        reading; any size (zip64) is fine.
         """
         manifest = {
             "format": FORMAT_NAME,
@@ -157,13 +160,19 @@ class Module:
         with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as zf:
             zf.writestr("manifest.json", json.dumps(manifest, indent=1))
             zf.writestr("module.mlirbc", self.bytecode())
-            zf.writestr("params.safetensors", _params_to_bytes(self.params))
+            # streamed from the arrays' memory, stored (not compressed) so load can map it
+            with zf.open("params.safetensors", "w", force_zip64=True) as f:
+                weights.write_safetensors(f, self.params, offset=zf.fp.tell())
 
 
 def load(path: str | os.PathLike) -> Module:
     """Read a file written by :meth:`Module.save`, in canonical placement form: a module
     saved without the frontends' passes gets its loose host-marked ops outlined into host
     calls (:func:`converter.passes.placement.ensure_canonical`).
+
+    The parameters are memory-mapped from the file, not read: they are read-only NumPy
+    views, paged in on first use, and ``to_jax`` on CPU uses them in place (the file must
+    stay where it is while they are used).
 
     Raises:
         ModuleFormatError: the file is missing, not a Module archive, corrupt, or of a newer
@@ -179,7 +188,8 @@ def load(path: str | os.PathLike) -> Module:
                     f"{path}: format version {manifest['version']} is newer than {FORMAT_VERSION}"
                 )
             module = mlir.parse_module(zf.read("module.mlirbc"), filename=str(path))
-            params = _params_from_bytes(zf.read("params.safetensors"))
+            offset, length = weights.zip_member_offset(path, zf, "params.safetensors")
+        params, _ = weights.read_safetensors(path, offset, length)
     except FileNotFoundError:
         raise ModuleFormatError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
@@ -195,35 +205,6 @@ def load(path: str | os.PathLike) -> Module:
             meta=manifest.get("meta", {}),
         )
     )
-
-
-def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
-    from safetensors.numpy import save
-
-    tensors, kinds = {}, {}
-    for name, value in params.items():
-        arr = np.ascontiguousarray(value).reshape(np.shape(value))  # keeps 0-d arrays 0-d
-        kinds[name] = dtypes.name_of(arr.dtype)
-        if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
-            arr = arr.view(np.uint16)
-        tensors[name] = arr
-    return save(tensors, metadata={"dtypes": json.dumps(kinds)})
-
-
-def _params_from_bytes(data: bytes) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load as st_load
-
-    kinds = json.loads(_safetensors_metadata(data).get("dtypes") or "{}")
-    return {
-        name: arr.view(dtypes.to_numpy(kinds[name])) if kinds.get(name) == "bfloat16" else arr
-        for name, arr in st_load(data).items()
-    }
-
-
-def _safetensors_metadata(data: bytes) -> dict:
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    return header.get("__metadata__", {})
 
 
 def _static(shape: tuple) -> bool:

@@ -15,6 +15,7 @@ from converter import dtypes
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
+from converter.weights import aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
 from .lowering import check_supported, interpret, op_name
@@ -44,11 +45,20 @@ def _tensor_key(t: torch.Tensor) -> tuple:
 
 def _to_numpy(t: torch.Tensor) -> np.ndarray:
     """A copy (not a view: later in-place updates of the torch model, e.g. batch-norm
-    running stats or an optimizer step, must not change the converted parameters)."""
-    t = t.detach().cpu().contiguous()
+    running stats or an optimizer step, must not change the converted parameters), made
+    straight into a 64-byte aligned array that ``to_jax`` on CPU then uses in place: the
+    one copy of the parameters a conversion makes."""
+    t = t.detach()
     if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16")).copy()
-    return t.numpy().copy()
+        out = aligned_empty(tuple(t.shape), dtypes.to_numpy("bfloat16"))
+        torch.from_numpy(out.view(np.uint16)).view(torch.bfloat16).copy_(t)
+        return out
+    try:
+        out = aligned_empty(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype)))
+        torch.from_numpy(out).copy_(t)
+    except (KeyError, TypeError):  # a dtype NumPy or torch.from_numpy lacks a spelling for
+        return aligned_copy(t.cpu().contiguous().numpy())
+    return out
 
 
 def _spec(name: str, val: torch.Tensor, kind: str) -> LeafSpec:
