@@ -204,7 +204,7 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
             raise ParseError(
                 f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {e}"
             ) from e
-    return converter.from_torch(ep)
+    return converter.from_torch(ep, copy=False)  # the model is ours alone: share its memory
 
 
 def load_jax(source: str, options: argparse.Namespace) -> Module:

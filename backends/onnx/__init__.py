@@ -36,7 +36,7 @@ from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import strip_placement
-from converter.weights import ALIGN
+from converter.weights import ALIGN, external_threshold
 
 from . import ops, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, live, onnx_dtype
@@ -138,9 +138,10 @@ def to_onnx(
         interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
             that records the ONNX value name of every op's results).
         path: also write the model there (atomically). With ``external_data`` (default:
-            when the parameters take 2 GB or more) the parameters go to ``<path>.data``
-            beside it, streamed from their arrays (no copy in memory), 64-byte aligned;
-            the returned model then refers to that file (``onnx.load(path)`` and
+            when the parameters take 2 GB, or ``$CONVERTER_EXTERNAL_THRESHOLD`` bytes, or
+            more) the parameters go to ``<path>.data`` beside it, streamed from their
+            arrays (no copy in memory), 64-byte aligned; the returned model then refers
+            to that file (``onnx.load(path)`` and
             ``onnxruntime.InferenceSession(path)`` read it) and holds no weights itself.
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
@@ -196,7 +197,7 @@ def to_onnx(
     params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
     size = sum(a.nbytes for a in params.values())
     if external_data is None:
-        external_data = size >= TWO_GB
+        external_data = size >= external_threshold(TWO_GB)
     if path is None and not external_data:
         for t in initializers:
             if t.name in stubs:

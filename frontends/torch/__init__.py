@@ -43,12 +43,23 @@ def _tensor_key(t: torch.Tensor) -> tuple:
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
+def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     """A copy (not a view: later in-place updates of the torch model, e.g. batch-norm
     running stats or an optimizer step, must not change the converted parameters), made
     straight into a 64-byte aligned array that ``to_jax`` on CPU then uses in place: the
-    one copy of the parameters a conversion makes."""
+    one copy of the parameters a conversion makes. Without ``copy``, a read-only view of a
+    contiguous CPU tensor's memory (torch allocates 64-byte aligned, so JAX shares it too)."""
     t = t.detach()
+    if not copy and t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse:
+        if t.dtype == torch.bfloat16:
+            view = t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
+        else:
+            try:
+                view = t.numpy()
+            except (TypeError, RuntimeError):  # a dtype NumPy lacks
+                return _to_numpy(t)
+        view.flags.writeable = False
+        return view
     if t.dtype == torch.bfloat16:
         out = aligned_empty(tuple(t.shape), dtypes.to_numpy("bfloat16"))
         torch.from_numpy(out.view(np.uint16)).view(torch.bfloat16).copy_(t)
@@ -69,6 +80,8 @@ def from_torch(
     model: torch.nn.Module | ExportedProgram,
     args: tuple = (),
     kwargs: dict | None = None,
+    *,
+    copy: bool = True,
 ) -> Module:
     """Convert a PyTorch model to a :class:`converter.Module`.
 
@@ -76,6 +89,11 @@ def from_torch(
         model: an ``nn.Module`` (exported here with ``args``/``kwargs`` as example inputs) or
             an ``ExportedProgram``.
         args, kwargs: example inputs: pytrees of tensors and static Python values.
+        copy: copy the parameters (default), so that the Module is a snapshot that later
+            updates of the torch model leave alone. ``copy=False`` shares the memory of the
+            model's CPU tensors (read-only NumPy views; ``to_jax`` on CPU shares it too),
+            for a model that is not changed afterwards: a conversion then holds no second
+            copy of the weights (the ``convert`` command does this).
 
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
@@ -111,7 +129,7 @@ def from_torch(
             key = _tensor_key(tensor)
             if key not in canonical:
                 canonical[key] = spec.target
-                params[spec.target] = _to_numpy(tensor)
+                params[spec.target] = _to_numpy(tensor, copy)
                 param_specs.append(_spec(spec.target, tensor, _PARAM_KINDS[spec.kind]))
             feed.append(("param", canonical[key]))
         elif spec.kind == InputKind.USER_INPUT:
