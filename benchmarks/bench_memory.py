@@ -8,8 +8,12 @@ medium's (355M, 1.42 GB). Every mode runs in a fresh process; the peak resident 
 from the kernel (``VmHWM`` in ``/proc/self/status``, reset through ``/proc/self/clear_refs``
 where a figure is "beyond" a state). The modes:
 
+* ``factory``: building the torch model alone, beyond the imported libraries (the floor of
+  the ``convert-*`` figures, which build it too);
 * ``export``: ``torch.export.export`` alone, beyond the torch model (for scale);
 * ``jax``: ``from_torch`` + ``to_jax`` + one call, beyond the torch model (target ≤ 1.0×);
+  ``from_torch`` copies the weights once (a snapshot), ``to_jax`` uses that copy in place;
+* ``jax-shared``: the same with ``from_torch(copy=False)``, which shares the torch tensors;
 * ``convert-jax``, ``convert-onnx``, ``convert-module``: the ``convert`` command from the
   model's factory, the whole process beyond the imported libraries: the torch model
   counts (target ≤ 1.5×);
@@ -31,8 +35,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "tiny": (2, 256, 4)}
-MODES = ("export", "jax", "convert-jax", "convert-onnx", "convert-module", "load")
-TARGETS = {"jax": 1.0, "convert-jax": 1.5, "convert-onnx": 1.5, "convert-module": 1.5, "load": 1.2}
+MODES = ("factory", "export", "jax", "jax-shared", "convert-jax", "convert-onnx", "convert-module", "load")
+TARGETS = {
+    "jax": 1.0,
+    "jax-shared": 1.0,
+    "convert-jax": 1.5,
+    "convert-onnx": 1.5,
+    "convert-module": 1.5,
+    "load": 1.2,
+}
 
 
 def factory():
@@ -94,7 +105,7 @@ def run_mode(mode: str, workdir: Path) -> dict:
     jax.numpy.zeros(1).block_until_ready()  # the runtime's own memory is part of the baseline
     shlo = workdir / "model.shlo"
     here = f"{Path(__file__).resolve()}:factory"
-    if mode in ("export", "jax"):
+    if mode in ("export", "jax", "jax-shared"):
         model, args = factory()
         nbytes = _param_bytes(model)
         _reset_peak()
@@ -102,7 +113,7 @@ def run_mode(mode: str, workdir: Path) -> dict:
         if mode == "export":
             torch.export.export(model, args)
         else:
-            f = converter.from_torch(model, args).to_jax()
+            f = converter.from_torch(model, args, copy=mode == "jax").to_jax()
             jax.block_until_ready(f(args[0].numpy()))
         return {"mode": mode, "param_bytes": nbytes, "extra": _status("VmHWM") - base}
     _reset_peak()
@@ -113,6 +124,8 @@ def run_mode(mode: str, workdir: Path) -> dict:
         code = cli.main(["--from", "torch", "--to", target, here, "-o", str(out)])
         if code:
             raise SystemExit(f"convert --to {target} failed ({code})")
+    elif mode == "factory":
+        factory()
     elif mode == "load":
         import numpy as np
 

@@ -210,12 +210,20 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
 def load_jax(source: str, options: argparse.Namespace) -> Module:
     """``--from jax``: ``file.py:factory`` returning ``(fn, example_args[, example_kwargs])``,
     converted by :func:`converter.from_jax` (``fn`` may be a ``jax.export.Exported``), or a
-    serialized ``jax.export.Exported`` (``.jax``/``.jaxexport``, what ``--to jax`` writes)."""
+    serialized ``jax.export.Exported`` (``.jax``/``.jaxexport``, what ``--to jax`` writes;
+    with ``INPUT.safetensors`` beside it, those are its external weights, memory-mapped)."""
     import converter
 
     factory = split_factory(source)
     if factory is None:
-        return converter.from_jax(_read_exported(Path(source)))
+        path = Path(source)
+        exported = _read_exported(path)
+        if weights_path(path).exists():  # an artifact with external weights (write_jax)
+            from .weights import read_safetensors
+
+            weights, _ = read_safetensors(weights_path(path))
+            return converter.from_jax(exported, params=weights)
+        return converter.from_jax(exported)
     fn, args, kwargs = load_factory(*factory, framework="jax")
     return converter.from_jax(fn, *args, **kwargs)
 

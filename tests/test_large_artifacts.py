@@ -86,6 +86,11 @@ def test_jax_artifact_takes_its_weights_from_safetensors(external, tmp_path):
     weights = load_file(tmp_path / "m.jax.safetensors")
     _close(exported.call(weights, ids.numpy()), expected)
     assert sorted(f.name for f in tmp_path.iterdir()) == ["m.jax", "m.jax.safetensors"]
+    del exported, weights
+    if name == "small":  # read back by --from jax: the weights become the Module's parameters
+        back = cli.load_jax(str(out), argparse.Namespace())
+        assert len(back.signature.params) == len(module.signature.params)
+        _close(back.to_jax()(ids.numpy()), expected)
 
 
 def test_onnx_with_external_data_by_path(external, tmp_path):

@@ -197,7 +197,7 @@ def to_onnx(
     params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
     size = sum(a.nbytes for a in params.values())
     if external_data is None:
-        external_data = size >= external_threshold(TWO_GB)
+        external_data = path is not None and size >= external_threshold(TWO_GB)
     if path is None and not external_data:
         for t in initializers:
             if t.name in stubs:
