@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import progress
 from .errors import ConversionError, ParseError
 from .fileio import atomic_path, atomic_write
 from .module import Module
@@ -192,14 +193,16 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
 
     factory = split_factory(source)
     if factory is not None:
-        model, args, kwargs = load_factory(*factory)
-        with _quiet_logging(options.verbose):
+        with progress.stage(f"building the model ({factory[0].name}:{factory[1]})"):
+            model, args, kwargs = load_factory(*factory)
+        with _quiet_logging(options.verbose), progress.stage("torch.export"):
             ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}")
     else:
         path = Path(source)
         _check_file(path)
         try:
-            ep = torch.export.load(path)
+            with progress.stage(f"reading {path.name}"):
+                ep = torch.export.load(path)
         except Exception as e:
             raise ParseError(
                 f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {e}"
@@ -686,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print timings, and tracebacks on errors"
     )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress display (shown on a terminal only)"
+    )
     return parser
 
 
@@ -733,11 +739,24 @@ def convert(options: argparse.Namespace) -> float:
         raise CliError(f"--dim applies to --from onnx only, not --from {source}")
     parse_dims(getattr(options, "dims", None))  # a malformed --dim fails before loading
     start = time.perf_counter()
-    module = load_input(options.input, source, options)
-    if options.verbose:
-        print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    WRITERS[target].write(module, Path(options.output), options)
+    with progress.reporting(not getattr(options, "quiet", False) and not options.verbose):
+        if source == "torch":  # the torch frontend reports its own stages
+            module = load_input(options.input, source, options)
+        else:
+            with progress.stage(f"reading {Path(options.input).name}"):
+                module = load_input(options.input, source, options)
+        if options.verbose:
+            print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        out = Path(options.output)
+        with progress.stage(f"writing {out.name} ({target})") as info:
+            WRITERS[target].write(module, out, options)
+            info["detail"] = progress.size_text(sum(f.stat().st_size for f in written_files(out)))
     return time.perf_counter() - start
+
+
+def written_files(out: Path) -> list[Path]:
+    """OUT and the files written beside it (external weights: ``OUT.safetensors``, ``OUT.data``)."""
+    return [p for p in (out, weights_path(out), out.with_name(out.name + ".data")) if p.exists()]
 
 
 def _run_subcommand(name: str, argv: Sequence[str]) -> int:

@@ -11,7 +11,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import dtypes
+from converter import dtypes, progress
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, LeafSpec, Signature, leaf_paths
@@ -109,7 +109,12 @@ def from_torch(
             line of the first occurrence.
         OpConversionError: a rule failed; names the ATen op and its source line.
     """
-    ep = export(model, args, kwargs)
+    if isinstance(model, ExportedProgram):
+        with progress.stage("Core ATen decompositions"):
+            ep = export(model, args, kwargs)
+    else:
+        with progress.stage("torch.export and Core ATen decompositions"):
+            ep = export(model, args, kwargs)
     graph = ep.graph_module.graph
     check_supported(graph)
     state = {**ep.state_dict, **ep.constants}
@@ -174,9 +179,12 @@ def from_torch(
 
     arg_specs = (*param_specs, *input_specs, *((rng,) if rng else ()))
     avals = [jax.ShapeDtypeStruct(s.shape, dtypes.to_numpy(s.dtype)) for s in arg_specs]
-    with jax.enable_x64(True):
-        lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
-    module = lowered.compiler_ir("stablehlo")
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+        with jax.enable_x64(True):
+            lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
+        module = lowered.compiler_ir("stablehlo")
+        size = sum(a.nbytes for a in params.values())
+        info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
     signature = Signature(
         params=tuple(param_specs),
         inputs=tuple(input_specs),
@@ -186,7 +194,8 @@ def from_torch(
         rng=rng,
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
-    return run_passes(Module(module, signature, params, source="torch", meta=meta))
+    with progress.stage("passes"):
+        return run_passes(Module(module, signature, params, source="torch", meta=meta))
 
 
 def _draws_random(graph: torch.fx.Graph) -> bool:
