@@ -813,8 +813,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         seconds = _without_deprecations(lambda: convert(options), options.verbose)
-        size = Path(options.output).stat().st_size
-        print(f"convert: wrote {options.output} ({size:,} bytes) in {seconds:.1f} s")
+        files = written_files(Path(options.output))
+        size = sum(f.stat().st_size for f in files)
+        names = " and ".join([options.output, *(f.name for f in files[1:])])
+        print(f"convert: wrote {names} ({size:,} bytes) in {seconds:.1f} s")
         return EXIT_OK
 
     return _guarded(body, options.verbose)

@@ -188,8 +188,12 @@ def load(path: str | os.PathLike) -> Module:
                     f"{path}: format version {manifest['version']} is newer than {FORMAT_VERSION}"
                 )
             module = mlir.parse_module(zf.read("module.mlirbc"), filename=str(path))
-            offset, length = weights.zip_member_offset(path, zf, "params.safetensors")
-        params, _ = weights.read_safetensors(path, offset, length)
+            where = weights.zip_member_offset(path, zf, "params.safetensors")
+            if where is None:  # a compressed archive: read (a copy) rather than map
+                data = zf.read("params.safetensors")
+                params, _ = weights.parse_safetensors(np.frombuffer(data, np.uint8), f"{path}")
+        if where is not None:
+            params, _ = weights.read_safetensors(path, *where)
     except FileNotFoundError:
         raise ModuleFormatError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:

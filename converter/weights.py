@@ -147,21 +147,33 @@ def read_safetensors(
         mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     buf = np.frombuffer(mm, np.uint8) if size else np.zeros(0, np.uint8)
     end = size if length is None else offset + length
+    return parse_safetensors(buf[offset:end], str(path))
+
+
+def parse_safetensors(buf: np.ndarray, where: str = "safetensors data") -> tuple[dict, dict[str, str]]:
+    """:func:`read_safetensors` of a ``uint8`` buffer in memory (views of it, no copies).
+
+    Raises:
+        ModuleFormatError: the data is not safetensors (names ``where``).
+    """
     try:
-        (n,) = struct.unpack("<Q", bytes(buf[offset : offset + 8]))
-        if offset + 8 + n > end:
+        (n,) = struct.unpack("<Q", bytes(buf[:8]))
+        if 8 + n > len(buf):
             raise ValueError("header past the end")
-        header = json.loads(bytes(buf[offset + 8 : offset + 8 + n]))
+        header = json.loads(bytes(buf[8 : 8 + n]))
         meta = header.pop("__metadata__", None) or {}
         kinds = json.loads(meta.get("dtypes") or "{}")
         raw = set(json.loads(meta.get("raw") or "[]"))
-        start = offset + 8 + n
+        start = 8 + n
         out = {}
         for name, info in header.items():
             begin, stop = info["data_offsets"]
             stored = np.dtype(dtypes.to_numpy(_FROM_CODE[info["dtype"]]))
             shape = tuple(info["shape"])
-            if start + stop > end or stop - begin != int(np.prod(shape, dtype=np.int64)) * stored.itemsize:
+            if (
+                start + stop > len(buf)
+                or stop - begin != int(np.prod(shape, dtype=np.int64)) * stored.itemsize
+            ):
                 raise ValueError(f"tensor {name!r}: data offsets {info['data_offsets']} do not fit")
             arr = buf[start + begin : start + stop].view(stored).reshape(shape)
             kind = kinds.get(name)
@@ -171,19 +183,16 @@ def read_safetensors(
                     arr = arr.reshape(shape[:-1])
             out[name] = arr
     except (ValueError, KeyError, TypeError, struct.error, json.JSONDecodeError) as e:
-        raise ModuleFormatError(f"{path}: corrupt safetensors data ({e})") from None
+        raise ModuleFormatError(f"{where}: corrupt safetensors data ({e})") from None
     return out, {k: v for k, v in meta.items() if k not in ("dtypes", "raw")}
 
 
-def zip_member_offset(path: str | os.PathLike, zf: zipfile.ZipFile, name: str) -> tuple[int, int]:
-    """``(offset, length)`` in the file ``path`` of the zip archive member ``name``'s bytes.
-
-    Raises:
-        ModuleFormatError: the member is compressed (it cannot be memory-mapped).
-    """
+def zip_member_offset(path: str | os.PathLike, zf: zipfile.ZipFile, name: str) -> tuple[int, int] | None:
+    """``(offset, length)`` in the file ``path`` of the zip archive member ``name``'s bytes;
+    None for a compressed member (which cannot be memory-mapped)."""
     info = zf.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
-        raise ModuleFormatError(f"{path}: {name} is compressed; it must be stored")
+        return None
     with open(path, "rb") as f:
         f.seek(info.header_offset)
         local = f.read(30)
@@ -211,6 +220,7 @@ __all__ = [
     "aligned_empty",
     "external_threshold",
     "nbytes",
+    "parse_safetensors",
     "read_safetensors",
     "save_safetensors",
     "write_safetensors",
