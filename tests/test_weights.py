@@ -78,3 +78,24 @@ def test_truncated_data_is_a_format_error(tmp_path):
     (tmp_path / "w.safetensors").write_bytes(data[:-8])
     with pytest.raises(ModuleFormatError, match="w.safetensors"):
         read_safetensors(tmp_path / "w.safetensors")
+
+
+def test_from_torch_copies_once_and_to_jax_uses_that_copy():
+    """Default: one copy (a snapshot), aligned, which the JAX function uses in place;
+    ``copy=False``: read-only views of the torch tensors."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 32).eval()
+    x = torch.randn(2, 64)
+    snap = converter.from_torch(model, (x,))
+    shared = converter.from_torch(model, (x,), copy=False)
+    w = model.weight.detach().numpy()
+    assert not np.shares_memory(snap.params["weight"], w)
+    assert np.shares_memory(shared.params["weight"], w) and not shared.params["weight"].flags.writeable
+    f = snap.to_jax()
+    assert snap.params["weight"].ctypes.data % ALIGN == 0
+    assert f.params["weight"].unsafe_buffer_pointer() == snap.params["weight"].ctypes.data
+    np.testing.assert_allclose(
+        np.asarray(shared.to_jax()(x.numpy())), model(x).detach().numpy(), rtol=1e-5, atol=1e-6
+    )
