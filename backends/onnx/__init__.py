@@ -336,7 +336,7 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
     2 GB limit by default) stores its initializers as external data in ``<name>.data``
     beside it, written before the model file appears."""
     path = Path(path)
-    external = not _sizeable(model) or model.ByteSize() >= external_threshold
+    external = _model_size(model) >= external_threshold
     if not external:
         with atomic_path(path) as tmp:
             onnx.save_model(model, tmp)
@@ -354,12 +354,12 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
         os.replace(staged, path)
 
 
-def _sizeable(model: onnx.ModelProto) -> bool:
-    try:
-        model.ByteSize()
-        return True
-    except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
-        return False
+def _model_size(model: onnx.ModelProto) -> int:
+    """The serialized size of ``model``, or at least :data:`TWO_GB` when it is that large:
+    ``ByteSize()`` of the whole model only once its initializers (sized one by one) are
+    below 2 GB (protobuf refuses to size a message past 2 GB)."""
+    tensors = sum(t.ByteSize() for t in model.graph.initializer)
+    return tensors if tensors >= TWO_GB else model.ByteSize()
 
 
 def _dims(shape):
