@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from jaxlib.mlir import ir
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from converter import dtypes, mlir
 from converter.errors import MissingOp, UnsupportedOpError
@@ -244,11 +244,23 @@ def _param_array(value) -> np.ndarray:
     return arr
 
 
-def _raw(arr: np.ndarray) -> bytes:
-    """``raw_data`` of an initializer: little-endian bytes (ONNX's layout; bool as bytes)."""
+_PACKED = {"int4", "uint4", "int2", "uint2", "float4_e2m1fn"}  # ONNX packs these, 2 or 4 per byte
+
+
+def _raw_view(arr: np.ndarray) -> memoryview | bytes:
+    """The bytes of an initializer as ONNX lays them out (little-endian; bool one byte;
+    4- and 2-bit types packed, by ``numpy_helper``): a view of ``arr`` when that is its
+    own memory."""
+    if dtypes.name_of(arr.dtype) in _PACKED:
+        return numpy_helper.from_array(arr).raw_data
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return arr.reshape(-1).view(np.uint8).tobytes()
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def _raw(arr: np.ndarray) -> bytes:
+    """``raw_data`` of an initializer (see :func:`_raw_view`)."""
+    return bytes(_raw_view(arr))
 
 
 def _write(model: onnx.ModelProto, params: dict[str, np.ndarray], path: Path, *, external: bool, check: bool):
@@ -262,14 +274,13 @@ def _write(model: onnx.ModelProto, params: dict[str, np.ndarray], path: Path, *,
         if external:
             with open(Path(staging) / data_name, "wb") as f:
                 for t in inits:
-                    arr = params[t.name]
+                    data = _raw_view(params[t.name])
                     f.write(b"\0" * ((-f.tell()) % ALIGN))
                     offset = f.tell()
-                    if arr.nbytes:
-                        f.write(memoryview(arr.reshape(-1).view(np.uint8)))
+                    f.write(data)
                     t.data_location = onnx.TensorProto.EXTERNAL
                     del t.external_data[:]
-                    for key, value in (("location", data_name), ("offset", offset), ("length", arr.nbytes)):
+                    for key, value in (("location", data_name), ("offset", offset), ("length", len(data))):
                         t.external_data.add(key=key, value=str(value))
         else:
             for t in inits:
