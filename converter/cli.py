@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import io
 import sys
 import time
 import traceback
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _contract
+from . import _contract, progress
 from .errors import ConversionError, ExportError, InternalError, ParseError
 from .fileio import atomic_path, atomic_write, check_writable
 from .module import Module
@@ -194,25 +193,36 @@ def load_torch(source: str, options: argparse.Namespace) -> Module:
 
     factory = split_factory(source)
     if factory is not None:
-        model, args, kwargs, dynamic_shapes = load_factory(*factory, dynamic=True)
-        with _contract.quiet(not options.verbose):  # torch.export prints partial graphs on failure
+        with progress.stage(f"building the model ({factory[0].name}:{factory[1]})"):
+            model, args, kwargs, dynamic_shapes = load_factory(*factory, dynamic=True)
+        # torch.export prints partial graphs on failure
+        with _contract.quiet(not options.verbose), progress.stage("torch.export"):
             ep = torch_export(model, args, kwargs, f"{factory[0]}:{factory[1]}", dynamic_shapes)
     else:
         path = Path(source)
         _check_file(path)
-        ep = converter.load_pt2(path, trust_pickle=getattr(options, "trust_pickle", False))
-    return converter.from_torch(ep)
+        with progress.stage(f"reading {path.name}"):
+            ep = converter.load_pt2(path, trust_pickle=getattr(options, "trust_pickle", False))
+    return converter.from_torch(ep, copy=False)  # the model is ours alone: share its memory
 
 
 def load_jax(source: str, options: argparse.Namespace) -> Module:
     """``--from jax``: ``file.py:factory`` returning ``(fn, example_args[, example_kwargs])``,
     converted by :func:`converter.from_jax` (``fn`` may be a ``jax.export.Exported``), or a
-    serialized ``jax.export.Exported`` (``.jax``/``.jaxexport``, what ``--to jax`` writes)."""
+    serialized ``jax.export.Exported`` (``.jax``/``.jaxexport``, what ``--to jax`` writes;
+    with ``INPUT.safetensors`` beside it, those are its external weights, memory-mapped)."""
     import converter
 
     factory = split_factory(source)
     if factory is None:
-        return converter.from_jax(_read_exported(Path(source)))
+        path = Path(source)
+        exported = _read_exported(path)
+        if weights_path(path).exists():  # an artifact with external weights (write_jax)
+            from .weights import read_safetensors
+
+            weights, _ = read_safetensors(weights_path(path))
+            return converter.from_jax(exported, params=weights)
+        return converter.from_jax(exported)
     fn, args, kwargs = load_factory(*factory, framework="jax")
     return converter.from_jax(fn, *args, **kwargs)
 
@@ -323,13 +333,16 @@ class Writer:
 JAX_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 
-def export_jax(module: Module, platforms: Sequence[str] | None = None):
+def export_jax(module: Module, platforms: Sequence[str] | None = None, *, external_weights: bool = False):
     """A ``jax.export.Exported`` of the module's function of the user inputs, parameters
     closed over as constants, for ``platforms`` (a subset of :data:`JAX_PLATFORMS`; default:
     JAX's default backend here).
 
     Call it as ``exported.call(*args, **kwargs)`` with the source model's inputs; inputs that
     were non-tensor values at conversion time are specialized: pass ``None`` in their place.
+    With ``external_weights`` the parameters are not baked in: the function takes them
+    first, as a dict by parameter name (:func:`artifact_weights` gives that dict, complex
+    ones as real pairs), ``exported.call(weights, *args, **kwargs)``.
     Inputs and outputs keep their host memory kinds (``mhlo.memory_kind`` on ``@main``);
     parameters are constants of the artifact, without one.
     A module with random ops takes its key as the keyword ``rng`` (``jax.random.PRNGKey(n)``).
@@ -358,6 +371,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
     fn = module.to_jax()
     sig = fn.signature
     params = fn.params
+    complex_params = {p.name for p in sig.params if dtypes.is_complex(p.dtype)}
 
     def static_free(spec: dict) -> dict:
         """The input tree with specialized and None leaves turned into JAX's empty None."""
@@ -377,6 +391,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
         for shape, s in zip(shapes, sig.inputs, strict=True)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
+    example_args = list(example_args)
     if sig.rng is not None:
         example_kwargs["rng"] = jax.ShapeDtypeStruct(sig.rng.shape, np.uint32)
 
@@ -386,6 +401,25 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None):
         full_args, full_kwargs = unflatten(sig.in_tree, leaves)
         return fn.apply(params, *full_args, rng=rng, **full_kwargs)
 
+    def call_with_weights(weights, *args, **kwargs):
+        rng = kwargs.pop("rng", None)
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
+        full_args, full_kwargs = unflatten(sig.in_tree, leaves)
+        weights = {
+            k: jax.lax.complex(v[..., 0], v[..., 1]) if k in complex_params else v for k, v in weights.items()
+        }
+        return fn.apply(weights, *full_args, rng=rng, **full_kwargs)
+
+    if external_weights:
+        weight_structs = {
+            p.name: jax.ShapeDtypeStruct(
+                p.shape + ((2,) if p.name in complex_params else ()),
+                np.dtype(dtypes.to_numpy(_pair_dtype(p.dtype) if p.name in complex_params else p.dtype)),
+            )
+            for p in sig.params
+        }
+        example_args = [weight_structs, *example_args]
+        call = call_with_weights
     exporter = jax.export.export(jax.jit(call), platforms=platforms)
     if all(isinstance(d, int) for s in sig.inputs for d in s.shape):
         return exporter(*example_args, **example_kwargs)
@@ -413,15 +447,80 @@ def _memory_sharding(memory_kind: str | None, device: Any):
     return jax.sharding.SingleDeviceSharding(device or jax.devices()[0], memory_kind=memory_kind)
 
 
+def _pair_dtype(name: str) -> str:
+    return "float64" if name == "complex128" else "float32"
+
+
+#: Parameter bytes from which ``--to jax`` and ``--to onnx`` keep the parameters in a file
+#: beside the model (``$CONVERTER_EXTERNAL_THRESHOLD`` overrides; ``--external-weights``
+#: forces it). Past 2 GB neither format can hold them inside.
+EXTERNAL_THRESHOLD = 256 * 2**20
+
+
+def artifact_weights(module: Module) -> dict[str, Any]:
+    """The weights a ``.jax`` artifact with external weights takes (by parameter name, as
+    stored in its ``.safetensors`` file): the module's parameters, complex ones as real
+    pairs (``S + [2]``, real then imaginary; no copy).
+
+    Raises:
+        ConversionError: a parameter's dtype has no safetensors type (int4, float8 variants
+            other than e4m3fn/e5m2...), naming it.
+    """
+    import numpy as np
+
+    from . import dtypes
+    from .weights import SAFETENSORS_DTYPES
+
+    out = {}
+    for p in module.signature.params:
+        value = np.asarray(module.params[p.name])
+        if dtypes.is_complex(p.dtype):
+            value = np.ascontiguousarray(value).view(dtypes.to_numpy(_pair_dtype(p.dtype)))
+            value = value.reshape(*p.shape, 2)
+        elif p.dtype not in SAFETENSORS_DTYPES:
+            raise ConversionError(
+                f"parameter {p.name!r} has dtype {p.dtype}, which safetensors cannot store; "
+                "write the .jax artifact without external weights"
+            )
+        out[p.name] = value
+    return out
+
+
+def weights_path(out: Path) -> Path:
+    """Where a ``.jax`` artifact's external weights go: ``OUT.safetensors``."""
+    return out.with_name(out.name + ".safetensors")
+
+
+def _external(module: Module, options: argparse.Namespace) -> bool:
+    from .weights import external_threshold, nbytes
+
+    if getattr(options, "external_weights", False):
+        return True
+    return nbytes(module.params) >= external_threshold(EXTERNAL_THRESHOLD)
+
+
 def write_jax(module: Module, out: Path, options: argparse.Namespace) -> None:
     """``--to jax``: the bytes of ``jax.export.Exported.serialize()`` (see :func:`export_jax`),
-    for the ``--platforms`` given."""
+    for the ``--platforms`` given. Parameters of :data:`EXTERNAL_THRESHOLD` bytes or more
+    (or with ``--external-weights``) go to ``OUT.safetensors`` instead and the artifact
+    takes them as its first argument (``export_jax(external_weights=True)``); both files
+    are written atomically, the weights first."""
+    from .fileio import atomic_paths
+    from .weights import save_safetensors
+
     platforms = getattr(options, "platforms", None)
     names = [p.strip() for p in platforms.split(",") if p.strip()] if platforms else None
     unknown = sorted(set(names or ()) - set(JAX_PLATFORMS))
     if unknown:
         raise CliError(f"--platforms: unknown platform(s) {unknown}; choose from {', '.join(JAX_PLATFORMS)}")
-    atomic_write(out, bytes(export_jax(module, names).serialize()))
+    if not _external(module, options):
+        atomic_write(out, bytes(export_jax(module, names).serialize()))
+        return
+    weights = artifact_weights(module)
+    serialized = bytes(export_jax(module, names, external_weights=True).serialize())
+    with atomic_paths(weights_path(out), out) as (tmp_weights, tmp_out):
+        save_safetensors(tmp_weights, weights)
+        tmp_out.write_bytes(serialized)
 
 
 def write_stablehlo(module: Module, out: Path, options: argparse.Namespace) -> None:
@@ -437,14 +536,12 @@ def write_module(module: Module, out: Path, options: argparse.Namespace) -> None
 
 
 def write_onnx(module: Module, out: Path, options: argparse.Namespace) -> None:
-    """``--to onnx``: ``Module.to_onnx(opset=--opset)`` (checked by ``onnx.checker``), saved
-    with ``onnx.save``."""
-    import onnx
-
+    """``--to onnx``: ``Module.to_onnx(opset=--opset, path=OUT)``, checked by ``onnx.checker``
+    on the written file; parameters of :data:`EXTERNAL_THRESHOLD` bytes or more (or with
+    ``--external-weights``) go to ``OUT.data`` beside it, written first."""
     opset = getattr(options, "opset", None)
-    proto = module.to_onnx() if opset is None else module.to_onnx(opset=opset)
-    with atomic_path(out) as tmp:
-        onnx.save(proto, str(tmp))
+    kwargs = {} if opset is None else {"opset": opset}
+    module.to_onnx(path=out, external_data=_external(module, options), **kwargs)
 
 
 def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
@@ -474,9 +571,8 @@ def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
         raise ConversionError(
             f"torch.export of the converted torch module failed: {type(e).__name__}: {first}"
         ) from e
-    buffer = io.BytesIO()  # torch.export.save wants a .pt2 name or a buffer, not our temp file
-    torch.export.save(ep, buffer)
-    atomic_write(out, buffer.getvalue())
+    with atomic_path(out) as tmp, open(tmp, "wb") as f:  # a file object: no copy in memory
+        torch.export.save(ep, f)
 
 
 WRITERS: dict[str, Writer] = {
@@ -579,6 +675,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(jax.random's key bits, lax.bitcast_convert_type) need 26 (ONNX BitCast)",
     )
     parser.add_argument(
+        "--external-weights",
+        action="store_true",
+        help="--to jax/onnx: keep the parameters in a file beside OUT (OUT.safetensors, "
+        "OUT.data), as is done from 256 MiB of parameters on",
+    )
+    parser.add_argument(
         "--dim",
         dest="dims",
         metavar="NAME=SIZE",
@@ -595,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="print timings, tracebacks on errors, and the logs and warnings of torch, JAX and XLA",
     )
     parser.add_argument("--version", action="version", version=version_string())
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress display (shown on a terminal only)"
+    )
     return parser
 
 
@@ -668,11 +773,24 @@ def convert(options: argparse.Namespace) -> float:
     parse_dims(getattr(options, "dims", None))  # a malformed --dim fails before loading
     check_writable(options.output)  # an unwritable OUT fails before a long conversion
     start = time.perf_counter()
-    module = load_input(options.input, source, options)
-    if options.verbose:
-        print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    WRITERS[target].write(module, Path(options.output), options)
+    with progress.reporting(not getattr(options, "quiet", False) and not options.verbose):
+        if source == "torch":  # the torch frontend reports its own stages
+            module = load_input(options.input, source, options)
+        else:
+            with progress.stage(f"reading {Path(options.input).name}"):
+                module = load_input(options.input, source, options)
+        if options.verbose:
+            print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        out = Path(options.output)
+        with progress.stage(f"writing {out.name} ({target})") as info:
+            WRITERS[target].write(module, out, options)
+            info["detail"] = progress.size_text(sum(f.stat().st_size for f in written_files(out)))
     return time.perf_counter() - start
+
+
+def written_files(out: Path) -> list[Path]:
+    """OUT and the files written beside it (external weights: ``OUT.safetensors``, ``OUT.data``)."""
+    return [p for p in (out, weights_path(out), out.with_name(out.name + ".data")) if p.exists()]
 
 
 def _run_subcommand(name: str, argv: Sequence[str]) -> int:
@@ -740,8 +858,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def body() -> int:
         seconds = convert(options)
-        size = Path(options.output).stat().st_size
-        print(f"convert: wrote {options.output} ({size:,} bytes) in {seconds:.1f} s")
+        files = written_files(Path(options.output))
+        size = sum(f.stat().st_size for f in files)
+        names = " and ".join([options.output, *(f.name for f in files[1:])])
+        print(f"convert: wrote {names} ({size:,} bytes) in {seconds:.1f} s")
         return EXIT_OK
 
     return _guarded(body, options.verbose)

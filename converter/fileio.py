@@ -87,6 +87,15 @@ def check_writable(path: str | os.PathLike) -> None:
     os.unlink(tmp)
 
 
+@contextlib.contextmanager
+def atomic_paths(*paths: str | os.PathLike) -> Iterator[tuple[Path, ...]]:
+    """:func:`atomic_path` for files that go together (a model and its weights): temporary
+    paths beside each, renamed onto ``paths`` in the order given once all are written (so
+    list the file that refers to the others last); on failure none is touched."""
+    with contextlib.ExitStack() as stack:
+        yield tuple(stack.enter_context(atomic_path(p)) for p in reversed(paths))[::-1]
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

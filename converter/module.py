@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jaxlib.mlir import ir
 
-from . import dtypes, mlir
+from . import mlir, weights
 from ._contract import api
 from .errors import ModuleFormatError
 from .fileio import atomic_path, check_size
@@ -144,7 +144,10 @@ class Module:
         signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
         Nothing is pickled; :func:`load` needs neither torch nor the original code. A module
         with ``signature.mutations`` is written as format version 2 (older readers refuse
-        it rather than drop its state), any other as version 1.
+        it rather than drop its state), any other as version 1. The parameters are written
+        from their arrays' memory (no second copy) and stored uncompressed with their data
+        64-byte aligned, so :func:`load` maps them without reading; any size (zip64) is
+        fine. Members carry fixed timestamps: the same module gives the same bytes.
         """
         manifest = {
             "format": FORMAT_NAME,
@@ -156,13 +159,20 @@ class Module:
         members = {
             "manifest.json": json.dumps(manifest, indent=1),
             "module.mlirbc": self.bytecode(),
-            "params.safetensors": _params_to_bytes(self.params),
         }
         with atomic_path(path) as tmp, zipfile.ZipFile(tmp, "w") as zf:
-            for name, data in members.items():  # fixed timestamps: the same module, the same bytes
-                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                info.external_attr = 0o644 << 16  # rw-r--r-- when unzipped
-                zf.writestr(info, data)
+            for name, data in members.items():
+                zf.writestr(_member(name), data)
+            # streamed from the arrays' memory, stored (not compressed) so load can map it
+            with zf.open(_member("params.safetensors"), "w", force_zip64=True) as f:
+                weights.write_safetensors(f, self.params, offset=zf.fp.tell())
+
+
+def _member(name: str) -> zipfile.ZipInfo:
+    """A stored zip member with a fixed timestamp and mode (reproducible archives)."""
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+    info.external_attr = 0o644 << 16  # rw-r--r-- when unzipped
+    return info
 
 
 @api
@@ -170,6 +180,10 @@ def load(path: str | os.PathLike) -> Module:
     """Read a file written by :meth:`Module.save`, in canonical placement form: a module
     saved without the frontends' passes gets its loose host-marked ops outlined into host
     calls (:func:`converter.passes.placement.ensure_canonical`).
+
+    The parameters are memory-mapped from the file, not read: they are read-only NumPy
+    views, paged in on first use, and ``to_jax`` on CPU uses them in place (the file must
+    stay where it is while they are used).
 
     Raises:
         ModuleFormatError: the file is missing, not a Module archive, corrupt, or of a newer
@@ -187,7 +201,12 @@ def load(path: str | os.PathLike) -> Module:
                     f"{path}: format version {manifest['version']} is newer than {FORMAT_VERSION}"
                 )
             module = mlir.parse_module(zf.read("module.mlirbc"), filename=str(path))
-            params = _params_from_bytes(zf.read("params.safetensors"))
+            where = weights.zip_member_offset(path, zf, "params.safetensors")
+            if where is None:  # a compressed archive: read (a copy) rather than map
+                data = zf.read("params.safetensors")
+                params, _ = weights.parse_safetensors(np.frombuffer(data, np.uint8), f"{path}")
+        if where is not None:
+            params, _ = weights.read_safetensors(path, *where)
     except FileNotFoundError:
         raise ModuleFormatError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
@@ -201,36 +220,3 @@ def load(path: str | os.PathLike) -> Module:
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} manifest ({type(e).__name__}: {e})") from e
     return ensure_canonical(loaded)
-
-
-def _params_to_bytes(params: dict[str, np.ndarray]) -> bytes:
-    from safetensors.numpy import save
-
-    tensors, kinds = {}, {}
-    for name, value in params.items():
-        arr = dtypes.contiguous(value)  # keeps 0-d arrays 0-d
-        kinds[name] = dtypes.name_of(arr.dtype)
-        if arr.dtype.kind == "V" or kinds[name] == "bfloat16":  # safetensors.numpy lacks bf16
-            arr = arr.view(np.uint16)
-        tensors[name] = arr
-    return save(tensors, metadata={"dtypes": json.dumps(kinds, sort_keys=True)})
-
-
-def _params_from_bytes(data: bytes) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load as st_load
-
-    kinds = json.loads(_safetensors_metadata(data).get("dtypes") or "{}")
-    try:
-        loaded = st_load(data)  # checks every tensor's offsets against the buffer first
-    except Exception as e:  # noqa: BLE001 - safetensors' own error type: a corrupt member
-        raise ModuleFormatError(f"params.safetensors is corrupt: {e}") from e
-    return {
-        name: arr.view(dtypes.to_numpy(kinds[name])) if kinds.get(name) == "bfloat16" else arr
-        for name, arr in loaded.items()
-    }
-
-
-def _safetensors_metadata(data: bytes) -> dict:
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    return header.get("__metadata__", {})

@@ -118,9 +118,10 @@ def test_load_needs_neither_torch_nor_the_model_code(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_zero_dim_parameters_survive_save_and_load():
-    from converter.module import _params_from_bytes, _params_to_bytes
+def test_zero_dim_parameters_survive_save_and_load(tmp_path):
+    from converter.weights import read_safetensors, save_safetensors
 
-    back = _params_from_bytes(_params_to_bytes({"a": np.array(2.5, np.float32), "b": np.ones((2, 3))}))
+    save_safetensors(tmp_path / "w.safetensors", {"a": np.array(2.5, np.float32), "b": np.ones((2, 3))})
+    back, _ = read_safetensors(tmp_path / "w.safetensors")
     assert back["a"].shape == () and back["a"] == np.float32(2.5)
     assert back["b"].shape == (2, 3)

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from jaxlib.mlir import ir
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from converter import dtypes, mlir
 from converter.errors import MissingOp, UnsupportedOpError
@@ -36,11 +36,12 @@ from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import strip_placement
+from converter.weights import ALIGN, external_threshold
 
 from . import ops, widen  # noqa: F401 - ops registers the rules
-from .graph import GraphBuilder, _tensor, live, onnx_dtype
+from .graph import GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
-from .realpairs import COMPLEX_AS_REAL_KEY, to_pairs
+from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 
 DEFAULT_OPSET = 18
@@ -122,6 +123,8 @@ def to_onnx(
     opset: int = DEFAULT_OPSET,
     check: bool = True,
     interpreter: type[OnnxInterpreter] | None = None,
+    path: str | os.PathLike | None = None,
+    external_data: bool | None = None,
 ) -> onnx.ModelProto:
     """Convert a :class:`converter.Module` to an ONNX model.
 
@@ -130,10 +133,17 @@ def to_onnx(
             initializer, also those dead-argument elimination dropped (they are unused).
         opset: the default-domain opset to target (18 to 26). ``bitcast_convert`` of floats
             to integers, and between widths, needs 26 (ONNX ``BitCast``).
-        check: run ``onnx.checker.check_model(full_check=True)`` (skipped automatically for
-            models over 2 GB, which the checker cannot take in memory).
+        check: run ``onnx.checker.check_model(full_check=True)``: on the file when ``path``
+            is given, else in memory (skipped for models of 2 GB or more, which protobuf
+            cannot serialize in one piece: pass ``path``).
         interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
             that records the ONNX value name of every op's results).
+        path: also write the model there (atomically). With ``external_data`` (default:
+            when the parameters take 2 GB, or ``$CONVERTER_EXTERNAL_THRESHOLD`` bytes, or
+            more) the parameters go to ``<path>.data`` beside it, streamed from their
+            arrays (no copy in memory), 64-byte aligned; the returned model then refers
+            to that file (``onnx.load(path)`` and
+            ``onnxruntime.InferenceSession(path)`` read it) and holds no weights itself.
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
     outputs have ``dim_param``s named as the signature's dynamic dimensions (``"N"``), and
@@ -181,8 +191,8 @@ def to_onnx(
     g.reserved |= {s.name for s in (*sig.params, *sig.inputs, *sig.outputs)}
     if sig.rng is not None:
         g.reserved.add(sig.rng.name)
-    for p in sig.params:
-        g.initializers.append(_initializer(module.params[p.name], p.name))
+    stubs = {p.name: _stub(module.params[p.name], p.name) for p in sig.params}
+    g.initializers.extend(stubs.values())
     graph_inputs = [*sig.inputs, *((sig.rng,) if sig.rng is not None else ())]
     inputs = [_value_info(s) for s in graph_inputs]
     names = [p.name for p in sig.params] + [s.name for s in graph_inputs]
@@ -194,6 +204,14 @@ def to_onnx(
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(_value_info(spec))
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
+    params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
+    size = sum(a.nbytes for a in params.values())
+    if external_data is None:
+        external_data = path is not None and size >= external_threshold(TWO_GB)
+    if path is None and not external_data:
+        for t in initializers:
+            if t.name in stubs:
+                t.raw_data = _raw(params[t.name])
     graph = helper.make_graph(nodes, "main", inputs, outputs, initializers)
     model = helper.make_model(
         graph,
@@ -213,9 +231,81 @@ def to_onnx(
         props[COMPLEX_AS_REAL_KEY] = json.dumps(as_real)
     if props:
         helper.set_model_props(model, props)
-    if check and model.ByteSize() < TWO_GB:
+    if path is not None:
+        _write(model, params, Path(path), external=external_data, check=check)
+    elif external_data:
+        raise ValueError("to_onnx(external_data=True) needs the path to write the model and its data to")
+    elif check and size < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _stub(value, name: str) -> onnx.TensorProto:
+    """An initializer for a parameter without its data yet (filled in, or pointed at the
+    external data file, once it is known to be live)."""
+    arr = _param_array(value)
+    t = onnx.TensorProto(name=name, dims=list(arr.shape), data_type=onnx_dtype(dtypes.name_of(arr.dtype)))
+    return t
+
+
+def _param_array(value) -> np.ndarray:
+    """A parameter as the array its initializer holds: C-contiguous, complex as real pairs
+    (a view, no copy, for a contiguous array)."""
+    arr = np.asarray(value)
+    arr = np.ascontiguousarray(arr).reshape(arr.shape)
+    if np.iscomplexobj(arr):
+        arr = arr.view(arr.real.dtype).reshape(*arr.shape, 2)
+    return arr
+
+
+_PACKED = {"int4", "uint4", "int2", "uint2", "float4_e2m1fn"}  # ONNX packs these, 2 or 4 per byte
+
+
+def _raw_view(arr: np.ndarray) -> memoryview | bytes:
+    """The bytes of an initializer as ONNX lays them out (little-endian; bool one byte;
+    4- and 2-bit types packed, by ``numpy_helper``): a view of ``arr`` when that is its
+    own memory."""
+    if dtypes.name_of(arr.dtype) in _PACKED:
+        return numpy_helper.from_array(arr).raw_data
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def _raw(arr: np.ndarray) -> bytes:
+    """``raw_data`` of an initializer (see :func:`_raw_view`)."""
+    return bytes(_raw_view(arr))
+
+
+def _write(model: onnx.ModelProto, params: dict[str, np.ndarray], path: Path, *, external: bool, check: bool):
+    """Write ``model`` to ``path`` atomically, its parameters inline or (``external``)
+    streamed to ``<path>.data``; the checker runs on the written file before it appears."""
+    data_name = path.name + ".data"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as staging:
+        staged = Path(staging) / path.name
+        inits = [t for t in model.graph.initializer if t.name in params]
+        if external:
+            with open(Path(staging) / data_name, "wb") as f:
+                for t in inits:
+                    data = _raw_view(params[t.name])
+                    f.write(b"\0" * ((-f.tell()) % ALIGN))
+                    offset = f.tell()
+                    f.write(data)
+                    t.data_location = onnx.TensorProto.EXTERNAL
+                    del t.external_data[:]
+                    for key, value in (("location", data_name), ("offset", offset), ("length", len(data))):
+                        t.external_data.add(key=key, value=str(value))
+        else:
+            for t in inits:
+                t.raw_data = _raw(params[t.name])
+        with open(staged, "wb") as f:
+            f.write(model.SerializeToString())
+        if check:
+            onnx.checker.check_model(str(staged), full_check=True)
+        if external:
+            os.replace(Path(staging) / data_name, path.parent / data_name)
+        os.replace(staged, path)
 
 
 def _value_info(spec) -> onnx.ValueInfoProto:
@@ -271,7 +361,7 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
     2 GB limit by default) stores its initializers as external data in ``<name>.data``
     beside it, written before the model file appears."""
     path = Path(path)
-    external = not _sizeable(model) or model.ByteSize() >= external_threshold
+    external = _model_size(model) >= external_threshold
     if not external:
         with atomic_path(path) as tmp:
             onnx.save_model(model, tmp)
@@ -289,20 +379,16 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
         os.replace(staged, path)
 
 
-def _sizeable(model: onnx.ModelProto) -> bool:
-    try:
-        model.ByteSize()
-        return True
-    except Exception:  # noqa: BLE001 - protobuf refuses to size messages over 2 GB
-        return False
+def _model_size(model: onnx.ModelProto) -> int:
+    """The serialized size of ``model``, or at least :data:`TWO_GB` when it is that large:
+    ``ByteSize()`` of the whole model only once its initializers (sized one by one) are
+    below 2 GB (protobuf refuses to size a message past 2 GB)."""
+    tensors = sum(t.ByteSize() for t in model.graph.initializer)
+    return tensors if tensors >= TWO_GB else model.ByteSize()
 
 
 def _dims(shape):
     return [d if isinstance(d, int) else (d or None) for d in shape]
-
-
-def _initializer(value, name):
-    return _tensor(to_pairs(np.asarray(value)), name)
 
 
 __all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET", "MAX_OPSET"]

@@ -11,10 +11,11 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import dtypes, mlir
+from converter import dtypes, mlir, progress
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
+from converter.weights import aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
 from .data_dependent import resolve_data_dependent
@@ -47,13 +48,33 @@ def _tensor_key(t: torch.Tensor) -> tuple:
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
-def _to_numpy(t: torch.Tensor) -> np.ndarray:
+def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     """A copy (not a view: later in-place updates of the torch model, e.g. batch-norm
-    running stats or an optimizer step, must not change the converted parameters)."""
-    t = t.detach().cpu().contiguous()
+    running stats or an optimizer step, must not change the converted parameters), made
+    straight into a 64-byte aligned array that ``to_jax`` on CPU then uses in place: the
+    one copy of the parameters a conversion makes. Without ``copy``, a read-only view of a
+    contiguous CPU tensor's memory (torch allocates 64-byte aligned, so JAX shares it too)."""
+    t = t.detach()
+    if not copy and t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse:
+        if t.dtype == torch.bfloat16:
+            view = t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
+        else:
+            try:
+                view = t.numpy()
+            except (TypeError, RuntimeError):  # a dtype NumPy lacks
+                return _to_numpy(t)
+        view.flags.writeable = False
+        return view
     if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16")).copy()
-    return t.numpy().copy()
+        out = aligned_empty(tuple(t.shape), dtypes.to_numpy("bfloat16"))
+        torch.from_numpy(out.view(np.uint16)).view(torch.bfloat16).copy_(t)
+        return out
+    try:
+        out = aligned_empty(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype)))
+        torch.from_numpy(out).copy_(t)
+    except (KeyError, TypeError):  # a dtype NumPy or torch.from_numpy lacks a spelling for
+        return aligned_copy(t.cpu().contiguous().numpy())
+    return out
 
 
 def _spec(name: str, val: torch.Tensor, kind: str, symbols: dict | None = None) -> LeafSpec:
@@ -71,6 +92,8 @@ def from_torch(
     args: tuple = (),
     kwargs: dict | None = None,
     dynamic_shapes: Any = None,
+    *,
+    copy: bool = True,
 ) -> Module:
     """Convert a PyTorch model to a :class:`converter.Module`.
 
@@ -82,6 +105,11 @@ def from_torch(
             max=64)``, ``Dim.AUTO``/``Dim.DYNAMIC``, derived dims such as ``2 * seq``), for an
             ``nn.Module``. An ``ExportedProgram`` keeps the dynamic dimensions it was
             exported with.
+        copy: copy the parameters (default), so that the Module is a snapshot that later
+            updates of the torch model leave alone. ``copy=False`` shares the memory of the
+            model's CPU tensors (read-only NumPy views; ``to_jax`` on CPU shares it too),
+            for a model that is not changed afterwards: a conversion then holds no second
+            copy of the weights (the ``convert`` command does this).
 
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
@@ -115,7 +143,11 @@ def from_torch(
         DynamicDimensionError: (an ``OpConversionError``) a rule needs the concrete value of
             a dynamic dimension; names the dimension, the ATen op and its source line.
     """
-    ep = export(model, args, kwargs, dynamic_shapes)
+    stage = "Core ATen decompositions"
+    if not isinstance(model, ExportedProgram):
+        stage = "torch.export and " + stage
+    with progress.stage(stage):
+        ep = export(model, args, kwargs, dynamic_shapes)
     resolve_data_dependent(ep)
     graph = ep.graph_module.graph
     check_supported(graph)
@@ -137,7 +169,7 @@ def from_torch(
             key = _tensor_key(tensor)
             if key not in canonical:
                 canonical[key] = spec.target
-                params[spec.target] = _to_numpy(tensor)
+                params[spec.target] = _to_numpy(tensor, copy)
                 param_specs.append(_spec(spec.target, tensor, _PARAM_KINDS[spec.kind]))
             feed.append(("param", canonical[key]))
         elif spec.kind == InputKind.USER_INPUT:
@@ -207,17 +239,20 @@ def from_torch(
     avals = [
         jax.ShapeDtypeStruct(shp, dtypes.to_numpy(s.dtype)) for shp, s in zip(shapes, arg_specs, strict=True)
     ]
-    with jax.enable_x64(True):
-        if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-            exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
-            module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
-            output_specs = [
-                LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
-                for s, a in zip(output_specs, exported.out_avals, strict=True)
-            ]
-        else:
-            lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
-            module = lowered.compiler_ir("stablehlo")
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+        with jax.enable_x64(True):
+            if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
+                exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
+                module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
+                output_specs = [
+                    LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
+                    for s, a in zip(output_specs, exported.out_avals, strict=True)
+                ]
+            else:
+                lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
+                module = lowered.compiler_ir("stablehlo")
+        size = sum(a.nbytes for a in params.values())
+        info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
     signature = Signature(
         params=tuple(param_specs),
         inputs=tuple(input_specs),
@@ -231,7 +266,8 @@ def from_torch(
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     if symbols:
         meta["dynamic_dims"] = sorted(ranges)
-    return run_passes(Module(module, signature, params, source="torch", meta=meta))
+    with progress.stage("passes"):
+        return run_passes(Module(module, signature, params, source="torch", meta=meta))
 
 
 def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict, dict]:
