@@ -8,6 +8,8 @@ is an outline) is preceded by the line ``<!-- doc-test: skip (reason) -->``; kee
 from __future__ import annotations
 
 import re
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -52,7 +54,10 @@ def fresh_jax_config():
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(doc, tmp_path, monkeypatch, fresh_jax_config):
     monkeypatch.chdir(tmp_path)
-    namespace: dict = {"__name__": "__doc_snippet__"}
+    # a real module: torch.compile/torch.cond import the module of the functions they trace
+    module = types.ModuleType("__doc_snippet__")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace: dict = module.__dict__
     ran = 0
     for line, code, skip in blocks(doc):
         if skip:
