@@ -4,7 +4,9 @@
 ``torch.load(weights_only=False)`` every weight or constant its config marks
 ``"use_pickle": true``, every opaque constant (``pickle.loads``), and the sample inputs or
 legacy payloads whenever torch's restricted loader refuses them; it loads AOTInductor
-shared libraries found under ``data/aotinductor/``; and it passes the symbolic shape
+shared libraries found under ``data/aotinductor/``; its graph nodes may name any ``torch.*``
+or ``_operator`` callable (``torch.hub.load``, ``operator.call``), which running or
+re-tracing the program calls; and it passes the symbolic shape
 expressions of the program (``expr_str``) to ``sympy.sympify``, which evaluates them as
 Python. :func:`check_pt2` inspects the archive before any of that happens and refuses what
 would run code, unless the caller opts in with ``trust_pickle=True``; :func:`load_pt2`
@@ -65,6 +67,67 @@ def _safe_expr(expr: str) -> bool:
     return True
 
 
+#: ``_operator`` functions a graph node may call: arithmetic, comparisons, indexing (not
+#: ``call``, ``attrgetter``, ``methodcaller``, ``setitem``: with those a graph reaches any
+#: Python object).
+_OPERATORS = frozenset(
+    """add sub mul truediv floordiv mod pow neg pos abs and_ or_ xor not_ invert lshift rshift
+    eq ne lt le gt ge getitem truth is_ is_not index matmul""".split()
+)
+#: ``torch.*`` callables (not ops) torch.export puts in graphs.
+_TORCH_CALLABLES = frozenset(
+    {
+        "torch._C._set_grad_enabled",
+        "torch.amp.autocast_mode._enter_autocast",
+        "torch.amp.autocast_mode._exit_autocast",
+    }
+)
+#: ``torch.ops.<namespace>.<op>[.<overload>]``; an op name may be one of ATen's dunder ops
+#: (``aten.__and__.Tensor``), no other dunder (``torch.ops.aten.__setattr__``).
+_OP_TARGET = re.compile(
+    r"torch\.ops\.[A-Za-z][A-Za-z0-9_]*\.(?:_?[A-Za-z][A-Za-z0-9_]*|__i?(?:and|or|xor|lshift|rshift)__)"
+    r"(?:\.[A-Za-z_][A-Za-z0-9_]*)?"
+)
+
+
+def _safe_target(target: str) -> bool:
+    """Whether a graph node's ``target`` is an operator (``torch.ops.ns.op[.overload]``, a
+    ``#namespace:op`` extension op), a symbolic-shape function (``torch.sym_*``, ``math.*``),
+    an arithmetic ``_operator`` function, or one of :data:`_TORCH_CALLABLES`: not an
+    arbitrary Python callable that running the program would call (``torch.hub.load``,
+    ``torch.ops.load_library``, ``_operator.call``)."""
+    if _OP_TARGET.fullmatch(target) and "__" not in target.rpartition(".")[2]:
+        return True
+    if "__" in target:
+        return False
+    if target in _TORCH_CALLABLES:
+        return True
+    if re.fullmatch(r"#[A-Za-z0-9_.]+:[A-Za-z0-9_.]+", target):
+        return True
+    head, _, name = target.partition(".")
+    if head == "_operator":
+        return name in _OPERATORS
+    if head == "math":
+        return re.fullmatch(r"[a-z0-9_]+", name) is not None
+    return head == "torch" and re.fullmatch(r"_?sym_[a-z_]+", name) is not None
+
+
+def _node_targets(tree: Any) -> list[str]:
+    """The ``target`` of every graph node (a dict with ``target``, ``inputs``, ``outputs``)."""
+    found: list[str] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            target = node.get("target")
+            if isinstance(target, str) and "inputs" in node and "outputs" in node:
+                found.append(target)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
 def _expr_strings(tree: Any) -> list[str]:
     """Every ``expr_str`` value in a JSON tree."""
     found: list[str] = []
@@ -95,6 +158,8 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
     * no payload is a pickle torch would load unrestricted: ``"use_pickle": true`` entries of
       the weights and constants configs, opaque/custom-object constants, legacy ``.pt``
       weights; no AOTInductor libraries (``data/aotinductor/``);
+    * every graph node calls an operator, not an arbitrary Python callable that running (or
+      re-tracing, as ``run_decompositions`` does) the program would call (:func:`_safe_target`);
     * the sample inputs (and any other ``.pt`` member) load with torch's restricted
       ``weights_only=True`` unpickler, so torch never falls back to the unrestricted one;
     * every symbolic shape expression (``expr_str``, which torch gives to ``sympy.sympify``,
@@ -140,6 +205,10 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
                         "arithmetic over shape symbols; torch would evaluate it as Python (sympy.sympify). "
                         "Refused (no option loads it)."
                     )
+            if not trust_pickle:
+                refused += [
+                    f"{name} (graph node target {t})" for t in _node_targets(tree) if not _safe_target(t)
+                ][:3]
             if name.endswith(("_weights_config.json", "_constants_config.json")):
                 refused += _check_payload_config(path, zf, infos, name, tree, trust_pickle)
         for name in infos:
@@ -148,9 +217,10 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
                     refused.append(name)
     if refused:
         raise UntrustedInputError(
-            f"{path}: loading it would unpickle or load code from {', '.join(sorted(set(refused)))} "
-            "(pickled payloads can run arbitrary code). Load it only if you trust where it comes "
-            "from: `convert --trust-pickle`, or converter.load_pt2(path, trust_pickle=True)."
+            f"{path}: loading it would unpickle, load or call code from {', '.join(sorted(set(refused)))} "
+            "(pickled payloads and Python callables in the graph can run arbitrary code). Load it "
+            "only if you trust where it comes from: `convert --trust-pickle`, or "
+            "converter.load_pt2(path, trust_pickle=True)."
         )
 
 

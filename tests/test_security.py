@@ -17,7 +17,7 @@ import torch
 
 import converter
 from converter import cli
-from converter.pt2 import _safe_expr, check_pt2
+from converter.pt2 import _safe_expr, _safe_target, check_pt2
 
 
 class _Marker:
@@ -207,3 +207,40 @@ def test_a_pt2_with_symbolic_shapes_passes_the_check(tmp_path):
     assert "Symbol(" in _member(path, "models/model.json").decode()
     check_pt2(path)
     assert converter.load_pt2(path).module()(torch.ones(4, 4), torch.ones(2, 4)).shape == (3, 4)
+
+
+@pytest.mark.parametrize(
+    "target, safe",
+    [
+        ("torch.ops.aten.addmm.default", True),
+        ("torch.ops.higher_order.cond", True),
+        ("_operator.getitem", True),
+        ("_operator.floordiv", True),
+        ("math.trunc", True),
+        ("torch.sym_max", True),
+        ("torch._C._set_grad_enabled", True),
+        ("torch.hub.load", False),
+        ("torch.ops.load_library", False),
+        ("torch.load", False),
+        ("_operator.call", False),
+        ("_operator.attrgetter", False),
+        ("torch.ops.aten.__class__", False),
+    ],
+)
+def test_graph_node_targets(target, safe):
+    assert _safe_target(target) is safe
+
+
+def test_graph_nodes_calling_python_callables_are_refused(good_pt2, tmp_path):
+    """A node whose target is a Python callable (torch.hub.load downloads and runs code)
+    would be called when the program runs or is re-traced (run_decompositions)."""
+
+    def edit(name: str, data: bytes) -> bytes:
+        if name.endswith("models/model.json"):
+            return data.replace(b'"torch.ops.aten.linear.default"', b'"torch.hub.load"')
+        return data
+
+    assert b"torch.ops.aten.linear.default" in _member(good_pt2, "models/model.json")
+    evil = _rewrite(good_pt2, tmp_path / "target.pt2", edit)
+    with pytest.raises(converter.UntrustedInputError, match="graph node target torch.hub.load"):
+        check_pt2(evil)
