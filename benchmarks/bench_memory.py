@@ -17,6 +17,8 @@ where a figure is "beyond" a state). The modes:
 * ``convert-jax``, ``convert-onnx``, ``convert-module``: the ``convert`` command from the
   model's factory, the whole process beyond the imported libraries: the torch model
   counts (target ≤ 1.5×);
+* ``convert-torch``: ``convert --to torch`` (``.pt2``: ``to_torch``, ``torch.export``,
+  ``torch.export.save``), for scale;
 * ``load``: ``converter.load`` of the ``.shlo`` file ``convert-module`` wrote + ``to_jax`` +
   one call, beyond the imported libraries (target ≤ 1.2×).
 
@@ -35,7 +37,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "tiny": (2, 256, 4)}
-MODES = ("factory", "export", "jax", "jax-shared", "convert-jax", "convert-onnx", "convert-module", "load")
+MODES = (
+    "factory",
+    "export",
+    "jax",
+    "jax-shared",
+    "convert-jax",
+    "convert-onnx",
+    "convert-module",
+    "convert-torch",
+    "load",
+)
 TARGETS = {
     "jax": 1.0,
     "jax-shared": 1.0,
@@ -120,7 +132,8 @@ def run_mode(mode: str, workdir: Path) -> dict:
     base = _status("VmRSS")
     if mode.startswith("convert-"):
         target = mode.removeprefix("convert-")
-        out = shlo if target == "module" else workdir / f"model.{target}"
+        suffix = {"module": "shlo", "torch": "pt2"}.get(target, target)
+        out = shlo if target == "module" else workdir / f"model.{suffix}"
         code = cli.main(["--from", "torch", "--to", target, here, "-o", str(out)])
         if code:
             raise SystemExit(f"convert --to {target} failed ({code})")
