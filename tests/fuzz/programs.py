@@ -901,9 +901,14 @@ def shapes(draw, allow_empty: bool) -> tuple[int, ...]:
 
 
 @st.composite
-def programs(draw, max_steps: int = 6, families: tuple[str, ...] | None = None) -> Program:
-    """A random well-typed program (see the module docstring)."""
-    specials = draw(st.integers(0, 9)) == 0
+def programs(
+    draw, max_steps: int = 6, families: tuple[str, ...] | None = None, specials: bool | None = None
+) -> Program:
+    """A random well-typed program (see the module docstring): up to ``max_steps`` steps
+    from ``families`` (default all); ``specials`` (default: one program in ten) puts inf and
+    NaN in the float inputs."""
+    if specials is None:
+        specials = draw(st.integers(0, 9)) == 0
     allow_empty = draw(st.integers(0, 14)) == 0
     prog = Program(inputs=[], seed=draw(st.integers(0, 2**32 - 1)), specials=specials)
     b = Builder(draw, prog)
