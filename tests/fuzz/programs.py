@@ -187,7 +187,7 @@ class Builder:
                 eval(f"lambda {', '.join(o.name for o in uniq)}: {text}", dict(NAMESPACE)),  # noqa: S307
                 *[jax.ShapeDtypeStruct(o.shape, o.dtype) for o in uniq],
             )
-        except (TypeError, ValueError, IndexError) as e:
+        except Exception as e:  # noqa: BLE001 - JAX rejecting a step is a generator defect
             raise GeneratorBug(f"{text}: {type(e).__name__}: {e}") from e
         dt = np.dtype(aval.dtype)
         if nonfinite is None:
@@ -616,7 +616,7 @@ def _shape(b: Builder):
     if choice == "reshape":
         dims, rest = [], x.size
         if rest == 0:
-            _same(b, x, "jnp.reshape({0}, (0, -1))" if r else "jnp.reshape({0}, (1,))")
+            _same(b, x, f"jnp.reshape({{0}}, {tuple(reversed(x.shape))})" if r else "jnp.reshape({0}, (1,))")
             return
         for f in (2, 3, 2, 5):
             if rest % f == 0 and b.draw(st.booleans()):
@@ -796,6 +796,122 @@ def _matmul(b: Builder):
     b.add(expr, [x, y], bound=bound, err=err, exact=not is_float(x.dtype))
 
 
+@family("misc", 4)
+def _misc(b: Builder):
+    """softmax, logsumexp, var, triangles, diagonals, repeat, one_hot, searchsorted, shifts,
+    population count, float remainders, descending argsort, batched einsum, iota offsets."""
+    x = b.pick(lambda v: v.dtype != BOOL)
+    if x is None:
+        return
+    r, fl = len(x.shape), is_float(x.dtype)
+    kinds = ["iota", "repeat"]
+    if fl and r >= 1 and x.size:
+        kinds += ["softmax", "logsumexp", "var"]
+    if r >= 2:
+        kinds += ["tri", "diagonal"]
+    if is_int(x.dtype):
+        kinds += ["one_hot", "shift", "popcount"]
+    if x.exact and not x.nonfinite and r >= 1 and x.size:
+        kinds += ["searchsorted", "argsort_desc"] + (["fmod"] if fl else [])
+    if r == 3 and fl:
+        kinds += ["bmm"]
+    kind = b.draw(st.sampled_from(kinds))
+    axis = b.draw(st.integers(-r, r - 1)) if r else 0
+    if kind == "iota":
+        if not r:
+            return
+        b.add(
+            "{0} + jnp.arange({0}.shape[-1], dtype={0}.dtype)",
+            [x],
+            bound=x.bound + x.shape[-1],
+            err=x.err + rounding(x.dtype, x.bound + x.shape[-1]),
+            exact=not fl,
+        )
+    elif kind == "repeat":
+        if not r:
+            return
+        _same(b, x, f"jnp.repeat({{0}}, {b.draw(st.integers(1, 3))}, axis={axis})")
+    elif kind == "softmax":
+        expr = b.draw(st.sampled_from(["jax.nn.softmax", "jax.nn.log_softmax"]))
+        n = x.shape[axis]
+        bound = 1.0 if expr == "jax.nn.softmax" else 2 * x.bound + math.log(n) + 1
+        b.add(
+            f"{expr}({{0}}, axis={axis})",
+            [x],
+            bound=bound,
+            err=2 * x.err + rounding(x.dtype, bound, TRANS * n),
+            exact=False,
+        )
+    elif kind == "logsumexp":
+        n = x.shape[axis]
+        bound = x.bound + math.log(n) + 1
+        b.add(
+            f"jax.nn.logsumexp({{0}}, axis={axis})",
+            [x],
+            bound=bound,
+            err=x.err + rounding(x.dtype, bound, TRANS * n),
+            exact=False,
+        )
+    elif kind == "var":
+        n = x.shape[axis]
+        bound = 4 * x.bound**2
+        b.add(
+            f"jnp.var({{0}}, axis={axis})",
+            [x],
+            bound=bound,
+            err=4 * x.bound * x.err + rounding(x.dtype, bound, 2 * n + 2),
+            exact=False,
+        )
+    elif kind == "tri":
+        fn = b.draw(st.sampled_from(["jnp.triu", "jnp.tril"]))
+        _same(b, x, f"{fn}({{0}}, {b.draw(st.integers(-1, 1))})")
+    elif kind == "diagonal":
+        _same(b, x, f"jnp.diagonal({{0}}, {b.draw(st.integers(-1, 1))}, axis1=0, axis2=1)")
+    elif kind == "one_hot":
+        b.add("jax.nn.one_hot({0}, 5)", [x], bound=1, err=0, exact=True)
+    elif kind == "shift":
+        y = _partner(b, x, True)
+        bits = x.dtype.itemsize * 8
+        op = b.draw(st.sampled_from(["<<", ">>"]))
+        # shifting by the bit width or more is implementation-defined in C; StableHLO defines
+        # it, but keep to [0, bits - 1] like every lowering does
+        b.add(
+            f"{{0}} {op} ({{1}} & {bits - 1})", [x, y], bound=float(np.iinfo(x.dtype).max), err=0, exact=True
+        )
+    elif kind == "popcount":
+        b.add("lax.population_count({0})", [x], bound=64, err=0, exact=True)
+    elif kind == "searchsorted":
+        side = b.draw(st.sampled_from(["left", "right"]))
+        y = b.pick(lambda v: v.dtype == x.dtype and v.exact and not v.nonfinite)
+        b.add(
+            f"jnp.searchsorted(jnp.sort({{0}}.ravel()), {{1}}, side={side!r})",
+            [x, y],
+            bound=x.size,
+            err=0,
+            exact=True,
+        )
+    elif kind == "argsort_desc":
+        b.add(
+            f"jnp.argsort({{0}}, axis={axis}, descending=True, stable=True)",
+            [x],
+            bound=x.shape[axis],
+            err=0,
+            exact=True,
+        )
+    elif kind == "fmod":
+        expr = b.draw(st.sampled_from(["jnp.remainder({0}, 1.5)", "jnp.fmod({0}, 1.5)", "{0} // 1.5"]))
+        bound = x.bound if "//" in expr else 1.5
+        b.add(expr, [x], bound=bound, err=rounding(x.dtype, bound, 2), exact=False)
+    elif kind == "bmm":
+        bsz, _, k = x.shape
+        y = b.pick(lambda v: v.dtype == x.dtype and len(v.shape) == 3 and v.shape[:2] == (bsz, k))
+        if y is None:
+            y = new_input(b, (bsz, k, b.draw(st.integers(1, 3))), x.dtype)
+        bound = max(k, 1) * x.bound * y.bound
+        err = k * (x.err * y.bound + y.err * x.bound) + rounding(x.dtype, bound, k + 1)
+        b.add("jnp.einsum('bij,bjk->bik', {0}, {1})", [x, y], bound=bound, err=err, exact=False)
+
+
 @family("window", 2)
 def _window(b: Builder):
     """Convolutions (``lax.conv_general_dilated``, NC... layout, strides, padding, dilations,
@@ -901,9 +1017,14 @@ def shapes(draw, allow_empty: bool) -> tuple[int, ...]:
 
 
 @st.composite
-def programs(draw, max_steps: int = 6, families: tuple[str, ...] | None = None) -> Program:
-    """A random well-typed program (see the module docstring)."""
-    specials = draw(st.integers(0, 9)) == 0
+def programs(
+    draw, max_steps: int = 6, families: tuple[str, ...] | None = None, specials: bool | None = None
+) -> Program:
+    """A random well-typed program (see the module docstring): up to ``max_steps`` steps
+    from ``families`` (default all); ``specials`` (default: one program in ten) puts inf and
+    NaN in the float inputs."""
+    if specials is None:
+        specials = draw(st.integers(0, 9)) == 0
     allow_empty = draw(st.integers(0, 14)) == 0
     prog = Program(inputs=[], seed=draw(st.integers(0, 2**32 - 1)), specials=specials)
     b = Builder(draw, prog)
