@@ -239,25 +239,25 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
         inputs = function_type(main).inputs
         if len(inputs) != len(arg_shapes):
             raise ConversionError(f"@main takes {len(inputs)} arguments, got {len(arg_shapes)} shapes")
-        types = [_static_type(t, shape) for t, shape in zip(inputs, arg_shapes, strict=True)]
+        types = ",".join(str(_static_type(t, shape)) for t, shape in zip(inputs, arg_shapes, strict=True))
         stablehlo.register_stablehlo_passes()
-        pipeline = (
-            f"builtin.module(stablehlo-refine-arguments{{types='{','.join(map(str, types))}'}},"
-            "stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism))"
-        )
+        _run_pipeline(m, f"builtin.module(stablehlo-refine-arguments{{types='{types}'}})", arg_shapes)
+        with_args = mlir.clone_module(m)
         try:
-            passmanager.PassManager.parse(pipeline).run(m.operation)
-        except ir.MLIRError as e:
-            why = "; ".join(d.message for d in getattr(e, "error_diagnostics", None) or []) or str(e)
-            raise ConversionError(
-                f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
-            ) from None
-        _check_assertions(m)
-    if not _is_static(m):  # dynamic_* custom calls: JAX's refinement knows them
+            _run_pipeline(
+                m,
+                "builtin.module(stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism))",
+                arg_shapes,
+            )
+        except ConversionError:
+            m = None  # e.g. a stablehlo.composite (chlo.erf) whose decomposition keeps ?
+        if m is not None:
+            _check_assertions(m)
+    if m is None or not _is_static(m):  # dynamic_* custom calls, composites: JAX's refinement knows them
         from converter import _jax_internal
 
         try:
-            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(m))
+            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(with_args if m is None else m))
         except ValueError as e:
             why = e.__cause__ or e
             raise ConversionError(
@@ -266,6 +266,14 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
     with m.context, ir.Location.unknown():
         _check_static(m)
     return m
+
+
+def _run_pipeline(m: ir.Module, pipeline: str, arg_shapes: Sequence[Sequence[int]]) -> None:
+    try:
+        passmanager.PassManager.parse(pipeline).run(m.operation)
+    except ir.MLIRError as e:
+        why = "; ".join(d.message for d in getattr(e, "error_diagnostics", None) or []) or str(e)
+        raise ConversionError(f"cannot specialize the module to shapes {list(arg_shapes)}: {why}") from None
 
 
 def _is_static(m: ir.Module) -> bool:

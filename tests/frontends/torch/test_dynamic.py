@@ -90,6 +90,18 @@ def test_to_torch_runs_every_size_in_range(mlp):
         t(torch.zeros(65, 6))
 
 
+def test_saved_module_keeps_dims_and_ranges(mlp, tmp_path):
+    model, m = mlp
+    m.save(tmp_path / "mlp.shlo")
+    loaded = converter.load(tmp_path / "mlp.shlo")
+    assert loaded.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    f = loaded.to_jax()
+    x = torch.randn(13, 6)
+    np.testing.assert_allclose(np.asarray(f(x.numpy())), _torch_out(model, x).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SignatureMismatchError, match=r"'batch' is 70.*\[2, 64\]"):
+        f(np.zeros((70, 6), np.float32))
+
+
 def test_onnx_and_jax_artifacts_keep_symbolic_dims(mlp, tmp_path):
     model, m = mlp
     proto = m.to_onnx()
