@@ -42,9 +42,9 @@ class Pair(torch.nn.Module):
         return x * 2 + y.view(b, 2, -1).sum(1), torch.arange(b * 3).reshape(b, 3)
 
 
-def _torch_out(model, *args):
+def _torch_out(model, *args, **kwargs):
     with torch.no_grad():
-        return model(*args)
+        return model(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,29 @@ def test_derived_dim_and_size_arithmetic():
             np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
     with pytest.raises(SignatureMismatchError, match=r"'2\*b' of args\[1\] is 7.*b=5"):
         f(np.zeros((5, 3), np.float32), np.zeros((7, 3), np.float32))
+
+
+class Halves(torch.nn.Module):
+    """A keyword input, a dimension used halved, a cumulative sum along a dynamic axis."""
+
+    def forward(self, x, *, mask):
+        return (x.view(-1, 2, x.shape[1]).sum(1) * mask[: x.shape[0] // 2]).cumsum(0)
+
+
+def test_keyword_input_and_cumsum_along_a_dynamic_axis():
+    model, b = Halves(), Dim("b", min=1, max=20)
+    x, mask = torch.randn(6, 3), torch.randn(3, 3)
+    m = converter.from_torch(model, (x,), {"mask": mask}, dynamic_shapes={"x": {0: 2 * b}, "mask": {0: b}})
+    assert [s.shape for s in m.signature.inputs] == [("2*b", 3), ("b", 3)]
+    f, t = m.to_jax(), m.to_torch()
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 4, 9):
+        x, mask = torch.randn(2 * n, 3), torch.randn(n, 3)
+        want = _torch_out(model, x, mask=mask).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy(), mask=mask.numpy())), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_torch_out(t, x, mask=mask).numpy(), want, rtol=1e-5, atol=1e-5)
+        (got,) = session.run(None, {"args[0]": x.numpy(), "kwargs['mask']": mask.numpy()})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 def test_auto_dims_keep_torch_names(mlp):
