@@ -162,6 +162,24 @@ def test_keyword_input_and_cumsum_along_a_dynamic_axis():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_conv_and_max_pool_with_dynamic_batch():
+    """Max pooling picks its values by a one-hot select under dynamic shapes (the ONNX
+    backend has no gather with dynamic batching dims); NaN windows give NaN as in torch."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.MaxPool2d(2), torch.nn.Flatten()
+    ).eval()
+    m = converter.from_torch(model, (torch.randn(3, 2, 8, 8),), dynamic_shapes=({0: Dim("n", max=16)},))
+    f = m.to_jax()
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 6):
+        x = torch.randn(n, 2, 8, 8)
+        x[0, 0, 0, 0] = float("nan")
+        want = _torch_out(model, x).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy())), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(session.run(None, {"args[0]": x.numpy()})[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_auto_dims_keep_torch_names(mlp):
     model, _ = mlp
     m = converter.from_torch(model, (torch.randn(4, 6),), dynamic_shapes=({0: Dim.AUTO},))
