@@ -236,6 +236,17 @@ def test_gpt2_dynamic_sequence_length(gpt2):
         np.testing.assert_allclose(session.run(None, {"args[0]": ids.numpy()})[0], want, rtol=1e-4, atol=1e-4)
 
 
+def test_validate_takes_dynamic_shapes():
+    from converter import validate as V
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh()).eval()
+    source = (model, (torch.randn(3, 6),), {}, ({0: Dim("rows", max=20)},))
+    assert V.load_source(source, "torch").module.signature.inputs[0].shape == ("rows", 6)
+    report = V.validate(source, from_="torch", targets=("jax", "torch"), progress=False)
+    assert report.passed and all(row.shape == [3, 4] for t in report.targets for row in t.rows)
+
+
 def test_cli_pt2_and_factory_with_dynamic_shapes(tmp_path):
     torch.manual_seed(0)
     model = MLP().eval()
