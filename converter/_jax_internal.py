@@ -60,7 +60,7 @@ def exported_from_stablehlo(name: str, serialized: bytes, in_avals: list, out_av
         unordered_effects=(),
         disabled_safety_checks=(),
         mlir_module_serialized=serialized,
-        calling_convention_version=jax.export.maximum_supported_calling_convention_version,
+        calling_convention_version=jax.config.jax_export_calling_convention_version,  # what export writes
         module_kept_var_idx=tuple(range(len(ins))),
         uses_global_constants=symbolic,
         _get_vjp=None,

@@ -223,10 +223,19 @@ def make_inputs(signature, example: tuple | None = None, seed: int = 0) -> tuple
     if example is not None:
         examples = [v for _, v in flatten(example, signature.in_tree)]
     leaves = [
-        random_leaf(s.shape, s.dtype, rng, ex) for s, ex in zip(signature.inputs, examples, strict=True)
+        random_leaf(_concrete(s.shape, ex), s.dtype, rng, ex)
+        for s, ex in zip(signature.inputs, examples, strict=True)
     ]
     args, kwargs = unflatten(signature.in_tree, leaves)
     return tuple(args), dict(kwargs)
+
+
+def _concrete(shape: Sequence, example: Any) -> Sequence:
+    """``shape``, its dynamic dimensions (``from_torch(dynamic_shapes=)``) sized as the
+    example's."""
+    if all(isinstance(d, int) for d in shape) or example is None:
+        return shape
+    return tuple(d if isinstance(d, int) else int(n) for d, n in zip(shape, np.shape(example), strict=True))
 
 
 def load_inputs(path: str | os.PathLike, signature) -> tuple[tuple, dict]:

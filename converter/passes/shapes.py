@@ -239,25 +239,25 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
         inputs = function_type(main).inputs
         if len(inputs) != len(arg_shapes):
             raise ConversionError(f"@main takes {len(inputs)} arguments, got {len(arg_shapes)} shapes")
-        types = [_static_type(t, shape) for t, shape in zip(inputs, arg_shapes, strict=True)]
+        types = ",".join(str(_static_type(t, shape)) for t, shape in zip(inputs, arg_shapes, strict=True))
         stablehlo.register_stablehlo_passes()
-        pipeline = (
-            f"builtin.module(stablehlo-refine-arguments{{types='{','.join(map(str, types))}'}},"
-            "stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism))"
-        )
+        _run_pipeline(m, f"builtin.module(stablehlo-refine-arguments{{types='{types}'}})", arg_shapes)
+        with_args = mlir.clone_module(m)
         try:
-            passmanager.PassManager.parse(pipeline).run(m.operation)
-        except ir.MLIRError as e:
-            why = "; ".join(d.message for d in getattr(e, "error_diagnostics", None) or []) or str(e)
-            raise ConversionError(
-                f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
-            ) from None
-        _check_assertions(m)
-    if not _is_static(m):  # dynamic_* custom calls: JAX's refinement knows them
+            _run_pipeline(
+                m,
+                "builtin.module(stablehlo-refine-shapes,func.func(stablehlo-canonicalize-dynamism))",
+                arg_shapes,
+            )
+        except ConversionError:
+            m = None  # e.g. a stablehlo.composite (chlo.erf) whose decomposition keeps ?
+        if m is not None and not _check_assertions(m):
+            m = None  # an assertion left unfolded (in a called function): JAX's refinement
+    if m is None or not _is_static(m):  # dynamic_* custom calls, composites: JAX's refinement knows them
         from converter import _jax_internal
 
         try:
-            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(m))
+            m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(with_args if m is None else m))
         except ValueError as e:
             why = e.__cause__ or e
             raise ConversionError(
@@ -266,6 +266,14 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
     with m.context, ir.Location.unknown():
         _check_static(m)
     return m
+
+
+def _run_pipeline(m: ir.Module, pipeline: str, arg_shapes: Sequence[Sequence[int]]) -> None:
+    try:
+        passmanager.PassManager.parse(pipeline).run(m.operation)
+    except ir.MLIRError as e:
+        why = "; ".join(d.message for d in getattr(e, "error_diagnostics", None) or []) or str(e)
+        raise ConversionError(f"cannot specialize the module to shapes {list(arg_shapes)}: {why}") from None
 
 
 def _is_static(m: ir.Module) -> bool:
@@ -284,12 +292,14 @@ def _static_type(t: ir.Type, shape: Sequence[int]) -> ir.Type:
     return ir.RankedTensorType.get([int(d) for d in shape], t.element_type)
 
 
-def _check_assertions(m: ir.Module) -> None:
-    """Evaluate every ``shape_assertion`` (now on constants) and erase it.
+def _check_assertions(m: ir.Module) -> bool:
+    """Evaluate every ``shape_assertion`` that folded to constants and erase it; returns
+    whether all did.
 
     Raises:
         ConversionError: with the assertion's message when it does not hold.
     """
+    folded = True
     for fn in mlir.functions(m).values():
         for op in list(mlir.walk_ops(fn)):
             if op.name != "stablehlo.custom_call":
@@ -299,13 +309,13 @@ def _check_assertions(m: ir.Module) -> None:
                 continue
             values = [_constant(v) for v in op.operands]
             if any(v is None for v in values):
-                raise ConversionError(
-                    f"a shape assertion at {view.location} does not fold to a constant after shape refinement"
-                )
+                folded = False
+                continue
             if not bool(values[0]):
                 message = str(view.attr("error_message") or "shape assertion failed")
                 raise ConversionError(message.format(*(int(v) for v in values[1:])))
             op.erase()
+    return folded
 
 
 def _constant(value: ir.Value):

@@ -149,15 +149,18 @@ def _symbolic_cause(e: BaseException, args: Any) -> list[str] | None:
     """The dynamic dimensions a failed rule could not keep symbolic: those named in ``e``
     when it says a symbolic dimension cannot be used here (JAX's
     ``InconclusiveDimensionOperation``, a size without a symbolic form), else those in the
-    node's size arguments (``arange(seq)`` whose rule needs an int); None when the failure
-    has nothing to do with dynamic dimensions."""
+    node's size arguments and argument shapes (``arange(seq)`` whose rule needs an int, a
+    pooling rule that branches on a dynamic size); None when no argument has a dynamic
+    dimension."""
     symbols = _SYMBOLS.get()
     if not symbols:
         return None
     names = sorted({str(v) for v in symbols.values()})
     if type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, _NoSymbolicForm):
         return [n for n in names if re.search(rf"\b{re.escape(n)}\b", str(e))]
-    sizes = [v for v in jax.tree.leaves(args) if jax.export.is_symbolic_dim(v)]
+    leaves = jax.tree.leaves(args)
+    sizes = [v for v in leaves if jax.export.is_symbolic_dim(v)]
+    sizes += [d for v in leaves for d in getattr(v, "shape", ()) if jax.export.is_symbolic_dim(d)]
     if not sizes:
         return None
     text = " ".join(str(v) for v in sizes)

@@ -84,9 +84,14 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
         flat.append(_flat_index(pos, sizes))
     stacked = jnp.stack(windows, axis=-1)
     choice = _last_nan_first_max(stacked)[..., None]
-    vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
     table = jnp.asarray(np.stack(flat, axis=-1))
-    idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]
+    if all(isinstance(n, int) for n in x.shape):
+        vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
+        idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]
+    else:  # dynamic shapes: a one-hot select, not a gather with batching dims (ONNX-expressible)
+        hot = lax.broadcasted_iota(choice.dtype, stacked.shape, stacked.ndim - 1) == choice
+        vals = jnp.max(jnp.where(hot, stacked, jnp.asarray(_lowest(x.dtype), x.dtype)), axis=-1)
+        idx = jnp.sum(jnp.where(hot, table, 0), axis=-1)
     if unbatched:
         vals, idx = vals[0], idx[0]
     return vals, idx

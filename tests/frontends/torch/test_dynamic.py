@@ -42,9 +42,9 @@ class Pair(torch.nn.Module):
         return x * 2 + y.view(b, 2, -1).sum(1), torch.arange(b * 3).reshape(b, 3)
 
 
-def _torch_out(model, *args):
+def _torch_out(model, *args, **kwargs):
     with torch.no_grad():
-        return model(*args)
+        return model(*args, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,18 @@ def test_to_torch_runs_every_size_in_range(mlp):
         t(torch.zeros(65, 6))
 
 
+def test_saved_module_keeps_dims_and_ranges(mlp, tmp_path):
+    model, m = mlp
+    m.save(tmp_path / "mlp.shlo")
+    loaded = converter.load(tmp_path / "mlp.shlo")
+    assert loaded.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    f = loaded.to_jax()
+    x = torch.randn(13, 6)
+    np.testing.assert_allclose(np.asarray(f(x.numpy())), _torch_out(model, x).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SignatureMismatchError, match=r"'batch' is 70.*\[2, 64\]"):
+        f(np.zeros((70, 6), np.float32))
+
+
 def test_onnx_and_jax_artifacts_keep_symbolic_dims(mlp, tmp_path):
     model, m = mlp
     proto = m.to_onnx()
@@ -125,6 +137,47 @@ def test_derived_dim_and_size_arithmetic():
             np.testing.assert_array_equal(np.asarray(got[1]), want[1].numpy())
     with pytest.raises(SignatureMismatchError, match=r"'2\*b' of args\[1\] is 7.*b=5"):
         f(np.zeros((5, 3), np.float32), np.zeros((7, 3), np.float32))
+
+
+class Halves(torch.nn.Module):
+    """A keyword input, a dimension used halved, a cumulative sum along a dynamic axis."""
+
+    def forward(self, x, *, mask):
+        return (x.view(-1, 2, x.shape[1]).sum(1) * mask[: x.shape[0] // 2]).cumsum(0)
+
+
+def test_keyword_input_and_cumsum_along_a_dynamic_axis():
+    model, b = Halves(), Dim("b", min=1, max=20)
+    x, mask = torch.randn(6, 3), torch.randn(3, 3)
+    m = converter.from_torch(model, (x,), {"mask": mask}, dynamic_shapes={"x": {0: 2 * b}, "mask": {0: b}})
+    assert [s.shape for s in m.signature.inputs] == [("2*b", 3), ("b", 3)]
+    f, t = m.to_jax(), m.to_torch()
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 4, 9):
+        x, mask = torch.randn(2 * n, 3), torch.randn(n, 3)
+        want = _torch_out(model, x, mask=mask).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy(), mask=mask.numpy())), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(_torch_out(t, x, mask=mask).numpy(), want, rtol=1e-5, atol=1e-5)
+        (got,) = session.run(None, {"args[0]": x.numpy(), "kwargs['mask']": mask.numpy()})
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_and_max_pool_with_dynamic_batch():
+    """Max pooling picks its values by a one-hot select under dynamic shapes (the ONNX
+    backend has no gather with dynamic batching dims); NaN windows give NaN as in torch."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.MaxPool2d(2), torch.nn.Flatten()
+    ).eval()
+    m = converter.from_torch(model, (torch.randn(3, 2, 8, 8),), dynamic_shapes=({0: Dim("n", max=16)},))
+    f = m.to_jax()
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 6):
+        x = torch.randn(n, 2, 8, 8)
+        x[0, 0, 0, 0] = float("nan")
+        want = _torch_out(model, x).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy())), want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(session.run(None, {"args[0]": x.numpy()})[0], want, rtol=1e-5, atol=1e-5)
 
 
 def test_auto_dims_keep_torch_names(mlp):
@@ -181,6 +234,17 @@ def test_gpt2_dynamic_sequence_length(gpt2):
         want = _torch_out(model, ids).logits.numpy()
         np.testing.assert_allclose(np.asarray(f(ids.numpy())["logits"]), want, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(session.run(None, {"args[0]": ids.numpy()})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_validate_takes_dynamic_shapes():
+    from converter import validate as V
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh()).eval()
+    source = (model, (torch.randn(3, 6),), {}, ({0: Dim("rows", max=20)},))
+    assert V.load_source(source, "torch").module.signature.inputs[0].shape == ("rows", 6)
+    report = V.validate(source, from_="torch", targets=("jax", "torch"), progress=False)
+    assert report.passed and all(row.shape == [3, 4] for t in report.targets for row in t.rows)
 
 
 def test_cli_pt2_and_factory_with_dynamic_shapes(tmp_path):
