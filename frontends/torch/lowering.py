@@ -40,9 +40,9 @@ def node_location(node: torch.fx.Node) -> str:
 
 
 def _ours(path: str) -> bool:
-    """This converter's frames, and code generated at run time (``<eval_with_key>.5``: the
+    """This converter's frames, and the code torch.fx generates (``<eval_with_key>.5``: the
     graphs Dynamo builds for ``torch.cond`` and the other higher-order ops)."""
-    return path.startswith(_NOT_USER[1:]) or path.startswith("<")
+    return path.startswith(_NOT_USER[1:]) or path.startswith("<eval_with_key>")
 
 
 #: ``torch.ops.higher_order.with_effects(token, op, *args, **kwargs) -> (token, op's result)``:

