@@ -436,7 +436,10 @@ def xla_runner(module, source: str | bytes | None = None) -> Callable[[tuple, di
     (``jax.extend.backend``): StableHLO text, MLIR bytecode or a portable artifact go to the
     CPU client's ``compile_and_load`` as they are; nothing of the converter's backends runs.
 
-    ``source`` is the module's own text or bytes (default: ``module``'s text). A module
+    ``source`` is the module's own text or bytes (default: ``module``'s text). The module's
+    parameters (``module.params``) are passed before the inputs, a zero PRNG key after them
+    (a random module is compared by shape), ``kept_var_idx`` applied; results are the user
+    outputs (new values of ``signature.mutations`` left out). A module
     with dynamic dimensions is specialized to each call's input shapes first
     (:meth:`converter.Module.specialize`, the converter's shape pass: XLA compiles static
     shapes only), one executable per distinct set of shapes.
@@ -466,11 +469,17 @@ def xla_runner(module, source: str | bytes | None = None) -> Callable[[tuple, di
                 raise ConversionError(f"XLA cannot compile the StableHLO module: {_first_line(e)}") from e
         return compiled[shapes]
 
+    params = [np.asarray(module.params[p.name]) for p in sig.params]
+    key = [np.zeros(sig.rng.shape, np.uint32)] if sig.rng is not None else []  # compared by shape
+
     def run(a: tuple, k: dict) -> list[np.ndarray]:
         leaves = [np.asarray(v) for _, v in flatten((a, k), sig.in_tree)]
         exe = executable(tuple(v.shape for v in leaves))
-        outs = exe.execute([jax.device_put(v, device) for v in leaves])
-        return [np.asarray(o) for o in outs]
+        args = [*params, *leaves, *key]
+        if sig.kept_var_idx is not None:
+            args = [args[i] for i in sig.kept_var_idx]
+        outs = exe.execute([jax.device_put(v, device) for v in args])
+        return sig.split_outputs([np.asarray(o) for o in outs])[0]
 
     return run
 
@@ -508,17 +517,13 @@ def jax_export_source(path: str | os.PathLike) -> Source:
 
 
 def module_source(path: str | os.PathLike) -> Source:
-    """A ``.shlo`` file (``Module.save``); the reference is the JAX backend under
-    ``jax.jit`` (XLA)."""
+    """A ``.shlo`` file (``Module.save``); the reference is XLA: the saved module compiled as
+    it stands by JAX's CPU client with its saved parameters (:func:`xla_runner`), not the
+    project's own interpreter."""
     import converter
 
     module = converter.load(path)
-    fn = module.to_jax()
-
-    def run(a: tuple, k: dict) -> list[np.ndarray]:
-        return flat_outputs(fn(*a, **k), module.signature)
-
-    return Source("module", module, run, "JAX backend (XLA)")
+    return Source("module", module, xla_runner(module), "XLA (the saved module compiled by JAX)")
 
 
 def load_source(

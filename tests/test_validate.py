@@ -276,6 +276,23 @@ def test_validate_stablehlo_reference_is_xla_not_the_jax_backend(tmp_path, monke
     assert report.targets[0].status == "failed", report.targets[0].reason
 
 
+def test_validate_shlo_reference_is_xla_not_the_jax_backend(tmp_path, monkeypatch):
+    """A ``.shlo`` Module file (with parameters) is validated against XLA running the saved
+    module with its saved parameters: a wrong JAX-backend rule fails the jax target, and
+    with the rule intact every target passes."""
+    import converter
+    from backends.jax.registry import JAX_RULES
+
+    path = tmp_path / "net.shlo"
+    converter.from_torch(*_net()).save(path)
+    report = V.validate(str(path), targets=("jax", "torch"), progress=False)
+    assert report.reference.startswith("XLA")
+    assert [t.status for t in report.targets] == ["passed", "passed"], [t.reason for t in report.targets]
+    monkeypatch.setitem(JAX_RULES._rules, "stablehlo.tanh", lambda interp, op, x: x * 0.5)
+    report = V.validate(str(path), targets=("jax",), progress=False)
+    assert report.targets[0].status == "failed", report.targets[0].reason
+
+
 @pytest.mark.parametrize("fmt", ["text", "portable artifact"])
 def test_xla_runner_matches_jax_jit_and_specializes_dynamic_shapes(tmp_path, fmt):
     import jax
