@@ -31,6 +31,6 @@ def to_torch_tree(tree: Any) -> Any:
             return x
         if dtypes.name_of(x.dtype) == "bfloat16":
             return torch.from_numpy(x.view(np.uint16).copy()).view(torch.bfloat16)
-        return torch.from_numpy(np.array(x, order="C", copy=True))  # 0-d stays 0-d
+        return torch.from_numpy(dtypes.contiguous(x, copy=True))
 
     return tree_map(conv, tree)

@@ -97,7 +97,7 @@ def write_safetensors(
     :func:`read_safetensors` restores those safetensors has no code for (stored as raw
     bytes). Returns the number of bytes written.
     """
-    arrays = {name: np.ascontiguousarray(v).reshape(np.shape(v)) for name, v in params.items()}
+    arrays = {name: dtypes.contiguous(v) for name, v in params.items()}
     order = sorted(arrays, key=lambda n: arrays[n].nbytes % ALIGN != 0)  # stable: aligned ones first
     header: dict[str, Any] = {}
     raw = []

@@ -251,8 +251,7 @@ def _stub(value, name: str) -> onnx.TensorProto:
 def _param_array(value) -> np.ndarray:
     """A parameter as the array its initializer holds: C-contiguous, complex as real pairs
     (a view, no copy, for a contiguous array)."""
-    arr = np.asarray(value)
-    arr = np.ascontiguousarray(arr).reshape(arr.shape)
+    arr = dtypes.contiguous(value)
     if np.iscomplexobj(arr):
         arr = arr.view(arr.real.dtype).reshape(*arr.shape, 2)
     return arr
