@@ -18,28 +18,6 @@ def rng():
     return np.random.default_rng(0)
 
 
-#: Test file → the parameters whose value names a conversion the file's tests share (a
-#: cached or module-scoped one): under ``--dist loadgroup`` (pyproject's addopts) the tests
-#: of one value run on one xdist worker, so each model is converted once, not once per worker.
-_SHARED_CONVERSION = {
-    "tests/test_models.py": ("case",),
-    "tests/test_roundtrip.py": ("source", "model"),
-    "tests/frontends/onnx/test_light_models.py": ("name",),
-    "tests/frontends/onnx/test_node_conformance.py": ("name",),
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the marks
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        path = item.nodeid.split("::")[0]
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        names = _SHARED_CONVERSION.get(path, ())
-        if names and all(n in params for n in names):
-            group = ":".join([path, *(str(params[n]) for n in names)])
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 # --------------------------------------------------------------------------- registry coverage
 
 
