@@ -1,11 +1,11 @@
 """Run a generated program or module through every conversion path and compare with its source.
 
 Paths of a JAX program (:data:`JAX_PATHS`): ``torch`` (``from_jax(...).to_torch()``),
-``onnx`` (``.to_onnx()`` in onnxruntime), ``jax`` (``.to_jax()``) and the round trip
-``onnx>jax`` (``from_onnx(m.to_onnx()).to_jax()``); the reference is ``jax.jit`` of the
-function. Paths of a torch module (:data:`TORCH_PATHS`): ``jax``, ``torch``, ``onnx`` and
-``jax>torch`` (``from_jax(f.apply, params=f.params).to_torch()``); the reference is eager
-torch.
+``onnx`` (``.to_onnx()`` in onnxruntime), ``jax`` (``.to_jax()``) and the round trips
+``onnx>jax`` (``from_onnx(m.to_onnx()).to_jax()``) and ``onnx>torch`` (``.to_torch()``);
+the reference is ``jax.jit`` of the function. Paths of a torch module
+(:data:`TORCH_PATHS`): ``jax``, ``torch``, ``onnx`` and ``jax>torch``
+(``from_jax(f.apply, params=f.params).to_torch()``); the reference is eager torch.
 
 :func:`compare` is the fuzzer's comparator: shapes and dtypes equal; integers and bools
 exactly; floats with NaN where the reference has NaN, infinities equal (sign included) and
@@ -115,11 +115,17 @@ def run_jax_torch(module: converter.Module, args: list[np.ndarray]) -> list[np.n
     return run_torch(again, args)
 
 
+def run_onnx_torch(module: converter.Module, args: list[np.ndarray]) -> list[np.ndarray]:
+    again = converter.from_onnx(module.to_onnx())
+    return run_torch(again, args)
+
+
 JAX_PATHS: dict[str, Callable] = {
     "torch": run_torch,
     "onnx": run_onnx,
     "jax": run_jax,
     "onnx>jax": run_onnx_jax,
+    "onnx>torch": run_onnx_torch,
 }
 TORCH_PATHS: dict[str, Callable] = {
     "jax": run_jax,

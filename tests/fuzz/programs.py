@@ -141,10 +141,10 @@ class Program:
 def make_input(v: Value, rng: np.random.Generator, specials: bool) -> np.ndarray:
     """A seeded input for ``v`` (see :meth:`Program.args`)."""
     if v.dtype == BOOL:
-        return rng.random(v.shape) < 0.5
+        return np.asarray(rng.random(v.shape) < 0.5)
     if is_int(v.dtype):
         lo = 0 if v.dtype.kind == "u" else -8
-        return rng.integers(lo, 17 if lo == 0 else 9, v.shape).astype(v.dtype)
+        return np.asarray(rng.integers(lo, 17 if lo == 0 else 9, v.shape)).astype(v.dtype)
     x = rng.uniform(-3, 3, v.shape)
     if specials and x.size:
         mask = rng.random(v.shape) < 0.15
