@@ -55,7 +55,8 @@ def pytest_sessionfinish(session, exitstatus):
         registry_coverage.dump(hits, os.environ["REGISTRY_HITS_FILE"])
     gaps = registry_coverage.problems(registry_coverage.missing(hits))
     config._registry_gaps = gaps
-    if gaps:
+    strict = registry_coverage.STRICT or os.environ.get("REGISTRY_COVERAGE") == "1"
+    if gaps and strict:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -71,7 +72,9 @@ def pytest_terminal_summary(terminalreporter):
     crosses pytest-xdist workers) and the rules no case of the run reached."""
     gaps = getattr(terminalreporter.config, "_registry_gaps", None)
     if gaps:
-        terminalreporter.section("registry coverage (tests/registry_coverage.py)", red=True)
+        strict = registry_coverage.STRICT or os.environ.get("REGISTRY_COVERAGE") == "1"
+        title = "registry coverage (tests/registry_coverage.py)" + ("" if strict else ": report only")
+        terminalreporter.section(title, red=strict, yellow=not strict)
         for name, lines in gaps.items():
             terminalreporter.line(f"{name}: {len(lines)} problem(s):")
             for line in lines:
