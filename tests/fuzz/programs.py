@@ -13,8 +13,10 @@ which operand dtypes it accepts and draws its parameters; the result's shape and
 from ``jax.eval_shape`` of the step itself, so every program is well-typed by construction.
 Families: elementwise unary and binary (with broadcasting and jnp type promotion), casts,
 reductions and cumulative reductions, shape ops (reshape, transpose, broadcast, slice, pad,
-concatenate, flip, roll), gathers and scatters, sorts, top_k, matmul/einsum and control flow
-(cond, fori_loop, while_loop, scan).
+concatenate, flip, roll), gathers and scatters, sorts, top_k, matmul/einsum, convolutions and
+pools, control flow (cond, fori_loop, while_loop, scan) and a miscellany (softmax,
+logsumexp, var, triu/tril, diagonal, repeat, one_hot, searchsorted, shifts, population
+count, float remainders).
 
 Every value carries what the comparison needs to stay meaningful for random inputs:
 

@@ -73,3 +73,21 @@ def test_onnx_float16_scatter_with_reduction(op):
 def test_onnx_torch_argmax_loop_strides():
     a = np.array([[0, 5, 2], [4, 1, 3]], np.float32)
     check(lambda a: jnp.argmax(a, axis=1), a, paths=("onnx", "onnx>jax", "onnx>torch"))
+
+
+def test_onnx_frontend_scatter_on_constant_data():
+    """An ONNX ``ScatterND`` whose data is a constant at conversion time (here a scatter-min
+    into an iota, and into the product over an empty axis) reached ``from_onnx``'s rule as a
+    NumPy array, and ``x.at[...]`` crashed (``AttributeError: 'numpy.ndarray' object has no
+    attribute 'at'``). Fixed: the rule takes ``jnp.asarray(x)``."""
+    upd = jnp.array([0], np.int32)
+    check(
+        lambda a: jnp.arange(3, dtype=np.int32).at[jnp.array([1])].min(upd) + a,
+        np.ones(3, np.int32),
+        paths=("onnx>jax", "onnx>torch"),
+    )
+    check(
+        lambda a: jnp.prod(a, axis=0).at[jnp.array([1])].min(upd),
+        np.ones((0, 2), np.int32),
+        paths=("onnx>jax", "onnx>torch"),
+    )

@@ -57,7 +57,7 @@ def scatter_elements(ctx, x, indices, updates, *, axis=0, reduction="none"):
     idx = _norm(indices, x.shape[axis])
     grids = list(jnp.indices(indices.shape, sparse=True))
     grids[axis] = idx
-    return _scatter_apply(x.at[tuple(grids)], updates, reduction)
+    return _scatter_apply(jnp.asarray(x).at[tuple(grids)], updates, reduction)
 
 
 @onnx_op("Scatter", 9, until=9)
@@ -69,7 +69,8 @@ def scatter(ctx, x, indices, updates, *, axis=0):
 def scatter_nd(ctx, x, indices, updates, *, reduction="none"):
     k = indices.shape[-1]
     idx = _norm(indices, jnp.asarray(x.shape[:k]))
-    return _scatter_apply(x.at[tuple(idx[..., j] for j in range(k))], updates, reduction)
+    # x may be a constant (NumPy) when the data is known at conversion time
+    return _scatter_apply(jnp.asarray(x).at[tuple(idx[..., j] for j in range(k))], updates, reduction)
 
 
 @onnx_op("Compress", 11)
