@@ -158,12 +158,19 @@ class StaticCacheLM(torch.nn.Module):
 
 
 def convert_static(
-    model: torch.nn.Module, prompt_len: int, max_cache_len: int
+    model: torch.nn.Module, prompt_len: int, max_cache_len: int, max_prompt: int | None = None
 ) -> tuple[converter.Module, converter.Module, list[str]]:
-    """The prefill module (``input_ids (1, prompt_len)``), the decode-step module
-    (``input_ids (1, 1)``) and the cache buffer names, converted from :class:`StaticCacheLM`."""
+    """The prefill module (``input_ids (1, prompt_len)``; with ``max_prompt``, of symbolic
+    length ``prompt`` in ``[2, max_prompt]``, one module for every prompt length), the
+    decode-step module (``input_ids (1, 1)``) and the cache buffer names, converted from
+    :class:`StaticCacheLM`."""
     wrapper = StaticCacheLM(model, max_cache_len)
-    prefill = converter.from_torch(wrapper, (prompt(prompt_len), torch.arange(prompt_len)))
+    example = (prompt(prompt_len), torch.arange(prompt_len))
+    if max_prompt is None:
+        prefill = converter.from_torch(wrapper, example)
+    else:
+        length = Dim("prompt", min=2, max=max_prompt)
+        prefill = converter.from_torch(wrapper, example, dynamic_shapes=({1: length}, {0: length}))
     decode = converter.from_torch(wrapper, (prompt(1), torch.tensor([prompt_len])))
     return prefill, decode, wrapper.cache_names()
 

@@ -72,6 +72,35 @@ def test_symbolic_length(tiny):
     assert gen.greedy_dynamic(m.to_jax(), ids.numpy(), 3) == expected[:3]
 
 
+def test_symbolic_prompt_length(tiny):
+    """One prefill module for every prompt length (a ``Dim`` on the prompt): its cache feeds
+    the decode step as the fixed-length prefill's does."""
+    model, *_, decode, _ = tiny
+    prefill, _, _ = gen.convert_static(model, PROMPT, PROMPT + TOKENS, max_prompt=PROMPT + TOKENS)
+    assert prefill.signature.inputs[0].shape == (1, "prompt")
+    for length in (PROMPT, 6):
+        ids = gen.prompt(length)
+        expected = gen.torch_generate(model, ids, 2)
+        assert gen.greedy_jax(prefill, decode, ids.numpy(), 2) == expected, length
+
+
+def test_symbolic_size_as_scalar_operand():
+    """``t + t.size(1)`` with a dynamic size (StaticCache's ``cumulative_length.add_(kv_length)``):
+    torch's type promotion sees the symbolic size as an int (frontends/torch/ops/_util.py)."""
+    from torch.export import Dim
+
+    import converter
+
+    class AddLength(torch.nn.Module):
+        def forward(self, t):
+            return t + t.size(1)
+
+    m = converter.from_torch(AddLength(), (torch.arange(6).reshape(1, 6),), dynamic_shapes=({1: Dim("n")},))
+    t = torch.arange(9).reshape(1, 9)
+    out = m.to_jax()(t.numpy())
+    assert out.dtype == np.int64 and np.array_equal(np.asarray(out), AddLength()(t).numpy())
+
+
 @pytest.mark.parametrize("arch", [pytest.param(a, marks=slow) for a in gen.ARCHS])
 def test_generate_32_tokens_every_path(arch):
     assert gen.main(["--arch", arch, "--tokens", str(SLOW_TOKENS)]) == 0

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import torch
 from jax import lax
+from jax.export import is_symbolic_dim
 
 from converter import dtypes
 
@@ -37,6 +38,8 @@ def torch_dtype(dtype: Any) -> torch.dtype:
 
 
 def _meta(x: Any) -> Any:
+    if is_symbolic_dim(x):  # a dynamic size used as a number (``t + x.size(1)``): an int
+        return 1
     if is_array(x):
         return torch.empty((1,) if x.ndim else (), dtype=torch_dtype(x.dtype), device="meta")
     return x
