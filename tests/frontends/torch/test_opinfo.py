@@ -407,6 +407,8 @@ def failure_class(reason: str) -> str:
         return reason
     if re.match(r"output \d+ mismatch|(float32|float64|bfloat16|float16) rounding", reason):
         return "mismatch"
+    if reason.startswith("crash: "):  # crash: <exception type>: message
+        return ":".join(reason.split(":")[:2])
     return reason.split(":")[0]
 
 
@@ -480,3 +482,17 @@ def test_low_precision_bar_is_the_float64_reference():
     assert _as_accurate_as_eager(Dot(), [a, b], 0, expected, as_numpy(ref.bfloat16()))
     assert not _as_accurate_as_eager(Dot(), [a, b], 0, expected, as_numpy((ref + 4).bfloat16()))
     assert not _as_accurate_as_eager(Dot(), [a.float(), b.float()], 0, expected.float(), ref.float().numpy())
+
+
+def test_failure_class_ties_an_xfail_to_its_kind_of_failure():
+    assert failure_class("no rule for aten.a.default") == "no rule for aten.a.default"
+    assert failure_class("no rule for aten.a.default") != failure_class("no rule for aten.b.default")
+    mismatch = failure_class("output 1 mismatch: max abs err 1.52, max rel err 2 (rtol 1e-05, atol 1e-05)")
+    assert mismatch == failure_class("float32 rounding: sample 2 is ill-conditioned") == "mismatch"
+    assert failure_class("crash: TypeError: bad") == "crash: TypeError" != failure_class("crash: KeyError: x")
+    assert failure_class("OpConversionError: While converting") == "OpConversionError"
+    assert {failure_class(r) for r in XFAILS.values()} == {
+        failure_class(XFAILS[xfail_key(op, d, t)])
+        for t in ("jax", "torch")
+        for op, d in reason_class_cases(t)
+    }
