@@ -647,7 +647,7 @@ def _shape(b: Builder):
         idx = b.pick(lambda v: is_int(v.dtype) and v.shape == ())
         sizes = tuple(b.draw(st.integers(0, d)) for d in x.shape)
         starts = ", ".join(
-            "{1}" if (idx is not None and i == 0) else str(b.draw(st.integers(-1, d + 1)))
+            "{1}.astype(int)" if (idx is not None and i == 0) else str(b.draw(st.integers(-1, d + 1)))
             for i, d in enumerate(x.shape)
         )
         ops = [x, idx] if idx is not None else [x]
