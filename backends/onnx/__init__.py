@@ -129,8 +129,11 @@ def to_onnx(
     """Convert a :class:`converter.Module` to an ONNX model.
 
     Args:
-        module: the module. Every argument of the full signature becomes an input or an
-            initializer, also those dead-argument elimination dropped (they are unused).
+        module: the module. Every user input of the full signature becomes a graph input,
+            also those dead-argument elimination dropped (they are unused); parameters become
+            initializers, except those the graph never reads (pruned with the dead nodes: a
+            state buffer that is overwritten before it is read has an ``updated:`` output but
+            no initializer).
         opset: the default-domain opset to target (18 to 26). ``bitcast_convert`` of floats
             to integers, and between widths, needs 26 (ONNX ``BitCast``).
         check: run ``onnx.checker.check_model(full_check=True)``: on the file when ``path``
