@@ -118,3 +118,13 @@ def test_onnx_pool_padding_not_smaller_than_window():
     x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
     fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
     check(fn, x, paths=("onnx",))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=converter.OpConversionError,
+    reason="to_jax of lax.top_k(x, 0) on a (3, 0) input: the JAX backend's sort rule divides by "
+    "the size of the empty dimension (ZeroDivisionError: integer modulo by zero)",
+)
+def test_jax_backend_top_k_of_empty_dimension():
+    check(lambda a: lax.top_k(a, 0)[1], np.zeros((3, 0), np.int8), paths=("jax",))
