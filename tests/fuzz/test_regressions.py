@@ -104,3 +104,27 @@ def test_onnx_frontend_scatter_on_constant_data():
 def test_onnx_scatter_min_max_nan_operand(op):
     x, u = np.array([np.nan, 2.0], np.float32), np.array([1.0], np.float32)
     check(lambda x, u: getattr(x.at[jnp.array([0])], op)(u), x, u, paths=("torch", "onnx"))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ort_state.Fail,
+    reason="to_onnx lowers a max/min reduce_window whose padding is not smaller than its window "
+    "(here window 1, padding (1, 1)) to MaxPool with pads >= kernel_shape, which onnxruntime "
+    "refuses when the session is created ('Pad should be smaller than kernel'); the backend should "
+    "Pad explicitly first",
+)
+def test_onnx_pool_padding_not_smaller_than_window():
+    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
+    fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
+    check(fn, x, paths=("onnx",))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=converter.OpConversionError,
+    reason="to_jax of lax.top_k(x, 0) on a (3, 0) input: the JAX backend's sort rule divides by "
+    "the size of the empty dimension (ZeroDivisionError: integer modulo by zero)",
+)
+def test_jax_backend_top_k_of_empty_dimension():
+    check(lambda a: lax.top_k(a, 0)[1], np.zeros((3, 0), np.int8), paths=("jax",))
