@@ -93,17 +93,14 @@ def test_onnx_frontend_scatter_on_constant_data():
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="wrong numbers: to_onnx lowers x.at[i].min/max to ScatterND(reduction='min'/'max'); where "
-    "the operand holds NaN and the update a number, onnxruntime returns the number (std::min/max "
-    "semantics) where StableHLO's minimum/maximum, jax.jit and to_torch give NaN",
-)
 @pytest.mark.parametrize("op", ["min", "max"])
 def test_onnx_scatter_min_max_nan_operand(op):
-    x, u = np.array([np.nan, 2.0], np.float32), np.array([1.0], np.float32)
-    check(lambda x, u: getattr(x.at[jnp.array([0])], op)(u), x, u, paths=("torch", "onnx"))
+    """Found by the fuzzer: onnxruntime's ScatterND min/max kept the number where the operand
+    (or an update) is NaN; StableHLO's minimum/maximum give NaN. Fixed in the ONNX backend."""
+    x, u = np.array([np.nan, 2.0, 3.0], np.float32), np.array([1.0, np.nan], np.float32)
+    check(lambda x, u: getattr(x.at[jnp.array([0, 1])], op)(u), x, u, paths=("torch", "onnx"))
+    x64 = np.array([[np.nan, 2.0], [5.0, -1.0]]), np.array([[1.0, np.nan]])
+    check(lambda x, u: getattr(x.at[jnp.array([0])], op)(u), *x64, paths=("onnx",))
 
 
 @pytest.mark.xfail(

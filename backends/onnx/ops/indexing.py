@@ -14,7 +14,7 @@ from converter.regions import classify_combiner
 
 from ..registry import register
 
-_INT64, _UINT8, _BOOL = 7, 2, 9
+_INT64, _UINT8, _BOOL, _FLOAT = 7, 2, 9, 1
 
 
 def _index_matrix(interp, indices, index_vector_dim, rank):
@@ -156,6 +156,24 @@ def _spill_slot(interp, op, data, idx, bounds):
     return data, g.op("Where", [any_outside, limit, idx])
 
 
+def _numpy_dtype(name: str):
+    from converter import dtypes
+
+    return dtypes.to_numpy(name)
+
+
+def _propagate_nan(g, data, idx, upd, out):
+    """StableHLO's ``maximum``/``minimum`` (and XLA) return NaN when either side is NaN;
+    onnxruntime's ScatterND ``max``/``min`` reductions keep the number (``std::max``). The
+    positions whose operand or any update is NaN are scattered as a 0/1 mask with ``max``
+    and set to NaN."""
+    operand_nan = g.op("Cast", [g.op("IsNaN", [data])], to=_FLOAT)
+    update_nan = g.op("Cast", [g.op("IsNaN", [upd])], to=_FLOAT)
+    mask = g.op("ScatterND", [operand_nan, idx, update_nan], reduction="max")
+    nan = g.op("Div", [g.op("Sub", [out, out]), g.op("Sub", [out, out])])  # 0/0 in out's dtype
+    return g.op("Where", [g.op("Cast", [mask], to=_BOOL), nan, out])
+
+
 @register("stablehlo.scatter")
 def _scatter(interp, op, operand, indices, updates, *more):
     if more:
@@ -197,6 +215,8 @@ def _scatter(interp, op, operand, indices, updates, *more):
     batch_shape = [utype.shape[i] for i in scatter_dims]
     upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
     out = g.op("ScatterND", [data, idx, upd], reduction=_REDUCTION[kind])
+    if kind in ("max", "min") and np.issubdtype(np.dtype(_numpy_dtype(utype.dtype)), np.floating):
+        out = _propagate_nan(g, data, idx, upd, out)
     if spill:  # drop the spill slot again
         k = len(bounds)
         out = g.op("Slice", [out, g.ints([0] * k), g.ints(bounds), g.ints(range(k))])
