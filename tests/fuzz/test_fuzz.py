@@ -55,7 +55,6 @@ KNOWN: list[tuple[str, str, str, str]] = [
     ),
     ("^onnx>torch$", "UncapturedHigherOrderOpError", "", "test_onnx_torch_argmax_loop_strides"),
     ("^onnx$", "Pad should be smaller than kernel", "", "test_onnx_pool_padding_not_smaller_than_window"),
-    ("^jax$", "sort.*ZeroDivisionError", "", "test_jax_backend_top_k_of_empty_dimension"),
 ]
 
 

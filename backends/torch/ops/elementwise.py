@@ -467,7 +467,15 @@ def convert(x: torch.Tensor, src: str, dst: str) -> torch.Tensor:
 
 
 def _float_to_int(x, dst):
-    """Truncate toward zero, saturate at the range of ``dst``, NaN → 0 (XLA's convert)."""
+    """Truncate toward zero, saturate at the range of ``dst``, NaN → 0 (XLA's convert).
+
+    Raises:
+        TypeError: ``dst`` is a sub-byte integer (int2/int4...): torch declares those dtypes
+            but cannot compute with them (``torch.iinfo`` refuses them, except after some
+            other code registered them: refused here whatever the process did before).
+    """
+    if dst not in BITS:
+        raise TypeError(f"torch.iinfo() has no {dst}: torch cannot compute with sub-byte integers")
     info = torch.iinfo(dtypes.torch_dtype(dst))
     lo, hi = info.min, info.max
     wide = x.to(torch.float64)
