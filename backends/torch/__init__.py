@@ -115,9 +115,29 @@ def build_graph(module: Module, device: torch.device | str | None = None) -> tor
         return placer.main(interp.run, args, specs, sig.outputs)
 
     with torch.no_grad():
-        gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+        try:
+            gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+        except ConversionError:
+            raise
+        except Exception as e:  # noqa: BLE001 - re-raised: the rule's error when one is behind it
+            # with torch's structured trace logging on (some earlier code may have enabled
+            # it), make_fx prints the partial graph while a rule's error unwinds, and that
+            # printing can fail (a sub-byte dtype has no name in fx codegen), hiding the
+            # rule's error: raise the rule's error
+            behind = _conversion_error_behind(e)
+            if behind is None:
+                raise
+            raise behind from e
     gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
     return gm if placer.device == CPU else fold_constant_transfers(gm)
+
+
+def _conversion_error_behind(error: BaseException) -> ConversionError | None:
+    """The :class:`ConversionError` ``error`` was raised while handling, if any."""
+    seen = error.__context__
+    while seen is not None and not isinstance(seen, ConversionError):
+        seen = seen.__context__
+    return seen
 
 
 class TorchModule(torch.nn.Module):
