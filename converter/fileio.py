@@ -23,15 +23,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             ``path`` is a directory; names the path and the system's reason.
     """
     target = Path(path)
-    if target.is_dir():
-        raise _output_error(target, IsADirectoryError(21, "is a directory"))
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as e:
-        raise _output_error(target, e) from e
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _temp_beside(target)
     try:
         yield tmp_path
         try:
@@ -67,15 +59,12 @@ def _output_error(target: Path, e: OSError):
     return OutputError(f"cannot write {target}: {reason}")
 
 
-def check_writable(path: str | os.PathLike) -> None:
-    """Fail early, before a long conversion, when ``path`` could not be written: makes its
-    missing parent directories (as :func:`atomic_path` would) and a temporary file beside it,
-    then removes the file.
+def _temp_beside(target: Path) -> Path:
+    """An empty temporary file beside ``target`` (its missing parent directories made).
 
     Raises:
         OutputError: as :func:`atomic_path`.
     """
-    target = Path(path)
     if target.is_dir():
         raise _output_error(target, IsADirectoryError(21, "is a directory"))
     try:
@@ -84,7 +73,18 @@ def check_writable(path: str | os.PathLike) -> None:
     except OSError as e:
         raise _output_error(target, e) from e
     os.close(fd)
-    os.unlink(tmp)
+    return Path(tmp)
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early, before a long conversion, when ``path`` could not be written: makes its
+    missing parent directories (as :func:`atomic_path` would) and a temporary file beside it,
+    then removes the file.
+
+    Raises:
+        OutputError: as :func:`atomic_path`.
+    """
+    _temp_beside(Path(path)).unlink()
 
 
 @contextlib.contextmanager
