@@ -1,6 +1,8 @@
 """Flax models → native torch (issue 3): outputs and parameter gradients match JAX, and a
 JAX training step (value_and_grad + optax) converted to torch steps like JAX does."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,7 +14,13 @@ import converter
 from examples import flax_models
 
 rng = np.random.default_rng(0)
-CASES = {name: make() for name, make in flax_models.FACTORIES.items()}
+
+
+@functools.cache
+def _case(name: str):
+    """``(apply, params, inputs)``, built on first use: initializing the Flax models
+    compiles, which collection (on every xdist worker) should not pay for."""
+    return flax_models.FACTORIES[name]()
 
 
 def _named(tree):
@@ -22,9 +30,9 @@ def _named(tree):
     }
 
 
-@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("name", sorted(flax_models.FACTORIES))
 def test_flax_model_to_torch_outputs_and_grads(name):
-    apply, params, (x,) = CASES[name]
+    apply, params, (x,) = _case(name)
     tm = converter.from_jax(apply, x, params=params).to_torch()
 
     out = tm(torch.from_numpy(x))
@@ -40,7 +48,7 @@ def test_flax_model_to_torch_outputs_and_grads(name):
 
 @pytest.mark.parametrize("optimizer", [optax.sgd(0.1, momentum=0.9), optax.adam(1e-2)], ids=["sgd", "adam"])
 def test_jax_training_step_runs_in_torch(optimizer):
-    apply, params, (x,) = CASES["mlp"]
+    apply, params, (x,) = _case("mlp")
     y = rng.normal(size=(5, 4)).astype(np.float32)
     opt_state = optimizer.init(params)
 

@@ -18,6 +18,7 @@ from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Sign
 from converter.weights import aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
+from ._torch_internal import cached_cia_ops
 from .data_dependent import resolve_data_dependent
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
 from .ops.random import RANDOM_OPS, key_stream
@@ -41,7 +42,50 @@ def export(
         ep = torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
     else:
         ep = torch.export.export(model, tuple(args), kwargs or {})
-    return ep.run_decompositions()
+    if _is_core_aten(ep.graph_module):
+        return ep  # already decomposed: a second pass would re-trace for nothing
+    with cached_cia_ops():
+        return ep.run_decompositions()
+
+
+# Non-core ATen ops the Core ATen decomposition table keeps as they are (assertions and
+# symbolic-size queries): their presence does not mean the program still needs decomposing.
+_KEPT_BY_DECOMPOSITION = frozenset(
+    {
+        "aten::_assert_tensor_metadata",
+        "aten::_assert_scalar",
+        "aten::_assert_async.msg",
+        "aten::sym_size.int",
+        "aten::sym_stride.int",
+        "aten::sym_numel",
+        "aten::sym_storage_offset",
+        "aten::sym_constrain_range_for_size",
+    }
+)
+
+
+def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
+    """Whether every op of the graph is already in the Core ATen opset (``torch.Tag.core``,
+    functional), as ``run_decompositions()`` leaves it: then decomposing again (about 0.15 s
+    of fixed cost per call, most of a small model's conversion) changes nothing. Any other
+    target — a non-core or mutating ATen op, a higher-order op (their regions may hold
+    grad/autocast wrappers that decomposition inlines) — answers False, and the caller
+    decomposes."""
+    for node in gm.graph.nodes:
+        if node.op == "call_module":
+            return False
+        if node.op != "call_function":
+            continue
+        target = node.target
+        if isinstance(target, torch._ops.OpOverload):
+            if torch.Tag.core in target.tags and not target._schema.is_mutable:
+                continue
+            if target.name() in _KEPT_BY_DECOMPOSITION:  # "aten::sym_size.int"
+                continue
+            return False
+        if isinstance(target, torch._ops.OperatorBase):  # higher-order ops and the like
+            return False
+    return True
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:

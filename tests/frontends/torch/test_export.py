@@ -1,0 +1,80 @@
+"""``frontends.torch.export``: torch.export then the Core ATen decompositions, skipped for a
+program already in Core ATen, with the CompositeImplicitAutograd op set cached per op
+registration state (:mod:`frontends.torch._torch_internal`)."""
+
+from __future__ import annotations
+
+import torch
+
+from frontends.torch import _is_core_aten, export
+from frontends.torch._torch_internal import _CACHE, cached_cia_ops
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.nn.functional.layer_norm(self.lin(x), (3,)).softmax(-1)
+
+
+def _targets(ep) -> set[str]:
+    return {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+
+
+def test_training_ir_is_decomposed_and_a_decomposed_program_is_kept_as_is():
+    x = torch.randn(2, 4)
+    raw = torch.export.export(_Net(), (x,))
+    assert not _is_core_aten(raw.graph_module)  # aten.linear, aten.layer_norm are not core
+    ep = export(raw)
+    assert ep is not raw
+    assert "aten.linear.default" not in _targets(ep)
+    assert _is_core_aten(ep.graph_module)
+    assert export(ep) is ep
+    torch.testing.assert_close(ep.module()(x), raw.module()(x))
+
+
+def test_same_program_as_torch_own_decomposition():
+    x = torch.randn(2, 4)
+    net = _Net()
+    ours = export(net, (x,))
+    theirs = torch.export.export(net, (x,)).run_decompositions()
+    assert sorted(map(str, _targets(ours))) == sorted(map(str, _targets(theirs)))
+
+
+def test_mutating_op_is_not_core():
+    class AddInPlace(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", torch.zeros(()))
+
+        def forward(self, x):
+            self.count.add_(1)
+            return x + self.count
+
+    raw = torch.export.export(AddInPlace(), (torch.ones(2),))
+    assert not _is_core_aten(raw.graph_module)
+    ep = export(raw)
+    assert "aten.add_.Tensor" not in _targets(ep)
+
+
+def test_cia_cache_follows_new_op_registrations():
+    from torch._export import utils
+
+    with cached_cia_ops():
+        first = utils._collect_all_valid_cia_ops  # unpatched: the collector lives elsewhere
+        import torch.export.exported_program as epm
+
+        before = epm._collect_all_valid_cia_ops()
+        assert epm._collect_all_valid_cia_ops() == before
+        assert len(_CACHE) == 1
+        key = next(iter(_CACHE))
+        lib = torch.library.Library("converter_test_cia", "DEF")  # noqa: TOR901 - a fresh namespace
+        lib.define("twice(Tensor x) -> Tensor")
+        lib.impl("twice", lambda x: x * 2, "CompositeImplicitAutograd")
+        after = epm._collect_all_valid_cia_ops()
+        assert next(iter(_CACHE)) != key
+        assert torch.ops.converter_test_cia.twice.default in after
+        assert first is utils._collect_all_valid_cia_ops
+    assert epm._collect_all_valid_cia_ops is utils._collect_all_valid_cia_ops
