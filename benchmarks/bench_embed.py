@@ -4,6 +4,11 @@
 
 Prints, for one process (machines are noisy; compare ratios, not seconds across runs):
 
+* ``call_jax`` overhead on small inputs (one 8x8 float32 tensor; ``jnp.tanh(x) * 2``): the
+  median over interleaved pairs of (call_jax, same jitted function on a jax array), as µs over
+  the bare call (issue 15's target: <= 10 µs) and as a ratio, with the same tensor each call
+  (the case of weights) and with a new tensor each call (activations); the spread (10th-90th
+  percentile of the pair differences) says how noisy the machine was;
 * ``call_jax`` forward (torch tensors in and out by DLPack) against calling the same jitted
   JAX function on jax arrays, and forward+backward against ``jax.value_and_grad`` under jit;
 * ``call_torch`` under ``jax.jit`` against eager torch (``torch.no_grad()``);
@@ -37,6 +42,51 @@ def timeit(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times)
 
 
+def paired(
+    a: Callable[[], object], b: Callable[[], object], repeat: int
+) -> tuple[float, float, float, float]:
+    """Interleaved timing (a machine loaded by other processes drifts): per iteration one call
+    of ``a`` then one of ``b``. Returns the medians of ``a`` and of ``b`` and the 10th and
+    90th percentiles of ``a - b``, in seconds."""
+    ta, tb = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        jax.block_until_ready(a())
+        mid = time.perf_counter()
+        jax.block_until_ready(b())
+        ta.append(mid - start)
+        tb.append(time.perf_counter() - mid)
+    diff = sorted(x - y for x, y in zip(ta, tb, strict=True))
+    return statistics.median(ta), statistics.median(tb), diff[len(diff) // 10], diff[9 * len(diff) // 10]
+
+
+def small_overhead(repeat: int) -> None:
+    """Print call_jax's overhead over the bare jitted call on one 8x8 tensor."""
+    f = lambda x: jnp.tanh(x) * 2  # noqa: E731
+    t = torch.randn(8, 8)
+    a = jnp.asarray(t.numpy())
+    bare = jax.jit(f)
+    bare(a)
+    converter.call_jax(f, t)
+    fresh = [torch.randn(8, 8) for _ in range(64)]
+    cases = [("same tensor", lambda: converter.call_jax(f, t)), ("new tensor", None)]
+    for name, call in cases:
+        if call is None:
+            it = iter(range(10**9))
+            call = lambda: converter.call_jax(f, fresh[next(it) % 64].clone())  # noqa: E731
+            clone = lambda: fresh[0].clone()  # noqa: E731
+            t_clone = paired(clone, lambda: None, repeat)[0]  # the clone is not call_jax's cost
+        else:
+            t_clone = 0.0
+        t_call, t_bare, lo, hi = paired(call, lambda: bare(a), repeat * 5)
+        over = t_call - t_clone - t_bare
+        print(
+            f"call_jax 8x8 ({name}) over jax.jit          {over * 1e6:8.1f} us  "
+            f"({(t_call - t_clone) / t_bare:.2f}x of {t_bare * 1e6:.1f} us; "
+            f"pair differences p10-p90 {(lo - t_clone) * 1e6:.1f}..{(hi - t_clone) * 1e6:.1f} us)"
+        )
+
+
 def mlp(params: dict, x: jax.Array) -> jax.Array:
     """Two-layer tanh MLP: ``(B, 64) → (B, 64)``."""
     return jnp.tanh(jnp.tanh(x @ params["w1"]) @ params["w2"])
@@ -47,6 +97,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     repeat = ap.parse_args().repeat
     torch.set_num_threads(1)  # shared machines: threads fighting for cores make eager torch erratic
+    small_overhead(repeat)
 
     rng = np.random.default_rng(0)
     p_np = {k: rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for k in ("w1", "w2")}

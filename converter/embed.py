@@ -213,8 +213,18 @@ class _JaxEntry:
 
         self.run_kept = run_kept
         self.forward = jax.jit(lambda xs: run_kept(*xs))
-        self.forward_vjp = jax.jit(lambda xs: jax.vjp(run_kept, *xs))
-        self.backward = jax.jit(lambda vjp_fn, cts: vjp_fn(cts))
+        res_def: list[Any] = []  # the VJP function's tree: residual arrays cross jit, not it
+
+        def forward_vjp(xs):
+            outs, vjp_fn = jax.vjp(run_kept, *xs)
+            residuals, res_def[:] = (
+                jax.tree_util.tree_flatten(vjp_fn)[0],
+                [jax.tree_util.tree_structure(vjp_fn)],
+            )
+            return outs, residuals
+
+        self.forward_vjp = jax.jit(forward_vjp)
+        self.backward = jax.jit(lambda residuals, cts: res_def[0].unflatten(residuals)(cts))
 
     def scope(self) -> Any:
         """``jax.enable_x64(True)`` for a 64-bit signature, else nothing."""
@@ -336,17 +346,57 @@ def _conj(x: jax.Array) -> jax.Array:
 
 
 class _Residuals:
-    """Carries the VJP function from ``_CallJax.forward`` to ``setup_context``."""
+    """Carries the residuals from ``_CallJax.forward`` to ``setup_context``."""
 
     vjp_fn: Any = None
 
 
+def _backward(ctx: Any, grads: tuple) -> list[Any]:
+    """Gradients per input leaf. First order (no graph recorded, no ``torch.func``): from
+    the residuals of the forward pass. Otherwise :meth:`_JaxEntry.vjp_entry` applied as
+    another autograd op, so the backward is differentiable (and batchable) in turn."""
+    entry: _JaxEntry = ctx.entry
+    if ctx.vjp_fn is not None and not torch.is_grad_enabled() and not _functorch_active():
+        return entry.backward_with(ctx.vjp_fn, grads)
+    saved = iter(ctx.saved_tensors)
+    leaves = [next(saved) if x is None else x for x in ctx.jax_leaves]
+    cts = [g for g, f in zip(grads, entry.out_float, strict=True) if f]
+    out: list[Any] = [None] * len(leaves)
+    for i, g in zip(entry.grad_inputs, _apply(entry.vjp_entry(), [*leaves, *cts]), strict=True):
+        out[i] = g
+    return out
+
+
+def _save(ctx: Any, entry: _JaxEntry, vjp_fn: Any, leaves: tuple, output: tuple) -> None:
+    ctx.entry = entry
+    ctx.vjp_fn = vjp_fn
+    ctx.save_for_backward(*(x for x in leaves if isinstance(x, torch.Tensor)))
+    ctx.jax_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+    ctx.mark_non_differentiable(*(r for r, f in zip(output, entry.out_float, strict=True) if not f))
+
+
+class _CallJaxEager(torch.autograd.Function):
+    """``entry`` as a torch autograd op, for plain autograd (no ``torch.func`` transform):
+    the ``forward(ctx, ...)`` form, which skips the ``inspect.signature`` binding that
+    ``autograd.Function.apply`` does for classes with ``setup_context`` (~14 µs a call)."""
+
+    @staticmethod
+    def forward(ctx: Any, entry: _JaxEntry, *leaves: Any) -> tuple:
+        outs, vjp_fn = entry.run(list(leaves), True)
+        outs = tuple(outs)
+        _save(ctx, entry, vjp_fn, leaves, outs)
+        return outs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        return (None, *_backward(ctx, grads))
+
+
 class _CallJax(torch.autograd.Function):
     """``entry`` as a torch autograd op over its input leaves (torch tensors, or jax Arrays
-    passed through as constants). First-order backward reuses the residuals of the forward
-    pass; a backward that records a graph (``create_graph=True``) or runs under
-    ``torch.func`` applies :meth:`_JaxEntry.vjp_entry` as another ``_CallJax``, so it is
-    differentiable in turn. ``torch.func.vmap`` runs ``jax.vmap`` of the function."""
+    passed through as constants), in the form ``torch.func`` needs (``setup_context``, and
+    a ``vmap`` rule: ``jax.vmap`` of the function). Double backward and ``torch.func.grad``
+    of ``torch.func.grad`` go through :func:`_backward`."""
 
     @staticmethod
     def forward(entry: _JaxEntry, residuals: _Residuals | None, *leaves: Any) -> tuple:
@@ -358,24 +408,11 @@ class _CallJax(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
         entry, residuals, *leaves = inputs
-        ctx.entry = entry
-        ctx.vjp_fn = residuals.vjp_fn if residuals is not None else None
-        ctx.save_for_backward(*(x for x in leaves if isinstance(x, torch.Tensor)))
-        ctx.jax_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
-        ctx.mark_non_differentiable(*(r for r, f in zip(output, entry.out_float, strict=True) if not f))
+        _save(ctx, entry, residuals.vjp_fn if residuals is not None else None, tuple(leaves), output)
 
     @staticmethod
     def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
-        entry: _JaxEntry = ctx.entry
-        if ctx.vjp_fn is not None and not torch.is_grad_enabled() and not _functorch_active():
-            return (None, None, *entry.backward_with(ctx.vjp_fn, grads))
-        saved = iter(ctx.saved_tensors)
-        leaves = [next(saved) if x is None else x for x in ctx.jax_leaves]
-        cts = [g for g, f in zip(grads, entry.out_float, strict=True) if f]
-        out: list[Any] = [None] * len(leaves)
-        for i, g in zip(entry.grad_inputs, _apply(entry.vjp_entry(), [*leaves, *cts]), strict=True):
-            out[i] = g
-        return (None, None, *out)
+        return (None, None, *_backward(ctx, grads))
 
     @staticmethod
     def vmap(info: Any, in_dims: tuple, entry: _JaxEntry, residuals: Any, *leaves: Any) -> tuple:
@@ -390,9 +427,12 @@ class _CallJax(torch.autograd.Function):
 def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
     """Run ``entry`` on ``leaves``: directly when nothing is differentiated or transformed
     (the cheap path), else as a :class:`_CallJax` autograd op."""
+    transformed = _FUNCTORCH_PROBE is None or _FUNCTORCH_PROBE()
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
-        return list(_CallJax.apply(entry, _Residuals(), *leaves))
-    if _FUNCTORCH_PROBE is None or _FUNCTORCH_PROBE():
+        if transformed:
+            return list(_CallJax.apply(entry, _Residuals(), *leaves))
+        return list(_CallJaxEager.apply(entry, *leaves))
+    if transformed:
         return list(_CallJax.apply(entry, None, *leaves))
     return entry.run(leaves)[0]
 
