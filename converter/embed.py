@@ -199,7 +199,7 @@ class _JaxEntry:
         self._vjp: _JaxEntry | None = None
         self._vmaps: dict = {}
         self.cpu_dlpack: bool | None = None  # decided on the first call
-        self._memo: list[Any] = [None] * len(sig)  # per input: (weakref, version, data_ptr, array)
+        self._memo: list[Any] = [None] * len(sig)  # per input: (weakref, version, data_ptr, strides, array)
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
         kept = self.kept
 
@@ -245,8 +245,14 @@ class _JaxEntry:
                 x = leaves[i]
                 if isinstance(x, torch.Tensor):
                     m = memo[i]
-                    if m is not None and m[0]() is x and m[1] == x._version and m[2] == x.data_ptr():
-                        x = m[3]
+                    if (
+                        m is not None
+                        and m[0]() is x
+                        and m[1] == x._version
+                        and m[2] == x.data_ptr()
+                        and m[3] == x.stride()
+                    ):
+                        x = m[4]
                     else:
                         x = self._import(i, x)
                 arrays.append(x)
@@ -273,7 +279,8 @@ class _JaxEntry:
 
     def _import(self, i: int, t: torch.Tensor) -> jax.Array:
         """Input ``i`` by DLPack, remembered while ``t`` lives and is not written to (its
-        version counter) or given other storage: weights passed call after call cross once.
+        version counter), given other storage or other strides: weights passed call after
+        call cross once.
         The array shares ``t``'s memory, so remembering it copies nothing and keeps nothing
         alive beyond ``t`` (the weakref's callback forgets it)."""
         memo = self._memo
@@ -286,7 +293,7 @@ class _JaxEntry:
             if memo[i] is not None and memo[i][0] is ref:
                 memo[i] = None
 
-        memo[i] = (weakref.ref(t, forget), t._version, t.data_ptr(), array)
+        memo[i] = (weakref.ref(t, forget), t._version, t.data_ptr(), t.stride(), array)
         return array
 
     def backward_with(self, vjp_fn: Any, grads: tuple) -> list[torch.Tensor | None]:

@@ -125,6 +125,8 @@ def test_call_jax_imports_an_unchanged_tensor_once(monkeypatch):
     torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
     other = torch.randn(4, 4)  # another tensor of the same signature
     torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
+    other.t_()  # same storage and shape, other strides
+    torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
 
 
 def test_call_jax_passes_jax_arrays_through(monkeypatch):
