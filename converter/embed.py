@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -195,7 +196,7 @@ class _JaxEntry:
         self.kept = _live_inputs(closed.jaxpr)
         self.grad_inputs = [i for i in self.kept if self.diff[i]]
         self.out_def: Any = None  # set by call_jax for the user's function
-        self.handle: int | None = None  # index in _HANDLES, for the torch.library op
+        self.handle: str | None = None  # its key in _HANDLES, for the torch.library op
         self._vjp: _JaxEntry | None = None
         self._vmaps: dict = {}
         self.cpu_dlpack: bool | None = None  # decided on the first call
@@ -541,21 +542,48 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 # --------------------------------------------------------------------------- torch.compile
 
-_HANDLES: list[_JaxEntry] = []  # entries reachable from the custom op, by handle
+# Entries reachable from the custom op, by handle: "<process nonce>:<n>", and "<handle>/vjp"
+# for the VJP of an entry (built on first use). The nonce keeps torch.compile's on-disk
+# caches (FX graph, AOTAutograd) from serving a graph compiled in another process, whose
+# handles would name other entries here: such a graph is a cache miss, never a wrong entry.
+_NONCE = uuid.uuid4().hex[:12]
+_HANDLES: dict[str, _JaxEntry] = {}
 
 
-def _handle(entry: _JaxEntry) -> int:
+def _handle(entry: _JaxEntry) -> str:
     if entry.handle is None:
-        entry.handle = len(_HANDLES)
-        _HANDLES.append(entry)
+        entry.handle = f"{_NONCE}:{len(_HANDLES)}"
+        _HANDLES[entry.handle] = entry
     return entry.handle
 
 
+def _entry_of(handle: str) -> _JaxEntry:
+    """The entry of ``handle``, deriving ``.../vjp`` entries on first use.
+
+    Raises:
+        ConversionError: the handle is not this process's (a compiled graph kept from
+            another process).
+    """
+    entry = _HANDLES.get(handle)
+    if entry is None and handle.endswith("/vjp"):
+        entry = _entry_of(handle.removesuffix("/vjp")).vjp_entry()
+        entry.handle = handle
+        _HANDLES[handle] = entry
+    if entry is None:
+        from .errors import ConversionError
+
+        raise ConversionError(
+            f"converter::call_jax op with handle {handle!r}: not a call_jax signature traced by this "
+            "process (a compiled graph kept from another one?); clear torch.compile's caches"
+        )
+    return entry
+
+
 @torch.library.custom_op("converter::call_jax", mutates_args=())
-def _call_jax_op(tensors: list[torch.Tensor], handle: int) -> list[torch.Tensor]:
+def _call_jax_op(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     """The entry ``handle`` as one opaque op (what ``torch.compile`` keeps in its graph).
     Outputs never alias the inputs or each other (a custom op must not return views)."""
-    outs, _ = _HANDLES[handle].run(list(tensors))
+    outs, _ = _entry_of(handle).run(list(tensors))
     seen = {t.data_ptr() for t in tensors if t.numel()}
     result = []
     for o in outs:
@@ -567,11 +595,11 @@ def _call_jax_op(tensors: list[torch.Tensor], handle: int) -> list[torch.Tensor]
 
 
 @_call_jax_op.register_fake
-def _call_jax_fake(tensors: list[torch.Tensor], handle: int) -> list[torch.Tensor]:
+def _call_jax_fake(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     device = tensors[0].device if tensors else torch.device("cpu")
     return [
         torch.empty(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)), device=device)
-        for s, d in _HANDLES[handle].out_avals
+        for s, d in _entry_of(handle).out_avals
     ]
 
 
@@ -582,7 +610,7 @@ def _op_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
 
 
 def _op_backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple:
-    entry = _HANDLES[ctx.handle]
+    entry = _entry_of(ctx.handle)
     tensors = list(ctx.saved_tensors)
     cts = [
         g if g is not None else torch.zeros(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)))
@@ -590,7 +618,7 @@ def _op_backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple:
         if f
     ]
     out: list[torch.Tensor | None] = [None] * len(tensors)
-    in_grads = _call_jax_op(tensors + cts, _handle(entry.vjp_entry()))
+    in_grads = _call_jax_op(tensors + cts, ctx.handle + "/vjp")
     for i, g in zip(entry.grad_inputs, in_grads, strict=True):
         out[i] = g
     return out, None
@@ -600,7 +628,7 @@ _call_jax_op.register_autograd(_op_backward, setup_context=_op_setup_context)
 
 
 @torch._dynamo.assume_constant_result
-def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[int, TreeSpec]:
+def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[str, TreeSpec]:
     """``(handle, output tree spec)`` of ``fn`` for one signature, built while Dynamo traces
     (it runs this as a constant: the entry is Python state, not graph)."""
     from frontends.jax import tree_spec

@@ -129,6 +129,24 @@ def test_call_jax_imports_an_unchanged_tensor_once(monkeypatch):
     torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
 
 
+def test_call_jax_public_dlpack_path(monkeypatch):
+    """Without jaxlib's direct DLPack entry points (another jaxlib, or not a CPU tensor),
+    call_jax crosses by the public jax.dlpack / torch.from_dlpack, still without copies."""
+    from converter import _jax_internal
+
+    monkeypatch.setattr(_jax_internal, "FAST_DLPACK", False)
+    f = lambda x, w: jnp.tanh(x @ w)  # noqa: E731
+    x, w = torch.randn(2, 3), torch.randn(3, 3, requires_grad=True)
+    for _ in range(2):
+        w.grad = None
+        y = converter.call_jax(f, x, w)
+        ref = torch.tanh(x @ w)
+        torch.testing.assert_close(y, ref)
+        y.sum().backward()
+        torch.testing.assert_close(w.grad, torch.autograd.grad(ref.sum(), w)[0])
+    assert embed.to_jax_array(x).unsafe_buffer_pointer() == x.data_ptr()
+
+
 def test_call_jax_passes_jax_arrays_through(monkeypatch):
     seen = _spy_dlpack(monkeypatch)
     f = lambda x, d: jnp.sin(x) * d["scale"] + d["shift"]  # noqa: E731
@@ -242,6 +260,15 @@ def _compile_check(backend: str):
 
 def test_call_jax_under_torch_compile():
     _compile_check("aot_eager")
+
+
+def test_call_jax_op_refuses_another_process_handle():
+    """A graph kept by torch.compile's on-disk caches from another process names entries by
+    that process's handles: never served by a wrong entry here."""
+    from converter.errors import ConversionError
+
+    with pytest.raises(ConversionError, match="not a call_jax signature traced by this process"):
+        embed._call_jax_op([torch.ones(2)], "0123456789ab:0")
 
 
 @pytest.mark.slow
