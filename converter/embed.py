@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import sys
 import uuid
 import weakref
 from collections.abc import Callable
@@ -627,7 +628,20 @@ def _op_backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple:
 _call_jax_op.register_autograd(_op_backward, setup_context=_op_setup_context)
 
 
-@torch._dynamo.assume_constant_result
+def _assume_constant_result(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result(fn)`` (Dynamo runs ``fn`` while tracing and
+    keeps its result as a constant) without importing ``torch._dynamo`` when this module is
+    imported (~5 s on a busy 2-core machine, for users who never compile): the marker it
+    sets (torch 2.13's ``torch._dynamo.decorators``), or the decorator itself once Dynamo is
+    loaded. ``test_call_jax_under_torch_compile`` (``fullgraph=True``) fails if the marker
+    stops being honoured."""
+    if "torch._dynamo" in sys.modules:
+        return torch.compiler.assume_constant_result(fn)
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_assume_constant_result
 def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[str, TreeSpec]:
     """``(handle, output tree spec)`` of ``fn`` for one signature, built while Dynamo traces
     (it runs this as a constant: the entry is Python state, not graph)."""
