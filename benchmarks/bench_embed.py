@@ -4,8 +4,15 @@
 
 Prints, for one process (machines are noisy; compare ratios, not seconds across runs):
 
-* ``call_jax`` forward (torch tensors in and out by DLPack) against calling the same jitted
-  JAX function on jax arrays, and forward+backward against ``jax.value_and_grad`` under jit;
+* ``call_jax`` overhead on small inputs (one 8x8 float32 tensor; ``jnp.tanh(x) * 2``): the
+  median over interleaved pairs of (call_jax, same jitted function on a jax array), as µs over
+  the bare call (issue 15's target: <= 10 µs) and as a ratio, with the same tensor each call
+  (the case of weights, imported once while unchanged) and with two tensors in turn (every
+  call imports its input, as for activations); the spread (10th-90th
+  percentile of the pair differences) says how noisy the machine was;
+* ``call_jax`` of a two-layer MLP (weights requiring grad, interleaved with the same jitted
+  function on jax arrays): forward under ``torch.no_grad()``, forward recording the graph
+  (residuals kept for backward), and forward+backward against ``jax.value_and_grad`` under jit;
 * ``call_torch`` under ``jax.jit`` against eager torch (``torch.no_grad()``);
 * the first ``call_jax`` (trace + compile) against a steady-state call.
 
@@ -27,14 +34,47 @@ import torch
 import converter
 
 
-def timeit(fn: Callable[[], object], repeat: int) -> float:
-    """Median wall time of ``fn()`` in seconds (results blocked until ready)."""
-    times = []
+def paired(
+    a: Callable[[], object], b: Callable[[], object], repeat: int
+) -> tuple[float, float, float, float]:
+    """Interleaved timing (a machine loaded by other processes drifts): per iteration one call
+    of ``a`` then one of ``b``. Returns the medians of ``a`` and of ``b`` and the 10th and
+    90th percentiles of ``a - b``, in seconds."""
+    ta, tb = [], []
     for _ in range(repeat):
         start = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        jax.block_until_ready(a())
+        mid = time.perf_counter()
+        jax.block_until_ready(b())
+        ta.append(mid - start)
+        tb.append(time.perf_counter() - mid)
+    diff = sorted(x - y for x, y in zip(ta, tb, strict=True))
+    return statistics.median(ta), statistics.median(tb), diff[len(diff) // 10], diff[9 * len(diff) // 10]
+
+
+def small_overhead(repeat: int) -> None:
+    """Print call_jax's overhead over the bare jitted call on one 8x8 tensor: the same tensor
+    every call (imported once while unchanged, as weights are), and two tensors in turn (each
+    call imports its input by DLPack, as activations do)."""
+    f = lambda x: jnp.tanh(x) * 2  # noqa: E731
+    t, u = torch.randn(8, 8), torch.randn(8, 8)
+    a = jnp.asarray(t.numpy())
+    bare = jax.jit(f)
+    bare(a)
+    converter.call_jax(f, t)
+    turn = [t, u]
+
+    def alternate():
+        turn.reverse()
+        return converter.call_jax(f, turn[0])
+
+    for name, call in [("same tensor", lambda: converter.call_jax(f, t)), ("new tensor", alternate)]:
+        t_call, t_bare, lo, hi = paired(call, lambda: bare(a), repeat * 5)
+        print(
+            f"call_jax 8x8 ({name}) over jax.jit {(t_call - t_bare) * 1e6:14.1f} us  "
+            f"({t_call / t_bare:.2f}x of {t_bare * 1e6:.1f} us; "
+            f"pair differences p10..p90 {lo * 1e6:.1f}..{hi * 1e6:.1f} us)"
+        )
 
 
 def mlp(params: dict, x: jax.Array) -> jax.Array:
@@ -47,6 +87,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     repeat = ap.parse_args().repeat
     torch.set_num_threads(1)  # shared machines: threads fighting for cores make eager torch erratic
+    small_overhead(repeat)
 
     rng = np.random.default_rng(0)
     p_np = {k: rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for k in ("w1", "w2")}
@@ -60,30 +101,34 @@ def main() -> None:
     converter.call_jax(mlp, p_t, x_t)
     first = time.perf_counter() - start
     fwd_jit = jax.jit(mlp)
-    t_jax = timeit(lambda: fwd_jit(p_j, x_j), repeat)
-    t_call = timeit(lambda: converter.call_jax(mlp, p_t, x_t), repeat)
+    fwd_jit(p_j, x_j)
+    with torch.no_grad():
+        t_nograd, t_jax, *_ = paired(
+            lambda: converter.call_jax(mlp, p_t, x_t), lambda: fwd_jit(p_j, x_j), repeat
+        )
+    t_call, t_jax2, *_ = paired(lambda: converter.call_jax(mlp, p_t, x_t), lambda: fwd_jit(p_j, x_j), repeat)
     vg = jax.jit(jax.value_and_grad(lambda p, x: mlp(p, x).sum()))
-    t_vg = timeit(lambda: vg(p_j, x_j), repeat)
+    vg(p_j, x_j)
 
     def call_jax_step():
         loss = converter.call_jax(mlp, p_t, x_t).sum()
         loss.backward()
         return loss.detach()
 
-    t_step = timeit(call_jax_step, repeat)
+    t_step, t_vg, *_ = paired(call_jax_step, lambda: vg(p_j, x_j), repeat)
 
     model = torch.nn.Sequential(
         torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh()
     )
     in_jax = jax.jit(lambda a: converter.call_torch(model, a))
     in_jax(x_j)
-    t_torch_in_jax = timeit(lambda: in_jax(x_j), repeat)
     with torch.no_grad():
-        t_torch = timeit(lambda: model(x_t).numpy(), repeat)
+        t_torch_in_jax, t_torch, *_ = paired(lambda: in_jax(x_j), lambda: model(x_t).numpy(), repeat)
 
     print(f"call_jax first call / steady state            {first / t_call:8.1f}x  ({first * 1e3:.0f} ms)")
     rows = [
-        ("call_jax forward / jax.jit forward", t_call, t_jax),
+        ("call_jax MLP forward (no_grad) / jax.jit", t_nograd, t_jax),
+        ("call_jax MLP forward (recording) / jax.jit", t_call, t_jax2),
         ("call_jax fwd+bwd / jit(value_and_grad)", t_step, t_vg),
         ("jit(call_torch) / eager torch (no_grad)", t_torch_in_jax, t_torch),
     ]

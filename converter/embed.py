@@ -15,8 +15,11 @@ Both convert once per call signature and cache the result:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+import sys
+import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +29,7 @@ import jax.extend.core
 import numpy as np
 import torch
 
-from . import dtypes
+from . import _jax_internal, dtypes
 from ._contract import quiet, verbose
 from .errors import InputTypeError, SignatureMismatchError
 from .signature import TreeSpec, input_path, unflatten
@@ -36,18 +39,34 @@ _STATIC = (bool, int, float, str)
 
 # --------------------------------------------------------------------------- DLPack
 
+_WIDE_TORCH = {torch.int64, torch.float64, torch.complex128}
+_CPU: list = []  # the JAX CPU device, looked up once
+
+
+def _cpu_device() -> Any:
+    if not _CPU:
+        _CPU.append(jax.devices("cpu")[0])
+    return _CPU[0]
+
 
 def to_jax_array(t: torch.Tensor) -> jax.Array:
-    """A jax Array sharing ``t``'s memory (DLPack; CPU tensors are not copied unless they
-    are non-contiguous). ``t`` is detached first: DLPack cannot carry autograd state."""
-    t = t.detach()
+    """A jax Array sharing ``t``'s memory (one DLPack exchange; CPU tensors are not copied
+    unless they are non-contiguous or not aligned as XLA needs). ``t`` is detached first:
+    DLPack cannot carry autograd state. A 64-bit tensor keeps its dtype only when
+    ``jax_enable_x64`` is on (else JAX narrows it, as ``jax.dlpack.from_dlpack`` does)."""
+    if t.requires_grad:
+        t = t.detach()
     if not t.is_contiguous():
         t = t.contiguous()
+    if _jax_internal.FAST_DLPACK and t.is_cpu and (t.dtype not in _WIDE_TORCH or jax.config.jax_enable_x64):
+        return _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(t), _cpu_device())
     return jax.dlpack.from_dlpack(t)
 
 
 def to_torch_tensor(a: jax.Array) -> torch.Tensor:
-    """A torch tensor sharing ``a``'s memory (DLPack, no copy)."""
+    """A torch tensor sharing ``a``'s memory (one DLPack exchange, no copy)."""
+    if _jax_internal.FAST_DLPACK and a.device is _cpu_device():
+        return torch.utils.dlpack.from_dlpack(_jax_internal.cpu_array_to_dlpack(a))
     return torch.from_dlpack(a)
 
 
@@ -55,14 +74,14 @@ def to_torch_tensor(a: jax.Array) -> torch.Tensor:
 
 
 def torch_tree(obj: Any, path: str = "") -> TreeSpec:
-    """The JSON tree spec of a pytree of torch tensors (JAX leaf order: dict keys sorted,
-    matching how the JAX function will flatten them).
+    """The JSON tree spec of a pytree of torch tensors and jax Arrays (JAX leaf order: dict
+    keys sorted, matching how the JAX function will flatten them).
 
     Raises:
         TypeError: a leaf that is not a tensor, None, bool, int, float or str, naming its
             path (``args[1]['mask']``).
     """
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, (torch.Tensor, jax.Array)):
         return {"kind": "leaf"}
     if obj is None:
         return {"kind": "none"}
@@ -80,7 +99,7 @@ def torch_tree(obj: Any, path: str = "") -> TreeSpec:
         }
     raise InputTypeError(
         f"{input_path(path) or 'argument'}: unsupported type {type(obj).__name__} "
-        "(expected a torch.Tensor, None, bool, int, float, str, list, tuple or dict)"
+        "(expected a torch.Tensor, jax.Array, None, bool, int, float, str, list, tuple or dict)"
     )
 
 
@@ -101,7 +120,7 @@ def check_call(fn: Callable, args: tuple, kwargs: dict, name: str) -> None:
         raise SignatureMismatchError(f"{name}{sig}: {e}") from None
 
 
-def _tensor_leaves(obj: Any, spec: TreeSpec) -> list[torch.Tensor]:
+def _tensor_leaves(obj: Any, spec: TreeSpec) -> list[Any]:
     kind = spec["kind"]
     if kind == "leaf":
         return [obj]
@@ -127,79 +146,304 @@ def _live_inputs(jaxpr: Any) -> list[int]:
     return [i for i, v in enumerate(jaxpr.invars) if v in live]
 
 
+_WIDE_NAMES = {"int64", "uint64", "float64", "complex128"}
+
+
+_FUNCTORCH_PROBE = getattr(torch._C, "_are_functorch_transforms_active", None)
+
+
+def _functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (grad, vjp, vmap, jacrev...) is running."""
+    return True if _FUNCTORCH_PROBE is None else bool(_FUNCTORCH_PROBE())
+
+
+def _leaf_sig(leaves: list[Any]) -> tuple:
+    """Per array leaf: ``(shape, numpy dtype, is_torch)``."""
+    out = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            out.append((tuple(x.shape), dtypes.to_numpy(dtypes.name_of(x.dtype)), True))
+        else:
+            out.append((tuple(x.shape), np.dtype(x.dtype), False))
+    return tuple(out)
+
+
 class _JaxEntry:
-    """One signature of a JAX function: its jaxpr (the only trace of ``fn``), the kept
-    inputs, and jitted forward, forward-with-VJP and backward functions.
+    """One signature of a flat JAX function ``flat_fn(*arrays) -> list of arrays``: its
+    jaxpr (the only trace of the source function), the inputs it reads, jitted forward,
+    forward-with-VJP and backward functions, and (built on first use) the entries of its VJP
+    and of its batched forms, which are JAX functions of the same kind: so the gradient of
+    the gradient, ``torch.func.vmap`` and their compositions all run in JAX.
 
     The backward pass is ``jax.vjp`` of the source function itself (its jaxpr keeps
     ``custom_vjp``/``custom_jvp`` rules), so gradients are exactly ``jax.grad``'s.
+
+    ``sig`` has one ``(shape, numpy dtype, is_torch)`` per input leaf; torch floating and
+    complex inputs are differentiable, jax Arrays and integer tensors are not. A signature
+    with 64-bit types is traced and run under ``jax.enable_x64(True)`` (scoped: the
+    process's ``jax_enable_x64`` is left as it is).
     """
 
-    def __init__(self, fn: Callable, spec: TreeSpec, tensors: list[torch.Tensor]):
-        wide = {"int64", "uint64", "float64", "complex128"}
-        if any(dtypes.name_of(t.dtype) in wide for t in tensors):  # see backends.jax.ensure_x64
-            jax.config.update("jax_enable_x64", True)
-        out_def: list[Any] = []
-
-        def flat_fn(*arrays):
-            args, kwargs = unflatten(spec, list(arrays))
-            leaves, treedef = jax.tree_util.tree_flatten(fn(*args, **kwargs))
-            out_def.append(treedef)
-            return leaves
-
-        avals = [
-            jax.ShapeDtypeStruct(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype))) for t in tensors
-        ]
-        closed = jax.make_jaxpr(flat_fn)(*avals)
-        self.out_def = out_def[0]
+    def __init__(self, flat_fn: Callable, sig: tuple, name: str):
+        self.sig = sig
+        self.name = name
+        self.x64 = any(np.dtype(d).name in _WIDE_NAMES for _, d, _ in sig)
+        self.diff = [t and jax.numpy.issubdtype(d, jax.numpy.inexact) for _, d, t in sig]
+        avals = [jax.ShapeDtypeStruct(s, d) for s, d, _ in sig]
+        with self.scope():
+            closed = jax.make_jaxpr(flat_fn)(*avals)
+        self.out_avals = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in closed.jaxpr.outvars]
+        self.out_float = [jax.numpy.issubdtype(d, jax.numpy.inexact) for _, d in self.out_avals]
         self.kept = _live_inputs(closed.jaxpr)
-        self.out_float = [jax.numpy.issubdtype(v.aval.dtype, jax.numpy.inexact) for v in closed.jaxpr.outvars]
+        self.grad_inputs = [i for i in self.kept if self.diff[i]]
+        self.out_def: Any = None  # set by call_jax for the user's function
+        self.handle: str | None = None  # its key in _HANDLES, for the torch.library op
+        self._vjp: _JaxEntry | None = None
+        self._vmaps: dict = {}
+        self.cpu_dlpack: bool | None = None  # decided on the first call
+        self._memo: list[Any] = [None] * len(sig)  # per input: (weakref, version, data_ptr, strides, array)
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
-        n, kept = len(avals), self.kept
+        kept = self.kept
 
-        def run(*kept_arrays):
-            full: list[Any] = [None] * n  # dropped inputs are never read
+        def run_kept(*kept_arrays):
+            # dropped inputs feed only dead equations (the jaxpr is not pruned, XLA prunes
+            # them): zeros of their type, never transferred
+            full: list[Any] = [jax.numpy.zeros(a.shape, a.dtype) for a in avals]
             for i, a in zip(kept, kept_arrays, strict=True):
                 full[i] = a
             return list(run_jaxpr(*full))
 
-        self.forward = jax.jit(lambda xs: run(*xs))
-        self.forward_vjp = jax.jit(lambda xs: jax.vjp(run, *xs))
-        self.backward = jax.jit(lambda vjp_fn, cts: vjp_fn(cts))
+        self.run_kept = run_kept
+        self.forward = jax.jit(lambda xs: run_kept(*xs))
+        res_def: list[Any] = []  # the VJP function's tree: residual arrays cross jit, not it
+
+        def forward_vjp(xs):
+            outs, vjp_fn = jax.vjp(run_kept, *xs)
+            residuals, res_def[:] = (
+                jax.tree_util.tree_flatten(vjp_fn)[0],
+                [jax.tree_util.tree_structure(vjp_fn)],
+            )
+            return outs, residuals
+
+        self.forward_vjp = jax.jit(forward_vjp)
+        self.backward = jax.jit(lambda residuals, cts: res_def[0].unflatten(residuals)(cts))
+
+    def scope(self) -> Any:
+        """``jax.enable_x64(True)`` for a 64-bit signature, else nothing."""
+        return jax.enable_x64(True) if self.x64 else contextlib.nullcontext()
+
+    def run(self, leaves: list[Any], with_vjp: bool = False) -> tuple[list[torch.Tensor], Any]:
+        """The outputs as torch tensors (one DLPack exchange per kept input and per output)
+        and, when ``with_vjp``, the VJP function holding the residuals in JAX."""
+        if self.x64:
+            with jax.enable_x64(True):
+                return self._run(leaves, with_vjp)
+        return self._run(leaves, with_vjp)
+
+    def _run(self, leaves: list[Any], with_vjp: bool) -> tuple[list[torch.Tensor], Any]:
+        if self.cpu_dlpack:  # the per-call path: CPU tensors by DLPack, no device lookups
+            memo, arrays = self._memo, []
+            for i in self.kept:
+                x = leaves[i]
+                if isinstance(x, torch.Tensor):
+                    m = memo[i]
+                    if (
+                        m is not None
+                        and m[0]() is x
+                        and m[1] == x._version
+                        and m[2] == x.data_ptr()
+                        and m[3] == x.stride()
+                    ):
+                        x = m[4]
+                    else:
+                        x = self._import(i, x)
+                arrays.append(x)
+        else:
+            arrays = [
+                to_jax_array(x) if isinstance(x, torch.Tensor) else x for x in (leaves[i] for i in self.kept)
+            ]
+        if with_vjp:
+            outs, vjp_fn = self.forward_vjp(arrays)
+        else:
+            outs, vjp_fn = self.forward(arrays), None
+        if self.cpu_dlpack:
+            export = _jax_internal.cpu_array_to_dlpack
+            return [torch.utils.dlpack.from_dlpack(export(o)) for o in outs], vjp_fn
+        if self.cpu_dlpack is None:  # first call: are all inputs and outputs on the CPU?
+            cpu = _cpu_device()
+            self.cpu_dlpack = (
+                _jax_internal.FAST_DLPACK
+                and all(x.is_cpu for x in leaves if isinstance(x, torch.Tensor))
+                and all(a.device is cpu for a in arrays)
+                and all(o.device is cpu for o in outs)
+            )
+        return [to_torch_tensor(o) for o in outs], vjp_fn
+
+    def _import(self, i: int, t: torch.Tensor) -> jax.Array:
+        """Input ``i`` by DLPack, remembered while ``t`` lives and is not written to (its
+        version counter), given other storage or other strides: weights passed call after
+        call cross once.
+        The array shares ``t``'s memory, so remembering it copies nothing and keeps nothing
+        alive beyond ``t`` (the weakref's callback forgets it)."""
+        memo = self._memo
+        src = t.detach() if t.requires_grad else t
+        if not src.is_contiguous():
+            src = src.contiguous()
+        array = _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(src), _CPU[0])
+
+        def forget(ref: Any, memo: list = memo, i: int = i) -> None:
+            if memo[i] is not None and memo[i][0] is ref:
+                memo[i] = None
+
+        memo[i] = (weakref.ref(t, forget), t._version, t.data_ptr(), t.stride(), array)
+        return array
+
+    def backward_with(self, vjp_fn: Any, grads: tuple) -> list[torch.Tensor | None]:
+        """Gradients per input (``None`` for those not differentiated) from the residuals
+        kept by :meth:`run` (first-order backward, no graph recorded)."""
+        with self.scope():
+            # torch's complex gradients are the conjugates of JAX's cotangents
+            cts = [
+                _conj(to_jax_array(g)) if f else np.zeros(g.shape, jax.dtypes.float0)
+                for g, f in zip(grads, self.out_float, strict=True)
+            ]
+            in_grads = self.backward(vjp_fn, cts)
+            out: list[torch.Tensor | None] = [None] * len(self.sig)
+            for i, g in zip(self.kept, in_grads, strict=True):
+                if self.diff[i]:
+                    out[i] = to_torch_tensor(_conj(g))
+        return out
+
+    def vjp_entry(self) -> _JaxEntry:
+        """The entry of ``(*inputs, *cotangents of the floating outputs) -> gradients of
+        :attr:`grad_inputs``` (``jax.vjp`` of this function, conjugated as torch expects):
+        differentiable and batchable in turn."""
+        if self._vjp is None:
+            n, float_outs = len(self.sig), [j for j, f in enumerate(self.out_float) if f]
+            out_avals, kept, grad_inputs = self.out_avals, self.kept, self.grad_inputs
+
+            def flat(*xs):
+                primals, cts = xs[:n], xs[n:]
+                _, vjp_fn = jax.vjp(self.run_kept, *[primals[i] for i in kept])
+                full = [np.zeros(s, jax.dtypes.float0) for s, _ in out_avals]
+                for j, c in zip(float_outs, cts, strict=True):
+                    full[j] = _conj(c)
+                by_input = dict(zip(kept, vjp_fn(full), strict=True))
+                return [_conj(by_input[i]) for i in grad_inputs]
+
+            ct_sig = tuple((out_avals[j][0], out_avals[j][1], True) for j in float_outs)
+            self._vjp = _JaxEntry(flat, self.sig + ct_sig, f"vjp of {self.name}")
+        return self._vjp
+
+    def vmap_entry(self, dims: tuple, leaves: list[Any]) -> _JaxEntry:
+        """The entry of ``jax.vmap`` of this function over axes ``dims`` (``None``:
+        unbatched) of ``leaves``; every output batched on axis 0."""
+        sig = _leaf_sig(leaves)
+        entry = self._vmaps.get((dims, sig))
+        if entry is None:
+            kept = self.kept
+
+            def flat(*xs):
+                return jax.vmap(lambda *ys: self.run_kept(*[ys[i] for i in kept]), in_axes=dims)(*xs)
+
+            entry = self._vmaps[(dims, sig)] = _JaxEntry(flat, sig, f"vmap of {self.name}")
+        return entry
 
 
 def _conj(x: jax.Array) -> jax.Array:
     return jax.numpy.conj(x) if jax.numpy.iscomplexobj(x) else x
 
 
-class _CallJax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, entry: _JaxEntry, needs_grad: bool, *tensors: torch.Tensor):
-        kept = [to_jax_array(tensors[i]) for i in entry.kept]
-        if needs_grad:
-            outs, ctx.vjp_fn = entry.forward_vjp(kept)
-        else:
-            outs = entry.forward(kept)
-        ctx.entry = entry
-        ctx.input_float = [t.dtype.is_floating_point or t.dtype.is_complex for t in tensors]
-        results = tuple(to_torch_tensor(o) for o in outs)
-        ctx.mark_non_differentiable(*(r for r, f in zip(results, entry.out_float, strict=True) if not f))
-        return results
+class _Residuals:
+    """Carries the residuals from ``_CallJax.forward`` to ``setup_context``."""
+
+    vjp_fn: Any = None
+
+
+def _backward(ctx: Any, grads: tuple) -> list[Any]:
+    """Gradients per input leaf. First order (no graph recorded, no ``torch.func``): from
+    the residuals of the forward pass. Otherwise :meth:`_JaxEntry.vjp_entry` applied as
+    another autograd op, so the backward is differentiable (and batchable) in turn."""
+    entry: _JaxEntry = ctx.entry
+    if ctx.vjp_fn is not None and not torch.is_grad_enabled() and not _functorch_active():
+        return entry.backward_with(ctx.vjp_fn, grads)
+    saved = iter(ctx.saved_tensors)
+    leaves = [next(saved) if x is None else x for x in ctx.jax_leaves]
+    cts = [g for g, f in zip(grads, entry.out_float, strict=True) if f]
+    out: list[Any] = [None] * len(leaves)
+    for i, g in zip(entry.grad_inputs, _apply(entry.vjp_entry(), [*leaves, *cts]), strict=True):
+        out[i] = g
+    return out
+
+
+def _save(ctx: Any, entry: _JaxEntry, vjp_fn: Any, leaves: tuple, output: tuple) -> None:
+    ctx.entry = entry
+    ctx.vjp_fn = vjp_fn
+    ctx.save_for_backward(*(x for x in leaves if isinstance(x, torch.Tensor)))
+    ctx.jax_leaves = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+    ctx.mark_non_differentiable(*(r for r, f in zip(output, entry.out_float, strict=True) if not f))
+
+
+class _CallJaxEager(torch.autograd.Function):
+    """``entry`` as a torch autograd op, for plain autograd (no ``torch.func`` transform):
+    the ``forward(ctx, ...)`` form, which skips the ``inspect.signature`` binding that
+    ``autograd.Function.apply`` does for classes with ``setup_context`` (~14 µs a call)."""
 
     @staticmethod
-    def backward(ctx, *grads: torch.Tensor):
-        entry: _JaxEntry = ctx.entry
-        # torch's complex gradients are the conjugates of JAX's cotangents
-        cts = [
-            _conj(to_jax_array(g)) if f else np.zeros(g.shape, jax.dtypes.float0)
-            for g, f in zip(grads, entry.out_float, strict=True)
-        ]
-        in_grads = [_conj(g) for g in entry.backward(ctx.vjp_fn, cts)]
-        out: list[torch.Tensor | None] = [None] * len(ctx.input_float)
-        for i, g in zip(entry.kept, in_grads, strict=True):
-            if ctx.input_float[i] and g.dtype != jax.dtypes.float0:
-                out[i] = to_torch_tensor(g)
-        return (None, None, *out)
+    def forward(ctx: Any, entry: _JaxEntry, *leaves: Any) -> tuple:
+        outs, vjp_fn = entry.run(list(leaves), True)
+        outs = tuple(outs)
+        _save(ctx, entry, vjp_fn, leaves, outs)
+        return outs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        return (None, *_backward(ctx, grads))
+
+
+class _CallJax(torch.autograd.Function):
+    """``entry`` as a torch autograd op over its input leaves (torch tensors, or jax Arrays
+    passed through as constants), in the form ``torch.func`` needs (``setup_context``, and
+    a ``vmap`` rule: ``jax.vmap`` of the function). Double backward and ``torch.func.grad``
+    of ``torch.func.grad`` go through :func:`_backward`."""
+
+    @staticmethod
+    def forward(entry: _JaxEntry, residuals: _Residuals | None, *leaves: Any) -> tuple:
+        outs, vjp_fn = entry.run(list(leaves), residuals is not None)
+        if residuals is not None:
+            residuals.vjp_fn = vjp_fn
+        return tuple(outs)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: tuple) -> None:
+        entry, residuals, *leaves = inputs
+        _save(ctx, entry, residuals.vjp_fn if residuals is not None else None, tuple(leaves), output)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> tuple:
+        return (None, None, *_backward(ctx, grads))
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, entry: _JaxEntry, residuals: Any, *leaves: Any) -> tuple:
+        dims = tuple(in_dims[2:])
+        if all(d is None for d in dims):
+            outs = _apply(entry, list(leaves))
+            return tuple(outs), (None,) * len(outs)
+        outs = _apply(entry.vmap_entry(dims, list(leaves)), list(leaves))
+        return tuple(outs), (0,) * len(outs)
+
+
+def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
+    """Run ``entry`` on ``leaves``: directly when nothing is differentiated or transformed
+    (the cheap path), else as a :class:`_CallJax` autograd op."""
+    transformed = _FUNCTORCH_PROBE is None or _FUNCTORCH_PROBE()
+    if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
+        if transformed:
+            return list(_CallJax.apply(entry, _Residuals(), *leaves))
+        return list(_CallJaxEager.apply(entry, *leaves))
+    if transformed:
+        return list(_CallJax.apply(entry, None, *leaves))
+    return entry.run(leaves)[0]
 
 
 _JAX_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -218,39 +462,217 @@ def _signature_key(spec: TreeSpec, leaves: list) -> str:
     return json.dumps([spec, shapes], default=repr)
 
 
+def _fast_key(leaves: list[Any], treedef: Any) -> tuple[tuple | None, list[Any]]:
+    """The cache key of one call (tree structure, static values, and per array its shape,
+    dtype and device) and its array leaves, from one ``jax.tree_util.tree_flatten``; key
+    ``None`` when a leaf has an unsupported type (the slow path names it)."""
+    key: list[Any] = [treedef]
+    arrays = []
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            key.append((x.shape, x.dtype, x.device))
+            arrays.append(x)
+        elif isinstance(x, _STATIC):
+            key.append((type(x), repr(x) if isinstance(x, float) else x))  # repr: nan == nan
+        elif isinstance(x, jax.Array):
+            key.append((x.shape, x.dtype, x.sharding))
+            arrays.append(x)
+        else:
+            return None, arrays
+    return tuple(key), arrays
+
+
+def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
+    """Trace ``fn`` for this call's signature (checked: leaf types, binding)."""
+    spec = torch_tree((args, kwargs))
+    leaves = _tensor_leaves((args, kwargs), spec)
+    check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
+    out_def: list[Any] = []
+
+    def flat_fn(*arrays):
+        a, k = unflatten(spec, list(arrays))
+        outs, treedef = jax.tree_util.tree_flatten(fn(*a, **k))
+        out_def.append(treedef)
+        return outs
+
+    entry = _JaxEntry(flat_fn, _leaf_sig(leaves), getattr(fn, "__name__", "fn"))
+    entry.out_def = out_def[0]
+    return entry
+
+
 def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run the JAX function ``fn`` on torch tensors, inside torch autograd.
 
     Args:
         fn: a JAX-traceable function of ``(*args, **kwargs)``.
-        args, kwargs: pytrees (tuple, list, dict) of ``torch.Tensor`` and static leaves
-            (None, bool, int, float, str). Static leaves are baked in and are part of the
-            cache key; tensors keep their dtype and shape (f16/bf16/f32/f64, integers, bool).
+        args, kwargs: pytrees (tuple, list, dict) of ``torch.Tensor``, ``jax.Array`` and
+            static leaves (None, bool, int, float, str). Static leaves are baked in and are
+            part of the cache key; tensors keep their dtype and shape (f16/bf16/f32/f64,
+            complex, integers, bool). jax Arrays are passed to ``fn`` as they are (no
+            transfer, no copy) and are constants for torch autograd.
 
     Returns:
         ``fn``'s outputs with its pytree structure, as torch tensors that share memory with
-        the JAX results. Gradients flow back to every floating-point input through
+        the JAX results. Gradients flow back to every floating-point tensor input through
         ``jax.vjp``; inputs ``fn`` ignores get ``None`` gradients and are never transferred.
 
     Each distinct signature (tree structure, static values, shapes, dtypes, devices) is
-    traced and compiled once, then served from a cache tied to ``fn``'s lifetime.
+    traced once, then served from a cache tied to ``fn``'s lifetime. The result is a torch
+    op in every sense: double backward (``create_graph=True``), ``torch.func.grad``/``vjp``/
+    ``vmap`` (``jax.vmap`` of ``fn``), and ``torch.compile`` (one opaque
+    ``converter::call_jax`` custom op; static shapes). A signature with 64-bit tensors runs
+    under ``jax.enable_x64(True)``; the process's ``jax_enable_x64`` is never changed.
 
     Raises:
         TypeError: an unsupported leaf type, naming its path (``args[1]['mask']``).
         SignatureMismatchError: ``(*args, **kwargs)`` does not bind to ``fn``'s parameters
             (an unknown keyword, an extra positional argument).
     """
+    if torch.compiler.is_compiling():
+        return _call_jax_compiled(fn, args, kwargs)
+    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+    key, arrays = _fast_key(leaves, treedef)
+    cache = _cache_for(fn, _JAX_CACHE, _JAX_CACHE_STRONG)
+    entry = cache.get(key) if key is not None else None
+    if entry is None:
+        entry = _user_entry(fn, args, kwargs)
+        if key is not None:
+            cache[key] = entry
+    return entry.out_def.unflatten(_apply(entry, arrays))
+
+
+# --------------------------------------------------------------------------- torch.compile
+
+# Entries reachable from the custom op, by handle: "<process nonce>:<n>", and "<handle>/vjp"
+# for the VJP of an entry (built on first use). The nonce keeps torch.compile's on-disk
+# caches (FX graph, AOTAutograd) from serving a graph compiled in another process, whose
+# handles would name other entries here: such a graph is a cache miss, never a wrong entry.
+_NONCE = uuid.uuid4().hex[:12]
+_HANDLES: dict[str, _JaxEntry] = {}
+
+
+def _handle(entry: _JaxEntry) -> str:
+    if entry.handle is None:
+        entry.handle = f"{_NONCE}:{len(_HANDLES)}"
+        _HANDLES[entry.handle] = entry
+    return entry.handle
+
+
+def _entry_of(handle: str) -> _JaxEntry:
+    """The entry of ``handle``, deriving ``.../vjp`` entries on first use.
+
+    Raises:
+        ConversionError: the handle is not this process's (a compiled graph kept from
+            another process).
+    """
+    entry = _HANDLES.get(handle)
+    if entry is None and handle.endswith("/vjp"):
+        entry = _entry_of(handle.removesuffix("/vjp")).vjp_entry()
+        entry.handle = handle
+        _HANDLES[handle] = entry
+    if entry is None:
+        from .errors import ConversionError
+
+        raise ConversionError(
+            f"converter::call_jax op with handle {handle!r}: not a call_jax signature traced by this "
+            "process (a compiled graph kept from another one?); clear torch.compile's caches"
+        )
+    return entry
+
+
+@torch.library.custom_op("converter::call_jax", mutates_args=())
+def _call_jax_op(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
+    """The entry ``handle`` as one opaque op (what ``torch.compile`` keeps in its graph).
+    Outputs never alias the inputs or each other (a custom op must not return views)."""
+    outs, _ = _entry_of(handle).run(list(tensors))
+    seen = {t.data_ptr() for t in tensors if t.numel()}
+    result = []
+    for o in outs:
+        if o.numel() and o.data_ptr() in seen:
+            o = o.clone()
+        seen.add(o.data_ptr())
+        result.append(o)
+    return result
+
+
+@_call_jax_op.register_fake
+def _call_jax_fake(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
+    device = tensors[0].device if tensors else torch.device("cpu")
+    return [
+        torch.empty(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)), device=device)
+        for s, d in _entry_of(handle).out_avals
+    ]
+
+
+def _op_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
+    tensors, handle = inputs
+    ctx.handle = handle
+    ctx.save_for_backward(*tensors)
+
+
+def _op_backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple:
+    entry = _entry_of(ctx.handle)
+    tensors = list(ctx.saved_tensors)
+    cts = [
+        g if g is not None else torch.zeros(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)))
+        for g, (s, d), f in zip(grads, entry.out_avals, entry.out_float, strict=True)
+        if f
+    ]
+    out: list[torch.Tensor | None] = [None] * len(tensors)
+    in_grads = _call_jax_op(tensors + cts, ctx.handle + "/vjp")
+    for i, g in zip(entry.grad_inputs, in_grads, strict=True):
+        out[i] = g
+    return out, None
+
+
+_call_jax_op.register_autograd(_op_backward, setup_context=_op_setup_context)
+
+
+def _assume_constant_result(fn: Callable) -> Callable:
+    """``torch.compiler.assume_constant_result(fn)`` (Dynamo runs ``fn`` while tracing and
+    keeps its result as a constant) without importing ``torch._dynamo`` when this module is
+    imported (~5 s on a busy 2-core machine, for users who never compile): the marker it
+    sets (torch 2.13's ``torch._dynamo.decorators``), or the decorator itself once Dynamo is
+    loaded. ``test_call_jax_under_torch_compile`` (``fullgraph=True``) fails if the marker
+    stops being honoured."""
+    if "torch._dynamo" in sys.modules:
+        return torch.compiler.assume_constant_result(fn)
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_assume_constant_result
+def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[str, TreeSpec]:
+    """``(handle, output tree spec)`` of ``fn`` for one signature, built while Dynamo traces
+    (it runs this as a constant: the entry is Python state, not graph)."""
+    from frontends.jax import tree_spec
+
+    leaf = object()
+    args, kwargs = unflatten(spec, [leaf] * len(shapes))
+    check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
+    out_def: list[Any] = []
+
+    def flat_fn(*arrays):
+        a, k = unflatten(spec, list(arrays))
+        outs, treedef = jax.tree_util.tree_flatten(fn(*a, **k))
+        out_def.append(treedef)
+        return outs
+
+    sig = tuple((s, dtypes.to_numpy(dtypes.name_of(d)), True) for s, d in shapes)
+    entry = _JaxEntry(flat_fn, sig, getattr(fn, "__name__", "fn"))
+    out_spec = tree_spec(out_def[0].unflatten([leaf] * out_def[0].num_leaves), leaf=lambda x: x is leaf)
+    return _handle(entry), out_spec
+
+
+def _call_jax_compiled(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """``call_jax`` as Dynamo sees it: the tree walk and one ``converter::call_jax`` op."""
     spec = torch_tree((args, kwargs))
     tensors = _tensor_leaves((args, kwargs), spec)
-    cache = _cache_for(fn, _JAX_CACHE, _JAX_CACHE_STRONG)
-    key = _signature_key(spec, tensors)
-    entry = cache.get(key)
-    if entry is None:
-        check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
-        entry = cache[key] = _JaxEntry(fn, spec, tensors)
-    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-    outs = _CallJax.apply(entry, needs_grad, *tensors)
-    return jax.tree_util.tree_unflatten(entry.out_def, list(outs))
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise InputTypeError("call_jax under torch.compile takes torch tensors only (no jax.Array arguments)")
+    shapes = tuple((tuple(int(n) for n in t.shape), t.dtype) for t in tensors)
+    handle, out_spec = _compiled_entry(fn, spec, shapes)
+    return unflatten(out_spec, list(_call_jax_op(list(tensors), handle)))
 
 
 # --------------------------------------------------------------------------- call_torch

@@ -71,27 +71,252 @@ def test_dlpack_shares_memory_both_ways():
     assert embed.to_torch_tensor(j).data_ptr() == j.unsafe_buffer_pointer()
 
 
-def test_call_jax_crosses_without_copies(monkeypatch):
-    seen = []
-    orig_in, orig_out = embed.to_jax_array, embed.to_torch_tensor
+def _spy_dlpack(monkeypatch):
+    """Record every DLPack exchange of call_jax's per-call path: ("in", torch pointer, jax
+    pointer) and ("out", jax pointer, torch pointer)."""
+    from converter import _jax_internal
 
-    def spy_in(t):
-        a = orig_in(t)
-        seen.append(("in", t.data_ptr(), a.unsafe_buffer_pointer()))
+    if not _jax_internal.FAST_DLPACK:
+        pytest.skip("this jaxlib has no direct DLPack entry points")
+    seen = []
+    orig_in, orig_out = _jax_internal.cpu_array_from_dlpack, _jax_internal.cpu_array_to_dlpack
+
+    def spy_in(capsule, device):
+        a = orig_in(capsule, device)
+        seen.append(("in", a.unsafe_buffer_pointer()))
         return a
 
     def spy_out(a):
-        t = orig_out(a)
-        seen.append(("out", a.unsafe_buffer_pointer(), t.data_ptr()))
-        return t
+        seen.append(("out", a.unsafe_buffer_pointer()))
+        return orig_out(a)
 
-    monkeypatch.setattr(embed, "to_jax_array", spy_in)
-    monkeypatch.setattr(embed, "to_torch_tensor", spy_out)
-    x, ignored = torch.randn(8), torch.randn(5)
-    converter.call_jax(lambda a, b: a * 3, x, ignored)
-    assert [s[0] for s in seen] == ["in", "out"]  # the ignored input is never converted
-    assert all(src == dst for _, src, dst in seen)
-    assert seen[0][1] == x.data_ptr()
+    monkeypatch.setattr(_jax_internal, "cpu_array_from_dlpack", spy_in)
+    monkeypatch.setattr(_jax_internal, "cpu_array_to_dlpack", spy_out)
+    return seen
+
+
+def test_call_jax_crosses_without_copies(monkeypatch):
+    seen = _spy_dlpack(monkeypatch)
+    f = lambda a, b: a * 3  # noqa: E731
+    for _ in range(3):  # the first call (which picks the path) and the per-call path
+        seen.clear()
+        x, ignored = torch.randn(8), torch.randn(5)
+        y = converter.call_jax(f, x, ignored)
+        # one exchange per kept input and per output; the ignored input is never converted
+        assert seen == [("in", x.data_ptr()), ("out", y.data_ptr())]
+        torch.testing.assert_close(y, x * 3)
+
+
+def test_call_jax_imports_an_unchanged_tensor_once(monkeypatch):
+    """A weight passed call after call crosses once; writing to it (its version counter) or
+    giving it new storage makes the next call import it again, so results stay right."""
+    seen = _spy_dlpack(monkeypatch)
+    f = lambda x, w: x @ w  # noqa: E731
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        seen.clear()
+        torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
+    assert [k for k, _ in seen] == ["in", "out"]  # x only: w was imported by an earlier call
+    with torch.no_grad():
+        w.mul_(2.0)
+    torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
+    w.data = torch.randn(4, 4)
+    torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
+    other = torch.randn(4, 4)  # another tensor of the same signature
+    torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
+    other.t_()  # same storage and shape, other strides
+    torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
+
+
+def test_call_jax_public_dlpack_path(monkeypatch):
+    """Without jaxlib's direct DLPack entry points (another jaxlib, or not a CPU tensor),
+    call_jax crosses by the public jax.dlpack / torch.from_dlpack, still without copies."""
+    from converter import _jax_internal
+
+    monkeypatch.setattr(_jax_internal, "FAST_DLPACK", False)
+    f = lambda x, w: jnp.tanh(x @ w)  # noqa: E731
+    x, w = torch.randn(2, 3), torch.randn(3, 3, requires_grad=True)
+    for _ in range(2):
+        w.grad = None
+        y = converter.call_jax(f, x, w)
+        ref = torch.tanh(x @ w)
+        torch.testing.assert_close(y, ref)
+        y.sum().backward()
+        torch.testing.assert_close(w.grad, torch.autograd.grad(ref.sum(), w)[0])
+    assert embed.to_jax_array(x).unsafe_buffer_pointer() == x.data_ptr()
+
+
+def test_call_jax_passes_jax_arrays_through(monkeypatch):
+    seen = _spy_dlpack(monkeypatch)
+    f = lambda x, d: jnp.sin(x) * d["scale"] + d["shift"]  # noqa: E731
+    x = torch.randn(5, requires_grad=True)
+    d = {"scale": jnp.arange(5.0, dtype=jnp.float32), "shift": jnp.float32(1.0)}
+    for _ in range(2):
+        seen.clear()
+        x.grad = None
+        y = converter.call_jax(f, x, d)
+        assert [k for k, _ in seen] == ["in", "out"]  # only the torch tensor crosses
+        ref = torch.sin(x) * torch.arange(5.0) + 1.0
+        torch.testing.assert_close(y, ref)
+        y.sum().backward()
+        torch.testing.assert_close(x.grad, torch.cos(x.detach()) * torch.arange(5.0))
+    with pytest.raises(TypeError, match=r"args\[1\]\['m'\]: unsupported type ndarray"):
+        converter.call_jax(f, x, {"m": np.ones(2)})
+
+
+def _second_derivative_case():
+    def f(x, w):
+        return jnp.sum(jnp.sin(x * w) ** 2 * x)
+
+    torch.manual_seed(0)
+    x = torch.randn(4, dtype=torch.float64)
+    w = torch.randn(4, dtype=torch.float64)
+    xj, wj = jnp.asarray(x.numpy()), jnp.asarray(w.numpy())
+    grad = jax.grad(f)(xj, wj)
+    hess_x = jax.grad(lambda a: jnp.sum(jax.grad(f)(a, wj)))(xj)  # d/dx sum(df/dx)
+    return f, x, w, grad, hess_x
+
+
+def test_call_jax_double_backward_matches_jax():
+    f, x, w, grad, hess_x = _second_derivative_case()
+    x.requires_grad_()
+    w.requires_grad_()
+    (gx,) = torch.autograd.grad(converter.call_jax(f, x, w), x, create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), grad, rtol=1e-12)
+    assert gx.requires_grad  # the backward recorded a graph (a call_jax of the VJP)
+    hx, hw = torch.autograd.grad(gx.sum(), (x, w))
+    np.testing.assert_allclose(hx.numpy(), hess_x, rtol=1e-12)
+    hw_jax = jax.grad(lambda b: jnp.sum(jax.grad(f)(jnp.asarray(x.detach().numpy()), b)))(
+        jnp.asarray(w.detach().numpy())
+    )
+    np.testing.assert_allclose(hw.numpy(), hw_jax, rtol=1e-12)
+
+
+def test_call_jax_under_torch_func():
+    f, x, w, grad, hess_x = _second_derivative_case()
+    g = torch.func.grad(lambda a: converter.call_jax(f, a, w))(x)
+    np.testing.assert_allclose(g.numpy(), grad, rtol=1e-12)
+    gg = torch.func.grad(lambda a: torch.func.grad(lambda b: converter.call_jax(f, b, w))(a).sum())(x)
+    np.testing.assert_allclose(gg.numpy(), hess_x, rtol=1e-12)
+    out, vjp_fn = torch.func.vjp(lambda a: converter.call_jax(jnp.sin, a), x)
+    torch.testing.assert_close(vjp_fn(torch.full_like(x, 2.0))[0], 2 * torch.cos(x))
+    jac = torch.func.jacrev(lambda a: converter.call_jax(jnp.sin, a))(x)  # vmap of the vjp
+    torch.testing.assert_close(jac, torch.diag(torch.cos(x)))
+    xs = torch.randn(3, 4, dtype=torch.float64)
+    traces = []
+
+    def traced(a, b):
+        traces.append(a.shape)
+        return f(a, b)
+
+    batched = torch.func.vmap(lambda a: converter.call_jax(traced, a, w))(xs)
+    fj = jax.vmap(lambda a: f(a, jnp.asarray(w.numpy())))
+    np.testing.assert_allclose(batched.numpy(), fj(jnp.asarray(xs.numpy())), rtol=1e-12)
+    assert all(s == (4,) for s in traces)  # jax.vmap of the per-example function, not a loop
+    per_example = torch.func.vmap(torch.func.grad(lambda a: converter.call_jax(f, a, w)))(xs)
+    want = jax.vmap(jax.grad(f), in_axes=(0, None))(jnp.asarray(xs.numpy()), jnp.asarray(w.numpy()))
+    np.testing.assert_allclose(per_example.numpy(), want, rtol=1e-12)
+    # in_dims other than 0 and an unbatched argument
+    cols = torch.func.vmap(lambda a, b: converter.call_jax(lambda p, q: p * q, a, b), in_dims=(1, None))(
+        xs, w[:3]
+    )
+    torch.testing.assert_close(cols, xs.T * w[:3])
+
+
+class _CallsJax(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.w = torch.nn.Parameter(torch.randn(4, 4) * 0.3)
+
+    def forward(self, x):
+        out = converter.call_jax(
+            lambda h, p: {"y": jnp.tanh(h @ p["w"]), "n": jnp.sum(h > 0)}, self.lin(x), {"w": self.w}
+        )
+        return out["y"].sum() * 2 + out["n"]
+
+
+def _compile_check(backend: str):
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model, x = _CallsJax(), torch.randn(3, 4)
+    ref = model(x)
+    ref.backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=False)
+    out = compiled(x)  # fullgraph: call_jax is one op in Dynamo's graph, no graph break
+    out.backward()
+    torch.testing.assert_close(out, ref)
+    for p, g in zip(model.parameters(), want, strict=True):
+        torch.testing.assert_close(p.grad, g)
+    compiled(x)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_call_jax_under_torch_compile():
+    _compile_check("aot_eager")
+
+
+def test_call_jax_op_refuses_another_process_handle():
+    """A graph kept by torch.compile's on-disk caches from another process names entries by
+    that process's handles: never served by a wrong entry here."""
+    from converter.errors import ConversionError
+
+    with pytest.raises(ConversionError, match="not a call_jax signature traced by this process"):
+        embed._call_jax_op([torch.ones(2)], "0123456789ab:0")
+
+
+@pytest.mark.slow
+def test_call_jax_under_torch_compile_inductor():
+    _compile_check("inductor")  # ~20 s on 2 busy cores
+
+
+@pytest.fixture
+def x64_off():
+    """The process default, x64 off, set process-wide (conftest turns it on for the suite),
+    so that a call switching it on globally is seen."""
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_call_jax_scopes_x64_without_changing_the_process_flag(x64_off):
+    """Without jax_enable_x64, 64-bit tensors keep their precision (their signature runs
+    under jax.enable_x64(True)) and the flag stays off around the call."""
+    assert not jax.config.jax_enable_x64
+    x = torch.tensor([1.0 + 1e-12, 2.0], dtype=torch.float64, requires_grad=True)
+    big = torch.tensor([2**40], dtype=torch.int64)
+    y, n = converter.call_jax(lambda a, b: (a**3, b + 1), x, big)
+    assert not jax.config.jax_enable_x64
+    assert y.dtype == torch.float64 and float(y[0].detach() - 1) > 2e-12  # 3e-12 in float64, 0 in float32
+    assert n.dtype == torch.int64 and int(n) == 2**40 + 1
+    (g,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    assert h.dtype == torch.float64 and h.tolist() == [6.0 * x[0].item(), 12.0]
+    assert converter.call_jax(lambda a: a * 2, torch.ones(2)).dtype == torch.float32
+    assert not jax.config.jax_enable_x64 and jnp.ones(1).dtype == jnp.float32
+
+
+def test_call_jax_cache_key_of_static_values():
+    traces = []
+
+    def f(x, s):
+        traces.append(s)
+        return x * (2 if s is True else 3)
+
+    x = torch.ones(2)
+    assert float(converter.call_jax(f, x, True)[0]) == 2
+    assert float(converter.call_jax(f, x, 1)[0]) == 3  # 1 == True, but another signature
+    converter.call_jax(f, x, float("nan"))
+    converter.call_jax(f, x, float("nan"))  # nan != nan, still one signature
+    assert len(traces) == 3
 
 
 def test_call_jax_ignored_inputs_get_no_gradient():
