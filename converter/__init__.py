@@ -30,6 +30,7 @@ from ._contract import api  # noqa: E402
 from .errors import (  # noqa: E402
     ConversionError,
     DataDependentShapeError,
+    DistributedError,
     DynamicDimensionError,
     ExportError,
     InputError,
@@ -124,6 +125,7 @@ def from_stablehlo(source, **options) -> Module:
 __all__ = [
     "ConversionError",
     "DataDependentShapeError",
+    "DistributedError",
     "DynamicDimensionError",
     "ExportError",
     "InputError",

@@ -1,0 +1,316 @@
+"""Partitioned modules on ``torch.distributed``: one rank per partition.
+
+A module lowered from ``jax.jit(shard_map(f, mesh, in_specs, out_specs))`` on N devices has
+``mhlo.num_partitions = N`` and its work in an ``sdy.manual_computation`` whose body is
+written for one device's shards. :func:`partition_plan` reads how every ``@main`` argument
+and result is split (:mod:`converter.sdy`); :class:`DistributedTorchModule` is the module
+each rank of ``torch.distributed``'s default process group (world size N) calls with its own
+shards and which returns its own result shards. Rank ``r`` runs partition ``r``: its shards
+are those of the mesh position whose device id is ``r`` (position ``r`` unless the mesh has
+``device_ids``), as JAX assigns ``mesh.devices.flat[r]``. The collectives in the body are
+``torch.distributed`` functional collectives (:mod:`backends.torch.ops.collectives`).
+
+Only programs whose ``@main`` is manual computations are run: an op between them or around
+them works on whole (global) arrays, which XLA would partition itself; this backend refuses it
+(:class:`converter.DistributedError`) rather than run it on shards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from jaxlib.mlir import ir
+
+from converter import dtypes, mlir, sdy
+from converter.errors import DistributedError, SignatureMismatchError
+from converter.module import Module
+from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
+
+from . import TorchModule, build_graph
+from ._util import STORAGE, numpy_to_torch
+from .ops.collectives import Communicator
+from .placement import check_device, home
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """How a partitioned module's ``@main`` arguments and results are split.
+
+    Attributes:
+        num_partitions: N, the number of ranks that run it.
+        mesh: the mesh every sharding refers to.
+        args: one sharding per ``@main`` argument.
+        results: one sharding per ``@main`` result.
+    """
+
+    num_partitions: int
+    mesh: sdy.Mesh
+    args: tuple[sdy.Sharding, ...]
+    results: tuple[sdy.Sharding, ...]
+
+
+def _replicated(mesh: str, rank: int) -> sdy.Sharding:
+    return sdy.Sharding(mesh, ((),) * rank)
+
+
+def _attr_sharding(fn: ir.Operation, key: str, i: int) -> sdy.Sharding | None:
+    if key not in fn.attributes:
+        return None
+    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes[key])[i])
+    return sdy.parse_sharding(str(attrs["sdy.sharding"])) if "sdy.sharding" in attrs else None
+
+
+def partition_plan(module: Module) -> PartitionPlan | None:
+    """The plan of a partitioned module, or ``None`` for a one-partition module.
+
+    Raises:
+        DistributedError: the module has more than one replica, an op of ``@main`` outside
+            a manual computation (named with its location), a manual computation leaving
+            mesh axes automatic, a value shared by two manual computations under different
+            shardings, or a mesh whose size is not the number of partitions.
+    """
+    ir_module = module.mlir
+    n = sdy.num_partitions(ir_module)
+    meshes = sdy.meshes(ir_module)
+    main = mlir.main_function(ir_module)
+    block = main.regions[0].blocks[0]
+    manual = [op.operation for op in block.operations if op.operation.name == "sdy.manual_computation"]
+    if n == 1 and all(m.size == 1 for m in meshes.values()):
+        return None
+    if sdy.num_replicas(ir_module) != 1:
+        raise DistributedError(
+            f"the module has {sdy.num_replicas(ir_module)} replicas: only one is supported"
+        )
+    if not manual:
+        raise DistributedError(
+            f"the module has {n} partitions but no manual computation (shard_map): the torch backend "
+            "runs shard_map programs, whose per-device body it can run on each rank; jit with "
+            "sharded inputs alone leaves the partitioning to XLA"
+        )
+    shardings: dict[Any, sdy.Sharding] = {}
+    args = list(block.arguments)
+    for i in range(len(args)):
+        found = _attr_sharding(main, "arg_attrs", i)
+        if found is not None:
+            shardings[("attr", i)] = found
+    mesh_name = None
+    for operation in block.operations:
+        op = mlir.Op(operation.operation)
+        if op.name == "func.return":
+            break
+        if op.name != "sdy.manual_computation":
+            raise DistributedError(
+                f"{op.name} at {op.location or 'an unknown location'} runs outside shard_map on whole "
+                "(unpartitioned) arrays; the torch backend runs only the manual computation: put "
+                "the whole jitted function inside shard_map"
+            )
+        ins = sdy.parse_sharding_list(op.attr("in_shardings"))
+        outs = sdy.parse_sharding_list(op.attr("out_shardings"))
+        for s in ins + outs:
+            if mesh_name not in (None, s.mesh):
+                raise DistributedError(
+                    f"shardings over two meshes (@{mesh_name}, @{s.mesh}) are not supported"
+                )
+            mesh_name = s.mesh
+        if mesh_name not in meshes:
+            raise DistributedError(f"sharding over an undefined mesh @{mesh_name}")
+        mesh = meshes[mesh_name]
+        axes = set(sdy.manual_axes(op.attr("manual_axes", "")))
+        auto = [a for a, size in mesh.axes if size > 1 and a not in axes]
+        if auto:
+            raise DistributedError(
+                f"sdy.manual_computation at {op.location}: mesh axes {auto} stay automatic (shard_map "
+                "with axis_names a subset of the mesh); only fully manual shard_map is supported"
+            )
+        for value, s in zip(op.operands, ins, strict=True):
+            prev = shardings.get(value)
+            if prev is not None and prev.dims != s.dims:
+                raise DistributedError(
+                    f"sdy.manual_computation at {op.location}: an operand split as {prev} is read as {s}: "
+                    "resharding between manual computations is not supported"
+                )
+            shardings[value] = s
+        for value, s in zip(op.results, outs, strict=True):
+            shardings[value] = s
+    if mesh_name is None or meshes[mesh_name].size != n:
+        size = meshes[mesh_name].size if mesh_name else 1
+        raise DistributedError(f"the module has {n} partitions but its mesh has {size} devices")
+    mesh = meshes[mesh_name]
+    arg_sh = []
+    for i, arg in enumerate(args):
+        rank = len(mlir.tensor_type(arg.type).shape)
+        arg_sh.append(shardings.get(arg) or shardings.get(("attr", i)) or _replicated(mesh_name, rank))
+    ret = [op.operation for op in block.operations][-1]
+    res_sh = []
+    for i, value in enumerate(ret.operands):
+        s = shardings.get(value)
+        if s is None:
+            raise DistributedError(f"result {i} of @main is not computed by the manual computation")
+        res_sh.append(s)
+    return PartitionPlan(n, mesh, tuple(arg_sh), tuple(res_sh))
+
+
+def local_signature(sig: Signature, plan: PartitionPlan) -> Signature:
+    """``sig`` with every kept argument and every output of the shape of one shard.
+
+    Raises:
+        DistributedError: a dimension does not split evenly (names the argument).
+    """
+    args = list(sig.all_args)
+    kept = range(len(args)) if sig.kept_var_idx is None else sig.kept_var_idx
+    for j, i in enumerate(kept):
+        spec = args[i]
+        args[i] = replace(spec, shape=plan.args[j].local_shape(tuple(spec.shape), plan.mesh, spec.name))
+    outputs = tuple(
+        replace(o, shape=s.local_shape(tuple(o.shape), plan.mesh, o.name))
+        for o, s in zip(sig.outputs, plan.results, strict=True)
+    )
+    return sig.with_all_args(args).replace(outputs=outputs)
+
+
+def local_shard(value: Any, sharding: sdy.Sharding, mesh: sdy.Mesh, partition: int) -> Any:
+    """Partition ``partition``'s shard of the whole array ``value`` (a NumPy array or torch
+    tensor; torch tensors give views)."""
+    counts = sharding.counts(mesh)
+    index = sharding.shard_index(mesh, partition)
+    slices = tuple(
+        slice(i * (n // k), (i + 1) * (n // k)) for n, k, i in zip(value.shape, counts, index, strict=True)
+    )
+    return value[slices]
+
+
+class DistributedTorchModule(TorchModule):
+    """A partitioned module (``shard_map`` on N devices) as the module each rank of
+    ``torch.distributed``'s default process group runs.
+
+    ``forward(*args, **kwargs)`` takes the inputs of the source function with each array
+    replaced by this rank's shard (the part ``in_specs`` gives the device of partition id
+    ``rank``; :meth:`shard_inputs` cuts them from whole arrays) and returns this rank's
+    shards of the outputs (what that device computes; replicated outputs whole). The graph
+    is traced on the first call, when the process group exists (every rank must call: the
+    collectives, and the creation of their process groups, involve all ranks). Parameters
+    (``from_jax(params=...)``) are held whole, and each call uses this rank's shards of them.
+
+    Outputs carry no gradient: the collectives are run without autograd.
+
+    Attributes:
+        plan: the :class:`PartitionPlan` (mesh, each argument's and result's sharding).
+        num_partitions: the world size the module needs.
+
+    Raises:
+        DistributedError: on call, without an initialized default process group of world
+            size :attr:`num_partitions`.
+        SignatureMismatchError: on call, an input that is not this rank's shard's shape.
+    """
+
+    def __init__(self, module: Module, plan: PartitionPlan, device: torch.device | str | None = None):
+        super().__init__(module, None, device)
+        self.plan = plan
+        self.num_partitions = plan.num_partitions
+        self._local = Module(module.mlir, local_signature(module.signature, plan), module.params)
+        self._dynamic_module = None
+        self._rank_graphs: dict[int, torch.fx.GraphModule] = {}
+        kept = (
+            range(len(self.signature.all_args))
+            if self.signature.kept_var_idx is None
+            else self.signature.kept_var_idx
+        )
+        self._arg_sharding = dict(zip(kept, plan.args, strict=True))
+
+    def rank(self) -> int:
+        """This process's rank in the default process group (= the partition it runs).
+
+        Raises:
+            DistributedError: no default process group, or one of another size.
+        """
+        import torch.distributed as dist
+
+        n = self.num_partitions
+        if not (dist.is_available() and dist.is_initialized()):
+            raise DistributedError(
+                f"this module runs as {n} partitions, one per rank: call "
+                f"torch.distributed.init_process_group(world_size={n}, ...) in each of {n} processes first"
+            )
+        if dist.get_world_size() != n:
+            raise DistributedError(
+                f"this module runs as {n} partitions, but the default process group has world size "
+                f"{dist.get_world_size()}"
+            )
+        return dist.get_rank()
+
+    def shard_inputs(self, *args: Any, rank: int | None = None, **kwargs: Any) -> tuple[tuple, dict]:
+        """``(args, kwargs)`` of whole arrays cut to partition ``rank``'s shards (default:
+        this process's rank), ready for ``forward(*args, **kwargs)``."""
+        rank = self.rank() if rank is None else rank
+        sig = self.signature
+        leaves = flatten((args, kwargs), sig.in_tree)
+        n_params = len(sig.params)
+        shards = []
+        for k, (_, value) in enumerate(leaves):
+            sharding = self._arg_sharding.get(n_params + k)
+            shards.append(value if sharding is None else local_shard(value, sharding, self.plan.mesh, rank))
+        return unflatten(sig.in_tree, shards)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        rank = self.rank()
+        sig, local = self.signature, self._local.signature
+        leaves = flatten((args, kwargs), sig.in_tree)
+        flat = []
+        for i, a in enumerate(self._attrs):
+            value = getattr(self, a)
+            sharding = self._arg_sharding.get(i)
+            flat.append(value if sharding is None else local_shard(value, sharding, self.plan.mesh, rank))
+        for k, ((path, value), spec) in enumerate(zip(leaves, local.inputs, strict=True)):
+            try:
+                check_leaf(input_path(path), value, spec)
+            except SignatureMismatchError as e:
+                whole = sig.inputs[k].shape
+                sharding = self._arg_sharding.get(len(sig.params) + k)
+                raise SignatureMismatchError(
+                    f"{e} (rank {rank} takes its shard of the whole {list(whole)}, split as {sharding})"
+                ) from None
+            if not isinstance(value, torch.Tensor):
+                value = numpy_to_torch(np.asarray(value), spec.dtype).to(home(spec, self.device))
+            else:
+                check_device(input_path(path), value, spec, self.device)
+            if spec.dtype in STORAGE:
+                value = value.to(STORAGE[spec.dtype])
+            flat.append(value)
+        if sig.kept_var_idx is not None:
+            flat = [flat[i] for i in sig.kept_var_idx]
+        with torch.no_grad():
+            outs = list(self._rank_graph(rank)(*flat))
+        for i, spec in enumerate(sig.outputs):
+            if spec.dtype in STORAGE:
+                outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
+        return unflatten(sig.out_tree, outs)
+
+    def _rank_graph(self, rank: int) -> torch.fx.GraphModule:
+        if rank not in self._rank_graphs:
+            comm = Communicator(rank, self.num_partitions)
+            self._rank_graphs[rank] = build_graph(self._local, self.device, comm=comm)
+        return self._rank_graphs[rank]
+
+
+def to_torch_distributed(
+    module: Module, plan: PartitionPlan, device: torch.device | str | None
+) -> DistributedTorchModule:
+    """The :class:`DistributedTorchModule` of a partitioned module (see :func:`to_torch`).
+
+    Raises:
+        DistributedError: state updates, random ops or dynamic shapes, which partitioned
+            modules do not support yet; shards of unequal size.
+    """
+    sig = module.signature
+    if sig.mutations:
+        raise DistributedError("a partitioned module that updates state in place is not supported")
+    if sig.rng is not None:
+        raise DistributedError("a partitioned module with random ops (signature.rng) is not supported")
+    local_signature(sig, plan)  # unequal shards raise here, before any process group is needed
+    return DistributedTorchModule(module, plan, device)
+
+
+__all__ = ["DistributedTorchModule", "PartitionPlan", "local_shard", "local_signature", "partition_plan"]
