@@ -1,6 +1,6 @@
 """Cross-partition collectives and ``sdy.manual_computation`` (StableHLO spec sections
 ``all_reduce``, ``all_gather``, ``reduce_scatter``, ``all_to_all``, ``collective_permute``,
-``partition_id``, ``replica_id``; Shardy's ``sdy.manual_computation``).
+``partition_id``; Shardy's ``sdy.manual_computation``).
 
 Each partition of a partitioned module runs as one rank of ``torch.distributed``'s default
 process group (rank = partition id, see :mod:`converter.sdy`); the collectives become
@@ -267,12 +267,6 @@ def partition_id(interp, op):
     """This rank (``ui32``; 0 outside a distributed module)."""
     rank = 0 if interp.comm is None else interp.comm.rank
     return torch.full((), rank, dtype=storage_dtype(op.result_type.dtype))
-
-
-@register("stablehlo.replica_id")
-def replica_id(interp, op):
-    """Always 0: partitioned modules run with one replica."""
-    return torch.zeros((), dtype=storage_dtype(op.result_type.dtype))
 
 
 @register("sdy.manual_computation")
