@@ -114,6 +114,14 @@ def meshes(module: ir.Module) -> dict[str, Mesh]:
             continue
         name = ir.StringAttr(op.attributes["sym_name"]).value
         out[name] = parse_mesh(str(op.attributes["mesh"]), name)
+    attrs = module.operation.attributes
+    if "mhlo.frontend_attributes" in attrs:  # Shardy's round-trip form (a serialized module)
+        frontend = ir.DictAttr(attrs["mhlo.frontend_attributes"])
+        if "xla.sdy.meshes" in frontend:
+            text = ir.StringAttr(frontend["xla.sdy.meshes"]).value.strip()
+            for item in _split_top(text[1:-1]):
+                name, _, mesh = item.partition("=")
+                out[name.strip()] = parse_mesh(mesh.strip(), name.strip())
     return out
 
 

@@ -50,7 +50,7 @@ def _spawn(mode: str, n: int, tmp_path: Path) -> list[str]:
         hits = tmp_path / f"{mode}{n}-{rank}.hits.json"
         cmd = [sys.executable, str(WORKER), mode, str(n), str(rank), str(port), str(hits)]
         with open(log, "w") as out:
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT))
+            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path))
         logs.append((log, hits))
     deadline = time.monotonic() + TIMEOUT
     failed = None
@@ -140,6 +140,16 @@ def test_plan_and_local_shapes():
     whole = np.arange(32, dtype=np.float32).reshape(8, 4)
     (shard,), _ = tm.shard_inputs(whole, rank=1)
     np.testing.assert_array_equal(shard, whole[4:])
+
+
+def test_saved_module_keeps_its_plan(tmp_path):
+    """A saved Module holds Shardy's round-trip form (custom calls around a call of the body,
+    shardings as frontend attributes): the loaded module has the same plan."""
+    m = converter.from_stablehlo(_module(_MANUAL + "\n    return %0 : tensor<8x4xf32>"))
+    m.save(tmp_path / "m.shlo")
+    loaded = converter.load(tmp_path / "m.shlo")
+    assert "sdy.manual_computation(" not in loaded.text() and "xla.sdy.GlobalToLocalShape" in loaded.text()
+    assert loaded.to_torch().plan == m.to_torch().plan
 
 
 def test_call_without_process_group():

@@ -56,15 +56,119 @@ def _replicated(mesh: str, rank: int) -> sdy.Sharding:
     return sdy.Sharding(mesh, ((),) * rank)
 
 
-def _attr_sharding(fn: ir.Operation, key: str, i: int) -> sdy.Sharding | None:
-    if key not in fn.attributes:
+# Shardy's "round-trip" form, which JAX's portable-artifact serializer writes (what
+# Module.save stores): the manual computation becomes custom calls around a call of its body,
+# the shardings frontend attributes
+_GLOBAL_TO_LOCAL = "xla.sdy.GlobalToLocalShape"
+_LOCAL_TO_GLOBAL = "xla.sdy.LocalToGlobalShape"
+_RESULT_SHARDING = "xla.sdy.FuncResultSharding"
+_BODY = "xla.sdy.manual_computation_body"
+
+
+def _attr_sharding(fn: ir.Operation, i: int) -> sdy.Sharding | None:
+    """Argument ``i``'s sharding attribute (``sdy.sharding``, or its round-trip form)."""
+    if "arg_attrs" not in fn.attributes:
         return None
-    attrs = ir.DictAttr(ir.ArrayAttr(fn.attributes[key])[i])
-    return sdy.parse_sharding(str(attrs["sdy.sharding"])) if "sdy.sharding" in attrs else None
+    attrs = mlir.decode_attribute(ir.ArrayAttr(fn.attributes["arg_attrs"])[i])
+    text = attrs.get("sdy.sharding") or attrs.get("mhlo.frontend_attributes", {}).get("xla.sdy.sharding")
+    return None if text is None else sdy.parse_sharding(str(text))
+
+
+def _frontend(op: mlir.Op, key: str) -> str:
+    return op.attr("mhlo.frontend_attributes", {}).get(key, "")
+
+
+class _Planner:
+    """Walks ``@main`` recording the sharding of every value a manual computation reads or
+    writes (see :func:`partition_plan`)."""
+
+    def __init__(self, meshes: dict[str, sdy.Mesh]):
+        self.meshes = meshes
+        self.mesh_name: str | None = None
+        self.shardings: dict[Any, sdy.Sharding] = {}
+        self.local: set = set()  # values inside a round-trip manual computation (shards)
+
+    def use(self, shardings: list[sdy.Sharding], where: str) -> None:
+        for s in shardings:
+            if self.mesh_name not in (None, s.mesh):
+                raise DistributedError(f"{where}: shardings over two meshes (@{self.mesh_name}, @{s.mesh})")
+            self.mesh_name = s.mesh
+        if self.mesh_name is not None and self.mesh_name not in self.meshes:
+            raise DistributedError(f"{where}: sharding over an undefined mesh @{self.mesh_name}")
+
+    def manual_axes(self, axes: tuple[str, ...], where: str) -> None:
+        if self.mesh_name is None:
+            return
+        auto = [a for a, size in self.meshes[self.mesh_name].axes if size > 1 and a not in axes]
+        if auto:
+            raise DistributedError(
+                f"{where}: mesh axes {auto} stay automatic (shard_map with axis_names a subset of the "
+                "mesh); only fully manual shard_map is supported"
+            )
+
+    def read(self, values: list, shardings: list[sdy.Sharding], where: str) -> None:
+        for value, s in zip(values, shardings, strict=True):
+            prev = self.shardings.get(value)
+            if prev is not None and prev.dims != s.dims:
+                raise DistributedError(
+                    f"{where}: a value split as {prev} is read as {s}: resharding between manual "
+                    "computations is not supported"
+                )
+            self.shardings[value] = s
+
+    def write(self, values: list, shardings: list[sdy.Sharding]) -> None:
+        self.shardings.update(zip(values, shardings, strict=True))
+
+    def op(self, op: mlir.Op) -> None:
+        where = f"{op.name} at {op.location or 'an unknown location'}"
+        target = op.attr("call_target_name") if op.name == "stablehlo.custom_call" else None
+        if op.name == "sdy.manual_computation":
+            ins = sdy.parse_sharding_list(op.attr("in_shardings"))
+            outs = sdy.parse_sharding_list(op.attr("out_shardings"))
+            self.use(ins + outs, where)
+            self.manual_axes(sdy.manual_axes(op.attr("manual_axes", "")), where)
+            self.read(op.operands, ins, where)
+            self.write(op.results, outs)
+        elif target == _GLOBAL_TO_LOCAL:
+            ins = sdy.parse_sharding_list(_frontend(op, "xla.sdy.in_shardings"))
+            self.use(ins, where)
+            self.manual_axes(sdy.manual_axes(_frontend(op, "xla.sdy.manual_axes")), where)
+            self.read(op.operands, ins, where)
+            self.local.update(op.results)
+        elif op.name == "func.call" and str(op.attr("callee")).startswith(_BODY):
+            if not all(v in self.local for v in op.operands):
+                raise DistributedError(f"{where}: the manual computation reads values not split for it")
+            self.local.update(op.results)
+        elif target == _LOCAL_TO_GLOBAL:
+            outs = sdy.parse_sharding_list(_frontend(op, "xla.sdy.out_shardings"))
+            self.use(outs, where)
+            if not all(v in self.local for v in op.operands):
+                raise DistributedError(f"{where}: reads values not computed by the manual computation")
+            self.write(op.results, outs)
+        elif target == _RESULT_SHARDING and op.operands[0] in self.shardings:
+            self.write(op.results, [self.shardings[op.operands[0]]])
+        else:
+            raise DistributedError(
+                f"{where} runs outside shard_map on whole (unpartitioned) arrays; the torch backend "
+                "runs only the manual computation: put the whole jitted function inside shard_map"
+            )
+
+
+def _has_manual(block: ir.Block) -> bool:
+    for op in block.operations:
+        op = op.operation
+        if op.name == "sdy.manual_computation":
+            return True
+        if op.name == "stablehlo.custom_call" and mlir.Op(op).attr("call_target_name") == _GLOBAL_TO_LOCAL:
+            return True
+    return False
 
 
 def partition_plan(module: Module) -> PartitionPlan | None:
-    """The plan of a partitioned module, or ``None`` for a one-partition module.
+    """The plan of a partitioned module, or ``None`` for a one-partition module. Reads
+    ``sdy.manual_computation`` as JAX lowers it and Shardy's round-trip form (custom calls
+    ``xla.sdy.GlobalToLocalShape``/``LocalToGlobalShape`` around a call of the body, what a
+    saved Module holds).
 
     Raises:
         DistributedError: the module has more than one replica, an op of ``@main`` outside
@@ -77,80 +181,39 @@ def partition_plan(module: Module) -> PartitionPlan | None:
     meshes = sdy.meshes(ir_module)
     main = mlir.main_function(ir_module)
     block = main.regions[0].blocks[0]
-    manual = [op.operation for op in block.operations if op.operation.name == "sdy.manual_computation"]
     if n == 1 and all(m.size == 1 for m in meshes.values()):
         return None
     if sdy.num_replicas(ir_module) != 1:
         raise DistributedError(
             f"the module has {sdy.num_replicas(ir_module)} replicas: only one is supported"
         )
-    if not manual:
+    if not _has_manual(block):
         raise DistributedError(
             f"the module has {n} partitions but no manual computation (shard_map): the torch backend "
             "runs shard_map programs, whose per-device body it can run on each rank; jit with "
             "sharded inputs alone leaves the partitioning to XLA"
         )
-    shardings: dict[Any, sdy.Sharding] = {}
+    planner = _Planner(meshes)
     args = list(block.arguments)
-    for i in range(len(args)):
-        found = _attr_sharding(main, "arg_attrs", i)
-        if found is not None:
-            shardings[("attr", i)] = found
-    mesh_name = None
-    for operation in block.operations:
-        op = mlir.Op(operation.operation)
-        if op.name == "func.return":
-            break
-        if op.name != "sdy.manual_computation":
-            raise DistributedError(
-                f"{op.name} at {op.location or 'an unknown location'} runs outside shard_map on whole "
-                "(unpartitioned) arrays; the torch backend runs only the manual computation: put "
-                "the whole jitted function inside shard_map"
-            )
-        ins = sdy.parse_sharding_list(op.attr("in_shardings"))
-        outs = sdy.parse_sharding_list(op.attr("out_shardings"))
-        for s in ins + outs:
-            if mesh_name not in (None, s.mesh):
-                raise DistributedError(
-                    f"shardings over two meshes (@{mesh_name}, @{s.mesh}) are not supported"
-                )
-            mesh_name = s.mesh
-        if mesh_name not in meshes:
-            raise DistributedError(f"sharding over an undefined mesh @{mesh_name}")
-        mesh = meshes[mesh_name]
-        axes = set(sdy.manual_axes(op.attr("manual_axes", "")))
-        auto = [a for a, size in mesh.axes if size > 1 and a not in axes]
-        if auto:
-            raise DistributedError(
-                f"sdy.manual_computation at {op.location}: mesh axes {auto} stay automatic (shard_map "
-                "with axis_names a subset of the mesh); only fully manual shard_map is supported"
-            )
-        for value, s in zip(op.operands, ins, strict=True):
-            prev = shardings.get(value)
-            if prev is not None and prev.dims != s.dims:
-                raise DistributedError(
-                    f"sdy.manual_computation at {op.location}: an operand split as {prev} is read as {s}: "
-                    "resharding between manual computations is not supported"
-                )
-            shardings[value] = s
-        for value, s in zip(op.results, outs, strict=True):
-            shardings[value] = s
-    if mesh_name is None or meshes[mesh_name].size != n:
-        size = meshes[mesh_name].size if mesh_name else 1
-        raise DistributedError(f"the module has {n} partitions but its mesh has {size} devices")
-    mesh = meshes[mesh_name]
+    operations = [op.operation for op in block.operations]
+    for operation in operations[:-1]:  # the last is func.return
+        planner.op(mlir.Op(operation))
+    name = planner.mesh_name
+    if name is None or meshes[name].size != n:
+        raise DistributedError(
+            f"the module has {n} partitions but its mesh has {meshes[name].size if name else 1} devices"
+        )
     arg_sh = []
     for i, arg in enumerate(args):
         rank = len(mlir.tensor_type(arg.type).shape)
-        arg_sh.append(shardings.get(arg) or shardings.get(("attr", i)) or _replicated(mesh_name, rank))
-    ret = [op.operation for op in block.operations][-1]
+        arg_sh.append(planner.shardings.get(arg) or _attr_sharding(main, i) or _replicated(name, rank))
     res_sh = []
-    for i, value in enumerate(ret.operands):
-        s = shardings.get(value)
+    for i, value in enumerate(operations[-1].operands):
+        s = planner.shardings.get(value)
         if s is None:
             raise DistributedError(f"result {i} of @main is not computed by the manual computation")
         res_sh.append(s)
-    return PartitionPlan(n, mesh, tuple(arg_sh), tuple(res_sh))
+    return PartitionPlan(n, meshes[name], tuple(arg_sh), tuple(res_sh))
 
 
 def local_signature(sig: Signature, plan: PartitionPlan) -> Signature:

@@ -274,3 +274,15 @@ def manual_computation(interp, op, *operands):
     """The body run on this partition's local shards (the operands are already local:
     :mod:`backends.torch.distributed` hands each rank its shards)."""
     return interp.region_fn(op.regions[0])(*operands)
+
+
+@register(
+    "stablehlo.custom_call@xla.sdy.GlobalToLocalShape",
+    "stablehlo.custom_call@xla.sdy.LocalToGlobalShape",
+    "stablehlo.custom_call@xla.sdy.FuncResultSharding",
+)
+def shardy_round_trip(interp, op, *operands):
+    """Shardy's round-trip form of a manual computation (what a serialized module holds):
+    the custom calls around the call of its body change the shapes from whole to shards and
+    back, which the ranks' values already are (their shards)."""
+    return list(operands)
