@@ -2,7 +2,8 @@
 
 ``python tests/distributed_worker.py torch N RANK PORT HITS`` runs rank ``RANK`` of N: it
 lowers a ``shard_map`` program on N forced host devices with JAX (the reference), converts
-it to torch, joins a gloo process group on ``127.0.0.1:PORT`` and checks its own output
+it to torch, joins a gloo process group (a file store in the working directory, gloo's
+connections on the loopback interface: ``GLOO_SOCKET_IFNAME=lo``) and checks its own output
 shards against JAX's. ``... jax 2 RANK PORT HITS`` runs process ``RANK`` of a data-parallel
 JAX run of a converted torch MLP (``jax.distributed.initialize`` on localhost). Each writes
 the registry keys it used to ``HITS`` (merged into the parent's coverage) and exits 0 when
@@ -115,7 +116,8 @@ def run_torch() -> None:
 
     module, args, want = torch_two() if N == 2 else torch_four()
     tm = module.to_torch()
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{PORT}", rank=RANK, world_size=N)
+    store = os.path.abspath(f"store-{PORT}")  # a file in the run's directory: no listening socket
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=RANK, world_size=N)
     try:
         local_args, _ = tm.shard_inputs(*args)
         outs = tm(*[torch.from_numpy(np.ascontiguousarray(x)) for x in local_args])
@@ -142,7 +144,11 @@ def run_jax() -> None:
 
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{PORT}", num_processes=N, process_id=RANK, initialization_timeout=60
+        coordinator_address=f"127.0.0.1:{PORT}",
+        coordinator_bind_address=f"127.0.0.1:{PORT}",  # localhost only
+        num_processes=N,
+        process_id=RANK,
+        initialization_timeout=60,
     )
     try:
         torch.manual_seed(0)

@@ -1,8 +1,10 @@
 """Partitioned modules on torch.distributed, and a converted model on multi-process JAX.
 
-The multi-process tests start their processes on localhost only (``tests/distributed_worker.py``),
-on a port picked at run time, each run under a hard timeout: at the first failure or when
-time runs out every child still running is killed. The single-process tests check the
+The multi-process tests start their processes on localhost only (``tests/distributed_worker.py``):
+torch ranks meet through a file store in the test's temporary directory and connect over the
+loopback interface, JAX processes through a coordinator on ``127.0.0.1`` at a port picked at
+run time. Each run has a hard timeout: at the first failure or when time runs out every
+child still running is killed. The single-process tests check the
 partition plan and its errors on hand-written StableHLO.
 """
 
