@@ -34,13 +34,16 @@ def check(what: str, got: np.ndarray, want: np.ndarray, tol: float = 1e-5) -> No
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         FAILURES.append(f"rank {RANK} {what}: shape {got.shape}, expected {want.shape}")
-    elif not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
+    elif want.dtype.kind in "biu" and not np.array_equal(got, want):
+        FAILURES.append(f"rank {RANK} {what}: {got.tolist()}, expected {want.tolist()}")
+    elif want.dtype.kind not in "biu" and not np.allclose(got, want, rtol=tol, atol=tol, equal_nan=True):
         FAILURES.append(f"rank {RANK} {what}: max difference {np.nanmax(np.abs(got - want))}")
 
 
 def torch_two():
     """Mesh x=2 (from StableHLO text, saved and loaded): a tensor-parallel MLP (column then row split, psum),
-    all_gather, psum_scatter, all_to_all, ppermute, pmax with a NaN, axis_index."""
+    all_gather, psum_scatter, all_to_all, ppermute, pmax with a NaN, axis_index, a wrapping
+    uint32 psum."""
     from jax import shard_map
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -49,23 +52,25 @@ def torch_two():
 
     mesh = jax.make_mesh((2,), ("x",))
 
-    def f(a, b, w1, w2):
+    def f(a, b, w1, w2, u):
         y = jax.lax.psum(jax.nn.relu(b @ w1) @ w2, "x")
+        s = jax.lax.psum(u, "x")  # uint32 (int64 storage in torch): the sum wraps
         g = jax.lax.all_gather(a, "x", axis=1, tiled=True)
         r = jax.lax.psum_scatter(a, "x", scatter_dimension=1, tiled=True)
         t = jax.lax.all_to_all(a, "x", 0, 1, tiled=True)
         p = jax.lax.ppermute(a, "x", [(0, 1), (1, 0)])
         m = jax.lax.pmax(a, "x")
         i = jax.lax.axis_index("x").reshape(1)
-        return y, g, r, t, p, m, i
+        return y, g, r, t, p, m, i, s
 
-    specs = (P("x"), P(), P(None, "x"), P("x", None))
-    out_specs = (P(), P(), P("x"), P("x"), P("x"), P(), P("x"))
+    specs = (P("x"), P(), P(None, "x"), P("x", None), P("x"))
+    out_specs = (P(), P(), P("x"), P("x"), P("x"), P(), P("x"), P())
     g = jax.jit(shard_map(f, mesh=mesh, in_specs=specs, out_specs=out_specs, check_vma=False))
     rng = np.random.default_rng(0)
     a = rng.standard_normal((8, 4), dtype=np.float32)
     a[5, 2] = np.nan  # rank 1's shard: pmax must give NaN on both ranks
     args = [a] + [rng.standard_normal(s, dtype=np.float32) for s in [(3, 4), (4, 16), (16, 4)]]
+    args.append(np.array([[2**32 - 3, 7], [5, 2**31]], dtype=np.uint32))
     placed = [jax.device_put(x, NamedSharding(mesh, s)) for x, s in zip(args, specs, strict=True)]
     want = [np.asarray(o) for o in g(*placed)]
     halves = a.reshape(2, 4, 4)
