@@ -154,6 +154,17 @@ def test_saved_module_keeps_its_plan(tmp_path):
     assert loaded.to_torch().plan == m.to_torch().plan
 
 
+def test_shardings_without_shard_map_run_whole():
+    """A module partitioned by XLA alone (shardings, no manual computation) means the same on
+    whole arrays: it converts to an ordinary one-process module."""
+    body = "    %0 = stablehlo.multiply %arg0, %arg0 : tensor<8x4xf32>\n    return %0 : tensor<8x4xf32>"
+    args = '%arg0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {}]>}'
+    tm = converter.from_stablehlo(_module(body, args=args)).to_torch()
+    assert not hasattr(tm, "plan")
+    x = torch.arange(32, dtype=torch.float32).reshape(8, 4)
+    torch.testing.assert_close(tm(x), x * x)
+
+
 def test_call_without_process_group():
     """Calling outside torch.distributed names the world size to start."""
     tm = converter.from_stablehlo(_module(_MANUAL + "\n    return %0 : tensor<8x4xf32>")).to_torch()

@@ -165,7 +165,9 @@ def _has_manual(block: ir.Block) -> bool:
 
 
 def partition_plan(module: Module) -> PartitionPlan | None:
-    """The plan of a partitioned module, or ``None`` for a one-partition module. Reads
+    """The plan of a partitioned module, or ``None`` for a one-partition module and for a
+    module whose partitioning is left to XLA (``jax.jit`` of sharded inputs, no
+    ``shard_map``): its ops mean the same on whole arrays, so it runs as one process. Reads
     ``sdy.manual_computation`` as JAX lowers it and Shardy's round-trip form (custom calls
     ``xla.sdy.GlobalToLocalShape``/``LocalToGlobalShape`` around a call of the body, what a
     saved Module holds).
@@ -188,11 +190,7 @@ def partition_plan(module: Module) -> PartitionPlan | None:
             f"the module has {sdy.num_replicas(ir_module)} replicas: only one is supported"
         )
     if not _has_manual(block):
-        raise DistributedError(
-            f"the module has {n} partitions but no manual computation (shard_map): the torch backend "
-            "runs shard_map programs, whose per-device body it can run on each rank; jit with "
-            "sharded inputs alone leaves the partitioning to XLA"
-        )
+        return None  # shardings alone (jit of sharded inputs): whole-array semantics, one process
     planner = _Planner(meshes)
     args = list(block.arguments)
     operations = [op.operation for op in block.operations]
