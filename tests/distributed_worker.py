@@ -117,6 +117,7 @@ def torch_four():
 def run_torch() -> None:
     import torch.distributed as dist
 
+    import converter
     from backends.torch.distributed import local_shard
 
     module, args, want = torch_two() if N == 2 else torch_four()
@@ -124,6 +125,12 @@ def run_torch() -> None:
     store = os.path.abspath(f"store-{PORT}")  # a file in the run's directory: no listening socket
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=RANK, world_size=N)
     try:
+        try:  # whole arrays instead of this rank's shards: refused before any collective
+            tm(*[torch.from_numpy(x) for x in args])
+            FAILURES.append(f"rank {RANK}: whole arrays were accepted")
+        except converter.SignatureMismatchError as e:
+            if f"rank {RANK} takes its shard of the whole [8, 4]" not in str(e):
+                FAILURES.append(f"rank {RANK}: unhelpful message {e}")
         local_args, _ = tm.shard_inputs(*args)
         outs = tm(*[torch.from_numpy(np.ascontiguousarray(x)) for x in local_args])
         outs = outs if isinstance(outs, tuple) else (outs,)
