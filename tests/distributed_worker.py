@@ -99,10 +99,11 @@ def torch_four():
         r = jax.lax.psum_scatter(a, "y", scatter_dimension=0, tiled=True)
         t = jax.lax.all_to_all(b, "y", 0, 1, tiled=True)
         m = jax.lax.pmin(a, ("x", "y"))
-        return y, s, g, r, t, m
+        w = jax.lax.psum(params["w"], "x")  # a parameter's shard (a strided view) into a collective
+        return y, s, g, r, t, m, w
 
     in_specs = ({"w": P(None, "y")}, P("x", "y"), P("y"))
-    out_specs = (P("x", None), P("x", "y"), P(), P(("x", "y")), P("y"), P())
+    out_specs = (P("x", None), P("x", "y"), P(), P(("x", "y")), P("y"), P(), P(None, "y"))
     g = jax.jit(shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False))
     rng = np.random.default_rng(1)
     params = {"w": rng.standard_normal((6, 4), dtype=np.float32)}

@@ -144,6 +144,7 @@ def _all_reduce(x: torch.Tensor, kind: str, name: str, group) -> torch.Tensor:
     bytes."""
     import torch.distributed._functional_collectives as funcol
 
+    x = x.contiguous()  # collectives take dense tensors (a parameter's shard is a view)
     if name == "uint64" and kind in ("max", "min"):
         raise DistributedError(f"{kind} reduction of uint64 across partitions is not supported")
     if x.dtype == torch.bool:
