@@ -30,6 +30,7 @@ from ._contract import api  # noqa: E402
 from .errors import (  # noqa: E402
     ConversionError,
     DataDependentShapeError,
+    DistributedError,
     DynamicDimensionError,
     ExportError,
     InputError,
@@ -125,6 +126,7 @@ def from_stablehlo(source, **options) -> Module:
 __all__ = [
     "ConversionError",
     "DataDependentShapeError",
+    "DistributedError",
     "DynamicDimensionError",
     "ExportError",
     "InputError",

@@ -176,6 +176,13 @@ class OutputError(ConversionError):
     file system that takes no new files. Names the path and the system's reason."""
 
 
+class DistributedError(ConversionError):
+    """A partitioned (multi-device) module cannot run as asked: an op outside its
+    ``shard_map`` manual computation, shards of unequal size, a sharding form not supported,
+    or ``torch.distributed``'s default process group missing or of another world size than
+    the module's partitions. Names the op, argument or sizes at fault."""
+
+
 class InternalError(ConversionError):
     """An unexpected failure inside the converter (a bug): the public API raises it, wrapping
     the original exception (the ``__cause__``), so callers can catch

@@ -17,7 +17,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from converter import dtypes, mlir
-from converter.errors import ConversionError, SignatureMismatchError
+from converter.errors import ConversionError, DistributedError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.placement import is_host
@@ -25,6 +25,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 
 from . import ops  # noqa: F401 - registers the rules
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
@@ -44,6 +45,7 @@ _WRAPPING = {
     "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.negate", "stablehlo.not",
     "stablehlo.shift_left", "stablehlo.power", "stablehlo.reduce", "stablehlo.reduce_window",
     "stablehlo.scatter", "stablehlo.dot_general", "stablehlo.dot", "stablehlo.xor",
+    "stablehlo.all_reduce", "stablehlo.reduce_scatter",
 }  # fmt: skip
 
 
@@ -53,11 +55,13 @@ class TorchInterpreter(Interpreter):
     storage of :mod:`backends.torch._util`; results of wrapping ops are masked into range.
     With a :attr:`placer` (see :mod:`backends.torch.placement`), host-placed calls (and
     host-marked ops left in a region) compute on CPU and constants are put on the device being
-    computed on."""
+    computed on. :attr:`comm` is the rank's communicator while a partitioned module is traced
+    for one rank (:mod:`backends.torch.distributed`), else ``None``."""
 
     registry = TORCH_RULES
     direction = "torch backend"
     placer: Placer | None = None
+    comm: Communicator | None = None
 
     def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
         if op.name == "stablehlo.constant" and op.results[0] in env:
@@ -99,10 +103,13 @@ def _example(spec: LeafSpec, device: torch.device = CPU) -> torch.Tensor:
     return torch.zeros(spec.shape, dtype=storage_dtype(spec.dtype), device=home(spec, device))
 
 
-def build_graph(module: Module, device: torch.device | str | None = None) -> torch.fx.GraphModule:
+def build_graph(
+    module: Module, device: torch.device | str | None = None, *, comm: Communicator | None = None
+) -> torch.fx.GraphModule:
     """Trace the module's ``@main`` into a GraphModule taking the (kept) ``@main`` arguments in
     their storage dtypes and returning a tuple of results, computing on ``device`` (default
-    CPU) with host placement honoured (:mod:`backends.torch.placement`)."""
+    CPU) with host placement honoured (:mod:`backends.torch.placement`). With ``comm``, one
+    rank's graph of a partitioned module (its collectives over ``torch.distributed``)."""
     sig = module.signature
     specs = list(sig.all_args)
     if sig.kept_var_idx is not None:
@@ -112,6 +119,7 @@ def build_graph(module: Module, device: torch.device | str | None = None) -> tor
     def main(*args):
         interp = TorchInterpreter(module.mlir)
         interp.placer = placer
+        interp.comm = comm
         return placer.main(interp.run, args, specs, sig.outputs)
 
     with torch.no_grad():
@@ -347,10 +355,26 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
     new shape specializes it (:func:`converter.passes.shapes.refine`) and traces its graph,
     once per shape; parameters are shared. ``torch.export`` of such a module specializes to
     the example shapes.
+
+    A partitioned module (``mhlo.num_partitions = N``: ``jax.jit(shard_map(...))`` on N
+    devices) gives a :class:`backends.torch.distributed.DistributedTorchModule`, run by each
+    rank of ``torch.distributed``'s default process group (world size N) on its own shards,
+    its collectives mapped to ``torch.distributed`` (docs/distributed.md). It raises
+    :class:`converter.DistributedError` for programs it cannot run per rank.
     """
     from converter.passes.shapes import module_is_dynamic
 
+    from .distributed import partition_plan, to_torch_distributed
+
     module = canonical(module)  # host ops inlined by a module read without passes: outlined
+    plan = partition_plan(module)
+    if plan is not None:
+        if module_is_dynamic(module):
+            raise DistributedError(
+                "a partitioned module with dynamic shapes is not supported: specialize it first"
+            )
+        TorchInterpreter(module.mlir).check_supported()
+        return to_torch_distributed(module, plan, device)
     if module_is_dynamic(module):
         _check_supported_dynamic(module)
         return TorchModule(module, None, device)

@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     chlo,
+    collectives,
     control_flow,
     elementwise,
     indexing,

@@ -143,11 +143,8 @@ func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {
   %0 = stablehlo.custom_call @my_kernel(%a) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":3:1)
   %1 = stablehlo.custom_call @other_kernel(%0) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":4:1)
   %2 = stablehlo.custom_call @my_kernel(%1) : (tensor<4xf32>) -> tensor<4xf32> loc("model.py":5:1)
-  %3 = "stablehlo.all_reduce"(%2) ({
-    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
-      %s = stablehlo.add %x, %y : tensor<f32>
-      stablehlo.return %s : tensor<f32>
-  }) {replica_groups = dense<[[0]]> : tensor<1x1xi64>} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "stablehlo.collective_broadcast"(%2) {replica_groups = dense<[[0]]> : tensor<1x1xi64>}
+    : (tensor<4xf32>) -> tensor<4xf32>
   return %3 : tensor<4xf32>
 }
 """
@@ -161,7 +158,7 @@ def test_unsupported_ops_reported_together():
     assert set(names) == {
         "stablehlo.custom_call@my_kernel",
         "stablehlo.custom_call@other_kernel",
-        "stablehlo.all_reduce",
+        "stablehlo.collective_broadcast",
     }
     assert names["stablehlo.custom_call@my_kernel"].count == 2
     assert "model.py:3" in names["stablehlo.custom_call@my_kernel"].location
