@@ -19,7 +19,7 @@ from . import dtypes, mlir
 from .errors import ConversionError, MissingOp, OpConversionError, UnsupportedOpError
 from .registry import Registry
 
-_TERMINATORS = {"func.return", "stablehlo.return"}
+_TERMINATORS = {"func.return", "stablehlo.return", "sdy.return"}
 # ops the walker itself handles: calls and the structural tuple ops, the same in every backend
 _BUILTIN_OPS = _TERMINATORS | {"func.call", "stablehlo.tuple", "stablehlo.get_tuple_element"}
 
