@@ -174,6 +174,18 @@ def jax_mesh(axes: dict[str, int], devices: Sequence[Any] | None = None) -> Any:
     return jax.sharding.Mesh(grid.reshape(tuple(axes.values())), tuple(axes))
 
 
+def auto_mesh(mesh: Any) -> Any:
+    """``mesh`` with every axis of type ``Auto`` (same devices and names). ``jax.make_mesh``
+    makes ``Explicit`` axes by default, whose sharding-in-types would make each converted op
+    (a ``dot_general`` contracting a sharded dimension...) name its output sharding; on Auto
+    axes XLA propagates the shardings, as for the source program."""
+    from jax.sharding import AxisType, Mesh
+
+    if all(t == AxisType.Auto for t in getattr(mesh, "axis_types", ())):
+        return mesh
+    return Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+
+
 def check_mesh(mesh: Any, axes: dict[str, int]) -> None:
     """Check that a user's ``jax.sharding.Mesh`` has the module's axis names and sizes.
 
@@ -325,7 +337,10 @@ def shard_params(
             unmatched parameters are replicated.
 
     Returns:
-        A new dict of ``jax.Array``s with ``NamedSharding(mesh, spec)``.
+        A new dict of ``jax.Array``s with ``NamedSharding(mesh, spec)``, on ``mesh`` with its
+        axes made ``Auto`` (:func:`auto_mesh`: XLA propagates the shardings through the
+        converted program; ``jax.make_mesh``'s default ``Explicit`` axes would need every op
+        to name its output sharding).
 
     Raises:
         ShardingError: an unknown rule name, or a regex rule's spec that does not fit its
@@ -335,6 +350,7 @@ def shard_params(
     from jax.sharding import NamedSharding
 
     specs = param_specs(params, mesh, rules)
+    mesh = auto_mesh(mesh)
     return {
         name: jax.device_put(v, NamedSharding(mesh, partition_spec(specs[name])))
         for name, v in params.items()

@@ -99,11 +99,14 @@ def _aval_spec(
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
-    """Shape, dtype and the sharding of a leaf when it has one that matters: over several
-    devices (a ``NamedSharding`` over a ``Mesh``: the module is partitioned as the source
-    is), or with a non-default memory kind."""
+    """Shape, dtype and the sharding of a leaf when it has one that matters: a
+    ``NamedSharding`` over a ``Mesh`` (the module is partitioned as the source is; a
+    ``shard_map`` checks its inputs' specs), any sharding over several devices, or a
+    non-default memory kind."""
     sharding = getattr(x, "sharding", None)
-    spread = sharding is not None and len(getattr(sharding, "device_set", ())) > 1
+    spread = isinstance(sharding, jax.sharding.NamedSharding) or (
+        sharding is not None and len(getattr(sharding, "device_set", ())) > 1
+    )
     if not spread and sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
         sharding = None
     dtype = jax.dtypes.canonicalize_dtype(x.dtype)

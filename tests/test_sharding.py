@@ -24,15 +24,42 @@ import converter
 from converter import ShardingError
 from converter.sharding import param_specs
 from converter.signature import LeafSpec, Signature
+from tests import registry_coverage
 
-SCRIPT = textwrap.dedent(
-    r"""
+#: A partitioned module whose ``all_reduce`` runs over ``GROUPS`` (logical device ids).
+BAD_GROUPS = """
+module @m attributes {mhlo.num_partitions = 8 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=4, "y"=2]>
+  func.func public @main(%arg0: tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>})
+      -> (tensor<32x16xf32> {sdy.sharding = #sdy.sharding<@mesh, [{"x"}, {"y"}]>}) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {"y"}]>]
+        out_shardings=[<@mesh, [{"x"}, {"y"}]>] manual_axes={"x", "y"} (%arg1: tensor<8x8xf32>) {
+      %1 = "stablehlo.all_reduce"(%arg1) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 0>,
+          replica_groups = dense<GROUPS> : tensor<2x3xi64>, use_global_device_ids}> ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %2 = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %2 : tensor<f32>
+      }) : (tensor<8x8xf32>) -> tensor<8x8xf32>
+      sdy.return %1 : tensor<8x8xf32>
+    } : (tensor<32x16xf32>) -> tensor<32x16xf32>
+    return %0 : tensor<32x16xf32>
+  }
+}
+"""
+
+SCRIPT = (
+    "BAD_GROUPS = "
+    + repr(BAD_GROUPS)
+    + textwrap.dedent(
+        r"""
     import json, sys
     import jax, jax.numpy as jnp, numpy as np, optax, torch
     from jax.sharding import NamedSharding, PartitionSpec as P
     import converter
     from converter import cli, inspection
+    from tests import registry_coverage
 
+    registry_coverage.install()  # the rules this process runs count for the suite's coverage check
     out = {}
     assert len(jax.devices()) == 8
     rs = np.random.RandomState(0)
@@ -193,8 +220,17 @@ SCRIPT = textwrap.dedent(
     exp_w = cli.export_jax(md, external_weights=True)
     weights = converter.shard_params(cli.artifact_weights(md), auto, [("w", P(None, "y")), ("b", P("y"))])
     out["artifact"]["external"] = compare(lambda v: exp_w.call(weights, v), lambda v: jd(params, v), xs)
+    # device groups that are no set of mesh axes: refused, naming the op
+    bad = BAD_GROUPS.replace("GROUPS", "[[0, 1, 2], [3, 4, 5]]")
+    try:
+        converter.from_stablehlo(bad).to_jax()(np.ones((32, 16), np.float32))
+        out["bad_groups"] = "no error"
+    except converter.OpConversionError as e:
+        out["bad_groups"] = str(e)
+    out["hits"] = sorted([n, k] for n, k in registry_coverage.HITS if isinstance(k, str))
     print("JSON" + json.dumps(out))
     """
+    )
 )
 
 
@@ -217,7 +253,9 @@ def eight(tmp_path_factory):
     )
     assert r.returncode == 0, r.stderr[-4000:]
     line = next(x for x in r.stdout.splitlines() if x.startswith("JSON"))
-    return json.loads(line[4:]), saved
+    out = json.loads(line[4:])
+    registry_coverage.HITS.update((name, key) for name, key in out["hits"])
+    return out, saved
 
 
 # ------------------------------------------------------------------ 3: shard_params
@@ -357,6 +395,26 @@ def test_jax_artifact_for_eight_devices(eight):
     assert a["external"]["max_diff"] < 1e-5
     assert a["mesh"] == {"x": 4, "y": 2}
     assert a["specs"] == [["x", None], ["x", "y"]]
+
+
+def test_collective_over_groups_matching_no_axes_refused(eight):
+    msg = eight[0]["bad_groups"]
+    assert msg.startswith("While converting stablehlo.all_reduce")
+    assert (
+        "ShardingError: device groups [[0, 1, 2], [3, 4, 5]] match no axes of the mesh {'x': 4, 'y': 2}"
+        in msg
+    )
+
+
+def test_one_device_collectives_are_identities():
+    """A one-partition module's collectives run over one-device groups: XLA gives the operand."""
+    text = BAD_GROUPS.replace("GROUPS", "[[0]]").replace("tensor<2x3xi64>", "tensor<1x1xi64>")
+    text = text.replace("num_partitions = 8", "num_partitions = 1").replace('"x"=4, "y"=2', '"x"=1, "y"=1')
+    text = text.replace("8x8xf32", "32x16xf32")
+    m = converter.from_stablehlo(text)
+    x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
+    want = jax.jit(lambda v: v)(x)  # an all_reduce over {0} alone leaves the value as it is
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(x)), np.asarray(want))
 
 
 def test_fewer_devices_is_a_clear_error(eight):

@@ -19,7 +19,7 @@ from converter.module import Module
 from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
-from converter.sharding import check_mesh, jax_mesh, partition_spec
+from converter.sharding import auto_mesh, check_mesh, jax_mesh, partition_spec
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -193,7 +193,7 @@ class JaxFunction:
         if mesh is None:
             return jax_mesh(axes)
         check_mesh(mesh, axes)
-        return mesh
+        return auto_mesh(mesh)
 
     def _placement(self, spec: Any, device: Any) -> Any:
         """Where a parameter goes: its ``NamedSharding`` on the mesh, or ``device``."""
@@ -522,8 +522,8 @@ def to_jax(
         seed: for a module with random ops, the seed of the function's own key stream, used
             by calls that pass no ``rng=`` (each such call takes the next key).
         mesh: for a partitioned module (``signature.mesh``), the ``jax.sharding.Mesh`` to run
-            on (same axis names and sizes); default: one over the first devices of
-            ``jax.devices()`` in order. Parameters are placed with their specs
+            on (same axis names and sizes; its axes are used as ``Auto``); default: one over
+            the first devices of ``jax.devices()`` in order. Parameters are placed with their specs
             (``LeafSpec.sharding``), inputs and outputs are laid out as the source's were.
 
     Raises:

@@ -71,9 +71,7 @@ def _axes_of_groups(interp, op: mlir.Op) -> tuple[str, ...] | None:
     if groups is not None and all(len(g) == 1 for g in groups):
         return ()
     if not axes:
-        raise ShardingError(
-            f"{op.name} at {op.location}: a collective over several devices in a module without a mesh"
-        )
+        raise ShardingError("a collective over several devices in a module without a mesh")
     if groups is None:
         return tuple(axes)
     want = sorted(tuple(g) for g in groups)
@@ -81,9 +79,7 @@ def _axes_of_groups(interp, op: mlir.Op) -> tuple[str, ...] | None:
         for subset in itertools.permutations(axes, r):
             if _subset_groups(axes, subset) == want:
                 return subset
-    raise ShardingError(
-        f"{op.name} at {op.location}: device groups {groups} match no axes of the mesh {axes}"
-    )
+    raise ShardingError(f"device groups {groups} match no axes of the mesh {axes}")
 
 
 def _name(axes: tuple[str, ...]) -> Any:
@@ -129,7 +125,7 @@ def _manual_computation(interp, op, *operands):
     the body is already checked StableHLO)."""
     mesh = getattr(interp, "mesh", None)
     if mesh is None:
-        raise ShardingError(f"sdy.manual_computation at {op.location}: the module has no mesh")
+        raise ShardingError("the module has no mesh")
     attrs = op.mlir.attributes
     manual = set(sharding.decode_manual_axes(attrs["manual_axes"]))
     in_specs = tuple(_manual_spec(s, manual) for s in sharding.decode_shardings(attrs["in_shardings"]))
@@ -165,9 +161,7 @@ def _all_reduce(interp, op, *xs):
         return list(xs)
     kind = _reduction(op)
     if kind not in _PREDUCE:
-        raise ShardingError(
-            f"stablehlo.all_reduce at {op.location}: combiner {kind or 'custom'} is not supported"
-        )
+        raise ShardingError(f"combiner {kind or 'custom'} is not supported")
     return [_PREDUCE[kind](x, _name(axes)) for x in xs]
 
 
@@ -192,9 +186,7 @@ def _reduce_scatter(interp, op, x):
         return x
     kind = _reduction(op)
     if kind != "add":
-        raise ShardingError(
-            f"stablehlo.reduce_scatter at {op.location}: combiner {kind or 'custom'} is not supported"
-        )
+        raise ShardingError(f"combiner {kind or 'custom'} is not supported")
     return jax.lax.psum_scatter(x, _name(axes), scatter_dimension=op.attr("scatter_dimension"), tiled=True)
 
 
@@ -220,7 +212,7 @@ def _collective_permute(interp, op, x):
         return x
     axes = _mesh_axes(interp)
     if not axes:
-        raise ShardingError(f"stablehlo.collective_permute at {op.location}: the module has no mesh")
+        raise ShardingError("the module has no mesh")
     names, sizes = list(axes), list(axes.values())
     coords = lambda d: dict(zip(names, np.unravel_index(d, sizes), strict=True))  # noqa: E731
     for r in range(1, len(names) + 1):
@@ -239,10 +231,7 @@ def _collective_permute(interp, op, x):
             if ok and len(perms) == n_outer and len({frozenset(p) for p in perms.values()}) == 1:
                 perm = sorted(next(iter(perms.values())))
                 return jax.lax.ppermute(x, _name(subset), perm)
-    raise ShardingError(
-        f"stablehlo.collective_permute at {op.location}: pairs {pairs} are not one permutation "
-        f"along axes of {axes}"
-    )
+    raise ShardingError(f"pairs {pairs} are not one permutation along axes of {axes}")
 
 
 def _linear(coords: dict[str, int], subset: tuple[str, ...], axes: dict[str, int]) -> int:
@@ -263,7 +252,7 @@ def _partition_id(interp, op):
     manual = getattr(interp, "manual_axes", ())
     if set(manual) != set(axes):
         raise ShardingError(
-            f"stablehlo.partition_id at {op.location}: only supported inside a manual computation over "
+            "only supported inside a manual computation over "
             f"every mesh axis {list(axes)} (manual here: {list(manual)})"
         )
     out = jnp.zeros((), jnp.uint32)
