@@ -220,6 +220,28 @@ SCRIPT = (
     exp_w = cli.export_jax(md, external_weights=True)
     weights = converter.shard_params(cli.artifact_weights(md), auto, [("w", P(None, "y")), ("b", P("y"))])
     out["artifact"]["external"] = compare(lambda v: exp_w.call(weights, v), lambda v: jd(params, v), xs)
+    # jax.grad through a converted shard_map (psum of a replicated weight's products)
+    def body(v, w):
+        h = v @ w
+        return jax.lax.psum(h, "x"), jnp.sin(h)
+
+    smg = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=(P(), P("x"))))
+    v = jax.device_put(rs.randn(16, 8).astype(np.float32), NamedSharding(mesh, P("x")))
+    w = jax.device_put(rs.randn(8, 4).astype(np.float32), NamedSharding(mesh, P()))
+
+    def loss(fn, v, w):
+        s, g = fn(v, w)
+        return jnp.sum(s**2) + jnp.sum(g)
+
+    with jax.set_mesh(mesh):
+        want = jax.grad(loss, argnums=(1, 2))(smg, v, w)
+    fg = converter.from_jax(smg, v, w).to_jax()
+    va = jax.device_put(np.asarray(v), NamedSharding(fg.mesh, P("x")))
+    wa = jax.device_put(np.asarray(w), NamedSharding(fg.mesh, P()))
+    got = jax.grad(loss, argnums=(1, 2))(fg, va, wa)
+    rel = lambda x, y: float(np.abs(np.asarray(x) - np.asarray(y)).max() / np.abs(np.asarray(x)).max())
+    out["grad"] = [rel(x, y) for x, y in zip(want, got)]
+
     # device groups that are no set of mesh axes: refused, naming the op
     bad = BAD_GROUPS.replace("GROUPS", "[[0, 1, 2], [3, 4, 5]]")
     try:
@@ -374,6 +396,10 @@ def test_named_shardings_kept(eight):
     for key in ("call", "numpy_input"):
         assert n[key]["max_diff"] < 1e-5
         assert n[key]["same_shardings"] and n[key]["out_specs"] == ["P('x', 'y')"]
+
+
+def test_grad_through_converted_shard_map(eight):
+    assert max(eight[0]["grad"]) < 1e-6  # relative to the largest gradient, against jax.grad of the source
 
 
 def test_wrong_mesh_refused(eight):
