@@ -166,6 +166,7 @@ SCRIPT = (
 
     out["shard_map"]["to_jax"] = compare(m.to_jax(), sm, a)
     m.save(sys.argv[1])
+    out["cli_to_jax"] = cli.main([sys.argv[1], "-o", sys.argv[1] + ".jax"])  # convert x.shlo -o x.jax
     out["shard_map"]["loaded"] = compare(converter.load(sys.argv[1]).to_jax(), sm, a)
     # a mesh of another shape is refused; one of the same shape (other devices order) is fine
     try:
@@ -441,6 +442,28 @@ def test_one_device_collectives_are_identities():
     x = np.arange(32 * 16, dtype=np.float32).reshape(32, 16)
     want = jax.jit(lambda v: v)(x)  # an all_reduce over {0} alone leaves the value as it is
     np.testing.assert_array_equal(np.asarray(m.to_jax()(x)), np.asarray(want))
+
+
+def test_convert_inspect_of_saved_module_and_artifact(eight, capsys):
+    """``convert inspect`` needs no devices: here (one device) it reads the 8-device files."""
+    from converter import cli
+
+    out, saved = eight
+    assert out["cli_to_jax"] == 0
+    assert cli.main(["inspect", str(saved)]) == 0
+    text = capsys.readouterr().out
+    assert "mesh: x=4, y=2 (8 devices)" in text
+    assert "  args[0]: float32[32, 16] P('x', 'y')" in text
+    assert "  outputs[0]: float32[8, 16] P(None, 'y')" in text
+    assert cli.main(["inspect", "--json", str(saved)]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["mesh"] == {"x": 4, "y": 2}
+    assert [row["sharding"] for row in rep["inputs"]] == [["x", "y"]]
+    assert cli.main(["inspect", "--json", f"{saved}.jax"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["mesh"] == {"x": 4, "y": 2}
+    assert [row["sharding"] for row in rep["inputs"]] == [["x", "y"]]
+    assert rep["outputs"][6]["sharding"] == [None, None]
 
 
 def test_fewer_devices_is_a_clear_error(eight):
