@@ -234,7 +234,9 @@ def from_jax(
         example_args, example_kwargs: pytrees (tuple, list, dict, None, JAX pytree nodes) of
             arrays (or ``jax.ShapeDtypeStruct``); non-array leaves (bool, int, float, str)
             are static: the module is specialised to them and records them as ``static``.
-            An array's non-default memory kind (``pinned_host``) is kept.
+            An array's non-default memory kind (``pinned_host``) is kept, and so is its
+            ``NamedSharding``: the module is then partitioned as the source program is
+            (see ``docs/sharding.md``).
         params: a pytree of arrays that become the module's parameters, named by their key
             path (``params['dense']['kernel']``); ``fn`` is then called as
             ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
@@ -244,7 +246,10 @@ def from_jax(
         A Module whose ``@main`` takes the parameter leaves then the input leaves, in JAX's
         flattening order (dict keys sorted). ``signature.kept_var_idx`` records the
         arguments JAX dropped as unused (``Exported.module_kept_var_idx``) and each leaf's
-        ``memory_kind`` its ``mhlo.memory_kind`` attribute.
+        ``memory_kind`` its ``mhlo.memory_kind`` attribute. A partitioned program (Shardy
+        ``sdy.mesh``: sharded arguments, ``with_sharding_constraint``, ``shard_map``) keeps
+        its Shardy ops and collectives; ``signature.mesh`` records the mesh
+        (``{axis: size}``) and each leaf's ``sharding`` its partition spec.
 
     Raises:
         TypeError: an argument leaf of an unsupported type, naming its path.

@@ -206,6 +206,11 @@ SCRIPT = (
         "call": compare(lambda v: fd(v), lambda v: jd(params, v), xs),
         "numpy_input": compare(lambda v: fd(np.asarray(v)), lambda v: jd(params, v), xs),
     }
+    mu = converter.from_jax(dense, xs, params=params)  # not jitted: traced with the arrays' shardings
+    out["unjitted"] = {
+        "specs": {s.name: s.sharding for s in mu.signature.all_args},
+        "call": compare(mu.to_jax(), lambda v: jd(params, v), xs),
+    }
     text = inspection.render(inspection.report(md))
     out["inspect"] = [line for line in text.splitlines() if "mesh" in line or "P(" in line]
 
@@ -403,6 +408,12 @@ def test_grad_through_converted_shard_map(eight):
     assert max(eight[0]["grad"]) < 1e-6  # relative to the largest gradient, against jax.grad of the source
 
 
+def test_unjitted_function_keeps_its_arguments_shardings(eight):
+    u = eight[0]["unjitted"]
+    assert u["specs"] == {"params['b']": ["y"], "params['w']": [None, "y"], "args[0]": ["x", None]}
+    assert u["call"]["max_diff"] < 1e-5
+
+
 def test_wrong_mesh_refused(eight):
     assert "needs a mesh {'x': 4, 'y': 2}, got a mesh {'x': 2, 'y': 4}" in eight[0]["wrong_mesh"]
 
@@ -466,14 +477,19 @@ def test_convert_inspect_of_saved_module_and_artifact(eight, capsys):
     assert rep["outputs"][6]["sharding"] == [None, None]
 
 
-def test_fewer_devices_is_a_clear_error(eight):
+def test_fewer_devices_is_a_clear_error(eight, tmp_path, capsys):
     """This process has fewer devices than the saved module's mesh."""
+    from converter import cli
+
     _, saved = eight
     m = converter.load(saved)
     assert m.signature.mesh == {"x": 4, "y": 2} and m.signature.num_devices == 8
     assert len(jax.devices()) < 8
     with pytest.raises(ShardingError, match=r"mesh \{'x': 4, 'y': 2\} \(8 devices\) but only \d device"):
         m.to_jax()
+    assert cli.main([str(saved), "-o", str(tmp_path / "one.jax")]) == 2  # the user's environment
+    assert "(8 devices) but only" in capsys.readouterr().err
+    assert not (tmp_path / "one.jax").exists()
 
 
 def test_signature_json_keeps_mesh_and_specs_and_reads_older_files():
