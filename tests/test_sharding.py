@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import jax
@@ -174,6 +175,11 @@ SCRIPT = (
         out["wrong_mesh"] = "no error"
     except converter.ShardingError as e:
         out["wrong_mesh"] = str(e)
+    try:  # an input committed to one device of the mesh: refused, not moved implicitly
+        m.to_jax()(jax.device_put(np.asarray(a), jax.devices()[0]))
+        out["one_device_input"] = "no error"
+    except converter.SignatureMismatchError as e:
+        out["one_device_input"] = str(e)
     rev = jax.sharding.Mesh(np.array(jax.devices()[::-1]).reshape(4, 2), ("x", "y"))
     a_rev = jax.device_put(a, NamedSharding(rev, P("x", "y")))
     got = m.to_jax(mesh=rev)(a_rev)
@@ -414,6 +420,12 @@ def test_unjitted_function_keeps_its_arguments_shardings(eight):
     assert u["call"]["max_diff"] < 1e-5
 
 
+def test_input_on_one_device_of_the_mesh_refused(eight):
+    msg = eight[0]["one_device_input"]
+    assert msg.startswith("args[0]: input is on [") and "move it with jax.device_put" in msg
+    assert "the 8 devices of its mesh" in msg
+
+
 def test_wrong_mesh_refused(eight):
     assert "needs a mesh {'x': 4, 'y': 2}, got a mesh {'x': 2, 'y': 4}" in eight[0]["wrong_mesh"]
 
@@ -484,6 +496,8 @@ def test_fewer_devices_is_a_clear_error(eight, tmp_path, capsys):
     _, saved = eight
     m = converter.load(saved)
     assert m.signature.mesh == {"x": 4, "y": 2} and m.signature.num_devices == 8
+    with zipfile.ZipFile(saved) as zf:  # format 3: older readers refuse it rather than run one device
+        assert json.loads(zf.read("manifest.json"))["version"] == 3
     assert len(jax.devices()) < 8
     with pytest.raises(ShardingError, match=r"mesh \{'x': 4, 'y': 2\} \(8 devices\) but only \d device"):
         m.to_jax()

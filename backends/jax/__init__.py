@@ -350,17 +350,15 @@ class JaxFunction:
         return key
 
     def _check_devices(self, inputs: list[Any]) -> None:
-        """Committed jax Arrays must already be on the parameters' device: nothing moves
-        between devices implicitly."""
+        """Committed jax Arrays must already be on the parameters' device (a partitioned
+        module: spread over its mesh's devices): nothing moves between devices implicitly."""
         want = {self.device or jax.devices()[0]} if self.mesh is None else set(self.mesh.devices.flat)
         for spec, value in zip(self.signature.inputs, inputs, strict=False):
             if isinstance(value, jax.core.Tracer) or not isinstance(value, jax.Array):
                 continue  # under jit/grad/vmap placement is the caller's transform's business
             if value.committed:
                 devs = value.devices()
-                if self.mesh is not None and devs <= want:
-                    continue  # on the mesh: jit lays it out as the module's spec says
-                if devs != want:
+                if devs != want:  # on a mesh: jit lays it out as the module's spec says
                     raise SignatureMismatchError(
                         f"{spec.name}: input is on {sorted(map(str, devs))}, but the function runs on "
                         f"{_where(want)}; move it with jax.device_put first"
@@ -441,7 +439,9 @@ class JaxFunction:
 
 
 def _where(devices: set) -> str:
-    return str(next(iter(devices))) if len(devices) == 1 else f"the mesh's {len(devices)} devices"
+    if len(devices) == 1:
+        return str(next(iter(devices)))
+    return f"the {len(devices)} devices of its mesh (jax.device_put it with a NamedSharding on f.mesh)"
 
 
 def _symbolic_args(flat: list[Any]) -> bool:
