@@ -16,7 +16,7 @@ from typing import Any
 
 from .module import Module
 
-HELP = "Print a file's signature, placements, parameters and op histogram."
+HELP = "Print a file's signature, placements, mesh and partition specs, parameters and op histogram."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
