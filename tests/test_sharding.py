@@ -175,6 +175,12 @@ SCRIPT = (
         out["wrong_mesh"] = "no error"
     except converter.ShardingError as e:
         out["wrong_mesh"] = str(e)
+    # a partially manual shard_map (manual over "x" only; "y" stays automatic)
+    part = jax.shard_map(
+        lambda v: jax.lax.psum(v, "x") * 2, mesh=mesh, in_specs=P("x", None), out_specs=P(), axis_names={"x"}
+    )
+    part = jax.jit(part)
+    out["partial"] = compare(converter.from_jax(part, a).to_jax(), part, a)
     try:  # an input committed to one device of the mesh: refused, not moved implicitly
         m.to_jax()(jax.device_put(np.asarray(a), jax.devices()[0]))
         out["one_device_input"] = "no error"
@@ -424,6 +430,11 @@ def test_input_on_one_device_of_the_mesh_refused(eight):
     msg = eight[0]["one_device_input"]
     assert msg.startswith("args[0]: input is on [") and "move it with jax.device_put" in msg
     assert "the 8 devices of its mesh" in msg
+
+
+def test_partially_manual_shard_map(eight):
+    p = eight[0]["partial"]
+    assert p["max_diff"] < 1e-5 and p["same_shardings"], p
 
 
 def test_wrong_mesh_refused(eight):
