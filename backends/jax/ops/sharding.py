@@ -1,7 +1,8 @@
 """Shardy ops and collectives: a partitioned module (``sdy.mesh``) runs SPMD on a
 ``jax.sharding.Mesh`` of its shape (``interp.mesh``).
 
-- ``sdy.sharding_constraint`` / ``sdy.reshard`` → ``jax.lax.with_sharding_constraint``.
+- ``sdy.sharding_constraint`` → ``jax.lax.with_sharding_constraint`` (JAX also lowers
+  ``jax.sharding.reshard`` to it).
 - ``sdy.manual_computation`` (``shard_map``) → ``jax.shard_map`` over its manual axes, the
   body interpreted per shard.
 - Inside it the collectives become JAX's named-axis collectives: ``all_reduce`` →
@@ -95,7 +96,7 @@ def _reduction(op: mlir.Op) -> str | None:
 # --------------------------------------------------------------------------- sdy ops
 
 
-@register("sdy.sharding_constraint", "sdy.reshard")
+@register("sdy.sharding_constraint")
 def _sharding_constraint(interp, op, x):
     """``with_sharding_constraint(x, NamedSharding(mesh, spec))``: the value is laid out as
     the source asked; numbers unchanged. Inside a manual computation (per-shard values) and
@@ -261,9 +262,3 @@ def _partition_id(interp, op):
         out = out + jax.lax.axis_index(a).astype(jnp.uint32) * jnp.uint32(stride)
         stride *= axes[a]
     return out
-
-
-@register("stablehlo.replica_id")
-def _replica_id(interp, op):
-    """0: converted modules have one replica (``mhlo.num_replicas = 1``)."""
-    return jnp.zeros((), jnp.uint32)
