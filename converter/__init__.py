@@ -41,6 +41,7 @@ from .errors import (  # noqa: E402
     OpConversionError,
     OutputError,
     ParseError,
+    ShardingError,
     SignatureMismatchError,
     UnsupportedOpError,
     UntrustedInputError,
@@ -116,6 +117,14 @@ def call_torch(module_or_fn, *args, **kwargs):
 
 
 @api
+def shard_params(params, mesh, rules="fsdp"):
+    """See :func:`converter.sharding.shard_params`."""
+    from .sharding import shard_params as _shard_params
+
+    return _shard_params(params, mesh, rules)
+
+
+@api
 def from_stablehlo(source, **options) -> Module:
     """See :func:`frontends.stablehlo.from_stablehlo`."""
     from frontends.stablehlo import from_stablehlo as _from_stablehlo
@@ -141,6 +150,7 @@ __all__ = [
     "ModuleFormatError",
     "OpConversionError",
     "ParseError",
+    "ShardingError",
     "Signature",
     "SignatureMismatchError",
     "UnsupportedOpError",
@@ -151,4 +161,5 @@ __all__ = [
     "from_stablehlo",
     "from_torch",
     "load",
+    "shard_params",
 ]

@@ -385,9 +385,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
 
     shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.extra.get("dim_ranges"))
     structs = [
-        jax.ShapeDtypeStruct(
-            shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_memory_sharding(s.memory_kind, fn.device)
-        )
+        jax.ShapeDtypeStruct(shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_leaf_sharding(s, fn))
         for shape, s in zip(shapes, sig.inputs, strict=True)
     ]
     example_args, example_kwargs = unflatten(static_free(sig.in_tree), structs)
@@ -415,12 +413,13 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
             p.name: jax.ShapeDtypeStruct(
                 p.shape + ((2,) if p.name in complex_params else ()),
                 np.dtype(dtypes.to_numpy(_pair_dtype(p.dtype) if p.name in complex_params else p.dtype)),
+                sharding=None if p.name in complex_params else _leaf_sharding(p, fn),
             )
             for p in sig.params
         }
         example_args = [weight_structs, *example_args]
         call = call_with_weights
-    exporter = jax.export.export(jax.jit(call), platforms=platforms)
+    exporter = jax.export.export(jax.jit(call, **_out_shardings(fn)), platforms=platforms)
     if all(isinstance(d, int) for s in sig.inputs for d in s.shape):
         return exporter(*example_args, **example_kwargs)
     try:
@@ -433,6 +432,36 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
             f"jax.export with dynamic dimensions {dims} failed: {type(e).__name__}: "
             f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}"
         ) from e
+
+
+def _out_shardings(fn: Any) -> dict:
+    """``jax.jit``'s ``out_shardings`` for a partitioned module's artifact: each output leaf
+    laid out by its spec (so the artifact records them); ``{}`` for other modules and for
+    outputs with specialized (static) leaves."""
+    sig = fn.signature
+    if getattr(fn, "mesh", None) is None or _has_static(sig.out_tree):
+        return {}
+    from .signature import unflatten
+
+    leaves = [None if s.sharding is None else _leaf_sharding(s, fn) for s in sig.user_outputs]
+    return {"out_shardings": unflatten(sig.out_tree, leaves)}
+
+
+def _has_static(spec: dict) -> bool:
+    return spec["kind"] == "static" or any(_has_static(c) for c in spec.get("children", ()))
+
+
+def _leaf_sharding(spec: Any, fn: Any):
+    """The sharding an argument of the ``.jax`` artifact is declared with: for a partitioned
+    module (``signature.mesh``), a ``NamedSharding`` of the leaf's spec on the function's
+    mesh (the artifact is then for that many devices); else its host memory kind, if any."""
+    if getattr(fn, "mesh", None) is None:
+        return _memory_sharding(spec.memory_kind, fn.device)
+    import jax
+
+    from .sharding import partition_spec
+
+    return jax.sharding.NamedSharding(fn.mesh, partition_spec(spec.sharding))
 
 
 def _memory_sharding(memory_kind: str | None, device: Any):

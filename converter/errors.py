@@ -187,3 +187,10 @@ class InternalError(ConversionError):
     """An unexpected failure inside the converter (a bug): the public API raises it, wrapping
     the original exception (the ``__cause__``), so callers can catch
     :class:`ConversionError` alone; the ``convert`` command exits with status 1 for it."""
+
+
+class ShardingError(ConversionError):
+    """A sharded module or sharding request that cannot be honoured: fewer devices than the
+    module's mesh needs, a mesh of another shape, a partition spec that does not fit a
+    parameter, a collective whose device groups match no mesh axes. Names the mesh, the
+    parameter or the op."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from .module import Module
 
-HELP = "Print a file's signature, placements, parameters and op histogram."
+HELP = "Print a file's signature, placements, mesh and partition specs, parameters and op histogram."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +55,8 @@ def report(module: Module, top: int = 20) -> dict[str, Any]:
         row = {"name": spec.name, "shape": list(spec.shape), "dtype": spec.dtype}
         if spec.memory_kind:
             row["memory_kind"] = spec.memory_kind
+        if spec.sharding is not None:
+            row["sharding"] = [list(e) if isinstance(e, tuple) else e for e in spec.sharding]
         if i is not None:
             row["kept"] = i in kept
         return row
@@ -66,6 +68,7 @@ def report(module: Module, top: int = 20) -> dict[str, Any]:
     return {
         "source": module.source,
         "meta": module.meta,
+        "mesh": sig.mesh,
         "inputs": [leaf(s, n_params + i) for i, s in enumerate(sig.inputs)],
         "outputs": [leaf(s) for s in sig.outputs],
         "dropped_inputs": [
@@ -125,21 +128,33 @@ def _fmt_bytes(n: int) -> str:
     return f"{n / 1024**k:.1f} {units[k]}"
 
 
+def _spec_text(row: dict) -> str:
+    """`` P('x', None)``: a leaf's partition spec over the mesh (nothing without one)."""
+    if "sharding" not in row:
+        return ""
+    entries = [repr(tuple(e)) if isinstance(e, list) else repr(e) for e in row["sharding"]]
+    return f" P({', '.join(entries)})"
+
+
 def render(rep: dict[str, Any], top: int = 20) -> str:
     """The report as text for a terminal."""
     lines = [f"source: {rep['source']}" + (f"  ({rep['meta']})" if rep["meta"] else "")]
+    if rep.get("mesh"):
+        axes = ", ".join(f"{k}={v}" for k, v in rep["mesh"].items())
+        lines.append(f"mesh: {axes} ({math.prod(rep['mesh'].values())} devices)")
     for title in ("inputs", "outputs"):
         lines.append(f"{title}:")
         for row in rep[title]:
             extra = "" if row.get("kept", True) else "  [dropped: unused]"
             place = f"  @{row['memory_kind']}" if row.get("memory_kind") else ""
-            lines.append(f"  {row['name']}: {row['dtype']}{row['shape']}{place}{extra}")
+            lines.append(f"  {row['name']}: {row['dtype']}{row['shape']}{_spec_text(row)}{place}{extra}")
     p = rep["parameters"]
     lines.append(f"parameters: {p['count']} tensors, {p['elements']:,} elements, {_fmt_bytes(p['bytes'])}")
     for row in p["largest"]:
         extra = "" if row["kept"] else "  [dropped: unused]"
         lines.append(
-            f"  {row['name']}: {row['dtype']}{row['shape']} {_fmt_bytes(row['bytes'])} ({row['kind']}){extra}"
+            f"  {row['name']}: {row['dtype']}{row['shape']}{_spec_text(row)} {_fmt_bytes(row['bytes'])} "
+            f"({row['kind']}){extra}"
         )
     c = rep["constants"]
     lines.append(

@@ -70,9 +70,14 @@ def _mlir_diag(e: ir.MLIRError) -> str:
 
 def serialize_portable(module: ir.Module) -> bytes:
     """Serialize to a StableHLO portable artifact (VHLO bytecode, the spec's compatibility
-    format) at the current StableHLO version."""
+    format) at the current StableHLO version. A partitioned module (an ``sdy.mesh``) is
+    written in the mixed form ``jax.export`` uses, which keeps the Shardy ops (meshes,
+    shardings, manual computations) as they are; others as pure VHLO."""
     with module.context:
-        return jax_mlir.serialize_portable_artifact(module, stablehlo.get_current_version())
+        version = stablehlo.get_current_version()
+        if any(op.operation.name == "sdy.mesh" for op in module.body.operations):
+            return jax_mlir.serialize_portable_artifact(module, version, True)
+        return jax_mlir.serialize_portable_artifact(module, version)
 
 
 def module_text(module: ir.Module, *, debug_info: bool = True) -> str:

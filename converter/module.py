@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 FORMAT_NAME = "converter.Module"
 #: Version 2 adds ``signature.mutations`` (state the module updates in place). A module
 #: without mutations is still written as version 1, so older readers keep reading it; one
-#: with mutations is version 2, which they refuse rather than drop the state.
-FORMAT_VERSION = 2
+#: with mutations is version 2, which they refuse rather than drop the state. Version 3 adds
+#: ``signature.mesh`` and the leaves' ``sharding`` (a partitioned module): older readers
+#: refuse it rather than run it on one device.
+FORMAT_VERSION = 3
 
 
 class Module:
@@ -144,14 +146,15 @@ class Module:
         signature, meta), ``module.mlirbc`` (portable artifact) and ``params.safetensors``.
         Nothing is pickled; :func:`load` needs neither torch nor the original code. A module
         with ``signature.mutations`` is written as format version 2 (older readers refuse
-        it rather than drop its state), any other as version 1. The parameters are written
+        it rather than drop its state), a partitioned one (``signature.mesh``) as version 3,
+        any other as version 1. The parameters are written
         from their arrays' memory (no second copy) and stored uncompressed with their data
         64-byte aligned, so :func:`load` maps them without reading; any size (zip64) is
         fine. Members carry fixed timestamps: the same module gives the same bytes.
         """
         manifest = {
             "format": FORMAT_NAME,
-            "version": FORMAT_VERSION if self.signature.mutations else 1,
+            "version": 3 if self.signature.mesh else 2 if self.signature.mutations else 1,
             "source": self.source,
             "signature": self.signature.to_json(),
             "meta": self.meta,

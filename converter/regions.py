@@ -42,12 +42,20 @@ def classify_combiner(region: ir.Region) -> str | None:
     if len(ops) == 1 and ops[0].name == "stablehlo.return":
         ret = list(ops[0].operands)
         return "replace" if len(ret) == 1 and ret[0] == args[1] else None
+    constrained = (  # JAX puts an sdy.sharding_constraint on a collective's combiner result
+        len(ops) == 3
+        and ops[1].name == "sdy.sharding_constraint"
+        and list(ops[1].operands) == [ops[0].results[0]]
+        and list(ops[2].operands) == [ops[1].results[0]]
+    )
+    if constrained:
+        ops = [ops[0], ops[2]]
     if len(ops) != 2 or ops[1].name != "stablehlo.return":
         return None
     op, ret = ops
     kind = _BINARY.get(op.name)
     operands = list(op.operands)
-    if kind is None or list(ret.operands) != [op.results[0]]:
+    if kind is None or not (constrained or list(ret.operands) == [op.results[0]]):
         return None
     if set(operands) != set(args) or len(operands) != 2:
         return None

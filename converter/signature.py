@@ -39,6 +39,11 @@ class LeafSpec:
         kind: ``parameter``, ``buffer``, ``constant``, ``input`` (user input) or ``rng``
             (the PRNG key, :data:`RNG_KEY`).
         memory_kind: placement annotation (``device``, ``pinned_host``...) or None.
+        sharding: the leaf's partition spec over :attr:`Signature.mesh`, one entry per
+            dimension: None (not sharded), an axis name, or a tuple of axis names (sharded
+            over their product, major to minor), as ``jax.sharding.PartitionSpec(*sharding)``;
+            None for a leaf without a sharding (replicated, or a module without a mesh).
+            See :mod:`converter.sharding`.
     """
 
     name: str
@@ -46,6 +51,7 @@ class LeafSpec:
     dtype: str
     kind: str = "input"
     memory_kind: str | None = None
+    sharding: tuple | None = None
 
     @property
     def size(self) -> int:
@@ -55,11 +61,18 @@ class LeafSpec:
     def to_json(self) -> dict:
         d = asdict(self)
         d["shape"] = list(self.shape)
+        if self.sharding is None:  # files without shardings stay readable by older versions
+            del d["sharding"]
+        else:
+            d["sharding"] = [list(e) if isinstance(e, tuple) else e for e in self.sharding]
         return d
 
     @staticmethod
     def from_json(d: dict) -> LeafSpec:
-        return LeafSpec(**{**d, "shape": tuple(d["shape"])})
+        sharding = d.get("sharding")
+        if sharding is not None:
+            sharding = tuple(tuple(e) if isinstance(e, list) else e for e in sharding)
+        return LeafSpec(**{**d, "shape": tuple(d["shape"]), "sharding": sharding})
 
 
 #: The PRNG key argument of a module with random ops: a raw threefry key, ``uint32[2]``.
@@ -119,6 +132,10 @@ class Signature:
             is the new value of ``mutations[i].target`` (named ``UPDATE_PREFIX + target``).
             Backends write it back (the JAX function into its ``params``, the torch module
             into its buffers) or return it (``apply(..., mutable=True)``, ONNX outputs).
+        mesh: the device mesh a partitioned module runs on, ``{axis name: size}`` in mesh
+            order (``{"x": 4, "y": 2}``: 8 devices, device ``k`` at position ``k`` of the
+            row-major grid), read from its ``sdy.mesh``; None for a one-device module.
+            Each leaf's :attr:`LeafSpec.sharding` is a partition spec over it.
     """
 
     params: tuple[LeafSpec, ...]
@@ -130,6 +147,12 @@ class Signature:
     rng: LeafSpec | None = None
     extra: dict = field(default_factory=dict)
     mutations: tuple[Mutation, ...] = ()
+    mesh: dict[str, int] | None = None
+
+    @property
+    def num_devices(self) -> int:
+        """How many devices the module runs on: the product of :attr:`mesh`'s sizes (1 without)."""
+        return math.prod(self.mesh.values()) if self.mesh else 1
 
     @property
     def user_outputs(self) -> tuple[LeafSpec, ...]:
@@ -167,6 +190,7 @@ class Signature:
             "rng": None if self.rng is None else self.rng.to_json(),
             "extra": self.extra,
             **({"mutations": [m.to_json() for m in self.mutations]} if self.mutations else {}),
+            **({"mesh": dict(self.mesh)} if self.mesh else {}),
         }
 
     @staticmethod
@@ -182,6 +206,7 @@ class Signature:
             rng=None if d.get("rng") is None else LeafSpec.from_json(d["rng"]),
             extra=d.get("extra", {}),
             mutations=tuple(Mutation.from_json(m) for m in d.get("mutations", ())),
+            mesh={str(k): int(v) for k, v in d["mesh"].items()} if d.get("mesh") else None,
         )
 
     def replace(self, **changes) -> Signature:

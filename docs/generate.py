@@ -150,6 +150,7 @@ API = [
     "converter.load_pt2",
     "converter.call_jax",
     "converter.call_torch",
+    "converter.sharding.shard_params",
     "converter.Module",
     "converter.Signature",
     "converter.LeafSpec",
@@ -175,6 +176,7 @@ API = [
     "converter.errors.OutputError",
     "converter.errors.InternalError",
     "converter.errors.ModuleFormatError",
+    "converter.errors.ShardingError",
 ]
 
 

@@ -16,7 +16,7 @@ import jax.extend.core
 import numpy as np
 from jaxlib.mlir import ir
 
-from converter import dtypes, mlir
+from converter import dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
 from converter.module import Module
 from converter.passes import run_passes
@@ -91,15 +91,23 @@ def _is_output_leaf(x: Any) -> bool:
     return isinstance(x, (jax.core.Tracer, bool, int, float, complex)) or is_array(x)
 
 
-def _aval_spec(name: str, aval: Any, kind: str, memory_kind: str | None) -> LeafSpec:
+def _aval_spec(
+    name: str, aval: Any, kind: str, memory_kind: str | None, spec: tuple | None = None
+) -> LeafSpec:
     shape = tuple(d if isinstance(d, int) else str(d) for d in aval.shape)  # symbolic dims by name
-    return LeafSpec(name, shape, dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind)
+    return LeafSpec(name, shape, dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind, spec)
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
-    """Shape, dtype and (when it carries a non-default memory kind) the sharding of a leaf."""
+    """Shape, dtype and the sharding of a leaf when it has one that matters: a
+    ``NamedSharding`` over a ``Mesh`` (the module is partitioned as the source is; a
+    ``shard_map`` checks its inputs' specs), any sharding over several devices, or a
+    non-default memory kind."""
     sharding = getattr(x, "sharding", None)
-    if sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
+    spread = isinstance(sharding, jax.sharding.NamedSharding) or (
+        sharding is not None and len(getattr(sharding, "device_set", ())) > 1
+    )
+    if not spread and sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
         sharding = None
     dtype = jax.dtypes.canonicalize_dtype(x.dtype)
     return jax.ShapeDtypeStruct(tuple(x.shape), dtype, sharding=sharding)
@@ -132,6 +140,21 @@ def _memory_kinds(module: ir.Module, n_args: int, kept: tuple[int, ...]) -> tupl
         args[i] = _func_attr(main, "arg_attrs", j, "mhlo.memory_kind")
     n_res = len(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
     return args, [_func_attr(main, "res_attrs", j, "mhlo.memory_kind") for j in range(n_res)]
+
+
+def _shardings(module: ir.Module, n_args: int, kept: tuple[int, ...]) -> tuple[Any, list, list]:
+    """The module's mesh (``{axis: size}`` or None) and the partition spec of every
+    (full-signature) argument and of every result, from its Shardy attributes; specs are
+    None without a mesh."""
+    mesh = sharding.module_mesh(module)
+    main = mlir.main_function(module)
+    n_res = len(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value).results)
+    if mesh is None:
+        return None, [None] * n_args, [None] * n_res
+    args: list[tuple | None] = [None] * n_args
+    for j, spec in zip(kept, sharding.func_shardings(main, "arg_attrs", len(kept)), strict=True):
+        args[j] = spec
+    return mesh, args, sharding.func_shardings(main, "res_attrs", n_res)
 
 
 def _export(
@@ -211,7 +234,9 @@ def from_jax(
         example_args, example_kwargs: pytrees (tuple, list, dict, None, JAX pytree nodes) of
             arrays (or ``jax.ShapeDtypeStruct``); non-array leaves (bool, int, float, str)
             are static: the module is specialised to them and records them as ``static``.
-            An array's non-default memory kind (``pinned_host``) is kept.
+            An array's non-default memory kind (``pinned_host``) is kept, and so is its
+            ``NamedSharding``: the module is then partitioned as the source program is
+            (see ``docs/sharding.md``).
         params: a pytree of arrays that become the module's parameters, named by their key
             path (``params['dense']['kernel']``); ``fn`` is then called as
             ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
@@ -221,7 +246,10 @@ def from_jax(
         A Module whose ``@main`` takes the parameter leaves then the input leaves, in JAX's
         flattening order (dict keys sorted). ``signature.kept_var_idx`` records the
         arguments JAX dropped as unused (``Exported.module_kept_var_idx``) and each leaf's
-        ``memory_kind`` its ``mhlo.memory_kind`` attribute.
+        ``memory_kind`` its ``mhlo.memory_kind`` attribute. A partitioned program (Shardy
+        ``sdy.mesh``: sharded arguments, ``with_sharding_constraint``, ``shard_map``) keeps
+        its Shardy ops and collectives; ``signature.mesh`` records the mesh
+        (``{axis: size}``) and each leaf's ``sharding`` its partition spec.
 
     Raises:
         TypeError: an argument leaf of an unsupported type, naming its path.
@@ -254,20 +282,22 @@ def from_jax(
     n_args = len(exp.in_avals)
     kept = tuple(int(i) for i in exp.module_kept_var_idx)
     arg_mk, res_mk = _memory_kinds(module, n_args, kept)
+    mesh, arg_sh, res_sh = _shardings(module, n_args, kept)
     n_p = len(names)
     p_values = jax.tree_util.tree_leaves(params)
     param_specs = tuple(
-        _aval_spec(nm, a, "parameter", mk)
-        for nm, a, mk in zip(names, exp.in_avals[:n_p], arg_mk[:n_p], strict=True)
+        _aval_spec(nm, a, "parameter", mk, sh)
+        for nm, a, mk, sh in zip(names, exp.in_avals[:n_p], arg_mk[:n_p], arg_sh[:n_p], strict=True)
     )
     input_names = [input_path(p) for p in leaf_paths(in_tree)]
     input_specs = tuple(
-        _aval_spec(nm, a, "input", mk)
-        for nm, a, mk in zip(input_names, exp.in_avals[n_p:], arg_mk[n_p:], strict=True)
+        _aval_spec(nm, a, "input", mk, sh)
+        for nm, a, mk, sh in zip(input_names, exp.in_avals[n_p:], arg_mk[n_p:], arg_sh[n_p:], strict=True)
     )
     out_names = [f"outputs{p}" for p in leaf_paths(out_tree)]
     output_specs = tuple(
-        _aval_spec(nm, a, "output", mk) for nm, a, mk in zip(out_names, exp.out_avals, res_mk, strict=True)
+        _aval_spec(nm, a, "output", mk, sh)
+        for nm, a, mk, sh in zip(out_names, exp.out_avals, res_mk, res_sh, strict=True)
     )
     signature = Signature(
         params=param_specs,
@@ -276,6 +306,7 @@ def from_jax(
         in_tree=in_tree,
         out_tree=out_tree,
         kept_var_idx=None if len(kept) == n_args else kept,
+        mesh=mesh,
     )
     values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}

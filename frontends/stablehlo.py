@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from jaxlib.mlir import ir
 
-from converter import mlir
+from converter import mlir, sharding
 from converter.module import Module
 from converter.passes import PLACEMENT, run_passes
 from converter.signature import LEAF, LeafSpec, Signature, args_tree
@@ -31,8 +32,11 @@ def _res_attr(fn: ir.Operation, i: int, key: str):
 def signature_of_main(module: ir.Module) -> Signature:
     """A flat signature read from ``@main``: every argument is a user input ``args[i]``
     (named after its ``loc("name")`` when JAX recorded one), every result an output;
-    memory kinds come from the ``mhlo.memory_kind`` argument/result attributes."""
+    memory kinds come from the ``mhlo.memory_kind`` argument/result attributes, the mesh
+    and each leaf's partition spec from the Shardy ``sdy.mesh``/``sdy.sharding`` ones
+    (:mod:`converter.sharding`)."""
     fn = mlir.main_function(module)
+    mesh = sharding.module_mesh(module)
     block = fn.regions[0].blocks[0]
     inputs, seen = [], set()
     for i, arg in enumerate(block.arguments):
@@ -42,6 +46,9 @@ def signature_of_main(module: ir.Module) -> Signature:
         seen.add(name)
         inputs.append(LeafSpec(name, t.shape, t.dtype, "input", _arg_attr(fn, i, "mhlo.memory_kind")))
     ftype = ir.FunctionType(ir.TypeAttr(fn.attributes["function_type"]).value)
+    if mesh is not None:
+        specs = sharding.func_shardings(fn, "arg_attrs", len(inputs))
+        inputs = [replace(s, sharding=sp) for s, sp in zip(inputs, specs, strict=True)]
     outputs = []
     for i, rt in enumerate(ftype.results):
         t = mlir.tensor_type(rt)
@@ -51,8 +58,11 @@ def signature_of_main(module: ir.Module) -> Signature:
         {"kind": "tuple", "children": [LEAF] * len(inputs)}, {"kind": "dict", "keys": [], "children": []}
     )
     out_tree = LEAF if len(outputs) == 1 else {"kind": "tuple", "children": [LEAF] * len(outputs)}
+    if mesh is not None:
+        specs = sharding.func_shardings(fn, "res_attrs", len(outputs))
+        outputs = [replace(s, sharding=sp) for s, sp in zip(outputs, specs, strict=True)]
     return Signature(
-        params=(), inputs=tuple(inputs), outputs=tuple(outputs), in_tree=in_tree, out_tree=out_tree
+        params=(), inputs=tuple(inputs), outputs=tuple(outputs), in_tree=in_tree, out_tree=out_tree, mesh=mesh
     )
 
 

@@ -19,6 +19,7 @@ from converter.module import Module
 from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
+from converter.sharding import auto_mesh, check_mesh, jax_mesh, partition_spec
 from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
@@ -26,10 +27,22 @@ from .registry import JAX_RULES
 
 
 class JaxInterpreter(Interpreter):
-    """Evaluates StableHLO ops with :data:`backends.jax.registry.JAX_RULES`."""
+    """Evaluates StableHLO ops with :data:`backends.jax.registry.JAX_RULES`.
+
+    Args:
+        module: the ``ir.Module`` to run.
+        mesh: the ``jax.sharding.Mesh`` a partitioned module (``signature.mesh``) runs on:
+            its sharding constraints, manual computations and collectives use it
+            (:mod:`backends.jax.ops.sharding`); None for a one-device module.
+    """
 
     registry = JAX_RULES
     direction = "JAX backend"
+
+    def __init__(self, module: Any, mesh: Any = None):
+        super().__init__(module)
+        self.mesh = mesh
+        self.manual_axes: tuple[str, ...] = ()  # inside sdy.manual_computation: its axes
 
     def run_op(self, op, operands, env):
         """Host-placed calls (``_xla_compute_type = "host"``, see
@@ -140,7 +153,13 @@ class JaxFunction:
     """
 
     def __init__(
-        self, module: Module, device: jax.Device | None = None, seed: int = 0, *, enable_x64: bool = True
+        self,
+        module: Module,
+        device: jax.Device | None = None,
+        seed: int = 0,
+        *,
+        enable_x64: bool = True,
+        mesh: Any = None,
     ):
         module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
         self.module = module
@@ -154,13 +173,44 @@ class JaxFunction:
             module.mlir, ignore=SHAPE_OPS if self._dynamic else frozenset()
         )
         self.device = device
+        self.mesh = self._mesh(mesh)
         self.params = {
-            p.name: jax.device_put(np.asarray(module.params[p.name]), device) for p in self.signature.params
+            p.name: jax.device_put(np.asarray(module.params[p.name]), self._placement(p, device))
+            for p in self.signature.params
         }
         self._jitted = jax.jit(self._run)
         self._key = jax.random.PRNGKey(seed) if self.signature.rng is not None else None
         if self.signature.rng is not None and _has_kwarg(self.signature.in_tree, "rng"):
             raise ConversionError("the model has a keyword input named 'rng', the name of the PRNG key here")
+
+    def _mesh(self, mesh: Any) -> Any:
+        """The ``jax.sharding.Mesh`` of a partitioned module: ``mesh`` (checked against
+        ``signature.mesh``) or one over the first devices of ``jax.devices()``; None for a
+        one-device module."""
+        axes = self.signature.mesh
+        if axes is None:
+            return None
+        if mesh is None:
+            return jax_mesh(axes)
+        check_mesh(mesh, axes)
+        return auto_mesh(mesh)
+
+    def _placement(self, spec: Any, device: Any) -> Any:
+        """Where a parameter goes: its ``NamedSharding`` on the mesh, or ``device``."""
+        if self.mesh is None:
+            return device
+        return jax.sharding.NamedSharding(self.mesh, partition_spec(spec.sharding))
+
+    def _constrain(self, values: list[Any], specs: Any) -> list[Any]:
+        """Each value of a partitioned module laid out as its spec says (leaves without a
+        sharding, None values and one-device modules are left alone)."""
+        if self.mesh is None:
+            return values
+        named = lambda s: jax.sharding.NamedSharding(self.mesh, partition_spec(s.sharding))  # noqa: E731
+        return [
+            v if v is None or s.sharding is None else jax.lax.with_sharding_constraint(v, named(s))
+            for v, s in zip(values, specs, strict=True)
+        ]
 
     def _inputs(self, args: tuple, kwargs: dict) -> list[Any]:
         """The input leaves of ``(args, kwargs)``, checked against the signature."""
@@ -184,12 +234,14 @@ class JaxFunction:
             flat.append(rng)
         device = jax.memory.Space.Device
         flat = [_to_memory(v, spec, device) for v, spec in zip(flat, sig.all_args, strict=True)]
+        flat = self._constrain(flat, sig.all_args)
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         if self._dynamic and not self._traces_symbolically and _symbolic_args(flat):
             outs = list(self._exported().call(*flat))  # under jax.export with symbolic shapes
         else:
-            outs = JaxInterpreter(self._static_module(flat)).run(*flat)
+            outs = JaxInterpreter(self._static_module(flat), self.mesh).run(*flat)
+        outs = self._constrain(list(outs), sig.outputs)
         outs = [_to_memory(v, spec, jax.memory.Space.Host) for v, spec in zip(outs, sig.outputs, strict=True)]
         user, new = sig.split_outputs(outs)
         updates = {m.target: v for m, v in zip(sig.mutations, new, strict=True)}
@@ -298,18 +350,18 @@ class JaxFunction:
         return key
 
     def _check_devices(self, inputs: list[Any]) -> None:
-        """Committed jax Arrays must already be on the parameters' device: nothing moves
-        between devices implicitly."""
-        want = self.device or jax.devices()[0]
+        """Committed jax Arrays must already be on the parameters' device (a partitioned
+        module: spread over its mesh's devices): nothing moves between devices implicitly."""
+        want = {self.device or jax.devices()[0]} if self.mesh is None else set(self.mesh.devices.flat)
         for spec, value in zip(self.signature.inputs, inputs, strict=False):
             if isinstance(value, jax.core.Tracer) or not isinstance(value, jax.Array):
                 continue  # under jit/grad/vmap placement is the caller's transform's business
             if value.committed:
                 devs = value.devices()
-                if devs != {want}:
+                if devs != want:  # on a mesh: jit lays it out as the module's spec says
                     raise SignatureMismatchError(
                         f"{spec.name}: input is on {sorted(map(str, devs))}, but the function runs on "
-                        f"{want}; move it with jax.device_put first"
+                        f"{_where(want)}; move it with jax.device_put first"
                     )
 
     def __call__(self, *args: Any, rng: Any = None, **kwargs: Any) -> Any:
@@ -386,6 +438,12 @@ class JaxFunction:
         return f"<JaxFunction of {self.module!r}>"
 
 
+def _where(devices: set) -> str:
+    if len(devices) == 1:
+        return str(next(iter(devices)))
+    return f"the {len(devices)} devices of its mesh (jax.device_put it with a NamedSharding on f.mesh)"
+
+
 def _symbolic_args(flat: list[Any]) -> bool:
     return any(not isinstance(d, int) for v in flat for d in np.shape(v))
 
@@ -451,7 +509,9 @@ def _has_kwarg(in_tree: dict, name: str) -> bool:
     return kwargs.get("kind") == "dict" and name in kwargs.get("keys", [])
 
 
-def to_jax(module: Module, *, device: jax.Device | None = None, seed: int = 0) -> JaxFunction:
+def to_jax(
+    module: Module, *, device: jax.Device | None = None, seed: int = 0, mesh: Any = None
+) -> JaxFunction:
     """Convert a :class:`converter.Module` to a JAX callable.
 
     Args:
@@ -461,11 +521,17 @@ def to_jax(module: Module, *, device: jax.Device | None = None, seed: int = 0) -
         device: where to put the parameters (default: JAX's default device).
         seed: for a module with random ops, the seed of the function's own key stream, used
             by calls that pass no ``rng=`` (each such call takes the next key).
+        mesh: for a partitioned module (``signature.mesh``), the ``jax.sharding.Mesh`` to run
+            on (same axis names and sizes; its axes are used as ``Auto``); default: one over
+            the first devices of ``jax.devices()`` in order. Parameters are placed with their specs
+            (``LeafSpec.sharding``), inputs and outputs are laid out as the source's were.
 
     Raises:
         UnsupportedOpError: listing every StableHLO op (and custom_call target) without a rule.
+        ShardingError: a partitioned module and fewer devices than its mesh needs, or a
+            ``mesh`` of another shape.
     """
-    return JaxFunction(module, device, seed)
+    return JaxFunction(module, device, seed, mesh=mesh)
 
 
 __all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]

@@ -21,7 +21,7 @@ EFFECTFUL = {
     "stablehlo.collective_permute",
     "stablehlo.collective_broadcast",
 }
-TERMINATORS = {"func.return", "stablehlo.return"}
+TERMINATORS = {"func.return", "stablehlo.return", "sdy.return"}
 
 
 def function_type(fn: ir.Operation) -> ir.FunctionType:

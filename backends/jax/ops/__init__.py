@@ -11,4 +11,5 @@ from . import (  # noqa: F401
     random,
     reductions,
     shape,
+    sharding,
 )
