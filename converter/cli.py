@@ -781,6 +781,14 @@ def convert(options: argparse.Namespace) -> float:
         if options.verbose:
             print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         out = Path(options.output)
+        if getattr(module, "value_inputs", None) and target != "onnx":
+            # an ONNX model whose shapes come from input values: no one StableHLO module
+            raise ConversionError(
+                f"{options.input}: the model computes shapes from the values of inputs "
+                f"{module.value_inputs}, so it has no single {target} form: convert it in Python with "
+                "from_onnx(..., static_inputs={name: array}), or use to_jax()/to_torch(), which "
+                "specialize on those values at call time"
+            )
         with progress.stage(f"writing {out.name} ({target})") as info:
             WRITERS[target].write(module, out, options)
             info["detail"] = progress.size_text(sum(f.stat().st_size for f in written_files(out)))

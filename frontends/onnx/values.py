@@ -14,6 +14,7 @@ concrete array (a tracer raises :class:`converter.errors.SignatureMismatchError`
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -236,11 +237,23 @@ class ValueDependentModule(Module):
 
         return ValueSpecializedTorchModule(self, kwargs)
 
-    def to_onnx(self, **kwargs: Any) -> onnx.ModelProto:
+    def to_onnx(self, *, path: Any = None, opset: int | None = None, **kwargs: Any) -> onnx.ModelProto:
         """The source model (a copy): it is ONNX already, and no single StableHLO module
-        stands for it."""
+        stands for it; written to ``path`` too when given (``onnx.save_model``).
+
+        Raises:
+            ConversionError: ``opset`` differs from the model's (no conversion is done).
+        """
         out = onnx.ModelProto()
         out.CopyFrom(self.onnx_model)
+        have = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), None)
+        if opset is not None and opset != have:
+            raise self._no_stablehlo(f"is not converted to opset {opset} (it is opset {have})")
+        if path is not None:
+            from converter.fileio import atomic_path
+
+            with atomic_path(path) as tmp:
+                onnx.save_model(out, os.fspath(tmp))
         return out
 
 

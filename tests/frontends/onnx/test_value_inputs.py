@@ -152,3 +152,21 @@ def test_old_behaviour_and_no_single_stablehlo():
     spec = m.specialize_values({"s": np.array([3, 2])})
     assert [s.name for s in spec.signature.inputs] == ["x"] and spec.signature.outputs[0].shape == (3, 2)
     assert m.to_onnx().graph.node[0].op_type == "Reshape"  # the source model
+
+
+def test_cli_names_the_value_inputs(tmp_path, capsys):
+    from converter import cli
+
+    model = _model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        [_vi("x", F, [6]), _vi("s", I64, [2])],
+        [_out("y", F, 2)],
+    )
+    src = tmp_path / "m.onnx"
+    src.write_bytes(model.SerializeToString())
+    assert cli.main([str(src), "-o", str(tmp_path / "m.jax")]) == 2
+    assert "values of inputs ['s']" in capsys.readouterr().err
+    assert cli.main([str(src), "-o", str(tmp_path / "m2.onnx")]) == 0
+    session = ort.InferenceSession(str(tmp_path / "m2.onnx"), providers=["CPUExecutionProvider"])
+    feeds = {"x": np.arange(6, dtype=np.float32), "s": np.array([3, 2], np.int64)}
+    assert session.run(None, feeds)[0].shape == (3, 2)
