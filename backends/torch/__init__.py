@@ -570,8 +570,10 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
     A shape-polymorphic module (dynamic dimensions: ``from_torch(dynamic_shapes=...)``, an
     ONNX ``dim_param``) runs inputs of any size its dimension names and ranges allow: each
     new shape specializes it (:func:`converter.passes.shapes.refine`) and traces its graph,
-    once per shape; parameters are shared. ``torch.export`` of such a module specializes to
-    the example shapes.
+    once per shape; parameters are shared. ``torch.export`` (or ``torch.compile``) tracing
+    such a module with symbolic sizes keeps them symbolic: the module is interpreted on the
+    ``SymInt`` sizes (:mod:`backends.torch.symbolic`); give ``dynamic_shapes=
+    module.export_dynamic_shapes()`` for the module's dimension names and ranges.
     """
     from converter.passes.shapes import module_is_dynamic
 
