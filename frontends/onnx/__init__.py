@@ -275,7 +275,8 @@ def _value_dependent(
 ) -> Module:
     """The :class:`~frontends.onnx.values.ValueDependentModule` of ``model``, whose
     conversion raised ``error``: the graph inputs it comes from are value inputs (re-raised
-    when it comes from none: a value computed from symbolic dimensions)."""
+    when it comes from none, a value computed from symbolic dimensions, or when a graph input
+    or output is a sequence or optional, which it does not take)."""
     from .values import ValueDependentModule, graph_input_sources
 
     graph = model.graph
@@ -283,8 +284,10 @@ def _value_dependent(
     given = {k: _static(v) for k, v in (static_inputs or {}).items()}
     runtime = [vi for vi in graph.input if vi.name not in params and vi.name not in given]
     sources = graph_input_sources(graph, error.names, {vi.name for vi in runtime})
-    if not sources:
-        raise error
+    if not sources or any(
+        vi.type.WhichOneof("value") != "tensor_type" for vi in (*graph.input, *graph.output)
+    ):
+        raise error  # from symbolic dimensions, or sequence/optional values (not specialized)
     inputs = tuple(
         LeafSpec(
             vi.name,

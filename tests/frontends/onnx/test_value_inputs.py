@@ -6,6 +6,8 @@ compared with onnxruntime on the same inputs."""
 
 from __future__ import annotations
 
+import os
+
 import jax
 import numpy as np
 import onnxruntime as ort
@@ -170,3 +172,50 @@ def test_cli_names_the_value_inputs(tmp_path, capsys):
     session = ort.InferenceSession(str(tmp_path / "m2.onnx"), providers=["CPUExecutionProvider"])
     feeds = {"x": np.arange(6, dtype=np.float32), "s": np.array([3, 2], np.int64)}
     assert session.run(None, feeds)[0].shape == (3, 2)
+
+
+#: op types whose ONNX node test cases take shapes, axes, counts or sizes as graph inputs
+NODE_OPS = (
+    "reshape", "expand", "constantofshape", "slice", "top_k", "resize", "tile", "pad", "range",
+    "onehot", "split", "unsqueeze", "squeeze", "reduce_sum",
+)  # fmt: skip
+
+
+@pytest.mark.skipif(
+    os.environ.get("VALUE_INPUT_CASES") != "all",
+    reason="slow (generating ONNX's node cases takes ~20 s): set VALUE_INPUT_CASES=all",
+)
+def test_onnx_node_cases_with_value_inputs():
+    """Every ONNX node test case of :data:`NODE_OPS` whose conversion needs input values
+    (119 with onnx 1.20) through ``to_jax`` and ``to_torch``, against the case's outputs."""
+    from tests.frontends.onnx.onnx_node_cases import _value, node_cases
+
+    ran, failed = 0, []
+    for name, case in sorted(node_cases().items()):
+        if not name.startswith(tuple(f"test_{o}" for o in NODE_OPS)) or "expanded" in name:
+            continue
+        inputs, expected = case.data_sets[0]
+        feed = [_value(v) for v in inputs]
+        if any(v is None or isinstance(v, list) for v in feed):
+            continue
+        try:
+            m = from_onnx(case.model)
+        except StaticValueRequired:  # sequence outputs (SplitToSequence): not specialized
+            continue
+        if not isinstance(m, ValueDependentModule):
+            continue
+        ran += 1
+        try:
+            got_jax = m.to_jax()(*feed)
+            with torch.no_grad():
+                got_torch = m.to_torch()(*[np.asarray(v) for v in feed])  # NumPy in: bfloat16 too
+            for gj, gt, e in zip(got_jax, got_torch, expected, strict=True):
+                want = _value(e)
+                bf16 = gt.dtype == torch.bfloat16  # no NumPy bfloat16 in torch: compare through f32
+                gt = gt.float().numpy().astype(want.dtype) if bf16 else gt.numpy()
+                for got in (np.asarray(gj), gt):
+                    assert got.dtype == want.dtype
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        except Exception as e:  # noqa: BLE001 - collected, reported together
+            failed.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
+    assert ran >= 100 and not failed, "\n".join(failed)
