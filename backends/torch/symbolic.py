@@ -132,7 +132,7 @@ def _tdiv(a: Any, b: Any) -> Any:
     if is_concrete(a) and is_concrete(b):
         q = abs(int(a)) // abs(int(b))
         return q if (a >= 0) == (b >= 0) else -q
-    if is_concrete(b) and b > 0 and _known_true(a >= 0):
+    if _known_true(b > 0) and _known_true(a >= 0):  # floor and truncation agree
         return a // b
     raise SymbolicSizeError(f"integer division of the size {a} by {b} of unknown sign", (a, b))
 
@@ -141,7 +141,7 @@ def _trem(a: Any, b: Any) -> Any:
     """StableHLO integer ``remainder`` (the sign of the dividend)."""
     if is_concrete(a) and is_concrete(b):
         return int(a) - _tdiv(a, b) * int(b)
-    if is_concrete(b) and b > 0 and _known_true(a >= 0):
+    if _known_true(b > 0) and _known_true(a >= 0):
         return a % b
     raise SymbolicSizeError(f"remainder of the size {a} by {b} of unknown sign", (a, b))
 
@@ -159,7 +159,12 @@ def _ite(c: Any, a: Any, b: Any) -> Any:
         return a if c else b
     if is_concrete(a) and is_concrete(b) and a == b:
         return a
-    return torch.sym_ite(c, a, b)
+    if type(a) is type(b):
+        return torch.sym_ite(c, a, b)
+    if isinstance(a, (bool, np.bool_, torch.SymBool)):  # booleans: no arithmetic
+        return _or(_and(c, a), _and(torch.sym_not(c), b))
+    pick = torch.sym_ite(c, 1, 0)  # sym_ite needs one type: an int and a SymInt mix here
+    return b + pick * (a - b)
 
 
 def _not(a: Any, dtype: str) -> Any:

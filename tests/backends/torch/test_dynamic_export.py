@@ -95,6 +95,25 @@ def test_derived_dims_and_size_arithmetic_reexport():
             torch.testing.assert_close(got, want)
 
 
+class Fold(torch.nn.Module):
+    """A reshape by another input's size: the module computes ``rows(x) // rows(y)`` (a
+    floor division of two dimensions, with JAX's sign corrections) as a shape."""
+
+    def forward(self, x, y):
+        return x.reshape(-1, y.shape[0]).sum(0) * y
+
+
+def test_size_division_of_two_dims_stays_symbolic():
+    k = Dim("k", min=2, max=8)
+    args = (torch.randn(12), torch.randn(3))
+    t = converter.from_torch(Fold(), args, dynamic_shapes=({0: 4 * k}, {0: k})).to_torch()
+    ep = torch.export.export(t, args, dynamic_shapes=t.export_dynamic_shapes())
+    assert "VR[2, 8]" in [str(r) for r in ep.range_constraints.values()]  # k, and 4*k
+    for n in (2, 5, 8):
+        x, y = torch.randn(4 * n), torch.randn(n)
+        torch.testing.assert_close(_eager(ep.module(), x, y), _eager(Fold(), x, y))
+
+
 def test_cli_writes_a_dynamic_pt2(tmp_path):
     torch.manual_seed(0)
     model = MLP().eval()
