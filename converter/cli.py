@@ -576,25 +576,24 @@ def write_onnx(module: Module, out: Path, options: argparse.Namespace) -> None:
 def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
     """``--to torch``: ``Module.to_torch()`` exported with ``torch.export`` on zero inputs of
     the signature's shapes and dtypes, saved with ``torch.export.save`` (``.pt2``); load it
-    with ``torch.export.load(OUT).module()``."""
+    with ``torch.export.load(OUT).module()``. A shape-polymorphic module is exported with its
+    dimensions dynamic (``TorchModule.export_dynamic_shapes()``: ``Dim``s named as the
+    module's dimensions, with their ranges), on example sizes from
+    :func:`backends.torch.export_example`."""
     import torch
 
-    from . import dtypes
-    from .signature import unflatten
+    from backends.torch import export_example
+
+    from .passes.shapes import module_is_dynamic
 
     sig = module.signature
-    dynamic = next((s for s in sig.inputs if not all(isinstance(d, int) for d in s.shape)), None)
-    if dynamic is not None:
-        raise ConversionError(
-            f"{dynamic.name}: dynamic shape {list(dynamic.shape)} is not supported by the torch target "
-            "(the .pt2 is exported at static shapes): give ONNX sources' sizes with --dim NAME=SIZE, "
-            "or export the torch source without dynamic_shapes"
-        )
     model = module.to_torch()
-    leaves = [torch.zeros(s.shape, dtype=dtypes.torch_dtype(s.dtype)) for s in sig.inputs]
-    args, kwargs = unflatten(sig.in_tree, leaves)
+    args, kwargs = export_example(sig)
+    dynamic = model.export_dynamic_shapes() if module_is_dynamic(module) else None
     try:
-        ep = torch.export.export(model, tuple(args), kwargs)
+        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic)
+    except ConversionError:
+        raise
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ConversionError(
@@ -811,6 +810,14 @@ def convert(options: argparse.Namespace) -> float:
         if options.verbose:
             print(f"convert: loaded {module!r} in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         out = Path(options.output)
+        if getattr(module, "value_inputs", None) and target != "onnx":
+            # an ONNX model whose shapes come from input values: no one StableHLO module
+            raise ConversionError(
+                f"{options.input}: the model computes shapes from the values of inputs "
+                f"{module.value_inputs}, so it has no single {target} form: convert it in Python with "
+                "from_onnx(..., static_inputs={name: array}), or use to_jax()/to_torch(), which "
+                "specialize on those values at call time"
+            )
         with progress.stage(f"writing {out.name} ({target})") as info:
             WRITERS[target].write(module, out, options)
             info["detail"] = progress.size_text(sum(f.stat().st_size for f in written_files(out)))

@@ -255,20 +255,24 @@ def _batched_onnx(path: Path) -> Path:
 
 
 def test_onnx_dim_sizes_symbolic_dimensions(tmp_path, capsys):
-    """``--dim N=2`` specializes the dim_param ``N``: the torch target, which needs static
-    shapes, then converts, and the .pt2 matches onnxruntime on a batch of 2."""
+    """Without ``--dim`` the .pt2 keeps the dim_param ``N`` dynamic (any batch); ``--dim
+    N=2`` specializes it. Both match onnxruntime."""
     import onnxruntime as ort
 
     model = _batched_onnx(tmp_path / "b.onnx")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     pt2 = tmp_path / "b.pt2"
-    rc = _run(model, "-o", pt2)
-    _assert_bad_input(rc, capsys, pt2, "dynamic shape ['N', 3]")
-    assert _run(model, "-o", pt2, "--dim", "N=2") == 0
-    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
-    (want,) = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    got = torch.export.load(pt2).module()(torch.from_numpy(x))
-    got = got[0] if isinstance(got, (tuple, list)) else got
-    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-6, atol=1e-6)
+    for dims, batches in (((), (1, 2, 7)), (("--dim", "N=2"), (2,))):
+        assert _run(model, "-o", pt2, *dims) == 0
+        run = torch.export.load(pt2).module()
+        for n in batches:
+            x = np.linspace(-2, 2, 3 * n, dtype=np.float32).reshape(n, 3)
+            (want,) = session.run(None, {"x": x})
+            got = run(torch.from_numpy(x))
+            got = got[0] if isinstance(got, (tuple, list)) else got
+            np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(Exception, match="2"):  # specialized: another batch is refused
+        run(torch.zeros(3, 3))
     shlo = tmp_path / "b.shlo"
     assert _run(model, "-o", shlo, "--dim", "N=5") == 0
     assert converter.load(shlo).signature.inputs[0].shape == (5, 3)

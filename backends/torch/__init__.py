@@ -10,6 +10,7 @@ and ``torch.compile`` accept it; autograd flows through it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,13 +18,16 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from converter import dtypes, mlir
-from converter.errors import ConversionError, DistributedError, SignatureMismatchError
+from converter.errors import ConversionError, DistributedError, DynamicDimensionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.placement import is_host
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
 
-from . import ops  # noqa: F401 - registers the rules
+from . import (
+    ops,  # noqa: F401 - registers the rules
+    symbolic,
+)
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
 from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
@@ -48,6 +52,16 @@ _WRAPPING = {
     "stablehlo.all_reduce", "stablehlo.reduce_scatter",
 }  # fmt: skip
 
+# ops whose rules take shape values (SymArray operands) as they are, on symbolic sizes:
+# the operand positions that are shapes (None: all)
+_SHAPE_CONSUMERS: dict[str, frozenset[int] | None] = {
+    "func.call": None, "stablehlo.tuple": None, "stablehlo.get_tuple_element": None,
+    "stablehlo.custom_call@shape_assertion": None,
+    "stablehlo.dynamic_broadcast_in_dim": frozenset({1}), "stablehlo.dynamic_reshape": frozenset({1}),
+    "stablehlo.dynamic_iota": frozenset({0}), "stablehlo.real_dynamic_slice": frozenset({1, 2, 3}),
+    "stablehlo.dynamic_pad": frozenset({2, 3, 4}),
+}  # fmt: skip
+
 
 class TorchInterpreter(Interpreter):
     """Evaluates StableHLO ops with :data:`backends.torch.registry.TORCH_RULES` on torch
@@ -62,10 +76,22 @@ class TorchInterpreter(Interpreter):
     direction = "torch backend"
     placer: Placer | None = None
     comm: Communicator | None = None
+    #: shape computations on ``SymInt`` sizes (:mod:`backends.torch.symbolic`): set when a
+    #: shape-polymorphic module runs on symbolic sizes (``torch.export`` of a TorchModule)
+    symbolic: bool = False
+    #: sympy symbol name of an input size → the module's dimension name (error messages)
+    dim_names: dict[str, str] = {}
 
     def run_op(self, op: mlir.Op, operands: list[Any], env: dict) -> list[Any]:
         if op.name == "stablehlo.constant" and op.results[0] in env:
             return [env[op.results[0]]]  # hoisted out of a while/cond branch
+        if self.symbolic:
+            out = self._shape_op(op, operands)
+            if out is not None:
+                return out
+            keep = _SHAPE_CONSUMERS.get(self.dispatch_key(op), frozenset())
+            if keep is not None:
+                operands = [v if i in keep else symbolic.materialize(self, v) for i, v in enumerate(operands)]
         if self.placer is not None and self.placer.current != CPU and is_host(op.mlir):
             return self.placer.host_call(lambda xs: self.run_op(op, xs, env), operands)  # on CPU
         out = super().run_op(op, operands, env)
@@ -75,6 +101,43 @@ class TorchInterpreter(Interpreter):
             names = [t.dtype for t in op.result_types]
             out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
         return out
+
+    def _shape_op(self, op: mlir.Op, operands: list[Any]) -> list[Any] | None:
+        """``op`` computed on :class:`~backends.torch.symbolic.SymArray` shape values, or
+        None when it is not a shape computation.
+
+        Raises:
+            DynamicDimensionError: the shape computation has no symbolic form (names the
+                dimensions, the op and its location).
+        """
+        if op.name == "stablehlo.constant":
+            value = symbolic.constant(op)
+            return None if value is None else [value]
+        if op.name == "stablehlo.get_dimension_size":
+            x = operands[0]
+            size = (x.values if isinstance(x, symbolic.SymArray) else x).shape[op.attr("dimension")]
+            return [symbolic.SymArray(size, op.result_type.dtype)]
+        if not any(isinstance(v, symbolic.SymArray) for v in operands):
+            return None
+        try:
+            value = symbolic.eval_shape_op(op, operands)
+        except symbolic.SymbolicSizeError as e:
+            raise self.dimension_error(op, e, e.values) from e
+        return None if value is None else [value]
+
+    def dimension_error(
+        self, op: mlir.Op, cause: BaseException, values: Sequence[Any]
+    ) -> DynamicDimensionError:
+        """:class:`DynamicDimensionError` for ``op``, naming the module's dimensions behind
+        the sizes ``values`` (ints and ``SymInt``s)."""
+        names: list[str] = []
+        for v in values:
+            if isinstance(v, torch.SymInt):
+                for s in sorted(map(str, v.node.expr.free_symbols)):
+                    name = self.dim_names.get(s, s)
+                    if name not in names:
+                        names.append(name)
+        return DynamicDimensionError(op.name, op.location, cause, names)
 
 
 def param_attr_names(names: list[str]) -> dict[str, str]:
@@ -233,7 +296,10 @@ class TorchModule(torch.nn.Module):
             flat.append(self._key(rng))
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        outs = list(self._graph(flat)(*flat))
+        if self._dynamic_module is not None and _symbolic_sizes(flat):
+            outs = self._run_symbolic(flat)  # torch.export / torch.compile tracing this module
+        else:
+            outs = list(self._graph(flat)(*flat))
         for i, spec in enumerate(sig.outputs):
             if spec.dtype in STORAGE:
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
@@ -271,6 +337,47 @@ class TorchModule(torch.nn.Module):
             self._graphs[key] = build_graph(static, self.device)
         return self._graphs[key]
 
+    def _run_symbolic(self, flat: list[torch.Tensor]) -> list[Any]:
+        """Run the shape-polymorphic module on inputs with symbolic sizes (``torch.export``
+        or ``torch.compile`` tracing this module): the interpreter runs in the trace, its
+        shape computations on the ``SymInt`` sizes (:mod:`backends.torch.symbolic`), so the
+        traced graph keeps the dimensions symbolic and the module's constraints as
+        ``torch._check``s.
+
+        Raises:
+            DynamicDimensionError: a size the module computes has no symbolic form.
+        """
+        module = self._dynamic_module
+        sig = module.signature
+        specs = list(sig.all_args)
+        if sig.kept_var_idx is not None:
+            specs = [specs[i] for i in sig.kept_var_idx]
+        names: dict[str, str] = {}
+        for value, spec in zip(flat, specs, strict=True):
+            for d, size in zip(spec.shape, value.shape, strict=False):
+                if isinstance(d, str) and isinstance(size, torch.SymInt) and d.isidentifier():
+                    names.setdefault(str(size.node.expr), d)
+        placer = Placer(self.device)
+        interp = TorchInterpreter(module.mlir)
+        interp.placer, interp.symbolic, interp.dim_names = placer, True, names
+
+        def run(*args):
+            return [symbolic.materialize(interp, v) for v in interp.run(*args)]
+
+        return list(placer.main(run, flat, specs, sig.outputs))
+
+    def export_dynamic_shapes(self) -> dict[str, Any]:
+        """``dynamic_shapes`` for ``torch.export.export(self, args, kwargs, dynamic_shapes=...)``
+        keeping the module's dimensions symbolic: ``torch.export.Dim``s named as the module's
+        dimensions with their ranges (``signature.extra["dim_ranges"]``), derived dimensions
+        (``2*seq``) as expressions of them, as ``{"args": (...), "kwargs": {...}}`` (the
+        parameters of :meth:`forward`; ``None`` for a static input).
+
+        Raises:
+            ConversionError: a dimension expression torch's ``Dim`` cannot express.
+        """
+        return export_dynamic_shapes(self.signature)
+
     def _key(self, rng: torch.Tensor | int | None) -> torch.Tensor:
         """The PRNG key argument (``uint32[2]``, held as int64): from ``rng`` (an int seed or a
         2-element integer tensor, e.g. a JAX key's data), else drawn from torch's default
@@ -289,6 +396,124 @@ class TorchModule(torch.nn.Module):
 
     def _device(self) -> torch.device:
         return self.device
+
+
+def _symbolic_sizes(flat: list[Any]) -> bool:
+    """True when a value in ``flat`` has a ``torch.SymInt`` size (traced symbolically)."""
+    return any(isinstance(d, torch.SymInt) for v in flat for d in getattr(v, "shape", ()))
+
+
+def _dim_ident(d: Any, where: tuple[int, int]) -> str:
+    """A dimension's name as a Python identifier (a ``torch.export.Dim`` name): ONNX
+    ``dim_param``s such as ``batch-size`` with ``_`` for other characters, an unnamed
+    dynamic dimension (None) ``d<input>_<axis>`` (as :func:`converter.passes.shapes.symbolic_shapes`)."""
+    if d is None:
+        return f"d{where[0]}_{where[1]}"
+    ident = re.sub(r"\W", "_", d)
+    return ident if ident and not ident[0].isdigit() else f"d_{ident}"
+
+
+def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
+    """Per input: ``(axis, name or None, parsed expression or None)`` of each dynamic
+    dimension (a derived one has an expression)."""
+    from converter.passes.shapes import _parse_dim
+
+    out = []
+    for i, spec in enumerate(sig.inputs):
+        dims = []
+        for a, d in enumerate(spec.shape):
+            if isinstance(d, int):
+                continue
+            tree = None if d is None or d.isidentifier() else _parse_dim(d)
+            dims.append((a, _dim_ident(d, (i, a)) if tree is None else None, tree))
+        out.append(dims)
+    return out
+
+
+def export_dynamic_shapes(sig: Signature) -> dict[str, Any]:
+    """The ``torch.export`` ``dynamic_shapes`` of a module with signature ``sig`` (see
+    :meth:`TorchModule.export_dynamic_shapes`)."""
+    from torch.export import Dim
+
+    ranges = sig.extra.get("dim_ranges") or {}
+    idents = {_dim_ident(k, (0, 0)): v for k, v in ranges.items()}
+    made: dict[str, Any] = {}
+
+    def dim(name: str) -> Any:
+        if name not in made:
+            lo, hi = (list(idents.get(name) or []) + [None, None])[:2]
+            kwargs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+            made[name] = Dim(name, **kwargs)
+        return made[name]
+
+    leaves = []
+    for spec, dims in zip(sig.inputs, _dims_of(sig), strict=True):
+        leaves.append(
+            {
+                a: dim(name) if tree is None else _derived(tree, dim, spec.name, spec.shape[a])
+                for a, name, tree in dims
+            }
+            or None
+        )
+    args, kwargs = unflatten(sig.in_tree, leaves)
+    out: dict[str, Any] = {"args": tuple(args)}
+    if kwargs:
+        out["kwargs"] = dict(kwargs)
+    return out
+
+
+def export_example(sig: Signature) -> tuple[tuple, dict]:
+    """Zero ``(args, kwargs)`` inputs of ``sig``'s structure, dtypes and shapes for
+    ``torch.export``: each dynamic dimension gets a size in its range other than 0 and 1
+    (which ``torch.export`` specializes), distinct names distinct sizes where the ranges
+    allow (so the trace relates no two dimensions by their example sizes), derived
+    dimensions the size of their expression."""
+    from converter.passes.shapes import _eval_dim, _names
+
+    ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.extra.get("dim_ranges") or {}).items()}
+    per_input = _dims_of(sig)
+    names: list[str] = []
+    for dims in per_input:
+        for _, name, tree in dims:
+            for n in [name] if tree is None else sorted(_names(tree)):
+                if n not in names:
+                    names.append(n)
+    sizes: dict[str, int] = {}
+    for k, name in enumerate(names):
+        lo, hi = (list(ranges.get(name) or []) + [None, None])[:2]
+        size = max(lo or 1, 2) + k
+        sizes[name] = min(size, hi) if hi is not None else size
+    leaves = []
+    for spec, dims in zip(sig.inputs, per_input, strict=True):
+        shape = list(spec.shape)
+        for a, name, tree in dims:
+            shape[a] = sizes[name] if tree is None else _eval_dim(tree, sizes)
+        leaves.append(torch.zeros(shape, dtype=dtypes.torch_dtype(spec.dtype)))
+    args, kwargs = unflatten(sig.in_tree, leaves)
+    return tuple(args), dict(kwargs)
+
+
+def _derived(tree: Any, dim: Any, where: str, text: str) -> Any:
+    """A ``Dim`` expression (``2*seq + 1``) from a parsed dimension expression."""
+    import ast
+
+    def ev(node: Any) -> Any:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Name):
+            return dim(node.id)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b if not isinstance(a, int) else b + a
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            return a * b if not isinstance(a, int) else b * a
+        raise ConversionError(f"{where}: dimension {text!r} has no torch.export Dim form")
+
+    return ev(tree)
 
 
 def _mutated_inputs(sig: Signature, leaves: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -353,8 +578,10 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
     A shape-polymorphic module (dynamic dimensions: ``from_torch(dynamic_shapes=...)``, an
     ONNX ``dim_param``) runs inputs of any size its dimension names and ranges allow: each
     new shape specializes it (:func:`converter.passes.shapes.refine`) and traces its graph,
-    once per shape; parameters are shared. ``torch.export`` of such a module specializes to
-    the example shapes.
+    once per shape; parameters are shared. ``torch.export`` (or ``torch.compile``) tracing
+    such a module with symbolic sizes keeps them symbolic: the module is interpreted on the
+    ``SymInt`` sizes (:mod:`backends.torch.symbolic`); give ``dynamic_shapes=
+    module.export_dynamic_shapes()`` for the module's dimension names and ranges.
 
     A partitioned module (``mhlo.num_partitions = N``: ``jax.jit(shard_map(...))`` on N
     devices) gives a :class:`backends.torch.distributed.DistributedTorchModule`, run by each

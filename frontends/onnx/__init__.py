@@ -31,6 +31,7 @@ from . import ops  # noqa: F401 - registers the rules
 from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype
 from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup, schema_function
 from .symbolic import materialize
+from .values import ValueDependentModule
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
 MIN_OPSET = 7
@@ -213,6 +214,7 @@ def from_onnx(
     input_shapes: dict[str, tuple] | None = None,
     static_inputs: dict[str, Any] | None = None,
     check: bool = True,
+    values_at_call: bool = True,
 ) -> Module:
     """Convert an ONNX model to a :class:`converter.Module`.
 
@@ -236,12 +238,19 @@ def from_onnx(
         static_inputs: graph inputs to fold in as constants (name → array), for models
             whose shapes, axes or trip counts are computed from inputs.
         check: run ``onnx.checker.check_model`` first.
+        values_at_call: when a shape, axes, count or size is computed from graph inputs
+            not in ``static_inputs`` (``Reshape`` with a shape input, ``TopK`` with a ``k``
+            input...), return a :class:`frontends.onnx.values.ValueDependentModule` whose
+            ``to_jax``/``to_torch`` specialize on those inputs' values at call time (cached
+            per value, as ``jax.jit``'s static arguments); False raises
+            :class:`StaticValueRequired` instead.
 
     Raises:
         ParseError: unreadable file, or ``onnx.checker`` rejects the graph.
         UnsupportedOpError: one error naming every node (name, op type, schema version)
             without a lowering, or whose opset is outside 7..``onnx.defs.onnx_opset_version()``.
-        StaticValueRequired: a shape/axes input depends on a graph input (see ``static_inputs``).
+        StaticValueRequired: a shape/axes input depends on a graph input, with
+            ``values_at_call=False`` (see ``static_inputs``).
         OpConversionError: a rule failed; names the node, its op type and version (also
             when a rule needs the value of a symbolic dimension: give it a size with ``dims``).
         ConversionError: inputs of a type StableHLO cannot hold (strings, sequences), or
@@ -249,6 +258,89 @@ def from_onnx(
     """
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
+    try:
+        return _from_onnx(model, path, dims, input_shapes, static_inputs, check)
+    except StaticValueRequired as e:
+        if not values_at_call:
+            raise
+        return _value_dependent(model, e, dims, input_shapes, static_inputs)
+
+
+def _value_dependent(
+    model: onnx.ModelProto,
+    error: StaticValueRequired,
+    dims: dict[str, int] | None,
+    input_shapes: dict[str, tuple] | None,
+    static_inputs: dict[str, Any] | None,
+) -> Module:
+    """The :class:`~frontends.onnx.values.ValueDependentModule` of ``model``, whose
+    conversion raised ``error``: the graph inputs it comes from are value inputs (re-raised
+    when it comes from none, a value computed from symbolic dimensions, or when a graph input
+    or output is a sequence or optional, which it does not take)."""
+    from .values import ValueDependentModule, graph_input_sources
+
+    graph = model.graph
+    params = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    given = {k: _static(v) for k, v in (static_inputs or {}).items()}
+    runtime = [vi for vi in graph.input if vi.name not in params and vi.name not in given]
+    sources = graph_input_sources(graph, error.names, {vi.name for vi in runtime})
+    if not sources or any(
+        vi.type.WhichOneof("value") != "tensor_type" for vi in (*graph.input, *graph.output)
+    ):
+        raise error  # from symbolic dimensions, or sequence/optional values (not specialized)
+    inputs = tuple(
+        LeafSpec(
+            vi.name,
+            _input_shape(vi, dims or {}, input_shapes or {}),
+            _dtype_name(np_dtype(vi.type.tensor_type.elem_type), vi.name),
+        )
+        for vi in runtime
+    )
+    outputs = tuple(
+        LeafSpec(
+            vi.name,
+            tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in vi.type.tensor_type.shape.dim
+            ),
+            _dtype_name(np_dtype(vi.type.tensor_type.elem_type), vi.name),
+            "output",
+        )
+        for vi in graph.output
+    )
+    signature = Signature(
+        params=tuple(
+            LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
+        ),
+        inputs=inputs,
+        outputs=outputs,
+        in_tree=args_tree({"kind": "tuple", "children": [LEAF] * len(inputs)}, _EMPTY_DICT),
+        out_tree={"kind": "tuple", "children": [LEAF] * len(outputs)},
+    )
+
+    def convert(values: dict[str, np.ndarray]) -> Module:
+        return from_onnx(
+            model,
+            dims=dims,
+            input_shapes=input_shapes,
+            static_inputs={**given, **values},
+            check=False,
+            values_at_call=False,
+        )
+
+    meta = {"onnx_version": onnx.__version__, "producer": model.producer_name, "graph": graph.name}
+    return ValueDependentModule(model, signature, params, sources, convert, meta)
+
+
+def _from_onnx(
+    model: onnx.ModelProto,
+    path: Any,
+    dims: dict[str, int] | None,
+    input_shapes: dict[str, tuple] | None,
+    static_inputs: dict[str, Any] | None,
+    check: bool,
+) -> Module:
+    """:func:`from_onnx` of a loaded model, raising :class:`StaticValueRequired`."""
     if check:
         try:
             onnx.checker.check_model(model)
@@ -512,6 +604,7 @@ __all__ = [
     "MAX_OPSET",
     "ONNX_RULES",
     "StaticValueRequired",
+    "ValueDependentModule",
     "check_supported",
     "from_onnx",
     "load_model",

@@ -329,20 +329,105 @@ def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict,
     )
     if not syms:
         return {}, {}
-    names = _dim_names(inputs, syms)
     bounds = {str(k): v for k, v in ep.range_constraints.items()}
+    related = _guard_relations(inputs, syms, bounds)
+    free = [s for s in syms if s not in related]
+    names = _dim_names(inputs, free)
     ranges: dict[str, list] = {}
     constraints: list[str] = []
-    for s in syms:
+    for s in free:
         name, vr = names[s], bounds.get(str(s))
         lo = max(1, _finite(vr.lower) or 1) if vr is not None else 1
         hi = _finite(vr.upper) if vr is not None else None
         ranges[name] = [lo, hi]
         constraints += [f"{name} >= {lo}"] if lo > 1 else []
         constraints += [f"{name} <= {hi}"] if hi is not None else []
+    constraints += _guard_inequalities(inputs, free, names)
     scope = jax.export.SymbolicScope(constraints)
-    dims = jax.export.symbolic_shape(", ".join(names[s] for s in syms), scope=scope)
-    return dict(zip(syms, dims, strict=True)), ranges
+    dims = jax.export.symbolic_shape(", ".join(names[s] for s in free), scope=scope)
+    symbols = dict(zip(free, dims, strict=True))
+    for s, (base, k, c) in related.items():
+        symbols[s] = k * symbols[base] + c
+    return symbols, ranges
+
+
+def _guard_inequalities(inputs: list[torch.Tensor], free: list, names: dict) -> list[str]:
+    """torch's guards that order two or more input sizes (``s1 >= s0``: ``y[: x.shape[0]]``)
+    as ``jax.export`` constraints (``a >= b``), so rules can decide those comparisons too.
+    Only linear guards over the input sizes are taken; others stay torch's."""
+    import sympy
+
+    env = next((v.fake_mode.shape_env for v in inputs if getattr(v, "fake_mode", None)), None)
+    out: list[str] = []
+    rename = {s: sympy.Symbol(names[s], integer=True) for s in free}
+    for g in getattr(env, "guards", ()) if env is not None else ():
+        e = g.expr
+        if not isinstance(e, (sympy.Ge, sympy.Le, sympy.Gt, sympy.Lt)) or len(e.free_symbols) < 2:
+            continue
+        if not e.free_symbols <= set(free):
+            continue
+        lhs, rhs = (e.lhs, e.rhs) if isinstance(e, (sympy.Ge, sympy.Gt)) else (e.rhs, e.lhs)
+        diff = sympy.expand(lhs - rhs - (1 if isinstance(e, (sympy.Gt, sympy.Lt)) else 0))
+        if not diff.is_polynomial(*e.free_symbols) or sympy.Poly(diff, *e.free_symbols).total_degree() > 1:
+            continue
+        text = f"{sympy.sstr(diff.xreplace(rename))} >= 0"
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _guard_relations(inputs: list[torch.Tensor], syms: list, bounds: dict) -> dict:
+    """Input sizes that torch's guards tie to another one: ``{s: (base, k, c)}`` for
+    ``s == k * base + c``. With ``Dim.AUTO`` torch keeps such sizes separate symbols and the
+    relation a guard of the example (``y.view(b, 2, -1)`` with ``rows(y) == 2 * rows(x)``
+    records ``(s1 // s0) == 2`` and ``s1 % s0 == 0``), where a derived ``Dim`` would make one
+    an expression of the other. A relation is taken only when the guards *force* it: every
+    guard on ``s`` holds with it (for several sizes of ``base`` in range) and fails for the
+    sizes of ``s`` next to it; anything else stays a separate dimension."""
+    import sympy
+
+    env = next((v.fake_mode.shape_env for v in inputs if getattr(v, "fake_mode", None)), None)
+    hints = getattr(env, "var_to_val", None) or {}
+    if env is None or not all(s in hints for s in syms):
+        return {}
+    guards = [g.expr for g in getattr(env, "guards", ())]
+    related: dict = {}
+
+    def holds(on: list, values: dict) -> bool:
+        try:
+            return all(bool(g.xreplace({k: sympy.Integer(v) for k, v in values.items()})) for g in on)
+        except TypeError:  # a guard that does not evaluate to a truth value
+            return False
+
+    def in_range(s, v: int) -> bool:
+        vr = bounds.get(str(s))
+        lo = _finite(vr.lower) if vr is not None else None
+        hi = _finite(vr.upper) if vr is not None else None
+        return v >= max(lo or 1, 1) and (hi is None or v <= hi)
+
+    for s in syms:
+        on = [g for g in guards if s in g.free_symbols]
+        if not on:
+            continue
+        for base in syms:
+            if base is s or base in related or any(b is s for b, _, _ in related.values()):
+                continue
+            hb, hs = int(hints[base]), int(hints[s])
+            candidates = [(hs // hb, 0)] if hs % hb == 0 and hs // hb >= 2 else []
+            candidates.append((1, hs - hb))
+            for k, c in candidates:
+                others = {t: int(hints[t]) for t in syms if t not in (s, base)}
+                samples = [v for v in (hb, hb + 1, hb + 3, 2 * hb + 5) if in_range(base, v)]
+                sufficient = all(holds(on, {**others, base: v, s: k * v + c}) for v in samples)
+                forced = not any(
+                    holds(on, {**others, base: hb, s: hs + d}) for d in (-2, -1, 1, 2) if hs + d >= 1
+                )
+                if sufficient and forced:
+                    related[s] = (base, k, c)
+                    break
+            if s in related:
+                break
+    return related
 
 
 def _finite(bound: Any) -> int | None:

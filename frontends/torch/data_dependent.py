@@ -11,9 +11,13 @@ runs before the op check and
 * rewrites a ``nonzero`` (``argwhere``) whose size the program bounds below the input's
   element count -- ``n = torch.nonzero(x); torch._check(n.shape[0] <= N)`` -- into
   ``nonzero_static(x, size=N, fill_value=-1)``: the padded form (``jnp.nonzero(size=N,
-  fill_value=-1)`` semantics; ``torch.export``'s runtime checks on the size are dropped), when
-  its result is a model output (the first ``n`` rows are torch's, the other ``N - n`` are
-  ``-1``); used by other ops, its padding rows would enter their results, so it is refused;
+  fill_value=-1)`` semantics; ``torch.export``'s runtime checks on the size are dropped), and
+  carries the padding through the ops that use it (:class:`_Padding`): ops computing row
+  ``i`` from row ``i`` keep it, reductions over the padded rows mask them (``mean``
+  divides by the true count), and a model output has ``N`` rows, the first ``n`` torch's
+  (the padding ``-1`` for the indices, ``0`` for values computed from them). A use the
+  padding would change (a size read, indexing into the padded rows, a product over them)
+  is refused, naming the op and its line;
 * raises one :class:`DataDependentShapeError` naming every other op that introduces an
   unbacked size, with its source line, the reason and the static-size fix.
 
@@ -149,8 +153,9 @@ def _bound(ep: ExportedProgram, sym) -> int | None:
 
 
 def _pad_nonzero(ep: ExportedProgram, node: torch.fx.Node, sym) -> str | None:
-    """Rewrite a bounded ``nonzero`` into ``nonzero_static``; returns None when done, else
-    why it could not be (appended to the error's reason)."""
+    """Rewrite a bounded ``nonzero`` into ``nonzero_static`` and carry its padding through
+    the ops that use it (:class:`_Padding`); returns None when done, else why it could not
+    be (appended to the error's reason)."""
     x = node.args[0]
     xval = x.meta.get("val")
     bound = _bound(ep, sym)
@@ -161,25 +166,247 @@ def _pad_nonzero(ep: ExportedProgram, node: torch.fx.Node, sym) -> str | None:
     if bound is None or numel is None or bound >= numel:
         return ""  # not bounded by the program
     checks = _size_check_users(node)
-    others = [u for u in node.users if u.op != "output" and (checks is None or u not in checks)]
-    if checks is None or others:
-        used = sorted({op_name(u) for u in others} or {"a size computation"})
+    if checks is None:
         return (
-            f"; it is bounded (torch._check: at most {bound} rows) but its padded form is only "
-            f"converted as a model output, and here it feeds {', '.join(used)}, whose results the "
-            "padding rows would change: pad explicitly with torch.nonzero_static and mask the padding"
+            f"; it is bounded (torch._check: at most {bound} rows) but its size feeds a computation "
+            "(not only checks), which the padded form cannot give: pad explicitly with "
+            "torch.nonzero_static and mask the padding"
         )
-    graph = node.graph
-    with graph.inserting_before(node):
-        new = graph.call_function(aten.nonzero_static.default, (x,), {"size": bound, "fill_value": -1})
-    new.meta = dict(node.meta)
-    with xval.fake_mode:
-        new.meta["val"] = torch.empty((bound, xval.ndim), dtype=torch.int64, device=xval.device)
-    node.replace_all_uses_with(new, delete_user_cb=lambda u: u.op == "output")
-    for n in reversed(_order(graph, checks)):
-        graph.erase_node(n)
-    graph.erase_node(node)
+    refused = _Padding(node, sym, bound, checks).check()
+    if refused is not None:
+        user, why = refused
+        return (
+            f"; it is bounded (torch._check: at most {bound} rows) and converts padded, but here it "
+            f"feeds {op_name(user) if user.op == 'call_function' else user.op}"
+            f"{' at ' + node_location(user) if node_location(user) else ''}, {why}: pad explicitly "
+            "with torch.nonzero_static and mask the padding"
+        )
+    _Padding(node, sym, bound, checks).rewrite()
     return None
+
+
+#: ops whose result row ``i`` along the padded dimension depends only on row ``i`` of their
+#: padded operands (besides the pointwise ops, found by torch's ``pointwise`` tag)
+_ROW_LOCAL = {
+    "aten.select.int", "aten.slice.Tensor", "aten.unsqueeze.default", "aten.squeeze.dim",
+    "aten.squeeze.dims", "aten.permute.default", "aten.transpose.int", "aten.t.default",
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.clone.default",
+    "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.alias.default",
+    "aten.index.Tensor", "aten.mm.default", "aten.addmm.default", "aten.matmul.default",
+    "aten.linear.default", "aten.contiguous.default", "aten.expand.default",
+}  # fmt: skip
+_PRODUCTS = {"aten.mm.default", "aten.addmm.default", "aten.matmul.default", "aten.linear.default"}
+_RESHAPES = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}
+#: reductions over the padded dimension: the padding rows are replaced by the identity first
+_REDUCTIONS = {
+    "aten.sum.dim_IntList": 0, "aten.sum.default": 0, "aten.mean.dim": 0, "aten.mean.default": 0,
+    "aten.amax.default": "min", "aten.amin.default": "max", "aten.prod.dim_int": 1,
+    "aten.prod.default": 1, "aten.any.dim": False, "aten.any.dims": False, "aten.any.default": False,
+    "aten.all.dim": True, "aten.all.dims": True, "aten.all.default": True,
+}  # fmt: skip
+
+
+class _Padding:
+    """Carries a padded ``nonzero`` (``nonzero_static(x, size=bound, fill_value=-1)``, its
+    first ``n`` rows torch's) through the graph: each value computed from it keeps the
+    padded dimension (torch's unbacked size ``sym``, now ``bound``) when the op computes
+    row ``i`` from row ``i`` only (pointwise ops, indexing *by* it, views that keep the
+    dimension whole, matmuls over other dimensions); a reduction over that dimension gets
+    the padding rows replaced by its identity first (``mean`` divides by ``n``); a model
+    output keeps ``bound`` rows, the padding ones ``-1`` for the indices themselves and
+    ``0`` for values computed from them. Any other use is refused (:meth:`check` names it)."""
+
+    def __init__(self, node: torch.fx.Node, sym, bound: int, checks: list[torch.fx.Node]):
+        self.node, self.sym, self.bound, self.checks = node, sym, bound, checks
+        self.graph = node.graph
+        self.fake_mode = node.args[0].meta["val"].fake_mode
+
+    # ------------------------------------------------------------------ analysis
+
+    def _axis(self, val) -> int | None | str:
+        """The axis of ``val``'s shape that is exactly the padded size; None when none is;
+        ``"mixed"`` when the size enters another dimension (``2 * u0``) or two do."""
+        shape = getattr(val, "shape", None)
+        if shape is None:
+            return "mixed" if self.sym in _syms(val) else None
+        found = []
+        for i, d in enumerate(shape):
+            if isinstance(d, torch.SymInt) and self.sym in d.node.expr.free_symbols:
+                if d.node.expr != self.sym:
+                    return "mixed"
+                found.append(i)
+        return found[0] if len(found) == 1 else ("mixed" if found else None)
+
+    def _padded(self) -> dict[torch.fx.Node, int]:
+        """Every node the padding reaches (``node`` included), with its padded axis."""
+        out = {self.node: self._axis(self.node.meta["val"])}
+        for n in self.graph.nodes:
+            if n in out or n.op != "call_function" or n in self.checks:
+                continue
+            if any(a in out for a in n.all_input_nodes):
+                out[n] = self._axis(n.meta.get("val"))
+        return out
+
+    def check(self) -> tuple[torch.fx.Node, str] | None:
+        """The first use the padding cannot be carried through, and why; None when all can."""
+        padded = self._padded()
+        for n, axis in padded.items():
+            if n is self.node:
+                continue
+            name = op_name(n)
+            ins = [a for a in n.all_input_nodes if a in padded]
+            if axis == "mixed":
+                return n, "which merges the padded rows with others (a size computed from it)"
+            if axis is None:
+                if name not in _REDUCTIONS or len(ins) != 1 or n.args[0] is not ins[0]:
+                    return n, "whose result the padding rows would change"
+                if padded[ins[0]] not in self._reduced_axes(n, ins[0]):
+                    return n, "a reduction that keeps the padded dimension apart from the others"
+                continue
+            if not (name in _ROW_LOCAL or _pointwise(n)):
+                return n, "which mixes rows of the padded dimension"
+            if name == "aten.index.Tensor" and n.args[0] in padded:
+                return n, "indexing into the padded rows (which could pick padding rows)"
+            if name in (
+                "aten.mm.default",
+                "aten.addmm.default",
+                "aten.matmul.default",
+                "aten.linear.default",
+            ):
+                lhs = n.args[1] if name == "aten.addmm.default" else n.args[0]
+                rank = len(lhs.meta["val"].shape) if lhs in padded else 0
+                if [a for a in ins if a is not lhs] or lhs not in padded or padded[lhs] >= rank - 1:
+                    return n, "a product over the padded dimension"
+            if name in _RESHAPES and not self._keeps_rows(ins[0], padded[ins[0]], n, axis):
+                return n, "a view that moves the padded rows"
+            for a in ins:  # pointwise broadcasting: the padded axes line up
+                if _pointwise(n) and padded[a] - a.meta["val"].dim() != axis - n.meta["val"].dim():
+                    return n, "which lines the padded rows up with another dimension"
+        for n in padded:
+            for u in n.users:
+                if u.op == "call_function" and u not in padded and u not in self.checks:
+                    return u, "which reads its size"
+        return None
+
+    def _reduced_axes(self, n: torch.fx.Node, inp: torch.fx.Node) -> set[int]:
+        rank = inp.meta["val"].dim()
+        dims = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+        if dims is None or (isinstance(dims, (list, tuple)) and not dims):
+            return set(range(rank))
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        return {d % rank for d in dims}
+
+    @staticmethod
+    def _keeps_rows(inp: torch.fx.Node, a_in: int, out: torch.fx.Node, a_out: int) -> bool:
+        """A reshape keeps each padded row whole when the sizes before the padded axis have
+        one product in the input and the output."""
+
+        def before(val, axis):
+            p = 1
+            for d in val.shape[:axis]:
+                if not isinstance(d, int):
+                    return None
+                p *= d
+            return p
+
+        b_in, b_out = before(inp.meta["val"], a_in), before(out.meta["val"], a_out)
+        return b_in is not None and b_in == b_out
+
+    # ------------------------------------------------------------------ rewrite
+
+    def _call(self, target, args: tuple, kwargs: dict | None = None, like: torch.fx.Node | None = None):
+        """A new node ``target(*args, **kwargs)`` before ``like`` with its ``val`` computed on
+        the fake values, and ``like``'s stack trace (error messages name its line)."""
+        kwargs = kwargs or {}
+        with self.graph.inserting_before(like or self.node):
+            n = self.graph.call_function(target, args, kwargs)
+
+        def val(a):
+            return a.meta["val"] if isinstance(a, torch.fx.Node) else a
+
+        with self.fake_mode:
+            n.meta["val"] = target(
+                *torch.fx.node.map_aggregate(args, val), **torch.fx.node.map_aggregate(kwargs, val)
+            )
+        n.meta["stack_trace"] = (like or self.node).meta.get("stack_trace")
+        return n
+
+    def _fake(self, val):
+        shape = [
+            self.bound if isinstance(d, torch.SymInt) and d.node.expr == self.sym else d for d in val.shape
+        ]
+        with self.fake_mode:
+            return torch.empty(shape, dtype=val.dtype, device=val.device)
+
+    def rewrite(self) -> None:
+        padded = self._padded()
+        x = self.node.args[0]
+        new = self._call(aten.nonzero_static.default, (x,), {"size": self.bound, "fill_value": -1})
+        new.meta = {**self.node.meta, "val": self._fake(self.node.meta["val"])}
+        nonzero = self._call(aten.ne.Scalar, (x, 0))
+        count = self._call(aten.sum.default, (nonzero,))
+        rows = self._call(
+            aten.arange.default, (self.bound,), {"dtype": torch.int64, "device": x.meta["val"].device}
+        )
+        keep = self._call(aten.lt.Tensor, (rows, count))
+        self.node.replace_all_uses_with(new)
+        for n in reversed(_order(self.graph, self.checks)):
+            self.graph.erase_node(n)
+        self.graph.erase_node(self.node)
+        padded = {(new if n is self.node else n): a for n, a in padded.items()}
+        for n, axis in padded.items():
+            if n is new:
+                continue
+            if axis is None:  # a reduction over the padded dimension
+                self._mask_reduction(n, padded, keep, count)
+            else:
+                n.meta["val"] = self._fake(n.meta["val"])
+        (output,) = [n for n in self.graph.nodes if n.op == "output"]
+        outs = list(output.args[0]) if isinstance(output.args[0], (list, tuple)) else [output.args[0]]
+        for i, o in enumerate(outs):
+            if o in padded and o is not new and padded[o] is not None:
+                outs[i] = self._masked(o, padded[o], keep, 0, output)
+        output.args = (type(output.args[0])(outs) if isinstance(output.args[0], (list, tuple)) else outs[0],)
+
+    def _masked(self, value, axis: int, keep, fill, before):
+        """``value`` with its padding rows (along ``axis``) set to ``fill``."""
+        rank = value.meta["val"].dim()
+        shape = [1] * rank
+        shape[axis] = self.bound
+        mask = self._call(aten.view.default, (keep, shape), like=before)
+        if isinstance(fill, str):  # the smallest / largest value of the dtype
+            dtype = value.meta["val"].dtype
+            info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+            fill = (
+                (-float("inf") if fill == "min" else float("inf"))
+                if dtype.is_floating_point
+                else (info.min if fill == "min" else info.max)
+            )
+        return self._call(aten.where.ScalarOther, (mask, value, fill), like=before)
+
+    def _mask_reduction(self, n: torch.fx.Node, padded: dict, keep, count) -> None:
+        inp = n.args[0]
+        name = op_name(n)
+        masked = self._masked(inp, padded[inp], keep, _REDUCTIONS[name], n)
+        n.replace_input_with(inp, masked)
+        if name not in ("aten.mean.dim", "aten.mean.default"):
+            return
+        # mean over the padded rows: the sum, divided by n (times the other reduced sizes)
+        axes = self._reduced_axes(n, inp)
+        other = 1
+        for a in axes - {padded[inp]}:
+            other *= int(inp.meta["val"].shape[a])
+        keepdim = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        dims = sorted(axes)
+        total = self._call(aten.sum.dim_IntList, (masked, dims, keepdim), like=n)
+        divisor = self._call(aten.mul.Scalar, (count, other), like=n) if other != 1 else count
+        mean = self._call(aten.div.Tensor, (total, divisor), like=n)
+        n.replace_all_uses_with(mean)
+        self.graph.erase_node(n)
+
+
+def _pointwise(node: torch.fx.Node) -> bool:
+    return torch.Tag.pointwise in getattr(node.target, "tags", ())
 
 
 def _order(graph: torch.fx.Graph, nodes: list[torch.fx.Node]) -> list[torch.fx.Node]:

@@ -13,6 +13,7 @@ import torch
 
 from .._util import numpy_to_torch, result_name, scalar_of, storage_dtype
 from ..registry import register
+from ..symbolic import SymArray, shape_list
 
 
 @register("stablehlo.constant")
@@ -125,27 +126,61 @@ def _reverse(interp, op, x):
     return torch.flip(x, dims) if dims else x
 
 
-def _static_shape(op) -> tuple[int, ...]:
-    shape = op.result_type.shape
-    if any(d is None for d in shape):
-        raise NotImplementedError(f"{op.name} with a dynamic result shape")
-    return tuple(shape)
+def _result_shape(op, shape) -> tuple:
+    """The result shape of a ``dynamic_*`` op: its static type, or on a shape-polymorphic
+    module run on symbolic sizes the shape operand's values (ints and ``SymInt``s)."""
+    static = op.result_type.shape
+    if all(d is not None for d in static):
+        return tuple(static)
+    return tuple(shape_list(shape))
 
 
 @register("stablehlo.dynamic_broadcast_in_dim")
 def _dynamic_broadcast_in_dim(interp, op, x, output_dimensions):
-    return broadcast_in_dim(x, _static_shape(op), op.attr("broadcast_dimensions"))
+    return broadcast_in_dim(x, _result_shape(op, output_dimensions), op.attr("broadcast_dimensions"))
 
 
 @register("stablehlo.dynamic_reshape")
 def _dynamic_reshape(interp, op, x, shape):
-    return x.reshape(_static_shape(op))
+    return x.reshape(_result_shape(op, shape))
 
 
 @register("stablehlo.dynamic_iota")
 def _dynamic_iota(interp, op, shape):
-    _static_shape(op)
-    return _iota(interp, op)
+    t = op.result_type
+    out = _result_shape(op, shape)
+    dim = op.attr("iota_dimension")
+    base = torch.arange(out[dim], dtype=torch.int64).to(storage_dtype(t.dtype))
+    view = [1] * len(out)
+    view[dim] = out[dim]
+    return base.reshape(view).expand(out).clone()
+
+
+@register("stablehlo.real_dynamic_slice")
+def _real_dynamic_slice(interp, op, x, start, limit, strides):
+    """``x[start:limit:strides]`` on every axis (in bounds by the spec's constraints)."""
+    bounds = zip(shape_list(start), shape_list(limit), shape_list(strides), strict=True)
+    return x[tuple(slice(s, e, k) for s, e, k in bounds)]
+
+
+@register("stablehlo.dynamic_pad")
+def _dynamic_pad(interp, op, x, value, low, high, interior):
+    """:func:`pad` with the amounts from operands (negative amounts crop)."""
+    return pad(x, value, shape_list(low), shape_list(high), shape_list(interior))
+
+
+@register("stablehlo.custom_call@shape_assertion")
+def _shape_assertion(interp, op, assertion, *values):
+    """JAX's check of the dimension constraints: ``torch._check`` of the condition (on
+    symbolic sizes it becomes a constraint of the traced graph)."""
+    cond = shape_list(assertion)[0] if isinstance(assertion, SymArray) else bool(assertion)
+    message = str(op.attr("error_message") or "shape assertion failed")
+    if isinstance(cond, torch.SymBool):
+        sizes = [v for a in values for v in (shape_list(a) if isinstance(a, SymArray) else [])]
+        torch._check(cond, lambda: message.format(*sizes))
+    elif not cond:
+        raise ValueError(message)
+    return []
 
 
 @register("stablehlo.get_dimension_size")

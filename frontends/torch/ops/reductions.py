@@ -9,6 +9,8 @@ first extremal element, and NaN counts as the largest element.
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -47,7 +49,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):  # noqa: A002
         x = x.astype(np_dtype(dtype))
     x = x.astype(acc_dtype(x.dtype))
     axes = dims(dim, x.ndim)
-    count = int(np.prod([x.shape[a] for a in axes]))
+    count = math.prod(x.shape[a] for a in axes)  # a symbolic dimension stays symbolic
     return jnp.sum(x, axis=axes, keepdims=keepdim) / count
 
 

@@ -46,6 +46,7 @@ def convert_case(case):
                 model,
                 static_inputs=static,
                 input_shapes={n: np.shape(v) for n, v in feed.items() if n not in static},
+                values_at_call=False,
             )
             break
         except StaticValueRequired as e:

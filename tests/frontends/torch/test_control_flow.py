@@ -232,6 +232,56 @@ def test_pointwise_associative_scan_hop_matches_torch():
         )
 
 
+class LinearRecurrence(torch.nn.Module):
+    """``h[t] = a[t] * h[t-1] + b[t]`` as torch writes it for a parallel scan: composing
+    affine maps is associative, and the combine function is pointwise."""
+
+    def __init__(self, mode: str = "pointwise"):
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, a, b):
+        def combine(left, right):
+            (a1, b1), (a2, b2) = left, right
+            return a1 * a2, b1 * a2 + b2
+
+        _, h = associative_scan(combine, (a, b), dim=1, combine_mode=self.mode)
+        return h.tanh()
+
+
+def test_associative_scan_of_a_real_program_on_every_backend():
+    """A real program with ``associative_scan(combine_mode="pointwise")``: torch emits the
+    higher-order op only for CUDA/XPU inputs, so it is exported on fake CUDA tensors (no GPU
+    needed; the graph is device-neutral) and the converted module runs on CPU in each backend,
+    against eager torch running the same program with ``combine_mode="generic"`` and a
+    sequential loop."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        fake = (torch.empty(2, 9, 3, device="cuda"), torch.empty(2, 9, 3, device="cuda"))
+        ep = torch.export.export(LinearRecurrence(), fake)
+    assert "associative_scan" in graph_ops(ep)  # the higher-order op, not a decomposition
+    m = converter.from_torch(ep)
+    f_jax, f_torch = m.to_jax(), m.to_torch()
+    torch.manual_seed(5)
+    for _ in range(2):
+        a, b = torch.rand(2, 9, 3) + 0.5, torch.randn(2, 9, 3)
+        with torch.no_grad():
+            want = LinearRecurrence("generic")(a, b).numpy()
+        h, loop = torch.zeros(2, 3), []
+        for t in range(9):
+            h = a[:, t] * h + b[:, t]
+            loop.append(h)
+        np.testing.assert_allclose(want, torch.stack(loop, 1).tanh().numpy(), rtol=1e-5, atol=1e-6)
+        got = {
+            "to_jax": np.asarray(f_jax(a.numpy(), b.numpy())),
+            "to_torch": f_torch(a, b).detach().numpy(),
+            "to_onnx": _onnx_run(m, (a, b))[0],
+        }
+        for target, out in got.items():
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6, err_msg=target)
+
+
 def test_missing_rule_inside_a_branch_is_reported_before_lowering(monkeypatch):
     monkeypatch.delitem(ATEN_RULES._rules, "aten.cos.default")
     with pytest.raises(UnsupportedOpError) as info:

@@ -98,15 +98,80 @@ def test_nonzero_bounded_by_torch_check_converts_padded(bounded, x):
         np.testing.assert_array_equal(doubled, (x * 2).numpy(), err_msg=target)
 
 
-def test_bounded_nonzero_feeding_other_ops_is_refused():
-    class Summed(torch.nn.Module):
+class Gathered(torch.nn.Module):
+    """A bounded ``nonzero`` used inside the graph: indexing by it, pointwise ops, reductions
+    over its rows (sum, mean, amax, all-element sum of the indices) and a padded output."""
+
+    def forward(self, x, v):
+        idx = torch.nonzero(x > 0)
+        torch._check(idx.shape[0] <= 4)
+        rows = v[idx[:, 0]] * 2 + 1
+        return rows.sum(0), rows.mean(0), rows.amax(0), idx.sum(), rows
+
+
+@pytest.fixture(scope="module")
+def gathered():
+    torch.manual_seed(0)
+    v = torch.randn(6, 3)
+    m = converter.from_torch(Gathered(), (torch.tensor([1.0, -1, 2, 0, 3, -2]), v))
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    f_jax, f_torch = m.to_jax(), m.to_torch()
+    return (
+        m,
+        v,
+        {
+            "to_jax": lambda x: [np.asarray(o) for o in f_jax(x.numpy(), v.numpy())],
+            "to_torch": lambda x: [t.detach().numpy() for t in f_torch(x, v)],
+            "to_onnx": lambda x: session.run(None, dict(zip(names, (x.numpy(), v.numpy()), strict=True))),
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        torch.tensor([1.0, -1, 2, 0, 3, -2]),
+        torch.tensor([1.0, -1, -2, 0, -3, -2]),
+        torch.tensor([1.0, 1, 2, 0, 3, -2]),
+    ],
+    ids=["3_rows", "1_row", "4_rows"],
+)
+def test_bounded_nonzero_inside_the_graph_matches_torch(gathered, x):
+    m, v, backends = gathered
+    assert m.signature.outputs[-1].shape == (4, 3)  # the padded rows
+    with torch.no_grad():
+        want = [t.numpy() for t in Gathered()(x, v)]
+    n = want[-1].shape[0]
+    for target, run in backends.items():
+        got = run(x)
+        for w, g in zip(want[:-1], got[:-1], strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=target)
+        np.testing.assert_allclose(got[-1][:n], want[-1], rtol=1e-6, atol=1e-6, err_msg=target)
+        np.testing.assert_array_equal(got[-1][n:], 0, err_msg=target)  # padding rows are 0
+
+
+def test_bounded_nonzero_use_that_padding_would_change_is_refused():
+    class Cumulative(torch.nn.Module):
         def forward(self, x):
             idx = torch.nonzero(x)
             torch._check(idx.shape[0] <= 2)
-            return idx.sum()
+            return idx.cumsum(0)
 
-    with pytest.raises(DataDependentShapeError, match=r"at most 2 rows.*feeds aten\.sum"):
-        converter.from_torch(Summed(), (torch.tensor([0.0, 1.0, 0.0, 2.0]),))
+    with pytest.raises(
+        DataDependentShapeError,
+        match=r"at most 2 rows.*feeds aten\.cumsum\.default at .*test_data_dependent\.py:\d+, which mixes",
+    ):
+        converter.from_torch(Cumulative(), (torch.tensor([0.0, 1.0, 0.0, 2.0]),))
+
+    class Sized(torch.nn.Module):
+        def forward(self, x):
+            idx = torch.nonzero(x)
+            torch._check(idx.shape[0] <= 2)
+            return idx * idx.shape[0]
+
+    with pytest.raises(DataDependentShapeError, match=r"at most 2 rows.*its size feeds a computation"):
+        converter.from_torch(Sized(), (torch.tensor([0.0, 1.0, 0.0, 2.0]),))
 
 
 def test_nonzero_static_with_fill_value_matches_torch():

@@ -15,6 +15,7 @@ import onnxruntime as ort
 import pytest
 import torch
 from torch.export import Dim
+from torch.utils._pytree import tree_leaves
 
 import converter
 from converter import cli
@@ -189,15 +190,62 @@ def test_auto_dims_keep_torch_names(mlp):
     np.testing.assert_allclose(np.asarray(m.to_jax()(x.numpy())), _torch_out(model, x), rtol=1e-5, atol=1e-6)
 
 
-def test_auto_dims_related_only_by_a_guard_raise():
-    """With ``Dim.AUTO`` torch keeps ``y``'s rows a symbol of its own and the relation
-    ``rows(y) == 2 * rows(x)`` a guard of the example; the ``view`` needs it: an error
-    naming both dimensions, the op and the line, not a module specialized to the example."""
-    with pytest.raises(DynamicDimensionError, match=r"aten\.view\.default at .*test_dynamic\.py:\d+") as e:
-        converter.from_torch(
-            Pair(), (torch.randn(4, 3), torch.randn(8, 3)), dynamic_shapes=({0: Dim.AUTO},) * 2
-        )
-    assert len(e.value.dims) == 2 and all(d.startswith("s") for d in e.value.dims)
+class SameRows(torch.nn.Module):
+    """``y`` is viewed with ``x``'s row count: torch's guards make the two sizes equal."""
+
+    def forward(self, x, y):
+        return x * y.view(x.shape[0], 6).sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    ("model", "example", "rows"),
+    [
+        (Pair(), (torch.randn(4, 3), torch.randn(8, 3)), lambda n: ((n, 3), (2 * n, 3))),
+        (SameRows(), (torch.randn(4, 6), torch.randn(4, 2, 3)), lambda n: ((n, 6), (n, 2, 3))),
+    ],
+    ids=["twice", "equal"],
+)
+def test_auto_dims_related_by_a_guard_convert(model, example, rows):
+    """With ``Dim.AUTO`` torch keeps each input's rows a symbol of its own and the relation
+    (``rows(y) == 2 * rows(x)``, or equal rows) a guard of the example; the guards force it,
+    so the module takes it as a derived dimension (one name, checked at call) and runs
+    every size, instead of raising on the ``view`` or specializing."""
+    m = converter.from_torch(model, example, dynamic_shapes=({0: Dim.AUTO},) * len(example))
+    (a, *_), (b, *_) = (s.shape for s in m.signature.inputs)
+    assert isinstance(a, str) and b in (a, f"2*{a}")
+    assert list(m.signature.extra["dim_ranges"]) == [a]
+    f, t = m.to_jax(), m.to_torch()
+    for n in (2, 5, 11):
+        args = [torch.randn(*shape) for shape in rows(n)]
+        want = tree_leaves(_torch_out(model, *args))
+        got_jax = tree_leaves(f(*(x.numpy() for x in args)))
+        got_torch = tree_leaves(_torch_out(t, *args))
+        for w, gj, gt in zip(want, got_jax, got_torch, strict=True):
+            np.testing.assert_allclose(np.asarray(gj), w.numpy(), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(gt.numpy(), w.numpy(), rtol=1e-5, atol=1e-5)
+    bad = [torch.zeros(*shape) for shape in rows(3)]
+    bad[1] = torch.zeros(bad[1].shape[0] + 1, *bad[1].shape[1:])
+    with pytest.raises(SignatureMismatchError, match="dimension"):
+        f(*(x.numpy() for x in bad))
+
+
+def test_auto_dims_a_guard_does_not_force_stay_apart():
+    """``y[: rows(x)]`` only needs ``rows(y) >= rows(x)``: no relation is taken, the two
+    sizes stay separate dimensions."""
+
+    class Prefix(torch.nn.Module):
+        def forward(self, x, y):
+            return x + y[: x.shape[0]]
+
+    m = converter.from_torch(
+        Prefix(), (torch.randn(3, 2), torch.randn(5, 2)), dynamic_shapes=({0: Dim.AUTO},) * 2
+    )
+    (a, _), (b, _) = (s.shape for s in m.signature.inputs)
+    assert a != b and a.isidentifier() and b.isidentifier()
+    x, y = torch.randn(4, 2), torch.randn(9, 2)
+    np.testing.assert_allclose(
+        np.asarray(m.to_jax()(x.numpy(), y.numpy())), _torch_out(Prefix(), x, y).numpy()
+    )
 
 
 def test_rule_needing_a_concrete_size_names_the_dim():

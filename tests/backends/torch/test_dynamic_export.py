@@ -1,0 +1,165 @@
+"""``torch.export`` of a shape-polymorphic module's ``to_torch()``: the exported program keeps
+the dimensions symbolic (named as in the module, with their ranges), and runs every size in
+range, compared with eager torch (the source) and onnxruntime (an ONNX ``dim_param`` source).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+import converter
+from converter import cli
+from tests.frontends.onnx.test_dynamic import _cnn
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 16)
+        self.fc2 = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        return (self.fc2(h).reshape(x.shape[0], -1).softmax(-1), x.mean(0))
+
+
+class Pair(torch.nn.Module):
+    """``y`` has twice ``x``'s rows (a derived dim); sizes in arithmetic and ``arange``."""
+
+    def forward(self, x, y):
+        b = x.shape[0]
+        return x * 2 + y.view(b, 2, -1).sum(1), torch.arange(b * 3).reshape(b, 3) + x.shape[0]
+
+
+def _eager(model, *args):
+    with torch.no_grad():
+        return model(*args)
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    torch.manual_seed(0)
+    model = MLP().eval()
+    module = converter.from_torch(
+        model, (torch.randn(5, 6),), dynamic_shapes=({0: Dim("batch", min=2, max=64)},)
+    )
+    t = module.to_torch()
+    ep = torch.export.export(t, (torch.randn(5, 6),), dynamic_shapes=t.export_dynamic_shapes())
+    return model, module, ep
+
+
+def test_export_keeps_the_dimension_and_its_range(mlp):
+    model, _, ep = mlp
+    (x,) = (n for n in ep.graph.nodes if n.op == "placeholder" and n.name.startswith("args"))
+    size = x.meta["val"].shape[0]
+    assert isinstance(size, torch.SymInt)
+    (vr,) = (r for s, r in ep.range_constraints.items() if str(s) == str(size.node.expr))
+    assert (int(vr.lower), int(vr.upper)) == (2, 64)
+    run = ep.module()
+    for n in (2, 9, 64):
+        x = torch.randn(n, 6)
+        for got, want in zip(_eager(run, x), _eager(model, x), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="batch|65|64"):  # torch's own range check
+        run(torch.randn(65, 6))
+
+
+def test_exported_program_converts_back_with_the_names(mlp):
+    model, module, ep = mlp
+    again = converter.from_torch(ep)
+    assert again.signature.inputs[0].shape == ("batch", 6)
+    assert again.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    x = torch.randn(11, 6)
+    for got, want in zip(again.to_jax()(x.numpy()), _eager(model, x), strict=True):
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_derived_dims_and_size_arithmetic_reexport():
+    model = Pair()
+    b = Dim("b", min=2, max=32)
+    module = converter.from_torch(
+        model, (torch.randn(4, 3), torch.randn(8, 3)), dynamic_shapes=({0: b}, {0: 2 * b})
+    )
+    t = module.to_torch()
+    shapes = t.export_dynamic_shapes()
+    assert shapes["args"][0][0].__name__ == "b" and shapes["args"][1][0].root.__name__ == "b"
+    ep = torch.export.export(t, (torch.randn(4, 3), torch.randn(8, 3)), dynamic_shapes=shapes)
+    run = ep.module()
+    for n in (2, 5, 32):
+        x, y = torch.randn(n, 3), torch.randn(2 * n, 3)
+        for got, want in zip(_eager(run, x, y), _eager(model, x, y), strict=True):
+            torch.testing.assert_close(got, want)
+
+
+class Fold(torch.nn.Module):
+    """A reshape by another input's size: the module computes ``rows(x) // rows(y)`` (a
+    floor division of two dimensions, with JAX's sign corrections) as a shape."""
+
+    def forward(self, x, y):
+        return x.reshape(-1, y.shape[0]).sum(0) * y
+
+
+def test_size_division_of_two_dims_stays_symbolic():
+    k = Dim("k", min=2, max=8)
+    args = (torch.randn(12), torch.randn(3))
+    t = converter.from_torch(Fold(), args, dynamic_shapes=({0: 4 * k}, {0: k})).to_torch()
+    ep = torch.export.export(t, args, dynamic_shapes=t.export_dynamic_shapes())
+    assert "VR[2, 8]" in [str(r) for r in ep.range_constraints.values()]  # k, and 4*k
+    for n in (2, 5, 8):
+        x, y = torch.randn(4 * n), torch.randn(n)
+        torch.testing.assert_close(_eager(ep.module(), x, y), _eager(Fold(), x, y))
+
+
+def test_cli_writes_a_dynamic_pt2(tmp_path):
+    torch.manual_seed(0)
+    model = MLP().eval()
+    src = tmp_path / "mlp.pt2"
+    ep = torch.export.export(model, (torch.randn(4, 6),), dynamic_shapes=({0: Dim("batch", max=50)},))
+    torch.export.save(ep, src)
+    out = tmp_path / "again.pt2"
+    assert cli.main([str(src), "-o", str(out)]) == 0
+    run = torch.export.load(out).module()
+    for n in (3, 17, 50):
+        x = torch.randn(n, 6)
+        for got, want in zip(_eager(run, x), _eager(model, x), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_dim_param_to_pt2(tmp_path):
+    """An ONNX model with batch ``N`` → ``.pt2`` with ``N`` dynamic (no ``--dim``)."""
+    source = _cnn(13, "shape")
+    path = tmp_path / "cnn.onnx"
+    path.write_bytes(source.SerializeToString())
+    out = tmp_path / "cnn.pt2"
+    assert cli.main([str(path), "-o", str(out)]) == 0
+    ep = torch.export.load(out)
+    assert any(isinstance(d, torch.SymInt) for n in ep.graph.nodes if n.op == "placeholder"
+               for d in getattr(n.meta.get("val"), "shape", ()))  # fmt: skip
+    session = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    run = ep.module()
+    for n in (1, 3, 6):
+        x = np.random.default_rng(n).standard_normal((n, 3, 8, 8)).astype(np.float32)
+        (want,) = session.run(None, {"x": x})
+        (got,) = _eager(run, torch.from_numpy(x))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_size_without_a_symbolic_form_names_the_dimension():
+    """A shape computation the symbolic sizes cannot express raises naming the dimension,
+    the op and its location, rather than specializing the export."""
+    from backends.torch import symbolic
+
+    with pytest.raises(symbolic.SymbolicSizeError, match="unknown sign"):
+        shape_env = torch.fx.experimental.symbolic_shapes.ShapeEnv()
+        s = shape_env.create_unbacked_symint()
+        symbolic._tdiv(s, 2)
+
+
+def test_static_module_has_no_dynamic_shapes():
+    model = torch.nn.Linear(3, 2).eval()
+    t = converter.from_torch(model, (torch.randn(4, 3),)).to_torch()
+    assert t.export_dynamic_shapes() == {"args": (None,)}
