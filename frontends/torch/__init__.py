@@ -68,10 +68,10 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
                 return _to_numpy(t)
         view.flags.writeable = False
         return view
-    if t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse and t.dim() > 0:
+    if t.device.type == "cpu" and not t.is_sparse:
         try:  # NumPy's single-threaded copy of the bytes: torch's copy_ on two threads is
             # several times slower on a fresh allocation (each thread faults its pages in)
-            src = t.reshape(-1).view(torch.uint8).numpy()
+            src = t.contiguous().reshape(-1).view(torch.uint8).numpy()
             out = aligned_empty(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype)))
         except (KeyError, TypeError, RuntimeError):  # a dtype without a NumPy spelling or byte view
             pass

@@ -30,8 +30,9 @@ from .registry import ATEN_RULES, key_of
 _TABLE: dict | None = None
 
 #: (op, argument signature) -> the traced decomposition (a GraphModule), or None when the
-#: op is kept as is
+#: op is kept as is; emptied when it reaches _CACHE_LIMIT entries
 _CACHE: dict[tuple, Any] = {}
+_CACHE_LIMIT = 4096
 
 
 class _Unsupported(Exception):
@@ -194,6 +195,8 @@ def _traced(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule | None:
             # into _native_batch_norm_legit_no_training
             raise _Unsupported(f"the decomposition of {target} calls {key_of(n.target)}, which has no rule")
     result = None if len(calls) == 1 and calls[0].target is target else gm
+    if len(_CACHE) >= _CACHE_LIMIT:
+        _CACHE.clear()
     _CACHE[key] = result
     return result
 
