@@ -4,6 +4,20 @@
 
 Prints, for one process (machines are noisy; compare ratios, not seconds across runs):
 
+* the conversion target on GPT-2 small's shape (12 layers, width 768, 124M parameters,
+  random weights, token ids ``(2, 16)``; ``--size``): ``from_torch`` of an
+  ``ExportedProgram`` against ``torch.export.export`` of the same model, as a ratio of
+  medians (wall and CPU time, with the spread of the runs: the machine is shared),
+  target <= 1.0x;
+* with ``--jit``, on the same model, the JAX function under ``jax.jit``: the first call of
+  ``jax.jit(f)`` against the first call of ``f`` (issue 15's target: <= 1.1x), the size of
+  the lowered programs, and the steady state of ``jax.jit(f)`` against
+  ``jax.jit(f.apply)(params, x)`` (torchax, the issue's reference, does not import on torch
+  2.13). ``jax.jit(f)`` still embeds the weights as constants (hundreds of MB of program
+  text on GPT-2 small, several GB of memory while lowering), hence opt-in;
+
+then, on ``--example`` (the bundled 2-layer GPT-2 by default):
+
 * conversion: ``converter.from_torch(model, args)`` in total, ``torch.export.export`` alone,
   and ``from_torch`` of the already-exported ``ExportedProgram`` (decompositions, ATen → JAX
   lowering, StableHLO);
@@ -31,6 +45,93 @@ import converter
 from converter import cli
 
 ROOT = Path(__file__).resolve().parent.parent
+SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "tiny": (2, 256, 4)}
+
+
+def gpt2(size: str = "small") -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
+    """A ``GPT2LMHeadModel`` of GPT-2 ``size``'s shape with seeded random weights (no
+    download), eval mode, eager attention, no cache; token ids ``(2, 16)``."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    n_layer, n_embd, n_head = SIZES[size]
+    config = GPT2Config(
+        n_layer=n_layer, n_embd=n_embd, n_head=n_head, use_cache=False, attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model = GPT2LMHeadModel(config).eval()
+    return model, (torch.randint(0, config.vocab_size, (2, 16)),)
+
+
+def timed(fn: Callable[[], object]) -> tuple[object, float, float]:
+    """``fn()`` (blocked until ready), its wall time and its process CPU time, in seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = jax.block_until_ready(fn())
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def spread(times: list[float]) -> str:
+    """``median s (min-max)`` of ``times``."""
+    return f"{statistics.median(times):7.3f} s ({min(times):.3f}-{max(times):.3f})"
+
+
+def conversion_target(size: str, runs: int) -> None:
+    """Print ``from_torch(ExportedProgram)`` against ``torch.export.export`` on GPT-2
+    ``size``: medians of ``runs`` alternating runs, after one untimed run of each."""
+    model, args = gpt2(size)
+    ep = torch.export.export(model, args)
+    converter.from_torch(ep)  # imports, rule tables, JAX's caches
+    export_w, export_c, convert_w, convert_c = [], [], [], []
+    for _ in range(runs):  # alternating, so both see the same machine load
+        _, w, c = timed(lambda: torch.export.export(model, args))
+        export_w.append(w)
+        export_c.append(c)
+        _, w, c = timed(lambda: converter.from_torch(ep))
+        convert_w.append(w)
+        convert_c.append(c)
+    med = statistics.median
+    print(f"GPT-2 {size} {SIZES[size]}: conversion, median of {runs} (min-max)")
+    print(f"  {'':<34} {'wall':>24} {'CPU':>24}")
+    print(f"  {'torch.export.export':<34} {spread(export_w):>24} {spread(export_c):>24}")
+    print(f"  {'from_torch(ExportedProgram)':<34} {spread(convert_w):>24} {spread(convert_c):>24}")
+    print(
+        f"  ratio from_torch(ep) / torch.export: {med(convert_w) / med(export_w):.2f}x wall, "
+        f"{med(convert_c) / med(export_c):.2f}x CPU (target <= 1.0x)\n"
+    )
+
+
+def jit_target(size: str, repeat: int) -> None:
+    """Print the first call of ``jax.jit(f)`` against that of ``f`` (fresh functions of one
+    Module), the lowered program sizes, and steady states, on GPT-2 ``size``."""
+    model, args = gpt2(size)
+    module = converter.from_torch(model, args)
+    x = args[0].numpy()
+    _, first_f, first_f_cpu = timed(lambda: module.to_jax()(x))
+    g = module.to_jax()
+    jitted = jax.jit(g)
+    _, first_jit, first_jit_cpu = timed(lambda: jitted(x))
+    apply = jax.jit(g.apply)
+    _, first_apply, first_apply_cpu = timed(lambda: apply(g.params, x))
+    text_jit = len(jitted.lower(x).as_text())
+    text_apply = len(apply.lower(g.params, x).as_text())
+    t_jit = steady(lambda: jitted(x), repeat)
+    t_apply = steady(lambda: apply(g.params, x), repeat)
+    t_f = steady(lambda: g(x), repeat)
+    mb = 1 / 2**20
+    print(f"GPT-2 {size}: the JAX function under jax.jit (steady states: median of {repeat})")
+    print(f"  first call of f                    {first_f:8.3f} s wall {first_f_cpu:8.3f} s CPU")
+    print(f"  first call of jax.jit(f)           {first_jit:8.3f} s wall {first_jit_cpu:8.3f} s CPU")
+    print(f"  first call of jax.jit(f.apply)     {first_apply:8.3f} s wall {first_apply_cpu:8.3f} s CPU")
+    print(
+        f"  ratio first jax.jit(f) / first f: {first_jit / first_f:.2f}x wall, "
+        f"{first_jit_cpu / first_f_cpu:.2f}x CPU (target <= 1.1x)"
+    )
+    print(f"  lowered text: jax.jit(f) {text_jit * mb:.2f} MB, jax.jit(f.apply) {text_apply * mb:.2f} MB")
+    print(
+        f"  steady: jax.jit(f) {t_jit * 1e3:.3f} ms, jax.jit(f.apply) {t_apply * 1e3:.3f} ms, "
+        f"f {t_f * 1e3:.3f} ms; ratio jax.jit(f) / jax.jit(f.apply): {t_jit / t_apply:.3f}x "
+        "(target <= 1.02x)\n"
+    )
 
 
 def once(fn: Callable[[], object]) -> tuple[object, float]:
@@ -59,8 +160,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--example", default=str(ROOT / "examples" / "gpt2.py"), help="file.py[:factory]")
     parser.add_argument("--repeat", type=int, default=50, help="calls per steady-state timing")
     parser.add_argument("--conversions", type=int, default=3, help="runs per conversion timing")
+    parser.add_argument("--size", default="small", choices=sorted(SIZES), help="GPT-2 shape of the targets")
+    parser.add_argument("--target-runs", type=int, default=5, help="runs per conversion-target timing")
+    parser.add_argument("--jit", action="store_true", help="measure jax.jit(f) too (slow, memory-hungry)")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
+
+    print(f"jax {jax.__version__}, torch {torch.__version__}, {torch.get_num_threads()} torch threads\n")
+    conversion_target(options.size, options.target_runs)
+    if options.jit:
+        jit_target(options.size, options.repeat)
 
     path, name = cli.split_factory(options.example) or (Path(options.example), "factory")
     model, args, kwargs = cli.load_factory(Path(path), name)

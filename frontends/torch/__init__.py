@@ -20,6 +20,7 @@ from converter.weights import aligned_copy, aligned_empty
 from . import ops  # noqa: F401 - registers the rules
 from ._torch_internal import cached_cia_ops
 from .data_dependent import resolve_data_dependent
+from .decompose import decompose_graph
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
@@ -36,12 +37,13 @@ def export(
     model: torch.nn.Module | ExportedProgram, args=(), kwargs=None, dynamic_shapes=None
 ) -> ExportedProgram:
     """``torch.export.export`` (strict=False) then the Core ATen decompositions."""
-    if isinstance(model, ExportedProgram):
-        ep = model
-    elif dynamic_shapes is not None:
-        ep = torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
-    else:
-        ep = torch.export.export(model, tuple(args), kwargs or {})
+    ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
+    return _run_decompositions(ep)
+
+
+def _run_decompositions(ep: ExportedProgram) -> ExportedProgram:
+    """``ep.run_decompositions()``, skipped for a program already in Core ATen, with the
+    CompositeImplicitAutograd op set reused while no op registration changes."""
     if _is_core_aten(ep.graph_module):
         return ep  # already decomposed: a second pass would re-trace for nothing
     with cached_cia_ops():
@@ -88,6 +90,13 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
     return True
 
 
+def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -> ExportedProgram:
+    """``torch.export.export`` (strict=False), without decompositions."""
+    if dynamic_shapes is not None:
+        return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
+    return torch.export.export(model, tuple(args), kwargs or {})
+
+
 def _tensor_key(t: torch.Tensor) -> tuple:
     return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
@@ -109,6 +118,16 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
                 return _to_numpy(t)
         view.flags.writeable = False
         return view
+    if t.device.type == "cpu" and not t.is_sparse:
+        try:  # NumPy's single-threaded copy of the bytes: torch's copy_ on two threads is
+            # several times slower on a fresh allocation (each thread faults its pages in)
+            src = t.contiguous().reshape(-1).view(torch.uint8).numpy()
+            out = aligned_empty(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype)))
+        except (KeyError, TypeError, RuntimeError):  # a dtype without a NumPy spelling or byte view
+            pass
+        else:
+            np.copyto(out.reshape(-1).view(np.uint8), src, casting="no")
+            return out
     if t.dtype == torch.bfloat16:
         out = aligned_empty(tuple(t.shape), dtypes.to_numpy("bfloat16"))
         torch.from_numpy(out.view(np.uint16)).view(torch.bfloat16).copy_(t)
@@ -191,9 +210,13 @@ def from_torch(
     if not isinstance(model, ExportedProgram):
         stage = "torch.export and " + stage
     with progress.stage(stage):
-        ep = export(model, args, kwargs, dynamic_shapes)
-    resolve_data_dependent(ep)
-    graph = ep.graph_module.graph
+        ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
+        # node by node, cached; None: a graph it does not cover (or one already decomposed)
+        graph = None if _is_core_aten(ep.graph_module) else decompose_graph(ep)
+        if graph is None:
+            ep = _run_decompositions(ep)
+            resolve_data_dependent(ep)
+            graph = ep.graph_module.graph
     check_supported(graph)
     state = {**ep.state_dict, **ep.constants}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
