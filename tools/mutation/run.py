@@ -193,6 +193,16 @@ def mutate(source: str, m: Mutant) -> str | None:
     return mutate_code(source, cosmic_ray.plugins.get_operator(m.operator)(), m.occurrence)
 
 
+def competent(mutated: str, rel: str) -> bool:
+    """Whether a mutant compiles: cosmic-ray also rewrites the ``*`` of keyword-only parameters
+    as an operator, which is a syntax error (an incompetent mutant, left out of the score)."""
+    try:
+        compile(mutated, rel, "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
 def diff_lines(original: str, mutated: str) -> list[str]:
     return [
         line
@@ -436,7 +446,7 @@ def cmd_run(cfg: dict, args) -> None:
             path = tree / m.file
             original = path.read_text(encoding="utf-8")
             mutated = mutate(original, m)
-            if mutated is None:
+            if mutated is None or not competent(mutated, m.file):
                 continue
             try:
                 path.write_text(mutated, encoding="utf-8")
@@ -464,6 +474,26 @@ def cmd_run(cfg: dict, args) -> None:
             )
 
 
+def cmd_check(cfg: dict, args) -> None:
+    """One mutant against the given tests (default: its family's), in a fresh copy of the tree."""
+    rel, op, occ = args.id.rsplit(":", 2)
+    tree = Path(cfg["scratch"]) / "check-tree"
+    copy_tree(tree)
+    m = Mutant(rel, op, int(occ), 0)
+    original = (tree / rel).read_text(encoding="utf-8")
+    mutated = mutate(original, m)
+    if mutated is None:
+        raise SystemExit(f"no such mutant: {args.id}")
+    print("\n".join(diff_lines(original, mutated)))
+    (tree / rel).write_text(mutated, encoding="utf-8")
+    if args.tests:
+        cmds = [["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *args.tests]]
+    else:
+        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if NODE in FAMILY_TESTS[rel] else {})
+    outcome, secs, tail = run_commands(cmds, tree, cfg["no_baseline_timeout"])
+    print(f"{'survived' if outcome == 'passed' else 'killed'} ({outcome}, {secs:.0f}s)\n{tail}")
+
+
 def cmd_show(cfg: dict, args) -> None:
     rel, op, occ = args.id.rsplit(":", 2)
     src = (ROOT / rel).read_text(encoding="utf-8")
@@ -481,9 +511,13 @@ def cmd_report(cfg: dict, args) -> None:
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
     latest: dict[str, dict] = {}
     first: dict[str, dict] = {}
+    sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in rule_files()}
     for r in results:
         if r["kind"] == "mutant" and r["status"] in ("killed", "survived"):
             if r["status"] == "killed" and (r["file"], r["tree"]) in broken:
+                continue
+            rel, op, occ = r["id"].rsplit(":", 2)
+            if not competent(mutate(sources[rel], Mutant(rel, op, int(occ), 0)) or "", rel):
                 continue
             first.setdefault(r["id"], r)
             latest[r["id"]] = r
@@ -559,10 +593,15 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     s = sub.add_parser("show", help="the diff of one mutant")
     s.add_argument("id")
+    c = sub.add_parser("check", help="one mutant against some tests (default: its family's)")
+    c.add_argument("id")
+    c.add_argument("tests", nargs="*")
     sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
     args = p.parse_args(argv)
     cfg = load_config()
-    {"list": cmd_list, "run": cmd_run, "show": cmd_show, "report": cmd_report}[args.cmd](cfg, args)
+    {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](
+        cfg, args
+    )
 
 
 if __name__ == "__main__":
