@@ -33,12 +33,14 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import tomllib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,7 +199,9 @@ def competent(mutated: str, rel: str) -> bool:
     """Whether a mutant compiles: cosmic-ray also rewrites the ``*`` of keyword-only parameters
     as an operator, which is a syntax error (an incompetent mutant, left out of the score)."""
     try:
-        compile(mutated, rel, "exec")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            compile(mutated, rel, "exec")
     except SyntaxError:
         return False
     return True
@@ -399,7 +403,9 @@ def cmd_run(cfg: dict, args) -> None:
         order = order[: args.limit]
     results = read_results(results_path)
     done = {r["id"]: r for r in results if r["kind"] == "mutant"}
-    if args.rerun_survivors:
+    if args.ids:  # these again, whatever they did before
+        order = [m for m in order if m.id in set(args.ids.split(","))]
+    elif args.rerun_survivors:
         order = [m for m in order if m.id in done and done[m.id]["status"] == "survived"]
     else:
         order = [m for m in order if m.id not in done]
@@ -425,6 +431,9 @@ def cmd_run(cfg: dict, args) -> None:
             print(f"baseline {rel}: {outcome} {secs:.0f}s", flush=True)
             return base
 
+        if args.verify_kills:
+            verify_kills(cfg, tree, thash, done, write)
+            return
         if args.baselines:  # the families with a killed mutant and no unmutated passing run yet
             for rel in sorted({r["file"] for r in done.values() if r["status"] == "killed"} - set(baselines)):
                 run_baseline(rel)
@@ -474,6 +483,26 @@ def cmd_run(cfg: dict, args) -> None:
             )
 
 
+def failing_tests(tail: str) -> list[str]:
+    return re.findall(r"^FAILED (\S+)", tail, re.M)
+
+
+def verify_kills(cfg: dict, tree: Path, thash: str, done: dict, write) -> None:
+    """Run the test that failed for each killed mutant on the unmutated tree, all in one pytest
+    (no ``-x``): a kill counts only if its failing test passes unmutated (the cheap stand-in for
+    an unmutated run of every family)."""
+    wanted = sorted({t for r in done.values() if r["status"] == "killed" for t in failing_tests(r["tail"])})
+    if not wanted:
+        return
+    cmd = ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
+    proc = subprocess.run([*cmd, *wanted], cwd=tree, env=test_env(tree), capture_output=True, text=True)
+    failed = set(failing_tests(proc.stdout))
+    for t in wanted:
+        write({"kind": "kill-check", "test": t, "tree": thash, "passed": t not in failed})
+    print(f"{len(wanted)} failing tests of killed mutants run unmutated: {len(failed)} fail", flush=True)
+    print("\n".join(proc.stdout.strip().splitlines()[-5:]), flush=True)
+
+
 def cmd_check(cfg: dict, args) -> None:
     """One mutant against the given tests (default: its family's), in a fresh copy of the tree."""
     rel, op, occ = args.id.rsplit(":", 2)
@@ -509,12 +538,16 @@ def cmd_report(cfg: dict, args) -> None:
     results = read_results(Path(cfg["scratch"]) / "results.jsonl")
     # a family that failed unmutated in some tree voids the kills made in that tree
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
+    # ... and so does a failing test of a killed mutant that fails unmutated too (run --verify-kills)
+    bad_tests = {r["test"] for r in results if r["kind"] == "kill-check" and not r["passed"]}
     latest: dict[str, dict] = {}
     first: dict[str, dict] = {}
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in rule_files()}
     for r in results:
         if r["kind"] == "mutant" and r["status"] in ("killed", "survived"):
             if r["status"] == "killed" and (r["file"], r["tree"]) in broken:
+                continue
+            if r["status"] == "killed" and set(failing_tests(r.get("tail", ""))) & bad_tests:
                 continue
             rel, op, occ = r["id"].rsplit(":", 2)
             if not competent(mutate(sources[rel], Mutant(rel, op, int(occ), 0)) or "", rel):
@@ -583,9 +616,14 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
     r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
     r.add_argument("--rerun-survivors", action="store_true")
+    r.add_argument("--ids", help="comma-separated mutant ids to run (again)")
     r.add_argument(
         "--baseline-first", action="store_true",
         help="run each family unmutated before its first mutant (default: after the run, --baselines)",
+    )  # fmt: skip
+    r.add_argument(
+        "--verify-kills", action="store_true",
+        help="run the test that failed for each killed mutant, unmutated, in one pytest",
     )  # fmt: skip
     r.add_argument(
         "--baselines", action="store_true",
