@@ -535,7 +535,7 @@ def _pct(score: float | None) -> str:
 
 
 def cmd_report(cfg: dict, args) -> None:
-    results = read_results(Path(cfg["scratch"]) / "results.jsonl")
+    results = read_results(Path(args.results or Path(cfg["scratch"]) / "results.jsonl"))
     # a family that failed unmutated in some tree voids the kills made in that tree
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
     # ... and so does a failing test of a killed mutant that fails unmutated too (run --verify-kills)
@@ -634,7 +634,8 @@ def main(argv: list[str] | None = None) -> None:
     c = sub.add_parser("check", help="one mutant against some tests (default: its family's)")
     c.add_argument("id")
     c.add_argument("tests", nargs="*")
-    sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
+    rp = sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
+    rp.add_argument("--results", help="results.jsonl to read (default: the scratch directory's)")
     args = p.parse_args(argv)
     cfg = load_config()
     {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](
