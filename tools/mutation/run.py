@@ -96,7 +96,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/onnx/ops/sampling.py": [NODE],
     "frontends/onnx/ops/sequence.py": [NODE],
     "frontends/onnx/ops/shape.py": [FO + "test_shape.py", NODE],
-    "frontends/onnx/ops/signal.py": [NODE],
+    "frontends/onnx/ops/signal.py": [FO + "test_signal.py", NODE],
     "frontends/onnx/ops/training.py": [NODE],
     # StableHLO -> JAX
     "backends/jax/ops/control_flow.py": [BJ + "test_control_flow.py", BJ + "test_counted_loops.py"],
