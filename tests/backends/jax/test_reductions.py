@@ -130,3 +130,24 @@ def test_sort_and_top_k_special_values(dtype):
     x = np.array(TOTAL_ORDER_SPECIALS, dtype)
     got, want = through_backend(lambda x: (jnp.sort(x), jnp.argsort(x, descending=True), lax.top_k(x, 7)), x)
     assert_bits_equal(got, want)
+
+
+_SUM_KEY_SORT = """
+func.func public @main(%x: tensor<2x7xf32>, %y: tensor<2x7xf32>) -> (tensor<2x7xf32>, tensor<2x7xf32>) {
+  %0:2 = "stablehlo.sort"(%x, %y) <{dimension = 1 : i64, is_stable = true}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>, %c: tensor<f32>, %d: tensor<f32>):
+    %l = stablehlo.add %a, %c : tensor<f32>
+    %r = stablehlo.add %b, %d : tensor<f32>
+    %lt = stablehlo.compare LT, %l, %r, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }) : (tensor<2x7xf32>, tensor<2x7xf32>) -> (tensor<2x7xf32>, tensor<2x7xf32>)
+  return %0#0, %0#1 : tensor<2x7xf32>, tensor<2x7xf32>
+}"""
+
+
+def test_sort_comparator_of_two_operands_is_stable():
+    """A comparator that is no lexicographic key order (it orders by ``x + y``, two operands
+    at once) sorts pairwise, keeping ties (equal sums) in input order as XLA's stable sort does."""
+    x = np.array([[3, 1, 2, 0, 5, 1, 4], [0, 2, 2, 1, 3, 3, 0]], np.float32)
+    y = np.array([[0, 2, 1, 3, -2, 1, 1], [2, 0, 1, 1, -1, 0, 2]], np.float32)  # many equal sums
+    assert_bits_equal(converter.from_stablehlo(_SUM_KEY_SORT).to_jax()(x, y), run_xla(_SUM_KEY_SORT, x, y))

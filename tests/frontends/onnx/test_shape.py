@@ -4,6 +4,11 @@ import os
 import sys
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from frontends.onnx import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnx_oracle import check_node  # noqa: E402
@@ -50,3 +55,25 @@ def test_split_uneven_num_outputs():
 def test_expand_and_tile():
     check_node("Expand", {"x": X[:, :1], "s": np.array([4, 1, 1, 1], np.int64)}, static=("s",))
     check_node("Tile", {"x": X, "r": np.array([1, 2, 1], np.int64)}, static=("r",))
+
+
+def test_expand_symbolic_dim_to_higher_rank():
+    """Expand of an input with a symbolic dim (``N``) to a shape of higher rank: the input's
+    dims align with the shape's trailing ones (numpy broadcasting), checked at N = 1 and 5."""
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "s"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 1, "N", 3])],
+        initializer=[numpy_helper.from_array(np.array([2, 1, 1, 3], np.int64), "s")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    fn = from_onnx(model).to_jax()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 5):
+        x = np.arange(n, dtype=np.float32).reshape(n, 1) + 0.5
+        (want,) = sess.run(None, {"x": x})
+        (got,) = fn(x)
+        assert want.shape == (2, 1, n, 3)
+        np.testing.assert_array_equal(np.asarray(got), want)

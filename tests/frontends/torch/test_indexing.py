@@ -65,6 +65,19 @@ def test_index_put_with_mask(check):
     check(fn, X)
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_full_rank_mask_takes_values_in_order(check, accumulate):
+    """A boolean mask over every dim takes one value per True element, in row-major order."""
+    mask = torch.zeros(X.shape, dtype=torch.bool)
+    mask.view(-1)[torch.tensor([1, 6, 7, 30, 71])] = True
+    vals = torch.tensor([10.0, 20.0, 30.0, 40.0, 50.0])
+
+    def fn(v, m, s):
+        return torch.index_put(v, (m,), s, accumulate=accumulate)
+
+    check(fn, X, mask, vals, ops="aten.index_put.default")
+
+
 def test_index_select_gather(check):
     def fn(v, idx):
         g = torch.gather(v, 2, idx.abs().reshape(1, 2, 2).expand(4, 2, 2))

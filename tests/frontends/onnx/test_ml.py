@@ -1,0 +1,26 @@
+"""Rules of frontends/onnx/ops/ml.py against onnxruntime (cases ONNX's node tests miss)."""
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+
+def test_tfidf_vectorizer_trigrams_with_skips():
+    """Trigrams counted with gaps of 0 and 1 token (a trigram spans ``(n - 1) * (skip + 1)``
+    positions past its first; ONNX's node tests stop at bigrams)."""
+    x = np.array([[2, 3, 5, 2, 3, 5, 5, 3, 2, 2], [2, 9, 3, 9, 5, 5, 7, 3, 8, 2]], np.int64)
+    pool = [2, 3, 5, 5, 3, 2, 3, 5, 5, 3, 2]  # unigrams 2 3 5, bigram (5 3), trigrams (2 3 5) (5 3 2)
+    attrs = {
+        "min_gram_length": 1,
+        "max_gram_length": 3,
+        "max_skip_count": 1,
+        "mode": "TF",
+        "ngram_counts": [0, 3, 5],
+        "ngram_indexes": [0, 1, 2, 3, 4, 5],
+        "pool_int64s": pool,
+    }
+    check_node("TfIdfVectorizer", {"x": x}, attrs)

@@ -1,0 +1,647 @@
+"""Mutation testing of the rule files of every direction, with cosmic-ray's mutation operators.
+
+Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written into
+a scratch copy of the tree and tested against its rule family's own tests only (FAMILY_TESTS
+below), one mutant at a time, at ``nice -n 19``, with ``pytest -x`` and a timeout. A mutant is
+*killed* when any of its family's pytest commands fails (a test failure, an import or collection
+error, a crash, or the timeout, as cosmic-ray and mutmut count them) and *survives* when all pass.
+
+The sample is seeded and stratified by rule file (in proportion to each file's mutant count, at
+least one per file) and taken in an interleaved order, so a run cut short (``--until``,
+``--limit``) is still a stratified sample. Results are appended to ``<scratch>/results.jsonl``;
+a rerun skips the mutants already there (``--rerun-survivors`` tests the survivors again, e.g.
+after tests were added).
+
+Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in the project's)::
+
+    python -m venv .mvenv && .mvenv/bin/pip install cosmic-ray
+    .mvenv/bin/python tools/mutation/run.py list                # mutants per rule file
+    .mvenv/bin/python tools/mutation/run.py run --until 21:15   # the sample, until 21:15 UTC
+    .mvenv/bin/python tools/mutation/run.py run --rerun-survivors
+    .mvenv/bin/python tools/mutation/run.py report              # docs/mutation-report.md + .json
+    .mvenv/bin/python tools/mutation/run.py show <mutant id>    # its diff
+
+Settings: ``tools/mutation/config.toml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import difflib
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+# --------------------------------------------------------------------------- the family table
+
+NODE = "tests/frontends/onnx/test_node_conformance.py"
+FT = "tests/frontends/torch/"
+FO = "tests/frontends/onnx/"
+BJ = "tests/backends/jax/"
+BT = "tests/backends/torch/"
+BO = "tests/backends/onnx/"
+
+#: rule file -> the test files of its family. ``NODE`` stands for the default-run cases of ONNX's
+#: node tests (test_node_conformance.py) whose nodes use a rule of that file (found by
+#: :func:`node_case_ids`); each entry is run as its own pytest command.
+FAMILY_TESTS: dict[str, list[str]] = {
+    # torch -> StableHLO (ATen rules)
+    "frontends/torch/ops/_util.py": [FT + "test_elementwise.py", FT + "test_reductions.py"],
+    "frontends/torch/ops/control_flow.py": [FT + "test_control_flow.py"],
+    "frontends/torch/ops/convolution.py": [FT + "test_convolution.py"],
+    "frontends/torch/ops/creation.py": [FT + "test_creation.py"],
+    "frontends/torch/ops/elementwise.py": [FT + "test_elementwise.py"],
+    "frontends/torch/ops/fft.py": [FT + "test_fft.py"],
+    "frontends/torch/ops/fused.py": [FT + "test_fused.py"],
+    "frontends/torch/ops/indexing.py": [FT + "test_indexing.py"],
+    "frontends/torch/ops/linalg.py": [FT + "test_linalg.py"],
+    "frontends/torch/ops/linalg_decomp.py": [FT + "test_linalg_decomp.py"],
+    "frontends/torch/ops/linalg_expm.py": [FT + "test_linalg_solve.py"],
+    "frontends/torch/ops/linalg_ldl.py": [FT + "test_linalg_ldl.py"],
+    "frontends/torch/ops/linalg_solve.py": [FT + "test_linalg_solve.py"],
+    "frontends/torch/ops/normalization.py": [FT + "test_normalization.py"],
+    "frontends/torch/ops/pooling.py": [FT + "test_pooling.py"],
+    "frontends/torch/ops/random.py": [FT + "test_random.py"],
+    "frontends/torch/ops/reductions.py": [FT + "test_reductions.py"],
+    "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
+    "frontends/torch/ops/shape.py": [FT + "test_shape.py"],
+    "frontends/torch/ops/special.py": [FT + "test_special.py"],
+    "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
+    # ONNX -> StableHLO (ONNX op rules)
+    "frontends/onnx/ops/control_flow.py": [FO + "test_control_flow.py", NODE],
+    "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", NODE],
+    "frontends/onnx/ops/indexing.py": [FO + "test_indexing.py", NODE],
+    "frontends/onnx/ops/linalg.py": [NODE],
+    "frontends/onnx/ops/ml.py": [FO + "test_ml.py", NODE],
+    "frontends/onnx/ops/nn.py": [FO + "test_nn.py", NODE],
+    "frontends/onnx/ops/quantize.py": [NODE],
+    "frontends/onnx/ops/reductions.py": [FO + "test_reductions.py", NODE],
+    "frontends/onnx/ops/resize.py": [FO + "test_resize.py", NODE],
+    "frontends/onnx/ops/rnn.py": [NODE],
+    "frontends/onnx/ops/sampling.py": [NODE],
+    "frontends/onnx/ops/sequence.py": [NODE],
+    "frontends/onnx/ops/shape.py": [FO + "test_shape.py", NODE],
+    "frontends/onnx/ops/signal.py": [FO + "test_signal.py", NODE],
+    "frontends/onnx/ops/training.py": [NODE],
+    # StableHLO -> JAX
+    "backends/jax/ops/control_flow.py": [BJ + "test_control_flow.py", BJ + "test_counted_loops.py"],
+    "backends/jax/ops/elementwise.py": [BJ + "test_elementwise.py"],
+    "backends/jax/ops/fft.py": [BJ + "test_fft.py"],
+    "backends/jax/ops/indexing.py": [BJ + "test_indexing.py"],
+    "backends/jax/ops/lapack.py": [BJ + "test_lapack.py"],
+    "backends/jax/ops/linalg.py": [BJ + "test_linalg.py"],
+    "backends/jax/ops/placement.py": [BJ + "test_placement.py"],
+    "backends/jax/ops/random.py": [BJ + "test_random.py"],
+    "backends/jax/ops/reductions.py": [BJ + "test_reductions.py"],
+    "backends/jax/ops/shape.py": [BJ + "test_shape.py"],
+    # StableHLO -> torch
+    "backends/torch/ops/chlo.py": [BT + "test_chlo.py"],
+    "backends/torch/ops/control_flow.py": [BT + "test_control_flow.py"],
+    "backends/torch/ops/elementwise.py": [BT + "test_elementwise.py"],
+    "backends/torch/ops/indexing.py": [BT + "test_indexing.py"],
+    "backends/torch/ops/lapack.py": [BT + "test_linalg.py"],
+    "backends/torch/ops/linalg.py": [BT + "test_linalg.py"],
+    "backends/torch/ops/normalization.py": [BT + "test_normalization.py"],
+    "backends/torch/ops/placement.py": [BT + "test_placement.py"],
+    "backends/torch/ops/random.py": [BT + "test_random.py"],
+    "backends/torch/ops/reductions.py": [BT + "test_reductions.py"],
+    "backends/torch/ops/shape.py": [BT + "test_shape.py"],
+    # StableHLO -> ONNX
+    "backends/onnx/ops/chlo.py": [BO + "test_elementwise.py"],
+    "backends/onnx/ops/complex.py": [BO + "test_complex.py"],
+    "backends/onnx/ops/control_flow.py": [BO + "test_indexing_reductions.py", BO + "test_model.py"],
+    "backends/onnx/ops/dynamic.py": [BO + "test_dynamic.py"],
+    "backends/onnx/ops/elementwise.py": [BO + "test_elementwise.py"],
+    "backends/onnx/ops/indexing.py": [BO + "test_indexing_reductions.py"],
+    "backends/onnx/ops/lapack.py": [BO + "test_lapack.py"],
+    "backends/onnx/ops/linalg.py": [BO + "test_shape_linalg.py"],
+    "backends/onnx/ops/reductions.py": [BO + "test_indexing_reductions.py"],
+    "backends/onnx/ops/shape.py": [BO + "test_shape_linalg.py"],
+}
+
+DIRECTIONS = {
+    "frontends/torch/": "torch -> StableHLO",
+    "frontends/onnx/": "ONNX -> StableHLO",
+    "backends/jax/": "StableHLO -> JAX",
+    "backends/torch/": "StableHLO -> torch",
+    "backends/onnx/": "StableHLO -> ONNX",
+}
+
+
+def direction(path: str) -> str:
+    return next(name for prefix, name in DIRECTIONS.items() if path.startswith(prefix))
+
+
+# --------------------------------------------------------------------------- mutants
+
+
+@dataclass(frozen=True)
+class Mutant:
+    file: str  # relative to the tree
+    operator: str  # cosmic-ray operator name
+    occurrence: int  # cosmic-ray's occurrence index of that operator in the file
+    line: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.file}:{self.operator}:{self.occurrence}"
+
+
+def enumerate_mutants(tree: Path, files: list[str], exclude: set[str]) -> dict[str, list[Mutant]]:
+    """Every mutant cosmic-ray's argument-free operators make in each file (as `cosmic-ray init`)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.ast import ast_nodes, get_ast
+
+    operators = []
+    for name in cosmic_ray.plugins.operator_names():
+        cls = cosmic_ray.plugins.get_operator(name)
+        if cls.arguments() or name in exclude:
+            continue
+        operators.append((name, cls()))
+    out: dict[str, list[Mutant]] = {}
+    for rel in files:
+        module = get_ast((tree / rel).read_text(encoding="utf-8"))
+        nodes = list(ast_nodes(module))
+        found = []
+        for name, op in operators:
+            occ = 0
+            for node in nodes:
+                for start, _end in op.mutation_positions(node):
+                    found.append(Mutant(rel, name, occ, start[0]))
+                    occ += 1
+        out[rel] = found
+    return out
+
+
+def mutate(source: str, m: Mutant) -> str | None:
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+
+    return mutate_code(source, cosmic_ray.plugins.get_operator(m.operator)(), m.occurrence)
+
+
+def competent(mutated: str, rel: str) -> bool:
+    """Whether a mutant compiles: cosmic-ray also rewrites the ``*`` of keyword-only parameters
+    as an operator, which is a syntax error (an incompetent mutant, left out of the score)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            compile(mutated, rel, "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def diff_lines(original: str, mutated: str) -> list[str]:
+    return [
+        line
+        for line in difflib.unified_diff(original.split("\n"), mutated.split("\n"), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+
+
+def sample(mutants: dict[str, list[Mutant]], n: int, seed: int) -> list[Mutant]:
+    """``n`` mutants stratified by file (largest-remainder allocation in proportion to each
+    file's count, at least one per file), in an interleaved order whose prefixes stay stratified."""
+    rng = random.Random(seed)
+    files = sorted(f for f in mutants if mutants[f])
+    total = sum(len(mutants[f]) for f in files)
+    alloc = {f: min(1, len(mutants[f])) for f in files}
+    rest = max(0, n - sum(alloc.values()))
+    share = {f: rest * len(mutants[f]) / total for f in files}
+    for f in files:
+        alloc[f] = min(len(mutants[f]), alloc[f] + int(share[f]))
+    left = n - sum(alloc.values())
+    for f in sorted(files, key=lambda f: share[f] - int(share[f]), reverse=True):
+        if left <= 0:
+            break
+        if alloc[f] < len(mutants[f]):
+            alloc[f] += 1
+            left -= 1
+    keyed = []
+    for f in files:
+        picked = rng.sample(mutants[f], alloc[f])
+        offset = rng.random()
+        keyed += [((i + offset) / alloc[f], f, m) for i, m in enumerate(picked)]
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [m for _, _, m in keyed]
+
+
+# --------------------------------------------------------------------------- the scratch tree
+
+
+def copy_tree(dest: Path) -> None:
+    """The work tree's tracked and untracked-not-ignored files, without byte-code."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    if dest.exists():
+        shutil.rmtree(dest)
+    for raw in files:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.is_file():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+
+
+def tree_hash(tree: Path) -> str:
+    h = hashlib.sha256()
+    for sub in ("converter", "frontends", "backends", "tests"):
+        for p in sorted((tree / sub).rglob("*.py")):
+            h.update(str(p.relative_to(tree)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def test_env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no stale .pyc of a mutated (same size, same second) file
+    env.pop("REGISTRY_COVERAGE", None)
+    return env
+
+
+_NODE_IDS_SCRIPT = r"""
+import json, sys
+sys.path.insert(0, "tests/frontends/onnx")
+import test_node_conformance as t
+from onnx_node_cases import node_cases
+out = {}
+for param in t._params():
+    name, backend = param.values
+    for _domain, _op, rule in t.rule_units(node_cases()[name]):
+        mod = getattr(rule, "__wrapped__", rule).__module__
+        out.setdefault(mod, []).append(f"{t.__file__}::test_node[{param.id}]")
+print(json.dumps(out))
+"""
+
+
+def node_case_ids(cfg: dict, tree: Path) -> dict[str, list[str]]:
+    """For each ONNX frontend rule file, the node ids of the default-run ONNX node cases using it."""
+    res = subprocess.run(
+        [cfg["test_python"], "-c", _NODE_IDS_SCRIPT],
+        cwd=tree,
+        env=test_env(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    by_module = json.loads(res.stdout.strip().splitlines()[-1])
+    out = {}
+    for mod, ids in by_module.items():
+        rel = mod.replace(".", "/") + ".py"
+        out[rel] = sorted({str(Path(i).relative_to(tree)) if i.startswith("/") else i for i in ids})
+    return out
+
+
+def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]]) -> list[list[str]]:
+    """The pytest commands of ``rel``'s family."""
+    out = []
+    for entry in FAMILY_TESTS[rel]:
+        targets = node_ids.get(rel, []) if entry == NODE else [entry]
+        if targets:
+            out.append(
+                ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *targets]
+            )
+    return out
+
+
+def run_commands(cmds: list[list[str]], tree: Path, timeout: float) -> tuple[str, float, str]:
+    """``(outcome, seconds, tail of output)``: outcome ``passed``, ``failed`` (exit code),
+    ``timeout``, or ``no-tests`` (pytest's exit 5: a broken table entry)."""
+    start = time.monotonic()
+    for cmd in cmds:
+        left = timeout - (time.monotonic() - start)
+        proc = subprocess.Popen(
+            cmd, cwd=tree, env=test_env(tree), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, text=True,
+        )  # fmt: skip
+        try:
+            out, _ = proc.communicate(timeout=max(left, 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return "timeout", time.monotonic() - start, ""
+        tail = "\n".join(out.strip().splitlines()[-6:])
+        if proc.returncode == 5:
+            return "no-tests", time.monotonic() - start, tail
+        if proc.returncode != 0:
+            return f"failed({proc.returncode})", time.monotonic() - start, tail
+    return "passed", time.monotonic() - start, ""
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def load_config() -> dict:
+    with open(HERE / "config.toml", "rb") as f:
+        return tomllib.load(f)
+
+
+def rule_files() -> list[str]:
+    return sorted(FAMILY_TESTS)
+
+
+def read_results(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def now_utc() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def cmd_list(cfg: dict, args) -> None:
+    muts = enumerate_mutants(ROOT, rule_files(), set(cfg["exclude_operators"]))
+    total = 0
+    for rel, ms in muts.items():
+        print(f"{len(ms):6d}  {rel}")
+        total += len(ms)
+    print(f"{total:6d}  in {len(muts)} rule files")
+    picked = sample(muts, args.sample or cfg["sample"], cfg["seed"])
+    for m in picked[: args.show]:
+        print(m.id, "line", m.line)
+
+
+def cmd_run(cfg: dict, args) -> None:
+    scratch = Path(cfg["scratch"])
+    tree = scratch / "tree"
+    results_path = scratch / "results.jsonl"
+    scratch.mkdir(parents=True, exist_ok=True)
+    copy_tree(tree)
+    thash = tree_hash(tree)
+    for rel in rule_files():
+        assert (tree / rel).exists(), rel
+        for entry in FAMILY_TESTS[rel]:
+            assert entry == NODE or (tree / entry).exists(), entry
+    muts = enumerate_mutants(tree, rule_files(), set(cfg["exclude_operators"]))
+    order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
+    if args.limit:
+        order = order[: args.limit]
+    results = read_results(results_path)
+    done = {r["id"]: r for r in results if r["kind"] == "mutant"}
+    if args.ids:  # these again, whatever they did before
+        order = [m for m in order if m.id in set(args.ids.split(","))]
+    elif args.rerun_survivors:
+        order = [m for m in order if m.id in done and done[m.id]["status"] == "survived"]
+    else:
+        order = [m for m in order if m.id not in done]
+    baselines = {r["file"]: r for r in results if r["kind"] == "baseline" and r["tree"] == thash}
+    until = None
+    if args.until:
+        h, mi = map(int, args.until.split(":"))
+        until = now_utc().replace(hour=h, minute=mi, second=0, microsecond=0)
+    print(f"{len(order)} mutants to run; tree {thash}", flush=True)
+    node_ids = node_case_ids(cfg, tree)
+    with results_path.open("a") as log:
+
+        def write(rec: dict) -> None:
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+
+        def run_baseline(rel: str) -> dict:
+            outcome, secs, tail = run_commands(commands(cfg, rel, node_ids), tree, 1800)
+            base = {"kind": "baseline", "file": rel, "tree": thash, "outcome": outcome,
+                    "seconds": round(secs, 1), "tail": tail}  # fmt: skip
+            baselines[rel] = base
+            write(base)
+            print(f"baseline {rel}: {outcome} {secs:.0f}s", flush=True)
+            return base
+
+        if args.verify_kills:
+            verify_kills(cfg, tree, thash, done, write)
+            return
+        if args.baselines:  # the families with a killed mutant and no unmutated passing run yet
+            for rel in sorted({r["file"] for r in done.values() if r["status"] == "killed"} - set(baselines)):
+                run_baseline(rel)
+            return
+        for k, m in enumerate(order):
+            cmds = commands(cfg, m.file, node_ids)
+            base = baselines.get(m.file)
+            expect = base["seconds"] if base else 60.0
+            if until and now_utc() + dt.timedelta(seconds=expect) > until:
+                print(f"stopping: --until {args.until} reached", flush=True)
+                break
+            if base is None and args.baseline_first:
+                base = run_baseline(m.file)
+            if base is not None and base["outcome"] != "passed":
+                write({"kind": "mutant", "id": m.id, "file": m.file, "line": m.line,
+                       "operator": m.operator, "status": "skipped", "why": "family tests fail unmutated",
+                       "tree": thash})  # fmt: skip
+                continue
+            path = tree / m.file
+            original = path.read_text(encoding="utf-8")
+            mutated = mutate(original, m)
+            if mutated is None or not competent(mutated, m.file):
+                continue
+            try:
+                path.write_text(mutated, encoding="utf-8")
+                if base is None:
+                    timeout = cfg["no_baseline_timeout"]
+                else:
+                    timeout = max(cfg["min_timeout"], cfg["timeout_factor"] * base["seconds"])
+                outcome, secs, tail = run_commands(cmds, tree, timeout)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            status = {"passed": "survived", "no-tests": "error"}.get(outcome, "killed")
+            if status == "survived" and base is None:  # a passing family run times the family too
+                base = {"kind": "baseline", "file": m.file, "tree": thash, "outcome": "passed",
+                        "seconds": round(secs, 1), "tail": "", "from": m.id}  # fmt: skip
+                baselines[m.file] = base
+                write(base)
+            rec = {"kind": "mutant", "id": m.id, "file": m.file, "line": m.line, "operator": m.operator,
+                   "diff": diff_lines(original, mutated), "status": status, "outcome": outcome,
+                   "seconds": round(secs, 1), "tail": tail if status != "survived" else "", "tree": thash,
+                   "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+            write(rec)
+            print(
+                f"[{k + 1}/{len(order)}] {status:8s} {outcome:11s} {secs:5.0f}s {m.id} (line {m.line})",
+                flush=True,
+            )
+
+
+def failing_tests(tail: str) -> list[str]:
+    return re.findall(r"^FAILED (\S+)", tail, re.M)
+
+
+def verify_kills(cfg: dict, tree: Path, thash: str, done: dict, write) -> None:
+    """Run the test that failed for each killed mutant on the unmutated tree, all in one pytest
+    (no ``-x``): a kill counts only if its failing test passes unmutated (the cheap stand-in for
+    an unmutated run of every family)."""
+    wanted = sorted({t for r in done.values() if r["status"] == "killed" for t in failing_tests(r["tail"])})
+    if not wanted:
+        return
+    cmd = ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
+    proc = subprocess.run([*cmd, *wanted], cwd=tree, env=test_env(tree), capture_output=True, text=True)
+    failed = set(failing_tests(proc.stdout))
+    for t in wanted:
+        write({"kind": "kill-check", "test": t, "tree": thash, "passed": t not in failed})
+    print(f"{len(wanted)} failing tests of killed mutants run unmutated: {len(failed)} fail", flush=True)
+    print("\n".join(proc.stdout.strip().splitlines()[-5:]), flush=True)
+
+
+def cmd_check(cfg: dict, args) -> None:
+    """One mutant against the given tests (default: its family's), in a fresh copy of the tree."""
+    rel, op, occ = args.id.rsplit(":", 2)
+    tree = Path(cfg["scratch"]) / "check-tree"
+    copy_tree(tree)
+    m = Mutant(rel, op, int(occ), 0)
+    original = (tree / rel).read_text(encoding="utf-8")
+    mutated = mutate(original, m)
+    if mutated is None:
+        raise SystemExit(f"no such mutant: {args.id}")
+    print("\n".join(diff_lines(original, mutated)))
+    (tree / rel).write_text(mutated, encoding="utf-8")
+    if args.tests:
+        cmds = [["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *args.tests]]
+    else:
+        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if NODE in FAMILY_TESTS[rel] else {})
+    outcome, secs, tail = run_commands(cmds, tree, cfg["no_baseline_timeout"])
+    print(f"{'survived' if outcome == 'passed' else 'killed'} ({outcome}, {secs:.0f}s)\n{tail}")
+
+
+def cmd_show(cfg: dict, args) -> None:
+    rel, op, occ = args.id.rsplit(":", 2)
+    src = (ROOT / rel).read_text(encoding="utf-8")
+    m = Mutant(rel, op, int(occ), 0)
+    print("\n".join(diff_lines(src, mutate(src, m) or src)))
+
+
+def _pct(score: float | None) -> str:
+    return "-" if score is None else f"{100 * score:.1f}%"
+
+
+def cmd_report(cfg: dict, args) -> None:
+    results = read_results(Path(args.results or Path(cfg["scratch"]) / "results.jsonl"))
+    # a family that failed unmutated in some tree voids the kills made in that tree
+    broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
+    # ... and so does a failing test of a killed mutant that fails unmutated too (run --verify-kills)
+    bad_tests = {r["test"] for r in results if r["kind"] == "kill-check" and not r["passed"]}
+    latest: dict[str, dict] = {}
+    first: dict[str, dict] = {}
+    sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in rule_files()}
+    for r in results:
+        if r["kind"] == "mutant" and r["status"] in ("killed", "survived"):
+            if r["status"] == "killed" and (r["file"], r["tree"]) in broken:
+                continue
+            if r["status"] == "killed" and set(failing_tests(r.get("tail", ""))) & bad_tests:
+                continue
+            rel, op, occ = r["id"].rsplit(":", 2)
+            if not competent(mutate(sources[rel], Mutant(rel, op, int(occ), 0)) or "", rel):
+                continue
+            first.setdefault(r["id"], r)
+            latest[r["id"]] = r
+    classes = {}
+    cpath = HERE / "survivors.toml"
+    if cpath.exists():
+        with open(cpath, "rb") as f:
+            classes = tomllib.load(f).get("survivor", {})
+
+    def score(recs: list[dict]) -> dict:
+        killed = sum(r["status"] == "killed" for r in recs)
+        return {"killed": killed, "total": len(recs), "score": round(killed / len(recs), 3) if recs else None}
+
+    dirs = list(DIRECTIONS.values())
+    report = {"sample": len(latest), "seed": cfg["seed"], "before": {}, "after": {}, "survivors": []}
+    for label, recs in (("before", first), ("after", latest)):
+        report[label]["all"] = score(list(recs.values()))
+        for d in dirs:
+            report[label][d] = score([r for r in recs.values() if direction(r["file"]) == d])
+    for r in sorted(latest.values(), key=lambda r: (r["file"], r["line"])):
+        if first[r["id"]]["status"] == "survived":
+            c = classes.get(r["id"], {})
+            report["survivors"].append({
+                "id": r["id"], "where": f"{r['file']}:{r['line']}", "operator": r["operator"],
+                "diff": r["diff"], "now": r["status"], "class": c.get("class", "unclassified"),
+                "note": c.get("note", ""),
+            })  # fmt: skip
+    (HERE / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    lines = [
+        "# Mutation testing report",
+        "",
+        "Written by `tools/mutation/run.py report` (see the README's *Mutation testing* section).",
+        f"Sample: {report['sample']} mutants (cosmic-ray operators, seed {cfg['seed']}, stratified by",
+        "rule file), each run against its rule family's own tests only. *Before*: each mutant's first",
+        "run; *after*: the survivors run again once tests were added for them.",
+        "",
+        "| direction | mutants | killed before | score before | killed after | score after |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for d in [*dirs, "all"]:
+        b, a = report["before"][d], report["after"][d]
+        row = [d, b["total"], b["killed"], _pct(b["score"]), a["killed"], _pct(a["score"])]
+        lines.append("| " + " | ".join(map(str, row)) + " |")
+    lines += ["", "## Surviving mutants", "", "| where | mutation | class | now | note |"]
+    lines.append("| --- | --- | --- | --- | --- |")
+    for s in report["survivors"]:
+        old = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "-").replace("|", "\\|")
+        new = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "+").replace("|", "\\|")
+        lines.append(f"| `{s['where']}` | `{old}` → `{new}` | {s['class']} | {s['now']} | {s['note']} |")
+    out = ROOT / "docs" / "mutation-report.md"
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text())
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    ls = sub.add_parser("list", help="mutants per rule file and the sample's first ones")
+    ls.add_argument("--sample", type=int)
+    ls.add_argument("--show", type=int, default=20)
+    r = sub.add_parser("run", help="run the sampled mutants not run yet")
+    r.add_argument("--sample", type=int, help="sample size (default: config.toml)")
+    r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
+    r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
+    r.add_argument("--rerun-survivors", action="store_true")
+    r.add_argument("--ids", help="comma-separated mutant ids to run (again)")
+    r.add_argument(
+        "--baseline-first", action="store_true",
+        help="run each family unmutated before its first mutant (default: after the run, --baselines)",
+    )  # fmt: skip
+    r.add_argument(
+        "--verify-kills", action="store_true",
+        help="run the test that failed for each killed mutant, unmutated, in one pytest",
+    )  # fmt: skip
+    r.add_argument(
+        "--baselines", action="store_true",
+        help="only run unmutated the families that killed a mutant and never passed in this tree",
+    )  # fmt: skip
+    s = sub.add_parser("show", help="the diff of one mutant")
+    s.add_argument("id")
+    c = sub.add_parser("check", help="one mutant against some tests (default: its family's)")
+    c.add_argument("id")
+    c.add_argument("tests", nargs="*")
+    rp = sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
+    rp.add_argument("--results", help="results.jsonl to read (default: the scratch directory's)")
+    args = p.parse_args(argv)
+    cfg = load_config()
+    {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](
+        cfg, args
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
