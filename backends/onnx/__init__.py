@@ -43,6 +43,7 @@ from .graph import GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
+from .simplify import simplify
 
 DEFAULT_OPSET = 18
 MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to it
@@ -125,6 +126,7 @@ def to_onnx(
     interpreter: type[OnnxInterpreter] | None = None,
     path: str | os.PathLike | None = None,
     external_data: bool | None = None,
+    optimize: bool = True,
 ) -> onnx.ModelProto:
     """Convert a :class:`converter.Module` to an ONNX model.
 
@@ -147,6 +149,11 @@ def to_onnx(
             arrays (no copy in memory), 64-byte aligned; the returned model then refers
             to that file (``onnx.load(path)`` and
             ``onnxruntime.InferenceSession(path)`` read it) and holds no weights itself.
+        optimize: emit idiomatic ONNX (default): multi-op patterns as one operator
+            (:mod:`backends.onnx.patterns`) and the graph clean-ups of
+            :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
+            reshape chains or copies), all exact. ``False`` emits each op's node group as
+            it is (for debugging a rule).
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
     outputs have ``dim_param``s named as the signature's dynamic dimensions (``"N"``), and
@@ -206,6 +213,8 @@ def to_onnx(
     for value, spec in zip(results, sig.outputs, strict=True):
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(_value_info(spec))
+    if optimize:
+        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs), opset)
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
     params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
     size = sum(a.nbytes for a in params.values())

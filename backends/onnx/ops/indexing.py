@@ -57,10 +57,7 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
-        view = [1] * len(batch_shape)
-        view[pos] = batch_shape[pos]
-        iota = np.broadcast_to(np.arange(batch_shape[pos], dtype=np.int64).reshape(view), batch_shape)
-        columns.append(g.const(iota[..., None].copy()))
+        columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 
