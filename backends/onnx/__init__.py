@@ -38,7 +38,7 @@ from converter.module import Module
 from converter.passes.placement import strip_placement
 from converter.weights import ALIGN, external_threshold
 
-from . import ops, widen  # noqa: F401 - ops registers the rules
+from . import ops, patterns, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
@@ -74,6 +74,7 @@ class OnnxInterpreter(Interpreter):
         super().__init__(module)
         self.graph = GraphBuilder(itertools.count())
         self.opset = opset  # the target opset: rules pick operators by it (BitCast from 26)
+        self.patterns: dict = {}  # root value -> patterns.Match (set by to_onnx(optimize=True))
 
     def dispatch_key(self, op) -> str:
         """The op's key; ``<key>[complex]`` (:func:`backends.onnx.ops.complex.complex_key`)
@@ -98,11 +99,27 @@ class OnnxInterpreter(Interpreter):
         empty = self._empty_results(op)
         if empty is not None:
             return empty
+        match = self.patterns.get(op.results[0]) if len(op.results) == 1 else None
+        if match is not None and all(v is None or v in env for v in match.inputs):
+            return [self._emit_pattern(op, match, env)]
         if complex_ops.touches_complex(op) or not widen.needs_widening(op):
             return super().run_op(op, operands, env)
         return widen.run_widened(
             self, op, operands, lambda view, xs: super(OnnxInterpreter, self).run_op(view, xs, env)
         )
+
+    def _emit_pattern(self, op, match, env) -> str:
+        """The ONNX operator of a matched pattern (:mod:`backends.onnx.patterns`)."""
+        g = self.graph
+        inputs = [None if v is None else env[v] for v in match.inputs]
+        if match.op_type == "LayerNormalization":
+            x, scale, bias = inputs
+            axis = match.attrs["axis"]
+            if scale is None:
+                shape = op.result_type.shape[axis:]
+                scale = g.const(np.ones(shape, dtypes.to_numpy(op.result_type.dtype)))
+            inputs = [x, scale] + ([bias] if bias is not None else [])
+        return g.op(match.op_type, inputs, **match.attrs)
 
     def _empty_results(self, op) -> list[str] | None:
         """Initializers for an op whose results all have static shapes with no elements
@@ -194,6 +211,8 @@ def to_onnx(
         raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
+    if optimize:
+        interp.patterns = patterns.find(module.mlir, opset)
     _check_dynamic(interp, module)
     interp.check_supported()
     g = interp.graph
