@@ -36,6 +36,8 @@ from converter.regions import classify_combiner
 #: Element types the fused operators are emitted for (onnxruntime's CPU kernels).
 _FLOAT = {"float32", "float64"}
 _GELU_FLOAT = {"float32"}
+#: Ops a splat constant is seen through (its value is checked after them, in float64).
+_FOLDED_THROUGH = {"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"}
 
 
 @dataclass
@@ -109,6 +111,9 @@ class _Matcher:
                 dims = list(mlir.Op(op).attr("broadcast_dimensions"))
                 if dims != sorted(dims):
                     return v, amap
+            elif op.name == "stablehlo.convert":
+                if op.operands[0].type != op.results[0].type:
+                    return v, amap
             elif op.name == "stablehlo.reshape":
                 a, b = (mlir.tensor_type(t).shape for t in (op.operands[0].type, op.results[0].type))
                 if [d for d in a if d != 1] != [d for d in b if d != 1]:
@@ -120,6 +125,8 @@ class _Matcher:
     def const(self, v, amap, value: float, rtol: float = 1e-6) -> bool:
         """``v`` is a splat constant equal to ``value``."""
         op, inner = self.scope.owner(v, amap)
+        while op is not None and op.name in _FOLDED_THROUGH:  # operands may be a callee's arguments
+            op, inner = self.scope.owner(op.operands[0], inner)
         if op is None:
             return False
         folded = _fold(op.results[0]) if op.name != "func.call" else None
@@ -208,6 +215,14 @@ def _softmax(m: _Matcher, operation, dtype, opset):
     if got is None:
         return None
     (x, mx), inner = got[0], got[1]
+    mx, inner = m.strip(mx, inner)
+    floor = m.op(mx, inner, "maximum")  # jax.nn.softmax: max(-inf, max(x))
+    if floor is not None:
+        (p, q), fin = floor[0], floor[1]
+        if m.const(*m.strip(p, fin), -np.inf):
+            mx, inner = q, fin
+        elif m.const(*m.strip(q, fin), -np.inf):
+            mx, inner = p, fin
     red = _reduce(m, mx, inner, "max")
     if red is None or red[1] != dims or m.scope.value(red[0], red[2]) != m.scope.value(x, inner):
         return None
@@ -418,8 +433,17 @@ def _gelu(m: _Matcher, operation, dtype, opset):
         got = m.op(v, mp, "power")
         return got is not None and m.var("x", got[0][0], got[1]) and m.const(*m.strip(got[0][1], got[1]), 3.0)
 
+    def half_one_plus(v, mp):  # 0.5 * (1 + f(...)), multiplied by x (jax.nn.gelu)
+        got = m.op(v, mp, "multiply")
+        return got is not None and m.either(
+            *got[0], got[1], lambda u, q: m.const(*m.strip(u, q), 0.5), one_plus
+        )
+
+    saved = dict(m.bind)
     if not m.either(a, b, amap, half_x, one_plus):
-        return None
+        m.bind = saved
+        if not m.either(a, b, amap, lambda u, q: m.var("x", u, q), half_one_plus):
+            return None
     return Match("Gelu", [m.bind["x"]], {"approximate": kind["approximate"]}, opset=20)
 
 
@@ -448,4 +472,31 @@ def _relu(m: _Matcher, operation, dtype, opset):
     return Match("Relu", [m.bind["x"]])
 
 
-_MATCHERS = (_softmax, _layer_norm, _gelu, _relu)
+def _gemm(m: _Matcher, operation, dtype, opset):
+    """``dot_general([m, k], [k, n]) + broadcast(c)`` (``c`` of shape ``[n]``, ``[1, n]``
+    or ``[m, n]``) → ``Gemm`` (``transB`` when the right operand is a transpose)."""
+    from .ops.linalg import matmul_form
+
+    if operation.name != "stablehlo.add" or len(operation.results[0].type.shape) != 2:
+        return None
+    shape = list(operation.results[0].type.shape)
+    for dot_v, c_v in (tuple(operation.operands), tuple(operation.operands)[::-1]):
+        owner = getattr(dot_v.owner, "operation", dot_v.owner)
+        if not isinstance(owner, ir.Operation) or owner.name != "stablehlo.dot_general":
+            continue
+        form = matmul_form(mlir.Op(owner))
+        if form not in ("matmul", "gemm_t") or len(owner.operands[0].type.shape) != 2:
+            continue
+        src, smap = m.strip(c_v, {})
+        c = m.scope.value(src, smap)
+        cshape = list(mlir.tensor_type(c.type).shape)
+        if cshape not in ([shape[1]], [1, shape[1]], shape) or c.owner == owner:
+            continue
+        a, b = owner.operands
+        if form == "gemm_t":
+            b = getattr(b.owner, "operation", b.owner).operands[0]
+        return Match("Gemm", [a, b, c], {"transB": 1 if form == "gemm_t" else 0})
+    return None
+
+
+_MATCHERS = (_softmax, _layer_norm, _gelu, _relu, _gemm)
