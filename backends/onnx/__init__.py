@@ -169,8 +169,9 @@ def to_onnx(
         optimize: emit idiomatic ONNX (default): multi-op patterns as one operator
             (:mod:`backends.onnx.patterns`) and the graph clean-ups of
             :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
-            reshape chains or copies), all exact. ``False`` emits each op's node group as
-            it is (for debugging a rule).
+            reshape chains or copies), all exact. Integer buffers the model never updates
+            count as constants there (what is computed from them alone is folded).
+            ``False`` emits each op's node group as it is (for debugging a rule).
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
     outputs have ``dim_param``s named as the signature's dynamic dimensions (``"N"``), and
@@ -233,7 +234,12 @@ def to_onnx(
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(_value_info(spec))
     if optimize:
-        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs), opset)
+        constant = _constant_buffers(sig)
+        for name in constant:  # their values are needed to fold what is computed from them
+            stubs[name].raw_data = _raw(_param_array(module.params[name]))
+        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs) - constant, opset)
+        for name in constant:
+            stubs[name].ClearField("raw_data")
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
     params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
     size = sum(a.nbytes for a in params.values())
@@ -269,6 +275,21 @@ def to_onnx(
     elif check and size < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _constant_buffers(sig) -> set[str]:
+    """Integer buffers the model never updates (``position_ids``, ``token_type_ids``):
+    what is computed from them alone is folded into constants, as from the module's own
+    constants (``torch.onnx`` does the same); their initializers stay while still read."""
+    mutated = {m.target for m in sig.mutations if m.kind == "buffer"}
+    return {
+        p.name
+        for p in sig.params
+        if p.kind == "buffer"
+        and p.name not in mutated
+        and not dtypes.is_floating(p.dtype)
+        and not dtypes.is_complex(p.dtype)
+    }
 
 
 def _stub(value, name: str) -> onnx.TensorProto:

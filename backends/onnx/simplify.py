@@ -15,6 +15,11 @@ graph computes are bit for bit those it computed before):
   when the consumer's result shape stays the same;
 - **reshape chains**: ``Reshape(Reshape(x))`` is one ``Reshape``; a ``Reshape`` to the
   shape it already has, and ``Identity`` nodes, are dropped;
+- **batched products**: ``Reshape(MatMul(Reshape(a), Reshape(b)))`` that only merges and
+  splits the leading batch dimensions is ``MatMul(a, b)``; an elementwise unary op between
+  a reshape and its inverse is applied to the original;
+- **transpose chains** compose into one ``Transpose``; **common subexpressions** (the same
+  operator on the same inputs with the same attributes) are computed once;
 - **output names**: the value a graph output copies is renamed to the output (no
   trailing ``Identity``).
 """
@@ -64,6 +69,10 @@ def simplify(g: GraphBuilder, inputs: list, outputs: list[str], params: set[str]
     if shapes is not None:
         _implicit_broadcast(g, shapes)
         _reshape_chains(g, shapes, outputs)
+        _batched_matmul(g, shapes, outputs)
+        _unary_between_reshapes(g, shapes, outputs)
+    _transpose_chains(g)
+    _common_subexpressions(g)
     _drop_identities(g, outputs, {i.name for i in inputs} | {t.name for t in g.initializers})
 
 
@@ -304,3 +313,117 @@ def _drop_identities(g: GraphBuilder, outputs: list[str], fixed: set[str]) -> No
             continue
         keep.append(node)
     g.nodes[:] = keep
+
+
+def _consumers(nodes) -> dict[str, list]:
+    uses: dict[str, list] = {}
+    for node in nodes:
+        for name in node.input:
+            uses.setdefault(name, []).append(node)
+    return uses
+
+
+def _batched_matmul(g: GraphBuilder, shapes: dict[str, list], outputs: list[str]) -> None:
+    """``Reshape(MatMul(Reshape(a), Reshape(b)))`` → ``MatMul(a, b)`` when the reshapes
+    only merge (then split back) the same leading batch dimensions."""
+    made_by = {o: n for n in g.nodes for o in n.output}
+    uses = _consumers(g.nodes)
+    sub_reads = used_names([n for n in g.nodes if _has_subgraph(n)])
+    for node in g.nodes:
+        if node.op_type != "MatMul":
+            continue
+        ra, rb = (made_by.get(x) for x in node.input)
+        after = uses.get(node.output[0], [])
+        if ra is None or rb is None or ra.op_type != "Reshape" or rb.op_type != "Reshape" or len(after) != 1:
+            continue
+        rc = after[0]
+        if rc.op_type != "Reshape" or node.output[0] in outputs or node.output[0] in sub_reads:
+            continue
+        a, b, out = ra.input[0], rb.input[0], rc.output[0]
+        sa, sb, so = shapes.get(a), shapes.get(b), shapes.get(out)
+        sm = shapes.get(node.output[0])
+        if None in (sa, sb, so, sm) or len(sa) < 3 or len(sa) != len(sb) or len(so) != len(sa):
+            continue
+        batch = sa[:-2]
+        if sb[:-2] != batch or so[:-2] != batch or so[-2:] != [sa[-2], sb[-1]] or sm[-2:] != so[-2:]:
+            continue
+        node.input[0], node.input[1] = a, b
+        node.output[0], rc.output[0] = out, g.fresh("unused")  # the old Reshape is now dead
+
+
+def _unary_between_reshapes(g: GraphBuilder, shapes: dict[str, list], outputs: list[str]) -> None:
+    """``Reshape(u(Reshape(x)))`` → ``u(x)`` for an elementwise unary ``u`` when the outer
+    reshape gives ``x``'s shape back."""
+    made_by = {o: n for n in g.nodes for o in n.output}
+    uses = _consumers(g.nodes)
+    sub_reads = used_names([n for n in g.nodes if _has_subgraph(n)])
+    for node in g.nodes:
+        if node.op_type not in _UNARY or len(node.input) != 1:
+            continue
+        inner = made_by.get(node.input[0])
+        after = uses.get(node.output[0], [])
+        if inner is None or inner.op_type != "Reshape" or len(after) != 1 or after[0].op_type != "Reshape":
+            continue
+        outer = after[0]
+        x = inner.input[0]
+        if node.output[0] in outputs or node.output[0] in sub_reads:
+            continue
+        if shapes.get(x) is None or shapes.get(x) != shapes.get(outer.output[0]):
+            continue
+        node.input[0] = x
+        node.output[0], outer.output[0] = outer.output[0], g.fresh("unused")
+
+
+#: Elementwise unary operators (shape-independent), moved across reshapes.
+_UNARY = {
+    "Gelu", "Relu", "Tanh", "Sigmoid", "Exp", "Log", "Neg", "Abs", "Sqrt", "Erf", "Cast", "Not",
+    "Softplus", "Sin", "Cos", "Floor", "Ceil", "Round", "Reciprocal", "Sign", "IsNaN",
+}  # fmt: skip
+
+
+def _transpose_chains(g: GraphBuilder) -> None:
+    """``Transpose(Transpose(x, p), q)`` → ``Transpose(x, p∘q)`` (identity: ``x``)."""
+    made_by = {o: n for n in g.nodes for o in n.output}
+    mapping: dict[str, str] = {}
+    for node in g.nodes:
+        _replace_inputs([node], mapping)
+        if node.op_type != "Transpose":
+            continue
+        inner = made_by.get(node.input[0])
+        if inner is None or inner.op_type != "Transpose":
+            continue
+        p = list(inner.attribute[0].ints) if inner.attribute else None
+        q = list(node.attribute[0].ints) if node.attribute else None
+        if p is None or q is None:
+            continue
+        composed = [p[i] for i in q]
+        if composed == list(range(len(composed))):
+            mapping[node.output[0]] = inner.input[0]
+            continue
+        node.input[0] = inner.input[0]
+        del node.attribute[:]
+        node.attribute.append(helper.make_attribute("perm", composed))
+    _replace_subgraph_reads(g.nodes, mapping)
+
+
+def _common_subexpressions(g: GraphBuilder) -> None:
+    """Compute each (operator, inputs, attributes) once; later copies read the first."""
+    seen: dict[tuple, list[str]] = {}
+    mapping: dict[str, str] = {}
+    for node in g.nodes:
+        _replace_inputs([node], mapping)
+        if _has_subgraph(node) or node.op_type in _NOT_FOLDED:
+            continue
+        key = (
+            node.domain,
+            node.op_type,
+            tuple(node.input),
+            tuple(a.SerializeToString() for a in node.attribute),
+        )
+        if key in seen:
+            for old, new in zip(node.output, seen[key], strict=True):
+                if old:
+                    mapping[old] = new
+        else:
+            seen[key] = list(node.output)
+    _replace_subgraph_reads(g.nodes, mapping)

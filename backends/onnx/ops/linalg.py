@@ -10,7 +10,7 @@ import string
 
 from jaxlib.mlir import ir
 
-from converter import dtypes
+from converter import dtypes, mlir
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -79,7 +79,9 @@ def matmul_form(op) -> str | None:
         return None
     if rt.rank == nb + 2 and rc == [nb] and (nb == 0 or lt.rank == nb + 2):
         owner = _owner(op.operands[1])
-        if nb == 0 and lt.rank == 2 and owner is not None and owner.name == "stablehlo.transpose":
+        raw = mlir.tensor_type(op.operands[1].type).dtype  # not a real-pair or widened view's type
+        transposed = owner is not None and owner.name == "stablehlo.transpose" and raw == dtype
+        if nb == 0 and lt.rank == 2 and transposed:
             return "gemm_t"
         return "matmul"
     return None
