@@ -119,7 +119,10 @@ class OnnxInterpreter(Interpreter):
                 shape = op.result_type.shape[axis:]
                 scale = g.const(np.ones(shape, dtypes.to_numpy(op.result_type.dtype)))
             inputs = [x, scale] + ([bias] if bias is not None else [])
-        return g.op(match.op_type, inputs, **match.attrs)
+        attrs = dict(match.attrs)
+        if match.op_type == "ReduceMean":  # axes are an input from opset 18
+            inputs = [*inputs, g.ints(attrs.pop("axes"))]
+        return g.op(match.op_type, inputs, **attrs)
 
     def _empty_results(self, op) -> list[str] | None:
         """Initializers for an op whose results all have static shapes with no elements

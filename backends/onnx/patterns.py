@@ -499,4 +499,57 @@ def _gemm(m: _Matcher, operation, dtype, opset):
     return None
 
 
-_MATCHERS = (_softmax, _layer_norm, _gelu, _relu, _gemm)
+def _mean_pattern(m: _Matcher, operation, dtype, opset):
+    """``sum(x, axes) / n`` (n the reduced count; the sum possibly broadcast to unit
+    dimensions at the reduced axes) → ``ReduceMean`` (keepdims as the result's rank)."""
+    if operation.name != "stablehlo.divide":
+        return None
+    dims = _mean(m, operation.results[0], {}, "x")
+    if dims is None:
+        return None
+    x = m.bind["x"]
+    shape = list(mlir.tensor_type(x.type).shape)
+    out = list(mlir.tensor_type(operation.results[0].type).shape)
+    kept = [1 if i in dims else n for i, n in enumerate(shape)]
+    if out == kept:
+        keep = 1
+    elif out == [n for i, n in enumerate(shape) if i not in dims]:
+        keep = 0
+    else:
+        return None
+    return Match("ReduceMean", [x], {"axes": dims, "keepdims": keep}, opset=18)
+
+
+def _avg_pool(m: _Matcher, operation, dtype, opset):
+    """``reduce_window(add, x, 0) / prod(window)`` over the trailing spatial dims of an
+    ``[N, C, spatial...]`` value, without padding or dilation → ``AveragePool``."""
+    if operation.name != "stablehlo.divide" or dtype != "float32":
+        return None
+    num, den = operation.operands
+    got = m.op(num, {}, "reduce_window")
+    if got is None:
+        return None
+    operands, _, op = got
+    view = mlir.Op(op)
+    if len(operands) != 2 or classify_combiner(op.regions[0]) != "add":
+        return None
+    init = _fold(operands[1])
+    if init is None or float(np.asarray(init)) != 0.0:
+        return None
+    rank = len(operands[0].type.shape)
+    win = list(view.attr("window_dimensions"))
+    strides = list(view.attr("window_strides") or [1] * rank)
+    padding = view.attr("padding")
+    dil = list(view.attr("window_dilations") or [1] * rank)
+    base = list(view.attr("base_dilations") or [1] * rank)
+    if rank < 3 or win[:2] != [1, 1] or strides[:2] != [1, 1] or any(v != 1 for v in dil + base):
+        return None
+    if padding is not None and np.any(np.asarray(padding) != 0):
+        return None
+    if not m.const(den, {}, float(math.prod(win))):
+        return None
+    m.var("x", operands[0], {})
+    return Match("AveragePool", [m.bind["x"]], {"kernel_shape": win[2:], "strides": strides[2:]})
+
+
+_MATCHERS = (_softmax, _layer_norm, _gelu, _relu, _gemm, _avg_pool, _mean_pattern)

@@ -226,3 +226,32 @@ def test_gpt2_idiomatic_and_exact(gpt2_model):
     with torch.no_grad():
         want = model(*args).logits.numpy()
     np.testing.assert_allclose(_run(onnx_model, args[0].numpy())[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_average_pool_and_mean():
+    x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+
+    def fn(v):
+        pooled = lax.reduce_window(v, 0.0, lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "VALID") / 4.0
+        return jnp.mean(pooled, axis=(2, 3), keepdims=True), jnp.mean(v, axis=(2, 3))
+
+    model = _check(fn, x, fires="AveragePool", gone=("Conv", "Div", "ReduceSum"))
+    assert _ops(model)["ReduceMean"] == 2
+
+
+def test_average_pool_with_padding_does_not_fire():
+    x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+
+    def fn(v):  # a padded window sum divided by the full window size is not ONNX's AveragePool default
+        return lax.reduce_window(v, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), "SAME") / 9.0
+
+    model = _convert(fn, x)
+    assert "AveragePool" not in _ops(model)
+    np.testing.assert_allclose(_run(model, x)[0], np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_lookup_is_gather():
+    table = RNG.normal(size=(50, 8)).astype(np.float32)
+    ids = np.array([[0, 3, 49], [7, 7, 1]], np.int64)
+    with jax.enable_x64(True):
+        _check(lambda t, i: t[i], table, ids, fires="Gather", gone=("GatherND",))
