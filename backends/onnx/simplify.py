@@ -34,6 +34,8 @@ from .graph import GraphBuilder, compressed, used_names
 
 #: Largest folded constant stored (bytes, after compression).
 FOLD_BYTES = 4096
+#: Constant values of more elements are not computed at conversion time (they stay in the graph).
+FOLD_EVALUATED = 1 << 20
 
 #: Operators with multidirectional (NumPy) broadcasting over all their inputs.
 BROADCASTING = {
@@ -157,7 +159,9 @@ def _fold_constants(g: GraphBuilder, params: set[str], outputs: list[str], opset
     mapping = {}
     before = len(g.nodes)
     for v in frontier:
-        arr = values[v]
+        arr = values.get(v)
+        if arr is None:
+            continue
         core = compressed(arr)
         stored = core if core is not None else arr
         new_nodes = 0 if core is None else 1
@@ -167,6 +171,16 @@ def _fold_constants(g: GraphBuilder, params: set[str], outputs: list[str], opset
     g.nodes[:] = g.nodes[before:] + g.nodes[:before]  # nodes of compressed constants first
     _replace_inputs(g.nodes, mapping)
     _replace_subgraph_reads(g.nodes, mapping)
+
+
+def _numel(vi) -> float:
+    """Elements of a value with a fully static inferred shape (infinity otherwise)."""
+    if vi is None or not vi.type.tensor_type.HasField("shape"):
+        return float("inf")
+    dims = vi.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") for d in dims):
+        return float("inf")
+    return float(np.prod([d.dim_value for d in dims]))
 
 
 def _cone(value: str, producer: dict) -> list:
@@ -197,8 +211,12 @@ def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         types = {vi.name: vi for vi in inferred.graph.value_info}
-        if not all(v in types for v in frontier):
+        frontier = [v for v in frontier if _numel(types.get(v)) <= FOLD_EVALUATED]
+        if not frontier:
             return None
+        ids = {id(n) for v in frontier for n in cones[v]}  # only what the kept values need
+        del model.graph.node[:]
+        model.graph.node.extend(n for n in nodes if id(n) in ids)
         model.graph.output.extend(types[v] for v in frontier)
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

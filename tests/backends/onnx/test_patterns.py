@@ -3,6 +3,7 @@ single-op rules): each rewrite fires (its operator is in the graph, the ops it r
 not) and the model's numbers match ``jax.jit`` (or eager torch) in onnxruntime."""
 
 import collections
+import importlib
 
 import jax
 import jax.numpy as jnp
@@ -255,3 +256,17 @@ def test_embedding_lookup_is_gather():
     ids = np.array([[0, 3, 49], [7, 7, 1]], np.int64)
     with jax.enable_x64(True):
         _check(lambda t, i: t[i], table, ids, fires="Gather", gone=("GatherND",))
+
+
+def test_large_constant_values_stay_computed(monkeypatch):
+    simplify = importlib.import_module("backends.onnx.simplify")  # the package exports the function
+
+    def fn(s):
+        i = lax.broadcasted_iota(jnp.int32, (8, 8), 0)
+        j = lax.broadcasted_iota(jnp.int32, (8, 8), 1)
+        return jnp.where(i >= j, s, -jnp.inf)
+
+    s = RNG.normal(size=(2, 8, 8)).astype(np.float32)
+    monkeypatch.setattr(simplify, "FOLD_EVALUATED", 8)  # the 8x8 mask is now "large"
+    model = _check(fn, s, fires="GreaterOrEqual")
+    assert "Range" in _ops(model)
