@@ -243,7 +243,9 @@ def _mean(m: _Matcher, v, amap, name: str):
         return None
     x, dims, rin = red
     shape = mlir.tensor_type(x.type).shape
-    if not m.const(den, inner, float(math.prod(shape[d] for d in dims))) or not m.var(name, x, rin):
+    if None in shape or not m.const(den, inner, float(math.prod(shape[d] for d in dims))):
+        return None
+    if not m.var(name, x, rin):
         return None
     return dims
 
@@ -321,7 +323,7 @@ def _var_dims(m: _Matcher, v, amap):
     shape = mlir.tensor_type(x.type).shape
     if not m.var("x", x, cin) or _mean(m, mean, cin, "x") != dims:
         return None
-    if not m.const(den, inner, float(math.prod(shape[i] for i in dims))):
+    if None in shape or not m.const(den, inner, float(math.prod(shape[i] for i in dims))):
         return None
     return dims
 
