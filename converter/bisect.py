@@ -128,7 +128,7 @@ def run_onnx(module, args: tuple, kwargs: dict) -> list[Recorded]:
                 emitted.append((op.name, types, list(out)))
             return out
 
-    model = to_onnx(module, interpreter=Recording, check=False)
+    model = to_onnx(module, interpreter=Recording, check=False, optimize=False)  # one node group per op
     graph = model.graph
     produced = {o for node in graph.node for o in node.output} - {o.name for o in graph.output}
     wanted: dict[str, Any] = {}

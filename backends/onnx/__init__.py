@@ -38,11 +38,12 @@ from converter.module import Module
 from converter.passes.placement import strip_placement
 from converter.weights import ALIGN, external_threshold
 
-from . import ops, widen  # noqa: F401 - ops registers the rules
+from . import ops, patterns, widen  # noqa: F401 - ops registers the rules
 from .graph import GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
+from .simplify import simplify
 
 DEFAULT_OPSET = 18
 MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to it
@@ -73,6 +74,7 @@ class OnnxInterpreter(Interpreter):
         super().__init__(module)
         self.graph = GraphBuilder(itertools.count())
         self.opset = opset  # the target opset: rules pick operators by it (BitCast from 26)
+        self.patterns: dict = {}  # root value -> patterns.Match (set by to_onnx(optimize=True))
 
     def dispatch_key(self, op) -> str:
         """The op's key; ``<key>[complex]`` (:func:`backends.onnx.ops.complex.complex_key`)
@@ -97,11 +99,30 @@ class OnnxInterpreter(Interpreter):
         empty = self._empty_results(op)
         if empty is not None:
             return empty
+        match = self.patterns.get(op.results[0]) if len(op.results) == 1 else None
+        if match is not None and all(v is None or v in env for v in match.inputs):
+            return [self._emit_pattern(op, match, env)]
         if complex_ops.touches_complex(op) or not widen.needs_widening(op):
             return super().run_op(op, operands, env)
         return widen.run_widened(
             self, op, operands, lambda view, xs: super(OnnxInterpreter, self).run_op(view, xs, env)
         )
+
+    def _emit_pattern(self, op, match, env) -> str:
+        """The ONNX operator of a matched pattern (:mod:`backends.onnx.patterns`)."""
+        g = self.graph
+        inputs = [None if v is None else env[v] for v in match.inputs]
+        if match.op_type == "LayerNormalization":
+            x, scale, bias = inputs
+            axis = match.attrs["axis"]
+            if scale is None:
+                shape = op.result_type.shape[axis:]
+                scale = g.const(np.ones(shape, dtypes.to_numpy(op.result_type.dtype)))
+            inputs = [x, scale] + ([bias] if bias is not None else [])
+        attrs = dict(match.attrs)
+        if match.op_type == "ReduceMean":  # axes are an input from opset 18
+            inputs = [*inputs, g.ints(attrs.pop("axes"))]
+        return g.op(match.op_type, inputs, **attrs)
 
     def _empty_results(self, op) -> list[str] | None:
         """Initializers for an op whose results all have static shapes with no elements
@@ -125,6 +146,7 @@ def to_onnx(
     interpreter: type[OnnxInterpreter] | None = None,
     path: str | os.PathLike | None = None,
     external_data: bool | None = None,
+    optimize: bool = True,
 ) -> onnx.ModelProto:
     """Convert a :class:`converter.Module` to an ONNX model.
 
@@ -147,6 +169,12 @@ def to_onnx(
             arrays (no copy in memory), 64-byte aligned; the returned model then refers
             to that file (``onnx.load(path)`` and
             ``onnxruntime.InferenceSession(path)`` read it) and holds no weights itself.
+        optimize: emit idiomatic ONNX (default): multi-op patterns as one operator
+            (:mod:`backends.onnx.patterns`) and the graph clean-ups of
+            :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
+            reshape chains or copies), all exact. Integer buffers the model never updates
+            count as constants there (what is computed from them alone is folded).
+            ``False`` emits each op's node group as it is (for debugging a rule).
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
     outputs have ``dim_param``s named as the signature's dynamic dimensions (``"N"``), and
@@ -187,6 +215,8 @@ def to_onnx(
         raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
+    if optimize:
+        interp.patterns = patterns.find(module.mlir, opset)
     _check_dynamic(interp, module)
     interp.check_supported()
     g = interp.graph
@@ -206,6 +236,13 @@ def to_onnx(
     for value, spec in zip(results, sig.outputs, strict=True):
         g.nodes.append(helper.make_node("Identity", [value], [spec.name], name=g.fresh("output")))
         outputs.append(_value_info(spec))
+    if optimize:
+        constant = _constant_buffers(sig)
+        for name in constant:  # their values are needed to fold what is computed from them
+            stubs[name].raw_data = _raw(_param_array(module.params[name]))
+        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs) - constant, opset)
+        for name in constant:
+            stubs[name].ClearField("raw_data")
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
     params = {t.name: _param_array(module.params[t.name]) for t in initializers if t.name in stubs}
     size = sum(a.nbytes for a in params.values())
@@ -241,6 +278,21 @@ def to_onnx(
     elif check and size < TWO_GB:
         onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def _constant_buffers(sig) -> set[str]:
+    """Integer buffers the model never updates (``position_ids``, ``token_type_ids``):
+    what is computed from them alone is folded into constants, as from the module's own
+    constants (``torch.onnx`` does the same); their initializers stay while still read."""
+    mutated = {m.target for m in sig.mutations if m.kind == "buffer"}
+    return {
+        p.name
+        for p in sig.params
+        if p.kind == "buffer"
+        and p.name not in mutated
+        and not dtypes.is_floating(p.dtype)
+        and not dtypes.is_complex(p.dtype)
+    }
 
 
 def _stub(value, name: str) -> onnx.TensorProto:

@@ -52,6 +52,36 @@ ORT_WIDENED: dict[str, dict[str, str]] = {
 }
 
 
+#: Element types whose splat constants are one ``ConstantOfShape`` (opset 9's value types).
+_CONSTANT_OF_SHAPE = {
+    "float16", "float32", "float64", "bool",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+}  # fmt: skip
+#: Element types onnxruntime's ``Range`` computes in.
+_RANGE_TYPES = {"float32", "float64", "int16", "int32", "int64"}
+#: Constants of at most this many elements are stored as they are.
+SMALL_CONSTANT = 16
+
+
+def compressed(arr: np.ndarray) -> np.ndarray | None:
+    """The smallest array that ``arr`` is a broadcast of (size 1 along every axis along
+    which ``arr`` repeats, bit for bit), when ``arr`` is large (over
+    :data:`SMALL_CONSTANT` elements), of a type ``Expand`` takes, and the core at most a
+    quarter of it; else None."""
+    name = dtypes.name_of(arr.dtype)
+    if arr.size <= SMALL_CONSTANT or name not in _CONSTANT_OF_SHAPE:
+        return None
+    bits = arr.view(np.uint8) if name == "bool" else arr.view(f"u{arr.dtype.itemsize}")
+    core = bits
+    for axis in range(arr.ndim):
+        first = core.take([0], axis=axis)
+        if core.shape[axis] > 1 and np.array_equal(core, np.broadcast_to(first, core.shape)):
+            core = first
+    if core.size * 4 > arr.size:
+        return None
+    return np.ascontiguousarray(core).view(arr.dtype)
+
+
 def onnx_dtype(name: str) -> int:
     """The ``TensorProto`` element type for a canonical dtype name.
 
@@ -73,6 +103,7 @@ class GraphBuilder:
         self.reserved = set() if reserved is None else reserved
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self._small: dict[tuple, str] = {}  # small constants already stored, by value
 
     def child(self) -> GraphBuilder:
         """A builder for a subgraph (Loop/If body) sharing this graph's name counter and
@@ -91,7 +122,10 @@ class GraphBuilder:
     def op(
         self, op_type: str, inputs: list[str], n_out: int = 1, *, domain: str = "", **attrs
     ) -> str | list[str]:
-        """Emit one node; returns its output name (or names when ``n_out > 1``)."""
+        """Emit one node; returns its output name (or names when ``n_out > 1``). A
+        ``Transpose`` by the identity permutation is its input (no node)."""
+        if op_type == "Transpose" and list(attrs.get("perm") or [-1]) == list(range(len(attrs["perm"]))):
+            return inputs[0]
         outs = [self.fresh(op_type.lower()) for _ in range(n_out)]
         attrs = {k: v for k, v in attrs.items() if v is not None}
         self.nodes.append(
@@ -127,11 +161,45 @@ class GraphBuilder:
         return self.op("Cast", [x], to=onnx_dtype(dtype))
 
     def const(self, value, dtype: str | None = None, hint: str = "c") -> str:
-        """An initializer holding ``value`` (a NumPy array or scalar)."""
+        """``value`` (a NumPy array or scalar) as an initializer; a large one that repeats
+        along some axes (a splat, a broadcast row, an index grid) is stored once along the
+        others and expanded in the graph (:func:`compressed`), a splat as one
+        ``ConstantOfShape``."""
         arr = np.asarray(value, dtype=dtypes.to_numpy(dtype) if dtype else None)
+        key = None
+        if arr.size <= SMALL_CONSTANT:  # one initializer per distinct small value
+            key = (str(arr.dtype), arr.shape, arr.tobytes())
+            if key in self._small:
+                return self._small[key]
+        core = compressed(arr)
+        if core is not None:
+            if core.size == 1 and dtypes.name_of(arr.dtype) in _CONSTANT_OF_SHAPE:
+                scalar = numpy_helper.from_array(core.reshape(1), "value")
+                return self.op("ConstantOfShape", [self.ints(arr.shape)], value=scalar)
+            return self.op("Expand", [self.const(core, hint=hint), self.ints(arr.shape)])
         name = self.fresh(hint)
         self.initializers.append(_tensor(arr, name))
+        if key is not None:
+            self._small[key] = name
         return name
+
+    def iota(self, shape, dim: int, dtype: str) -> str:
+        """``0, 1, ...`` along ``dim`` of a static ``shape``, computed in the graph (``Range``,
+        then ``Reshape``/``Expand`` when the shape has other dimensions) rather than stored
+        (StableHLO spec: iota)."""
+        n = int(shape[dim])
+        work = dtype if dtype in _RANGE_TYPES else ("float64" if dtypes.is_floating(dtype) else "int64")
+        zero, one = np.zeros((), dtypes.to_numpy(work)), np.ones((), dtypes.to_numpy(work))
+        x = self.op(
+            "Range", [self.const(zero), self.const(np.asarray(n, dtypes.to_numpy(work))), self.const(one)]
+        )
+        x = x if work == dtype else self.cast(x, dtype)
+        if len(shape) == 1:
+            return x
+        view = [1] * len(shape)
+        view[dim] = n
+        x = self.op("Reshape", [x, self.ints(view)])
+        return x if list(view) == list(shape) else self.op("Expand", [x, self.ints(shape)])
 
     def ints(self, values) -> str:
         """An int64 1-D initializer (shapes, axes, starts)."""

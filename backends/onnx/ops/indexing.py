@@ -17,22 +17,22 @@ from ..registry import register
 _INT64, _UINT8, _BOOL, _FLOAT = 7, 2, 9, 1
 
 
-def _index_matrix(interp, indices, index_vector_dim, rank):
-    """Indices as int64 ``[batch..., K]``."""
+def _index_matrix(interp, indices, index_vector_dim, rank, dtype="int32"):
+    """Indices (of element type ``dtype``) as int64 ``[batch..., K]``."""
     g = interp.graph
     if index_vector_dim == rank:
         indices = g.op("Unsqueeze", [indices, g.ints([rank])])
     elif index_vector_dim != rank - 1:
         perm = [i for i in range(rank) if i != index_vector_dim] + [index_vector_dim]
         indices = g.op("Transpose", [indices], perm=perm)
-    return g.op("Cast", [indices], to=_INT64)
+    return indices if dtype == "int64" else g.op("Cast", [indices], to=_INT64)
 
 
 def _point_indices(interp, op, indices, d, index_map, sizes, batching_keys, what):
     """The int64 index matrix ``[batch..., K]`` of a gather/scatter and its operand-dim map,
     with batching dims rewritten as indexed dims; checks the point-indexing form."""
     itype = op.operand_type(1)
-    idx = _index_matrix(interp, indices, d["index_vector_dim"], itype.rank)
+    idx = _index_matrix(interp, indices, d["index_vector_dim"], itype.rank, itype.dtype)
     operand_dims, indices_dims = (d.get(k, []) for k in batching_keys)
     idx, index_map = _add_batching_columns(
         interp, idx, index_map, itype, d["index_vector_dim"], operand_dims, indices_dims
@@ -57,10 +57,7 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
-        view = [1] * len(batch_shape)
-        view[pos] = batch_shape[pos]
-        iota = np.broadcast_to(np.arange(batch_shape[pos], dtype=np.int64).reshape(view), batch_shape)
-        columns.append(g.const(iota[..., None].copy()))
+        columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 
@@ -96,6 +93,13 @@ def _gather(interp, op, operand, indices):
         ("operand_batching_dims", "start_indices_batching_dims"),
         "gather",
     )
+    take = _take_axis(op, d, index_map, sizes)
+    if take is not None:  # one indexed dimension, rows taken whole: ONNX Gather
+        axis, squeeze = take
+        idx = g.op("Reshape", [idx, g.ints(op.operand_type(1).shape[:-1] if squeeze else [-1])])
+        hi = g.const(np.int64(shape[axis] - 1))
+        idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
+        return g.op("Gather", [operand, idx], axis=axis)
     if any(shape[i] is None for i in index_map):
         sizes_now = g.sizes(operand, shape)
         hi = g.op("Sub", [g.shape_vector([sizes_now[i] for i in index_map]), g.ints([1])])
@@ -121,6 +125,27 @@ def _gather(interp, op, operand, indices):
             perm.append(b)
             b += 1
     return g.op("Transpose", [out], perm=perm) if perm != sorted(perm) else out
+
+
+def _take_axis(op, d, index_map, sizes):
+    """``(axis, True)`` when the gather is ``Gather(operand, indices, axis)`` with the
+    (clamped) indices: one index column (``index_vector_dim`` last, of size 1), the indexed
+    dimension collapsed, the others taken whole and kept in order after the batch
+    dimensions, static shapes, no batching dimensions; else None."""
+    shape, itype, result = op.operand_type(0).shape, op.operand_type(1), op.result_type
+    if None in shape or None in itype.shape or None in result.shape or d.get("operand_batching_dims"):
+        return None
+    if len(index_map) != 1 or d["index_vector_dim"] != itype.rank - 1 or itype.shape[-1] != 1:
+        return None
+    axis = index_map[0]
+    if list(d["collapsed_slice_dims"]) != [axis] or axis != 0:
+        return None
+    if any(sizes[i] != shape[i] for i in range(len(shape)) if i != axis):
+        return None
+    batch = itype.rank - 1
+    if list(d["offset_dims"]) != list(range(batch, batch + len(shape) - 1)):
+        return None
+    return axis, True
 
 
 _REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min", "replace": "none"}

@@ -8,7 +8,9 @@ import itertools
 import math
 import string
 
-from converter import dtypes
+from jaxlib.mlir import ir
+
+from converter import dtypes, mlir
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -46,7 +48,49 @@ def _dot_general(interp, op, lhs, rhs):
     )
     eq = f"{''.join(lhs_l)},{''.join(rhs_l)}->{''.join(out)}"
     lhs, rhs = _cast_to_result(interp, op, lhs, 0), _cast_to_result(interp, op, rhs, 1)
+    form = matmul_form(op)
+    if form is not None:
+        g = interp.graph
+        if form == "gemm_t":  # rhs is a transposed [n, k] matrix: Gemm reads it as it is
+            return g.op("Gemm", [lhs, interp.env[_owner(op.operands[1]).operands[0]]], transB=1)
+        return g.op("MatMul", [lhs, rhs])
     return interp.graph.op_as("Einsum", [lhs, rhs], op.result_type.dtype, data=(0, 1), equation=eq)
+
+
+#: Result types of the contractions emitted as ``MatMul``/``Gemm`` (onnxruntime's kernels).
+_MATMUL_TYPES = ("float32", "float64", "float16")
+
+
+def matmul_form(op) -> str | None:
+    """How a ``dot_general`` maps onto ONNX's matrix products: ``"matmul"`` when the
+    operands are ``[batch..., m, k]`` and ``[batch..., k, n]`` (the same leading batch
+    dimensions, or none and a ``[k, n]`` right operand, ``MatMul``'s broadcasting) with
+    operands of the result type; ``"gemm_t"`` for ``[m, k] x transpose([n, k])`` (``Gemm``
+    with ``transB``, no transpose node); else None (an ``Einsum``)."""
+    d = op.attr("dot_dimension_numbers")
+    lt, rt = op.operand_type(0), op.operand_type(1)
+    dtype = op.result_type.dtype
+    if dtype not in _MATMUL_TYPES or lt.dtype != dtype or rt.dtype != dtype or lt.rank < 2 or rt.rank < 2:
+        return None
+    lb, rb = list(d["lhs_batching_dimensions"]), list(d["rhs_batching_dimensions"])
+    lc, rc = list(d["lhs_contracting_dimensions"]), list(d["rhs_contracting_dimensions"])
+    nb = len(lb)
+    if lb != list(range(nb)) or rb != list(range(nb)) or lc != [lt.rank - 1] or len(rc) != 1:
+        return None
+    if rt.rank == nb + 2 and rc == [nb] and (nb == 0 or lt.rank == nb + 2):
+        owner = _owner(op.operands[1])
+        raw = mlir.tensor_type(op.operands[1].type).dtype  # not a real-pair or widened view's type
+        transposed = owner is not None and owner.name == "stablehlo.transpose" and raw == dtype
+        if nb == 0 and lt.rank == 2 and transposed:
+            return "gemm_t"
+        return "matmul"
+    return None
+
+
+def _owner(value):
+    """The ``ir.Operation`` defining ``value`` (None for a block argument)."""
+    owner = getattr(value.owner, "operation", value.owner)
+    return owner if isinstance(owner, ir.Operation) else None
 
 
 def _inverse(perm):

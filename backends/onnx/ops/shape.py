@@ -3,10 +3,13 @@ slice, concatenate, pad, reverse, dynamic_slice, dynamic_update_slice)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from converter import dtypes
 
+from ..graph import SMALL_CONSTANT
 from ..registry import register
 
 INT64_MIN = np.iinfo(np.int64).min
@@ -17,10 +20,17 @@ def _constant(interp, op):
     return interp.graph.const(op.attr("value"), hint="const")
 
 
+_IOTA_TYPES = {"float16", "float32", "float64", *(f"{s}int{b}" for s in ("", "u") for b in (8, 16, 32, 64))}
+
+
 @register("stablehlo.iota", dynamic=True)
 def _iota(interp, op):
+    """StableHLO spec: iota, computed in the graph (:meth:`GraphBuilder.iota`); a small one
+    (at most 16 elements) is an initializer."""
     t = op.result_type
     dim = op.attr("iota_dimension")
+    if t.dtype in _IOTA_TYPES and math.prod(t.shape) > SMALL_CONSTANT:
+        return interp.graph.iota(t.shape, dim, t.dtype)
     shape = [1] * t.rank
     shape[dim] = t.shape[dim]
     values = np.arange(t.shape[dim]).reshape(shape)

@@ -1,0 +1,272 @@
+"""Idiomatic ONNX from ``to_onnx`` (``backends/onnx/patterns.py``, ``simplify.py`` and the
+single-op rules): each rewrite fires (its operator is in the graph, the ops it replaces are
+not) and the model's numbers match ``jax.jit`` (or eager torch) in onnxruntime."""
+
+import collections
+import importlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from jax import lax
+
+import converter
+from tests.backends.onnx.helpers import run_session
+
+RNG = np.random.default_rng(0)
+
+
+def _convert(fn, *args, opset=20, optimize=True):
+    module = converter.from_stablehlo(jax.jit(fn).lower(*args).as_text())
+    return module.to_onnx(opset=opset, optimize=optimize)
+
+
+def _run(model, *args):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return run_session(sess, args)
+
+
+def _ops(model) -> collections.Counter:
+    return collections.Counter(n.op_type for n in model.graph.node)
+
+
+def _check(fn, *args, fires: str, gone=(), opset=20, rtol=1e-5, atol=1e-6):
+    """``fn`` converts with ``fires`` in the graph and none of ``gone``; onnxruntime's
+    results match ``jax.jit``'s. Returns the model."""
+    model = _convert(fn, *args, opset=opset)
+    ops = _ops(model)
+    assert ops[fires] >= 1, ops
+    for op in gone:
+        assert op not in ops, ops
+    want = [np.asarray(y) for y in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+    got = _run(model, *args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return model
+
+
+X = RNG.normal(size=(2, 5, 16)).astype(np.float32) * 3
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_softmax(axis):
+    _check(lambda x: jax.nn.softmax(x, axis=axis), X, fires="Softmax", gone=("Exp", "ReduceMax"))
+
+
+def test_softmax_with_masked_row_keeps_nan_and_zeros():
+    x = X.copy()
+    x[0, 0, :] = -np.inf  # a fully masked row: NaN in JAX and in ONNX Softmax
+    x[0, 1, :3] = -np.inf
+    model = _convert(lambda v: jax.nn.softmax(v, axis=-1), x)
+    got = _run(model, x)[0]
+    want = np.asarray(jax.jit(lambda v: jax.nn.softmax(v, axis=-1))(x))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _layer_norm(x, w=None, b=None, eps=1e-5):
+    mean = jnp.sum(x, axis=-1, keepdims=True) / x.shape[-1]
+    var = jnp.sum(jnp.square(x - mean), axis=-1, keepdims=True) / x.shape[-1]
+    y = (x - mean) * lax.rsqrt(var + eps)
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y
+
+
+W = RNG.normal(size=(16,)).astype(np.float32)
+B = RNG.normal(size=(16,)).astype(np.float32)
+
+
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+def test_layer_norm(affine):
+    args = {"none": (), "weight": (W,), "both": (W, B)}[affine]
+    _check(lambda x, *p: _layer_norm(x, *p), X, *args, fires="LayerNormalization", gone=("ReduceSum", "Sqrt"))
+
+
+def test_layer_norm_from_torch_matches_eager():
+    model = torch.nn.Sequential(torch.nn.LayerNorm(16), torch.nn.Linear(16, 8)).eval()
+    x = torch.from_numpy(X)
+    onnx_model = converter.from_torch(model, (x,)).to_onnx(opset=20)
+    assert {"LayerNormalization", "Gemm"} <= set(_ops(onnx_model)) or "MatMul" in _ops(onnx_model)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(_run(onnx_model, X)[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_layer_norm_not_over_leading_axes():
+    # normalized over axis 1 of 3 (not trailing): no LayerNormalization, still exact
+    def fn(x):
+        mean = jnp.sum(x, axis=1, keepdims=True) / x.shape[1]
+        var = jnp.sum(jnp.square(x - mean), axis=1, keepdims=True) / x.shape[1]
+        return (x - mean) * lax.rsqrt(var + 1e-5)
+
+    model = _convert(fn, X)
+    assert "LayerNormalization" not in _ops(model)
+    np.testing.assert_allclose(_run(model, X)[0], np.asarray(jax.jit(fn)(X)), rtol=1e-5, atol=1e-5)
+
+
+def _gelu_erf(x):
+    return 0.5 * x * (1 + lax.erf(x * np.float32(1 / np.sqrt(2))))
+
+
+def _gelu_tanh(x):  # torch's form of gelu(approximate="tanh")
+    return 0.5 * x * (1 + jnp.tanh(np.float32(np.sqrt(2 / np.pi)) * (x + (x * x * x) * 0.044715)))
+
+
+@pytest.mark.parametrize(
+    "fn", [_gelu_erf, _gelu_tanh, lambda x: jax.nn.gelu(x, approximate=True)], ids=["erf", "tanh", "jax-tanh"]
+)
+def test_gelu(fn):
+    _check(fn, X, fires="Gelu", gone=("Erf", "Tanh"), atol=1e-5)
+
+
+def test_gelu_needs_opset_20():
+    assert "Gelu" not in _ops(_convert(_gelu_erf, X, opset=18))
+
+
+def test_gelu_other_constant_does_not_fire():
+    model = _convert(lambda x: 0.5 * x * (1 + lax.erf(x * np.float32(0.6))), X)
+    assert "Gelu" not in _ops(model)
+
+
+def test_relu_forms():
+    x = X.copy()
+    x[0, 0, 0] = np.nan
+    _check(jax.nn.relu, x, fires="Relu", gone=("Max",))
+    _check(lambda v: jnp.where(v <= 0, 0.0, v), x, fires="Relu", gone=("Where",))
+
+
+def test_gemm_and_matmul():
+    w = RNG.normal(size=(8, 16)).astype(np.float32)
+    b = RNG.normal(size=(8,)).astype(np.float32)
+    x2 = X.reshape(10, 16)
+    _check(lambda x, w, b: x @ w.T + b, x2, w, b, fires="Gemm", gone=("Einsum", "Transpose", "Add"))
+    y = RNG.normal(size=(2, 16, 3)).astype(np.float32)
+    _check(lambda a, c: a @ c, X, y, fires="MatMul", gone=("Einsum",))
+
+
+def test_conv_without_layout_transposes():
+    x = RNG.normal(size=(1, 3, 8, 8)).astype(np.float32)
+    k = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
+    _check(
+        lambda a, b: lax.conv_general_dilated(a, b, (1, 1), "SAME"),
+        x,
+        k,
+        fires="Conv",
+        gone=("Transpose",),
+        atol=1e-5,
+    )
+
+
+def _initializer_bytes(model) -> int:
+    return sum(onnx.numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+
+
+def test_iota_computed_in_graph():
+    x = RNG.normal(size=(4, 8, 16)).astype(np.float32)
+    model = _check(lambda v: v * lax.broadcasted_iota(jnp.float32, (4, 8, 16), 1), x, fires="Mul")
+    assert _initializer_bytes(model) <= 8 * 4 + 64  # at most the 8 positions once, not 4x8x16
+    plain = _convert(lambda v: v * lax.broadcasted_iota(jnp.float32, (4, 8, 16), 1), x, optimize=False)
+    assert "Range" in _ops(plain) and _initializer_bytes(plain) <= 64
+
+
+def test_repeating_constants_are_not_stored_whole():
+    x = RNG.normal(size=(64, 64)).astype(np.float32)
+    row = np.arange(64, dtype=np.float32)
+    model = _check(lambda v: v + jnp.full((64, 64), 3.0) * jnp.broadcast_to(row, (64, 64)), x, fires="Add")
+    assert _initializer_bytes(model) <= 64 * 4 + 64  # the row once, and scalars/shapes
+
+
+def test_constant_mask_folded():
+    # a causal mask from iotas is computed once at conversion time, not in the graph
+    def fn(s):
+        i = lax.broadcasted_iota(jnp.int32, (8, 8), 0)
+        j = lax.broadcasted_iota(jnp.int32, (8, 8), 1)
+        return jnp.where(i >= j, s, -jnp.inf)
+
+    s = RNG.normal(size=(2, 8, 8)).astype(np.float32)
+    model = _check(fn, s, fires="Where", gone=("Range", "GreaterOrEqual"))
+    plain = _convert(fn, s, optimize=False)
+    assert len(model.graph.node) < len(plain.graph.node)
+
+
+def test_no_output_copies_and_broadcasts_implicit():
+    b = RNG.normal(size=(16,)).astype(np.float32)
+    model = _check(
+        lambda x, b: x * 2.0 + b, X, b, fires="Add", gone=("Identity", "Expand", "ConstantOfShape")
+    )
+    assert len(model.graph.node) == 2
+
+
+def test_optimize_false_keeps_plain_form():
+    assert "Softmax" not in _ops(_convert(lambda x: jax.nn.softmax(x), X, optimize=False))
+
+
+@pytest.fixture(scope="module")
+def gpt2_model():
+    from examples import gpt2
+
+    model, args = gpt2.factory()
+    module = converter.from_torch(model, args)
+    return model, args, module, module.to_onnx(opset=20)
+
+
+def test_gpt2_idiomatic_and_exact(gpt2_model):
+    model, args, module, onnx_model = gpt2_model
+    ops = _ops(onnx_model)
+    for op in ("LayerNormalization", "Softmax", "Gelu", "Gemm", "MatMul"):
+        assert ops[op] >= 1, ops
+    assert "Einsum" not in ops and "Expand" not in ops
+    weights = sum(np.asarray(v).nbytes for v in module.params.values())
+    assert _initializer_bytes(onnx_model) <= 1.05 * weights
+    with torch.no_grad():
+        want = model(*args).logits.numpy()
+    np.testing.assert_allclose(_run(onnx_model, args[0].numpy())[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_average_pool_and_mean():
+    x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+
+    def fn(v):
+        pooled = lax.reduce_window(v, 0.0, lax.add, (1, 1, 2, 2), (1, 1, 2, 2), "VALID") / 4.0
+        return jnp.mean(pooled, axis=(2, 3), keepdims=True), jnp.mean(v, axis=(2, 3))
+
+    model = _check(fn, x, fires="AveragePool", gone=("Conv", "Div", "ReduceSum"))
+    assert _ops(model)["ReduceMean"] == 2
+
+
+def test_average_pool_with_padding_does_not_fire():
+    x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+
+    def fn(v):  # a padded window sum divided by the full window size is not ONNX's AveragePool default
+        return lax.reduce_window(v, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), "SAME") / 9.0
+
+    model = _convert(fn, x)
+    assert "AveragePool" not in _ops(model)
+    np.testing.assert_allclose(_run(model, x)[0], np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_lookup_is_gather():
+    table = RNG.normal(size=(50, 8)).astype(np.float32)
+    ids = np.array([[0, 3, 49], [7, 7, 1]], np.int64)
+    with jax.enable_x64(True):
+        _check(lambda t, i: t[i], table, ids, fires="Gather", gone=("GatherND",))
+
+
+def test_large_constant_values_stay_computed(monkeypatch):
+    simplify = importlib.import_module("backends.onnx.simplify")  # the package exports the function
+
+    def fn(s):
+        i = lax.broadcasted_iota(jnp.int32, (8, 8), 0)
+        j = lax.broadcasted_iota(jnp.int32, (8, 8), 1)
+        return jnp.where(i >= j, s, -jnp.inf)
+
+    s = RNG.normal(size=(2, 8, 8)).astype(np.float32)
+    monkeypatch.setattr(simplify, "FOLD_EVALUATED", 8)  # the 8x8 mask is now "large"
+    model = _check(fn, s, fires="GreaterOrEqual")
+    assert "Range" in _ops(model)
