@@ -102,7 +102,15 @@ STRICT = False
 #: Rules with no case in the default run when the check was introduced: registry name →
 #: units. Each is a test to write (or an OpInfo entry to add to ``EXTRA_ENTRIES``); the
 #: check fails for any other rule without a case, and for a listed one that gains a case.
-KNOWN_GAPS: dict[str, list[str]] = {}
+KNOWN_GAPS: dict[str, list[str]] = {
+    "StableHLO → ONNX": [
+        # jaxlib's real ?geev declares complex eigenvector results even when none are
+        # computed, so the op always dispatches under the ``[complex]`` key (which the
+        # batched LAPACK test reaches); the plain key serves hand-written modules only
+        "stablehlo.custom_call@lapack_dgeev_ffi",
+        "stablehlo.custom_call@lapack_sgeev_ffi",
+    ],
+}
 
 
 def dump(hits: Iterable[tuple[str, Hashable]], path: str) -> None:

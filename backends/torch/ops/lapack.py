@@ -23,8 +23,14 @@ from .linalg import triangular_solve
 _TYPES = "sdcz"
 
 
-def _targets(routine: str) -> list[str]:
-    return [f"stablehlo.custom_call@lapack_{t}{routine}_ffi" for t in _TYPES]
+def _targets(routine: str, complex_routine: str | None = None) -> list[str]:
+    # jaxlib names the complex variants of some routines differently (``?heevd``, ``?ungqr``,
+    # ``?unmqr``): only the targets it emits are registered
+    names = []
+    for t in _TYPES:
+        r = complex_routine if complex_routine and t in "cz" else routine
+        names.append(f"stablehlo.custom_call@lapack_{t}{r}_ffi")
+    return names
 
 
 def _flag(op, key: str, default: str) -> str:
@@ -77,7 +83,7 @@ def _potrf(interp, op, a):
     return [out + rest, info.to(torch.int32)]
 
 
-@register(*_targets("syevd"), *_targets("heevd"))
+@register(*_targets("syevd", "heevd"))
 def _syevd(interp, op, a):
     uplo = _flag(op, "uplo", "L")
     if _flag(op, "mode", "V") == "V":
@@ -107,12 +113,12 @@ def _geqrf(interp, op, a):
     return [qr, tau]
 
 
-@register(*_targets("orgqr"), *_targets("ungqr"))
+@register(*_targets("orgqr", "ungqr"))
 def _orgqr(interp, op, a, tau):
     return torch.linalg.householder_product(a, tau)
 
 
-@register(*_targets("ormqr"), *_targets("unmqr"))
+@register(*_targets("ormqr", "unmqr"))
 def _ormqr(interp, op, a, tau, c):
     """``Q c``, ``Q^H c``, ``c Q`` or ``c Q^H`` (``left``, ``transpose``)."""
     return torch.ormqr(a, tau, c, left=_bool(op, "left", True), transpose=_bool(op, "transpose", False))

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from jax import lax
 
+import converter
+
 from .helpers import assert_same
 
 X = np.array([-2.5, -1.5, -0.5, 0.0, 0.5, 1.5, 2.5, np.nan, np.inf], np.float32)
@@ -131,3 +133,14 @@ def test_total_order_compare():
     a = np.array([-0.0, 0.0, np.nan, -np.nan, 1.0], np.float32)
     b = np.array([0.0, -0.0, 1.0, np.nan, -np.nan], np.float32)
     assert_same(lambda a, b: lax.sort((a, b), num_keys=1), a, b)
+
+
+def test_chlo_and_rare_ops_in_one_module():
+    """The CHLO ops and rare StableHLO ops of :mod:`tests.backends.chlo_batch` the JAX backend
+    has rules for, in one module, interpreted as XLA compiles the same text."""
+    from tests.backends import chlo_batch as cb
+    from tests.compare import assert_outputs_close
+
+    text = cb.module_text(cb.JAX_BACKEND)
+    got = [np.asarray(g) for g in converter.from_stablehlo(text).to_jax()(*cb.args())]
+    assert_outputs_close(got, cb.xla_outputs(text), 1e-5, 1e-6)

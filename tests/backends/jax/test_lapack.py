@@ -130,3 +130,14 @@ def test_getrf_raw_results_and_info():
         np.testing.assert_array_equal(ipiv[i], want_piv + 1)  # SciPy's are 0-based, LAPACK's 1-based
         assert info[i] == want_info
     assert list(info) == [0, 0, 2]
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=lambda d: d.__name__
+)
+def test_every_target_of_a_dtype(dtype):
+    """All the routines of one dtype in one module: interpreted as ``jax.jit`` runs them."""
+    from tests.backends.lapack_batch import TOL, every_routine, inputs
+
+    rtol, atol = TOL[dtype]
+    assert_same(every_routine, *inputs(dtype), rtol=rtol, atol=atol)

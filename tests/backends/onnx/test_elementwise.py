@@ -475,3 +475,19 @@ def test_cbrt_float16_bit_exact():
     (got,), (want,) = run_onnx(jnp.cbrt, x)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_chlo_and_rare_ops_in_one_module():
+    """The CHLO ops and rare StableHLO ops of :mod:`tests.backends.chlo_batch` the ONNX
+    backend has rules for, in one model, run by onnxruntime as XLA compiles the same text."""
+    import onnxruntime as ort
+
+    from tests.backends import chlo_batch as cb
+    from tests.compare import assert_outputs_close
+
+    from .helpers import run_session
+
+    text = cb.module_text(cb.ONNX_BACKEND)
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert_outputs_close(run_session(sess, cb.args()), cb.xla_outputs(text), 1e-5, 1e-6)

@@ -544,3 +544,16 @@ def test_onnx_eig_with_eigenvectors_refused():
     module = converter.from_stablehlo(jax.jit(jnp.linalg.eig).lower(a).as_text())
     with pytest.raises(ConversionError, match="geev eigenvectors"):
         module.to_onnx()
+
+
+@pytest.mark.parametrize("dtype", [F32, F64], ids=lambda d: d.__name__)
+def test_every_target_of_a_dtype(dtype):
+    """All the real LAPACK routines of one dtype in one model, run by onnxruntime as
+    ``jax.jit`` runs them (outputs independent of the library's signs)."""
+    from tests.backends.lapack_batch import TOL, every_routine, inputs
+
+    rtol, atol = TOL[dtype]
+    got, want = run_onnx(every_routine, *inputs(dtype))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)

@@ -40,3 +40,21 @@ def test_chlo_broadcasting_and_static_dynamic_ops():
     torch.testing.assert_close(out[4], b.expand(2, 3))
     assert int(out[5]) == 3
     torch.testing.assert_close(out[6], (a.T @ a)[:, :2])
+
+
+def _torch_args(arrays):
+    return [torch.from_numpy(a.copy()) if a.ndim else torch.tensor(a.item()) for a in arrays]
+
+
+def test_chlo_and_rare_ops_in_one_module():
+    """Every CHLO op and rare StableHLO op of :mod:`tests.backends.chlo_batch` in one module,
+    run by torch as XLA compiles the same text; ``unary_einsum`` (XLA no longer compiles
+    it) against NumPy."""
+    from tests.backends import chlo_batch as cb
+    from tests.compare import assert_outputs_close
+
+    text = cb.module_text(cb.TORCH_BACKEND)
+    got = [t.numpy() for t in converter.from_stablehlo(text).to_torch()(*_torch_args(cb.args()))]
+    assert_outputs_close(got, cb.xla_outputs(text), 1e-5, 1e-6)
+    einsum = converter.from_stablehlo(cb.module_text(["stablehlo.unary_einsum"])).to_torch()
+    np.testing.assert_array_equal(einsum(*_torch_args(cb.args())).numpy(), cb.INPUTS["y"][1].T)

@@ -278,3 +278,14 @@ def test_zero_size_fft_and_convolution(fn, shapes):
     """Zero-size dimensions give XLA's empty (or all-zero) results (regression: torch's FFT
     and convolution kernels raised when the converted module was called)."""
     assert_same(fn, *[np.ones(shape, dtype) for shape, dtype in shapes])
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=lambda d: d.__name__
+)
+def test_every_lapack_target_of_a_dtype(dtype):
+    """All the LAPACK routines of one dtype in one module, run by torch as ``jax.jit`` runs them."""
+    from tests.backends.lapack_batch import TOL, every_routine, inputs
+
+    rtol, atol = TOL[dtype]
+    assert_same(every_routine, *inputs(dtype), rtol=rtol, atol=atol)

@@ -40,3 +40,9 @@ def test_clip_with_initializer_bounds():
 
 def test_cast_float_to_int_truncates():
     check_node("Cast", {"x": np.array([-1.7, 1.7, 2.5], np.float32)}, {"to": 6})
+
+
+def test_clip_6_attribute_bounds():
+    """Clip-6 (the rule of opsets 7 to 10) takes its bounds as attributes (Clip-11 on: inputs)."""
+    x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
+    check_node("Clip", {"x": x}, {"min": -1.5, "max": 2.0}, opset=10)

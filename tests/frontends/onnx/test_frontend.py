@@ -254,3 +254,32 @@ def test_large_folded_tensors_are_constant_parameters(monkeypatch):
     m = from_onnx(_fill_weights())
     assert {p.name for p in m.signature.params if p.kind == "constant"} == {"W", "scales"}
     np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)
+
+
+def test_sequence_erase_and_concat_from_sequence():
+    """SequenceErase (position given, and default: the last) then ConcatFromSequence (an
+    existing axis, and ``new_axis``), against onnxruntime."""
+    import onnxruntime as ort
+
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b", "c"], ["s"]),
+        helper.make_node("SequenceErase", ["s", "pos"], ["s1"]),
+        helper.make_node("SequenceErase", ["s1"], ["s2"]),
+        helper.make_node("ConcatFromSequence", ["s1"], ["y0"], axis=1),
+        helper.make_node("ConcatFromSequence", ["s1"], ["y1"], axis=-1, new_axis=1),
+        helper.make_node("ConcatFromSequence", ["s2"], ["y2"], axis=0),
+    ]
+    ins = [helper.make_tensor_value_info(n, F, [2, 3]) for n in "abc"]
+    outs = [helper.make_tensor_value_info(f"y{i}", F, None) for i in range(3)]
+    pos = numpy_helper.from_array(np.array(-3, np.int64), "pos")
+    model = onnx.shape_inference.infer_shapes(_model(nodes, ins, outs, [pos], opset=18))
+    model.ir_version = 8
+    rng = np.random.default_rng(5)
+    feeds = {n: rng.standard_normal((2, 3)).astype(np.float32) for n in "abc"}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    got = from_onnx(model).to_jax()(*feeds.values())
+    assert len(got) == len(want) == 3
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)

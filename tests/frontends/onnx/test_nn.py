@@ -6,7 +6,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx_oracle import check_node, single_node_model  # noqa: E402
+
+from frontends.onnx import from_onnx  # noqa: E402
 
 R = np.random.default_rng(0)
 X = R.standard_normal((1, 4, 9, 9)).astype(np.float32)
@@ -49,3 +53,34 @@ def test_batch_norm_inference():
     c = X.shape[1]
     stats = {n: (R.random(c) + 0.5).astype(np.float32) for n in ("s", "b", "m", "v")}
     check_node("BatchNormalization", {"x": X, **stats}, static=("s", "b", "m", "v"))
+
+
+def test_global_lp_pool_and_group_norm_18():
+    """GlobalLpPool (p = 3) and GroupNormalization-18 (scale and bias per group)."""
+    x = np.random.default_rng(3).standard_normal((2, 4, 3, 5)).astype(np.float32)
+    check_node("GlobalLpPool", {"x": np.abs(x)}, {"p": 3}, rtol=1e-5, atol=1e-5)
+    scale, bias = np.array([0.5, 2.0], np.float32), np.array([1.0, -1.0], np.float32)
+    # onnxruntime has no GroupNormalization-18 (scale and bias per group; -21 has them per
+    # channel) and onnx's checker refuses it as deprecated: unchecked, against its formula
+    model = single_node_model(
+        "GroupNormalization", {"x": x, "s": scale, "b": bias}, {"num_groups": 2}, opset=18
+    )
+    model.graph.output[0].CopyFrom(onnx.helper.make_tensor_value_info("y0", onnx.TensorProto.FLOAT, x.shape))
+    (got,) = from_onnx(model, check=False).to_jax()(x, scale, bias)
+    g = x.astype(np.float64).reshape(2, 2, -1)
+    norm = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
+    want = norm * scale[:, None] + bias[:, None]
+    np.testing.assert_allclose(np.asarray(got), want.reshape(x.shape), rtol=1e-5, atol=1e-5)
+
+
+def test_resize_10_and_upsample_7():
+    """Resize-10 (scales only, nearest/linear) and Upsample-7 (scales an attribute)."""
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    scales = np.array([1, 1, 2, 1.5], np.float32)
+    model = single_node_model("Resize", {"x": x, "sc": scales}, {"mode": "nearest"}, opset=10)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "sc": scales}
+    )  # float scales: a graph input folded in by static_inputs (an initializer would be a weight)
+    (got,) = from_onnx(model, static_inputs={"sc": scales}).to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    check_node("Upsample", {"x": x}, {"scales": [1.0, 1.0, 2.0, 2.0], "mode": "nearest"}, opset=7)

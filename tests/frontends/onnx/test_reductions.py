@@ -33,3 +33,12 @@ def test_topk_ties_and_cumsum():
         static=("k",),
     )
     check_node("CumSum", {"x": X, "a": np.array(1, np.int64)}, {"exclusive": 1, "reverse": 1}, static=("a",))
+
+
+def test_opset_1_to_11_rules():
+    """LogSoftmax/Hardmax before opset 13 (input coerced to 2-D at ``axis``), TopK-1 (``k``
+    an attribute)."""
+    x = np.random.default_rng(4).standard_normal((2, 3, 4)).astype(np.float32)
+    check_node("LogSoftmax", {"x": x}, {"axis": 1}, opset=11)
+    check_node("Hardmax", {"x": x}, {"axis": 2}, opset=11)
+    check_node("TopK", {"x": x}, {"axis": 1, "k": 2}, n_out=2, opset=9)

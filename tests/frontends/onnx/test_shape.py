@@ -77,3 +77,12 @@ def test_expand_symbolic_dim_to_higher_rank():
         (got,) = fn(x)
         assert want.shape == (2, 1, n, 3)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_old_opset_attribute_forms():
+    """Squeeze-1, Split-2, Slice-1 and Pad-2: axes, split sizes, bounds and pads as attributes."""
+    check_node("Squeeze", {"x": X.reshape(2, 1, 3, 4)}, {"axes": [1]}, opset=11)
+    check_node("Split", {"x": X}, {"axis": 2, "split": [1, 3]}, n_out=2, opset=11)
+    check_node("Slice", {"x": X}, {"starts": [1, -3], "ends": [2, 100], "axes": [0, 2]}, opset=9)
+    check_node("Pad", {"x": X}, {"pads": [0, 1, 2, 0, 0, 1], "mode": "reflect"}, opset=10)
+    check_node("Pad", {"x": X}, {"pads": [1, 0, 0, 0, 2, 0], "value": 1.5}, opset=10)

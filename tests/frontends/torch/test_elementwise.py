@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+
+import converter
 
 torch.manual_seed(0)
 X = torch.randn(3, 5)
@@ -312,3 +315,32 @@ def test_digamma_at_zero(check):
         ops="aten.digamma.default",
         rtol=1e-6,
     )
+
+
+class _ScalarOverloads(torch.nn.Module):
+    """Overloads the Core ATen decompositions keep with a Python-number operand."""
+
+    def forward(self, x, y, i, v):
+        return (
+            i & 3, i | 3, i ^ 3, 2 << i,  # bitwise_*.Scalar, bitwise_left_shift.Scalar_Tensor
+            torch.copysign(x, -1.0), torch.remainder(3.0, y), x.prod(),
+            torch.scatter(x, 0, torch.tensor([[0, 1, 0, 1]]), 2.0, reduce="add"),  # scatter.value_reduce
+            torch.searchsorted(v, 0.5),  # searchsorted.Scalar
+        )  # fmt: skip
+
+
+def test_scalar_overloads_in_one_module():
+    """Nine rules reached only with a Python-number operand, in one conversion, against eager torch."""
+    from converter.validate import as_numpy, compare
+    from frontends.torch import export
+
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(4, 4, generator=g), torch.rand(4, 4, generator=g) + 0.5
+    i, v = torch.arange(16).reshape(4, 4), torch.sort(torch.randn(6, generator=g)).values
+    module = _ScalarOverloads()
+    ep = export(module, (x, y, i, v))
+    got = converter.from_torch(ep).to_jax()(*[as_numpy(t) for t in (x, y, i, v)])
+    want = module(x, y, i, v)
+    assert len(got) == len(want)
+    for n, (g_, w) in enumerate(zip(got, want, strict=True)):
+        assert compare(w, np.asarray(g_)).passed, f"output {n}: {np.asarray(g_)} vs {w}"

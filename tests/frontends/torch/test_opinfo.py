@@ -574,3 +574,93 @@ def test_failure_class_ties_an_xfail_to_its_kind_of_failure():
         for t in ("jax", "torch")
         for op, d in reason_class_cases(t)
     }
+
+
+# --------------------------------------------------------------------------- batched entries
+
+
+class _Batch(torch.nn.Module):
+    """Several :class:`_OpModule`\\ s in one graph: ``forward`` takes every part's tensors in
+    order and returns all their outputs, flat."""
+
+    def __init__(self, parts: list[tuple[torch.nn.Module, int]]):
+        super().__init__()
+        self.parts = torch.nn.ModuleList(m for m, _ in parts)
+        self.counts = [n for _, n in parts]
+
+    def forward(self, *tensors):
+        out, i = [], 0
+        for part, n in zip(self.parts, self.counts, strict=True):
+            out.extend(part(*tensors[i : i + n]))
+            i += n
+        return tuple(out)
+
+
+def check_batch(names: tuple[str, ...], limit: int = 3) -> list[str]:
+    """The first ``limit`` float32 samples of each named entry in ONE module → one
+    ``torch.export``, ``from_torch`` and ``to_jax``; each output compared with eager torch as
+    :func:`check_sample` compares it (entries with random outputs by shape and dtype).
+    Returns the failures, each naming its entry and sample; samples eager torch rejects are
+    left out (as :func:`check_sample` skips them)."""
+    import converter
+
+    parts, cases = [], []  # cases: (entry name, sample index, op, sample, module, tensors, expected, nondet)
+    for name in names:
+        op = _entry(name)
+        nondet = name in NONDETERMINISTIC or op.name in NONDETERMINISTIC
+        gen = op.sample_inputs("cpu", torch.float32, requires_grad=False)
+        samples = list(itertools.islice(gen, limit))
+        if hasattr(gen, "close"):
+            gen.close()
+        for k, sample in enumerate(samples):
+            leaves, spec = pytree.tree_flatten((sample.input, tuple(sample.args), dict(sample.kwargs)))
+            idx = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+            tensors = [leaves[i].detach() for i in idx]
+            module = _OpModule(op.op, leaves, spec, idx)
+            try:
+                expected = _eager(module, tensors, 0)
+            except Exception:  # noqa: BLE001 - as check_sample: not a case
+                continue
+            nd = nondet or not _same(expected, _eager(module, tensors, 1))
+            parts.append((module, len(tensors)))
+            cases.append((f"{name}[{k}]", op, sample, module, tensors, expected, nd))
+    flat = [t for c in cases for t in c[4]]
+    ep = torch.export.export(_Batch(parts), tuple(flat)).run_decompositions()
+    converted = converter.from_torch(ep)
+    got = list(converted.to_jax()(*[as_numpy(t) for t in flat]))
+    assert len(got) == sum(len(c[5]) for c in cases)
+    failures, j = [], 0
+    for case, op, sample, module, tensors, expected, nd in cases:
+        for i, e in enumerate(expected):
+            g = np.asarray(got[j])
+            j += 1
+            if tuple(e.shape) != g.shape or as_numpy(e).dtype != g.dtype:
+                failures.append(
+                    f"{case} output {i}: {g.dtype}{list(g.shape)}, torch gives {e.dtype}{list(e.shape)}"
+                )
+                continue
+            if nd:
+                continue
+            c = compare(e, g)
+            if not (
+                c.passed
+                or _same_tie_choice(op, sample, e, g)
+                or _as_accurate_as_eager(module, tensors, i, e, g)
+            ):
+                why = c.note or f"max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g}"
+                failures.append(f"{case} output {i} mismatch: {why}")
+    return failures
+
+
+def _batch_groups():
+    from opinfo_groups import GROUPS
+
+    return [pytest.param(g, id=f"group{n}") for n, g in enumerate(GROUPS)]
+
+
+@pytest.mark.parametrize("names", _batch_groups())
+def test_opinfo_batch(names):
+    """Groups of entries (float32, each passing on its own) that reach ATen rules no other
+    default-run case reaches, chosen by ``gen_opinfo_groups.py``: one conversion per group."""
+    failures = check_batch(names)
+    assert not failures, "\n".join(failures)

@@ -181,3 +181,41 @@ def test_zeta_scalar_overloads(check):
 
     ops = ["aten.special_zeta.other_scalar", "aten.special_zeta.self_scalar"]
     check_both(check, fn, torch.rand(16) * 5 + 1.1, ops=ops)
+
+
+_POLYNOMIALS = [
+    torch.special.chebyshev_polynomial_t, torch.special.chebyshev_polynomial_u,
+    torch.special.chebyshev_polynomial_v, torch.special.chebyshev_polynomial_w,
+    torch.special.hermite_polynomial_h, torch.special.hermite_polynomial_he,
+    torch.special.laguerre_polynomial_l, torch.special.legendre_polynomial_p,
+    torch.special.shifted_chebyshev_polynomial_t, torch.special.shifted_chebyshev_polynomial_u,
+    torch.special.shifted_chebyshev_polynomial_v, torch.special.shifted_chebyshev_polynomial_w,
+]  # fmt: skip
+
+
+class _ScalarOperands(torch.nn.Module):
+    """Every polynomial with a Python-number degree (``.n_scalar``) and a Python-number
+    ``x`` (``.x_scalar``), and zeta with either operand a number."""
+
+    def forward(self, x, n):
+        out = []
+        for p in _POLYNOMIALS:
+            out += [p(x, 3), p(0.25, n)]
+        return (*out, torch.special.zeta(x + 2, 1.5), torch.special.zeta(2.5, x + 1))
+
+
+def test_scalar_operand_overloads_in_one_module():
+    """The ``n_scalar``/``x_scalar``/``self_scalar``/``other_scalar`` overloads (26 rules)
+    in one conversion, against eager torch."""
+    x, n = torch.linspace(-0.9, 0.9, 7), torch.tensor([0.0, 1, 2, 3, 4, 5, 6])
+    module = _ScalarOperands()
+    ep = export(module, (x, n))
+    keys = {str(node.target) for node in ep.graph.nodes if node.op == "call_function"}
+    assert sum(k.endswith(("n_scalar", "x_scalar", "self_scalar", "other_scalar")) for k in keys) == 26
+    got = converter.from_torch(ep).to_jax()(as_numpy(x), as_numpy(n))
+    want = module(x, n)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        np.testing.assert_allclose(
+            np.asarray(g), w.numpy(), rtol=F32.rtol, atol=F32.atol, err_msg=f"output {i}"
+        )

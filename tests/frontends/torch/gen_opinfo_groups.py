@@ -1,0 +1,150 @@
+"""Regenerate ``opinfo_groups.py``: the OpInfo entries ``test_opinfo_batch`` runs, chosen by
+greedy set cover of the ATen → JAX rules the rest of the default run leaves without a case.
+
+    python tests/frontends/torch/gen_opinfo_groups.py HITS.json [HITS.json ...] --ops OPS.json
+
+``HITS.json``: registry keys a default run reached without the batch (``REGISTRY_HITS_FILE``,
+see tests/registry_coverage.py; with the batch in, take the keys of a run with
+``-k 'not test_opinfo_batch'``). ``OPS.json``: entry → the ATen rule keys of its decomposed
+exported graph for its first three float32 samples (``--ops-out`` writes it, slowly: every
+candidate entry is exported). Candidates: entries not listed in ``opinfo_xfails.XFAILS`` for
+float32, not random (``NONDETERMINISTIC``), supporting float32 on CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+GROUP_SIZE = 20
+#: Entries whose names do not say the ATen op they reach (upsample_*, *_pad*d).
+ALIASES = ("nn.functional.interpolate", "nn.functional.upsample", "nn.functional.pad")
+
+
+def candidates():
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, HERE)
+    import test_opinfo as T
+    import torch
+
+    out = []
+    for op in T.OP_DB:
+        name = T.entry_id(op)
+        if name in T.XFAILS or name in T.NONDETERMINISTIC or op.name in T.NONDETERMINISTIC:
+            continue
+        if torch.float32 not in op.supported_dtypes("cpu"):
+            continue
+        out.append(op)
+    return out
+
+
+def entry_keys(op) -> list[str]:
+    """The ATen rule keys of the entry's first three float32 samples' decomposed graphs."""
+    import test_opinfo as T
+    import torch
+    from torch.utils import _pytree as pytree
+
+    from frontends.torch.lowering import op_name
+
+    acc: set[str] = set()
+
+    def walk(gm):
+        for n in gm.graph.nodes:
+            if n.op == "call_function":
+                try:
+                    acc.add(op_name(n))
+                except Exception:  # noqa: BLE001
+                    acc.add(str(n.target))
+            if n.op == "get_attr" and isinstance(sub := getattr(gm, n.target, None), torch.fx.GraphModule):
+                walk(sub)
+
+    for s in itertools.islice(op.sample_inputs("cpu", torch.float32), 3):
+        leaves, spec = pytree.tree_flatten((s.input, tuple(s.args), dict(s.kwargs)))
+        idx = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        m = T._OpModule(op.op, leaves, spec, idx)
+        try:
+            ep = torch.export.export(m, tuple(leaves[i].detach() for i in idx)).run_decompositions()
+        except Exception:  # noqa: BLE001 - not exportable: no keys
+            continue
+        walk(ep.graph_module)
+    return sorted(acc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("hits", nargs="+")
+    ap.add_argument("--ops", help="entry → ATen keys JSON (computed when missing)")
+    ap.add_argument("--ops-out", help="write the computed entry → keys JSON here")
+    ap.add_argument("--all", action="store_true", help="every candidate, not only those named like a gap")
+    args = ap.parse_args()
+    sys.path.insert(0, ROOT)
+    from tests import registry_coverage as rc
+
+    hits = [(n, rc._hashable(k)) for p in args.hits for n, k in json.load(open(p))]
+    gaps = set(rc.missing(hits).get("ATen → JAX", []))
+    cands = candidates()
+    if not args.all:  # only the entries whose name holds a missing rule's op name
+        want = {_norm(k.split(".")[1]) for k in gaps if k.startswith("aten.")}
+        cands = [
+            op
+            for op in cands
+            if _id(op).startswith(ALIASES)
+            or any(w == _norm(_id(op)) or len(w) > 4 and w in _norm(_id(op)) for w in want)
+        ]
+    if args.ops:
+        table = json.load(open(args.ops))
+        ops = {T_name: set(table.get(T_name, ())) for T_name in (_id(op) for op in cands)}
+    else:
+        ops = {_id(op): set(entry_keys(op)) for op in cands}
+        if args.ops_out:
+            json.dump({k: sorted(v) for k, v in ops.items()}, open(args.ops_out, "w"), indent=0)
+    chosen: list[tuple[str, list[str]]] = []
+    left = set(gaps)
+    while True:
+        best = max(ops, key=lambda n: (len(ops[n] & left), -len(ops[n]), n), default=None)
+        if best is None or not ops[best] & left:
+            break
+        chosen.append((best, sorted(ops[best] & left)))
+        left -= ops[best]
+    groups = [chosen[i : i + GROUP_SIZE] for i in range(0, len(chosen), GROUP_SIZE)]
+    lines = [
+        "# ruff: noqa: E501 - generated: one entry per line",
+        '"""OpInfo entries ``test_opinfo_batch`` runs, in groups of one conversion each: a greedy',
+        "set cover of the ATen → JAX rules no other default-run case reaches (each entry with the",
+        "rules it was chosen for). Generated by ``tests/frontends/torch/gen_opinfo_groups.py`` —",
+        'regenerate rather than edit."""',
+        "",
+        "GROUPS: tuple[tuple[str, ...], ...] = (",
+    ]
+    for g in groups:
+        lines.append("    (")
+        lines += [f"        {json.dumps(name)},  # {', '.join(keys)}" for name, keys in g]
+        lines.append("    ),")
+    lines.append(")")
+    with open(os.path.join(HERE, "opinfo_groups.py"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"{len(chosen)} entries in {len(groups)} groups; {len(left)} rules no candidate reaches:")
+    for k in sorted(left):
+        print("  ", k)
+
+
+def _norm(name: str) -> str:
+    """An op or entry name without ``special``/``copy``/``default`` words and separators."""
+    for word in ("special", "_copy", "nn.functional", "_"):
+        name = name.replace(word, "")
+    return name.replace(".", "")
+
+
+def _id(op) -> str:
+    import test_opinfo as T
+
+    return T.entry_id(op)
+
+
+if __name__ == "__main__":
+    main()
