@@ -25,6 +25,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 
 from . import ops  # noqa: F401 - registers the rules
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .native import simplify
 from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
@@ -129,7 +130,8 @@ def build_graph(module: Module, device: torch.device | str | None = None) -> tor
                 raise
             raise behind from e
     gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
-    return gm if placer.device == CPU else fold_constant_transfers(gm)
+    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
+    return simplify(gm)  # implicit broadcasts, dead code (native.py)
 
 
 def _conversion_error_behind(error: BaseException) -> ConversionError | None:

@@ -1,0 +1,149 @@
+"""Clean-up passes on the traced FX graph, so it runs as hand-written torch would.
+
+The rules emit StableHLO's explicit forms: every implicit broadcast is a ``broadcast_in_dim``
+(a ``view`` + ``expand``), and a pattern rewritten by :mod:`backends.torch.patterns` leaves its
+original ops behind. :func:`simplify` removes what torch does implicitly or never needs:
+
+- an ``expand`` (and the ``view`` before it that only adds leading 1s) feeding an elementwise
+  op that broadcasts its operands: torch broadcasts exactly as the ``expand`` did (right-aligned
+  size-1 dims), so the operand is used directly when the op's result shape is unchanged;
+- nodes whose value nobody reads (dead code left by a pattern rewrite).
+
+:func:`native_calls` then makes each node call the public torch function (``torch.add``,
+``Tensor.view``, ``F.gelu``'s ``torch._C._nn.gelu``) instead of the ATen ``OpOverload``
+(``torch.ops.aten.add.Tensor``): both run the same kernel, but an ``OpOverload`` call goes
+through the operator registry's boxed calling convention, about twice the per-call cost of
+the generated Python binding, which is what dominates small eager models. The original
+overload is kept in ``node.meta["aten"]`` (:func:`aten_target`).
+
+Each change keeps the graph's values identical (not just within tolerance).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+
+aten = torch.ops.aten
+
+# elementwise ops whose tensor operands broadcast (torch's implicit broadcasting); all operands
+# of a StableHLO elementwise op share a dtype, so no type promotion differs either
+_BROADCASTING = {
+    aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.div.Tensor_mode,
+    aten.maximum.default, aten.minimum.default, aten.where.self, aten.pow.Tensor_Tensor,
+    aten.atan2.default, aten.remainder.Tensor, aten.fmod.Tensor, aten.eq.Tensor, aten.ne.Tensor,
+    aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.bitwise_and.Tensor,
+    aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor, aten.logical_and.default,
+    aten.logical_or.default, aten.logical_xor.default, aten.copysign.Tensor,
+    aten.nextafter.default, aten.hypot.default,
+}  # fmt: skip
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+
+
+def _shape(node) -> tuple[int, ...] | None:
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return shape[i:]
+
+
+def _broadcast_source(node: Node) -> Node | None:
+    """The tensor ``node`` (an ``expand``, or a ``view`` adding leading 1s) broadcasts,
+    such that torch's implicit broadcasting of it gives the same values; else None."""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
+        return None
+    src = node.args[0]
+    if node.target is aten.expand.default:
+        return src if _shape(src) is not None else None
+    if node.target in _VIEWS:
+        a, b = _shape(src), _shape(node)
+        if a is not None and b is not None and _strip_leading_ones(a) == _strip_leading_ones(b):
+            return src
+    return None
+
+
+def _result_shape(node: Node, args: list) -> tuple[int, ...] | None:
+    shapes = [_shape(a) for a in args if isinstance(a, Node)]
+    if any(s is None for s in shapes):
+        return None
+    try:
+        return tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        return None
+
+
+def drop_broadcasts(gm: GraphModule) -> None:
+    """Feed broadcasting elementwise ops the un-expanded operands (see the module doc)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _BROADCASTING:
+            continue
+        want = _shape(node)
+        if want is None:
+            continue
+        args = list(node.args)
+        for i, a in enumerate(args):
+            while isinstance(a, Node):
+                src = _broadcast_source(a)
+                if src is None:
+                    break
+                trial = args[:i] + [src] + args[i + 1 :]
+                if _result_shape(node, trial) != want:
+                    break
+                args[i] = a = src
+        node.args = tuple(args)
+
+
+# ATen op name -> the public binding of the same op (same schema, argument names and
+# overload set: generated from the same native_functions.yaml entry)
+_PUBLIC = {
+    "view": torch.Tensor.view, "expand": torch.Tensor.expand, "_unsafe_view": torch.reshape,
+    **{
+        name: getattr(torch, name)
+        for name in (
+            "add", "sub", "mul", "div", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt",
+            "ge", "neg", "exp", "expm1", "log", "log1p", "tanh", "sqrt", "rsqrt", "abs", "sin",
+            "cos", "sigmoid", "floor", "ceil", "logical_not", "logical_and", "logical_or",
+            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "pow",
+            "permute", "mm", "bmm", "amax", "amin", "sum", "prod", "full", "arange", "clone",
+            "cat", "unsqueeze", "squeeze", "convolution", "constant_pad_nd", "_softmax",
+            "native_layer_norm", "flip", "reshape", "isnan", "erf", "reciprocal", "relu",
+            "_log_softmax",
+        )
+    },
+    "scaled_dot_product_attention": torch._C._nn.scaled_dot_product_attention,
+    "gelu": torch._C._nn.gelu, "avg_pool2d": torch._C._nn.avg_pool2d,
+    "avg_pool3d": torch._C._nn.avg_pool3d,
+    "max_pool2d_with_indices": torch._C._nn.max_pool2d_with_indices,
+    "max_pool3d_with_indices": torch._C._nn.max_pool3d_with_indices,
+}  # fmt: skip
+
+
+def native_calls(gm: GraphModule) -> None:
+    """Point each ATen node at the op's public torch binding (see the module doc)."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        public = _PUBLIC.get(target._opname) if target.namespace == "aten" else None
+        if public is not None:
+            node.meta["aten"] = target
+            node.target = public
+
+
+def aten_target(node: Node):
+    """The ATen ``OpOverload`` a node computes (its target before :func:`native_calls`)."""
+    return node.meta.get("aten", node.target)
+
+
+def simplify(gm: GraphModule) -> GraphModule:
+    """Apply the passes of this module to ``gm`` in place and regenerate its code."""
+    drop_broadcasts(gm)
+    gm.graph.eliminate_dead_code()
+    native_calls(gm)
+    gm.recompile()
+    return gm
