@@ -140,10 +140,86 @@ def aten_target(node: Node):
     return node.meta.get("aten", node.target)
 
 
+def collapse_views(gm: GraphModule) -> None:
+    """A ``view``/``reshape``/``expand`` to the shape its input has already is its input; a
+    ``view``/``reshape`` of a ``view``/``reshape`` reads the first one's input (a reshape of
+    a contiguous chain: the same elements in the same order)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
+            continue
+        src = node.args[0]
+        if node.target in _VIEWS or node.target is aten.expand.default:
+            if _shape(src) is not None and _shape(src) == _shape(node):
+                node.replace_all_uses_with(src)
+                continue
+        if node.target in _VIEWS and src.op == "call_function" and src.target in _VIEWS:
+            node.target = aten.reshape.default
+            node.args = (src.args[0], *node.args[1:])
+
+
+_FOLD_LIMIT = 1 << 16  # elements: larger constants are cheaper to compute than to store
+
+
+def fold_constants(gm: GraphModule) -> None:
+    """Compute once, at conversion, every node that reads no input (a causal mask built from
+    ``iota``s and compares, ``sqrt`` of a literal): the ones read by computed nodes become
+    buffers (``get_attr``) when they have at most 65536 elements. Run on real CPU tensors,
+    with the same kernels; uninitialized (``empty*``) and mutated values are left alone."""
+    values: dict[Node, torch.Tensor] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, node.target, None)
+            if isinstance(value, torch.Tensor):
+                values[node] = value
+            continue
+        if (
+            node.op != "call_function"
+            or node.is_impure()
+            or not isinstance(node.target, torch._ops.OpOverload)
+        ):
+            continue
+        if node.target._opname.startswith("empty") or any(u.is_impure() for u in node.users):
+            continue
+        flat = [*node.args, *node.kwargs.values()]
+        nested = [b for a in flat if isinstance(a, (list, tuple)) for b in a]
+        if any(isinstance(b, Node) for b in nested):
+            continue
+        if any(isinstance(a, Node) and a not in values for a in flat):
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.numel() > _FOLD_LIMIT:
+            continue
+        args = torch.fx.node.map_arg(node.args, lambda a: values[a])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: values[a])
+        with torch.no_grad():
+            result = node.target(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            values[node] = result
+    count = 0
+    for node, result in values.items():
+        if node.op == "get_attr" or all(u in values for u in node.users):
+            continue  # only folded nodes read it: nothing to store
+        name = f"_folded_constant{count}"
+        count += 1
+        gm.register_buffer(name, result.clone())
+        with gm.graph.inserting_before(node):
+            const = gm.graph.get_attr(name)
+        const.meta["val"] = node.meta["val"]
+        node.replace_all_uses_with(const)
+
+
 def simplify(gm: GraphModule) -> GraphModule:
     """Apply the passes of this module to ``gm`` in place and regenerate its code."""
     drop_broadcasts(gm)
+    collapse_views(gm)
     gm.graph.eliminate_dead_code()
+    if all(
+        n.meta["val"].device.type == "cpu"
+        for n in gm.graph.nodes
+        if isinstance(n.meta.get("val"), torch.Tensor)
+    ):
+        fold_constants(gm)
+        gm.graph.eliminate_dead_code()
     native_calls(gm)
     gm.recompile()
     return gm
