@@ -111,7 +111,7 @@ _PUBLIC = {
             "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "pow",
             "permute", "mm", "bmm", "amax", "amin", "sum", "prod", "full", "arange", "clone",
             "cat", "unsqueeze", "squeeze", "convolution", "constant_pad_nd", "_softmax",
-            "native_layer_norm", "flip", "reshape", "isnan", "erf", "reciprocal", "relu",
+            "native_layer_norm", "flip", "reshape", "addmm", "isnan", "erf", "reciprocal", "relu",
             "_log_softmax",
         )
     },
@@ -155,6 +155,80 @@ def collapse_views(gm: GraphModule) -> None:
         if node.target in _VIEWS and src.op == "call_function" and src.target in _VIEWS:
             node.target = aten.reshape.default
             node.args = (src.args[0], *node.args[1:])
+        if node.target is aten.permute.default and src.op == "call_function" and src.target is node.target:
+            inner, outer = list(src.args[1]), list(node.args[1])
+            composed = [inner[d] for d in outer]
+            if composed == list(range(len(composed))):
+                node.replace_all_uses_with(src.args[0])
+            else:
+                node.args = (src.args[0], composed)
+
+
+def _bias_vector(node, n: int) -> Node | None:
+    """``node`` when it is a float tensor broadcasting along the last dim only (shape ``(n,)``
+    after leading 1s), else None."""
+    shape = _shape(node)
+    if (
+        shape is None
+        or _strip_leading_ones(shape) != (n,)
+        and not (n == 1 and not _strip_leading_ones(shape))
+    ):
+        return None
+    return node if node.meta["val"].is_floating_point() else None
+
+
+def fuse_bias(gm: GraphModule) -> None:
+    """``mm(x, w) + b`` → ``addmm(b, x, w)`` (through a reshape of the product), and
+    ``permute(convolution(x, w, None, ...)) + b`` with the channels last → the convolution
+    with bias ``b``: what ``nn.Linear``/``nn.Conv*d`` compute (float only; the bias is added
+    inside the kernel, the same sum rounded once)."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if (
+            node.op != "call_function"
+            or node.target is not aten.add.Tensor
+            or len(node.args) != 2
+            or node.kwargs
+        ):
+            continue
+        for prod, bias in (node.args, tuple(reversed(node.args))):
+            if not isinstance(prod, Node) or not isinstance(bias, Node) or len(prod.users) != 1:
+                continue
+            out_shape = _shape(node)
+            if out_shape is None or _shape(prod) != out_shape or not out_shape:
+                continue
+            b = _bias_vector(bias, out_shape[-1])
+            if b is None:
+                continue
+            inner = prod
+            if inner.target in _VIEWS and len(inner.users) == 1 and isinstance(inner.args[0], Node):
+                inner = inner.args[0]
+            if inner.target is aten.mm.default and len(inner.users) == 1:
+                if _shape(inner)[-1] != out_shape[-1]:
+                    continue
+                with graph.inserting_before(inner):
+                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
+                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                inner.target = aten.addmm.default
+                inner.args = (vec, *inner.args)
+            elif (
+                prod.target is aten.permute.default
+                and isinstance(prod.args[0], Node)
+                and prod.args[0].target is aten.convolution.default
+                and len(prod.args[0].users) == 1
+                and prod.args[0].args[2] is None
+                and list(prod.args[1])[-1] == 1
+            ):
+                conv = prod.args[0]
+                with graph.inserting_before(conv):
+                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
+                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                conv.args = (*conv.args[:2], vec, *conv.args[3:])
+            else:
+                continue
+            node.replace_all_uses_with(prod)
+            graph.erase_node(node)
+            break
 
 
 _FOLD_LIMIT = 1 << 16  # elements: larger constants are cheaper to compute than to store
@@ -211,6 +285,8 @@ def fold_constants(gm: GraphModule) -> None:
 def simplify(gm: GraphModule) -> GraphModule:
     """Apply the passes of this module to ``gm`` in place and regenerate its code."""
     drop_broadcasts(gm)
+    collapse_views(gm)
+    fuse_bias(gm)
     collapse_views(gm)
     gm.graph.eliminate_dead_code()
     if all(

@@ -1,7 +1,7 @@
 """``dot_general``, ``dot``, ``convolution``, ``cholesky``, ``triangular_solve``, ``fft``
 (StableHLO spec sections of those names).
 
-``dot_general`` becomes one ``torch.matmul`` (``mm``) or ``torch.bmm`` on operands laid out as
+``dot_general`` becomes one ``torch.mm`` or ``torch.bmm`` on operands laid out as
 ``(batch, free, contracting)`` / ``(batch, contracting, free)``, the result in the spec's order
 (batch, lhs free, rhs free).
 
@@ -30,12 +30,13 @@ def _compute_dtype(name: str) -> torch.dtype:
 
 
 def dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, out_dtype):
-    """``dot_general`` as one ``torch.matmul``; result dims: batch, lhs free, rhs free.
+    """``dot_general`` as one ``torch.mm`` (no batch dims) or ``torch.bmm``; result dims:
+    batch, lhs free, rhs free.
 
     The lhs is laid out ``(*batch, *free, contracting)`` and the rhs ``(*batch, contracting,
-    *free)`` (permutes, views where the order already fits); several contracting dims, several
-    rhs free dims, or several batch dims are flattened into one, so the product is an
-    ``mm``/``bmm``/vector product, and the result is reshaped to the spec's dims."""
+    *free)`` (permutes, views where the order already fits); the batch, free and contracting
+    dims are each flattened into one (a vector side is a 1-row/column matrix), and the result
+    is reshaped to the spec's dims."""
     lhs_batch, rhs_batch = list(lhs_batch), list(rhs_batch)
     lhs_contract, rhs_contract = list(lhs_contract), list(rhs_contract)
     lhs_free = [i for i in range(lhs.dim()) if i not in lhs_batch and i not in lhs_contract]
@@ -48,15 +49,11 @@ def dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, out_
     lhs, rhs = lhs.to(compute), rhs.to(compute)
     lhs = _permute(lhs, lhs_batch + lhs_free + lhs_contract)
     rhs = _permute(rhs, rhs_batch + rhs_contract + rhs_free)
-    n = math.prod(rfree_shape)
-    if not batch_shape:
-        # (*free, K) @ (K, N): one mm over the folded lhs rows (a vector side stays 1-d)
-        lhs = lhs.reshape(*lfree_shape, k) if lhs_contract else lhs.unsqueeze(-1)
-        rhs = rhs.reshape(k, *([n] if rhs_free else [])) if rhs_contract else rhs.reshape(1, n)
-        res = torch.matmul(lhs, rhs)
+    b, m, n = math.prod(batch_shape), math.prod(lfree_shape), math.prod(rfree_shape)
+    if not batch_shape:  # (M, K) @ (K, N): one mm (a vector side is a 1-row/column matrix)
+        res = torch.mm(_reshape(lhs, [m, k]), _reshape(rhs, [k, n]))
     else:
-        b, m = math.prod(batch_shape), math.prod(lfree_shape)
-        res = torch.bmm(lhs.reshape(b, m, k), rhs.reshape(b, k, n))
+        res = torch.bmm(_reshape(lhs, [b, m, k]), _reshape(rhs, [b, k, n]))
     res = _reshape(res, [*batch_shape, *lfree_shape, *rfree_shape])
     return res != 0 if out_dtype == torch.bool else res
 
