@@ -111,7 +111,8 @@ _PUBLIC = {
             "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "pow",
             "permute", "mm", "bmm", "amax", "amin", "sum", "prod", "full", "arange", "clone",
             "cat", "unsqueeze", "squeeze", "convolution", "constant_pad_nd", "_softmax",
-            "native_layer_norm", "flip", "reshape", "addmm", "isnan", "erf", "reciprocal", "relu",
+            "native_layer_norm", "flip", "reshape", "addmm",
+            "_scaled_dot_product_flash_attention_for_cpu", "isnan", "erf", "reciprocal", "relu",
             "_log_softmax",
         )
     },
@@ -252,7 +253,7 @@ def fold_constants(gm: GraphModule) -> None:
             or not isinstance(node.target, torch._ops.OpOverload)
         ):
             continue
-        if node.target._opname.startswith("empty") or any(u.is_impure() for u in node.users):
+        if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
             continue
         flat = [*node.args, *node.kwargs.values()]
         nested = [b for a in flat if isinstance(a, (list, tuple)) for b in a]
@@ -280,6 +281,13 @@ def fold_constants(gm: GraphModule) -> None:
             const = gm.graph.get_attr(name)
         const.meta["val"] = node.meta["val"]
         node.replace_all_uses_with(const)
+
+
+def _mutates(node: Node) -> bool:
+    """``node`` may write to its operands (a mutable schema, or an impure non-ATen call)."""
+    if isinstance(node.target, torch._ops.OpOverload):
+        return node.target._schema.is_mutable
+    return node.op != "output" and node.is_impure()
 
 
 def simplify(gm: GraphModule) -> GraphModule:

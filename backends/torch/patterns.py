@@ -131,6 +131,13 @@ def _dtype(value: ir.Value) -> str:
 
 
 def _softmax(interp, op: mlir.Op, env: dict) -> torch.Tensor | None:
+    found = _match_softmax(op)
+    return None if found is None else F.softmax(env[found[0]], dim=found[1])
+
+
+def _match_softmax(op: mlir.Op) -> tuple[ir.Value, int] | None:
+    """(x, dim) when the ``divide`` ``op`` ends a max-subtracted softmax of ``x`` over
+    ``dim``, else None."""
     exp_val, denom = op.operands
     exp_op = _def(exp_val, "stablehlo.exponential")
     sub_op = _def(exp_op.operands[0], "stablehlo.subtract") if exp_op is not None else None
@@ -156,7 +163,104 @@ def _softmax(interp, op: mlir.Op, env: dict) -> torch.Tensor | None:
     top = _reduce(peak, "max", -math.inf)
     if top is None or top[0] != x or top[1] != dims:
         return None
-    return F.softmax(env[x], dim=dims[0])
+    return x, dims[0]
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def _single_dot(op: mlir.Op | None):
+    """(lhs, rhs, lhs batch, rhs batch, lhs contracting, rhs contracting) of a
+    ``dot_general`` with one contracting dim and at most one free dim per side, else None."""
+    if op is None or op.name != "stablehlo.dot_general":
+        return None
+    d = op.attr("dot_dimension_numbers")
+    lb, rb = list(d["lhs_batching_dimensions"]), list(d["rhs_batching_dimensions"])
+    lc, rc = list(d["lhs_contracting_dimensions"]), list(d["rhs_contracting_dimensions"])
+    lhs, rhs = op.operands
+    if len(lc) != 1 or len(rc) != 1:
+        return None
+    if mlir.tensor_type(lhs.type).rank != len(lb) + 2 or mlir.tensor_type(rhs.type).rank != len(rb) + 2:
+        return None
+    return lhs, rhs, lb, rb, lc[0], rc[0]
+
+
+def _free(rank: int, batch: list[int], contract: int) -> int:
+    return next(i for i in range(rank) if i not in batch and i != contract)
+
+
+def _block_arg(value: ir.Value) -> int | None:
+    return ir.BlockArgument(value).arg_number if isinstance(value.owner, ir.Block) else None
+
+
+def _where(interp, value: ir.Value, env: dict) -> tuple[torch.Tensor, ir.Value, float | None] | None:
+    """(condition tensor, selected value, fill constant) when ``value`` is ``select(cond, s,
+    c)`` with a splat ``c``, directly or as the result of a called function (``jnp.where``
+    lowers to a private ``@_where``); the condition of a called one is evaluated from the
+    call's operands."""
+    select = _def(value, "stablehlo.select")
+    if select is not None:
+        cond, chosen, fill = select.operands
+        return env[cond], chosen, _splat(fill)
+    call = _def(value, "func.call")
+    if call is None or len(call.results) != 1:
+        return None
+    callee = interp.functions.get(call.attr("callee"))
+    if callee is None:
+        return None
+    body = callee.regions[0]
+    ret = list(body.blocks[0].operations)[-1]
+    select = _def(ret.operands[0], "stablehlo.select") if len(ret.operands) == 1 else None
+    if select is None:
+        return None
+    cond, chosen, fill = select.operands
+    outer = call.operands
+    i = _block_arg(chosen)
+    if i is None:
+        return None
+    j = _block_arg(_unbroadcast(fill)[0])  # a broadcast of an argument: the caller's value
+    c = _splat(outer[j]) if j is not None else _splat(fill)
+    (cond_t,) = interp.region_values(body, [env[v] for v in outer], [cond])
+    return cond_t, outer[i], c
+
+
+def _attention(interp, op: mlir.Op, env: dict) -> torch.Tensor | None:
+    dot = _single_dot(op)
+    if dot is None or _dtype(op.results[0]) not in ("float32", "float64"):
+        return None
+    lhs, rhs, lb, rb, lc, rc = dot
+    nb = len(lb)
+    for probs, value, pb, vb, pc, vc, probs_first in (
+        (lhs, rhs, lb, rb, lc, rc, True),
+        (rhs, lhs, rb, lb, rc, lc, False),
+    ):
+        div = _def(probs, "stablehlo.divide")
+        soft = _match_softmax(div) if div is not None else None
+        if soft is None or pb != list(range(nb)) or pc != nb + 1 or soft[1] != nb + 1:
+            continue
+        scores, mask = soft[0], None
+        where = _where(interp, scores, env)
+        if where is not None:  # where(mask, s, c) with c absorbing any score: s + c == c
+            cond, scores, c = where
+            if c is None or not -math.inf < c <= -1e30:
+                continue
+            mask = (cond, c)
+        qk = _single_dot(_def(scores, "stablehlo.dot_general"))
+        if qk is None:
+            continue
+        q, k, qb, kb, qc, kc = qk
+        if len(qb) != nb:
+            continue
+        q_rank = nb + 2
+        q_t = env[q].permute([*qb, _free(q_rank, qb, qc), qc])
+        k_t = env[k].permute([*kb, _free(q_rank, kb, kc), kc])
+        v_t = env[value].permute([*vb, vc, _free(nb + 2, vb, vc)])
+        bias = None
+        if mask is not None:
+            bias = torch.where(mask[0], 0.0, mask[1]).to(q_t.dtype)
+        out = F.scaled_dot_product_attention(q_t, k_t, v_t, attn_mask=bias, scale=1.0)
+        return out if probs_first else out.transpose(-1, -2)
+    return None
 
 
 # --------------------------------------------------------------------------- gelu (tanh)
@@ -308,6 +412,7 @@ def _fast_variance(var: ir.Value, x: ir.Value, mean: ir.Value, dims: list[int], 
 # --------------------------------------------------------------------------- entry point
 
 _BY_ROOT = {
+    "stablehlo.dot_general": (_attention,),
     "stablehlo.divide": (_softmax,),
     "stablehlo.multiply": (_gelu_tanh,),
     "stablehlo.add": (_layer_norm,),

@@ -65,7 +65,9 @@ def _x(*shape, scale=1.0):
 @pytest.mark.parametrize("axis", [-1, 1])
 def test_softmax(axis, monkeypatch):
     x = _x(2, 5, 7, scale=4.0)
-    _check(lambda x: jax.nn.softmax(x, axis=axis), x, present=[aten._softmax.default], monkeypatch=monkeypatch)
+    _check(
+        lambda x: jax.nn.softmax(x, axis=axis), x, present=[aten._softmax.default], monkeypatch=monkeypatch
+    )
 
 
 def test_softmax_with_infinities_and_masks():
@@ -90,7 +92,9 @@ def test_softmax_without_max_subtraction_is_not_rewritten():
 
 def test_gelu_tanh(monkeypatch):
     x = _x(3, 16, scale=3.0)
-    _check(lambda x: jax.nn.gelu(x, approximate=True), x, present=[aten.gelu.default], monkeypatch=monkeypatch)
+    _check(
+        lambda x: jax.nn.gelu(x, approximate=True), x, present=[aten.gelu.default], monkeypatch=monkeypatch
+    )
 
 
 def test_gelu_erf_is_not_the_tanh_form():
@@ -133,8 +137,13 @@ def test_decoder_block_is_native(monkeypatch):
         apply,
         x,
         params=params,
-        present=[aten.native_layer_norm.default, aten._softmax.default, aten.gelu.default, aten.addmm.default],
-        absent=[aten.expand.default, aten.einsum.default, aten.amax.default, aten.tanh.default],
+        present=[
+            aten.native_layer_norm.default,
+            aten._scaled_dot_product_flash_attention_for_cpu.default,
+            aten.gelu.default,
+            aten.addmm.default,
+        ],
+        absent=[aten.expand.default, aten._softmax.default, aten.amax.default, aten.tanh.default],
         monkeypatch=monkeypatch,
     )
     # the causal mask reads no input: computed once, at conversion
@@ -230,3 +239,37 @@ def test_forward_fast_path_keeps_the_checks():
     with pytest.raises(converter.SignatureMismatchError):
         tm(torch.zeros(3, dtype=torch.float64))
     np.testing.assert_allclose(tm(np.ones(3, np.float32)).numpy(), 2.0)  # NumPy: the general path
+
+
+def test_attention_is_sdpa(monkeypatch):
+    def attend(q, k, v, mask):
+        w = jnp.einsum("bqhd,bkhd->bhqk", q / jnp.sqrt(8.0), k)
+        w = jnp.where(mask, w, jnp.finfo(jnp.float32).min)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(2, 5, 3, 8), _x(2, 6, 3, 8), _x(2, 6, 3, 8)
+    mask = RNG.random((2, 1, 5, 6)) > 0.3
+    mask[0, 0, 1, :] = False  # a fully masked row: uniform weights in both
+    _check(
+        attend,
+        q,
+        k,
+        v,
+        mask,
+        present=[aten._scaled_dot_product_flash_attention_for_cpu.default],
+        absent=[aten._softmax.default],
+        monkeypatch=monkeypatch,
+    )
+
+
+def test_attention_with_a_small_mask_fill_is_not_sdpa():
+    """where(mask, s, -1e4) is not s + (-1e4) for a fully masked row: no rewrite."""
+
+    def attend(q, k, v, mask):
+        w = jnp.where(mask, jnp.einsum("bqd,bkd->bqk", q, k), -1e4)
+        return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(2, 5, 8), _x(2, 6, 8), _x(2, 6, 8)
+    mask = RNG.random((2, 5, 6)) > 0.3
+    mask[0, 1, :] = False
+    _check(attend, q, k, v, mask, absent=[aten._scaled_dot_product_flash_attention_for_cpu.default])
