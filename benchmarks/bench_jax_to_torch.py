@@ -145,11 +145,15 @@ def bench(name: str, repeat: int, rounds: int) -> None:
     with torch.no_grad():
         compiled(*targs)
     t_first_compiled = time.perf_counter() - start
+    written_compiled = torch.compile(written)
+    with torch.no_grad():
+        written_compiled(*targs)
     t = cpu_times(
         {
             "eager": lambda: tm(*targs),
             "written": lambda: written(*targs),
             "compiled": lambda: compiled(*targs),
+            "written_compiled": lambda: written_compiled(*targs),
             "jax": lambda: jitted(params, *args),
         },
         repeat,
@@ -174,6 +178,12 @@ def bench(name: str, repeat: int, rounds: int) -> None:
             "torch.compile, steady state",
             f"{t['compiled'] * 1e6:9.1f} us",
             t["compiled"] / t["jax"],
+            "jax.jit",
+        ),
+        (
+            "  torch-written, torch.compile",
+            f"{t['written_compiled'] * 1e6:9.1f} us",
+            t["written_compiled"] / t["jax"],
             "jax.jit",
         ),
         ("jax.jit, steady state", f"{t['jax'] * 1e6:9.1f} us", None, ""),
