@@ -184,6 +184,7 @@ def fuse_bias(gm: GraphModule) -> None:
     with bias ``b``: what ``nn.Linear``/``nn.Conv*d`` compute (float only; the bias is added
     inside the kernel, the same sum rounded once)."""
     graph = gm.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
     for node in list(graph.nodes):
         if (
             node.op != "call_function"
@@ -204,6 +205,10 @@ def fuse_bias(gm: GraphModule) -> None:
             inner = prod
             if inner.target in _VIEWS and len(inner.users) == 1 and isinstance(inner.args[0], Node):
                 inner = inner.args[0]
+            conv = inner.args[0] if inner.target is aten.permute.default else None
+            first = conv if isinstance(conv, Node) else inner
+            if order.get(b, len(order)) >= order.get(first, -1):
+                continue  # the bias is computed after the product: it cannot feed it
             if inner.target is aten.mm.default and len(inner.users) == 1:
                 if _shape(inner)[-1] != out_shape[-1]:
                     continue

@@ -273,3 +273,8 @@ def test_attention_with_a_small_mask_fill_is_not_sdpa():
     mask = RNG.random((2, 5, 6)) > 0.3
     mask[0, 1, :] = False
     _check(attend, q, k, v, mask, absent=[aten._scaled_dot_product_flash_attention_for_cpu.default])
+
+
+def test_bias_computed_after_the_product_is_not_fused():
+    w, b = _x(4, 5), _x(5)
+    _check(lambda x, s: x @ w + b * s, _x(3, 4), np.float32(3.0))
