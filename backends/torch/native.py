@@ -101,7 +101,9 @@ def drop_broadcasts(gm: GraphModule) -> None:
 # ATen op name -> the public binding of the same op (same schema, argument names and
 # overload set: generated from the same native_functions.yaml entry)
 _PUBLIC = {
-    "view": torch.Tensor.view, "expand": torch.Tensor.expand, "_unsafe_view": torch.reshape,
+    # a view recorded by the trace may no longer be possible once a pass changed the strides
+    # of its input (implicit broadcasting, a fused bias, attention): reshape views or copies
+    "view": torch.reshape, "expand": torch.Tensor.expand, "_unsafe_view": torch.reshape,
     **{
         name: getattr(torch, name)
         for name in (
