@@ -133,6 +133,8 @@ def native_calls(gm: GraphModule) -> None:
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
             continue
         public = _PUBLIC.get(target._opname) if target.namespace == "aten" else None
+        if target is aten.view.dtype:  # a bitcast, not a reshape
+            public = torch.Tensor.view
         if public is not None:
             node.meta["aten"] = target
             node.target = public
