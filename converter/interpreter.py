@@ -173,6 +173,12 @@ class Interpreter:
         return list(out)
 
 
+def static_value(value: ir.Value) -> np.ndarray | None:
+    """``value`` as a NumPy array when it is a ``constant`` seen through ``broadcast_in_dim``,
+    ``reshape`` and ``convert``, else None (see :meth:`Interpreter.static_operand`)."""
+    return _fold(value)
+
+
 _FOLDABLE = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"}
 
 

@@ -26,9 +26,11 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 
 from . import (
     ops,  # noqa: F401 - registers the rules
+    patterns,
     symbolic,
 )
 from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from .native import simplify
 from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
@@ -94,6 +96,10 @@ class TorchInterpreter(Interpreter):
                 operands = [v if i in keep else symbolic.materialize(self, v) for i, v in enumerate(operands)]
         if self.placer is not None and self.placer.current != CPU and is_host(op.mlir):
             return self.placer.host_call(lambda xs: self.run_op(op, xs, env), operands)  # on CPU
+        if op.name in patterns.ROOTS:
+            native = patterns.rewrite(self, op, env)  # a softmax, gelu, layer norm ... as one call
+            if native is not None:
+                return [native]
         out = super().run_op(op, operands, env)
         if self.placer is not None and op.name == "stablehlo.constant":
             out = [self.placer.to(v, self.placer.current) for v in out]
@@ -200,7 +206,8 @@ def build_graph(
                 raise
             raise behind from e
     gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
-    return gm if placer.device == CPU else fold_constant_transfers(gm)
+    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
+    return simplify(gm)  # implicit broadcasts, dead code (native.py)
 
 
 def _conversion_error_behind(error: BaseException) -> ConversionError | None:
@@ -259,6 +266,7 @@ class TorchModule(torch.nn.Module):
         self.param_names = {a: n for n, a in attrs.items()}
         self._attr_of = attrs
         self._attrs = [attrs[p.name] for p in self.signature.params]
+        self._fast = None  # set below, once the parameters are registered
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
         for spec in self.signature.params:
             value = place_parameter(
@@ -269,12 +277,69 @@ class TorchModule(torch.nn.Module):
                 self.register_parameter(attrs[spec.name], torch.nn.Parameter(value))
             else:
                 self.register_buffer(attrs[spec.name], value)
+        self._fast = self._fast_call_plan()
 
     def source_state_dict(self) -> dict[str, torch.Tensor]:
         """Parameter and buffer values keyed by their names in ``signature.params``."""
         return {self.param_names[a]: getattr(self, a) for a in self._attrs}
 
+    def _fast_call_plan(self) -> tuple | None:
+        """For a module called with positional tensors only (no keyword inputs, random key,
+        in-place updates, emulated unsigned dtypes or dynamic shapes): per input its
+        ``(shape, dtype, device)``, per parameter ``(attribute, device)``; else None."""
+        sig = self.signature
+        tree = sig.in_tree
+        plain = (
+            tree.get("kind") == "tuple"
+            and len(tree["children"]) == 2
+            and tree["children"][0]["kind"] == "tuple"
+            and all(c["kind"] == "leaf" for c in tree["children"][0]["children"])
+            and tree["children"][1]["kind"] == "dict"
+            and not tree["children"][1].get("keys")
+            and "type" not in tree["children"][1]
+        )
+        if not plain or sig.mutations or sig.rng is not None or self._dynamic_module is not None:
+            return None
+        if any(s.dtype in STORAGE for s in (*sig.inputs, *sig.outputs)):
+            return None
+        inputs = tuple(
+            (tuple(s.shape), dtypes.torch_dtype(s.dtype), home(s, self.device)) for s in sig.inputs
+        )
+        params = tuple((a, home(s, self.device)) for a, s in zip(self._attrs, sig.params, strict=True))
+        return inputs, params
+
+    def _fast_forward(self, args: tuple) -> Any:
+        """:meth:`forward` without its general checks when every input is a tensor of the
+        expected shape, dtype and device and every parameter is where it was traced, else
+        None (the general path then checks and raises)."""
+        inputs, params = self._fast
+        if len(args) != len(inputs):
+            return None
+        for value, (shape, dtype, device) in zip(args, inputs, strict=True):
+            if not isinstance(value, torch.Tensor) or value.shape != shape or value.dtype != dtype:
+                return None
+            if value.device != device:
+                return None
+        tensors = self._parameters
+        flat = []
+        for attr, device in params:
+            value = tensors.get(attr)
+            if value is None:
+                value = self._buffers.get(attr)
+            if value is None or value.device != device:
+                return None
+            flat.append(value)
+        flat.extend(args)
+        kept = self.signature.kept_var_idx
+        if kept is not None:
+            flat = [flat[i] for i in kept]
+        return unflatten(self.signature.out_tree, list(self.graph_module(*flat)))
+
     def forward(self, *args: Any, rng: torch.Tensor | int | None = None, **kwargs: Any) -> Any:
+        if self._fast is not None and not kwargs and rng is None:
+            out = self._fast_forward(args)
+            if out is not None:
+                return out
         sig = self.signature
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):

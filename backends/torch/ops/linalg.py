@@ -1,17 +1,19 @@
 """``dot_general``, ``dot``, ``convolution``, ``cholesky``, ``triangular_solve``, ``fft``
 (StableHLO spec sections of those names).
 
-``dot_general`` becomes one ``torch.einsum`` with batch dims first, then the lhs and rhs free
-dims, as the spec orders the result. ``convolution`` permutes operands to torch's
-``(N, C, *spatial)``/``(O, I, *spatial)`` layout, applies ``lhs_dilation`` and padding
-(negative = crop) explicitly, maps ``batch_group_count`` onto torch's ``groups``, calls
-``F.conv{1,2,3}d``, and permutes the result to the requested output layout.
+``dot_general`` becomes one ``torch.mm`` or ``torch.bmm`` on operands laid out as
+``(batch, free, contracting)`` / ``(batch, contracting, free)``, the result in the spec's order
+(batch, lhs free, rhs free).
+
+``convolution`` permutes operands to torch's ``(N, C, *spatial)``/``(O, I, *spatial)``
+layout, passes symmetric padding to the convolution and pads otherwise (one ``F.pad``, negative
+= crop; interior zeros for ``lhs_dilation``), maps ``batch_group_count`` onto torch's
+``groups``, calls ``F.conv{1,2,3}d``, and permutes the result to the requested output layout.
 """
 
 from __future__ import annotations
 
 import math
-import string
 
 import torch
 import torch.nn.functional as F
@@ -28,29 +30,42 @@ def _compute_dtype(name: str) -> torch.dtype:
 
 
 def dot_general(lhs, rhs, lhs_batch, rhs_batch, lhs_contract, rhs_contract, out_dtype):
-    """``dot_general`` via ``torch.einsum``; result dims: batch, lhs free, rhs free."""
-    letters = iter(string.ascii_letters)
-    lhs_sub = [None] * lhs.dim()
-    rhs_sub = [None] * rhs.dim()
-    out = []
-    for a, b in zip(lhs_batch, rhs_batch, strict=False):
-        c = next(letters)
-        lhs_sub[a] = rhs_sub[b] = c
-        out.append(c)
-    for a, b in zip(lhs_contract, rhs_contract, strict=False):
-        c = next(letters)
-        lhs_sub[a] = rhs_sub[b] = c
-    for sub in (lhs_sub, rhs_sub):
-        for i, s in enumerate(sub):
-            if s is None:
-                sub[i] = next(letters)
-                out.append(sub[i])
-    lhs, rhs = lhs.to(out_dtype), rhs.to(out_dtype)
-    if out_dtype == torch.bool:
-        lhs, rhs = lhs.to(torch.int64), rhs.to(torch.int64)
-    spec = f"{''.join(lhs_sub)},{''.join(rhs_sub)}->{''.join(out)}"
-    res = torch.einsum(spec, lhs, rhs)
+    """``dot_general`` as one ``torch.mm`` (no batch dims) or ``torch.bmm``; result dims:
+    batch, lhs free, rhs free.
+
+    The lhs is laid out ``(*batch, *free, contracting)`` and the rhs ``(*batch, contracting,
+    *free)`` (permutes, views where the order already fits); the batch, free and contracting
+    dims are each flattened into one (a vector side is a 1-row/column matrix), and the result
+    is reshaped to the spec's dims."""
+    lhs_batch, rhs_batch = list(lhs_batch), list(rhs_batch)
+    lhs_contract, rhs_contract = list(lhs_contract), list(rhs_contract)
+    lhs_free = [i for i in range(lhs.dim()) if i not in lhs_batch and i not in lhs_contract]
+    rhs_free = [i for i in range(rhs.dim()) if i not in rhs_batch and i not in rhs_contract]
+    batch_shape = [lhs.shape[i] for i in lhs_batch]
+    lfree_shape = [lhs.shape[i] for i in lhs_free]
+    rfree_shape = [rhs.shape[i] for i in rhs_free]
+    k = math.prod(lhs.shape[i] for i in lhs_contract)
+    compute = torch.int64 if out_dtype == torch.bool else out_dtype
+    lhs, rhs = lhs.to(compute), rhs.to(compute)
+    lhs = _permute(lhs, lhs_batch + lhs_free + lhs_contract)
+    rhs = _permute(rhs, rhs_batch + rhs_contract + rhs_free)
+    b, m, n = math.prod(batch_shape), math.prod(lfree_shape), math.prod(rfree_shape)
+    if not batch_shape:  # (M, K) @ (K, N): one mm (a vector side is a 1-row/column matrix)
+        res = torch.mm(_reshape(lhs, [m, k]), _reshape(rhs, [k, n]))
+    else:
+        res = torch.bmm(_reshape(lhs, [b, m, k]), _reshape(rhs, [b, k, n]))
+    res = _reshape(res, [*batch_shape, *lfree_shape, *rfree_shape])
     return res != 0 if out_dtype == torch.bool else res
+
+
+def _permute(x: torch.Tensor, order: list[int]) -> torch.Tensor:
+    """``x.permute(order)``, or ``x`` itself for the identity order (no graph node)."""
+    return x if order == list(range(x.dim())) else x.permute(order)
+
+
+def _reshape(x: torch.Tensor, shape: list[int]) -> torch.Tensor:
+    """``x.reshape(shape)``, or ``x`` itself when it has that shape already (no graph node)."""
+    return x if list(x.shape) == list(shape) else x.reshape(shape)
 
 
 @register("stablehlo.dot_general")
@@ -103,14 +118,20 @@ def _convolution(interp, op, lhs, rhs):
     padding = op.attr("padding")
     padding = [(0, 0)] * nsp if padding is None else [tuple(int(v) for v in p) for p in padding]
     lhs_dil = op.attr("lhs_dilation") or [1] * nsp
-    zero = torch.zeros((), dtype=compute)
-    lhs = pad(
-        lhs,
-        zero,
-        [0, 0] + [p[0] for p in padding],
-        [0, 0] + [p[1] for p in padding],
-        [0, 0] + [k - 1 for k in lhs_dil],
-    )
+    conv_padding = [0] * nsp
+    if any(k != 1 for k in lhs_dil):
+        zero = torch.zeros((), dtype=compute)
+        lhs = pad(
+            lhs,
+            zero,
+            [0, 0] + [p[0] for p in padding],
+            [0, 0] + [p[1] for p in padding],
+            [0, 0] + [k - 1 for k in lhs_dil],
+        )
+    elif all(lo == hi >= 0 for lo, hi in padding):
+        conv_padding = [lo for lo, _ in padding]  # symmetric: the convolution pads
+    else:  # one constant_pad_nd (negative = crop); F.pad lists the last dim first
+        lhs = F.pad(lhs, [v for lo, hi in reversed(padding) for v in (lo, hi)])
     groups = op.attr("feature_group_count", 1)
     bgroups = op.attr("batch_group_count", 1)
     if bgroups > 1:
@@ -122,6 +143,7 @@ def _convolution(interp, op, lhs, rhs):
         lhs,
         rhs,
         stride=list(op.attr("window_strides") or [1] * nsp),
+        padding=conv_padding,
         dilation=list(op.attr("rhs_dilation") or [1] * nsp),
         groups=groups,
     )

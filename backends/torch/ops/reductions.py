@@ -14,6 +14,7 @@ import itertools
 import math
 
 import torch
+import torch.nn.functional as F
 
 from converter.regions import classify_combiner, classify_sort_keys
 
@@ -91,7 +92,7 @@ def _reduce(interp, op, *args):
     xs, inits = list(args[:n]), list(args[n:])
     dims = list(op.attr("dimensions"))
     keep = [i for i in range(xs[0].dim()) if i not in dims]
-    moved = [x.permute(keep + dims) for x in xs]
+    moved = [x if keep + dims == list(range(x.dim())) else x.permute(keep + dims) for x in xs]
     kind = _kind(op, n, [operand_name(op, i) for i in range(n)])
     if kind in _COMBINE and all(xs[0].shape[d] > 0 for d in dims):
         red = _reduce_last(kind, moved[0], len(dims))
@@ -125,12 +126,72 @@ def _window_attrs(op, rank: int):
     )
 
 
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVG_POOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+_POOL_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def _pool(interp, op, x: torch.Tensor, sizes, strides, base_dil, win_dil, padding) -> torch.Tensor | None:
+    """A float ``reduce_window`` max with init ``-inf`` (max pooling) or add with init ``0``
+    (sum pooling: ``avg_pool`` with ``divisor_override=1``) over 1–3 window dims as one torch
+    pooling call, or None when it is not one. The dims with a trivial window (size 1, stride 1,
+    no padding) are the batch/channel dims; asymmetric or wide padding becomes one ``F.pad``
+    with the init value. torch's max pooling propagates NaN as StableHLO's ``max`` does."""
+    if x.dtype not in _POOL_DTYPES or x.numel() == 0 or any(b != 1 for b in base_dil):
+        return None
+    kind = classify_combiner(op.regions[0])
+    init = interp.static_operand(op, 1)
+    if init is None or init.size != 1:
+        return None
+    init = float(init.reshape(-1)[0])
+    if not ((kind == "max" and init == -math.inf) or (kind == "add" and init == 0.0)):
+        return None
+    trivial = [w == 1 and s == 1 and p == (0, 0) for w, s, p in zip(sizes, strides, padding, strict=True)]
+    passive = [d for d in range(x.dim()) if trivial[d]]
+    active = [d for d in range(x.dim()) if not trivial[d]]
+    if not 1 <= len(active) <= 3 or (
+        kind == "add" and (len(active) == 1 or any(win_dil[d] != 1 for d in active))
+    ):
+        return None  # torch's avg_pool has no dilation, avg_pool1d no divisor_override
+    pads = [padding[d] for d in active]
+    span = [(sizes[d] - 1) * win_dil[d] + 1 for d in active]
+    if any(lo + hi + x.shape[d] < sp for (lo, hi), d, sp in zip(pads, active, span, strict=True)):
+        return None  # an empty result: the generic path gives its shape
+    y = x if passive + active == list(range(x.dim())) else x.permute(passive + active)
+    lead = [x.shape[d] for d in passive]
+    if len(passive) > 2:
+        y = y.reshape(math.prod(lead[:-1]), *y.shape[len(passive) - 1 :])
+    elif not passive:
+        y = y.unsqueeze(0)
+    if all(lo == hi and 0 <= lo and 2 * lo <= w for (lo, hi), w in zip(pads, span, strict=True)):
+        pool_pad = [lo for lo, _ in pads]
+    else:
+        y = F.pad(y, [v for lo, hi in reversed(pads) for v in (lo, hi)], value=init)
+        pool_pad = [0] * len(active)
+    nsp = len(active)
+    window = [sizes[d] for d in active]
+    stride = [strides[d] for d in active]
+    if kind == "max":
+        y = _MAX_POOL[nsp](y, window, stride, pool_pad, [win_dil[d] for d in active])
+    else:
+        y = _AVG_POOL[nsp](y, window, stride, pool_pad, divisor_override=1)
+    shape = [*lead, *y.shape[-nsp:]]
+    y = y if list(y.shape) == shape else y.reshape(shape)
+    order = passive + active
+    inverse = [order.index(i) for i in range(len(order))]
+    return y if inverse == list(range(len(order))) else y.permute(inverse)
+
+
 @register("stablehlo.reduce_window")
 def _reduce_window(interp, op, *args):
     n = len(args) // 2
     xs, inits = list(args[:n]), list(args[n:])
     rank = xs[0].dim()
     sizes, strides, base_dil, win_dil, padding = _window_attrs(op, rank)
+    if n == 1:
+        pooled = _pool(interp, op, xs[0], sizes, strides, base_dil, win_dil, padding)
+        if pooled is not None:
+            return pooled
     padded = [
         pad(x, i, [p[0] for p in padding], [p[1] for p in padding], [b - 1 for b in base_dil])
         for x, i in zip(xs, inits, strict=False)

@@ -44,7 +44,9 @@ def _iota(interp, op):
 
 
 def broadcast_in_dim(x: torch.Tensor, shape, dims) -> torch.Tensor:
-    """``broadcast_in_dim``: operand dim ``i`` becomes result dim ``dims[i]``."""
+    """``broadcast_in_dim``: operand dim ``i`` becomes result dim ``dims[i]``; an ``expand``
+    view of ``x`` (after a permute/view when the dims need one), ``x`` itself when nothing
+    changes."""
     dims = list(dims)
     order = sorted(range(len(dims)), key=lambda i: dims[i])
     if order != list(range(len(dims))):
@@ -53,7 +55,9 @@ def broadcast_in_dim(x: torch.Tensor, shape, dims) -> torch.Tensor:
     view = [1] * len(shape)
     for i, d in enumerate(dims):
         view[d] = x.shape[i]
-    return x.reshape(view).expand(tuple(shape))
+    if list(x.shape) != view:
+        x = x.reshape(view)
+    return x if list(x.shape) == list(shape) else x.expand(tuple(shape))
 
 
 @register("stablehlo.broadcast_in_dim")
@@ -63,12 +67,14 @@ def _broadcast_in_dim(interp, op, x):
 
 @register("stablehlo.reshape")
 def _reshape(interp, op, x):
-    return x.reshape(op.result_type.shape)
+    shape = list(op.result_type.shape)
+    return x if list(x.shape) == shape else x.reshape(shape)  # a no-op reshape emits nothing
 
 
 @register("stablehlo.transpose")
 def _transpose(interp, op, x):
-    return x.permute(list(op.attr("permutation")))
+    perm = list(op.attr("permutation"))
+    return x if perm == list(range(x.dim())) else x.permute(perm)  # identity: nothing
 
 
 @register("stablehlo.slice")

@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import converter
 from backends.torch import build_graph, to_torch
+from backends.torch.native import aten_target
 from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.placement import is_host
@@ -52,7 +53,7 @@ def module():
 
 
 def _copies(gm):
-    return [n for n in gm.graph.nodes if n.target is aten._to_copy.default]
+    return [n for n in gm.graph.nodes if aten_target(n) is aten._to_copy.default]
 
 
 def _device(node):
@@ -78,7 +79,7 @@ def test_gradient_through_the_host_region(module):
 
 def test_graph_copies_exactly_around_the_host_region(module):
     gm = build_graph(module, "meta")
-    source = lambda n: n.name if n.op == "placeholder" else n.target  # noqa: E731
+    source = lambda n: n.name if n.op == "placeholder" else aten_target(n)  # noqa: E731
     copies = [(source(n.args[0]), _device(n)) for n in _copies(gm)]
     assert copies == [
         ("arg0_1", "meta"),  # pinned_host argument, computed on the device
@@ -88,11 +89,11 @@ def test_graph_copies_exactly_around_the_host_region(module):
     ]
     order = list(gm.graph.nodes)
     start, end = order.index(_copies(gm)[1]), order.index(_copies(gm)[2])
-    ops = [n for n in order if n.op == "call_function" and n.target is not aten._to_copy.default]
+    ops = [n for n in order if n.op == "call_function" and aten_target(n) is not aten._to_copy.default]
     on_cpu = {n for n in ops if _device(n) == "cpu"}
     assert on_cpu == set(ops) & set(order[start:end])  # the host region, and only it, on CPU
-    assert aten.sin.default in {n.target for n in on_cpu}
-    assert {n.target for n in ops if _device(n) == "meta"} >= {aten.tanh.default, aten.sum.dim_IntList}
+    assert aten.sin.default in {aten_target(n) for n in on_cpu}
+    assert {aten_target(n) for n in ops if _device(n) == "meta"} >= {aten.tanh.default, aten.sum.dim_IntList}
 
 
 def test_cuda_graph_structure_with_fake_tensors(module):
@@ -101,12 +102,12 @@ def test_cuda_graph_structure_with_fake_tensors(module):
     devices = {n.name: _device(n) for n in gm.graph.nodes if "val" in n.meta}
     assert devices["arg0_1"] == "cpu" and devices["arg1_1"] == "cuda"
     assert [_device(n) for n in _copies(gm)] == ["cuda", "cpu", "cuda"]
-    sin = next(n for n in gm.graph.nodes if n.target is aten.sin.default)
+    sin = next(n for n in gm.graph.nodes if aten_target(n) is aten.sin.default)
     assert _device(sin) == "cpu"
-    factories = [n for n in gm.graph.nodes if n.target is aten.full.default]
+    factories = [n for n in gm.graph.nodes if aten_target(n) is aten.full.default]
     assert {str(n.kwargs["device"]) for n in factories} == {"cpu", "cuda:0"}  # host constants on CPU
     # the pinned_host result is copied into page-locked memory
-    (pinned,) = [n for n in gm.graph.nodes if n.target is aten.empty_like.default]
+    (pinned,) = [n for n in gm.graph.nodes if aten_target(n) is aten.empty_like.default]
     assert pinned.kwargs["pin_memory"] is True and str(pinned.kwargs["device"]) == "cpu"
 
 
@@ -120,7 +121,7 @@ def test_export_and_compile_keep_placement(module):
     for g, w in zip(compiled(*args), tm(*args), strict=True):
         torch.testing.assert_close(g, w)
     meta = torch.export.export(to_torch(module, device="meta"), (args[0], args[1].to("meta")))
-    got = [str(n.kwargs["device"]) for n in meta.graph.nodes if n.target is aten._to_copy.default]
+    got = [str(n.kwargs["device"]) for n in meta.graph.nodes if aten_target(n) is aten._to_copy.default]
     assert got == ["meta", "cpu", "meta", "cpu"]
 
 
@@ -146,7 +147,7 @@ def test_host_ops_of_a_module_read_without_passes():
     assert "host_functions" not in raw.signature.extra
     gm = to_torch(raw, device="meta").graph_module
     assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
-    assert {_device(n) for n in gm.graph.nodes if n.target is aten.sin.default} == {"cpu"}
+    assert {_device(n) for n in gm.graph.nodes if aten_target(n) is aten.sin.default} == {"cpu"}
     got = to_torch(raw)(torch.from_numpy(X))
     np.testing.assert_allclose(got.numpy(), np.asarray(loose(X)), rtol=1e-6)
 
@@ -168,7 +169,7 @@ def test_host_ops_inside_a_loop_body():
     copies = [str(n.kwargs["device"]) for g in graphs for n in _copies(g) if "device" in n.kwargs]
     # in the loop body: the carried value and the hoisted constant 2 into the host call, the sum out
     assert copies == ["cpu", "cpu", "meta"]
-    sin = [n for g in graphs for n in g.graph.nodes if n.target is aten.sin.default]
+    sin = [n for g in graphs for n in g.graph.nodes if aten_target(n) is aten.sin.default]
     assert [_device(n) for n in sin] == ["cpu"]
     got = to_torch(m)(torch.from_numpy(X))
     np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(loop)(X)), rtol=1e-6)
@@ -252,10 +253,10 @@ def test_annotate_device_placement_numbers(offloaded):
 def test_annotate_device_placement_copies(offloaded):
     gm = build_graph(offloaded, "meta")
     (copy,) = _copies(gm)  # to host memory; the way back reuses the device original
-    assert copy.args[0].target is aten.mul.Tensor and _device(copy) == "cpu"
-    (add,) = [n for n in gm.graph.nodes if n.target is aten.add.Tensor]
+    assert aten_target(copy.args[0]) is aten.mul.Tensor and _device(copy) == "cpu"
+    (add,) = [n for n in gm.graph.nodes if aten_target(n) is aten.add.Tensor]
     assert copy.args[0] in add.args and _device(add) == "meta"
     with FakeTensorMode():
         gm = build_graph(offloaded, "cuda:0")
-    (pinned,) = [n for n in gm.graph.nodes if n.target is aten.empty_like.default]  # page-locked copy
+    (pinned,) = [n for n in gm.graph.nodes if aten_target(n) is aten.empty_like.default]  # page-locked copy
     assert pinned.kwargs["pin_memory"] is True and str(pinned.kwargs["device"]) == "cpu"

@@ -1,0 +1,318 @@
+"""Clean-up passes on the traced FX graph, so it runs as hand-written torch would.
+
+The rules emit StableHLO's explicit forms: every implicit broadcast is a ``broadcast_in_dim``
+(a ``view`` + ``expand``), and a pattern rewritten by :mod:`backends.torch.patterns` leaves its
+original ops behind. :func:`simplify` removes what torch does implicitly or never needs:
+
+- an ``expand`` (and the ``view`` before it that only adds leading 1s) feeding an elementwise
+  op that broadcasts its operands: torch broadcasts exactly as the ``expand`` did (right-aligned
+  size-1 dims), so the operand is used directly when the op's result shape is unchanged;
+- nodes whose value nobody reads (dead code left by a pattern rewrite).
+
+:func:`native_calls` then makes each node call the public torch function (``torch.add``,
+``Tensor.view``, ``F.gelu``'s ``torch._C._nn.gelu``) instead of the ATen ``OpOverload``
+(``torch.ops.aten.add.Tensor``): both run the same kernel, but an ``OpOverload`` call goes
+through the operator registry's boxed calling convention, about twice the per-call cost of
+the generated Python binding, which is what dominates small eager models. The original
+overload is kept in ``node.meta["aten"]`` (:func:`aten_target`).
+
+Each change keeps the graph's values identical (not just within tolerance).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+
+aten = torch.ops.aten
+
+# elementwise ops whose tensor operands broadcast (torch's implicit broadcasting); all operands
+# of a StableHLO elementwise op share a dtype, so no type promotion differs either
+_BROADCASTING = {
+    aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor, aten.div.Tensor_mode,
+    aten.maximum.default, aten.minimum.default, aten.where.self, aten.pow.Tensor_Tensor,
+    aten.atan2.default, aten.remainder.Tensor, aten.fmod.Tensor, aten.eq.Tensor, aten.ne.Tensor,
+    aten.lt.Tensor, aten.le.Tensor, aten.gt.Tensor, aten.ge.Tensor, aten.bitwise_and.Tensor,
+    aten.bitwise_or.Tensor, aten.bitwise_xor.Tensor, aten.logical_and.default,
+    aten.logical_or.default, aten.logical_xor.default, aten.copysign.Tensor,
+    aten.nextafter.default, aten.hypot.default,
+}  # fmt: skip
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+
+
+def _shape(node) -> tuple[int, ...] | None:
+    val = node.meta.get("val") if isinstance(node, Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else None
+
+
+def _strip_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    i = 0
+    while i < len(shape) and shape[i] == 1:
+        i += 1
+    return shape[i:]
+
+
+def _broadcast_source(node: Node) -> Node | None:
+    """The tensor ``node`` (an ``expand``, or a ``view`` adding leading 1s) broadcasts,
+    such that torch's implicit broadcasting of it gives the same values; else None."""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
+        return None
+    src = node.args[0]
+    if node.target is aten.expand.default:
+        return src if _shape(src) is not None else None
+    if node.target in _VIEWS:
+        a, b = _shape(src), _shape(node)
+        if a is not None and b is not None and _strip_leading_ones(a) == _strip_leading_ones(b):
+            return src
+    return None
+
+
+def _result_shape(node: Node, args: list) -> tuple[int, ...] | None:
+    shapes = [_shape(a) for a in args if isinstance(a, Node)]
+    if any(s is None for s in shapes):
+        return None
+    try:
+        return tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        return None
+
+
+def drop_broadcasts(gm: GraphModule) -> None:
+    """Feed broadcasting elementwise ops the un-expanded operands (see the module doc)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target not in _BROADCASTING:
+            continue
+        want = _shape(node)
+        if want is None:
+            continue
+        args = list(node.args)
+        for i, a in enumerate(args):
+            while isinstance(a, Node):
+                src = _broadcast_source(a)
+                if src is None:
+                    break
+                trial = args[:i] + [src] + args[i + 1 :]
+                if _result_shape(node, trial) != want:
+                    break
+                args[i] = a = src
+        node.args = tuple(args)
+
+
+# ATen op name -> the public binding of the same op (same schema, argument names and
+# overload set: generated from the same native_functions.yaml entry)
+_PUBLIC = {
+    # a view recorded by the trace may no longer be possible once a pass changed the strides
+    # of its input (implicit broadcasting, a fused bias, attention): reshape views or copies
+    "view": torch.reshape, "expand": torch.Tensor.expand, "_unsafe_view": torch.reshape,
+    **{
+        name: getattr(torch, name)
+        for name in (
+            "add", "sub", "mul", "div", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt",
+            "ge", "neg", "exp", "expm1", "log", "log1p", "tanh", "sqrt", "rsqrt", "abs", "sin",
+            "cos", "sigmoid", "floor", "ceil", "logical_not", "logical_and", "logical_or",
+            "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "pow",
+            "permute", "mm", "bmm", "amax", "amin", "sum", "prod", "full", "arange", "clone",
+            "cat", "unsqueeze", "squeeze", "convolution", "constant_pad_nd", "_softmax",
+            "native_layer_norm", "flip", "reshape", "addmm",
+            "_scaled_dot_product_flash_attention_for_cpu", "isnan", "erf", "reciprocal", "relu",
+            "_log_softmax",
+        )
+    },
+    "scaled_dot_product_attention": torch._C._nn.scaled_dot_product_attention,
+    "gelu": torch._C._nn.gelu, "avg_pool2d": torch._C._nn.avg_pool2d,
+    "avg_pool3d": torch._C._nn.avg_pool3d,
+    "max_pool2d_with_indices": torch._C._nn.max_pool2d_with_indices,
+    "max_pool3d_with_indices": torch._C._nn.max_pool3d_with_indices,
+}  # fmt: skip
+
+
+def native_calls(gm: GraphModule) -> None:
+    """Point each ATen node at the op's public torch binding (see the module doc)."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        public = _PUBLIC.get(target._opname) if target.namespace == "aten" else None
+        if target is aten.view.dtype:  # a bitcast, not a reshape
+            public = torch.Tensor.view
+        if public is not None:
+            node.meta["aten"] = target
+            node.target = public
+
+
+def aten_target(node: Node):
+    """The ATen ``OpOverload`` a node computes (its target before :func:`native_calls`)."""
+    return node.meta.get("aten", node.target)
+
+
+def collapse_views(gm: GraphModule) -> None:
+    """A ``view``/``reshape``/``expand`` to the shape its input has already is its input; a
+    ``view``/``reshape`` of a ``view``/``reshape`` reads the first one's input (a reshape of
+    a contiguous chain: the same elements in the same order)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
+            continue
+        src = node.args[0]
+        if node.target in _VIEWS or node.target is aten.expand.default:
+            if _shape(src) is not None and _shape(src) == _shape(node):
+                node.replace_all_uses_with(src)
+                continue
+        if node.target in _VIEWS and src.op == "call_function" and src.target in _VIEWS:
+            node.target = aten.reshape.default
+            node.args = (src.args[0], *node.args[1:])
+        if node.target is aten.permute.default and src.op == "call_function" and src.target is node.target:
+            inner, outer = list(src.args[1]), list(node.args[1])
+            composed = [inner[d] for d in outer]
+            if composed == list(range(len(composed))):
+                node.replace_all_uses_with(src.args[0])
+            else:
+                node.args = (src.args[0], composed)
+
+
+def _bias_vector(node, n: int) -> Node | None:
+    """``node`` when it is a float tensor broadcasting along the last dim only (shape ``(n,)``
+    after leading 1s), else None."""
+    shape = _shape(node)
+    if (
+        shape is None
+        or _strip_leading_ones(shape) != (n,)
+        and not (n == 1 and not _strip_leading_ones(shape))
+    ):
+        return None
+    return node if node.meta["val"].is_floating_point() else None
+
+
+def fuse_bias(gm: GraphModule) -> None:
+    """``mm(x, w) + b`` → ``addmm(b, x, w)`` (through a reshape of the product), and
+    ``permute(convolution(x, w, None, ...)) + b`` with the channels last → the convolution
+    with bias ``b``: what ``nn.Linear``/``nn.Conv*d`` compute (float only; the bias is added
+    inside the kernel, the same sum rounded once)."""
+    graph = gm.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        if (
+            node.op != "call_function"
+            or node.target is not aten.add.Tensor
+            or len(node.args) != 2
+            or node.kwargs
+        ):
+            continue
+        for prod, bias in (node.args, tuple(reversed(node.args))):
+            if not isinstance(prod, Node) or not isinstance(bias, Node) or len(prod.users) != 1:
+                continue
+            out_shape = _shape(node)
+            if out_shape is None or _shape(prod) != out_shape or not out_shape:
+                continue
+            b = _bias_vector(bias, out_shape[-1])
+            if b is None:
+                continue
+            inner = prod
+            if inner.target in _VIEWS and len(inner.users) == 1 and isinstance(inner.args[0], Node):
+                inner = inner.args[0]
+            conv = inner.args[0] if inner.target is aten.permute.default else None
+            first = conv if isinstance(conv, Node) else inner
+            if order.get(b, len(order)) >= order.get(first, -1):
+                continue  # the bias is computed after the product: it cannot feed it
+            if inner.target is aten.mm.default and len(inner.users) == 1:
+                if _shape(inner)[-1] != out_shape[-1]:
+                    continue
+                with graph.inserting_before(inner):
+                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
+                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                inner.target = aten.addmm.default
+                inner.args = (vec, *inner.args)
+            elif (
+                prod.target is aten.permute.default
+                and isinstance(prod.args[0], Node)
+                and prod.args[0].target is aten.convolution.default
+                and len(prod.args[0].users) == 1
+                and prod.args[0].args[2] is None
+                and list(prod.args[1])[-1] == 1
+            ):
+                conv = prod.args[0]
+                with graph.inserting_before(conv):
+                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
+                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                conv.args = (*conv.args[:2], vec, *conv.args[3:])
+            else:
+                continue
+            node.replace_all_uses_with(prod)
+            graph.erase_node(node)
+            break
+
+
+_FOLD_LIMIT = 1 << 16  # elements: larger constants are cheaper to compute than to store
+
+
+def fold_constants(gm: GraphModule) -> None:
+    """Compute once, at conversion, every node that reads no input (a causal mask built from
+    ``iota``s and compares, ``sqrt`` of a literal): the ones read by computed nodes become
+    buffers (``get_attr``) when they have at most 65536 elements. Run on real CPU tensors,
+    with the same kernels; uninitialized (``empty*``) and mutated values are left alone."""
+    values: dict[Node, torch.Tensor] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(gm, node.target, None)
+            if isinstance(value, torch.Tensor):
+                values[node] = value
+            continue
+        if (
+            node.op != "call_function"
+            or node.is_impure()
+            or not isinstance(node.target, torch._ops.OpOverload)
+        ):
+            continue
+        if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
+            continue
+        flat = [*node.args, *node.kwargs.values()]
+        nested = [b for a in flat if isinstance(a, (list, tuple)) for b in a]
+        if any(isinstance(b, Node) for b in nested):
+            continue
+        if any(isinstance(a, Node) and a not in values for a in flat):
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.numel() > _FOLD_LIMIT:
+            continue
+        args = torch.fx.node.map_arg(node.args, lambda a: values[a])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda a: values[a])
+        with torch.no_grad():
+            result = node.target(*args, **kwargs)
+        if isinstance(result, torch.Tensor):
+            values[node] = result
+    count = 0
+    for node, result in values.items():
+        if node.op == "get_attr" or all(u in values for u in node.users):
+            continue  # only folded nodes read it: nothing to store
+        name = f"_folded_constant{count}"
+        count += 1
+        gm.register_buffer(name, result.clone())
+        with gm.graph.inserting_before(node):
+            const = gm.graph.get_attr(name)
+        const.meta["val"] = node.meta["val"]
+        node.replace_all_uses_with(const)
+
+
+def _mutates(node: Node) -> bool:
+    """``node`` may write to its operands (a mutable schema, or an impure non-ATen call)."""
+    if isinstance(node.target, torch._ops.OpOverload):
+        return node.target._schema.is_mutable
+    return node.op != "output" and node.is_impure()
+
+
+def simplify(gm: GraphModule) -> GraphModule:
+    """Apply the passes of this module to ``gm`` in place and regenerate its code."""
+    drop_broadcasts(gm)
+    collapse_views(gm)
+    fuse_bias(gm)
+    collapse_views(gm)
+    gm.graph.eliminate_dead_code()
+    if all(
+        n.meta["val"].device.type == "cpu"
+        for n in gm.graph.nodes
+        if isinstance(n.meta.get("val"), torch.Tensor)
+    ):
+        fold_constants(gm)
+        gm.graph.eliminate_dead_code()
+    native_calls(gm)
+    gm.recompile()
+    return gm
