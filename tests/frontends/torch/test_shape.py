@@ -162,3 +162,19 @@ def test_resize():
         return a, b, torch.empty(4, 6).resize_as_(v.clone()) * 0 + v
 
     check_targets(fn, X, ops="aten.resize.default")
+
+
+def test_lift_fresh_copy_rule_is_a_copy_of_its_input():
+    """``aten.lift_fresh_copy`` (``torch.tensor(...)`` in a forward) reaches the rules only
+    when a program keeps it; the Core ATen decompositions usually turn it into ``clone``, so
+    the rule is called directly here, against eager torch."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from frontends.torch.registry import ATEN_RULES
+
+    t = torch.arange(6.0).reshape(2, 3)
+    rule = ATEN_RULES.get("aten.lift_fresh_copy.default")
+    np.testing.assert_array_equal(
+        np.asarray(rule(jnp.asarray(t.numpy()))), torch.ops.aten.lift_fresh_copy(t).numpy()
+    )
