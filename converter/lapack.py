@@ -13,6 +13,17 @@ import numpy as np
 from jax import lax
 
 
+def ffi_targets(routine: str, complex_routine: str | None = None) -> list[str]:
+    """The ``stablehlo.custom_call`` registry keys of jaxlib's LAPACK FFI kernels for
+    ``routine`` in each type (``s``, ``d``, ``c``, ``z``): ``lapack_sgetrf_ffi``... jaxlib names
+    the complex variants of some routines differently (``?heevd``, ``?ungqr``, ``?unmqr``):
+    ``complex_routine`` gives that name, so only the targets jaxlib emits are named."""
+    return [
+        f"stablehlo.custom_call@lapack_{t}{complex_routine if complex_routine and t in 'cz' else routine}_ffi"
+        for t in "sdcz"
+    ]
+
+
 def first_index(hit, axis: int = -1):
     """1-based index (int32) of the first ``True`` of ``hit`` along ``axis``, 0 when none,
     as LAPACK numbers ``info``."""

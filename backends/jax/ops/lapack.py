@@ -20,19 +20,9 @@ import numpy as np
 from jax import lax
 
 from converter import dtypes, mlir
-from converter.lapack import cholesky_info, lu_info
+from converter.lapack import cholesky_info, ffi_targets, lu_info
 
 from ..registry import register
-
-_TYPES = "sdcz"
-
-
-def _targets(routine: str, complex_routine: str | None = None) -> list[str]:
-    names = []
-    for t in _TYPES:
-        r = complex_routine if complex_routine and t in "cz" else routine
-        names.append(f"stablehlo.custom_call@lapack_{t}{r}_ffi")
-    return names
 
 
 def _config(op) -> dict:
@@ -71,14 +61,14 @@ def _mH(x):
     return jnp.conj(x) if jnp.iscomplexobj(x) else x
 
 
-@register(*_targets("getrf"))
+@register(*ffi_targets("getrf"))
 def _getrf(interp, op, a):
     """``?getrf``: ``(LU, ipiv 1-based, info)``."""
     lu, pivots, _ = lax.linalg.lu(a)
     return [lu, (pivots + 1).astype(np.int32), lu_info(lu)]
 
 
-@register(*_targets("potrf"))
+@register(*ffi_targets("potrf"))
 def _potrf(interp, op, a):
     """``?potrf``: ``(factor, info)``; the factor in the ``uplo`` triangle, the other triangle
     of ``a`` left as is (as LAPACK leaves it)."""
@@ -89,7 +79,7 @@ def _potrf(interp, op, a):
     return [_mH(low) + jnp.tril(a, -1), cholesky_info(a, _mH(low), lower=False)]
 
 
-@register(*_targets("trsm"))
+@register(*ffi_targets("trsm"))
 def _trsm(interp, op, a, b):
     """``?trsm`` with ``alpha = 1``: solve ``op(a) x = b`` (``side = 'L'``) or ``x op(a) = b``."""
     trans = _flag(op, "trans_x", "N")
@@ -104,20 +94,20 @@ def _trsm(interp, op, a, b):
     )
 
 
-@register(*_targets("geqrf"))
+@register(*ffi_targets("geqrf"))
 def _geqrf(interp, op, a):
     """``?geqrf``: ``(packed QR, tau)``."""
     h, tau = jnp.linalg.qr(a, mode="raw")
     return [jnp.swapaxes(h, -1, -2), tau]
 
 
-@register(*_targets("orgqr", "ungqr"))
+@register(*ffi_targets("orgqr", "ungqr"))
 def _orgqr(interp, op, a, tau):
     """``?orgqr``/``?ungqr``: the first ``n`` columns of the reflectors' product."""
     return lax.linalg.householder_product(a, tau)
 
 
-@register(*_targets("ormqr", "unmqr"))
+@register(*ffi_targets("ormqr", "unmqr"))
 def _ormqr(interp, op, a, tau, c):
     """``?ormqr``/``?unmqr``: ``Q c``, ``Q^H c``, ``c Q`` or ``c Q^H``."""
     return lax.linalg.ormqr(a, tau, c, left=_bool(op, "left", True), transpose=_bool(op, "transpose", False))
@@ -135,17 +125,17 @@ def _svd(op, a, algorithm):
     return [a, s, u, vt, _ok_info(s, u, vt, batch=batch)]
 
 
-@register(*_targets("gesdd"))
+@register(*ffi_targets("gesdd"))
 def _gesdd(interp, op, a):
     return _svd(op, a, lax.linalg.SvdAlgorithm.DEFAULT)
 
 
-@register(*_targets("gesvd"))
+@register(*ffi_targets("gesvd"))
 def _gesvd(interp, op, a):
     return _svd(op, a, lax.linalg.SvdAlgorithm.QR)
 
 
-@register(*_targets("syevd", "heevd"))
+@register(*ffi_targets("syevd", "heevd"))
 def _syevd(interp, op, a):
     """``?syevd``/``?heevd``: ``(eigenvectors, eigenvalues, info)``, reading the ``uplo``
     triangle; ``mode = 'N'`` leaves ``a`` as the first result."""
@@ -156,7 +146,7 @@ def _syevd(interp, op, a):
     return [v, w, _ok_info(v, w, batch=batch)]
 
 
-@register(*_targets("geev"))
+@register(*ffi_targets("geev"))
 def _geev(interp, op, a):
     """``?geev`` as jaxlib's kernel returns it: ``(wr, wi, vl, vr, info)`` for real ``a``,
     ``(w, vl, vr, info)`` for complex; eigenvectors complex (conjugate pairs unpacked),

@@ -16,21 +16,10 @@ from __future__ import annotations
 import torch
 
 from converter import mlir
+from converter.lapack import ffi_targets
 
 from ..registry import register
 from .linalg import triangular_solve
-
-_TYPES = "sdcz"
-
-
-def _targets(routine: str, complex_routine: str | None = None) -> list[str]:
-    # jaxlib names the complex variants of some routines differently (``?heevd``, ``?ungqr``,
-    # ``?unmqr``): only the targets it emits are registered
-    names = []
-    for t in _TYPES:
-        r = complex_routine if complex_routine and t in "cz" else routine
-        names.append(f"stablehlo.custom_call@lapack_{t}{r}_ffi")
-    return names
 
 
 def _flag(op, key: str, default: str) -> str:
@@ -53,13 +42,13 @@ def _info(x: torch.Tensor, op, index: int) -> torch.Tensor:
     return torch.zeros(shape, dtype=torch.int32)
 
 
-@register(*_targets("getrf"))
+@register(*ffi_targets("getrf"))
 def _getrf(interp, op, a):
     lu, piv, info = torch.linalg.lu_factor_ex(a)
     return [lu, piv.to(torch.int32), info.to(torch.int32)]
 
 
-@register(*_targets("trsm"))
+@register(*ffi_targets("trsm"))
 def _trsm(interp, op, a, b):
     trans = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[_flag(op, "trans_x", "N")]
     return triangular_solve(
@@ -72,7 +61,7 @@ def _trsm(interp, op, a, b):
     )
 
 
-@register(*_targets("potrf"))
+@register(*ffi_targets("potrf"))
 def _potrf(interp, op, a):
     """``(factor, info)``: the factor in the ``uplo`` triangle, the other triangle of ``a``
     left as LAPACK leaves it."""
@@ -83,7 +72,7 @@ def _potrf(interp, op, a):
     return [out + rest, info.to(torch.int32)]
 
 
-@register(*_targets("syevd", "heevd"))
+@register(*ffi_targets("syevd", "heevd"))
 def _syevd(interp, op, a):
     uplo = _flag(op, "uplo", "L")
     if _flag(op, "mode", "V") == "V":
@@ -94,7 +83,7 @@ def _syevd(interp, op, a):
     return [v, w, _info(a, op, 2)]
 
 
-@register(*_targets("gesdd"), *_targets("gesvd"))
+@register(*ffi_targets("gesdd"), *ffi_targets("gesvd"))
 def _gesdd(interp, op, a):
     mode = _flag(op, "mode", "A")
     types = op.result_types
@@ -107,24 +96,24 @@ def _gesdd(interp, op, a):
     return [a, s, u, vt, _info(a, op, 4)]
 
 
-@register(*_targets("geqrf"))
+@register(*ffi_targets("geqrf"))
 def _geqrf(interp, op, a):
     qr, tau = torch.geqrf(a)
     return [qr, tau]
 
 
-@register(*_targets("orgqr", "ungqr"))
+@register(*ffi_targets("orgqr", "ungqr"))
 def _orgqr(interp, op, a, tau):
     return torch.linalg.householder_product(a, tau)
 
 
-@register(*_targets("ormqr", "unmqr"))
+@register(*ffi_targets("ormqr", "unmqr"))
 def _ormqr(interp, op, a, tau, c):
     """``Q c``, ``Q^H c``, ``c Q`` or ``c Q^H`` (``left``, ``transpose``)."""
     return torch.ormqr(a, tau, c, left=_bool(op, "left", True), transpose=_bool(op, "transpose", False))
 
 
-@register(*_targets("geev"))
+@register(*ffi_targets("geev"))
 def _geev(interp, op, a):
     """Right eigenvectors of a general matrix, as jaxlib's kernel returns them: eigenvalues
     ``(wr, wi)`` for real ``a`` (``w`` for complex), eigenvectors complex with conjugate pairs
