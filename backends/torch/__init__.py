@@ -218,6 +218,17 @@ def _conversion_error_behind(error: BaseException) -> ConversionError | None:
     return seen
 
 
+def input_tensor(path: str, value: Any, spec: LeafSpec, device: torch.device | None) -> torch.Tensor:
+    """A checked input leaf as the graph takes it: NumPy and JAX arrays copied into torch on
+    the leaf's device, a tensor checked to be there (``SignatureMismatchError`` naming
+    ``path``), dtypes torch lacks in their storage dtype."""
+    if not isinstance(value, torch.Tensor):
+        value = numpy_to_torch(np.asarray(value), spec.dtype).to(home(spec, device))
+    else:
+        check_device(path, value, spec, device)
+    return value.to(STORAGE[spec.dtype]) if spec.dtype in STORAGE else value
+
+
 class TorchModule(torch.nn.Module):
     """A converted :class:`converter.Module` as a native ``torch.nn.Module``.
 
@@ -350,13 +361,7 @@ class TorchModule(torch.nn.Module):
         written = _mutated_inputs(sig, leaves)
         for (path, value), spec in zip(leaves, sig.inputs, strict=False):
             check_leaf(input_path(path), value, spec)
-            if not isinstance(value, torch.Tensor):  # NumPy / JAX arrays: copy into torch
-                value = numpy_to_torch(np.asarray(value), spec.dtype).to(home(spec, self.device))
-            else:
-                check_device(input_path(path), value, spec, self.device)
-            if spec.dtype in STORAGE:
-                value = value.to(STORAGE[spec.dtype])
-            flat.append(value)
+            flat.append(input_tensor(input_path(path), value, spec, self.device))
         if sig.rng is not None:
             flat.append(self._key(rng))
         if sig.kept_var_idx is not None:

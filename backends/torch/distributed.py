@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch
 from jaxlib.mlir import ir
 
@@ -29,10 +28,9 @@ from converter.errors import DistributedError, SignatureMismatchError
 from converter.module import Module
 from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
 
-from . import TorchModule, build_graph
-from ._util import STORAGE, numpy_to_torch
+from . import TorchModule, build_graph, input_tensor
+from ._util import STORAGE
 from .ops.collectives import Communicator
-from .placement import check_device, home
 
 
 @dataclass(frozen=True)
@@ -333,13 +331,7 @@ class DistributedTorchModule(TorchModule):
                 raise SignatureMismatchError(
                     f"{e} (rank {rank} takes its shard of the whole {list(whole)}, split as {sharding})"
                 ) from None
-            if not isinstance(value, torch.Tensor):
-                value = numpy_to_torch(np.asarray(value), spec.dtype).to(home(spec, self.device))
-            else:
-                check_device(input_path(path), value, spec, self.device)
-            if spec.dtype in STORAGE:
-                value = value.to(STORAGE[spec.dtype])
-            flat.append(value)
+            flat.append(input_tensor(input_path(path), value, spec, self.device))
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
         with torch.no_grad():
