@@ -487,6 +487,14 @@ def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
     spec = torch_tree((args, kwargs))
     leaves = _tensor_leaves((args, kwargs), spec)
     check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
+    entry, entry_out_def = _traced_entry(fn, spec, _leaf_sig(leaves))
+    entry.out_def = entry_out_def
+    return entry
+
+
+def _traced_entry(fn: Callable, spec: TreeSpec, sig: tuple) -> tuple[_JaxEntry, Any]:
+    """The entry of ``fn`` called with the tree ``spec`` of leaves of signature ``sig``, and
+    the treedef of its outputs (recorded by the entry's one trace)."""
     out_def: list[Any] = []
 
     def flat_fn(*arrays):
@@ -495,9 +503,8 @@ def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
         out_def.append(treedef)
         return outs
 
-    entry = _JaxEntry(flat_fn, _leaf_sig(leaves), getattr(fn, "__name__", "fn"))
-    entry.out_def = out_def[0]
-    return entry
+    entry = _JaxEntry(flat_fn, sig, getattr(fn, "__name__", "fn"))
+    return entry, out_def[0]
 
 
 def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
@@ -650,17 +657,9 @@ def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[str, T
     leaf = object()
     args, kwargs = unflatten(spec, [leaf] * len(shapes))
     check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
-    out_def: list[Any] = []
-
-    def flat_fn(*arrays):
-        a, k = unflatten(spec, list(arrays))
-        outs, treedef = jax.tree_util.tree_flatten(fn(*a, **k))
-        out_def.append(treedef)
-        return outs
-
     sig = tuple((s, dtypes.to_numpy(dtypes.name_of(d)), True) for s, d in shapes)
-    entry = _JaxEntry(flat_fn, sig, getattr(fn, "__name__", "fn"))
-    out_spec = tree_spec(out_def[0].unflatten([leaf] * out_def[0].num_leaves), leaf=lambda x: x is leaf)
+    entry, out_def = _traced_entry(fn, spec, sig)
+    out_spec = tree_spec(out_def.unflatten([leaf] * out_def.num_leaves), leaf=lambda x: x is leaf)
     return _handle(entry), out_spec
 
 
