@@ -579,23 +579,6 @@ def test_failure_class_ties_an_xfail_to_its_kind_of_failure():
 # --------------------------------------------------------------------------- batched entries
 
 
-class _Batch(torch.nn.Module):
-    """Several :class:`_OpModule`\\ s in one graph: ``forward`` takes every part's tensors in
-    order and returns all their outputs, flat."""
-
-    def __init__(self, parts: list[tuple[torch.nn.Module, int]]):
-        super().__init__()
-        self.parts = torch.nn.ModuleList(m for m, _ in parts)
-        self.counts = [n for _, n in parts]
-
-    def forward(self, *tensors):
-        out, i = [], 0
-        for part, n in zip(self.parts, self.counts, strict=True):
-            out.extend(part(*tensors[i : i + n]))
-            i += n
-        return tuple(out)
-
-
 def check_batch(names: tuple[str, ...], limit: int = 3) -> list[str]:
     """The first ``limit`` float32 samples of each named entry in ONE module → one
     ``torch.export``, ``from_torch`` and ``to_jax``; each output compared with eager torch as
@@ -622,10 +605,11 @@ def check_batch(names: tuple[str, ...], limit: int = 3) -> list[str]:
             except Exception:  # noqa: BLE001 - as check_sample: not a case
                 continue
             nd = nondet or not _same(expected, _eager(module, tensors, 1))
-            parts.append((module, len(tensors)))
+            parts.append(module)
             cases.append((f"{name}[{k}]", op, sample, module, tensors, expected, nd))
     flat = [t for c in cases for t in c[4]]
-    ep = torch.export.export(_Batch(parts), tuple(flat)).run_decompositions()
+    together = _Together(parts, [len(c[4]) for c in cases])
+    ep = torch.export.export(together, tuple(flat)).run_decompositions()
     converted = converter.from_torch(ep)
     got = list(converted.to_jax()(*[as_numpy(t) for t in flat]))
     assert len(got) == sum(len(c[5]) for c in cases)
