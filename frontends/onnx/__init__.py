@@ -223,7 +223,9 @@ def from_onnx(
     (``kind="constant"``, named after the value; see :data:`LIFT_MIN_ELEMENTS`), then the
     graph inputs that are not initializers, in graph order (call ``f(*inputs)``); it returns
     a tuple of the graph outputs, in graph order (a sequence output is a list of arrays, an
-    empty optional None).
+    empty optional None). Initializers whose values a rule needs at conversion time (small
+    integer shapes and axes, float ``Resize`` scales...) stay parameters of the signature but
+    their values are also folded into the program, as ``torch.onnx`` constants would be.
 
     Args:
         model: a path (external data is loaded from beside it), serialized bytes or a
@@ -258,12 +260,30 @@ def from_onnx(
     """
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
-    try:
-        return _from_onnx(model, path, dims, input_shapes, static_inputs, check)
-    except StaticValueRequired as e:
-        if not values_at_call:
-            raise
-        return _value_dependent(model, e, dims, input_shapes, static_inputs)
+    fold: frozenset[str] = frozenset()
+    while True:
+        try:
+            return _from_onnx(model, path, dims, input_shapes, static_inputs, check, fold)
+        except StaticValueRequired as e:
+            more = _initializers_needed(model.graph, e.names, static_inputs) - fold
+            if more:  # a rule needs an initializer's value (e.g. float Resize scales): fold it
+                fold, check = fold | more, False
+                continue
+            if not values_at_call:
+                raise
+            return _value_dependent(model, e, dims, input_shapes, static_inputs)
+
+
+def _initializers_needed(graph: onnx.GraphProto, names: list[str], static_inputs: dict | None) -> set[str]:
+    """The initializers the values ``names`` come from, when they come from no graph input
+    outside ``static_inputs`` (then folding those initializers makes the values static);
+    otherwise the empty set."""
+    from .values import value_sources
+
+    inits = {t.name for t in graph.initializer}
+    runtime = {vi.name for vi in graph.input} - inits - set(static_inputs or ())
+    found = value_sources(graph, names, inits | runtime)
+    return set() if found & runtime else found
 
 
 def _value_dependent(
@@ -339,8 +359,10 @@ def _from_onnx(
     input_shapes: dict[str, tuple] | None,
     static_inputs: dict[str, Any] | None,
     check: bool,
+    fold: frozenset[str] = frozenset(),
 ) -> Module:
-    """:func:`from_onnx` of a loaded model, raising :class:`StaticValueRequired`."""
+    """:func:`from_onnx` of a loaded model, raising :class:`StaticValueRequired`; the
+    initializers in ``fold`` are used as constants besides the small integer ones."""
     if check:
         try:
             onnx.checker.check_model(model)
@@ -399,7 +421,7 @@ def _from_onnx(
         for s in input_specs
     ]
     known = dict(static_inputs)
-    known.update({n: v for n, v in params.items() if _foldable(v)})
+    known.update({n: v for n, v in params.items() if _foldable(v) or n in fold})
     folded = _fold_nodes(runner, graph, known)
     lifted = _lifted(graph, known, folded)
     param_specs += [
@@ -414,7 +436,7 @@ def _from_onnx(
     def fn(*flat):
         env: dict[str, Any] = dict(known)
         env.update(zip(arg_names, flat[: len(arg_names)], strict=False))
-        env.update({n: v for n, v in params.items() if _foldable(v)})
+        env.update({n: v for n, v in params.items() if _foldable(v) or n in fold})
         user = [
             jax.numpy.stack([v.real, v.imag], axis=-1) if s.name in paired_in else v
             for s, v in zip(input_specs, flat[len(arg_names) :], strict=False)

@@ -32,6 +32,14 @@ def graph_input_sources(graph: onnx.GraphProto, names: list[str], inputs: set[st
     """The graph inputs among ``inputs`` that the values ``names`` are computed from (their
     ancestors through ``graph``'s nodes, subgraphs' captured values included), in graph
     input order."""
+    found = value_sources(graph, names, inputs)
+    return [vi.name for vi in graph.input if vi.name in found]
+
+
+def value_sources(graph: onnx.GraphProto, names: list[str], sources: set[str]) -> set[str]:
+    """The names among ``sources`` (graph inputs, initializers) that the values ``names``
+    are computed from: their ancestors through ``graph``'s nodes, subgraphs' captured values
+    included."""
     producer: dict[str, onnx.NodeProto] = {o: n for n in graph.node for o in n.output if o}
     seen: set[str] = set()
     found: set[str] = set()
@@ -41,7 +49,7 @@ def graph_input_sources(graph: onnx.GraphProto, names: list[str], inputs: set[st
         if name in seen:
             continue
         seen.add(name)
-        if name in inputs:
+        if name in sources:
             found.add(name)
             continue
         node = producer.get(name)
@@ -51,7 +59,7 @@ def graph_input_sources(graph: onnx.GraphProto, names: list[str], inputs: set[st
         for attr in node.attribute:
             for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
                 stack.extend(i for n in sub.node for i in n.input if i)
-    return [vi.name for vi in graph.input if vi.name in found]
+    return found
 
 
 def _key(value: Any) -> tuple:

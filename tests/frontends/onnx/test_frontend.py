@@ -146,6 +146,42 @@ def test_shape_input_from_graph_input_needs_static_value():
     assert y.shape == (3, 2)
 
 
+def _resize(scales_from_input: bool):
+    """Resize whose float scales are an initializer (times a graph input ``k`` when
+    ``scales_from_input``): a rule needs the scales' value at conversion time."""
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 1.5], np.float32), "scales")
+    nodes = [helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest")]
+    inputs = [helper.make_tensor_value_info("x", F, [1, 2, 3, 4])]
+    if scales_from_input:
+        nodes.insert(0, helper.make_node("Mul", ["scales", "k"], ["sc"]))
+        inputs.append(helper.make_tensor_value_info("k", F, [4]))
+    else:
+        nodes.insert(0, helper.make_node("Identity", ["scales"], ["sc"]))
+    return _model(nodes, inputs, [helper.make_tensor_value_info("y", F, None)], [scales])
+
+
+def test_float_initializer_a_rule_needs_is_folded():
+    """Float Resize scales held in an initializer convert (their value is folded into the
+    program; the initializer stays a parameter); the result matches onnxruntime."""
+    import onnxruntime as ort
+
+    model = _resize(scales_from_input=False)
+    x = np.random.default_rng(0).random((1, 2, 3, 4), dtype=np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    m = from_onnx(model, check=False)
+    assert [p.name for p in m.signature.params] == ["scales"]
+    (y,) = m.to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(y), want)
+    assert want.shape == (1, 2, 6, 6)
+
+
+def test_value_from_initializer_and_input_still_needs_the_input():
+    """Folding initializers cannot make scales that also come from graph input ``k``
+    static: the error names the node's input, as before."""
+    with pytest.raises(StaticValueRequired, match="'sc'"):
+        from_onnx(_resize(scales_from_input=True), check=False, values_at_call=False)
+
+
 def _body(op):
     return helper.make_graph(
         [helper.make_node(op, ["a"], ["o"])], "b", [], [helper.make_tensor_value_info("o", F, [2])]
