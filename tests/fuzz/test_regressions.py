@@ -63,16 +63,11 @@ def test_onnx_float16_scatter_with_reduction(op):
     check(lambda x, u: getattr(x.at[jnp.array([0, 0])], op)(u), x, u, paths=("onnx",))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=converter.OpConversionError,
-    reason="jax -> onnx -> torch: the ONNX model of this argmax holds a Loop (the backend's "
-    "lowering of the variadic reduce); from_onnx makes it a stablehlo.while whose first carried "
-    "value is a transpose, and to_torch's torch.while_loop refuses it "
-    "(UncapturedHigherOrderOpError: carried input and body output differ in stride); "
-    "jax -> onnx -> jax and onnxruntime run the same model fine",
-)
 def test_onnx_torch_argmax_loop_strides():
+    """Found by the fuzzer: the ONNX model of this argmax holds a Loop (the ONNX backend's
+    lowering of the variadic reduce) whose first carried value is a transpose; to_torch's
+    ``while_loop`` refused it (carried input and body output differ in stride). Fixed: the
+    torch backend makes carried values contiguous, as the body's outputs are."""
     a = np.array([[0, 5, 2], [4, 1, 3]], np.float32)
     check(lambda a: jnp.argmax(a, axis=1), a, paths=("onnx", "onnx>jax", "onnx>torch"))
 

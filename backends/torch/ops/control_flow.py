@@ -143,7 +143,9 @@ def _while(interp, op, *init):
     cond, cond_cap = closed_region(interp, op.regions[0])
     body, body_cap = closed_region(interp, op.regions[1])
     n, nc = len(init), len(cond_cap)
-    carried = _distinct(tuple(init) + tuple(cond_cap) + tuple(body_cap))
+    # the body's outputs are contiguous (_no_alias), so the carried values must be too: while_loop
+    # refuses a carried input whose strides differ from the body's output (a transposed init)
+    carried = _distinct(tuple(v.contiguous() for v in (*init, *cond_cap, *body_cap)))
 
     def cond_fn(*args):
         return cond(*args[:n], *args[n : n + nc])[0]
