@@ -41,10 +41,11 @@ def export(
     return _run_decompositions(ep)
 
 
-def _run_decompositions(ep: ExportedProgram) -> ExportedProgram:
-    """``ep.run_decompositions()``, skipped for a program already in Core ATen, with the
-    CompositeImplicitAutograd op set reused while no op registration changes."""
-    if _is_core_aten(ep.graph_module):
+def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> ExportedProgram:
+    """``ep.run_decompositions()``, skipped for a program already in Core ATen (``core``:
+    that answer when the caller has it), with the CompositeImplicitAutograd op set reused
+    while no op registration changes."""
+    if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
     with cached_cia_ops():
         return ep.run_decompositions()
@@ -212,9 +213,10 @@ def from_torch(
     with progress.stage(stage):
         ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
         # node by node, cached; None: a graph it does not cover (or one already decomposed)
-        graph = None if _is_core_aten(ep.graph_module) else decompose_graph(ep)
+        core = _is_core_aten(ep.graph_module)
+        graph = None if core else decompose_graph(ep)
         if graph is None:
-            ep = _run_decompositions(ep)
+            ep = _run_decompositions(ep, core)
             resolve_data_dependent(ep)
             graph = ep.graph_module.graph
     check_supported(graph)
