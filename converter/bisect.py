@@ -350,6 +350,13 @@ def bisect(src, target: str, inputs: tuple[tuple, dict], close: Close) -> dict:
     """
     args, kwargs = inputs
     if src.framework == "torch" and src.native is not None:
-        return bisect_torch(src, target, args, kwargs, close)
-    reference = "torch" if target == "jax" else "jax"
-    return bisect_backends(src.module, target, reference, args, kwargs, close)
+        out = bisect_torch(src, target, args, kwargs, close)
+    else:
+        reference = "torch" if target == "jax" else "jax"
+        out = bisect_backends(src.module, target, reference, args, kwargs, close)
+    if target == "onnx" and not out["found"]:
+        out["message"] += (
+            "; the ONNX graph was bisected op by op (to_onnx(optimize=False)), so a mismatch of "
+            "the default optimized graph alone comes from one of its fused patterns"
+        )
+    return out

@@ -357,6 +357,27 @@ def test_bisect_names_a_broken_onnx_backend_rule_between_backends(monkeypatch):
     assert target.bisect["reference"] == "jax backend"
 
 
+def test_bisect_points_at_onnx_fused_patterns(monkeypatch):
+    """A wrong fused pattern (Relu emitted as Sigmoid) fails validation of the default
+    optimized ONNX graph; the op-by-op bisection cannot see it and says where to look."""
+    import dataclasses
+
+    from backends.onnx import patterns
+
+    def broken_relu(m, operation, dtype, opset):
+        found = patterns._relu(m, operation, dtype, opset)
+        return found and dataclasses.replace(found, op_type="Sigmoid")
+
+    monkeypatch.setattr(patterns, "_MATCHERS", (broken_relu,))
+    x = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)
+    report = V.validate(
+        (lambda x: jnp.maximum(x, 0.0) * 3, (x,)), from_="jax", targets=("onnx",), progress=False
+    )
+    (target,) = report.targets
+    assert target.status == "failed", target.reason
+    assert not target.bisect["found"] and "fused patterns" in target.bisect["message"], target.bisect
+
+
 def test_validate_onnx_file_against_onnxruntime(tmp_path):
     import onnx
     from onnx import TensorProto, helper
