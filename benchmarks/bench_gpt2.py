@@ -13,8 +13,9 @@ Prints, for one process (machines are noisy; compare ratios, not seconds across 
   ``jax.jit(f)`` against the first call of ``f`` (issue 15's target: <= 1.1x), the size of
   the lowered programs, and the steady state of ``jax.jit(f)`` against
   ``jax.jit(f.apply)(params, x)`` (torchax, the issue's reference, does not import on torch
-  2.13). ``jax.jit(f)`` still embeds the weights as constants (hundreds of MB of program
-  text on GPT-2 small, several GB of memory while lowering), hence opt-in;
+  2.13), and the same for the argument form ``jax.jit(lambda f, x: f(x))(f, x)``, which takes
+  the weights as arguments. ``jax.jit(f)`` still embeds the weights as constants (hundreds of
+  MB of program text on GPT-2 small, several GB of memory while lowering), hence opt-in;
 
 then, on ``--example`` (the bundled 2-layer GPT-2 by default):
 
@@ -112,26 +113,39 @@ def jit_target(size: str, repeat: int) -> None:
     _, first_jit, first_jit_cpu = timed(lambda: jitted(x))
     apply = jax.jit(g.apply)
     _, first_apply, first_apply_cpu = timed(lambda: apply(g.params, x))
+    h = module.to_jax()  # fresh: the argument form, f a pytree whose leaves are its weights
+    passed = jax.jit(lambda fn, v: fn(v))
+    _, first_arg, first_arg_cpu = timed(lambda: passed(h, x))
     text_jit = len(jitted.lower(x).as_text())
     text_apply = len(apply.lower(g.params, x).as_text())
-    t_jit = steady(lambda: jitted(x), repeat)
-    t_apply = steady(lambda: apply(g.params, x), repeat)
-    t_f = steady(lambda: g(x), repeat)
+    t_jit, t_apply, t_arg, t_f = interleaved(
+        [lambda: jitted(x), lambda: apply(g.params, x), lambda: passed(h, x), lambda: g(x)], repeat
+    )
     mb = 1 / 2**20
-    print(f"GPT-2 {size}: the JAX function under jax.jit (steady states: median of {repeat})")
+    print(f"GPT-2 {size}: the JAX function under jax.jit (steady states: median of {repeat}, interleaved)")
     print(f"  first call of f                    {first_f:8.3f} s wall {first_f_cpu:8.3f} s CPU")
     print(f"  first call of jax.jit(f)           {first_jit:8.3f} s wall {first_jit_cpu:8.3f} s CPU")
     print(f"  first call of jax.jit(f.apply)     {first_apply:8.3f} s wall {first_apply_cpu:8.3f} s CPU")
+    print(f"  first call of jit(lambda f, x: f(x)) {first_arg:6.3f} s wall {first_arg_cpu:8.3f} s CPU")
     print(
         f"  ratio first jax.jit(f) / first f: {first_jit / first_f:.2f}x wall, "
         f"{first_jit_cpu / first_f_cpu:.2f}x CPU (target <= 1.1x)"
+    )
+    print(
+        f"  ratio first jit(lambda f, x: f(x))(f, x) / first f: {first_arg / first_f:.2f}x wall, "
+        f"{first_arg_cpu / first_f_cpu:.2f}x CPU"
     )
     print(f"  lowered text: jax.jit(f) {text_jit * mb:.2f} MB, jax.jit(f.apply) {text_apply * mb:.2f} MB")
     print(
         f"  steady: jax.jit(f) {t_jit * 1e3:.3f} ms, jax.jit(f.apply) {t_apply * 1e3:.3f} ms, "
         f"f {t_f * 1e3:.3f} ms; ratio jax.jit(f) / jax.jit(f.apply): {t_jit / t_apply:.3f}x "
-        "(target <= 1.02x)\n"
+        "(target <= 1.02x)"
     )
+    print(
+        f"  steady: jit(lambda f, x: f(x))(f, x) {t_arg * 1e3:.3f} ms, "
+        f"{t_arg / t_apply:.3f}x jax.jit(f.apply)"
+    )
+    print()
 
 
 def once(fn: Callable[[], object]) -> tuple[object, float]:
@@ -146,6 +160,19 @@ def steady(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
     for _ in range(warmup):
         jax.block_until_ready(fn())
     return statistics.median(once(fn)[1] for _ in range(repeat))
+
+
+def interleaved(fns: list[Callable[[], object]], repeat: int, warmup: int = 3) -> list[float]:
+    """Median wall time of each of ``fns`` over ``repeat`` rounds that call each once in turn
+    (so that all see the same machine load), after ``warmup`` rounds, in seconds."""
+    for _ in range(warmup):
+        for fn in fns:
+            jax.block_until_ready(fn())
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times, strict=True):
+            ts.append(once(fn)[1])
+    return [statistics.median(ts) for ts in times]
 
 
 def median_of(fn: Callable[[], object], runs: int) -> float:

@@ -28,6 +28,7 @@ _quiet_xla_for_cli()
 
 from ._contract import api  # noqa: E402
 from .errors import (  # noqa: E402
+    ClosedOverParamsWarning,
     ConversionError,
     DataDependentShapeError,
     DistributedError,
@@ -133,6 +134,7 @@ def from_stablehlo(source, **options) -> Module:
 
 
 __all__ = [
+    "ClosedOverParamsWarning",
     "ConversionError",
     "DataDependentShapeError",
     "DistributedError",

@@ -5,7 +5,9 @@ A JAX upgrade that moves these internals breaks this file and nothing else.
 
 from __future__ import annotations
 
+from jax._src import core as _core
 from jax._src.interpreters import mlir as _mlir
+from jax._src.interpreters import partial_eval as _pe
 
 
 def make_ir_context():
@@ -93,3 +95,16 @@ def cpu_array_to_dlpack(array):
     """A DLPack capsule sharing the memory of a single-device CPU jax ``array`` (what
     ``array.__dlpack__()`` returns, without its device lookups). Only when :data:`FAST_DLPACK`."""
     return _xla_ext.buffer_to_dlpack_managed_tensor(array, stream=None)
+
+
+def under_staging_trace() -> bool:
+    """Whether the current JAX trace, or one it is nested in, stages out a program (``jit``,
+    ``jax.export``, ``make_jaxpr``, a ``scan``/``cond`` body; also beneath ``grad``/``vmap``
+    of one): concrete arrays read here become constants of that program. Walks the trace
+    stack (``parent_trace``) looking for a ``DynamicJaxprTrace``; False at top level."""
+    trace = _core.trace_ctx.trace
+    while trace is not None:
+        if isinstance(trace, _pe.DynamicJaxprTrace):
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False

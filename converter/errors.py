@@ -194,3 +194,9 @@ class ShardingError(ConversionError):
     module's mesh needs, a mesh of another shape, a partition spec that does not fit a
     parameter, a collective whose device groups match no mesh axes. Names the mesh, the
     parameter or the op."""
+
+
+class ClosedOverParamsWarning(UserWarning):
+    """``JaxFunction.params`` was reassigned after a staged JAX program (``jax.jit(f)``, or a
+    jitted function that calls ``f``) captured the previous parameters as constants: JAX
+    cached that trace, so the program still computes with the old ones."""

@@ -177,6 +177,7 @@ API = [
     "converter.errors.InternalError",
     "converter.errors.ModuleFormatError",
     "converter.errors.ShardingError",
+    "converter.errors.ClosedOverParamsWarning",
 ]
 
 

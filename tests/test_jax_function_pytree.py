@@ -53,3 +53,45 @@ def test_grad_and_vmap_over_the_function(fx):
         )
     batched = jax.vmap(lambda g, v: g(v), in_axes=(None, 0))(f, np.stack([x, 2 * x]))
     np.testing.assert_allclose(np.asarray(batched[1]), np.asarray(f(2 * x)), rtol=1e-5, atol=1e-6)
+
+
+def test_export_of_jit_f_and_from_jax_keep_working(fx):
+    """jax.jit(f) closes over the weights (no mechanism of JAX 0.10.2 makes them arguments
+    without breaking these, README "Status and limitations"): jax.export of it and
+    from_jax(f, ...) run and match eager torch."""
+    f, x, ref = fx
+    exp = jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct(x.shape, x.dtype))
+    np.testing.assert_allclose(np.asarray(exp.call(x)), ref, rtol=1e-5, atol=1e-6)
+    g = converter.from_jax(f, x).to_jax()
+    np.testing.assert_allclose(np.asarray(g(x)), ref, rtol=1e-5, atol=1e-6)
+
+
+def _copy(f):
+    """A fresh JaxFunction sharing f's module (its own params dict, never traced)."""
+    return jax.tree_util.tree_map(lambda v: v, f)
+
+
+def test_reassigning_params_captured_by_jit_warns(fx):
+    f, x, ref = fx
+    g = _copy(f)
+    baked, passed = jax.jit(g), jax.jit(lambda h, v: h(v))
+    np.testing.assert_allclose(np.asarray(baked(x)), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(passed(g, x)), ref, rtol=1e-5, atol=1e-6)
+    with pytest.warns(converter.ClosedOverParamsWarning, match="jax.jit"):
+        g.params = {k: v * 0 for k, v in g.params.items()}
+    # JAX cached the trace with the old weights as constants; the argument form sees the new ones
+    np.testing.assert_allclose(np.asarray(baked(x)), ref, rtol=1e-5, atol=1e-6)
+    assert float(jnp.abs(passed(g, x)).max()) == 0
+    assert float(jnp.abs(g(x)).max()) == 0
+
+
+def test_reassigning_params_not_captured_is_silent(fx, recwarn):
+    f, x, _ = fx
+    g = _copy(f)
+    g(x)  # eager
+    jax.jit(lambda h, v: h(v))(g, x)  # weights are arguments
+    jax.grad(lambda v: jnp.sum(g(v)))(x)  # grad and vmap stage nothing out
+    jax.vmap(g)(np.stack([x, x]))
+    jax.grad(lambda h: jnp.sum(h(x)))(g)
+    g.params = dict(g.params)
+    assert not [w for w in recwarn if issubclass(w.category, converter.ClosedOverParamsWarning)]

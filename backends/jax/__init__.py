@@ -7,13 +7,19 @@ The result is an ordinary traceable JAX function, so ``jax.jit``, ``jax.grad`` a
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
 
 import jax
 import numpy as np
 
 from converter import dtypes, mlir
-from converter.errors import ConversionError, SignatureMismatchError, UnsupportedOpError
+from converter.errors import (
+    ClosedOverParamsWarning,
+    ConversionError,
+    SignatureMismatchError,
+    UnsupportedOpError,
+)
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import ensure_canonical
@@ -59,6 +65,8 @@ class JaxInterpreter(Interpreter):
             return list(compute_on("device_host")(body)(*operands))
         return super().run_op(op, operands, env)
 
+
+_Tracer = jax.core.Tracer
 
 _WIDE = {"int64", "uint64", "float64", "complex128"}
 _WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
@@ -135,8 +143,11 @@ class JaxFunction:
     A JaxFunction is a pytree whose leaves are its parameters: passed as an argument to a
     transform (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``, which returns a
     JaxFunction of gradients) its weights are arguments of the program. ``jax.jit(f)`` itself
-    closes over them as constants (JAX embeds closed-over arrays unless
-    ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``); prefer the argument form or :meth:`apply`.
+    closes over them: JAX traces the callable it is given as opaque and embeds closed-over
+    arrays in the program as constants (README, "Status and limitations", says why JAX 0.10.2
+    offers no way around it), and caches that trace, so the jitted function keeps the weights
+    of its first call. Prefer the argument form or :meth:`apply`. Reassigning :attr:`params`
+    after ``f`` was traced that way warns (:class:`converter.errors.ClosedOverParamsWarning`).
 
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
@@ -174,6 +185,7 @@ class JaxFunction:
         )
         self.device = device
         self.mesh = self._mesh(mesh)
+        self._closed_over = False  # a staged program (jax.jit(f)...) captured the params
         self.params = {
             p.name: jax.device_put(np.asarray(module.params[p.name]), self._placement(p, device))
             for p in self.signature.params
@@ -182,6 +194,40 @@ class JaxFunction:
         self._key = jax.random.PRNGKey(seed) if self.signature.rng is not None else None
         if self.signature.rng is not None and _has_kwarg(self.signature.in_tree, "rng"):
             raise ConversionError("the model has a keyword input named 'rng', the name of the PRNG key here")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Parameters and buffers by name, as jax Arrays."""
+        return self._params
+
+    @params.setter
+    def params(self, value: dict[str, Any]) -> None:
+        if self._closed_over:
+            self._closed_over = False  # once per capture
+            warnings.warn(
+                "f.params is reassigned after a staged JAX program (jax.jit(f), or a jitted function "
+                "that calls f) captured the previous parameters as constants: that program keeps "
+                "computing with them. Pass f as an argument instead, jax.jit(lambda f, x: f(x))(f, x), "
+                "or use jax.jit(f.apply)(f.params, x)",
+                ClosedOverParamsWarning,
+                stacklevel=2,
+            )
+        self._params = value
+
+    def _note_capture(self, inputs: list[Any]) -> None:
+        """Remember that a staged program (``jit``, ``jax.export``, a ``scan`` body...) is
+        closing over the concrete :attr:`params` (the inputs are tracers, the params are not),
+        so that reassigning them later warns."""
+        for v in inputs:  # a loop, not any(<generator>): this runs on every eager call
+            if isinstance(v, _Tracer):
+                break
+        else:
+            return
+        if self._closed_over or any(isinstance(v, _Tracer) for v in self._params.values()):
+            return  # already noted, or f passed as an argument: its params are the program's
+        from converter import _jax_internal
+
+        self._closed_over = _jax_internal.under_staging_trace()
 
     def _mesh(self, mesh: Any) -> Any:
         """The ``jax.sharding.Mesh`` of a partitioned module: ``mesh`` (checked against
@@ -378,6 +424,7 @@ class JaxFunction:
         inputs = self._inputs(args, kwargs)
         written = self._check_mutable_inputs(inputs)
         self._check_devices(inputs)
+        self._note_capture(inputs)
         key = self._key_arg(rng, required=False)
         if self.signature.rng is not None and key is None:
             key = self._next_key(inputs)
@@ -385,7 +432,7 @@ class JaxFunction:
         if kept is not None:  # dropped inputs are never transferred to the device
             n_p, keep = len(self.signature.params), set(kept)
             inputs = [v if n_p + i in keep else None for i, v in enumerate(inputs)]
-        outputs, updates = self._jitted(self.params, inputs, key)
+        outputs, updates = self._jitted(self._params, inputs, key)
         for m in self.signature.mutations:
             if m.kind == "buffer":
                 self.params[m.target] = updates[m.target]
@@ -456,7 +503,8 @@ def _flatten_function(f: JaxFunction) -> tuple[list[Any], tuple]:
 def _unflatten_function(aux: tuple, leaves: Any) -> JaxFunction:
     template, names = aux
     g = copy.copy(template.f)  # shares the module and its compiled state; not re-converted
-    g.params = dict(zip(names, leaves, strict=True))
+    g._closed_over = False  # a new object: no program has captured its params
+    g._params = dict(zip(names, leaves, strict=True))
     return g
 
 
