@@ -99,9 +99,8 @@ def from_onnx(model, **options) -> Module:
     return _from_onnx(model, **options)
 
 
-@api(hush=False)
 def call_jax(fn, *args, **kwargs):
-    """See :func:`converter.embed.call_jax`."""
+    """See :func:`converter.embed.call_jax` (which applies the error contract itself)."""
     embed = _sys.modules.get("converter.embed")  # per call: no import statement (~0.7 µs)
     if embed is None:
         from . import embed
