@@ -50,15 +50,25 @@ def _cpu_device() -> Any:
     return _CPU[0]
 
 
+def _crossable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as DLPack and NumPy take it: detached (neither carries autograd state), its lazy
+    conjugate and negative bits applied (DLPack would drop them and give the values without
+    them), contiguous. ``t`` itself when it is all that already."""
+    if t.requires_grad:
+        t = t.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
 def to_jax_array(t: torch.Tensor) -> jax.Array:
     """A jax Array sharing ``t``'s memory (one DLPack exchange; CPU tensors are not copied
     unless they are non-contiguous or not aligned as XLA needs). ``t`` is detached first:
     DLPack cannot carry autograd state. A 64-bit tensor keeps its dtype only when
     ``jax_enable_x64`` is on (else JAX narrows it, as ``jax.dlpack.from_dlpack`` does)."""
-    if t.requires_grad:
-        t = t.detach()
-    if not t.is_contiguous():
-        t = t.contiguous()
+    t = _crossable(t)
     if _jax_internal.FAST_DLPACK and t.is_cpu and (t.dtype not in _WIDE_TORCH or jax.config.jax_enable_x64):
         return _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(t), _cpu_device())
     return jax.dlpack.from_dlpack(t)
@@ -312,10 +322,7 @@ class _JaxEntry:
                     or m[3] != x.stride()
                 ):  # first sight: remember it, pass a view
                     self._remember(i, x, None)
-                    if x.requires_grad:
-                        x = x.detach()
-                    if not x.is_contiguous():
-                        x = x.contiguous()
+                    x = _crossable(x)
                     x = x.numpy() if self._numpy[i] else self._dlpack(x)
                 elif m[4] is None:  # seen unchanged again: import it, once
                     x = self._import(i, x)
@@ -326,7 +333,7 @@ class _JaxEntry:
 
     @staticmethod
     def _dlpack(t: torch.Tensor) -> jax.Array:
-        """A detached contiguous CPU tensor as a jax Array sharing its memory."""
+        """A CPU tensor made :func:`_crossable` as a jax Array sharing its memory."""
         return _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(t), _CPU[0])
 
     def _import(self, i: int, t: torch.Tensor) -> jax.Array:
@@ -335,10 +342,7 @@ class _JaxEntry:
         call cross once.
         The array shares ``t``'s memory, so remembering it copies nothing and keeps nothing
         alive beyond ``t`` (the weakref's callback forgets it)."""
-        src = t.detach() if t.requires_grad else t
-        if not src.is_contiguous():
-            src = src.contiguous()
-        array = self._dlpack(src)
+        array = self._dlpack(_crossable(t))
         self._remember(i, t, array)
         return array
 

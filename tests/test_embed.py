@@ -506,3 +506,15 @@ def test_call_torch_accepts_what_eager_torch_accepts():
     with torch.no_grad():
         want = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(np.asarray(converter.call_torch(model, x)), want, rtol=1e-6, atol=1e-6)
+
+
+def test_call_jax_applies_lazy_conjugate_and_negative_bits():
+    """A conjugate or negative view (torch keeps the bit, not the values) crosses with its
+    values on every path: the trace, a first sight, a second sight, the kept import."""
+    z = torch.randn(3, dtype=torch.complex64)
+    f = lambda a: a * 2  # noqa: E731
+    conj, neg = z.conj(), z.conj().imag
+    assert conj.is_conj() and neg.is_neg()
+    for view in (conj, neg):
+        for _ in range(4):
+            torch.testing.assert_close(converter.call_jax(f, view), view.resolve_conj().resolve_neg() * 2)
