@@ -624,28 +624,19 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     """
     if not kwargs and not torch.compiler.is_compiling():  # the per-call path: cached entries
         cache = _JAX_BY_ID.get(id(fn))
-        if cache is not None and cache[0]() is fn:
-            # _positional_key, inline (a call less per call)
-            key: Any = []
-            needs_grad = False
-            for x in args:
-                if not isinstance(x, torch.Tensor):
-                    break
-                key.append((x.shape, x.dtype, x.device))
-                needs_grad = needs_grad or x.requires_grad
-            else:
-                entry = cache[1].get(tuple(key))
-                if entry is not None:
-                    try:
-                        if (needs_grad and torch.is_grad_enabled()) or _functorch_active():
-                            return entry.unflatten(_apply(entry, list(args)))
-                        return entry.unflatten(entry.call(args))
-                    except ConversionError:
-                        raise
-                    except Exception as e:  # the error contract, as api's wrapper would apply it
-                        if _contract.nested():
-                            raise
-                        raise _contract.classify(e, "converter.call_jax") from e
+        positional = _positional_key(args) if cache is not None and cache[0]() is fn else None
+        entry = cache[1].get(positional[0]) if positional is not None else None
+        if entry is not None:
+            try:
+                if (positional[1] and torch.is_grad_enabled()) or _functorch_active():
+                    return entry.unflatten(_apply(entry, list(args)))
+                return entry.unflatten(entry.call(args))
+            except ConversionError:
+                raise
+            except Exception as e:  # the error contract, as api's wrapper would apply it
+                if _contract.nested():
+                    raise
+                raise _contract.classify(e, "converter.call_jax") from e
     return _call_jax(fn, args, kwargs)
 
 
