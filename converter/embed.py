@@ -20,9 +20,10 @@ import inspect
 import json
 import operator
 import sys
+import types
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -510,25 +511,36 @@ def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
     return entry.run(leaves)[0]
 
 
-# call_jax's entries per function, by id(fn): (a reference to fn, {call key: entry}). A dict
-# keyed by id is the cheapest lookup per call (a WeakKeyDictionary makes a weakref per lookup);
-# the weakref's callback drops the item when fn dies, and the identity check guards against
-# an id reused before that. Functions that take no weakrefs are kept alive here.
-_JAX_BY_ID: dict[int, tuple[Callable[[], Any], dict]] = {}
+# call_jax's entries per function, by the key of its owner (see _owner): (a reference to the
+# owner, {call key: entry}). A dict keyed by id is the cheapest lookup per call (a
+# WeakKeyDictionary makes a weakref per lookup); the weakref's callback drops the item when the
+# owner dies, and the identity check guards against an id reused before that. Owners that take
+# no weakrefs are kept alive here.
+_JAX_BY_ID: dict[Hashable, tuple[Callable[[], Any], dict]] = {}
 
 
-def _jax_cache(fn: Any) -> tuple[Callable[[], Any], dict]:
-    """``fn``'s ``(reference, {call key: entry})`` in :data:`_JAX_BY_ID`, made on first use."""
-    ident = id(fn)
+def _owner(fn: Any) -> tuple[Any, Hashable]:
+    """What ``call_jax``'s cache of ``fn`` lives as long as, and its key in
+    :data:`_JAX_BY_ID`: for a bound method, its object and ``(id(object), function)``
+    (``self.f`` makes a new method object at each access, which dies after the call: its
+    cache would die with it and every call trace again); else ``fn`` and ``id(fn)``."""
+    if type(fn) is types.MethodType:
+        return fn.__self__, (id(fn.__self__), fn.__func__)
+    return fn, id(fn)
+
+
+def _jax_cache(owner: Any, ident: Hashable) -> tuple[Callable[[], Any], dict]:
+    """``owner``'s ``(reference, {call key: entry})`` in :data:`_JAX_BY_ID` under ``ident``,
+    made on first use."""
 
     def drop(ref: Any, table: dict = _JAX_BY_ID) -> None:  # the table bound: safe at exit
         if ident in table and table[ident][0] is ref:
             del table[ident]
 
     try:
-        ref: Callable[[], Any] = weakref.ref(fn, drop)
+        ref: Callable[[], Any] = weakref.ref(owner, drop)
     except TypeError:  # not weak-referenceable (some builtins): kept alive
-        ref = lambda: fn  # noqa: E731
+        ref = lambda: owner  # noqa: E731
     cache = _JAX_BY_ID[ident] = (ref, {})
     return cache
 
@@ -623,8 +635,9 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
             (an unknown keyword, an extra positional argument).
     """
     if not kwargs and not torch.compiler.is_compiling():  # the per-call path: cached entries
-        cache = _JAX_BY_ID.get(id(fn))
-        positional = _positional_key(args) if cache is not None and cache[0]() is fn else None
+        owner, ident = (fn, id(fn)) if type(fn) is not types.MethodType else _owner(fn)
+        cache = _JAX_BY_ID.get(ident)
+        positional = _positional_key(args) if cache is not None and cache[0]() is owner else None
         entry = cache[1].get(positional[0]) if positional is not None else None
         if entry is not None:
             try:
@@ -660,9 +673,10 @@ def _call_jax(fn: Callable, args: tuple, kwargs: dict) -> Any:
     keyword or non-tensor arguments, and on a cache miss (the trace)."""
     if torch.compiler.is_compiling():
         return _call_jax_compiled(fn, args, kwargs)
-    cache = _JAX_BY_ID.get(id(fn))
-    if cache is None or cache[0]() is not fn:
-        cache = _jax_cache(fn)
+    owner, ident = _owner(fn)
+    cache = _JAX_BY_ID.get(ident)
+    if cache is None or cache[0]() is not owner:
+        cache = _jax_cache(owner, ident)
     positional = _positional_key(args) if not kwargs else None
     if positional is not None:
         key: Any = positional[0]

@@ -518,3 +518,30 @@ def test_call_jax_applies_lazy_conjugate_and_negative_bits():
     for view in (conj, neg):
         for _ in range(4):
             torch.testing.assert_close(converter.call_jax(f, view), view.resolve_conj().resolve_neg() * 2)
+
+
+def test_call_jax_bound_method_traces_once():
+    """``self.f`` is a new method object at each access: the cache lives as long as the
+    object, so a module calling ``call_jax(self.f, x)`` in its forward traces once."""
+    traces = []
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 3.0
+
+        def jax_fn(self, x):
+            traces.append(1)
+            return jnp.sin(x) * self.scale
+
+        def forward(self, x):
+            return converter.call_jax(self.jax_fn, x)
+
+    model, x = Scaled(), torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(model(x), torch.sin(x) * 3.0)
+    assert len(traces) == 1
+    other = Scaled()
+    other.scale = 5.0  # another object: its own cache, its own trace
+    torch.testing.assert_close(other(x), torch.sin(x) * 5.0)
+    assert len(traces) == 2
