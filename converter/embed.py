@@ -7,7 +7,8 @@ Both convert once per call signature and cache the result:
   inputs it ignores (dead-argument elimination on the jaxpr: they are never converted or
   handed to XLA), and jits the forward pass and ``jax.vjp`` of that jaxpr, so gradients are
   exactly ``jax.grad``'s, ``custom_vjp`` rules included. (Differentiating the lowered
-  StableHLO instead would silently ignore them.) Tensors cross by DLPack without copies.
+  StableHLO instead would silently ignore them.) Tensors cross without copies: by DLPack,
+  or, for an input tensor new to the call, as a NumPy view jit takes in place.
 - ``call_torch`` converts the torch code natively with :func:`converter.from_torch` (no
   host callbacks) and evaluates the module with the JAX backend, so every JAX transform
   applies.
@@ -623,7 +624,10 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         ``jax.vjp``; inputs ``fn`` ignores get ``None`` gradients and are never transferred.
 
     Each distinct signature (tree structure, static values, shapes, dtypes, devices) is
-    traced once, then served from a cache tied to ``fn``'s lifetime. The result is a torch
+    traced once, then served from a cache tied to ``fn``'s lifetime (a bound method's: its
+    object's). Positional tensor arguments are keyed without flattening a pytree; a tensor
+    new to the call crosses as a zero-copy NumPy view, an unchanged one passed again by
+    DLPack once, then reused. The result is a torch
     op in every sense: double backward (``create_graph=True``), ``torch.func.grad``/``vjp``/
     ``vmap`` (``jax.vmap`` of ``fn``), and ``torch.compile`` (one opaque
     ``converter::call_jax`` custom op; static shapes). A signature with 64-bit tensors runs
