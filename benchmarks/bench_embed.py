@@ -8,7 +8,8 @@ Prints, for one process (machines are noisy; compare ratios, not seconds across 
   median over interleaved pairs of (call_jax, same jitted function on a jax array), as µs over
   the bare call (issue 15's target: <= 10 µs) and as a ratio, with the same tensor each call
   (the case of weights, imported once while unchanged) and with two tensors in turn (every
-  call imports its input, as for activations); the spread (10th-90th
+  call passes a tensor other than the last one, as activations are: it crosses as a NumPy
+  view, zero-copy); the spread (10th-90th
   percentile of the pair differences) says how noisy the machine was;
 * ``call_jax`` of a two-layer MLP (weights requiring grad, interleaved with the same jitted
   function on jax arrays): forward under ``torch.no_grad()``, forward recording the graph
@@ -55,7 +56,7 @@ def paired(
 def small_overhead(repeat: int) -> None:
     """Print call_jax's overhead over the bare jitted call on one 8x8 tensor: the same tensor
     every call (imported once while unchanged, as weights are), and two tensors in turn (each
-    call imports its input by DLPack, as activations do)."""
+    call's input is new to it, as activations are)."""
     f = lambda x: jnp.tanh(x) * 2  # noqa: E731
     t, u = torch.randn(8, 8), torch.randn(8, 8)
     a = jnp.asarray(t.numpy())

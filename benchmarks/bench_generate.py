@@ -54,6 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--torch-threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
+    jax.config.update("jax_enable_x64", True)  # int64 ids under jax.jit: JAX narrows them otherwise
     p, n = 8, args.tokens
 
     model = gen.build(args.arch, layers=args.layers)

@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jit", action="store_true", help="measure jax.jit(f) too (slow, memory-hungry)")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
+    jax.config.update("jax_enable_x64", True)  # int64 token ids under jax.jit: JAX narrows them otherwise
 
     print(f"jax {jax.__version__}, torch {torch.__version__}, {torch.get_num_threads()} torch threads\n")
     conversion_target(options.size, options.target_runs)

@@ -137,12 +137,20 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
 _depth = 0
 
 
-def api(fn: F | None = None, *, hush: bool = True) -> Any:
+def nested() -> bool:
+    """Whether an :func:`api` function is running (its wrapper classifies what escapes):
+    for a per-call fast path that applies the contract itself, without the wrapper."""
+    return _depth > 0
+
+
+def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> Any:
     """Decorate a public API function with the error contract (see the module docstring).
     ``hush=False`` skips :func:`quiet` (for functions called per step, such as ``call_jax``,
-    whose conversions hold back the chatter themselves, on a cache miss only)."""
+    whose conversions hold back the chatter themselves, on a cache miss only). ``name``: the
+    public name in error messages (``converter.<name>``), when not ``fn.__name__``."""
     if fn is None:
-        return functools.partial(api, hush=hush)
+        return functools.partial(api, hush=hush, name=name)
+    what = f"converter.{name or fn.__name__}"
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -163,7 +171,7 @@ def api(fn: F | None = None, *, hush: bool = True) -> Any:
         except Exception as e:
             if not outer:
                 raise
-            err = classify(e, f"converter.{fn.__name__}")
+            err = classify(e, what)
             err.diagnostics = getattr(e, "diagnostics", "")  # type: ignore[attr-defined]
             raise err from e
         finally:

@@ -88,10 +88,10 @@ def run_backend(target: str, module, args: tuple, kwargs: dict) -> list[Recorded
     if target == "jax":
         import jax.numpy as jnp
 
-        from backends.jax import JaxInterpreter, ensure_x64
+        from backends.jax import JaxInterpreter, x64_scope
 
-        ensure_x64(module)
-        return record(JaxInterpreter, module, [jnp.asarray(x) for x in flat])
+        with x64_scope(module):  # 64-bit values keep their type; the process flag is left alone
+            return record(JaxInterpreter, module, [jnp.asarray(x) for x in flat])
     if target == "torch":
         import torch
 

@@ -420,6 +420,15 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
         example_args = [weight_structs, *example_args]
         call = call_with_weights
     exporter = jax.export.export(jax.jit(call, **_out_shardings(fn)), platforms=platforms)
+    from backends.jax import x64_scope
+
+    with x64_scope(module):  # 64-bit inputs keep their type in the artifact; the flag is left alone
+        return _export(exporter, sig, example_args, example_kwargs)
+
+
+def _export(exporter: Callable, sig: Any, example_args: list, example_kwargs: dict) -> Any:
+    """``exporter(*example_args, **example_kwargs)``; a failure with dynamic dimensions
+    raised as a :class:`ConversionError` naming them."""
     if all(isinstance(d, int) for s in sig.inputs for d in s.shape):
         return exporter(*example_args, **example_kwargs)
     try:

@@ -7,7 +7,8 @@ Both convert once per call signature and cache the result:
   inputs it ignores (dead-argument elimination on the jaxpr: they are never converted or
   handed to XLA), and jits the forward pass and ``jax.vjp`` of that jaxpr, so gradients are
   exactly ``jax.grad``'s, ``custom_vjp`` rules included. (Differentiating the lowered
-  StableHLO instead would silently ignore them.) Tensors cross by DLPack without copies.
+  StableHLO instead would silently ignore them.) Tensors cross without copies: by DLPack,
+  or, for an input tensor new to the call, as a NumPy view jit takes in place.
 - ``call_torch`` converts the torch code natively with :func:`converter.from_torch` (no
   host callbacks) and evaluates the module with the JAX backend, so every JAX transform
   applies.
@@ -18,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import operator
 import sys
+import types
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import jax
@@ -29,9 +32,9 @@ import jax.extend.core
 import numpy as np
 import torch
 
-from . import _jax_internal, dtypes
-from ._contract import quiet, verbose
-from .errors import InputTypeError, SignatureMismatchError
+from . import _contract, _jax_internal, dtypes
+from ._contract import api, quiet, verbose
+from .errors import ConversionError, InputTypeError, SignatureMismatchError
 from .signature import TreeSpec, input_path, unflatten
 
 _STATIC = (bool, int, float, str)
@@ -49,15 +52,25 @@ def _cpu_device() -> Any:
     return _CPU[0]
 
 
+def _crossable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as DLPack and NumPy take it: detached (neither carries autograd state), its lazy
+    conjugate and negative bits applied (DLPack would drop them and give the values without
+    them), contiguous. ``t`` itself when it is all that already."""
+    if t.requires_grad:
+        t = t.detach()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    return t
+
+
 def to_jax_array(t: torch.Tensor) -> jax.Array:
     """A jax Array sharing ``t``'s memory (one DLPack exchange; CPU tensors are not copied
     unless they are non-contiguous or not aligned as XLA needs). ``t`` is detached first:
     DLPack cannot carry autograd state. A 64-bit tensor keeps its dtype only when
     ``jax_enable_x64`` is on (else JAX narrows it, as ``jax.dlpack.from_dlpack`` does)."""
-    if t.requires_grad:
-        t = t.detach()
-    if not t.is_contiguous():
-        t = t.contiguous()
+    t = _crossable(t)
     if _jax_internal.FAST_DLPACK and t.is_cpu and (t.dtype not in _WIDE_TORCH or jax.config.jax_enable_x64):
         return _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(t), _cpu_device())
     return jax.dlpack.from_dlpack(t)
@@ -147,6 +160,11 @@ def _live_inputs(jaxpr: Any) -> list[int]:
 
 
 _WIDE_NAMES = {"int64", "uint64", "float64", "complex128"}
+# dtypes a torch tensor has a NumPy view of (``Tensor.numpy()``; not bfloat16, float8...)
+_NUMPY_VIEWS = {
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128",
+}  # fmt: skip
 
 
 _FUNCTORCH_PROBE = getattr(torch._C, "_are_functorch_transforms_active", None)
@@ -197,11 +215,14 @@ class _JaxEntry:
         self.kept = _live_inputs(closed.jaxpr)
         self.grad_inputs = [i for i in self.kept if self.diff[i]]
         self.out_def: Any = None  # set by call_jax for the user's function
+        self.unflatten: Callable[[list], Any] = list  # its outputs' tree from the leaves (idem)
         self.handle: str | None = None  # its key in _HANDLES, for the torch.library op
         self._vjp: _JaxEntry | None = None
         self._vmaps: dict = {}
         self.cpu_dlpack: bool | None = None  # decided on the first call
-        self._memo: list[Any] = [None] * len(sig)  # per input: (weakref, version, data_ptr, strides, array)
+        # per input: (weakref, version, data_ptr, strides, array or None) of the last tensor
+        self._memo: list[Any] = [None] * len(sig)
+        self._numpy = [np.dtype(d).name in _NUMPY_VIEWS for _, d, _ in sig]  # torch's .numpy() has it
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
         kept = self.kept
 
@@ -227,37 +248,25 @@ class _JaxEntry:
 
         self.forward_vjp = jax.jit(forward_vjp)
         self.backward = jax.jit(lambda residuals, cts: res_def[0].unflatten(residuals)(cts))
+        # per input slot, the weakref callback that forgets its memo (made once, not per import)
+        self._forget = [self._forgetter(i) for i in range(len(sig))]
+        if not self.x64:  # nothing to scope: callers reach _run directly
+            self.run = self._run  # type: ignore[method-assign]
 
     def scope(self) -> Any:
         """``jax.enable_x64(True)`` for a 64-bit signature, else nothing."""
         return jax.enable_x64(True) if self.x64 else contextlib.nullcontext()
 
-    def run(self, leaves: list[Any], with_vjp: bool = False) -> tuple[list[torch.Tensor], Any]:
+    def run(self, leaves: Sequence[Any], with_vjp: bool = False) -> tuple[list[torch.Tensor], Any]:
         """The outputs as torch tensors (one DLPack exchange per kept input and per output)
-        and, when ``with_vjp``, the VJP function holding the residuals in JAX."""
-        if self.x64:
-            with jax.enable_x64(True):
-                return self._run(leaves, with_vjp)
-        return self._run(leaves, with_vjp)
+        and, when ``with_vjp``, the VJP function holding the residuals in JAX. (A 32-bit
+        signature's instances call :meth:`_run` directly.)"""
+        with jax.enable_x64(True):
+            return self._run(leaves, with_vjp)
 
-    def _run(self, leaves: list[Any], with_vjp: bool) -> tuple[list[torch.Tensor], Any]:
+    def _run(self, leaves: Sequence[Any], with_vjp: bool = False) -> tuple[list[torch.Tensor], Any]:
         if self.cpu_dlpack:  # the per-call path: CPU tensors by DLPack, no device lookups
-            memo, arrays = self._memo, []
-            for i in self.kept:
-                x = leaves[i]
-                if isinstance(x, torch.Tensor):
-                    m = memo[i]
-                    if (
-                        m is not None
-                        and m[0]() is x
-                        and m[1] == x._version
-                        and m[2] == x.data_ptr()
-                        and m[3] == x.stride()
-                    ):
-                        x = m[4]
-                    else:
-                        x = self._import(i, x)
-                arrays.append(x)
+            arrays = self._cpu_arrays(leaves)
         else:
             arrays = [
                 to_jax_array(x) if isinstance(x, torch.Tensor) else x for x in (leaves[i] for i in self.kept)
@@ -267,8 +276,8 @@ class _JaxEntry:
         else:
             outs, vjp_fn = self.forward(arrays), None
         if self.cpu_dlpack:
-            export = _jax_internal.cpu_array_to_dlpack
-            return [torch.utils.dlpack.from_dlpack(export(o)) for o in outs], vjp_fn
+            export, load = _jax_internal.cpu_array_to_dlpack, torch.utils.dlpack.from_dlpack
+            return [load(export(o)) for o in outs], vjp_fn
         if self.cpu_dlpack is None:  # first call: are all inputs and outputs on the CPU?
             cpu = _cpu_device()
             self.cpu_dlpack = (
@@ -277,7 +286,57 @@ class _JaxEntry:
                 and all(a.device is cpu for a in arrays)
                 and all(o.device is cpu for o in outs)
             )
+            if self.cpu_dlpack:
+                for i in self.kept:  # seen once: the next call with the same tensor keeps it
+                    if isinstance(leaves[i], torch.Tensor):
+                        self._remember(i, leaves[i], None)
+                if not self.x64:
+                    self.call = self._call_cpu  # type: ignore[method-assign]
         return [to_torch_tensor(o) for o in outs], vjp_fn
+
+    def call(self, leaves: Sequence[Any]) -> list[torch.Tensor]:
+        """The outputs of :meth:`run` without the VJP (the per-call path of ``call_jax``
+        outside autograd; a CPU signature's instances call :meth:`_call_cpu` directly once
+        its first call has seen where the tensors are)."""
+        return self.run(leaves)[0]
+
+    def _call_cpu(self, leaves: Sequence[Any]) -> list[torch.Tensor]:
+        export, load = _jax_internal.cpu_array_to_dlpack, torch.utils.dlpack.from_dlpack
+        return [load(export(o)) for o in self.forward(self._cpu_arrays(leaves))]
+
+    def _cpu_arrays(self, leaves: Sequence[Any]) -> list[Any]:
+        """The kept inputs for the jitted functions, none copied: a CPU tensor seen for the
+        first time as a NumPy view of its memory (jit takes it without a copy, for ~2 µs
+        less than a DLPack import; JAX has no NumPy type for bfloat16 and a few others,
+        which cross by DLPack), the same unchanged tensor seen again by DLPack, once: that
+        array is kept and reused while the tensor is unchanged (weights passed call after
+        call, see :meth:`_import`); jax Arrays as they are."""
+        memo, arrays = self._memo, []
+        for i in self.kept:
+            x = leaves[i]
+            if isinstance(x, torch.Tensor):
+                m = memo[i]
+                if (
+                    m is None
+                    or m[0]() is not x
+                    or m[1] != x._version
+                    or m[2] != x.data_ptr()
+                    or m[3] != x.stride()
+                ):  # first sight: remember it, pass a view
+                    self._remember(i, x, None)
+                    x = _crossable(x)
+                    x = x.numpy() if self._numpy[i] else self._dlpack(x)
+                elif m[4] is None:  # seen unchanged again: import it, once
+                    x = self._import(i, x)
+                else:
+                    x = m[4]
+            arrays.append(x)
+        return arrays
+
+    @staticmethod
+    def _dlpack(t: torch.Tensor) -> jax.Array:
+        """A CPU tensor made :func:`_crossable` as a jax Array sharing its memory."""
+        return _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(t), _CPU[0])
 
     def _import(self, i: int, t: torch.Tensor) -> jax.Array:
         """Input ``i`` by DLPack, remembered while ``t`` lives and is not written to (its
@@ -285,18 +344,25 @@ class _JaxEntry:
         call cross once.
         The array shares ``t``'s memory, so remembering it copies nothing and keeps nothing
         alive beyond ``t`` (the weakref's callback forgets it)."""
-        memo = self._memo
-        src = t.detach() if t.requires_grad else t
-        if not src.is_contiguous():
-            src = src.contiguous()
-        array = _jax_internal.cpu_array_from_dlpack(torch.utils.dlpack.to_dlpack(src), _CPU[0])
+        array = self._dlpack(_crossable(t))
+        self._remember(i, t, array)
+        return array
 
-        def forget(ref: Any, memo: list = memo, i: int = i) -> None:
+    def _remember(self, i: int, t: torch.Tensor, array: jax.Array | None) -> None:
+        """Input ``i`` was ``t`` (as it is now: version, storage, strides), imported as
+        ``array`` (None: passed as a view, not kept)."""
+        self._memo[i] = (weakref.ref(t, self._forget[i]), t._version, t.data_ptr(), t.stride(), array)
+
+    def _forgetter(self, i: int) -> Callable[[Any], None]:
+        """The weakref callback of input slot ``i``: drops its memo when the tensor dies (if
+        the memo is still that tensor's). Holds the memo list, not the entry."""
+        memo = self._memo
+
+        def forget(ref: Any) -> None:
             if memo[i] is not None and memo[i][0] is ref:
                 memo[i] = None
 
-        memo[i] = (weakref.ref(t, forget), t._version, t.data_ptr(), t.stride(), array)
-        return array
+        return forget
 
     def backward_with(self, vjp_fn: Any, grads: tuple) -> list[torch.Tensor | None]:
         """Gradients per input (``None`` for those not differentiated) from the residuals
@@ -446,8 +512,38 @@ def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
     return entry.run(leaves)[0]
 
 
-_JAX_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_JAX_CACHE_STRONG: dict = {}
+# call_jax's entries per function, by the key of its owner (see _owner): (a reference to the
+# owner, {call key: entry}). A dict keyed by id is the cheapest lookup per call (a
+# WeakKeyDictionary makes a weakref per lookup); the weakref's callback drops the item when the
+# owner dies, and the identity check guards against an id reused before that. Owners that take
+# no weakrefs are kept alive here.
+_JAX_BY_ID: dict[Hashable, tuple[Callable[[], Any], dict]] = {}
+
+
+def _owner(fn: Any) -> tuple[Any, Hashable]:
+    """What ``call_jax``'s cache of ``fn`` lives as long as, and its key in
+    :data:`_JAX_BY_ID`: for a bound method, its object and ``(id(object), function)``
+    (``self.f`` makes a new method object at each access, which dies after the call: its
+    cache would die with it and every call trace again); else ``fn`` and ``id(fn)``."""
+    if type(fn) is types.MethodType:
+        return fn.__self__, (id(fn.__self__), fn.__func__)
+    return fn, id(fn)
+
+
+def _jax_cache(owner: Any, ident: Hashable) -> tuple[Callable[[], Any], dict]:
+    """``owner``'s ``(reference, {call key: entry})`` in :data:`_JAX_BY_ID` under ``ident``,
+    made on first use."""
+
+    def drop(ref: Any, table: dict = _JAX_BY_ID) -> None:  # the table bound: safe at exit
+        if ident in table and table[ident][0] is ref:
+            del table[ident]
+
+    try:
+        ref: Callable[[], Any] = weakref.ref(owner, drop)
+    except TypeError:  # not weak-referenceable (some builtins): kept alive
+        ref = lambda: owner  # noqa: E731
+    cache = _JAX_BY_ID[ident] = (ref, {})
+    return cache
 
 
 def _cache_for(fn: Any, store: weakref.WeakKeyDictionary, strong: dict) -> dict:
@@ -487,8 +583,12 @@ def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
     spec = torch_tree((args, kwargs))
     leaves = _tensor_leaves((args, kwargs), spec)
     check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
-    entry, entry_out_def = _traced_entry(fn, spec, _leaf_sig(leaves))
-    entry.out_def = entry_out_def
+    entry, out_def = _traced_entry(fn, spec, _leaf_sig(leaves))
+    entry.out_def = out_def
+    if out_def.num_nodes == 1 and out_def.num_leaves == 1:  # one array: no tree to rebuild
+        entry.unflatten = operator.itemgetter(0)
+    else:
+        entry.unflatten = out_def.unflatten
     return entry
 
 
@@ -524,7 +624,10 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         ``jax.vjp``; inputs ``fn`` ignores get ``None`` gradients and are never transferred.
 
     Each distinct signature (tree structure, static values, shapes, dtypes, devices) is
-    traced once, then served from a cache tied to ``fn``'s lifetime. The result is a torch
+    traced once, then served from a cache tied to ``fn``'s lifetime (a bound method's: its
+    object's). Positional tensor arguments are keyed without flattening a pytree; a tensor
+    new to the call crosses as a zero-copy NumPy view, an unchanged one passed again by
+    DLPack once, then reused. The result is a torch
     op in every sense: double backward (``create_graph=True``), ``torch.func.grad``/``vjp``/
     ``vmap`` (``jax.vmap`` of ``fn``), and ``torch.compile`` (one opaque
     ``converter::call_jax`` custom op; static shapes). A signature with 64-bit tensors runs
@@ -535,17 +638,62 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         SignatureMismatchError: ``(*args, **kwargs)`` does not bind to ``fn``'s parameters
             (an unknown keyword, an extra positional argument).
     """
+    if not kwargs and not torch.compiler.is_compiling():  # the per-call path: cached entries
+        owner, ident = (fn, id(fn)) if type(fn) is not types.MethodType else _owner(fn)
+        cache = _JAX_BY_ID.get(ident)
+        positional = _positional_key(args) if cache is not None and cache[0]() is owner else None
+        entry = cache[1].get(positional[0]) if positional is not None else None
+        if entry is not None:
+            try:
+                if (positional[1] and torch.is_grad_enabled()) or _functorch_active():
+                    return entry.unflatten(_apply(entry, list(args)))
+                return entry.unflatten(entry.call(args))
+            except ConversionError:
+                raise
+            except Exception as e:  # the error contract, as api's wrapper would apply it
+                if _contract.nested():
+                    raise
+                raise _contract.classify(e, "converter.call_jax") from e
+    return _call_jax(fn, args, kwargs)
+
+
+def _positional_key(args: tuple) -> tuple[tuple, bool] | None:
+    """For positional torch tensors: the cache key of the call (per tensor its shape, dtype
+    and device, what :func:`_fast_key` records, without flattening a tree) and whether one
+    requires grad. None when an argument is not a tensor."""
+    key = []
+    needs_grad = False
+    for x in args:
+        if not isinstance(x, torch.Tensor):
+            return None
+        key.append((x.shape, x.dtype, x.device))
+        needs_grad = needs_grad or x.requires_grad
+    return tuple(key), needs_grad
+
+
+@api(hush=False, name="call_jax")
+def _call_jax(fn: Callable, args: tuple, kwargs: dict) -> Any:
+    """:func:`call_jax` when its per-call path does not apply: under ``torch.compile``, for
+    keyword or non-tensor arguments, and on a cache miss (the trace)."""
     if torch.compiler.is_compiling():
         return _call_jax_compiled(fn, args, kwargs)
-    leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-    key, arrays = _fast_key(leaves, treedef)
-    cache = _cache_for(fn, _JAX_CACHE, _JAX_CACHE_STRONG)
-    entry = cache.get(key) if key is not None else None
+    owner, ident = _owner(fn)
+    cache = _JAX_BY_ID.get(ident)
+    if cache is None or cache[0]() is not owner:
+        cache = _jax_cache(owner, ident)
+    positional = _positional_key(args) if not kwargs else None
+    if positional is not None:
+        key: Any = positional[0]
+        arrays = list(args)
+    else:
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        key, arrays = _fast_key(leaves, treedef)
+    entry = cache[1].get(key) if key is not None else None
     if entry is None:
         entry = _user_entry(fn, args, kwargs)
         if key is not None:
-            cache[key] = entry
-    return entry.out_def.unflatten(_apply(entry, arrays))
+            cache[1][key] = entry
+    return entry.unflatten(_apply(entry, arrays))
 
 
 # --------------------------------------------------------------------------- torch.compile

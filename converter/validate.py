@@ -690,9 +690,12 @@ def reimport(via: str, module, example: tuple[tuple, dict]):
     args, kwargs = example
     if via == "jax":
         fn = module.to_jax()
-        if module.signature.mutations:
-            return _reimport_stateful_jax(fn, args, kwargs)
-        return converter.from_jax(fn.apply, *args, params=fn.params, **kwargs)
+        from backends.jax import x64_scope
+
+        with x64_scope(module):  # the trace keeps 64-bit inputs; the process flag is left alone
+            if module.signature.mutations:
+                return _reimport_stateful_jax(fn, args, kwargs)
+            return converter.from_jax(fn.apply, *args, params=fn.params, **kwargs)
     if via == "torch":
         return converter.from_torch(module.to_torch(), to_torch_tree(args), to_torch_tree(kwargs))
     if via == "onnx":

@@ -188,10 +188,11 @@ def greedy_jax(prefill: converter.Module, decode: converter.Module, ids: np.ndar
     params.update(updates)
     step = jax.jit(lambda params, token, pos: fd.apply(params, token, pos, mutable=True))
     tokens = [int(np.asarray(logits)[0, -1].argmax())]
-    for i in range(n - 1):
-        logits, updates = step(params, np.array([[tokens[-1]]]), np.array([p + i]))
-        params.update(updates)
-        tokens.append(int(np.asarray(logits)[0, -1].argmax()))
+    with jax.enable_x64(True):  # int64 ids and positions under jax.jit: else JAX narrows them first
+        for i in range(n - 1):
+            logits, updates = step(params, np.array([[tokens[-1]]]), np.array([p + i]))
+            params.update(updates)
+            tokens.append(int(np.asarray(logits)[0, -1].argmax()))
     return tokens
 
 

@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--output", default="build/gpt2.jax", help="the jax.export artifact")
     parser.add_argument("--repeat", type=int, default=20, help="calls for the steady-state timings")
     options = parser.parse_args(argv)
+    jax.config.update("jax_enable_x64", True)  # the artifact takes int64 ids (JAX narrows them otherwise)
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch.export's pytree deprecations
 
     model, args, _ = cli.load_factory(HERE / "gpt2.py", "factory")

@@ -72,14 +72,19 @@ def test_dlpack_shares_memory_both_ways():
 
 
 def _spy_dlpack(monkeypatch):
-    """Record every DLPack exchange of call_jax's per-call path: ("in", torch pointer, jax
-    pointer) and ("out", jax pointer, torch pointer)."""
+    """Record every crossing of call_jax's per-call path: ("in", pointer) for an input taken
+    by DLPack or as a NumPy view, ("out", pointer) for an output given back by DLPack."""
     from converter import _jax_internal
 
     if not _jax_internal.FAST_DLPACK:
         pytest.skip("this jaxlib has no direct DLPack entry points")
     seen = []
     orig_in, orig_out = _jax_internal.cpu_array_from_dlpack, _jax_internal.cpu_array_to_dlpack
+    orig_numpy = torch.Tensor.numpy
+
+    def spy_numpy(t, *args, **kwargs):
+        seen.append(("in", t.data_ptr()))
+        return orig_numpy(t, *args, **kwargs)
 
     def spy_in(capsule, device):
         a = orig_in(capsule, device)
@@ -92,7 +97,31 @@ def _spy_dlpack(monkeypatch):
 
     monkeypatch.setattr(_jax_internal, "cpu_array_from_dlpack", spy_in)
     monkeypatch.setattr(_jax_internal, "cpu_array_to_dlpack", spy_out)
+    monkeypatch.setattr(torch.Tensor, "numpy", spy_numpy)
     return seen
+
+
+def test_call_jax_inputs_share_the_tensors_memory():
+    """Every way an input crosses (a NumPy view on first sight, a DLPack import when the same
+    unchanged tensor comes again, the kept import after that; bfloat16 by DLPack) shares the
+    tensor's memory: a write to the tensor while ``fn`` runs (from a host callback ordered
+    before the read) is what ``fn`` reads."""
+    target = []
+
+    def poke():
+        target[0].fill_(7)
+        return np.float32(0)
+
+    def f(x):
+        return x + jax.pure_callback(poke, jax.ShapeDtypeStruct((), np.float32)).astype(x.dtype)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        for x in [torch.zeros(16, dtype=dtype), torch.zeros(16, dtype=dtype)]:
+            for _ in range(3):  # first sight, second sight, kept
+                target[:] = [x]
+                x.zero_()
+                y = converter.call_jax(f, x)
+                torch.testing.assert_close(y, torch.full((16,), 7, dtype=dtype))
 
 
 def test_call_jax_crosses_without_copies(monkeypatch):
@@ -117,7 +146,7 @@ def test_call_jax_imports_an_unchanged_tensor_once(monkeypatch):
         x = torch.randn(2, 4)
         seen.clear()
         torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
-    assert [k for k, _ in seen] == ["in", "out"]  # x only: w was imported by an earlier call
+    assert [k for k, _ in seen] == ["in", "out"]  # x only: w was kept from an earlier call
     with torch.no_grad():
         w.mul_(2.0)
     torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
@@ -477,3 +506,42 @@ def test_call_torch_accepts_what_eager_torch_accepts():
     with torch.no_grad():
         want = model(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(np.asarray(converter.call_torch(model, x)), want, rtol=1e-6, atol=1e-6)
+
+
+def test_call_jax_applies_lazy_conjugate_and_negative_bits():
+    """A conjugate or negative view (torch keeps the bit, not the values) crosses with its
+    values on every path: the trace, a first sight, a second sight, the kept import."""
+    z = torch.randn(3, dtype=torch.complex64)
+    f = lambda a: a * 2  # noqa: E731
+    conj, neg = z.conj(), z.conj().imag
+    assert conj.is_conj() and neg.is_neg()
+    for view in (conj, neg):
+        for _ in range(4):
+            torch.testing.assert_close(converter.call_jax(f, view), view.resolve_conj().resolve_neg() * 2)
+
+
+def test_call_jax_bound_method_traces_once():
+    """``self.f`` is a new method object at each access: the cache lives as long as the
+    object, so a module calling ``call_jax(self.f, x)`` in its forward traces once."""
+    traces = []
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 3.0
+
+        def jax_fn(self, x):
+            traces.append(1)
+            return jnp.sin(x) * self.scale
+
+        def forward(self, x):
+            return converter.call_jax(self.jax_fn, x)
+
+    model, x = Scaled(), torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(model(x), torch.sin(x) * 3.0)
+    assert len(traces) == 1
+    other = Scaled()
+    other.scale = 5.0  # another object: its own cache, its own trace
+    torch.testing.assert_close(other(x), torch.sin(x) * 5.0)
+    assert len(traces) == 2

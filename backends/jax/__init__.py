@@ -6,6 +6,7 @@ The result is an ordinary traceable JAX function, so ``jax.jit``, ``jax.grad`` a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import warnings
 from typing import Any
@@ -72,21 +73,24 @@ _WIDE = {"int64", "uint64", "float64", "complex128"}
 _WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
 
 
-def ensure_x64(module: Module) -> None:
-    """Turn on ``jax_enable_x64`` when the module computes with 64-bit types anywhere: in
-    its signature or in any op's result (an ``i64`` constant inside an f32 model counts).
+#: the 32-bit type JAX narrows each 64-bit type to while ``jax_enable_x64`` is off
+_NARROWED = {"int64": "int32", "uint64": "uint32", "float64": "float32", "complex128": "complex64"}
 
-    Torch models take int64 indices by default; without x64, JAX would silently narrow them
-    to int32 (INT64_MAX becomes -1). The flag is process-wide (JAX has no narrower scope that
-    survives ``jit``), so it is switched on only when a converted module needs it.
-    """
-    if needs_x64(module):
-        jax.config.update("jax_enable_x64", True)
+
+def x64_scope(module: Module) -> Any:
+    """``jax.enable_x64(True)`` when the module computes with 64-bit types anywhere (its
+    signature, or any op's result: an ``i64`` constant inside an f32 model counts) and x64
+    is off where it runs, else a no-op context. Without it JAX would silently narrow them
+    to 32 bits (INT64_MAX becomes -1); the scope is thread-local and part of ``jax.jit``'s
+    trace context, so the process's ``jax_enable_x64`` is never changed."""
+    if jax.config.jax_enable_x64 or not needs_x64(module):
+        return contextlib.nullcontext()
+    return jax.enable_x64(True)
 
 
 def needs_x64(module: Module) -> bool:
     """Whether the module has 64-bit types in its signature or computes with them anywhere
-    (the condition under which :func:`ensure_x64` turns ``jax_enable_x64`` on)."""
+    (the condition under which :func:`x64_scope` scopes ``jax_enable_x64`` on)."""
     sig = module.signature
     return any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
 
@@ -149,6 +153,15 @@ class JaxFunction:
     of its first call. Prefer the argument form or :meth:`apply`. Reassigning :attr:`params`
     after ``f`` was traced that way warns (:class:`converter.errors.ClosedOverParamsWarning`).
 
+    A module that computes with 64-bit types (int64 token ids, float64, an i64 constant
+    inside an f32 model) runs each call, and its trace, under ``jax.enable_x64(True)`` when
+    x64 is off (``enable_x64=False``: as the caller's setting is; ``call_torch`` checks it
+    instead): the process's ``jax_enable_x64`` is never changed, and the scope holds inside
+    an enclosing ``jax.jit``/``grad``/``vmap`` too. With x64 off, a 64-bit input or parameter
+    that JAX has already narrowed to 32 bits (an argument of an enclosing transform traced
+    with x64 off, an array made by ``jnp``) raises :class:`SignatureMismatchError` naming it
+    and how to enable x64; NumPy 64-bit arrays passed directly keep their type.
+
     A shape-polymorphic module (dynamic dimensions in its signature) takes inputs of any
     size its shape constraints allow: each call's shapes specialize it
     (:func:`converter.passes.shapes.refine`, once per shape); one dimension name must be one
@@ -160,7 +173,8 @@ class JaxFunction:
 
     Raises:
         SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
-            (names the argument path, e.g. ``args[1]['mask']``).
+            (names the argument path, e.g. ``args[1]['mask']``), or 64-bit values JAX
+            narrowed while x64 is off.
     """
 
     def __init__(
@@ -175,8 +189,9 @@ class JaxFunction:
         module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
         self.module = module
         self.signature = module.signature
-        if enable_x64:  # call_torch passes False: it raises instead (converter.embed._check_x64)
-            ensure_x64(module)
+        # call_torch passes enable_x64=False: it raises instead (converter.embed._check_x64)
+        self._x64 = enable_x64 and needs_x64(module)
+        self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
@@ -186,10 +201,11 @@ class JaxFunction:
         self.device = device
         self.mesh = self._mesh(mesh)
         self._closed_over = False  # a staged program (jax.jit(f)...) captured the params
-        self.params = {
-            p.name: jax.device_put(np.asarray(module.params[p.name]), self._placement(p, device))
-            for p in self.signature.params
-        }
+        with self._scope():  # 64-bit parameters keep their type
+            self.params = {
+                p.name: jax.device_put(np.asarray(module.params[p.name]), self._placement(p, device))
+                for p in self.signature.params
+            }
         self._jitted = jax.jit(self._run)
         self._key = jax.random.PRNGKey(seed) if self.signature.rng is not None else None
         if self.signature.rng is not None and _has_kwarg(self.signature.in_tree, "rng"):
@@ -247,6 +263,47 @@ class JaxFunction:
             return device
         return jax.sharding.NamedSharding(self.mesh, partition_spec(spec.sharding))
 
+    def _scope(self) -> Any:
+        """``jax.enable_x64(True)`` around a call (and its trace) of a module that computes
+        with 64-bit types while x64 is off, else a no-op: the process's ``jax_enable_x64``
+        is never changed, and a call under the scope traces and compiles with 64-bit types
+        (the scope is part of ``jax.jit``'s trace context, so an enclosing x64-off
+        ``jax.jit`` keeps them inside the function too)."""
+        if self._x64 and not jax.config.jax_enable_x64:
+            return jax.enable_x64(True)
+        return contextlib.nullcontext()
+
+    def _check_not_narrowed(self, params: dict[str, Any], inputs: list[Any]) -> None:
+        """With x64 off, a 64-bit input or parameter that arrives as its 32-bit narrowing
+        (an argument of an enclosing ``jax.jit``/``grad``/``vmap`` traced with x64 off, or an
+        array made by ``jnp`` while x64 is off) has already lost its upper bits: refuse it.
+
+        Raises:
+            SignatureMismatchError: naming the argument paths or parameter names, their
+                types, and how to enable x64.
+        """
+        if not self._x64 or jax.config.jax_enable_x64:
+            return
+        bad = [
+            (spec.name, spec.dtype, _dtype_name(v))
+            for spec, v in zip(self.signature.inputs, inputs, strict=False)
+            if spec.dtype in _NARROWED and _dtype_name(v) == _NARROWED[spec.dtype]
+        ] + [
+            (f"params[{p.name!r}]", p.dtype, _dtype_name(params[p.name]))
+            for p in self._wide_params
+            if p.name in params and _dtype_name(params[p.name]) == _NARROWED[p.dtype]
+        ]
+        if bad:
+            what = ", ".join(f"{name} (expected {want}, got {got})" for name, want, got in bad)
+            raise SignatureMismatchError(
+                f"{what}: jax_enable_x64 is off, so JAX narrowed these 64-bit values to 32 bits "
+                "before the converted function saw them (arguments of an enclosing jax.jit/grad/vmap, "
+                "or arrays made with jnp while x64 is off); the function does not change that setting "
+                "for you. Enable it: jax.config.update('jax_enable_x64', True), JAX_ENABLE_X64=1, or "
+                "`with jax.enable_x64(True):` around the transform; or, calling the function "
+                "directly, pass NumPy arrays of the 64-bit type"
+            )
+
     def _constrain(self, values: list[Any], specs: Any) -> list[Any]:
         """Each value of a partitioned module laid out as its spec says (leaves without a
         sharding, None values and one-device modules are left alone)."""
@@ -264,9 +321,11 @@ class JaxFunction:
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):
             raise ValueError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
+        values = [v for _, v in leaves]
+        self._check_not_narrowed({}, values)  # before check_leaf: the message says why
         for (path, value), spec in zip(leaves, sig.inputs, strict=True):
             check_leaf(input_path(path), value, spec)
-        return [v for _, v in leaves]
+        return values
 
     def _run(self, params: dict[str, Any], inputs: list[Any], rng: Any = None) -> tuple[Any, dict]:
         """``(outputs, updates)``: the user outputs with ``out_tree``'s structure and the new
@@ -368,7 +427,10 @@ class JaxFunction:
         """
         if _has_kwarg(self.signature.in_tree, "mutable"):  # the model's own keyword argument
             kwargs, mutable = {**kwargs, "mutable": mutable}, False
-        outputs, updates = self._run(params, self._inputs(args, kwargs), self._key_arg(rng, required=True))
+        inputs = self._inputs(args, kwargs)
+        self._check_not_narrowed(params, [])  # the inputs: checked by _inputs
+        with self._scope():
+            outputs, updates = self._run(params, inputs, self._key_arg(rng, required=True))
         return (outputs, updates) if mutable else outputs
 
     def _key_arg(self, rng: Any, required: bool) -> Any:
@@ -422,6 +484,11 @@ class JaxFunction:
                 or with an immutable array where it updates an input.
         """
         inputs = self._inputs(args, kwargs)
+        self._check_not_narrowed(self.params, [])  # the inputs: checked by _inputs
+        with self._scope():
+            return self._call(inputs, rng)
+
+    def _call(self, inputs: list[Any], rng: Any) -> Any:
         written = self._check_mutable_inputs(inputs)
         self._check_devices(inputs)
         self._note_capture(inputs)
@@ -475,11 +542,12 @@ class JaxFunction:
 
         params = self.params if params is None else params
         keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")}
-        return {
-            name: torch.from_dlpack(jax.device_get(jax.numpy.asarray(v))).clone()
-            for name, v in params.items()
-            if name in keep
-        }
+        with self._scope():  # int64 buffers stay int64
+            return {
+                name: torch.from_dlpack(jax.device_get(jax.numpy.asarray(v))).clone()
+                for name, v in params.items()
+                if name in keep
+            }
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"
@@ -489,6 +557,11 @@ def _where(devices: set) -> str:
     if len(devices) == 1:
         return str(next(iter(devices)))
     return f"the {len(devices)} devices of its mesh (jax.device_put it with a NamedSharding on f.mesh)"
+
+
+def _dtype_name(value: Any) -> str | None:
+    dtype = getattr(value, "dtype", None)
+    return None if dtype is None else dtypes.name_of(dtype)
 
 
 def _symbolic_args(flat: list[Any]) -> bool:
