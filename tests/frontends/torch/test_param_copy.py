@@ -159,11 +159,12 @@ def _kernel_figure(field: str) -> int:
 def test_from_torch_to_jax_and_a_call_stay_far_below_a_copy_of_the_weights():
     """Peak resident memory of ``from_torch`` + ``to_jax`` + one call on a 256 MiB weight,
     beyond the torch model (the kernel's ``VmHWM``, reset first): a copy of the weight would
-    be 1.0x; what remains is torch.export and XLA compilation of a one-matmul program."""
+    be 1.0x (and so would the transposed weight XLA's matrix-vector product makes unless the
+    JAX backend folds the transpose); what remains is torch.export and XLA compilation."""
     small = torch.nn.Linear(4, 4)  # the first conversion of a process imports and sets up more
     converter.from_torch(small, (torch.randn(4, 4),)).to_jax()(np.zeros((4, 4), np.float32))
     model = torch.nn.Linear(8192, 8192, bias=False).eval()
-    x = torch.randn(4, 8192)  # one row would make XLA's CPU dot transpose the weight
+    x = torch.randn(1, 8192)  # one row: XLA's CPU dot would copy W.T (see test_linalg.py)
     nbytes = model.weight.numel() * model.weight.element_size()
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM starts again from VmRSS
     base = _kernel_figure("VmRSS")
