@@ -764,9 +764,7 @@ def call_torch(
         from backends.jax import JaxFunction
 
         with quiet(not verbose()):  # torch.export's and fake_tensor's chatter on failure
-            # copy=False: each call reads the module's current state (by DLPack, which would
-            # make a copy-on-write snapshot's tensors copy themselves); no snapshot is needed
-            module = from_torch(model, tuple(ex_args), ex_kwargs, copy=False)
+            module = from_torch(model, tuple(ex_args), ex_kwargs)
         _check_x64(module)
         function = cache[key] = JaxFunction(module, enable_x64=False)
     params = dict(function.params)

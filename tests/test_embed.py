@@ -378,20 +378,6 @@ def test_call_torch_under_jit_grad_vmap(monkeypatch):
     assert len(conversions) == 2
 
 
-def test_call_torch_copies_no_weight():
-    """call_torch reads the module's weights by DLPack on each call, so its conversion keeps
-    no snapshot: neither the conversion nor a call copies a weight (a copy-on-write snapshot
-    would make torch copy each weight at the first DLPack export)."""
-    torch.manual_seed(0)
-    m = torch.nn.Linear(16, 8)
-    ptrs = {n: p.const_data_ptr() for n, p in m.named_parameters()}
-    x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
-    out = converter.call_torch(m, x)
-    np.testing.assert_allclose(out, m(torch.from_numpy(x)).detach().numpy(), rtol=1e-6)
-    for name, p in m.named_parameters():
-        assert p.const_data_ptr() == ptrs[name] and not torch._C._is_cow_tensor(p)
-
-
 def test_call_torch_plain_function():
     def f(a, b):
         return torch.relu(a) @ b
