@@ -115,18 +115,20 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     the clone keeps; the first in-place write to the torch tensor afterwards copies that
     tensor in torch. Other tensors are copied once, straight into an aligned array.
 
-    Without ``copy``, a read-only view of a contiguous CPU tensor's memory (torch allocates
-    64-byte aligned, so JAX shares it too): the torch model must not change afterwards."""
+    Without ``copy``, never a copy: the same copy-on-write view where torch allows it (a
+    plain view could point to freed memory once another conversion made the storage
+    copy-on-write and the model then wrote it), else a read-only view of the tensor's memory
+    (the torch model must not change afterwards)."""
     t = t.detach()
     if t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse and t.numel():
-        if not copy:
-            view = _readonly_view(t)
-            return _to_numpy(t) if view is None else view
-        if t.const_data_ptr() % ALIGN == 0:  # else JAX would copy it: copy it aligned here
+        if not copy or t.const_data_ptr() % ALIGN == 0:  # else JAX would copy: copy aligned here
             clone = lazy_clone(t)
             view = None if clone is None else _readonly_view(clone)
             if view is not None:
                 return view
+        if not copy:
+            view = _readonly_view(t)
+            return _to_numpy(t) if view is None else view
     if t.device.type == "cpu" and not t.is_sparse:
         try:  # NumPy's single-threaded copy of the bytes: torch's copy_ on two threads is
             # several times slower on a fresh allocation (each thread faults its pages in)

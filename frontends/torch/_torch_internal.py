@@ -73,10 +73,19 @@ def lazy_clone(t: torch.Tensor) -> torch.Tensor | None:
 
     Returns None where torch cannot clone lazily: a storage it did not allocate itself
     (``torch.from_numpy``, a memory-mapped or DLPack-imported tensor), a torch without the
-    function, a tensor subclass."""
+    function, a tensor subclass; and where other tensors than ``t`` and the one it was
+    detached from share the storage (views, a NumPy array from ``.numpy()``, a DLPack
+    export: each holds a tensor). Copy-on-write moves the storage of whoever writes first,
+    so such a view would stop seeing the model's updates, and once the clone is freed it
+    would point to freed memory."""
     clone = getattr(torch, "_lazy_clone", None)
-    if clone is None or type(t) is not torch.Tensor:
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if clone is None or use_count is None or type(t) is not torch.Tensor:
         return None
+    storage = t.untyped_storage()
+    if use_count(storage._cdata) - 1 > 2:  # minus ``storage`` itself
+        return None
+    del storage
     try:
         out = clone(t)
     except RuntimeError:  # "Expected storage != nullptr": a storage with its own deleter

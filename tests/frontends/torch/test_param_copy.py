@@ -121,6 +121,24 @@ def test_converting_twice_shares_one_memory():
     assert np.abs(first.params["weight"]).sum() > 0 and np.abs(second.params["weight"]).sum() > 0
 
 
+def test_a_weight_with_live_views_is_copied_and_its_views_keep_following_it():
+    """A weight another tensor or a NumPy array views (which copy-on-write would leave behind
+    on the next write, pointing to memory the snapshot frees) is copied; the view keeps
+    seeing the model's updates and the snapshot does not."""
+    model = torch.nn.Linear(8, 4)
+    view = model.weight.detach().numpy()
+    want = view.copy()
+    module = converter.from_torch(model, (torch.randn(1, 8),))
+    assert not np.shares_memory(module.params["weight"], view)
+    assert not torch._C._is_cow_tensor(model.weight) and torch._C._is_cow_tensor(model.bias)
+    with torch.no_grad():
+        model.weight.add_(1.0)
+    np.testing.assert_array_equal(view, want + 1.0)
+    np.testing.assert_array_equal(module.params["weight"], want)
+    shared = converter.from_torch(model, (torch.randn(1, 8),), copy=False)
+    assert np.shares_memory(shared.params["weight"], view)  # copy=False never copies
+
+
 def test_memory_torch_did_not_allocate_is_copied():
     """A parameter over a NumPy array (``torch.from_numpy``: torch cannot make it
     copy-on-write) is copied once, aligned; writing the array afterwards leaves the copy."""
