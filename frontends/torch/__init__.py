@@ -214,13 +214,12 @@ def from_torch(
             holds a read-only NumPy view of its memory and ``to_jax`` on CPU uses that
             memory in place; the first in-place write to a torch tensor afterwards copies
             that tensor (in torch: reading it, forward and backward passes included, does
-            not). Other tensors (``torch.from_numpy`` or memory-mapped storage, views at
-            unaligned offsets, non-contiguous ones) are copied once into aligned arrays.
-            Memory written behind torch's back (a NumPy view or DLPack export of a weight
-            taken before the conversion) is not seen by copy-on-write and changes the
-            snapshot too. ``copy=False`` shares the memory of the model's CPU tensors
-            without making them copy-on-write (read-only NumPy views), for a model that
-            is not changed afterwards (the ``convert`` command does this).
+            not). Other tensors are copied once into aligned arrays: those whose storage
+            another tensor shares (a view, a NumPy array from ``.numpy()``, a DLPack
+            export), ``torch.from_numpy`` or memory-mapped storage, unaligned or
+            non-contiguous ones. ``copy=False`` never copies: the same copy-on-write views,
+            else read-only views of the tensors' memory, for a model that is not changed
+            afterwards (the ``convert`` command does this).
 
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
