@@ -12,8 +12,10 @@ where a figure is "beyond" a state). The modes:
   the ``convert-*`` figures, which build it too);
 * ``export``: ``torch.export.export`` alone, beyond the torch model (for scale);
 * ``jax``: ``from_torch`` + ``to_jax`` + one call, beyond the torch model (target ≤ 1.0×);
-  ``from_torch`` copies the weights once (a snapshot), ``to_jax`` uses that copy in place;
-* ``jax-shared``: the same with ``from_torch(copy=False)``, which shares the torch tensors;
+  ``from_torch``'s snapshot makes the torch tensors copy-on-write and views their memory
+  (no copy until the torch model is written), ``to_jax`` uses that memory in place;
+* ``jax-shared``: the same with ``from_torch(copy=False)``, which shares the torch tensors
+  without copy-on-write;
 * ``convert-jax``, ``convert-onnx``, ``convert-module``: the ``convert`` command from the
   model's factory, the whole process beyond the imported libraries: the torch model
   counts (target ≤ 1.5×);

@@ -111,7 +111,7 @@ def test_gpt2_tied_embedding_is_one_param():
 
 def test_params_are_a_snapshot_of_the_torch_model():
     """Updating the torch model in place after conversion must not change the converted
-    parameters (they are copies, not views of torch storage)."""
+    parameters (the torch tensors are copy-on-write: torch copies what it writes)."""
     model, args = example_models.load("mlp")
     fn = converter.from_torch(model, args).to_jax()
     before = np.asarray(fn(*(a.numpy() for a in args))).copy()

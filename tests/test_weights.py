@@ -80,9 +80,10 @@ def test_truncated_data_is_a_format_error(tmp_path):
         read_safetensors(tmp_path / "w.safetensors")
 
 
-def test_from_torch_copies_once_and_to_jax_uses_that_copy():
-    """Default: one copy (a snapshot), aligned, which the JAX function uses in place;
-    ``copy=False``: read-only views of the torch tensors."""
+def test_from_torch_shares_the_weights_and_to_jax_uses_them_in_place():
+    """Default (a copy-on-write snapshot, see tests/frontends/torch/test_param_copy.py) and
+    ``copy=False``: read-only views of the torch tensors' memory, which is aligned, and the
+    JAX function uses that memory in place (jaxlib's CPU client aliases aligned host arrays)."""
     import torch
 
     torch.manual_seed(0)
@@ -90,12 +91,11 @@ def test_from_torch_copies_once_and_to_jax_uses_that_copy():
     x = torch.randn(2, 64)
     snap = converter.from_torch(model, (x,))
     shared = converter.from_torch(model, (x,), copy=False)
-    w = model.weight.detach().numpy()
-    assert not np.shares_memory(snap.params["weight"], w)
-    assert np.shares_memory(shared.params["weight"], w) and not shared.params["weight"].flags.writeable
-    f = snap.to_jax()
-    assert snap.params["weight"].ctypes.data % ALIGN == 0
-    assert f.params["weight"].unsafe_buffer_pointer() == snap.params["weight"].ctypes.data
-    np.testing.assert_allclose(
-        np.asarray(shared.to_jax()(x.numpy())), model(x).detach().numpy(), rtol=1e-5, atol=1e-6
-    )
+    ptr = model.weight.const_data_ptr()
+    for module in (snap, shared):
+        weight = module.params["weight"]
+        assert weight.ctypes.data == ptr and weight.ctypes.data % ALIGN == 0
+        assert not weight.flags.writeable
+        f = module.to_jax()
+        assert f.params["weight"].unsafe_buffer_pointer() == ptr
+        np.testing.assert_allclose(np.asarray(f(x.numpy())), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)

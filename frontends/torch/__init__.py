@@ -15,10 +15,10 @@ from converter import dtypes, mlir, progress
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
-from converter.weights import aligned_copy, aligned_empty
+from converter.weights import ALIGN, aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
-from ._torch_internal import cached_cia_ops
+from ._torch_internal import cached_cia_ops, lazy_clone
 from .data_dependent import resolve_data_dependent
 from .decompose import decompose_graph
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
@@ -99,30 +99,41 @@ def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
-    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    """Tensors with equal keys are the same data (tied weights). ``const_data_ptr``: the
+    mutable pointer would make a copy-on-write tensor (a parameter already converted with
+    ``copy=True``) copy itself."""
+    return (t.const_data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
 def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
-    """A copy (not a view: later in-place updates of the torch model, e.g. batch-norm
-    running stats or an optimizer step, must not change the converted parameters), made
-    straight into a 64-byte aligned array that ``to_jax`` on CPU then uses in place: the
-    one copy of the parameters a conversion makes. Without ``copy``, a read-only view of a
-    contiguous CPU tensor's memory (torch allocates 64-byte aligned, so JAX shares it too)."""
+    """The NumPy array of a parameter, C-contiguous and 64-byte aligned wherever possible (so
+    that ``to_jax`` on CPU uses it in place: then the conversion holds no second copy).
+
+    With ``copy`` a snapshot: later in-place updates of the torch model (an optimizer step,
+    batch-norm running statistics) must not change the converted parameters. A contiguous
+    CPU tensor whose memory torch allocated is not copied: it becomes copy-on-write
+    (:func:`._torch_internal.lazy_clone`) and the result is a read-only view of the memory
+    the clone keeps; the first in-place write to the torch tensor afterwards copies that
+    tensor in torch. Other tensors are copied once, straight into an aligned array.
+
+    Without ``copy``, never a copy: the same copy-on-write view where torch allows it (a
+    plain view could point to freed memory once another conversion made the storage
+    copy-on-write and the model then wrote it), else a read-only view of the tensor's memory
+    (the torch model must not change afterwards)."""
     t = t.detach()
-    if not copy and t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse:
-        if t.dtype == torch.bfloat16:
-            view = t.view(torch.uint16).numpy().view(dtypes.to_numpy("bfloat16"))
-        else:
-            try:
-                view = t.numpy()
-            except (TypeError, RuntimeError):  # a dtype NumPy lacks
-                return _to_numpy(t)
-        view.flags.writeable = False
-        return view
+    if t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse and t.numel():
+        if not copy or t.const_data_ptr() % ALIGN == 0:  # else JAX would copy: copy aligned here
+            clone = lazy_clone(t)
+            view = None if clone is None else _readonly_view(clone)
+            if view is not None:
+                return view
+        if not copy:
+            view = _readonly_view(t)
+            return _to_numpy(t) if view is None else view
     if t.device.type == "cpu" and not t.is_sparse:
         try:  # NumPy's single-threaded copy of the bytes: torch's copy_ on two threads is
             # several times slower on a fresh allocation (each thread faults its pages in)
-            src = t.contiguous().reshape(-1).view(torch.uint8).numpy()
+            src = np.asarray(_Bytes(t.contiguous()))  # not .numpy(): see _tensor_key
             out = aligned_empty(tuple(t.shape), dtypes.to_numpy(dtypes.name_of(t.dtype)))
         except (KeyError, TypeError, RuntimeError):  # a dtype without a NumPy spelling or byte view
             pass
@@ -139,6 +150,34 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     except (KeyError, TypeError):  # a dtype NumPy or torch.from_numpy lacks a spelling for
         return aligned_copy(t.cpu().contiguous().numpy())
     return out
+
+
+class _Bytes:
+    """The bytes of a contiguous tensor for ``np.asarray`` (read-only ``uint8``), without
+    taking torch's mutable data pointer (``.numpy()`` does: a copy-on-write tensor would copy
+    itself). The NumPy array keeps this object, and so the tensor, alive: for a
+    copy-on-write clone, the memory stays as it was for as long as the array lives."""
+
+    def __init__(self, t: torch.Tensor):
+        self.tensor = t
+        self.__array_interface__ = {
+            "data": (t.const_data_ptr(), True),
+            "shape": (t.numel() * t.element_size(),),
+            "typestr": "|u1",
+            "version": 3,
+        }
+
+
+def _readonly_view(t: torch.Tensor) -> np.ndarray | None:
+    """A read-only NumPy view of the contiguous CPU tensor ``t``'s memory, its dtype and
+    shape (the view keeps ``t`` alive); None for a dtype without a NumPy spelling."""
+    try:
+        dtype = dtypes.to_numpy(dtypes.name_of(t.dtype))
+    except (KeyError, TypeError):
+        return None
+    view = np.asarray(_Bytes(t)).view(dtype).reshape(tuple(t.shape))
+    view.flags.writeable = False
+    return view
 
 
 def _spec(name: str, val: torch.Tensor, kind: str, symbols: dict | None = None) -> LeafSpec:
@@ -169,11 +208,19 @@ def from_torch(
             max=64)``, ``Dim.AUTO``/``Dim.DYNAMIC``, derived dims such as ``2 * seq``), for an
             ``nn.Module``. An ``ExportedProgram`` keeps the dynamic dimensions it was
             exported with.
-        copy: copy the parameters (default), so that the Module is a snapshot that later
-            updates of the torch model leave alone. ``copy=False`` shares the memory of the
-            model's CPU tensors (read-only NumPy views; ``to_jax`` on CPU shares it too),
-            for a model that is not changed afterwards: a conversion then holds no second
-            copy of the weights (the ``convert`` command does this).
+        copy: the Module is a snapshot (default) that later in-place updates of the torch
+            model (an optimizer step, ``load_state_dict``, batch-norm statistics) leave
+            alone. The weights are not copied for it: a contiguous, 64-byte aligned CPU
+            tensor torch allocated becomes copy-on-write (``torch._lazy_clone``), the Module
+            holds a read-only NumPy view of its memory and ``to_jax`` on CPU uses that
+            memory in place; the first in-place write to a torch tensor afterwards copies
+            that tensor (in torch: reading it, forward and backward passes included, does
+            not). Other tensors are copied once into aligned arrays: those whose storage
+            another tensor shares (a view, a NumPy array from ``.numpy()``, a DLPack
+            export), ``torch.from_numpy`` or memory-mapped storage, unaligned or
+            non-contiguous ones. ``copy=False`` never copies: the same copy-on-write views,
+            else read-only views of the tensors' memory, for a model that is not changed
+            afterwards (the ``convert`` command does this).
 
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,

@@ -1,4 +1,5 @@
-"""The only module that touches private ``torch.export`` internals.
+"""The only module that touches private torch internals (``torch.export``'s, the
+copy-on-write clone).
 
 A torch upgrade that moves these internals breaks this file and nothing else: every
 function here falls back to the public behaviour when what it patches is missing.
@@ -61,3 +62,35 @@ def cached_cia_ops() -> Iterator[None]:
         finally:
             for m in modules:
                 m._collect_all_valid_cia_ops = original
+
+
+def lazy_clone(t: torch.Tensor) -> torch.Tensor | None:
+    """A copy-on-write clone of ``t`` (``torch._lazy_clone``, torch >= 2.3): both tensors
+    share ``t``'s memory until one of them is written in place (or its mutable data pointer
+    is taken: ``data_ptr()``, ``.numpy()``, DLPack), when that one copies its storage first.
+    ``t``'s storage becomes copy-on-write itself, so later in-place updates of ``t`` leave the
+    clone's bytes alone; reading either (``const_data_ptr()``, torch's kernels) copies nothing.
+
+    Returns None where torch cannot clone lazily: a storage it did not allocate itself
+    (``torch.from_numpy``, a memory-mapped or DLPack-imported tensor), a torch without the
+    function, a tensor subclass; and where other tensors than ``t`` and the one it was
+    detached from share the storage (views, a NumPy array from ``.numpy()``, a DLPack
+    export: each holds a tensor). Copy-on-write moves the storage of whoever writes first,
+    so such a view would stop seeing the model's updates, and once the clone is freed it
+    would point to freed memory."""
+    clone = getattr(torch, "_lazy_clone", None)
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if clone is None or use_count is None or type(t) is not torch.Tensor:
+        return None
+    storage = t.untyped_storage()
+    if use_count(storage._cdata) - 1 > 2:  # minus ``storage`` itself
+        return None
+    del storage
+    try:
+        out = clone(t)
+    except RuntimeError:  # "Expected storage != nullptr": a storage with its own deleter
+        return None
+    is_cow = getattr(torch._C, "_is_cow_tensor", None)
+    if is_cow is not None and not is_cow(out):  # pragma: no cover - a torch that copied instead
+        return None
+    return out

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from jax import lax
+from jaxlib.mlir import ir
 
-from converter import dtypes
+from converter import dtypes, mlir
 
 from ..registry import register
 
@@ -18,15 +19,45 @@ def _precision(op):
     return tuple(_PRECISION[p] for p in config)
 
 
+def _untransposed(interp, op, index: int, value, contracting: tuple, batch: tuple):
+    """Operand ``index`` of a ``dot_general`` as ``(value, contracting, batch)``: when it is a
+    ``stablehlo.transpose`` whose permutation keeps the operand's free (non-contracting,
+    non-batch) dimensions in order, the transpose's input with the dimension numbers mapped
+    through the permutation (the same product: the result lists batch, then lhs free, then
+    rhs free dimensions, each in operand order). Otherwise the operand as it is.
+
+    XLA's CPU compiler does not fold such a transpose into a matrix-vector product (a
+    ``Linear`` called on one row: ``x @ W.T``); it materializes the transposed weight, a
+    full copy of it on every call."""
+    owner = op.operands[index].owner
+    owner = getattr(owner, "operation", owner)
+    if not isinstance(owner, ir.Operation) or owner.name != "stablehlo.transpose":
+        return value, contracting, batch
+    source = interp.env.get(owner.operands[0])
+    if source is None:
+        return value, contracting, batch
+    perm = tuple(mlir.Op(owner).attr("permutation"))
+    free = [perm[i] for i in range(len(perm)) if i not in contracting and i not in batch]
+    if free != sorted(free):
+        return value, contracting, batch
+    return source, tuple(perm[i] for i in contracting), tuple(perm[i] for i in batch)
+
+
 @register("stablehlo.dot_general")
 def _dot_general(interp, op, lhs, rhs):
+    """``lax.dot_general``, an operand's ``transpose`` folded into the dimension numbers
+    (see :func:`_untransposed`)."""
     d = op.attr("dot_dimension_numbers")
-    dims = (
-        (tuple(d["lhs_contracting_dimensions"]), tuple(d["rhs_contracting_dimensions"])),
-        (tuple(d["lhs_batching_dimensions"]), tuple(d["rhs_batching_dimensions"])),
+    lhs, lc, lb = _untransposed(
+        interp, op, 0, lhs, tuple(d["lhs_contracting_dimensions"]), tuple(d["lhs_batching_dimensions"])
+    )
+    rhs, rc, rb = _untransposed(
+        interp, op, 1, rhs, tuple(d["rhs_contracting_dimensions"]), tuple(d["rhs_batching_dimensions"])
     )
     out = dtypes.to_numpy(op.result_type.dtype)
-    return lax.dot_general(lhs, rhs, dims, precision=_precision(op), preferred_element_type=out)
+    return lax.dot_general(
+        lhs, rhs, ((lc, rc), (lb, rb)), precision=_precision(op), preferred_element_type=out
+    )
 
 
 @register("stablehlo.dot")

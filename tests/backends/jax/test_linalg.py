@@ -72,3 +72,39 @@ def test_triangular_solve_op_16bit(dtype, kw):
         in jax.jit(lambda a, b: lax.linalg.triangular_solve(a, b, **kw)).lower(a, b).as_text()
     )
     assert_same(lambda a, b: lax.linalg.triangular_solve(a, b, **kw), a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, w: x @ w.T,  # a Linear on one row: XLA's CPU dot would copy w transposed
+        lambda x, w: jnp.transpose(x).T @ w.T,
+        lambda x, w: lax.dot_general(
+            jnp.transpose(x[None], (1, 0, 2)), jnp.transpose(w[None], (0, 2, 1)), (((2,), (1,)), ((1,), (0,)))
+        ),
+        lambda x, w: jnp.einsum("ij,kj->ik", x, w) + (w.T)[:1, :4].sum(),  # the transpose has another use
+        lambda x, w: jnp.transpose(jnp.stack([x, 2 * x]), (1, 0, 2)) @ w.T,  # free dimensions swapped
+    ],
+    ids=["linear-row", "double", "batched", "shared-transpose", "reordered"],
+)
+def test_dot_general_of_a_transposed_operand_matches_jax(fn):
+    """A ``transpose`` feeding ``dot_general``, folded into its dimension numbers where the
+    permutation allows (not in "reordered": it swaps the free dimensions): results as
+    jax.jit's."""
+    x = rng.normal(size=(1, 64)).astype(np.float32)
+    w = rng.normal(size=(48, 64)).astype(np.float32)
+    assert_same(fn, x, w, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_on_one_row_uses_the_weight_in_place():
+    """``x @ W.T`` with one row of ``x``: the converted function's compiled program needs no
+    temporary as large as the weight (jax.jit's own program copies the weight transposed)."""
+    import converter
+
+    x = jax.ShapeDtypeStruct((1, 4096), jnp.float32)  # XLA copies from 4096 contracted up
+    w = jax.ShapeDtypeStruct((1024, 4096), jnp.float32)
+    fn = lambda x, w: x @ w.T  # noqa: E731
+    assert jax.jit(fn).lower(x, w).compile().memory_analysis().temp_size_in_bytes >= 1024 * 4096 * 4
+    f = converter.from_stablehlo(jax.jit(fn).lower(x, w).as_text()).to_jax()
+    compiled = jax.jit(f.apply).lower(f.params, x, w).compile()
+    assert compiled.memory_analysis().temp_size_in_bytes < 1024 * 4096 * 4 // 8
