@@ -13,9 +13,8 @@ original ops behind. :func:`simplify` removes what torch does implicitly or neve
   ``addmm``/``convolution`` (:func:`fuse_bias`).
 
 Once the input-free nodes are folded into constants (:func:`fold_constants`), their values
-allow more: ``max(x, 0)`` (a ReLU) and other clamps by a 0-d constant → ``clamp_min``/
-``clamp_max`` with a scalar (:func:`clamp_constants`); a sum pooling divided by the window
-size → the pooling with that divisor (:func:`pool_divisors`); SDPA with a causal constant
+allow more: a sum pooling divided by the window size → the pooling with that divisor
+(:func:`pool_divisors`); SDPA with a causal constant
 mask → ``is_causal`` (:func:`causal_attention`) and with constant-scaled queries → that
 ``scale`` (:func:`attention_scale`); unread constants are dropped, and the remaining ones
 (and the parameters, in :class:`backends.torch.TorchModule`) are 64-byte aligned, since
@@ -133,7 +132,7 @@ _PUBLIC = {
             "cat", "unsqueeze", "squeeze", "convolution", "constant_pad_nd", "_softmax",
             "native_layer_norm", "flip", "reshape", "addmm",
             "_scaled_dot_product_flash_attention_for_cpu", "isnan", "erf", "reciprocal", "relu",
-            "_log_softmax", "clamp_min", "clamp_max",
+            "_log_softmax",
         )
     },
     "scaled_dot_product_attention": torch._C._nn.scaled_dot_product_attention,
@@ -362,24 +361,6 @@ def _scalar(gm: GraphModule, node: object) -> float | int | None:
     return None if number != number else number
 
 
-def clamp_constants(gm: GraphModule) -> None:
-    """``maximum(x, c)`` / ``minimum(x, c)`` with a folded 0-d constant ``c`` (a ReLU is
-    ``max(x, 0)`` in StableHLO) → ``clamp_min(x, c)`` / ``clamp_max(x, c)``: the same
-    comparisons (NaN propagating, as ``maximum``) with ``c`` a scalar, not a tensor read."""
-    clamp = {aten.maximum.default: aten.clamp_min.default, aten.minimum.default: aten.clamp_max.default}
-    for node in gm.graph.nodes:
-        if node.op != "call_function" or node.target not in clamp or len(node.args) != 2:
-            continue
-        for x, c in (node.args, tuple(reversed(node.args))):
-            number = _scalar(gm, c)
-            if number is None or not isinstance(x, Node) or _shape(x) != _shape(node):
-                continue
-            if x.meta["val"].dtype != node.meta["val"].dtype:
-                continue
-            node.target, node.args = clamp[node.target], (x, number)
-            break
-
-
 _AVG_POOLS = {aten.avg_pool2d.default, aten.avg_pool3d.default}
 _SDPA_CPU = aten._scaled_dot_product_flash_attention_for_cpu.default
 
@@ -505,7 +486,6 @@ def simplify(gm: GraphModule) -> GraphModule:
         if isinstance(n.meta.get("val"), torch.Tensor)
     ):
         fold_constants(gm)
-        clamp_constants(gm)
         pool_divisors(gm)
         causal_attention(gm)
         attention_scale(gm)
