@@ -1,6 +1,6 @@
 """JAX → native torch: conversion time and run time against ``jax.jit``, as ratios in one run.
 
-    .venv/bin/python benchmarks/bench_jax_to_torch.py [--repeat 50]
+    .venv/bin/python benchmarks/bench_jax_to_torch.py [--repeat 50] [--models decoder_block]
 
 For a Flax transformer decoder block and a Flax CNN (``examples/flax_models.py``) prints:
 conversion time (``from_jax`` + ``to_torch``) against one ``jax.jit`` compile of the
@@ -10,6 +10,14 @@ same weights and checked to give the same numbers), measured side by side; and t
 module under ``torch.compile`` against ``jax.jit`` of the source. Ratios > 1 mean the
 converted module is slower. Targets (issue 15): eager ≤ 1.2× the torch-written model,
 ``torch.compile`` ≤ 1.1× ``jax.jit``.
+
+The floor of the ``torch.compile`` ratio is what torch.compile does with the torch-written
+model (printed beside it): on models this small (~100 us a call) most of the gap to XLA is
+torch.compile's per-call Python machinery (Dynamo's frame, AOTAutograd's runtime wrapper and
+inductor's Python wrapper around the kernels), not the kernels. The ``cpp_wrapper`` rows
+show both compiled with inductor's C++ wrapper (``torch.compile(m, options={"cpp_wrapper":
+True})``), which moves the last of those into C++ (``--no-cpp-wrapper`` skips them: each
+costs a C++ compile).
 
 Steady-state times are process CPU time per call (``time.process_time``: all threads), the
 median of ``--rounds`` rounds of ``--repeat`` calls, the contestants interleaved round by
@@ -122,7 +130,7 @@ def cpu_times(fns: dict[str, object], repeat: int, rounds: int) -> dict[str, flo
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
-def bench(name: str, repeat: int, rounds: int) -> None:
+def bench(name: str, repeat: int, rounds: int, cpp_wrapper: bool = True) -> None:
     apply, params, args = flax_models.FACTORIES[name]()
     jitted = jax.jit(apply)
     _, t_compile = once(lambda: jitted(params, *args))
@@ -133,32 +141,35 @@ def bench(name: str, repeat: int, rounds: int) -> None:
     targs = [torch.from_numpy(np.asarray(a)) for a in args]
     written = TORCH_WRITTEN[name]().load_flax(params).eval()
     want = np.asarray(jitted(params, *args))
-    with torch.no_grad():
-        for label, model in (("converted", tm), ("torch-written", written)):
-            got = model(*targs).numpy()
-            if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
-                raise AssertionError(
-                    f"{name}: the {label} model differs from jax.jit by {np.abs(got - want).max()}"
-                )
     compiled = torch.compile(tm)
     start = time.perf_counter()
     with torch.no_grad():
         compiled(*targs)
     t_first_compiled = time.perf_counter() - start
-    written_compiled = torch.compile(written)
+    models = {"converted": tm, "torch-written": written, "compiled": compiled}
+    models["written_compiled"] = torch.compile(written)
+    if cpp_wrapper:
+        options = {"cpp_wrapper": True}
+        models["cpp"] = torch.compile(tm, options=options)
+        models["written_cpp"] = torch.compile(written, options=options)
     with torch.no_grad():
-        written_compiled(*targs)
-    t = cpu_times(
-        {
-            "eager": lambda: tm(*targs),
-            "written": lambda: written(*targs),
-            "compiled": lambda: compiled(*targs),
-            "written_compiled": lambda: written_compiled(*targs),
-            "jax": lambda: jitted(params, *args),
-        },
-        repeat,
-        rounds,
-    )
+        for label, model in models.items():
+            got = model(*targs).numpy()
+            if not np.allclose(got, want, rtol=1e-5, atol=1e-5):
+                raise AssertionError(
+                    f"{name}: the {label} model differs from jax.jit by {np.abs(got - want).max()}"
+                )
+    fns = {
+        "eager": lambda: tm(*targs),
+        "written": lambda: written(*targs),
+        "compiled": lambda: compiled(*targs),
+        "written_compiled": lambda: models["written_compiled"](*targs),
+        "jax": lambda: jitted(params, *args),
+    }
+    if cpp_wrapper:
+        fns["cpp"] = lambda: models["cpp"](*targs)
+        fns["written_cpp"] = lambda: models["written_cpp"](*targs)
+    t = cpu_times(fns, repeat, rounds)
     rows = [
         (
             "conversion (from_jax + to_torch)",
@@ -170,7 +181,7 @@ def bench(name: str, repeat: int, rounds: int) -> None:
             "torch eager, steady state",
             f"{t['eager'] * 1e6:9.1f} us",
             t["eager"] / t["written"],
-            "torch-written",
+            "torch-written (target <= 1.2)",
         ),
         ("  torch-written model, eager", f"{t['written'] * 1e6:9.1f} us", None, ""),
         ("torch.compile, first call", f"{t_first_compiled * 1e3:9.1f} ms", None, ""),
@@ -178,21 +189,44 @@ def bench(name: str, repeat: int, rounds: int) -> None:
             "torch.compile, steady state",
             f"{t['compiled'] * 1e6:9.1f} us",
             t["compiled"] / t["jax"],
-            "jax.jit",
+            "jax.jit (target <= 1.1)",
         ),
         (
             "  torch-written, torch.compile",
             f"{t['written_compiled'] * 1e6:9.1f} us",
             t["written_compiled"] / t["jax"],
-            "jax.jit",
+            "jax.jit (the floor)",
         ),
+        (
+            "  (converted vs torch-written, compiled)",
+            "",
+            t["compiled"] / t["written_compiled"],
+            "torch-written",
+        ),
+    ]
+    if cpp_wrapper:
+        rows += [
+            (
+                "torch.compile cpp_wrapper, steady",
+                f"{t['cpp'] * 1e6:9.1f} us",
+                t["cpp"] / t["jax"],
+                "jax.jit",
+            ),
+            (
+                "  torch-written, cpp_wrapper",
+                f"{t['written_cpp'] * 1e6:9.1f} us",
+                t["written_cpp"] / t["jax"],
+                "jax.jit",
+            ),
+        ]
+    rows += [
         ("jax.jit, steady state", f"{t['jax'] * 1e6:9.1f} us", None, ""),
         ("(torch eager vs jax.jit)", "", t["eager"] / t["jax"], "jax.jit"),
     ]
     print(f"\n{name}")
     for label, value, ratio, ref in rows:
         tail = f"  = {ratio:6.2f} x {ref}" if ratio is not None else ""
-        print(f"  {label:<36} {value:>12}{tail}")
+        print(f"  {label:<40} {value:>12}{tail}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,12 +234,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=50, help="calls per round")
     parser.add_argument("--rounds", type=int, default=15, help="rounds (the median is reported)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: a shared box)")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["decoder_block", "cnn"],
+        choices=sorted(TORCH_WRITTEN),
+        help="models to run",
+    )
+    parser.add_argument(
+        "--no-cpp-wrapper", action="store_true", help="skip the torch.compile(cpp_wrapper=True) rows"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__} on {args.threads} thread(s), jax {jax.__version__}")
     jax.config.update("jax_enable_x64", True)
-    for name in ("decoder_block", "cnn"):
-        bench(name, args.repeat, args.rounds)
+    for name in args.models:
+        bench(name, args.repeat, args.rounds, cpp_wrapper=not args.no_cpp_wrapper)
     return 0
 
 

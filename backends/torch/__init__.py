@@ -29,7 +29,7 @@ from . import (
     patterns,
     symbolic,
 )
-from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, wrap_unsigned
+from ._util import STORAGE, WIDENED, aligned, numpy_to_torch, storage_dtype, wrap_unsigned
 from .native import simplify
 from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
@@ -281,7 +281,7 @@ class TorchModule(torch.nn.Module):
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
         for spec in self.signature.params:
             value = place_parameter(
-                numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype), spec, self.device
+                aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
             )
             floating = dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype)
             if floating and spec.name not in state:  # updated in place: a buffer, as in torch

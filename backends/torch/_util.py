@@ -92,6 +92,19 @@ def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
     return torch.from_numpy(arr.copy())
 
 
+ALIGNMENT = 64  # bytes: torch's CPU allocator's (NumPy's is 16)
+
+
+def aligned(value: torch.Tensor) -> torch.Tensor:
+    """``value``, or a copy in memory torch allocated when ``value``'s data is not
+    :data:`ALIGNMENT`-aligned (a tensor on a NumPy array's memory): inductor assumes
+    parameters and constants aligned and copies a misaligned one on every call of a
+    ``torch.compile``d module."""
+    if value.device.type != "cpu" or not value.numel() or value.data_ptr() % ALIGNMENT == 0:
+        return value
+    return value.clone()
+
+
 def scalar_of(value, name: str):
     """A Python scalar for a splat constant element of dtype ``name``."""
     if name == "uint64":

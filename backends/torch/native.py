@@ -7,7 +7,20 @@ original ops behind. :func:`simplify` removes what torch does implicitly or neve
 - an ``expand`` (and the ``view`` before it that only adds leading 1s) feeding an elementwise
   op that broadcasts its operands: torch broadcasts exactly as the ``expand`` did (right-aligned
   size-1 dims), so the operand is used directly when the op's result shape is unchanged;
-- nodes whose value nobody reads (dead code left by a pattern rewrite).
+- nodes whose value nobody reads (dead code left by a pattern rewrite);
+- view chains: a ``transpose`` is a ``permute``, permutes compose, reshapes of reshapes read
+  the first input (:func:`collapse_views`); a bias added after a product is inside its
+  ``addmm``/``convolution`` (:func:`fuse_bias`).
+
+Once the input-free nodes are folded into constants (:func:`fold_constants`), their values
+allow more: a sum pooling divided by the window size → the pooling with that divisor
+(:func:`pool_divisors`); SDPA with a causal constant
+mask → ``is_causal`` (:func:`causal_attention`) and with constant-scaled queries → that
+``scale`` (:func:`attention_scale`); unread constants are dropped, and the remaining ones
+(and the parameters, in :class:`backends.torch.TorchModule`) are 64-byte aligned, since
+inductor copies a misaligned parameter on every call (:func:`align_constants`). The graph
+then is what the torch-written model traces to, and ``torch.compile`` gets one graph whose
+inputs are the user inputs and the parameters.
 
 :func:`native_calls` then makes each node call the public torch function (``torch.add``,
 ``Tensor.view``, ``F.gelu``'s ``torch._C._nn.gelu``) instead of the ATen ``OpOverload``
@@ -16,13 +29,17 @@ through the operator registry's boxed calling convention, about twice the per-ca
 the generated Python binding, which is what dominates small eager models. The original
 overload is kept in ``node.meta["aten"]`` (:func:`aten_target`).
 
-Each change keeps the graph's values identical (not just within tolerance).
+Each change keeps the graph's values identical (not just within tolerance), except
+:func:`attention_scale`, which rounds the scaling once differently (as the SDPA rewrite of
+:mod:`backends.torch.patterns` it completes).
 """
 
 from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
+
+from ._util import aligned
 
 aten = torch.ops.aten
 
@@ -148,11 +165,19 @@ def aten_target(node: Node):
 def collapse_views(gm: GraphModule) -> None:
     """A ``view``/``reshape``/``expand`` to the shape its input has already is its input; a
     ``view``/``reshape`` of a ``view``/``reshape`` reads the first one's input (a reshape of
-    a contiguous chain: the same elements in the same order)."""
+    a contiguous chain: the same elements in the same order); a ``transpose`` is the
+    ``permute`` it is, and a ``permute`` of a ``permute`` one composed ``permute`` (none for
+    the identity)."""
     for node in gm.graph.nodes:
         if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
             continue
         src = node.args[0]
+        if node.target is aten.transpose.int and _shape(src) is not None:
+            rank = len(_shape(src))
+            perm = list(range(rank))
+            a, b = (d % rank for d in node.args[1:3])
+            perm[a], perm[b] = perm[b], perm[a]
+            node.target, node.args = aten.permute.default, (src, perm)
         if node.target in _VIEWS or node.target is aten.expand.default:
             if _shape(src) is not None and _shape(src) == _shape(node):
                 node.replace_all_uses_with(src)
@@ -169,6 +194,31 @@ def collapse_views(gm: GraphModule) -> None:
                 node.args = (src.args[0], composed)
 
 
+def _bias_tail(node, out_shape: tuple[int, ...], n: int) -> Node | None:
+    """``node`` when it is a float tensor broadcasting over the leading dims of ``out_shape``
+    only, its other dims (after leading 1s) being trailing dims of ``out_shape`` with ``n``
+    elements in all (a bias ``[heads, head_dim]`` added to a product reshaped from
+    ``[tokens, heads * head_dim]``), else None."""
+    shape = _shape(node)
+    if shape is None or len(shape) > len(out_shape) or not node.meta["val"].is_floating_point():
+        return None
+    want = _strip_leading_ones(shape)
+    for k in range(1, len(out_shape) + 1):
+        tail = out_shape[-k:]
+        if _numel(tail) == n and _strip_leading_ones(tail) == want:
+            return node
+        if _numel(tail) > n:
+            break
+    return None
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    out = 1
+    for d in shape:
+        out *= d
+    return out
+
+
 def _bias_vector(node, n: int) -> Node | None:
     """``node`` when it is a float tensor broadcasting along the last dim only (shape ``(n,)``
     after leading 1s), else None."""
@@ -183,7 +233,9 @@ def _bias_vector(node, n: int) -> Node | None:
 
 
 def fuse_bias(gm: GraphModule) -> None:
-    """``mm(x, w) + b`` → ``addmm(b, x, w)`` (through a reshape of the product), and
+    """``mm(x, w) + b`` → ``addmm(b, x, w)`` (through a reshape of the product; ``b`` a
+    vector, or shaped as the trailing dims the reshape splits the product's columns into:
+    Flax's ``DenseGeneral`` bias ``[heads, head_dim]``), and
     ``permute(convolution(x, w, None, ...)) + b`` with the channels last → the convolution
     with bias ``b``: what ``nn.Linear``/``nn.Conv*d`` compute (float only; the bias is added
     inside the kernel, the same sum rounded once)."""
@@ -203,26 +255,26 @@ def fuse_bias(gm: GraphModule) -> None:
             out_shape = _shape(node)
             if out_shape is None or _shape(prod) != out_shape or not out_shape:
                 continue
-            b = _bias_vector(bias, out_shape[-1])
-            if b is None:
-                continue
             inner = prod
             if inner.target in _VIEWS and len(inner.users) == 1 and isinstance(inner.args[0], Node):
                 inner = inner.args[0]
             conv = inner.args[0] if inner.target is aten.permute.default else None
             first = conv if isinstance(conv, Node) else inner
-            if order.get(b, len(order)) >= order.get(first, -1):
+            if order.get(bias, len(order)) >= order.get(first, -1):
                 continue  # the bias is computed after the product: it cannot feed it
             if inner.target is aten.mm.default and len(inner.users) == 1:
-                if _shape(inner)[-1] != out_shape[-1]:
+                n = _shape(inner)[-1]
+                b = _bias_tail(bias, out_shape, n)
+                if b is None:
                     continue
                 with graph.inserting_before(inner):
-                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
-                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                    vec = graph.call_function(aten.reshape.default, (b, [n]))
+                    vec.meta["val"] = b.meta["val"].reshape(n)
                 inner.target = aten.addmm.default
                 inner.args = (vec, *inner.args)
             elif (
-                prod.target is aten.permute.default
+                _bias_vector(bias, out_shape[-1]) is not None
+                and prod.target is aten.permute.default
                 and isinstance(prod.args[0], Node)
                 and prod.args[0].target is aten.convolution.default
                 and len(prod.args[0].users) == 1
@@ -231,8 +283,8 @@ def fuse_bias(gm: GraphModule) -> None:
             ):
                 conv = prod.args[0]
                 with graph.inserting_before(conv):
-                    vec = graph.call_function(aten.reshape.default, (b, [out_shape[-1]]))
-                    vec.meta["val"] = b.meta["val"].reshape(out_shape[-1])
+                    vec = graph.call_function(aten.reshape.default, (bias, [out_shape[-1]]))
+                    vec.meta["val"] = bias.meta["val"].reshape(out_shape[-1])
                 conv.args = (*conv.args[:2], vec, *conv.args[3:])
             else:
                 continue
@@ -292,6 +344,128 @@ def fold_constants(gm: GraphModule) -> None:
         node.replace_all_uses_with(const)
 
 
+def _constant(gm: GraphModule, node: object) -> torch.Tensor | None:
+    """The value of ``node`` when it reads a buffer of ``gm`` (a folded constant), else None."""
+    if not isinstance(node, Node) or node.op != "get_attr":
+        return None
+    value = getattr(gm, node.target, None)
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _scalar(gm: GraphModule, node: object) -> float | int | None:
+    """The Python number a 0-d, non-NaN, non-bool folded constant ``node`` holds, else None."""
+    value = _constant(gm, node)
+    if value is None or value.dim() != 0 or value.dtype == torch.bool or value.is_complex():
+        return None
+    number = value.item()
+    return None if number != number else number
+
+
+_AVG_POOLS = {aten.avg_pool2d.default, aten.avg_pool3d.default}
+_SDPA_CPU = aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def pool_divisors(gm: GraphModule) -> None:
+    """A sum pooling (``avg_pool`` with ``divisor_override=1``, what a ``reduce_window`` add
+    becomes) divided by a folded 0-d constant ``k`` (an integer, e.g. Flax's ``avg_pool``
+    dividing by the window size), directly or through a ``permute``, → the pooling with
+    ``divisor_override=k``: the kernel divides the same sum by ``k`` (identical values)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not aten.div.Tensor or len(node.args) != 2:
+            continue
+        if node.kwargs:
+            continue
+        prod, c = node.args
+        k = _scalar(gm, c)
+        if not isinstance(prod, Node) or len(prod.users) != 1 or _shape(prod) != _shape(node):
+            continue
+        if not isinstance(k, float) or k != int(k) or not 1 <= k < 2**31:
+            continue
+        pool = prod.args[0] if prod.target is aten.permute.default else prod
+        if not isinstance(pool, Node) or pool.target not in _AVG_POOLS or len(pool.users) != 1:
+            continue
+        if pool.meta["val"].dtype != node.meta["val"].dtype or pool.kwargs or len(pool.args) != 7:
+            continue
+        if pool.args[6] != 1:
+            continue
+        pool.args = (*pool.args[:6], int(k))
+        node.replace_all_uses_with(prod)
+
+
+def causal_attention(gm: GraphModule) -> None:
+    """SDPA whose additive mask is a folded constant equal to ``0`` on and below the diagonal
+    and ``<= -1e30`` above it (a causal mask, the same for every batch and head) → SDPA
+    with ``is_causal=True``: torch's kernel skips what the mask would zero (``exp(s + c -
+    max)`` is 0 for such ``c``; no row is fully masked), and no mask is read."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not _SDPA_CPU:
+            continue
+        mask = _constant(gm, node.kwargs.get("attn_mask"))
+        if mask is None or mask.dim() < 2 or not mask.is_floating_point() or len(node.args) > 4:
+            continue
+        if len(node.args) == 4 and node.args[3] != 0.0:
+            continue
+        q, k = (_shape(a) for a in node.args[:2])
+        if q is None or k is None or tuple(mask.shape[-2:]) != (q[-2], k[-2]):
+            continue
+        below = torch.ones(q[-2], k[-2], dtype=torch.bool).tril()
+        if not bool((mask[..., below] == 0).all()) or not bool((mask[..., ~below] <= -1e30).all()):
+            continue
+        kwargs = {key: v for key, v in node.kwargs.items() if key != "attn_mask"}
+        node.args, node.kwargs = (*node.args[:3], 0.0, True), kwargs
+
+
+def attention_scale(gm: GraphModule) -> None:
+    """SDPA reading queries ``permute(x / c)`` or ``permute(x * c)`` with a folded 0-d
+    constant ``c`` (the ``1/sqrt(d)`` scaling of the queries) → SDPA of ``permute(x)`` with
+    the factor in its ``scale``: ``(x . k) * s`` for ``(x * s) . k``, the same product
+    rounded once differently (the one change of this module that is not bit-identical; the
+    attention rewrite itself is not either)."""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not _SDPA_CPU:
+            continue
+        perm = node.args[0]
+        if not isinstance(perm, Node) or perm.target is not aten.permute.default or len(perm.users) != 1:
+            continue
+        op = perm.args[0]
+        if not isinstance(op, Node) or len(op.users) != 1 or op.kwargs or len(op.args) != 2:
+            continue
+        if op.target is aten.div.Tensor:
+            c = _scalar(gm, op.args[1])
+            factor = 1.0 / c if isinstance(c, float) and c != 0.0 and abs(c) != float("inf") else None
+            x = op.args[0]
+        elif op.target is aten.mul.Tensor:
+            x, c = op.args if _scalar(gm, op.args[1]) is not None else reversed(op.args)
+            c = _scalar(gm, c)
+            factor = c if isinstance(c, float) and abs(c) != float("inf") else None
+        else:
+            continue
+        if factor is None or not isinstance(x, Node) or _shape(x) != _shape(op):
+            continue
+        scale = node.kwargs.get("scale")
+        if scale is None:
+            scale = 1.0 / _shape(node.args[0])[-1] ** 0.5
+        perm.args = (x, *perm.args[1:])
+        node.kwargs = {**node.kwargs, "scale": scale * factor}
+
+
+def drop_unread_constants(gm: GraphModule) -> None:
+    """Delete the folded-constant buffers no node reads any more."""
+    read = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    for name in [n for n, _ in gm.named_buffers(recurse=False) if n.startswith("_folded_constant")]:
+        if name not in read:
+            delattr(gm, name)
+
+
+def align_constants(gm: GraphModule) -> None:
+    """Tensor constants the graph reads (``get_attr``) in 64-byte aligned memory
+    (:func:`backends.torch._util.aligned`: the trace keeps NumPy-backed constants)."""
+    for node in gm.graph.nodes:
+        value = _constant(gm, node)
+        if value is not None and "." not in node.target and aligned(value) is not value:
+            setattr(gm, node.target, aligned(value))
+
+
 def _mutates(node: Node) -> bool:
     """``node`` may write to its operands (a mutable schema, or an impure non-ATen call)."""
     if isinstance(node.target, torch._ops.OpOverload):
@@ -312,7 +486,12 @@ def simplify(gm: GraphModule) -> GraphModule:
         if isinstance(n.meta.get("val"), torch.Tensor)
     ):
         fold_constants(gm)
+        pool_divisors(gm)
+        causal_attention(gm)
+        attention_scale(gm)
         gm.graph.eliminate_dead_code()
+        drop_unread_constants(gm)
+    align_constants(gm)
     native_calls(gm)
     gm.recompile()
     return gm

@@ -22,6 +22,11 @@ dimensions and bodies, broadcast dimensions, constants compared in the value's d
   variance in two passes (Welford), Flax as ``E[x^2] - E[x]^2``: the same quantity, torch's
   the more accurate when ``|mean|`` is many standard deviations (in float32, 1e3 and more),
   where the two round differently.
+- **attention**: ``softmax(q . k)`` (optionally ``where(mask, q . k, c)`` with ``c <= -1e30``)
+  contracted with ``v`` → ``F.scaled_dot_product_attention`` with the mask as an additive
+  bias (``s + c == c``: a fully masked row stays uniform). Once constants are folded,
+  :mod:`backends.torch.native` turns a causal mask into ``is_causal`` and a constant
+  scaling of the queries into SDPA's ``scale``.
 
 Only floating dtypes; a mismatch anywhere means no rewrite (the ops run one by one).
 """

@@ -31,6 +31,21 @@ def _targets(tm) -> set:
     return {aten_target(n) for n in tm.graph_module.graph.nodes if n.op == "call_function"}
 
 
+def _counts(tm) -> dict:
+    out: dict = {}
+    for n in tm.graph_module.graph.nodes:
+        if n.op == "call_function":
+            out[aten_target(n)] = out.get(aten_target(n), 0) + 1
+    return out
+
+
+def _sdpa(tm):
+    """The one SDPA node of ``tm``'s graph."""
+    sdpa = aten._scaled_dot_product_flash_attention_for_cpu.default
+    (node,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is sdpa]
+    return node
+
+
 def _check(fn, *args, params=None, present=(), absent=(), rtol=1e-5, atol=1e-5, monkeypatch=None):
     """Convert ``fn``; the graph holds every op of ``present`` and none of ``absent``; the
     module matches ``jax.jit`` and the module converted without pattern rewrites."""
@@ -146,9 +161,17 @@ def test_decoder_block_is_native(monkeypatch):
         absent=[aten.expand.default, aten._softmax.default, aten.amax.default, aten.tanh.default],
         monkeypatch=monkeypatch,
     )
-    # the causal mask reads no input: computed once, at conversion
-    assert any(name.startswith("_folded_constant") for name, _ in tm.graph_module.named_buffers())
-    assert aten.arange.default not in _targets(tm)
+    # the causal mask reads no input: folded at conversion, then recognized as is_causal;
+    # the 1/sqrt(d) scaling of the queries is SDPA's scale; the [heads, head_dim] biases of
+    # the projections are inside their addmm: the graph is the torch-written one
+    sdpa = _sdpa(tm)
+    assert sdpa.args[4] is True and "attn_mask" not in sdpa.kwargs
+    assert sdpa.kwargs["scale"] == pytest.approx(1 / np.sqrt(8))
+    assert not list(tm.graph_module.named_buffers())
+    counts = _counts(tm)
+    assert counts[aten.addmm.default] == 6 and aten.mm.default not in counts
+    assert counts.get(aten.add.Tensor) == 2  # the two residual connections
+    assert not {aten.arange.default, aten.div.Tensor, aten.transpose.int} & set(counts)
 
 
 # --------------------------------------------------------------------------- single ops
@@ -177,13 +200,45 @@ def test_integer_dot_general():
 
 def test_cnn_is_convolution_and_pooling():
     apply, params, (x,) = flax_models.cnn()
-    _check(
+    tm = _check(
         apply,
         x,
         params=params,
         present=[aten.convolution.default, aten.max_pool2d_with_indices.default, aten.avg_pool2d.default],
         absent=[aten.unfold.default, aten.cat.default, aten.expand.default],
     )
+    # Flax's avg_pool divides the window sum by 4: the pooling's divisor; the constants left
+    # are the ReLUs' 0-d zeros
+    assert aten.div.Tensor not in _targets(tm)
+    (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool2d.default]
+    assert pool.args[6] == 4
+    assert {float(b) for _, b in tm.graph_module.named_buffers() if b.dim() == 0} == {0.0}
+    assert all(b.dim() == 0 for _, b in tm.graph_module.named_buffers())
+
+
+def test_max_with_a_constant_keeps_jax_gradient_at_ties():
+    """max(x, 0) stays torch.maximum, whose gradient at a tie is 1/2 as lax.max's (a
+    clamp_min would give 1, relu 0)."""
+    x = np.array([-1.0, 0.0, 2.0, 0.0], np.float32)
+    fn = lambda x: jnp.maximum(x, 0.0) * jnp.arange(1.0, 5.0)  # noqa: E731
+    tm = _convert(fn, x)
+    assert aten.maximum.default in _targets(tm)
+    tx = torch.tensor(x, requires_grad=True)
+    tm(tx).sum().backward()
+    want = jax.grad(lambda x: fn(x).sum())(x)
+    np.testing.assert_array_equal(tx.grad.numpy(), np.asarray(want))
+    assert tx.grad[1] == 1.0  # 2 * 1/2
+
+
+def test_avg_pool_without_padding_in_the_count_keeps_its_division():
+    """count_include_pad=False divides by a per-position count (not one constant)."""
+    x = _x(2, 7, 9, 3)
+    tm = _check(lambda x: nn.avg_pool(x, (3, 3), padding="SAME", count_include_pad=False), x)
+    (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool2d.default]
+    assert pool.args[6] == 1
+    tm = _check(lambda x: nn.avg_pool(x, (2, 2, 2), padding="SAME"), _x(2, 5, 6, 4, 3))
+    (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool3d.default]
+    assert pool.args[6] == 8 and aten.div.Tensor not in _targets(tm)
 
 
 @pytest.mark.parametrize(
@@ -262,6 +317,25 @@ def test_attention_is_sdpa(monkeypatch):
     )
 
 
+@pytest.mark.parametrize(("diagonal", "causal"), [(0, True), (-1, False), (1, False)])
+def test_constant_causal_mask_is_is_causal(diagonal, causal, monkeypatch):
+    """A constant tril mask (top-left aligned, 5 queries x 6 keys) is torch's is_causal; a
+    mask shifted off the diagonal is not (diagonal -1 masks the whole first row: uniform)."""
+
+    def attend(q, k, v):
+        mask = jnp.tril(jnp.ones((5, 6), bool), diagonal)
+        w = jnp.einsum("bqhd,bkhd->bhqk", q * 0.25, k)
+        w = jnp.where(mask, w, jnp.finfo(jnp.float32).min)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(2, 5, 3, 8), _x(2, 6, 3, 8), _x(2, 6, 3, 8)
+    tm = _check(attend, q, k, v, absent=[aten._softmax.default, aten.mul.Tensor], monkeypatch=monkeypatch)
+    node = _sdpa(tm)
+    assert (len(node.args) > 4 and node.args[4] is True) is causal
+    assert ("attn_mask" in node.kwargs) is not causal
+    assert node.kwargs["scale"] == 0.25  # q * 0.25: SDPA's scale
+
+
 def test_attention_with_a_small_mask_fill_is_not_sdpa():
     """where(mask, s, -1e4) is not s + (-1e4) for a fully masked row: no rewrite."""
 
@@ -278,3 +352,38 @@ def test_attention_with_a_small_mask_fill_is_not_sdpa():
 def test_bias_computed_after_the_product_is_not_fused():
     w, b = _x(4, 5), _x(5)
     _check(lambda x, s: x @ w + b * s, _x(3, 4), np.float32(3.0))
+
+
+def test_parameters_and_constants_are_aligned():
+    """Parameters and graph constants live in 64-byte aligned memory: inductor copies a
+    misaligned parameter on every call of a compiled module (NumPy's arrays are 16-aligned)."""
+    w, b = _x(7, 5), _x(5)
+    tm = _convert(lambda p, x: x @ p["w"] + p["b"] + jnp.arange(5.0), _x(3, 7), params={"w": w, "b": b})
+    tensors = [*tm.parameters(), *tm.buffers()]
+    tensors += [getattr(tm.graph_module, n.target) for n in tm.graph_module.graph.nodes if n.op == "get_attr"]
+    assert len(tensors) >= 3
+    assert all(t.data_ptr() % 64 == 0 for t in tensors)
+
+
+def test_compile_fullgraph_without_recompiling_on_new_weights():
+    """torch.compile(fullgraph=True) traces forward in one graph; parameters are graph
+    inputs, not constants: new values (in place or loaded) reuse the compiled graph."""
+    from torch._dynamo.testing import CompileCounter
+
+    apply, params, (x,) = flax_models.decoder_block()
+    tm = _convert(apply, x, params=params)
+    counter = CompileCounter()
+    compiled = torch.compile(tm, backend=counter, fullgraph=True)
+    tx = torch.from_numpy(x)
+    with torch.no_grad():
+        np.testing.assert_allclose(compiled(tx).numpy(), tm(tx).numpy(), rtol=1e-6, atol=1e-6)
+        state = {k: v * 1.5 for k, v in tm.state_dict().items()}
+        tm.load_state_dict(state)
+        got = compiled(tx).numpy()
+        next(tm.parameters()).add_(0.25)
+        got2 = compiled(tx).numpy()
+    scaled = jax.tree_util.tree_map(lambda a: a * 1.5, params)
+    np.testing.assert_allclose(got, np.asarray(jax.jit(apply)(scaled, x)), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        np.testing.assert_allclose(got2, tm(tx).numpy(), rtol=1e-6, atol=1e-6)
+    assert counter.frame_count == 1
