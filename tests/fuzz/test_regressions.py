@@ -45,6 +45,17 @@ def test_onnx_scan_along_length_one_axis(shape):
     check(lambda a: lax.cummax(a, axis=len(shape) - 1), x.astype(np.int32))
 
 
+def test_onnx_pool_padding_not_smaller_than_window():
+    """A max/min ``reduce_window`` whose padding is not smaller than its window (here window
+    1, padding (1, 1)) became a ``MaxPool`` with pads >= kernel_shape, which onnxruntime
+    refuses when the session is created ('Pad should be smaller than kernel'). Fixed: an
+    explicit ``Pad`` with -inf first (and windows wholly in the padding give -inf, where
+    onnxruntime's ``MaxPool`` would give -3.4e38)."""
+    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
+    fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
+    check(fn, x, paths=("onnx",))
+
+
 # --------------------------------------------------------------------------- not fixed yet
 
 
@@ -103,20 +114,6 @@ def test_onnx_scatter_min_max_nan_operand(op):
     check(lambda x, u: getattr(x.at[jnp.array([0, 1])], op)(u), x, u, paths=("torch", "onnx"))
     x64 = np.array([[np.nan, 2.0], [5.0, -1.0]]), np.array([[1.0, np.nan]])
     check(lambda x, u: getattr(x.at[jnp.array([0])], op)(u), *x64, paths=("onnx",))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=ort_state.Fail,
-    reason="to_onnx lowers a max/min reduce_window whose padding is not smaller than its window "
-    "(here window 1, padding (1, 1)) to MaxPool with pads >= kernel_shape, which onnxruntime "
-    "refuses when the session is created ('Pad should be smaller than kernel'); the backend should "
-    "Pad explicitly first",
-)
-def test_onnx_pool_padding_not_smaller_than_window():
-    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
-    fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
-    check(fn, x, paths=("onnx",))
 
 
 def test_jax_backend_top_k_of_empty_dimension():
