@@ -240,7 +240,16 @@ def to_onnx(
         constant = _constant_buffers(sig)
         for name in constant:  # their values are needed to fold what is computed from them
             stubs[name].raw_data = _raw(_param_array(module.params[name]))
-        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs) - constant, opset)
+        mutated = {m.target for m in sig.mutations if m.kind == "buffer"}
+        simplify(
+            g,
+            inputs,
+            [spec.name for spec in sig.outputs],
+            set(stubs) - constant,
+            opset,
+            param_data=lambda name: _param_array(module.params[name]),
+            frozen=mutated,
+        )
         for name in constant:
             stubs[name].ClearField("raw_data")
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])
