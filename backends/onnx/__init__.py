@@ -173,7 +173,10 @@ def to_onnx(
             (:mod:`backends.onnx.patterns`) and the graph clean-ups of
             :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
             reshape chains or copies), all exact. Integer buffers the model never updates
-            count as constants there (what is computed from them alone is folded).
+            count as constants there (what is computed from them alone is folded). A
+            per-channel scale and shift after a ``Conv`` (eval-mode batch norm) are folded
+            into its weight and bias, which become ``folded:<weight>`` initializers in
+            place of those parameters (exact up to float32 rounding).
             ``False`` emits each op's node group as it is (for debugging a rule).
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
