@@ -311,15 +311,36 @@ def test_average_pool_and_mean():
     assert _ops(model)["ReduceMean"] == 2
 
 
-def test_average_pool_with_padding_does_not_fire():
+def test_average_pool_with_padding_counts_the_padding():
     x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
 
-    def fn(v):  # a padded window sum divided by the full window size is not ONNX's AveragePool default
+    def fn(v):  # a padded window sum divided by the full window size: count_include_pad=1
         return lax.reduce_window(v, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), "SAME") / 9.0
 
-    model = _convert(fn, x)
-    assert "AveragePool" not in _ops(model)
-    np.testing.assert_allclose(_run(model, x)[0], np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-6)
+    model = _check(fn, x, fires="AveragePool", gone=("Conv", "Div"))
+    (pool,) = [n for n in model.graph.node if n.op_type == "AveragePool"]
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in pool.attribute}["count_include_pad"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fires"),
+    [
+        ({"kernel_size": 3, "stride": 2, "padding": 1}, True),
+        ({"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}, True),
+        ({"kernel_size": (3, 2), "stride": (1, 2), "padding": (1, 0), "count_include_pad": False}, True),
+        # ceil mode: the last windows' divisors are clipped at the padded end, which
+        # AveragePool's count_include_pad=1 does not do; the sum and division stay
+        ({"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, False),
+    ],
+)
+def test_torch_average_pools(kwargs, fires):
+    model = torch.nn.AvgPool2d(**kwargs)
+    x = torch.randn(2, 3, 9, 10)
+    onnx_model = converter.from_torch(model, (x,)).to_onnx(opset=20)
+    assert ("AveragePool" in _ops(onnx_model)) == fires, _ops(onnx_model)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(_run(onnx_model, x.numpy())[0], want, rtol=1e-5, atol=1e-6)
 
 
 def test_embedding_lookup_is_gather():
