@@ -8,7 +8,9 @@ a window has one), the form every backend emits as its native max pooling; when 
 reads the indices (``F.max_pool2d`` without ``return_indices``) that is all the module
 computes. The indices stack the ``prod(kernel)`` strided windows and take the first maximum,
 or the last NaN of a window, as torch's CPU kernels do; a gradient through the values
-(``jax.grad`` of the converted function) goes to the first maximum too. Dilated windows
+(``jax.grad`` of the converted function) goes to the first maximum too (in a window holding
+a NaN it goes where JAX's ``reduce_window`` gradient sends it, not to torch's last NaN:
+the value itself is NaN either way). Dilated windows
 (which JAX cannot differentiate as a ``reduce_window``) take their values from the stack.
 """
 
