@@ -1,12 +1,12 @@
 """to_onnx against ``torch.onnx.export(..., dynamo=True)`` on the CNN, GPT-2 and BERT examples.
 
     .venv/bin/pip install -e ".[bench]"      # onnxscript, which torch.onnx's exporter needs
-    .venv/bin/python benchmarks/bench_onnx.py [--repeat 50] [--models cnn,gpt2,bert]
+    .venv/bin/python benchmarks/bench_onnx.py [--repeat 200] [--models cnn,gpt2,bert]
 
 For each model, both exports of the same torch model at the same opset are run in
 onnxruntime (CPU, one session each, same input) and compared: node count, node-type
 histogram, initializer bytes against the model's parameter bytes, steady-state latency
-(median), and the largest difference between the two outputs. Ratios are
+(median of interleaved pairs), and the largest difference between the two outputs. Ratios are
 ``to_onnx / torch.onnx`` (the targets: node count and latency ≤ 1.2, initializer bytes
 ≤ 1.05 × the weights).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import statistics
 import sys
 import time
 import warnings
@@ -27,8 +28,6 @@ import onnxruntime as ort
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from bench_gpt2 import steady  # noqa: E402
 
 import converter  # noqa: E402
 
@@ -54,6 +53,21 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1  # a 2-core machine shared with other work: one thread each
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def interleaved(a, b, repeat: int, warmup: int = 3) -> tuple[float, float]:
+    """Median wall times of ``a()`` and ``b()`` timed in alternating pairs (the order flips
+    every pair), so that load from other jobs falls on both alike; in seconds."""
+    for _ in range(warmup):
+        a(), b()
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeat):
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
+            fn = (a, b)[k]
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def _torch_onnx(model, args) -> onnx.ModelProto:
@@ -86,8 +100,7 @@ def bench(name: str, factory, repeat: int) -> dict:
     with torch.no_grad():
         out = model(*args)
     eager = (out if isinstance(out, torch.Tensor) else out[0]).numpy()
-    lat_ours = steady(lambda: s_ours.run(None, f_ours), repeat)
-    lat_ref = steady(lambda: s_ref.run(None, f_ref), repeat)
+    lat_ours, lat_ref = interleaved(lambda: s_ours.run(None, f_ours), lambda: s_ref.run(None, f_ref), repeat)
     return {
         "name": name,
         "nodes": (len(ours.graph.node), len(ref.graph.node)),
@@ -102,7 +115,7 @@ def bench(name: str, factory, repeat: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--models", default="cnn,gpt2,bert")
     args = parser.parse_args(argv)
     factories = _factories()

@@ -173,7 +173,10 @@ def to_onnx(
             (:mod:`backends.onnx.patterns`) and the graph clean-ups of
             :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
             reshape chains or copies), all exact. Integer buffers the model never updates
-            count as constants there (what is computed from them alone is folded).
+            count as constants there (what is computed from them alone is folded). A
+            per-channel scale and shift after a ``Conv`` (eval-mode batch norm) are folded
+            into its weight and bias, which become ``folded:<weight>`` initializers in
+            place of those parameters (exact up to float32 rounding).
             ``False`` emits each op's node group as it is (for debugging a rule).
 
     A shape-polymorphic module gives a model of the same dynamism: the graph inputs and
@@ -240,7 +243,16 @@ def to_onnx(
         constant = _constant_buffers(sig)
         for name in constant:  # their values are needed to fold what is computed from them
             stubs[name].raw_data = _raw(_param_array(module.params[name]))
-        simplify(g, inputs, [spec.name for spec in sig.outputs], set(stubs) - constant, opset)
+        mutated = {m.target for m in sig.mutations if m.kind == "buffer"}
+        simplify(
+            g,
+            inputs,
+            [spec.name for spec in sig.outputs],
+            set(stubs) - constant,
+            opset,
+            param_data=lambda name: _param_array(module.params[name]),
+            frozen=mutated,
+        )
         for name in constant:
             stubs[name].ClearField("raw_data")
     nodes, initializers = live(g.nodes, g.initializers, [spec.name for spec in sig.outputs])

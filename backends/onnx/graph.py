@@ -160,18 +160,18 @@ class GraphBuilder:
         """``x`` cast to ``dtype`` (between integer types it wraps, as C casts do)."""
         return self.op("Cast", [x], to=onnx_dtype(dtype))
 
-    def const(self, value, dtype: str | None = None, hint: str = "c") -> str:
+    def const(self, value, dtype: str | None = None, hint: str = "c", whole: bool = False) -> str:
         """``value`` (a NumPy array or scalar) as an initializer; a large one that repeats
         along some axes (a splat, a broadcast row, an index grid) is stored once along the
         others and expanded in the graph (:func:`compressed`), a splat as one
-        ``ConstantOfShape``."""
+        ``ConstantOfShape``; ``whole``: stored as it is (an operator's small weight)."""
         arr = np.asarray(value, dtype=dtypes.to_numpy(dtype) if dtype else None)
         key = None
         if arr.size <= SMALL_CONSTANT:  # one initializer per distinct small value
             key = (str(arr.dtype), arr.shape, arr.tobytes())
             if key in self._small:
                 return self._small[key]
-        core = compressed(arr)
+        core = None if whole else compressed(arr)
         if core is not None:
             if core.size == 1 and dtypes.name_of(arr.dtype) in _CONSTANT_OF_SHAPE:
                 scalar = numpy_helper.from_array(core.reshape(1), "value")

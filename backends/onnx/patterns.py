@@ -523,8 +523,12 @@ def _mean_pattern(m: _Matcher, operation, dtype, opset):
 
 
 def _avg_pool(m: _Matcher, operation, dtype, opset):
-    """``reduce_window(add, x, 0) / prod(window)`` over the trailing spatial dims of an
-    ``[N, C, spatial...]`` value, without padding or dilation → ``AveragePool``."""
+    """``reduce_window(add, x, 0) / d`` over the trailing spatial dims of an
+    ``[N, C, spatial...]`` value, without dilation, where ``d`` is the window size
+    (``count_include_pad=1``) or, with zero padding, each window's count of input elements
+    (``count_include_pad=0``: torch's ``count_include_pad=False``) → ``AveragePool``.
+    Padding must be smaller than the window (onnxruntime refuses other pads); other
+    divisors (torch's ``ceil_mode`` windows clipped at the padded end) stay as they are."""
     if operation.name != "stablehlo.divide" or dtype != "float32":
         return None
     num, den = operation.operands
@@ -538,20 +542,43 @@ def _avg_pool(m: _Matcher, operation, dtype, opset):
     init = _fold(operands[1])
     if init is None or float(np.asarray(init)) != 0.0:
         return None
-    rank = len(operands[0].type.shape)
+    shape = list(operands[0].type.shape)
+    rank = len(shape)
     win = list(view.attr("window_dimensions"))
     strides = list(view.attr("window_strides") or [1] * rank)
     padding = view.attr("padding")
+    pads = [(0, 0)] * rank if padding is None else [tuple(int(v) for v in p) for p in np.asarray(padding)]
     dil = list(view.attr("window_dilations") or [1] * rank)
     base = list(view.attr("base_dilations") or [1] * rank)
     if rank < 3 or win[:2] != [1, 1] or strides[:2] != [1, 1] or any(v != 1 for v in dil + base):
         return None
-    if padding is not None and np.any(np.asarray(padding) != 0):
+    if pads[:2] != [(0, 0), (0, 0)] or any(
+        not 0 <= p < w for lohi, w in zip(pads[2:], win[2:], strict=True) for p in lohi
+    ):
         return None
-    if not m.const(den, {}, float(math.prod(win))):
-        return None
+    attrs = {"kernel_shape": win[2:], "strides": strides[2:]}
+    if all(p == (0, 0) for p in pads):
+        if not m.const(den, {}, float(math.prod(win))):
+            return None
+    else:
+        divisor = _fold(den)
+        out = list(operation.results[0].type.shape)
+        if divisor is None or list(divisor.shape) != out:
+            return None
+        counts = np.ones((), np.float64)
+        for n, w, s, (lo, _), o in zip(shape[2:], win[2:], strides[2:], pads[2:], out[2:], strict=True):
+            start = np.arange(o) * s - lo
+            counts = np.multiply.outer(counts, np.minimum(start + w, n) - np.maximum(start, 0))
+        divisor = np.asarray(divisor, np.float64)
+        if np.all(divisor == math.prod(win)):
+            include = 1
+        elif np.all(divisor == counts):
+            include = 0
+        else:
+            return None
+        attrs.update(pads=[p[0] for p in pads[2:]] + [p[1] for p in pads[2:]], count_include_pad=include)
     m.var("x", operands[0], {})
-    return Match("AveragePool", [m.bind["x"]], {"kernel_shape": win[2:], "strides": strides[2:]})
+    return Match("AveragePool", [m.bind["x"]], attrs)
 
 
 _MATCHERS = (_softmax, _layer_norm, _gelu, _relu, _gemm, _avg_pool, _mean_pattern)

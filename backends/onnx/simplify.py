@@ -21,10 +21,23 @@ graph computes are bit for bit those it computed before):
 - **transpose chains** compose into one ``Transpose``; **common subexpressions** (the same
   operator on the same inputs with the same attributes) are computed once;
 - **output names**: the value a graph output copies is renamed to the output (no
-  trailing ``Identity``).
+  trailing ``Identity``);
+- **convolution epilogues**: a per-channel bias added to a ``Conv`` result becomes the
+  ``Conv``'s bias input (a ``Reshape`` of a ``[C]`` parameter: that parameter); a
+  per-channel scale and shift after it (eval-mode batch norm: ``(conv + b) * s + t`` with
+  ``s``, ``t`` computed from parameters) are folded into its weight and bias, as
+  ``torch.onnx`` does: new initializers ``folded:<weight>`` and ``folded:<weight>:bias``
+  replace the weight (read by that ``Conv`` alone) and the parameters only the scale and
+  shift read. This one pass reads parameters' values; it is exact within float32's
+  rounding (the product ``W * s`` is rounded once), and skipped when a folded value is not
+  finite or a parameter is state the model updates;
+- **squeezing reductions**: a ``Reduce*`` keeping its reduced axes followed by a
+  ``Reshape`` that drops exactly them is one ``Reduce*`` with ``keepdims=0``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -55,7 +68,15 @@ _NOT_FOLDED = {
 }
 
 
-def simplify(g: GraphBuilder, inputs: list, outputs: list[str], params: set[str], opset: int) -> None:
+def simplify(
+    g: GraphBuilder,
+    inputs: list,
+    outputs: list[str],
+    params: set[str],
+    opset: int,
+    param_data: Callable[[str], np.ndarray] | None = None,
+    frozen: set[str] = frozenset(),
+) -> None:
     """Rewrite ``g``'s main graph in place with the passes of this module.
 
     Args:
@@ -63,8 +84,12 @@ def simplify(g: GraphBuilder, inputs: list, outputs: list[str], params: set[str]
             ``Identity`` nodes into the names in ``outputs``).
         inputs: the graph inputs (``ValueInfoProto``).
         outputs: the graph output names.
-        params: initializer names that are parameters (never folded into).
+        params: initializer names that are parameters (never folded into, except by the
+            convolution epilogues).
         opset: the default-domain opset of the model.
+        param_data: a parameter's value by name, for the convolution epilogues (without
+            it, only a bias that is a parameter as it is moves into the ``Conv``).
+        frozen: parameters never folded (state the model updates).
     """
     _fold_constants(g, params, outputs, opset)
     shapes = _shapes(g, inputs, opset)
@@ -73,6 +98,8 @@ def simplify(g: GraphBuilder, inputs: list, outputs: list[str], params: set[str]
         _reshape_chains(g, shapes, outputs)
         _batched_matmul(g, shapes, outputs)
         _unary_between_reshapes(g, shapes, outputs)
+        _conv_epilogues(g, shapes, outputs, params, opset, param_data, frozen)
+        _squeeze_reductions(g, shapes, outputs)
     _transpose_chains(g)
     _common_subexpressions(g)
     _drop_identities(g, outputs, {i.name for i in inputs} | {t.name for t in g.initializers})
@@ -445,3 +472,201 @@ def _common_subexpressions(g: GraphBuilder) -> None:
         else:
             seen[key] = list(node.output)
     _replace_subgraph_reads(g.nodes, mapping)
+
+
+# --------------------------------------------------------------------------- convolution epilogues
+
+
+def _per_channel(shape: list[int] | None, out: list[int]) -> bool:
+    """A value of ``shape`` broadcast against a ``[N, C, ...]`` result varies along ``C`` at
+    most."""
+    if shape is None or len(shape) > len(out):
+        return False
+    full = [1] * (len(out) - len(shape)) + list(shape)
+    return all(d == 1 for i, d in enumerate(full) if i != 1) and full[1] in (1, out[1])
+
+
+def _constant_producers(g: GraphBuilder, known: set[str]) -> dict[str, onnx.NodeProto]:
+    """Nodes computed from ``known`` values only (``known`` grows with their results)."""
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in g.nodes:
+        if _has_subgraph(node) or node.op_type in _NOT_FOLDED or node.domain not in ("", "ai.onnx"):
+            continue
+        if any(node.input) and all(i in known for i in node.input if i):
+            for o in node.output:
+                if o:
+                    producer[o] = node
+                    known.add(o)
+    return producer
+
+
+def _known_values(g, names, producer, params, param_data, opset) -> dict[str, np.ndarray] | None:
+    """The values of ``names`` (initializers, parameters among them, or computed from them
+    by ``producer``'s nodes), computed with onnxruntime; None when it refuses."""
+    import onnxruntime as ort
+
+    inits = {t.name: t for t in g.initializers}
+    direct = {}
+    for v in names:
+        if v in params:
+            direct[v] = np.asarray(param_data(v))
+        elif v in inits:
+            direct[v] = numpy_helper.to_array(inits[v])
+    computed = [v for v in names if v not in direct]
+    if not computed:
+        return direct
+    ids = {id(n) for v in computed for n in _cone(v, producer)}
+    nodes = [n for n in g.nodes if id(n) in ids]
+    read = {i for n in nodes for i in n.input if i}
+    tensors = [
+        numpy_helper.from_array(np.asarray(param_data(t)), t) if t in params else inits[t]
+        for t in sorted(read)
+        if t in inits
+    ]
+    graph = helper.make_graph(nodes, "fold", [], [], tensors)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        types = {vi.name: vi for vi in inferred.graph.value_info}
+        model.graph.output.extend(types[v] for v in computed)
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        results = session.run(computed, {})
+    except Exception:  # noqa: BLE001 - an optimization: what onnxruntime cannot compute stays
+        return None
+    return {**direct, **dict(zip(computed, results, strict=True))}
+
+
+def _conv_epilogues(g, shapes, outputs, params, opset, param_data, frozen) -> None:
+    """Per-channel ``Add``s and ``Mul``s after a ``Conv`` into its weight and bias (see the
+    module doc)."""
+    inits = {t.name for t in g.initializers}
+    known = (inits - set(frozen)) if param_data is not None else (inits - set(params))
+    producer = _constant_producers(g, known)
+    made_by = {o: n for n in g.nodes for o in n.output}
+    uses = _consumers(g.nodes)
+    fixed = set(outputs) | used_names([n for n in g.nodes if _has_subgraph(n)])
+    dropped: set[int] = set()
+    for conv in g.nodes:
+        out = shapes.get(conv.output[0]) if conv.op_type == "Conv" else None
+        if out is None or len(out) < 3 or len(conv.input) < 2 or conv.input[1] in fixed:
+            continue
+        chain, cur = [], conv.output[0]
+        while cur not in fixed and len(uses.get(cur, [])) == 1:
+            node = uses[cur][0]
+            if node.op_type not in ("Add", "Mul") or len(node.input) != 2 or node.input[0] == node.input[1]:
+                break
+            other = node.input[1] if node.input[0] == cur else node.input[0]
+            if (
+                other not in known
+                or not _per_channel(shapes.get(other), out)
+                or shapes.get(node.output[0]) != out
+            ):
+                break
+            chain.append((node, other))
+            cur = node.output[0]
+        if not chain:
+            continue
+        folds = (param_data, frozen)
+        inputs = _epilogue_inputs(g, conv, chain, made_by, uses, producer, params, folds, opset, out[1])
+        if inputs is None:
+            continue
+        conv.input[:] = inputs
+        conv.output[0] = cur
+        dropped.update(id(n) for n, _ in chain)
+    if dropped:
+        g.nodes[:] = [n for n in g.nodes if id(n) not in dropped]
+
+
+def _epilogue_inputs(g, conv, chain, made_by, uses, producer, params, folds, opset, channels):
+    """The ``Conv``'s new inputs with ``chain`` (``(node, per-channel operand)`` pairs)
+    folded in, or None when the chain stays (``folds``: the parameters' values by name, and
+    the parameters never folded)."""
+    param_data, frozen = folds
+    x, w = conv.input[0], conv.input[1]
+    bias = conv.input[2] if len(conv.input) > 2 and conv.input[2] else None
+    if all(node.op_type == "Add" for node, _ in chain) and len(chain) == 1 and bias is None:
+        reshape = made_by.get(chain[0][1])  # a [C] parameter reshaped to [1, C, 1...]
+        if (
+            reshape is not None
+            and reshape.op_type == "Reshape"
+            and reshape.input[0] in {t.name for t in g.initializers}
+        ):
+            source = next(t for t in g.initializers if t.name == reshape.input[0])
+            if list(source.dims) == [channels]:
+                return [x, w, source.name]
+    scaled = any(node.op_type == "Mul" for node, _ in chain)
+    if param_data is None or (scaled and (w in frozen or w not in {t.name for t in g.initializers})):
+        return None
+    if scaled and len(uses.get(w, [])) != 1:  # a weight read elsewhere too would be stored twice
+        return None
+    names = [*([w] if scaled else []), *([bias] if bias else []), *(v for _, v in chain)]
+    values = _known_values(g, names, producer, params, param_data, opset)
+    if values is None:
+        return None
+    dtype = values[chain[0][1]].dtype
+    if dtype not in (np.float32, np.float16):
+        return None
+    scale = np.ones(channels, np.float64)
+    shift = values[bias].astype(np.float64) if bias else np.zeros(channels, np.float64)
+    for node, v in chain:
+        arr = np.asarray(values[v], np.float64).reshape(-1)
+        vec = np.broadcast_to(arr if arr.size == channels else arr[:1], (channels,))
+        if node.op_type == "Add":
+            shift = shift + vec
+        else:
+            scale, shift = scale * vec, shift * vec
+    folded = [(shift.astype(dtype), f"folded:{w}:bias")]
+    if scaled:
+        weight = values[w]
+        new_w = (weight.astype(np.float64) * scale.reshape(-1, *[1] * (weight.ndim - 1))).astype(dtype)
+        folded.insert(0, (new_w, f"folded:{w}"))
+    if not all(np.all(np.isfinite(arr)) for arr, _ in folded) or not np.all(np.isfinite(scale)):
+        return None
+    names = []
+    for arr, name in folded:
+        if name in g.reserved or any(t.name == name for t in g.initializers):
+            name = g.fresh("folded")
+        g.initializers.append(numpy_helper.from_array(arr, name))
+        names.append(name)
+    return [x, *(names if scaled else [w, *names])]
+
+
+# --------------------------------------------------------------------------- reductions
+
+_REDUCTIONS = {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2", "ReduceL1"}
+
+
+def _squeeze_reductions(g: GraphBuilder, shapes: dict[str, list], outputs: list[str]) -> None:
+    """``Reshape(Reduce*(x, axes, keepdims=1))`` that only drops the reduced axes →
+    ``Reduce*(x, axes, keepdims=0)``."""
+    uses = _consumers(g.nodes)
+    fixed = set(outputs) | used_names([n for n in g.nodes if _has_subgraph(n)])
+    consts = {t.name: t for t in g.initializers}
+    for node in g.nodes:
+        if node.op_type not in _REDUCTIONS or node.output[0] in fixed:
+            continue
+        attrs = {a.name: a for a in node.attribute}
+        if "keepdims" in attrs and attrs["keepdims"].i == 0:
+            continue
+        if "axes" in attrs:
+            axes = list(attrs["axes"].ints)
+        elif len(node.input) > 1 and node.input[1] in consts:
+            axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
+        else:
+            continue
+        after = uses.get(node.output[0], [])
+        src = shapes.get(node.input[0])
+        if not axes or src is None or len(after) != 1 or after[0].op_type != "Reshape":
+            continue
+        axes = {a % len(src) for a in axes}
+        reshape = after[0]
+        if shapes.get(reshape.output[0]) != [d for i, d in enumerate(src) if i not in axes]:
+            continue
+        for a in list(node.attribute):
+            if a.name == "keepdims":
+                node.attribute.remove(a)
+        node.attribute.append(helper.make_attribute("keepdims", 0))
+        node.output[0], reshape.output[0] = reshape.output[0], g.fresh("unused")

@@ -13,7 +13,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
-from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 import converter
 from tests.fuzz import harness
@@ -45,21 +44,23 @@ def test_onnx_scan_along_length_one_axis(shape):
     check(lambda a: lax.cummax(a, axis=len(shape) - 1), x.astype(np.int32))
 
 
-# --------------------------------------------------------------------------- not fixed yet
+def test_onnx_pool_padding_not_smaller_than_window():
+    """A max/min ``reduce_window`` whose padding is not smaller than its window (here window
+    1, padding (1, 1)) became a ``MaxPool`` with pads >= kernel_shape, which onnxruntime
+    refuses when the session is created ('Pad should be smaller than kernel'). Fixed: an
+    explicit ``Pad`` with -inf first (and windows wholly in the padding give -inf, where
+    onnxruntime's ``MaxPool`` would give -3.4e38)."""
+    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
+    fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
+    check(fn, x, paths=("onnx",))
 
 
-_F16_SCATTER_ADD = pytest.mark.xfail(
-    strict=True,
-    raises=ort_state.RuntimeException,
-    reason="to_onnx lowers a float16 scatter-add (x.at[i].add) to ScatterND with reduction='add', "
-    "which onnxruntime's CPU provider has no float16 kernel for; the backend should widen to "
-    "float32 as it does for bfloat16 (which passes)",
-)
-
-
-@pytest.mark.parametrize("op", [pytest.param("add", marks=_F16_SCATTER_ADD), "max"])
+@pytest.mark.parametrize("op", ["add", "mul", "max", "min"])
 def test_onnx_float16_scatter_with_reduction(op):
-    x, u = np.arange(3).astype(np.float16), np.ones(2, np.float16)
+    """A float16 scatter with a reduction (``x.at[i].add``) became a ``ScatterND`` with
+    ``reduction='add'``, which onnxruntime's CPU provider has no float16 kernel for. Fixed:
+    computed in float32 and rounded back, as bfloat16 is."""
+    x, u = np.arange(3).astype(np.float16), np.array([1.5, -2.25], np.float16)
     check(lambda x, u: getattr(x.at[jnp.array([0, 0])], op)(u), x, u, paths=("onnx",))
 
 
@@ -98,20 +99,6 @@ def test_onnx_scatter_min_max_nan_operand(op):
     check(lambda x, u: getattr(x.at[jnp.array([0, 1])], op)(u), x, u, paths=("torch", "onnx"))
     x64 = np.array([[np.nan, 2.0], [5.0, -1.0]]), np.array([[1.0, np.nan]])
     check(lambda x, u: getattr(x.at[jnp.array([0])], op)(u), *x64, paths=("onnx",))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=ort_state.Fail,
-    reason="to_onnx lowers a max/min reduce_window whose padding is not smaller than its window "
-    "(here window 1, padding (1, 1)) to MaxPool with pads >= kernel_shape, which onnxruntime "
-    "refuses when the session is created ('Pad should be smaller than kernel'); the backend should "
-    "Pad explicitly first",
-)
-def test_onnx_pool_padding_not_smaller_than_window():
-    x = np.random.default_rng(0).uniform(-3, 3, (2, 3, 1)).astype(np.float32)
-    fn = lambda a: lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 1), (1, 1, 1), ((0, 0), (0, 0), (1, 1)))  # noqa: E731
-    check(fn, x, paths=("onnx",))
 
 
 def test_jax_backend_top_k_of_empty_dimension():

@@ -239,9 +239,16 @@ def _scatter(interp, op, operand, indices, updates, *more):
     upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
     upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
+    # onnxruntime's ScatterND reductions have no float16 kernel: float32, rounded back once
+    # (as bfloat16 computes; an index hit several times adds its updates unrounded)
+    wide = utype.dtype == "float16" and kind != "replace"
+    if wide:
+        data, upd = g.cast(data, "float32"), g.cast(upd, "float32")
     out = g.op("ScatterND", [data, idx, upd], reduction=_REDUCTION[kind])
     if kind in ("max", "min") and np.issubdtype(np.dtype(_numpy_dtype(utype.dtype)), np.floating):
         out = _propagate_nan(g, data, idx, upd, out)
+    if wide:
+        out = g.cast(out, "float16")
     if spill:  # drop the spill slot again
         k = len(bounds)
         out = g.op("Slice", [out, g.ints([0] * k), g.ints(bounds), g.ints(range(k))])

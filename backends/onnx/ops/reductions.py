@@ -292,22 +292,22 @@ def _reduce_window(interp, op, x, init):
     if not dtypes.is_floating(dtype):
         raise NotImplementedError(f"reduce_window on {dtype}")
     carried = [i for i in range(rank) if i not in pooled]
-    sizes = g.sizes(x, op.operand_type(0).shape)  # a dynamic dimension's size is computed
+    shape = op.operand_type(0).shape
+    if kind in ("max", "min") and carried == [0, 1] and isinstance(shape[1], int):
+        # already [N, C, spatial...]: pooled as it is, no reshapes
+        layout = (win[2:], strides[2:], pads[2:], dil[2:])
+        nonneg = kind == "max" and _nonnegative(interp, op) and _windows_touch_input(shape[2:], *layout)
+        return _max_pool(g, x, kind, dtype, shape[1], layout, nonneg)
+    sizes = g.sizes(x, shape)  # a dynamic dimension's size is computed
     perm = carried + pooled
     y = g.op("Transpose", [x], perm=perm)
     lead = g.product([sizes[i] for i in carried])
     y = g.op("Reshape", [y, g.shape_vector([lead, 1] + [sizes[i] for i in pooled])], allowzero=1)
-    attrs = dict(
-        kernel_shape=[win[i] for i in pooled],
-        strides=[strides[i] for i in pooled],
-        pads=[pads[i][0] for i in pooled] + [pads[i][1] for i in pooled],
-        dilations=[dil[i] for i in pooled],
-    )
-    if kind in ("max", "min"):  # min(x) = -max(-x), exact
-        flip = (lambda v: g.op("Neg", [v])) if kind == "min" else (lambda v: v)
-        pooled_y = flip(g.op("MaxPool", [flip(y)], **attrs))
-        y = _propagate_nan(g, y, pooled_y, dtype, lambda mask: g.op("MaxPool", [mask], **attrs))
+    if kind in ("max", "min"):
+        y = _max_pool(g, y, kind, dtype, 1, tuple([v[i] for i in pooled] for v in (win, strides, pads, dil)))
     else:
+        attrs = _pool_attrs([win[i] for i in pooled], [strides[i] for i in pooled], [pads[i] for i in pooled])
+        attrs["dilations"] = [dil[i] for i in pooled]
         ones = g.const(np.ones([1, 1] + attrs["kernel_shape"], dtypes.to_numpy(dtype)))
         y = g.op("Conv", [y, ones], **attrs)
     out = op.result_type.shape  # carried dimensions keep their size (window 1, stride 1, no padding)
@@ -319,6 +319,101 @@ def _reduce_window(interp, op, x, init):
     for pos, dim in enumerate(perm):
         inv[dim] = pos
     return g.op("Transpose", [y], perm=inv)
+
+
+def _pool_attrs(kernel, strides, pads) -> dict:
+    return dict(
+        kernel_shape=list(kernel), strides=list(strides), pads=[p[0] for p in pads] + [p[1] for p in pads]
+    )
+
+
+#: ``HardSigmoid(alpha * x + beta)`` with these is 0 at -inf, 1 at every other number and
+#: NaN at NaN (``alpha * x`` is at least -4 for a finite ``x``).
+_FINITE_ALPHA, _FINITE_BETA = 2.0**-126, 5.0
+
+
+def _max_pool(g, x, kind, dtype, channels, layout, nonneg: bool = False):
+    """A max (min: on the negation) pool of ``x`` (``[N, C, spatial...]``, ``channels`` the
+    size of ``C``) over its spatial dims as ``MaxPool`` (``layout``: window, strides,
+    ``(low, high)`` pads and dilations per spatial dim), with StableHLO's ``maximum``: NaN
+    wherever a window holds one, -inf where it holds only -inf (or padding).
+
+    onnxruntime's ``MaxPool`` keeps or skips a NaN depending on where it is in the window,
+    and starts from the lowest finite value in some of its kernels, so an all -inf window
+    gives -3.4e38 there. The result is corrected by a convolution over the same windows:
+
+    - ``x`` known non-negative (``nonneg``: a ``Relu``'s result, and no window wholly in
+      the padding): ``Min(MaxPool(x), Conv(x, ones))``. The window sum is at least the
+      maximum (every term is non-negative, and rounding to nearest is monotone) and NaN
+      exactly when the window holds a NaN (no -inf, so no ``inf - inf``); onnxruntime's
+      ``Min`` propagates NaN from either side.
+    - otherwise (float32): ``MaxPool(x) / Sign(Conv(f(x), ones))`` with ``f``
+      (``HardSigmoid``) 0 at -inf, NaN at NaN and 1 elsewhere, so the divisor is 1 for a
+      window of numbers (the values unchanged, -0.0 included), 0 for an all -inf one
+      (giving -inf) and NaN for one with a NaN.
+
+    float16 pools in float32 (a max is exact in any wider type); float64 pools NaN and
+    -inf masks beside the values (onnxruntime has no float64 ``Conv``). Padding that
+    onnxruntime's pools refuse (a pad not smaller than the window, or negative) is one
+    explicit ``Pad`` first (with -inf; with 0 for a non-negative ``x``)."""
+    if dtype == "float16":
+        return g.cast(_max_pool(g, g.cast(x, "float32"), kind, "float32", channels, layout, nonneg), dtype)
+    win, strides, pads, dil = layout
+    nd = len(win)
+    flip = (lambda v: g.op("Neg", [v])) if kind == "min" else (lambda v: v)  # min(x) = -max(-x), exact
+    y = flip(x)
+    if any(not 0 <= p < w for lohi, w in zip(pads, win, strict=True) for p in lohi):
+        flat = [0, 0] + [p[0] for p in pads] + [0, 0] + [p[1] for p in pads]
+        y = g.op("Pad", [y, g.ints(flat), g.const(0 if nonneg else -np.inf, dtype)])
+        pads = [(0, 0)] * nd
+    attrs = _pool_attrs(win, strides, pads)
+    attrs["dilations"] = list(dil)
+    pooled = g.op("MaxPool", [y], **attrs)
+    if dtype != "float32":
+        pool = lambda mask: g.op("MaxPool", [mask], **attrs)  # noqa: E731
+        not_neg_inf = g.cast(g.op("Not", [g.op("Equal", [y, g.const(-np.inf, dtype)])]), dtype)
+        # no number in the window (an all-padding one pools to the lowest value); the pooled
+        # values in Where's false branch, which keeps -0.0 (onnxruntime's true branch does not)
+        none = g.op("LessOrEqual", [pool(not_neg_inf), g.const(0, dtype)])
+        pooled = g.op("Where", [none, g.const(-np.inf, dtype), pooled])
+        return flip(_propagate_nan(g, y, pooled, dtype, pool))
+    ones = g.const(np.ones([channels, 1, *win], np.float32), whole=True)
+    if nonneg:
+        return g.op("Min", [pooled, g.op("Conv", [y, ones], group=channels, **attrs)])
+    finite = g.op("HardSigmoid", [y], alpha=_FINITE_ALPHA, beta=_FINITE_BETA)
+    count = g.op("Conv", [finite, ones], group=channels, **attrs)
+    return flip(g.op("Div", [pooled, g.op("Sign", [count])]))
+
+
+def _nonnegative(interp, op) -> bool:
+    """Whether ``op``'s first operand is a matched ``Relu`` (never negative, never -inf)."""
+    value = op.operands[0]
+    patterns = getattr(interp, "patterns", {})
+    while True:
+        match = patterns.get(value)
+        if match is not None:
+            return match.op_type == "Relu"
+        owner = getattr(value.owner, "operation", value.owner)
+        if getattr(owner, "name", None) != "func.call":
+            return False
+        callee = interp.functions.get(mlir.Op(owner).attr("callee"))
+        if callee is None:
+            return False
+        index = next(i for i, r in enumerate(owner.results) if r == value)
+        value = list(callee.regions[0].blocks[0].operations)[-1].operands[index]
+
+
+def _windows_touch_input(sizes, win, strides, pads, dil) -> bool:
+    """Whether every window of a pool over static ``sizes`` holds at least one input
+    element (none lies wholly in the padding)."""
+    for n, w, s, (lo, hi), d in zip(sizes, win, strides, pads, dil, strict=True):
+        if not isinstance(n, int):
+            return False
+        count = (n + lo + hi - (w - 1) * d - 1) // s + 1
+        for i in range(max(count, 0)):
+            if not any(0 <= i * s - lo + j * d < n for j in range(w)):
+                return False
+    return True
 
 
 @register("stablehlo.sort", dynamic=True)

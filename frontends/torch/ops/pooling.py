@@ -3,9 +3,15 @@
 (``native_functions.yaml``; output sizes and divisors follow ``aten/src/ATen/native/Pool.h``
 and ``AvgPoolKernel.cpp``, fractional windows ``FractionalMaxPooling.h``).
 
-Max pooling stacks the ``prod(kernel)`` strided windows of the (-inf padded) input and takes
-the first maximum, or the last NaN of a window, so indices, values and the gradient (which
-goes to the chosen element) match torch's CPU kernels.
+Max pooling's values are one ``reduce_window`` max over the -inf padded input (NaN where
+a window has one), the form every backend emits as its native max pooling; when nothing
+reads the indices (``F.max_pool2d`` without ``return_indices``) that is all the module
+computes. The indices stack the ``prod(kernel)`` strided windows and take the first maximum,
+or the last NaN of a window, as torch's CPU kernels do; a gradient through the values
+(``jax.grad`` of the converted function) goes to the first maximum too (in a window holding
+a NaN it goes where JAX's ``reduce_window`` gradient sends it, not to torch's last NaN:
+the value itself is NaN either way). Dilated windows
+(which JAX cannot differentiate as a ``reduce_window``) take their values from the stack.
 """
 
 from __future__ import annotations
@@ -73,8 +79,41 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
     ]
     spans = [(o - 1) * ss + dd * (kk - 1) + 1 for o, ss, dd, kk in zip(outs, s, d, k, strict=True)]
     hi = [max(0, span - (n + pp)) for span, n, pp in zip(spans, sizes, p, strict=True)]
-    cfg = [(0, 0, 0)] * 2 + [(pp, h, 0) for pp, h in zip(p, hi, strict=True)]
-    xp = lax.pad(x, jnp.asarray(_lowest(x.dtype), x.dtype), cfg)
+    lowest = jnp.asarray(_lowest(x.dtype), x.dtype)
+    xp = lax.pad(x, lowest, [(0, 0, 0)] * 2 + [(pp, h, 0) for pp, h in zip(p, hi, strict=True)])
+    stacked, table = _stacked_windows(x, xp, k, s, p, d, outs)
+    choice = _last_nan_first_max(stacked)[..., None]
+    static = all(isinstance(n, int) for n in x.shape)
+    if static:
+        idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]
+    else:  # dynamic shapes: a one-hot select, not a gather with batching dims (ONNX-expressible)
+        hot = lax.broadcasted_iota(choice.dtype, stacked.shape, stacked.ndim - 1) == choice
+        idx = jnp.sum(jnp.where(hot, table, 0), axis=-1)
+    if all(dd == 1 for dd in d):
+        # the maximum (NaN when the window has one), as one reduce_window max: every
+        # backend's native max pooling; its gradient (JAX's) also goes to the first maximum
+        vals = lax.reduce_window(
+            x,
+            lowest,
+            lax.max,
+            window_dimensions=(1, 1, *k),
+            window_strides=(1, 1, *s),
+            padding=((0, 0), (0, 0), *zip(p, hi, strict=True)),
+        )
+    elif static:  # JAX cannot differentiate a dilated reduce_window max: the chosen element
+        vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
+    else:
+        vals = jnp.max(jnp.where(hot, stacked, lowest), axis=-1)
+    if unbatched:
+        vals, idx = vals[0], idx[0]
+    return vals, idx
+
+
+def _stacked_windows(x, xp, k, s, p, d, outs):
+    """``(windows, table)``: the ``prod(k)`` strided windows of the padded input ``xp``
+    stacked on a new last axis, and each window position's flat index into ``x``'s
+    spatial dims (``(*outs, prod(k))`` int64)."""
+    sizes = x.shape[2:]
     windows, flat = [], []
     for offs in itertools.product(*(range(kk) for kk in k)):
         starts = [o * dd for o, dd in zip(offs, d, strict=True)]
@@ -82,19 +121,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
         windows.append(lax.slice(xp, [0, 0, *starts], [*x.shape[:2], *limits], [1, 1, *s]))
         pos = [np.arange(o) * ss - pp + st for o, ss, pp, st in zip(outs, s, p, starts, strict=True)]
         flat.append(_flat_index(pos, sizes))
-    stacked = jnp.stack(windows, axis=-1)
-    choice = _last_nan_first_max(stacked)[..., None]
-    table = jnp.asarray(np.stack(flat, axis=-1))
-    if all(isinstance(n, int) for n in x.shape):
-        vals = jnp.take_along_axis(stacked, choice, axis=-1)[..., 0]
-        idx = jnp.take_along_axis(jnp.broadcast_to(table, stacked.shape), choice, axis=-1)[..., 0]
-    else:  # dynamic shapes: a one-hot select, not a gather with batching dims (ONNX-expressible)
-        hot = lax.broadcasted_iota(choice.dtype, stacked.shape, stacked.ndim - 1) == choice
-        vals = jnp.max(jnp.where(hot, stacked, jnp.asarray(_lowest(x.dtype), x.dtype)), axis=-1)
-        idx = jnp.sum(jnp.where(hot, table, 0), axis=-1)
-    if unbatched:
-        vals, idx = vals[0], idx[0]
-    return vals, idx
+    return jnp.stack(windows, axis=-1), jnp.asarray(np.stack(flat, axis=-1))
 
 
 def _flat_index(pos, sizes):

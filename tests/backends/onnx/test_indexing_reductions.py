@@ -14,6 +14,7 @@ from tests.compare import (
     SELECT_AND_SCATTER_CASES,
     TOTAL_ORDER_SPECIALS,
     assert_bits_equal,
+    assert_outputs_close,
     run_xla,
     select_and_scatter_inputs,
     select_and_scatter_text,
@@ -162,6 +163,97 @@ def test_max_min_propagate_nan(dtype):
         ),
         x,
     )
+
+
+_WINDOWS = [  # (max/min, window, strides, padding, window dilation)
+    ("max", (2, 2), (2, 2), [(0, 0)] * 2, (1, 1)),
+    ("max", (3, 3), (1, 1), [(1, 1)] * 2, (1, 1)),
+    ("max", (2, 3), (1, 2), [(0, 1), (1, 0)], (2, 2)),
+    ("min", (3, 3), (2, 2), [(1, 1)] * 2, (1, 1)),
+    ("max", (2, 2), (3, 3), [(2, 3), (0, 2)], (1, 1)),  # some windows wholly in the padding
+]
+
+
+def _window_ops(a):
+    return tuple(
+        lax.reduce_window(
+            a,
+            -jnp.inf if kind == "max" else jnp.inf,
+            lax.max if kind == "max" else lax.min,
+            (1, 1, *win),
+            (1, 1, *strides),
+            [(0, 0), (0, 0), *pad],
+            window_dilation=(1, 1, *dil),
+        )
+        for kind, win, strides, pad, dil in _WINDOWS
+    )
+
+
+def _numpy_windows(a):
+    """``_window_ops`` in NumPy: the maximum (minimum) of every window, NaN when it holds one
+    (StableHLO's ``maximum``). XLA's CPU reduce_window skips a NaN in some windows of larger
+    inputs, so it is no reference here."""
+    out = []
+    for kind, win, strides, pad, dil in _WINDOWS:
+        init = -np.inf if kind == "max" else np.inf
+        padded = np.pad(a, [(0, 0), (0, 0), *pad], constant_values=init)
+        sizes = [
+            (n - (w - 1) * d - 1) // s + 1
+            for n, w, s, d in zip(padded.shape[2:], win, strides, dil, strict=True)
+        ]
+        parts = []
+        for offset in np.ndindex(*win):
+            index = tuple(
+                slice(o * d, o * d + (n - 1) * s + 1, s)
+                for o, d, n, s in zip(offset, dil, sizes, strides, strict=True)
+            )
+            parts.append(padded[(Ellipsis, *index)])
+        out.append((np.max if kind == "max" else np.min)(np.stack(parts), axis=0))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_pools_of_infinities_nan_and_negative_zero(dtype):
+    """Windows of -inf only, or wholly in the padding, pool to -inf (onnxruntime's MaxPool
+    gives -3.4e38 in some of its kernels), +inf-only windows min-pool to +inf, a window with
+    a NaN gives NaN wherever the NaN is, and -0.0 stays -0.0."""
+    x = rng.normal(size=(1, 16, 17, 33)).astype(dtype)
+    x[0, :6, :9] = -np.inf
+    x[0, 6:9, :9] = np.inf
+    x[0, 9, 2:6, 3:8] = -0.0
+    x[0, 10:, 5, ::3] = np.nan
+    module = converter.from_stablehlo(jax.jit(_window_ops).lower(x).as_text())
+    sess = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    got, want = run_session(sess, [x]), _numpy_windows(x)
+    assert_outputs_close(got, want, 0, 0)
+    for g, w in zip(got, want, strict=True):
+        zeros = w == 0
+        np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(w[zeros]))
+
+
+@pytest.mark.parametrize("padding", ["VALID", [(0, 0), (0, 0), (1, 1), (1, 1)]])
+def test_max_pool_of_relu_keeps_nan(padding):
+    """A max pool whose input is a Relu (never negative) is ``Min(MaxPool(x), window sum)``:
+    NaN at every position of a 2x2 window, and infinities, as StableHLO's maximum gives
+    them."""
+    x = rng.normal(size=(2, 8, 12, 12)).astype(np.float32)
+    for k, (i, j) in enumerate([(0, 0), (0, 1), (1, 0), (1, 1)]):
+        x[0, k, i, j] = np.nan
+    x[1, 2, 4:6, 4:6] = np.inf
+    x[1, 3, 4:6, 4:6] = -np.inf
+
+    def fn(a):
+        return lax.reduce_window(jax.nn.relu(a), -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), padding)
+
+    model = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_onnx(opset=18)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("MaxPool") == 1 and "Min" in ops and "HardSigmoid" not in ops, ops
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    pad = [(0, 0)] * 4 if padding == "VALID" else padding
+    relu = np.pad(np.maximum(x, 0), pad, constant_values=-np.inf)
+    n, c, h, w = relu.shape
+    pooled = np.max(relu.reshape(n, c, h // 2, 2, w // 2, 2), axis=(3, 5))  # NaN-propagating
+    assert_outputs_close(run_session(sess, [x]), [pooled], 0, 0)
 
 
 def test_uint64_max_and_sort_above_two_to_the_63():

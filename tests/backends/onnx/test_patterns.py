@@ -229,6 +229,77 @@ def test_gpt2_idiomatic_and_exact(gpt2_model):
     np.testing.assert_allclose(_run(onnx_model, args[0].numpy())[0], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.fixture(scope="module")
+def cnn_model():
+    from examples import cnn
+
+    model, args = cnn.factory()
+    module = converter.from_torch(model, args)
+    return model, args, module, module.to_onnx(opset=20)
+
+
+def test_cnn_idiomatic_and_exact(cnn_model):
+    # Conv (batch norm folded in, biases as its input), Relu, one MaxPool, AveragePool,
+    # ReduceMean, Gemm: no index tables, no batch-norm arithmetic, no reshapes
+    model, args, module, onnx_model = cnn_model
+    ops = _ops(onnx_model)
+    assert ops["MaxPool"] == 1 and ops["AveragePool"] == 1 and ops["Gemm"] == 1, ops
+    assert not {"GatherND", "Gather", "Sqrt", "Div", "Reshape", "Concat", "Where", "Cast"} & set(ops), ops
+    assert len(onnx_model.graph.node) <= 13, ops
+    inits = {t.name for t in onnx_model.graph.initializer}
+    assert {
+        "features.8.weight",
+        "features.8.bias",
+        "folded:features.0.weight",
+        "folded:features.4.weight",
+    } <= inits
+    assert not any(name.startswith("features.1.") or name.startswith("features.5.") for name in inits), inits
+    weights = sum(np.asarray(v).nbytes for v in module.params.values())
+    assert _initializer_bytes(onnx_model) <= 1.05 * weights
+    x = args[0].clone()
+    x[1, 0, 4:8, 4:8] = float("inf")
+    x[0, 2, 9, 9] = float("nan")
+    for inputs in (args[0], x):
+        with torch.no_grad():
+            want = model(inputs).numpy()
+        got = _run(onnx_model, inputs.numpy())[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+class _TiedConvs(torch.nn.Module):
+    """One convolution weight read twice, each product followed by its own batch norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, bias=False)
+        self.bn1, self.bn2 = torch.nn.BatchNorm2d(4), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn1(self.conv(x)) + self.bn2(self.conv(x * 2))
+
+
+def test_batch_norm_folds_only_a_weight_read_once():
+    torch.manual_seed(0)
+    model = _TiedConvs().eval()
+    for bn in (model.bn1, model.bn2):
+        torch.nn.init.uniform_(bn.running_var, 0.5, 1.5)
+        torch.nn.init.uniform_(bn.running_mean, -0.5, 0.5)
+    x = torch.randn(2, 3, 8, 8)
+    onnx_model = converter.from_torch(model, (x,)).to_onnx(opset=20)
+    assert not any(t.name.startswith("folded:") for t in onnx_model.graph.initializer)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(_run(onnx_model, x.numpy())[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_then_reshape_is_one_reduction():
+    x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
+    model = _check(
+        lambda v: jnp.mean(v, axis=(2, 3), keepdims=True).reshape(2, 3) * 2.0, x, fires="ReduceMean"
+    )
+    assert "Reshape" not in _ops(model)
+
+
 def test_average_pool_and_mean():
     x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
 
@@ -240,15 +311,36 @@ def test_average_pool_and_mean():
     assert _ops(model)["ReduceMean"] == 2
 
 
-def test_average_pool_with_padding_does_not_fire():
+def test_average_pool_with_padding_counts_the_padding():
     x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
 
-    def fn(v):  # a padded window sum divided by the full window size is not ONNX's AveragePool default
+    def fn(v):  # a padded window sum divided by the full window size: count_include_pad=1
         return lax.reduce_window(v, 0.0, lax.add, (1, 1, 3, 3), (1, 1, 1, 1), "SAME") / 9.0
 
-    model = _convert(fn, x)
-    assert "AveragePool" not in _ops(model)
-    np.testing.assert_allclose(_run(model, x)[0], np.asarray(jax.jit(fn)(x)), rtol=1e-5, atol=1e-6)
+    model = _check(fn, x, fires="AveragePool", gone=("Conv", "Div"))
+    (pool,) = [n for n in model.graph.node if n.op_type == "AveragePool"]
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in pool.attribute}["count_include_pad"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fires"),
+    [
+        ({"kernel_size": 3, "stride": 2, "padding": 1}, True),
+        ({"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False}, True),
+        ({"kernel_size": (3, 2), "stride": (1, 2), "padding": (1, 0), "count_include_pad": False}, True),
+        # ceil mode: the last windows' divisors are clipped at the padded end, which
+        # AveragePool's count_include_pad=1 does not do; the sum and division stay
+        ({"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}, False),
+    ],
+)
+def test_torch_average_pools(kwargs, fires):
+    model = torch.nn.AvgPool2d(**kwargs)
+    x = torch.randn(2, 3, 9, 10)
+    onnx_model = converter.from_torch(model, (x,)).to_onnx(opset=20)
+    assert ("AveragePool" in _ops(onnx_model)) == fires, _ops(onnx_model)
+    with torch.no_grad():
+        want = model(x).numpy()
+    np.testing.assert_allclose(_run(onnx_model, x.numpy())[0], want, rtol=1e-5, atol=1e-6)
 
 
 def test_embedding_lookup_is_gather():

@@ -3,11 +3,16 @@ max-pooling indices, ceil mode, padding, dilation, divisors."""
 
 from __future__ import annotations
 
+import jax
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
+import converter
+from converter import mlir
 from tests.frontends.torch.both_targets import check_targets
+from tests.frontends.torch.conftest import Fn
 
 torch.manual_seed(0)
 X = torch.randn(2, 3, 9, 10)
@@ -26,6 +31,62 @@ X = torch.randn(2, 3, 9, 10)
 def test_max_pool2d_with_indices(check, kwargs):
     fn = lambda v: F.max_pool2d(v, return_indices=True, **kwargs)  # noqa: E731
     check(fn, X, ops="aten.max_pool2d_with_indices.default")
+
+
+_VALUES_ONLY = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": (3, 2), "stride": (2, 3), "padding": (1, 0)},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+]
+_DILATED = [
+    {"kernel_size": (3, 2), "stride": (2, 3), "dilation": (2, 1)},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "dilation": 2},
+]
+
+
+def _main_ops(module) -> list[str]:
+    """Names of the ops ``@main`` runs (not those of the private functions JAX left dead)."""
+    return [op.name for op in mlir.walk_ops(mlir.main_function(module.mlir))]
+
+
+@pytest.mark.parametrize("kwargs", _VALUES_ONLY)
+def test_max_pool_values_are_one_reduce_window(kwargs):
+    # without its indices, max pooling is one reduce_window max over the -inf padded input,
+    # the form every backend emits as its native max pooling; NaN windows give NaN
+    x = X.clone()
+    x[0, 0, 2, 3] = float("nan")
+    x[1, 1, :4] = 0.5  # ties
+    fn = lambda v: F.max_pool2d(v, **kwargs)  # noqa: E731
+    ops = _main_ops(converter.from_torch(Fn(fn), (x,)))
+    assert ops.count("stablehlo.reduce_window") == 1, ops
+    assert not {"stablehlo.gather", "stablehlo.iota", "stablehlo.concatenate"} & set(ops), ops
+    check_targets(fn, x, ops="aten.max_pool2d_with_indices.default", rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kwargs", _DILATED)
+def test_dilated_max_pool_values(kwargs):
+    # dilated windows take their values from the stacked windows (JAX cannot differentiate
+    # a dilated reduce_window max)
+    x = X.clone()
+    x[0, 0, 2, 3] = float("nan")
+    check_targets(
+        lambda v: F.max_pool2d(v, **kwargs), x, ops="aten.max_pool2d_with_indices.default", rtol=0, atol=0
+    )
+
+
+@pytest.mark.parametrize("kwargs", _VALUES_ONLY + _DILATED)
+def test_grad_through_converted_max_pool_goes_to_the_first_maximum(kwargs):
+    # jax.grad of the converted function: each window's gradient goes to its first
+    # maximum, as torch's kernel sends it (through JAX's reduce_window max gradient, or the
+    # chosen element of the stacked windows when dilated)
+    x = torch.randint(0, 3, (2, 3, 9, 10)).float()  # many ties
+    g = torch.randn_like(F.max_pool2d(x, **kwargs))
+    f = converter.from_torch(Fn(lambda v: F.max_pool2d(v, **kwargs)), (x,)).to_jax()
+    got = jax.grad(lambda v: (f(v) * g.numpy()).sum())(x.numpy())
+    xt = x.clone().requires_grad_()
+    (F.max_pool2d(xt, **kwargs) * g).sum().backward()
+    np.testing.assert_array_equal(np.asarray(got), xt.grad.numpy())
 
 
 def test_max_pool_ties_pick_first_and_ints(check):
