@@ -55,6 +55,16 @@ def _reduce(interp, op, *args):
     return list(lax.reduce(tuple(operands), tuple(inits), computation, dims))
 
 
+def _nan_in_window(x, out, kwargs: dict):
+    """``out`` (a max/min ``reduce_window`` of ``x``) with NaN wherever its window holds a
+    NaN, as StableHLO's ``maximum``/``minimum`` give (spec: NaN propagates). XLA's CPU
+    backend fuses some max/min window reductions into YNNPACK kernels that skip NaN (a 2x2
+    stride-2 max pool of a (1, 16, 17, 33) input lost 66 of 66 NaN windows), so the NaN count
+    of each window is taken alongside (a sum, exact) and applied."""
+    nans = lax.reduce_window(jnp.isnan(x).astype(x.dtype), jnp.zeros((), x.dtype), lax.add, **kwargs)
+    return jnp.where(nans > 0, jnp.asarray(jnp.nan, x.dtype), out)
+
+
 @register("stablehlo.reduce_window")
 def _reduce_window(interp, op, *args):
     n = len(args) // 2
@@ -74,7 +84,11 @@ def _reduce_window(interp, op, *args):
         # lax.reduce_window recognizes its max/min/add monoids, and so can differentiate
         # them, only for an init value known at trace time.
         init = interp.static_operand(op, n)
-        return lax.reduce_window(operands[0], inits[0] if init is None else init, _COMBINE[kind], **kwargs)
+        x = operands[0]
+        out = lax.reduce_window(x, inits[0] if init is None else init, _COMBINE[kind], **kwargs)
+        if kind != "add" and jnp.issubdtype(x.dtype, jnp.floating):
+            out = _nan_in_window(x, out, kwargs)
+        return out
     body = interp.region_fn(op.regions[0])
 
     def computation(acc, x):

@@ -151,3 +151,24 @@ def test_sort_comparator_of_two_operands_is_stable():
     x = np.array([[3, 1, 2, 0, 5, 1, 4], [0, 2, 2, 1, 3, 3, 0]], np.float32)
     y = np.array([[0, 2, 1, 3, -2, 1, 1], [2, 0, 1, 1, -1, 0, 2]], np.float32)  # many equal sums
     assert_bits_equal(converter.from_stablehlo(_SUM_KEY_SORT).to_jax()(x, y), run_xla(_SUM_KEY_SORT, x, y))
+
+
+def test_max_min_pool_propagates_nan():
+    """A window holding a NaN pools to NaN (StableHLO's maximum/minimum propagate it) even
+    where XLA's CPU backend would skip it (its YNNPACK 2x2 stride-2 max pool does): checked
+    against NumPy, not jax.jit, which loses the NaN here; the gradient still flows elsewhere."""
+    x = rng.normal(size=(1, 16, 17, 33)).astype(np.float32)
+    x[0, 10:, 5, ::3] = np.nan
+
+    def pools(a):
+        mx = lax.reduce_window(a, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        mn = lax.reduce_window(a, jnp.inf, lax.min, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        return mx, mn
+
+    f = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()
+    windows = x[..., :16, :32].reshape(1, 16, 8, 2, 16, 2)
+    for got, reduce in zip(f(x), (np.max, np.min), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), reduce(windows, axis=(3, 5)))
+    clean = np.nan_to_num(x)
+    grad = jax.grad(lambda a: f(a)[0].sum())(clean)
+    np.testing.assert_array_equal(grad, jax.grad(lambda a: pools(a)[0].sum())(clean))
