@@ -45,7 +45,13 @@ def _reduce(interp, op, *args):
     dims = tuple(op.attr("dimensions"))
     kind = classify_combiner(op.regions[0]) if n == 1 else None
     if kind in _REDUCE:
-        return _COMBINE[kind](_REDUCE[kind](operands[0], dims), inits[0])
+        x = operands[0]
+        out = _COMBINE[kind](_REDUCE[kind](x, dims), inits[0])
+        if kind in ("max", "min") and jnp.issubdtype(x.dtype, jnp.floating):
+            # XLA CPU's YNNPACK reductions skip NaN (jnp.max over axis 1 of a (16, 17, 33)
+            # input with 66 NaN columns lost all 66); StableHLO's maximum propagates it
+            out = jnp.where(lax.reduce_or(jnp.isnan(x), dims), jnp.asarray(jnp.nan, x.dtype), out)
+        return out
     body = interp.region_fn(op.regions[0])
 
     def computation(acc, x):
@@ -59,8 +65,9 @@ def _nan_in_window(x, out, kwargs: dict):
     """``out`` (a max/min ``reduce_window`` of ``x``) with NaN wherever its window holds a
     NaN, as StableHLO's ``maximum``/``minimum`` give (spec: NaN propagates). XLA's CPU
     backend fuses some max/min window reductions into YNNPACK kernels that skip NaN (a 2x2
-    stride-2 max pool of a (1, 16, 17, 33) input lost 66 of 66 NaN windows), so the NaN count
-    of each window is taken alongside (a sum, exact) and applied."""
+    stride-2 max pool of a (1, 16, 17, 33) input lost 66 of 66 NaN windows; its plain max/min
+    reductions too, see ``_reduce``), so the NaN count of each window is taken alongside (a
+    sum, exact) and applied."""
     nans = lax.reduce_window(jnp.isnan(x).astype(x.dtype), jnp.zeros((), x.dtype), lax.add, **kwargs)
     return jnp.where(nans > 0, jnp.asarray(jnp.nan, x.dtype), out)
 

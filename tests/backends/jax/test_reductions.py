@@ -172,3 +172,15 @@ def test_max_min_pool_propagates_nan():
     clean = np.nan_to_num(x)
     grad = jax.grad(lambda a: f(a)[0].sum())(clean)
     np.testing.assert_array_equal(grad, jax.grad(lambda a: pools(a)[0].sum())(clean))
+
+
+def test_max_min_reduce_propagates_nan():
+    """max/min reductions give NaN where a NaN is reduced (StableHLO's maximum), although
+    XLA's CPU backend skips it in these shapes (checked against NumPy, not jax.jit)."""
+    x = rng.normal(size=(16, 17, 33)).astype(np.float32)
+    x[10:, 5, ::3] = np.nan
+    for axes in ((0,), (1,), (2,), (1, 2)):
+        fns = (lambda a, ax=axes: jnp.max(a, axis=ax), lambda a, ax=axes: jnp.min(a, axis=ax))
+        for fn, ref in zip(fns, (np.max, np.min), strict=True):
+            f = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()
+            np.testing.assert_array_equal(np.asarray(f(x)), ref(x, axis=axes))
