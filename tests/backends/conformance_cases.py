@@ -1,6 +1,6 @@
 # ruff: noqa: E501 - the case tables below keep one function per line
 """The conformance case table shared by the backend conformance suites
-(tests/backends/torch/test_conformance.py, tests/backends/onnx/test_conformance.py):
+(tests/backends/test_conformance.py, one per backend):
 functions from ``jax.numpy``, ``jax.lax``, ``jax.nn``, ``jax.scipy.special`` and
 ``jnp.linalg``, each with its input makers and the dtypes it runs in.
 

@@ -16,11 +16,12 @@ from tests.compare import assert_outputs_close
 def run_onnx(fn, *args, opset=18):
     """``fn`` lowered by ``jax.jit``, converted to ONNX, run in onnxruntime; returns
     (onnxruntime outputs, ``jax.jit(fn)`` outputs) as lists of NumPy arrays."""
-    module = converter.from_stablehlo(jax.jit(fn).lower(*args).as_text())
+    lowered = jax.jit(fn).lower(*args)  # converted, and compiled for the reference
+    module = converter.from_stablehlo(lowered.as_text())
     model = module.to_onnx(opset=opset)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = run_session(sess, args)
-    want = [np.asarray(x) for x in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+    want = [np.asarray(x) for x in jax.tree_util.tree_leaves(lowered.compile()(*args))]
     return got, want
 
 

@@ -62,8 +62,15 @@ def _run(module: converter.Module, feeds: list[np.ndarray], backend: str) -> np.
     if backend == "jax":
         (out,) = module.to_jax()(*feeds)
         return np.asarray(out)
-    with torch.no_grad():
-        out = module.to_torch()(*(torch.from_numpy(x) for x in feeds))
+    threads = torch.get_num_threads()
+    # one intra-op thread: on a loaded (or xdist-shared) 2-core machine torch's OpenMP
+    # threads spin while waiting for a core, several times the CPU of the model itself
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            out = module.to_torch()(*(torch.from_numpy(x) for x in feeds))
+    finally:
+        torch.set_num_threads(threads)
     return (out[0] if isinstance(out, (tuple, list)) else out).numpy()
 
 
