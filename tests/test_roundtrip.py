@@ -93,8 +93,19 @@ def _run_torch(module, args):
     return _by_path(out, module.signature.out_tree)
 
 
+_ONNX: dict[int, tuple] = {}
+
+
+def _to_onnx(module):
+    """``module.to_onnx()``, once per (cached, so long-lived) source module: the ``onnx`` path
+    and the ``onnx->torch`` round trip start from the same export."""
+    if id(module) not in _ONNX:
+        _ONNX[id(module)] = (module, module.to_onnx())
+    return _ONNX[id(module)][1]
+
+
 def _run_onnx(module, args):
-    sess = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(_to_onnx(module).SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {i.name: np.asarray(a) for i, a in zip(sess.get_inputs(), args, strict=True)})
     return dict(zip(leaf_paths(module.signature.out_tree), got, strict=True))
 
@@ -106,7 +117,7 @@ def _via_jax_to_torch(module, args):
 
 
 def _via_onnx_to_torch(module, args):
-    again = converter.from_onnx(module.to_onnx())
+    again = converter.from_onnx(_to_onnx(module))
     return _relabel(_run_torch(again, args), module)
 
 
