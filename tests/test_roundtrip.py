@@ -26,6 +26,7 @@ import converter
 from converter.signature import flatten, leaf_paths
 from examples import models as example_models
 from examples import onnx_light
+from tests.examples_converted import torch_example
 
 RTOL = ATOL = 1e-5  # float32, every path and round trip (worst seen: 1.9e-6, ViT → ONNX)
 
@@ -47,10 +48,9 @@ ONNX_PATHS = ("jax", "torch", "onnx", "jax->torch")
 
 @functools.cache
 def torch_source(name):
-    model, args = example_models.load(name)
+    model, args, module = torch_example(name)
     with torch.no_grad():
         ref = model(*args)
-    module = converter.from_torch(model, args)
     return module, [a.numpy() for a in args], _by_path(ref, module.signature.out_tree)
 
 
