@@ -8,6 +8,8 @@ per-example calls.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +19,7 @@ from torch.utils._pytree import tree_leaves
 
 import converter
 from examples import models as example_models
+from tests.examples_converted import torch_example
 
 # the six models of issue 2 (the round-trip suite adds T5 and Whisper)
 MODELS = ["mlp", "cnn", "gpt2", "bert", "llama", "vit"]
@@ -27,14 +30,20 @@ class Case:
 
     def __init__(self, name: str):
         self.name = name
-        self.model, self.args = example_models.load(name)
-        self.fn = converter.from_torch(self.model, self.args).to_jax()
+        self.model, self.args, module = torch_example(name)
+        self.fn = module.to_jax()
         self.np_args = tuple(a.numpy() for a in self.args)
+
+
+@functools.cache
+def converted(name: str) -> Case:
+    """One conversion per model for the whole module (the GPT-2 weight-tying test too)."""
+    return Case(name)
 
 
 @pytest.fixture(scope="module", params=MODELS)
 def case(request) -> Case:
-    return Case(request.param)
+    return converted(request.param)
 
 
 def torch_leaves(out) -> list[np.ndarray]:
@@ -96,16 +105,16 @@ def test_vmap_over_leading_batch_axis(case):
 
 
 def test_gpt2_tied_embedding_is_one_param():
-    model, args = example_models.load("gpt2")
+    gpt2 = converted("gpt2")
+    model, args, fn = gpt2.model, gpt2.args, gpt2.fn
     assert model.lm_head.weight is model.transformer.wte.weight
-    fn = converter.from_torch(model, args).to_jax()
     assert "transformer.wte.weight" in fn.params
     assert "lm_head.weight" not in fn.params
     assert set(fn.params) == {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
     # The one entry feeds both uses: changing it changes the logits through the LM head too.
     params = dict(fn.params)
     params["transformer.wte.weight"] = jnp.zeros_like(params["transformer.wte.weight"])
-    logits = fn.apply(params, args[0].numpy())["logits"]
+    logits = jax.jit(fn.apply)(params, args[0].numpy())["logits"]  # one compilation, not op by op
     np.testing.assert_array_equal(np.asarray(logits), 0.0)
 
 

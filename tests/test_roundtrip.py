@@ -26,6 +26,7 @@ import converter
 from converter.signature import flatten, leaf_paths
 from examples import models as example_models
 from examples import onnx_light
+from tests.examples_converted import torch_example
 
 RTOL = ATOL = 1e-5  # float32, every path and round trip (worst seen: 1.9e-6, ViT → ONNX)
 
@@ -47,10 +48,9 @@ ONNX_PATHS = ("jax", "torch", "onnx", "jax->torch")
 
 @functools.cache
 def torch_source(name):
-    model, args = example_models.load(name)
+    model, args, module = torch_example(name)
     with torch.no_grad():
         ref = model(*args)
-    module = converter.from_torch(model, args)
     return module, [a.numpy() for a in args], _by_path(ref, module.signature.out_tree)
 
 
@@ -93,8 +93,19 @@ def _run_torch(module, args):
     return _by_path(out, module.signature.out_tree)
 
 
+_ONNX: dict[int, tuple] = {}
+
+
+def _to_onnx(module):
+    """``module.to_onnx()``, once per (cached, so long-lived) source module: the ``onnx`` path
+    and the ``onnx->torch`` round trip start from the same export."""
+    if id(module) not in _ONNX:
+        _ONNX[id(module)] = (module, module.to_onnx())
+    return _ONNX[id(module)][1]
+
+
 def _run_onnx(module, args):
-    sess = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(_to_onnx(module).SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {i.name: np.asarray(a) for i, a in zip(sess.get_inputs(), args, strict=True)})
     return dict(zip(leaf_paths(module.signature.out_tree), got, strict=True))
 
@@ -106,7 +117,7 @@ def _via_jax_to_torch(module, args):
 
 
 def _via_onnx_to_torch(module, args):
-    again = converter.from_onnx(module.to_onnx())
+    again = converter.from_onnx(_to_onnx(module))
     return _relabel(_run_torch(again, args), module)
 
 

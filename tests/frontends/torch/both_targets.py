@@ -12,7 +12,7 @@ from torch.utils._pytree import tree_leaves
 import converter
 from frontends.torch import export
 from tests.compare import assert_complex_close
-from tests.frontends.torch.conftest import Fn, graph_ops, to_numpy
+from tests.frontends.torch.conftest import Fn, convert_batch, graph_ops, to_numpy
 
 
 def _assert_matches(got, ref, rtol, atol, target):
@@ -57,3 +57,22 @@ def check_targets(fn, *args, ops=(), rtol=1e-6, atol=1e-6) -> None:
     got_jax = tree_leaves(m.to_jax()(*(to_numpy(a) for a in args)))
     _assert_matches(got_jax, ref, rtol, atol, "to_jax")
     _assert_matches([to_numpy(t) for t in got_torch], ref, rtol, atol, "to_torch")
+
+
+def check_targets_batch(cases: dict, ops=(), rtol=1e-6, atol=1e-6) -> None:
+    """:func:`check_targets` of each case ``{name: (fn, args)}``, the cases converted as one
+    program (:func:`tests.frontends.torch.conftest.convert_batch`: one export, conversion and
+    compilation per target); the failures are reported together, each named by its case.
+
+    Raises:
+        AssertionError: an op of ``ops`` is missing from the program's graph, or an output of
+            a case on either target differs from eager torch.
+    """
+    failures = []
+    for name, r in convert_batch(cases, ops, targets=("jax", "torch")).items():
+        for target, got in (("to_jax", r["jax"]), ("to_torch", [to_numpy(t) for t in r["torch"]])):
+            try:
+                _assert_matches(got, r["eager"], rtol, atol, target)
+            except AssertionError as e:
+                failures.append(f"{name}: {e}")
+    assert not failures, "\n".join(failures)

@@ -1,36 +1,51 @@
 """FFT ATen rules (``frontends/torch/ops/fft.py``) against eager torch, through ``to_jax``
-(the ``check`` fixture) and ``to_torch`` (the torch → StableHLO → torch round trip)."""
+(the ``check`` fixture's comparison) and ``to_torch`` (the torch → StableHLO → torch round
+trip)."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
 import torch
 
-import converter
 from converter.validate import as_numpy
-from frontends.torch import export
 
-from .conftest import Fn
+from .conftest import assert_jax_matches, convert_batch
 
 torch.manual_seed(0)
 REAL = torch.randn(3, 6, 5)
 CPLX = torch.randn(3, 6, 5, dtype=torch.complex64)
 REAL5 = torch.randn(2, 3, 2, 4, 5)  # more than the 3 dims one stablehlo.fft takes
+NORMS = (None, "ortho", "forward")  # each parametrized test checks the three in one program
 
 
-def check_both(check, fn, *args, ops=(), rtol=1e-5, atol=1e-5):
-    """``check`` (to_jax) and the same comparison through ``to_torch``."""
-    check(fn, *args, ops=ops, rtol=rtol, atol=atol)
-    module = Fn(fn)
-    with torch.no_grad():
-        want = module(*args)
-        got = converter.from_torch(export(module, args)).to_torch()(*args)
-    assert got.shape == want.shape and got.dtype == want.dtype
-    np.testing.assert_allclose(as_numpy(got), as_numpy(want), rtol=rtol, atol=atol)
+def check_both(fn, *args, ops=(), rtol=1e-5, atol=1e-5):
+    """``fn(*args)`` through ``to_jax`` and ``to_torch`` (:func:`check_norms` of one norm)."""
+    check_norms(lambda *a, norm: fn(*a), args, ops=ops, rtol=rtol, atol=atol, norms=(None,))
 
 
-@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
+def check_norms(fn, args, *, ops, rtol=1e-5, atol=1e-5, norms=NORMS):
+    """``fn(*args, norm=n)`` for each ``n`` of ``norms``, in one program
+    (:func:`convert_batch`), against eager torch through ``to_jax`` (``check``'s comparison)
+    and ``to_torch`` (the torch → StableHLO → torch round trip); failures named by norm."""
+    cases = {f"norm={n}": (functools.partial(fn, norm=n), args) for n in norms}
+    failures = []
+    for name, r in convert_batch(cases, ops, targets=("jax", "torch")).items():
+        try:
+            assert_jax_matches(r["jax"], r["eager"], rtol, atol)
+        except AssertionError as e:
+            failures.append(f"{name} to_jax: {e}")
+        (want,), (got,) = r["eager"], r["torch"]
+        try:
+            assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, got.dtype, want.dtype)
+            np.testing.assert_allclose(as_numpy(got), as_numpy(want), rtol=rtol, atol=atol)
+        except AssertionError as e:
+            failures.append(f"{name} to_torch: {e}")
+    assert not failures, "\n".join(failures)
+
+
 @pytest.mark.parametrize(
     "fn",
     [
@@ -42,11 +57,10 @@ def check_both(check, fn, *args, ops=(), rtol=1e-5, atol=1e-5):
     ],
     ids=["rfft", "rfft_n", "rfft2_s", "rfftn_dims", "ihfft"],
 )
-def test_r2c(check, fn, norm):
-    check_both(check, lambda x: fn(x, norm), REAL, ops="aten._fft_r2c.default")
+def test_r2c(fn):
+    check_norms(fn, (REAL,), ops="aten._fft_r2c.default")
 
 
-@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
 @pytest.mark.parametrize(
     "fn",
     [
@@ -57,11 +71,10 @@ def test_r2c(check, fn, norm):
     ],
     ids=["fft", "ifft", "fft2_s", "ifftn"],
 )
-def test_c2c(check, fn, norm):
-    check_both(check, lambda x: fn(x, norm), CPLX, ops="aten._fft_c2c.default")
+def test_c2c(fn):
+    check_norms(fn, (CPLX,), ops="aten._fft_c2c.default")
 
 
-@pytest.mark.parametrize("norm", [None, "ortho", "forward"])
 @pytest.mark.parametrize(
     "fn",
     [
@@ -73,32 +86,31 @@ def test_c2c(check, fn, norm):
     ],
     ids=["irfft", "irfft_odd", "irfftn_s", "hfft", "hfft2"],
 )
-def test_c2r(check, fn, norm):
+def test_c2r(fn):
     """The imaginary parts of the DC (and even-length Nyquist) bins are random here: the
     transform must ignore them as torch does."""
-    check_both(check, lambda x: fn(x, norm), CPLX, ops="aten._fft_c2r.default")
+    check_norms(fn, (CPLX,), ops="aten._fft_c2r.default")
 
 
-def test_real_input_full_spectrum(check):
+def test_real_input_full_spectrum():
     """``fft`` of a real tensor is ``_fft_r2c(onesided=False)``: both halves."""
-    check_both(check, lambda x: torch.fft.fft(x, dim=1), REAL, ops="aten._fft_r2c.default")
+    check_both(lambda x: torch.fft.fft(x, dim=1), REAL, ops="aten._fft_r2c.default")
 
 
-def test_more_than_three_dims(check):
+def test_more_than_three_dims():
     ops = ("aten._fft_r2c.default", "aten._fft_c2r.default")
-    check_both(check, lambda x: torch.fft.irfftn(torch.fft.rfftn(x), s=x.shape), REAL5, ops=ops)
+    check_both(lambda x: torch.fft.irfftn(torch.fft.rfftn(x), s=x.shape), REAL5, ops=ops)
 
 
-def test_float64(check):
+def test_float64():
     x = torch.randn(4, 6, dtype=torch.float64)
-    check_both(check, torch.fft.rfft2, x, ops="aten._fft_r2c.default", rtol=1e-12, atol=1e-12)
+    check_both(torch.fft.rfft2, x, ops="aten._fft_r2c.default", rtol=1e-12, atol=1e-12)
 
 
-def test_stft(check):
+def test_stft():
     x = torch.randn(2, 64)
     window = torch.hann_window(16)
     check_both(
-        check,
         lambda x, w: torch.view_as_real(torch.stft(x, 16, hop_length=4, window=w, return_complex=True)),
         x,
         window,

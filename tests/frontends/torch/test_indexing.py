@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.frontends.torch.both_targets import check_targets
+from tests.frontends.torch.both_targets import check_targets, check_targets_batch
 
 torch.manual_seed(0)
 X = torch.randn(4, 5, 6)
@@ -178,19 +180,24 @@ BAG_IDS = torch.tensor([1, 2, 3, 5, 2, 0, 4, 4])
 BAG_OFFS = torch.tensor([0, 3, 3, 6])  # an empty bag
 
 
-@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
-@pytest.mark.parametrize("padding_idx", [None, 2])
-def test_embedding_bag(mode, padding_idx):
-    psw = torch.randn(8) if mode == "sum" else None
+def test_embedding_bag():
+    """Every mode with and without ``padding_idx``, in one program."""
+    cases = {}
+    for mode in ("sum", "mean", "max"):
+        for padding_idx in (None, 2):
+            psw = torch.randn(8) if mode == "sum" else None
 
-    def fn(w, i, o):
-        return (
-            F.embedding_bag(i, w, o, mode=mode, padding_idx=padding_idx, per_sample_weights=psw),
-            F.embedding_bag(i.view(2, 4), w, mode=mode, padding_idx=padding_idx),  # 2-D: fixed bags
-            F.embedding_bag(i, w, torch.cat([o, o.new_tensor([8])]), mode=mode, include_last_offset=True),
-        )
+            def fn(w, i, o, mode=mode, padding_idx=padding_idx, psw=psw):
+                return (
+                    F.embedding_bag(i, w, o, mode=mode, padding_idx=padding_idx, per_sample_weights=psw),
+                    F.embedding_bag(i.view(2, 4), w, mode=mode, padding_idx=padding_idx),  # 2-D: fixed bags
+                    F.embedding_bag(
+                        i, w, torch.cat([o, o.new_tensor([8])]), mode=mode, include_last_offset=True
+                    ),
+                )
 
-    check_targets(fn, W, BAG_IDS, BAG_OFFS, ops="aten._embedding_bag_forward_only.default", rtol=1e-6)
+            cases[f"{mode}, padding_idx={padding_idx}"] = (fn, (W, BAG_IDS, BAG_OFFS))
+    check_targets_batch(cases, ops="aten._embedding_bag_forward_only.default", rtol=1e-6)
 
 
 def test_embedding_bag_bfloat16_accumulates_in_float32():
@@ -218,13 +225,13 @@ def test_embedding_bag_max_norm_renormalises_the_rows_used():
     check_targets(fn, W * 3, BAG_IDS, BAG_OFFS, ops="aten.embedding_renorm.default", rtol=1e-5)
 
 
-@pytest.mark.parametrize("mode", [0, 1, 2])
-def test_embedding_bag_all_outputs(mode):
+def test_embedding_bag_all_outputs():
+    """Modes 0, 1, 2 (sum, mean, max), in one program."""
     w = W.clone()
     w[0, 1] = float("nan")  # a NaN first row sticks in max mode; later NaN rows are skipped
     w[4, 0] = float("nan")
 
-    def fn(w, i, o):
+    def fn(w, i, o, mode):
         a = torch.ops.aten._embedding_bag_forward_only(w, i, o, False, mode, False, None, False, 3)
         last = torch.cat([o, o.new_tensor([8])])
         b = torch.ops.aten._embedding_bag_forward_only(w, i, last, False, mode, False, None, True, -1)
@@ -233,8 +240,9 @@ def test_embedding_bag_all_outputs(mode):
         c = torch.ops.aten._embedding_bag(w, i, o, False, mode, False, None, False, -1)
         return *a, b[0], b[1], *(b[3:] if mode == 2 else ()), *c
 
+    cases = {f"mode={m}": (functools.partial(fn, mode=m), (w, BAG_IDS, BAG_OFFS)) for m in (0, 1, 2)}
     ops = ["aten._embedding_bag_forward_only.default", "aten._embedding_bag.default"]
-    check_targets(fn, w, BAG_IDS, BAG_OFFS, ops=ops, rtol=1e-6)
+    check_targets_batch(cases, ops=ops, rtol=1e-6)
 
 
 def test_nonzero_static():

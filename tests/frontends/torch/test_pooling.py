@@ -3,6 +3,8 @@ max-pooling indices, ceil mode, padding, dilation, divisors."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -11,26 +13,28 @@ import torch.nn.functional as F
 
 import converter
 from converter import mlir
-from tests.frontends.torch.both_targets import check_targets
-from tests.frontends.torch.conftest import Fn
+from tests.frontends.torch.both_targets import check_targets, check_targets_batch
+from tests.frontends.torch.conftest import Fn, run_check_batch
 
 torch.manual_seed(0)
 X = torch.randn(2, 3, 9, 10)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
+def _cases(fn, configs, *args) -> dict:
+    """``{str(kwargs): (fn(*args, **kwargs), args)}``: one case of a batch per configuration."""
+    return {str(kw): (functools.partial(fn, **kw), args) for kw in configs}
+
+
+def test_max_pool2d_with_indices():
+    configs = [
         {"kernel_size": 2},
         {"kernel_size": 3, "stride": 2, "padding": 1},
         {"kernel_size": (3, 2), "stride": (2, 3), "dilation": (2, 1)},
         {"kernel_size": 3, "stride": 2, "ceil_mode": True},
         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "dilation": 2},
-    ],
-)
-def test_max_pool2d_with_indices(check, kwargs):
-    fn = lambda v: F.max_pool2d(v, return_indices=True, **kwargs)  # noqa: E731
-    check(fn, X, ops="aten.max_pool2d_with_indices.default")
+    ]
+    cases = _cases(functools.partial(F.max_pool2d, return_indices=True), configs, X)
+    run_check_batch(cases, ops="aten.max_pool2d_with_indices.default")
 
 
 _VALUES_ONLY = [
@@ -105,19 +109,16 @@ def test_max_pool_1d_3d(check):
     check(fn, x1, x3, ops="aten.max_pool3d_with_indices.default")
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
+def test_avg_pool2d():
+    configs = [
         {"kernel_size": 2},
         {"kernel_size": 3, "stride": 2, "padding": 1},
         {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
         {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
         {"kernel_size": (2, 3), "divisor_override": 5},
-    ],
-)
-def test_avg_pool2d(check, kwargs):
-    check(lambda v: F.avg_pool2d(v, **kwargs), X, ops="aten.avg_pool2d.default", rtol=1e-5, atol=1e-6)
+    ]
+    run_check_batch(_cases(F.avg_pool2d, configs, X), ops="aten.avg_pool2d.default", rtol=1e-5, atol=1e-6)
 
 
 def test_avg_pool_1d_3d(check):
@@ -131,18 +132,16 @@ def test_avg_pool_1d_3d(check):
     check(fn, x1, x3, ops="aten.avg_pool3d.default", rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("size", [1, (3, 3), (4, 5), (2, 7)])
-def test_adaptive_avg_pool2d(check, size):
-    op = (
-        "aten.mean.dim" if size == 1 else "aten._adaptive_avg_pool2d.default"
-    )  # export turns size 1 into mean
-    check(lambda v: F.adaptive_avg_pool2d(v, size), X, ops=op, rtol=1e-5)
+def test_adaptive_avg_pool2d():
+    configs = [{"output_size": s} for s in (1, (3, 3), (4, 5), (2, 7))]
+    ops = ["aten.mean.dim", "aten._adaptive_avg_pool2d.default"]  # export turns size 1 into mean
+    run_check_batch(_cases(F.adaptive_avg_pool2d, configs, X), ops=ops, rtol=1e-5)
 
 
-@pytest.mark.parametrize("size", [(3, 3), (4, 7), 1])
-def test_adaptive_max_pool2d(check, size):
-    fn = lambda v: F.adaptive_max_pool2d(v, size, return_indices=True)  # noqa: E731
-    check(fn, X, ops="aten.adaptive_max_pool2d.default")
+def test_adaptive_max_pool2d():
+    configs = [{"output_size": s} for s in ((3, 3), (4, 7), 1)]
+    cases = _cases(functools.partial(F.adaptive_max_pool2d, return_indices=True), configs, X)
+    run_check_batch(cases, ops="aten.adaptive_max_pool2d.default")
 
 
 def test_adaptive_max_pool_1d_3d(check):
@@ -151,20 +150,18 @@ def test_adaptive_max_pool_1d_3d(check):
     check(fn, x1, x3, ops="aten.adaptive_max_pool3d.default")
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
+@pytest.mark.parametrize("batched", [True, False])
+def test_max_pool2d_backward(batched):
+    """Three configurations in one program."""
+    x = torch.randn(2, 3, 6, 7) if batched else torch.randn(3, 6, 7)
+    x.view(-1)[::5] = 0.5  # ties: the first maximum takes the gradient
+    configs = [
         {"kernel_size": 3, "stride": 2, "ceil_mode": True},
         {"kernel_size": 3, "stride": 1, "padding": 1},  # overlapping windows: gradients add up
         {"kernel_size": 2, "stride": 2, "dilation": (1, 2)},
-    ],
-)
-@pytest.mark.parametrize("batched", [True, False])
-def test_max_pool2d_backward(kwargs, batched):
-    x = torch.randn(2, 3, 6, 7) if batched else torch.randn(3, 6, 7)
-    x.view(-1)[::5] = 0.5  # ties: the first maximum takes the gradient
+    ]
 
-    def fn(v, g):
+    def fn(v, g, kwargs):
         out, idx = F.max_pool2d(v, return_indices=True, **kwargs)
         return torch.ops.aten.max_pool2d_with_indices_backward(
             g[..., : out.shape[-2], : out.shape[-1]],
@@ -178,7 +175,8 @@ def test_max_pool2d_backward(kwargs, batched):
         )
 
     g = torch.randn(x.shape)
-    check_targets(fn, x, g, ops="aten.max_pool2d_with_indices_backward.default", rtol=1e-6)
+    cases = {str(kw): (functools.partial(fn, kwargs=kw), (x, g)) for kw in configs}
+    check_targets_batch(cases, ops="aten.max_pool2d_with_indices_backward.default", rtol=1e-6)
 
 
 def _fractional(nd, kernel, out):

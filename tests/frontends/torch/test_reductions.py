@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
-from tests.frontends.torch.both_targets import check_targets
+from tests.frontends.torch.both_targets import check_targets, check_targets_batch
+from tests.frontends.torch.conftest import run_check_batch
 
 torch.manual_seed(0)
 X = torch.randn(3, 4, 5)
@@ -56,16 +59,18 @@ def test_any_all(check):
     check(fn, B, INTS, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
 
 
-@pytest.mark.parametrize("correction", [0, 1, 2])
-def test_var_std(check, correction):
-    def fn(v):
+def test_var_std():
+    """Corrections 0, 1, 2 in one program."""
+
+    def fn(v, correction):
         return (
             torch.var(v, dim=1, correction=correction),
             torch.var(v, correction=correction),
             torch.std(v, dim=(0, 2), correction=correction, keepdim=True),
         )
 
-    check(fn, X, ops="aten.var.correction", rtol=1e-5)
+    cases = {f"correction={c}": (functools.partial(fn, correction=c), (X,)) for c in (0, 1, 2)}
+    run_check_batch(cases, ops="aten.var.correction", rtol=1e-5)
 
 
 @pytest.mark.parametrize("dim", [0, -1])
@@ -152,13 +157,18 @@ def test_median_nanmedian_var_mean(check):
     check(fn, x, X, ops=ops, rtol=1e-5)
 
 
-@pytest.mark.parametrize("ord", [2, 1, 0, 3.5, float("inf"), float("-inf")])
-def test_vector_norm(check, ord):
-    fn = lambda v: (
-        torch.linalg.vector_norm(v, ord),
-        torch.linalg.vector_norm(v, ord, dim=(0, 2), keepdim=True),
-    )  # noqa: E731
-    check(fn, X, ops="aten.linalg_vector_norm.default", rtol=1e-5)
+def test_vector_norm():
+    """Orders 2, 1, 0, 3.5, inf, -inf in one program."""
+
+    def fn(v, ord):  # noqa: A002
+        return (
+            torch.linalg.vector_norm(v, ord),
+            torch.linalg.vector_norm(v, ord, dim=(0, 2), keepdim=True),
+        )
+
+    ords = (2, 1, 0, 3.5, float("inf"), float("-inf"))
+    cases = {f"ord={o}": (functools.partial(fn, ord=o), (X,)) for o in ords}
+    run_check_batch(cases, ops="aten.linalg_vector_norm.default", rtol=1e-5)
 
 
 def test_bucketize_logcumsumexp(check):
@@ -179,30 +189,38 @@ def test_bucketize_logcumsumexp(check):
 # (checked on both targets: to_jax and to_torch)
 
 
-@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
-@pytest.mark.parametrize("initial", [None, 2.0])
-def test_segment_reduce(reduce, initial):
+def test_segment_reduce():
+    """Every reduction with and without ``initial``, in one program."""
     data = torch.randn(3, 7, 2)
     data[1, 2, 0] = float("nan")
     lengths = torch.tensor([[2, 0, 3, 2], [7, 0, 0, 0], [1, 1, 1, 4]])  # empty segments too
     offsets = torch.cat([torch.zeros(3, 1, dtype=torch.long), lengths.cumsum(1)], 1)
 
-    def fn(d, lens, offs):
+    def fn(d, lens, offs, reduce, initial):
         return (
             torch.segment_reduce(d, reduce, lengths=lens, axis=1, initial=initial),
             torch.segment_reduce(d, reduce, offsets=offs, axis=1, initial=initial),
             torch.segment_reduce(d[0], reduce, lengths=lens[1], initial=initial),
         )
 
-    check_targets(fn, data, lengths, offsets, ops="aten.segment_reduce.default", rtol=1e-5)
+    cases = {
+        f"{reduce}, initial={initial}": (
+            functools.partial(fn, reduce=reduce, initial=initial),
+            (data, lengths, offsets),
+        )
+        for reduce in ("sum", "mean", "max", "min", "prod")
+        for initial in (None, 2.0)
+    }
+    check_targets_batch(cases, ops="aten.segment_reduce.default", rtol=1e-5)
 
 
 EDGES = torch.tensor([0.0, 10, 5, 2.5, 7.5, -1, 11, float("nan"), 10, 0])  # on edges, outside, NaN
 
 
-@pytest.mark.parametrize("bins", [1, 4, 100])
-def test_histc(bins):
-    def fn(x, c, e):
+def test_histc():
+    """1, 4 and 100 bins in one program."""
+
+    def fn(x, c, e, bins):
         return (
             torch.histc(x, bins),  # range from the data
             torch.histc(x, bins, -2, 2),
@@ -211,15 +229,17 @@ def test_histc(bins):
             torch.histc(c, bins, 3, 3),
         )
 
-    check_targets(fn, X.reshape(-1) * 3, torch.full((5,), 3.0), EDGES, ops="aten.histc.default")
+    args = (X.reshape(-1) * 3, torch.full((5,), 3.0), EDGES)
+    cases = {f"bins={b}": (functools.partial(fn, bins=b), args) for b in (1, 4, 100)}
+    check_targets_batch(cases, ops="aten.histc.default")
 
 
-@pytest.mark.parametrize("density", [False, True])
-def test_histogram(density):
+def test_histogram():
+    """Counts and densities in one program."""
     w = torch.rand(X.numel())
     edges = torch.tensor([-1.0, 0.0, 0.5, 3.0, 7.5])
 
-    def fn(x, w, c, edges):
+    def fn(x, w, c, edges, density):
         return (
             torch.histogram(x, 7, density=density),
             torch.histogram(x, 5, range=(-1.0, 1.0), weight=w, density=density),
@@ -229,15 +249,17 @@ def test_histogram(density):
         )
 
     ops = ["aten.histogram.bin_ct", "aten.histogram.bins_tensor"]
-    check_targets(fn, X.reshape(-1), w, torch.full((4,), -2.0), edges, ops=ops, rtol=1e-5)
+    args = (X.reshape(-1), w, torch.full((4,), -2.0), edges)
+    cases = {f"density={d}": (functools.partial(fn, density=d), args) for d in (False, True)}
+    check_targets_batch(cases, ops=ops, rtol=1e-5)
 
 
-@pytest.mark.parametrize("density", [False, True])
-def test_histogramdd(density):
+def test_histogramdd():
+    """Counts and densities in one program."""
     pts = torch.randn(30, 3)
     w = torch.rand(30)
 
-    def fn(p, w):
+    def fn(p, w, density):
         h, e = torch.histogramdd(p, [2, 3, 4], weight=w, density=density)
         h2, e2 = torch.histogramdd(p, [3, 1, 2], range=[0.0, 1.0, -1.0, 1.0, 0.0, 0.0], density=density)
         h3, _ = torch.histogramdd(p, [t * 1.5 for t in e], weight=w, density=density)
@@ -248,7 +270,8 @@ def test_histogramdd(density):
         "aten._histogramdd_from_bin_cts.default",
         "aten._histogramdd_from_bin_tensors.default",
     ]
-    check_targets(fn, pts, w, ops=ops, rtol=1e-5)
+    cases = {f"density={d}": (functools.partial(fn, density=d), (pts, w)) for d in (False, True)}
+    check_targets_batch(cases, ops=ops, rtol=1e-5)
 
 
 def test_mode_ties_and_nan_follow_the_cpu_kernel():

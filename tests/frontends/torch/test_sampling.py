@@ -2,37 +2,46 @@
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.frontends.torch.both_targets import check_targets
+from tests.frontends.torch.both_targets import check_targets, check_targets_batch
+from tests.frontends.torch.conftest import run_check_batch
 
 torch.manual_seed(0)
 X2 = torch.randn(2, 3, 5, 6)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
+def _cases(fn, configs, *args) -> dict:
+    """``{str(kwargs): (fn(*args, **kwargs), args)}``: one case of a batch per configuration."""
+    return {str(kw): (functools.partial(fn, **kw), args) for kw in configs}
+
+
+def test_nearest_2d():
+    configs = [
         {"scale_factor": 2},
         {"scale_factor": 1.7},
         {"size": (7, 4)},
         {"size": (5, 6)},
         {"size": (13, 9), "mode": "nearest-exact"},
-    ],
-)
-def test_nearest_2d(check, kwargs):
+    ]
     # torch.export decomposes nearest-exact into indexing
-    op = "aten.index.Tensor" if kwargs.get("mode") else "aten.upsample_nearest2d.vec"
-    check(lambda v: F.interpolate(v, **kwargs), X2, ops=op)
+    ops = ["aten.index.Tensor", "aten.upsample_nearest2d.vec"]
+    run_check_batch(_cases(F.interpolate, configs, X2), ops=ops)
 
 
-@pytest.mark.parametrize("align_corners", [False, True])
-@pytest.mark.parametrize("kwargs", [{"size": (9, 11)}, {"size": (3, 4)}, {"scale_factor": 2.5}])
-def test_bilinear_2d(check, align_corners, kwargs):
-    f = lambda v: F.interpolate(v, mode="bilinear", align_corners=align_corners, **kwargs)  # noqa: E731
-    check(f, X2, ops="aten.upsample_bilinear2d.vec", rtol=1e-5, atol=1e-6)
+def test_bilinear_2d():
+    configs = [
+        {"mode": "bilinear", "align_corners": a, **kw}
+        for a in (False, True)
+        for kw in ({"size": (9, 11)}, {"size": (3, 4)}, {"scale_factor": 2.5})
+    ]
+    run_check_batch(
+        _cases(F.interpolate, configs, X2), ops="aten.upsample_bilinear2d.vec", rtol=1e-5, atol=1e-6
+    )
 
 
 def test_nearest_1d_3d(check):
@@ -41,41 +50,41 @@ def test_nearest_1d_3d(check):
     check(f, x1, x3)
 
 
+#: grid_sample's padding modes x align_corners, the cases of one program per mode
+GRID_CONFIGS = [
+    {"padding_mode": p, "align_corners": a} for p in ("zeros", "border", "reflection") for a in (False, True)
+]
+
+
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
-@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
-@pytest.mark.parametrize("align_corners", [False, True])
-def test_grid_sample(check, mode, padding_mode, align_corners):
+def test_grid_sample(mode):
     grid = torch.rand(2, 4, 3, 2) * 2.6 - 1.3  # some samples outside [-1, 1]
     grid[0, 0, 0] = torch.tensor([0.25, -0.5])  # exact half-pixel positions
-    f = lambda v, g: F.grid_sample(v, g, mode, padding_mode, align_corners)  # noqa: E731
-    check(f, X2, grid, ops="aten.grid_sampler_2d.default", rtol=1e-5, atol=1e-6)
+    cases = _cases(functools.partial(F.grid_sample, mode=mode), GRID_CONFIGS, X2, grid)
+    run_check_batch(cases, ops="aten.grid_sampler_2d.default", rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest"])
-@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
-@pytest.mark.parametrize("align_corners", [False, True])
-def test_grid_sample_3d(mode, padding_mode, align_corners):
+def test_grid_sample_3d(mode):
     x = torch.randn(2, 3, 4, 5, 6)
     grid = torch.rand(2, 3, 4, 2, 3) * 2.6 - 1.3  # some samples outside [-1, 1]
     grid[0, 0, 0, 0] = torch.tensor([0.25, -0.5, 0.0])  # half-pixel positions (nearest ties)
-    f = lambda v, g: F.grid_sample(v, g, mode, padding_mode, align_corners)  # noqa: E731
-    check_targets(f, x, grid, ops="aten.grid_sampler_3d.default", rtol=1e-5, atol=1e-6)
+    cases = _cases(functools.partial(F.grid_sample, mode=mode), GRID_CONFIGS, x, grid)
+    check_targets_batch(cases, ops="aten.grid_sampler_3d.default", rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
+def test_bilinear_antialias():
+    configs = [
         {"size": (3, 4)},  # downscale: the filter widens
         {"size": (13, 7)},  # up in H, down in W
         {"size": (5, 6)},  # unchanged dims are left alone
         {"size": (1, 1)},
         {"scale_factor": (1.7, 0.45)},  # explicit scales set the filter width
         {"size": (9, 4), "align_corners": True},
-    ],
-)
-def test_bilinear_antialias(kwargs):
-    f = lambda v: F.interpolate(v, mode="bilinear", antialias=True, **kwargs)  # noqa: E731
-    check_targets(f, X2 * 10, ops="aten._upsample_bilinear2d_aa.default", rtol=1e-5, atol=1e-5)
+    ]
+    f = functools.partial(F.interpolate, mode="bilinear", antialias=True)
+    cases = _cases(f, configs, X2 * 10)
+    check_targets_batch(cases, ops="aten._upsample_bilinear2d_aa.default", rtol=1e-5, atol=1e-5)
 
 
 def test_bilinear_antialias_float64_weights():

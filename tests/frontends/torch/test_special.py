@@ -11,13 +11,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch.utils._pytree import tree_leaves
 
 import converter
 from converter.validate import TOLERANCES, as_numpy
 from frontends.torch import export
 
-from .conftest import Fn
+from .conftest import Fn, assert_jax_matches, convert_batch
 
 F32 = TOLERANCES["float32"]
 F64 = TOLERANCES["float64"]
@@ -74,12 +73,11 @@ POLY_N = torch.tensor(_NS).repeat(len(_XS))
 
 
 def check_both(check, fn, *args, ops=(), tol=F32):
-    """``check`` (to_jax), then the same comparison through ``to_torch``."""
-    check(fn, *args, ops=ops, rtol=tol.rtol, atol=tol.atol)
-    module = Fn(fn)
-    with torch.no_grad():
-        want = [t for t in tree_leaves(module(*args)) if isinstance(t, torch.Tensor)]
-        got = tree_leaves(converter.from_torch(export(module, args)).to_torch()(*args))
+    """``check``'s comparison through ``to_jax``, then the same through ``to_torch``, of one
+    export and conversion (:func:`convert_batch` of one case)."""
+    (r,) = convert_batch({"": (fn, args)}, ops, targets=("jax", "torch")).values()
+    assert_jax_matches(r["jax"], r["eager"], tol.rtol, tol.atol)
+    want, got = r["eager"], r["torch"]
     assert len(got) == len(want)
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, g.dtype, w.shape, w.dtype)
