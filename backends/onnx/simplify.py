@@ -68,6 +68,19 @@ _NOT_FOLDED = {
 }
 
 
+def _evaluate(model: onnx.ModelProto, outputs: list) -> list:
+    """The values ``outputs`` (ValueInfoProtos) of ``model``, a graph of constants, as
+    onnxruntime computes them without its own graph optimizations."""
+    import onnxruntime as ort
+
+    model.graph.output.extend(outputs)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return session.run([o.name for o in outputs], {})
+
+
 def simplify(
     g: GraphBuilder,
     inputs: list,
@@ -227,7 +240,6 @@ def _cone(value: str, producer: dict) -> list:
 def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np.ndarray] | None:
     """The frontier values, computed by onnxruntime from the constant nodes (None when
     onnxruntime refuses the subgraph: nothing is folded)."""
-    import onnxruntime as ort
 
     ids = {id(n) for v in frontier for n in cones[v]}
     nodes = [n for n in g.nodes if id(n) in ids]
@@ -244,12 +256,7 @@ def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np
         ids = {id(n) for v in frontier for n in cones[v]}  # only what the kept values need
         del model.graph.node[:]
         model.graph.node.extend(n for n in nodes if id(n) in ids)
-        model.graph.output.extend(types[v] for v in frontier)
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        results = session.run(frontier, {})
+        results = _evaluate(model, [types[v] for v in frontier])
     except Exception:  # noqa: BLE001 - an optimization: a subgraph onnxruntime cannot run stays
         return None
     return dict(zip(frontier, results, strict=True))
@@ -503,7 +510,6 @@ def _constant_producers(g: GraphBuilder, known: set[str]) -> dict[str, onnx.Node
 def _known_values(g, names, producer, params, param_data, opset) -> dict[str, np.ndarray] | None:
     """The values of ``names`` (initializers, parameters among them, or computed from them
     by ``producer``'s nodes), computed with onnxruntime; None when it refuses."""
-    import onnxruntime as ort
 
     inits = {t.name: t for t in g.initializers}
     direct = {}
@@ -528,12 +534,7 @@ def _known_values(g, names, producer, params, param_data, opset) -> dict[str, np
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         types = {vi.name: vi for vi in inferred.graph.value_info}
-        model.graph.output.extend(types[v] for v in computed)
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-        results = session.run(computed, {})
+        results = _evaluate(model, [types[v] for v in computed])
     except Exception:  # noqa: BLE001 - an optimization: what onnxruntime cannot compute stays
         return None
     return {**direct, **dict(zip(computed, results, strict=True))}

@@ -207,13 +207,18 @@ def test_optimize_false_keeps_plain_form():
     assert "Softmax" not in _ops(_convert(lambda x: jax.nn.softmax(x), X, optimize=False))
 
 
-@pytest.fixture(scope="module")
-def gpt2_model():
-    from examples import gpt2
+def _example(name: str):
+    """An example model of ``examples/``, its inputs, its Module and its ONNX model (opset 20)."""
+    import importlib
 
-    model, args = gpt2.factory()
+    model, args = importlib.import_module(f"examples.{name}").factory()
     module = converter.from_torch(model, args)
     return model, args, module, module.to_onnx(opset=20)
+
+
+@pytest.fixture(scope="module")
+def gpt2_model():
+    return _example("gpt2")
 
 
 def test_gpt2_idiomatic_and_exact(gpt2_model):
@@ -231,11 +236,7 @@ def test_gpt2_idiomatic_and_exact(gpt2_model):
 
 @pytest.fixture(scope="module")
 def cnn_model():
-    from examples import cnn
-
-    model, args = cnn.factory()
-    module = converter.from_torch(model, args)
-    return model, args, module, module.to_onnx(opset=20)
+    return _example("cnn")
 
 
 def test_cnn_idiomatic_and_exact(cnn_model):
