@@ -239,10 +239,6 @@ KNOWN_GAPS: dict[str, list[str]] = {
         "stablehlo.custom_call@xla.sdy.FuncResultSharding",
         "stablehlo.custom_call@xla.sdy.GlobalToLocalShape",
         "stablehlo.custom_call@xla.sdy.LocalToGlobalShape",
-        # dynamic-shape ops a symbolic torch.export of a converted module can meet; no
-        # default-run case yet
-        "stablehlo.dynamic_pad",
-        "stablehlo.real_dynamic_slice",
     ],
     "StableHLO → ONNX": [
         # jaxlib's real ?geev declares complex eigenvector results even when none are
