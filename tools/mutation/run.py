@@ -41,6 +41,7 @@ import sys
 import time
 import tomllib
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,7 +80,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/random.py": [FT + "test_random.py"],
     "frontends/torch/ops/reductions.py": [FT + "test_reductions.py"],
     "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
-    "frontends/torch/ops/shape.py": [FT + "test_shape.py"],
+    "frontends/torch/ops/shape.py": [FT + "test_shape.py", FT + "test_survivors.py"],
     "frontends/torch/ops/special.py": [FT + "test_special.py"],
     "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
     # ONNX -> StableHLO (ONNX op rules)
@@ -535,11 +536,17 @@ def cmd_run(cfg: dict, args) -> None:
     coverage: dict[str, dict] = {}
     rules = rule_files()
 
+    def lines_path(test_file: str) -> Path:
+        return covdir / f"{test_file.replace('/', '__')}.{coverage_key(tree, test_file, shash)}.json"
+
+    def has_lines(test_file: str) -> bool:
+        return test_file in coverage or lines_path(test_file).exists()
+
     def lines_of(test_file: str) -> dict:
         """The unmutated run of one test file with its lines recorded (made once per content)."""
         if test_file in coverage:
             return coverage[test_file]
-        path = covdir / f"{test_file.replace('/', '__')}.{coverage_key(tree, test_file, shash)}.json"
+        path = lines_path(test_file)
         if not path.exists():
             log = logdir / f"lines.{test_file.replace('/', '__')}.log"
             budget = {"cpu": cfg["collect_cpu"], "wall": cfg["collect_wall"]}
@@ -571,8 +578,14 @@ def cmd_run(cfg: dict, args) -> None:
             if mutated is None or not competent(mutated, m.file):
                 continue
             span = set(statement_lines(original, m.line))
-            selected, whole, cpu, failing = [], [], 0.0, []
+            selected, whole, cpu, failing, unrecorded = [], [], 0.0, [], []
+            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg))
             for test_file in candidate_files(m.file, cfg):
+                if not has_lines(test_file) and need[test_file] < cfg["collect_min_mutants"]:
+                    whole.append(test_file)  # cheaper to run whole for the few mutants needing it
+                    unrecorded.append(test_file)
+                    cpu += cfg["unrecorded_cpu"]
+                    continue
                 cov = lines_of(test_file)
                 if span & set(cov["outside"].get(m.file, [])):
                     whole.append(test_file)  # run at import or collection: reaches every test
@@ -612,9 +625,18 @@ def cmd_run(cfg: dict, args) -> None:
                 status, outcome = ("killed", f"failed({rc})") if rc in (2, 3) else ("error", f"failed({rc})")
             else:
                 status, outcome = "killed", f"failed({rc})" if isinstance(rc, int) else rc
+            if status == "killed" and unrecorded and isinstance(rc, int):
+                # a file run whole without a line record: its failing test must pass unmutated
+                failed = failing_tests(mlog.read_text(errors="replace"))
+                if failed:
+                    check = server.run(
+                        [*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600
+                    )
+                    if check["rc"] != 0:
+                        status, outcome = "error", "its failing test fails unmutated"
             rec = {**base, "status": status, "outcome": outcome, "seconds": res["seconds"], "cpu": res["cpu"],
                    "budget_cpu": round(budget, 1), "tests": len(selected), "files": whole,
-                   "mode": "files" if whole else "lines",
+                   "mode": "files" if whole else "lines", "unrecorded": unrecorded,
                    "tail": tail_of(mlog) if status != "survived" else ""}  # fmt: skip
             write(rec)
             print(
@@ -668,6 +690,10 @@ def cmd_report(cfg: dict, args) -> None:
     bad_tests = {r["test"] for r in results if r["kind"] == "kill-check" and not r["passed"]}
     latest: dict[str, dict] = {}
     first: dict[str, dict] = {}
+    # the current sample, as the mutations are now (a result of an edited file's old mutation,
+    # or of a mutant no longer sampled, is left out)
+    muts = enumerate_mutants(ROOT, rule_files(), set(cfg["exclude_operators"]))
+    wanted = {m.id: m for m in sample(muts, cfg["sample"], cfg["seed"])}
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in rule_files()}
     for r in results:
         if r["kind"] == "mutant" and r["status"] in ("killed", "survived"):
@@ -675,8 +701,11 @@ def cmd_report(cfg: dict, args) -> None:
                 continue
             if r["status"] == "killed" and set(failing_tests(r.get("tail", ""))) & bad_tests:
                 continue
-            rel, op, occ = r["id"].rsplit(":", 2)
-            if not competent(mutate(sources[rel], Mutant(rel, op, int(occ), 0)) or "", rel):
+            m = wanted.get(r["id"])
+            if m is None:
+                continue
+            mutated = mutate(sources[m.file], m) or ""
+            if not competent(mutated, m.file) or diff_lines(sources[m.file], mutated) != r["diff"]:
                 continue
             first.setdefault(r["id"], r)
             latest[r["id"]] = r
@@ -686,9 +715,18 @@ def cmd_report(cfg: dict, args) -> None:
         with open(cpath, "rb") as f:
             classes = tomllib.load(f).get("survivor", {})
 
+    equivalent = {i for i, c in classes.items() if c.get("class", "").startswith("equivalent")}
+
     def score(recs: list[dict]) -> dict:
         killed = sum(r["status"] == "killed" for r in recs)
-        return {"killed": killed, "total": len(recs), "score": round(killed / len(recs), 3) if recs else None}
+        timeouts = sum(r["status"] == "killed" and r.get("outcome") in ("timeout", "cpu-limit") for r in recs)
+        eq = sum(r["status"] == "survived" and r["id"] in equivalent for r in recs)
+        n = len(recs)
+        return {
+            "killed": killed, "total": n, "score": round(killed / n, 3) if n else None,
+            "timeouts": timeouts, "equivalent": eq,
+            "score_without_equivalent": round(killed / (n - eq), 3) if n - eq else None,
+        }  # fmt: skip
 
     dirs = list(DIRECTIONS.values())
     report = {"sample": len(latest), "seed": cfg["seed"], "before": {}, "after": {}, "survivors": []}
@@ -702,6 +740,7 @@ def cmd_report(cfg: dict, args) -> None:
             report["survivors"].append({
                 "id": r["id"], "where": f"{r['file']}:{r['line']}", "operator": r["operator"],
                 "diff": r["diff"], "now": r["status"], "class": c.get("class", "unclassified"),
+                "unrun": r.get("outcome") == "no-test-runs-it",
                 "note": c.get("note", ""),
             })  # fmt: skip
     (HERE / "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -709,16 +748,20 @@ def cmd_report(cfg: dict, args) -> None:
         "# Mutation testing report",
         "",
         "Written by `tools/mutation/run.py report` (see the README's *Mutation testing* section).",
-        f"Sample: {report['sample']} mutants (cosmic-ray operators, seed {cfg['seed']}, stratified by",
-        "rule file), each run against its rule family's own tests only. *Before*: each mutant's first",
-        "run; *after*: the survivors run again once tests were added for them.",
+        f"Run: {report['sample']} of the {cfg['sample']}-mutant sample (cosmic-ray operators, seed",
+        f"{cfg['seed']}, stratified by rule file), each against the tests of its family that ran its",
+        "statement unmutated. *Before*: each mutant's first run; *after*: the survivors run again once",
+        "tests were added for them. Timeouts (CPU or wall budget) count as kills, as in cosmic-ray;",
+        "*w/o equivalent*: the score with the survivors classed as equivalent mutants left out.",
         "",
-        "| direction | mutants | killed before | score before | killed after | score after |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| direction | mutants | killed before | score before | killed after | score after "
+        "| of which timeouts | equivalent | score after w/o equivalent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for d in [*dirs, "all"]:
         b, a = report["before"][d], report["after"][d]
-        row = [d, b["total"], b["killed"], _pct(b["score"]), a["killed"], _pct(a["score"])]
+        row = [d, b["total"], b["killed"], _pct(b["score"]), a["killed"], _pct(a["score"]), a["timeouts"],
+               a["equivalent"], _pct(a["score_without_equivalent"])]  # fmt: skip
         lines.append("| " + " | ".join(map(str, row)) + " |")
     lines += ["", "## Surviving mutants", "", "| where | mutation | class | now | note |"]
     lines.append("| --- | --- | --- | --- | --- |")
