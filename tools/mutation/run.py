@@ -85,7 +85,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
     # ONNX -> StableHLO (ONNX op rules)
     "frontends/onnx/ops/control_flow.py": [FO + "test_control_flow.py", NODE],
-    "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", NODE],
+    "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/indexing.py": [FO + "test_indexing.py", NODE],
     "frontends/onnx/ops/linalg.py": [NODE],
     "frontends/onnx/ops/ml.py": [FO + "test_ml.py", NODE],
