@@ -93,7 +93,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/onnx/ops/quantize.py": [NODE],
     "frontends/onnx/ops/reductions.py": [FO + "test_reductions.py", NODE],
     "frontends/onnx/ops/resize.py": [FO + "test_resize.py", NODE],
-    "frontends/onnx/ops/rnn.py": [NODE],
+    "frontends/onnx/ops/rnn.py": [FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/sampling.py": [NODE],
     "frontends/onnx/ops/sequence.py": [NODE],
     "frontends/onnx/ops/shape.py": [FO + "test_shape.py", NODE],
@@ -121,7 +121,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "backends/torch/ops/placement.py": [BT + "test_placement.py"],
     "backends/torch/ops/random.py": [BT + "test_random.py"],
     "backends/torch/ops/reductions.py": [BT + "test_reductions.py"],
-    "backends/torch/ops/shape.py": [BT + "test_shape.py"],
+    "backends/torch/ops/shape.py": [BT + "test_shape.py", BT + "test_survivors.py"],
     # StableHLO -> ONNX
     "backends/onnx/ops/chlo.py": [BO + "test_elementwise.py"],
     "backends/onnx/ops/complex.py": [BO + "test_complex.py"],

@@ -17,3 +17,22 @@ def test_elu_without_alpha_takes_the_default():
     """Elu's ``alpha`` attribute omitted: the schema's default 1.0 (the node suite's default
     run has only the case with an explicit alpha)."""
     check_node("Elu", {"x": X})
+
+
+def test_bidirectional_gru_takes_each_directions_activations():
+    """A bidirectional GRU with its activations named per direction (forward: the defaults,
+    reverse: HardSigmoid and Tanh): each direction's activation functions come from its own
+    part of the list."""
+    r = np.random.default_rng(1)
+    seq, batch, inp, hid = 3, 2, 4, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": r.standard_normal((2, 3 * hid, inp)).astype(np.float32) * 0.5,
+        "r": r.standard_normal((2, 3 * hid, hid)).astype(np.float32) * 0.5,
+    }
+    attrs = {
+        "hidden_size": hid,
+        "direction": "bidirectional",
+        "activations": ["Sigmoid", "Tanh", "HardSigmoid", "Tanh"],
+    }
+    check_node("GRU", inputs, attrs, n_out=2, static=("w", "r"))
