@@ -89,7 +89,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/onnx/ops/indexing.py": [FO + "test_indexing.py", NODE],
     "frontends/onnx/ops/linalg.py": [NODE],
     "frontends/onnx/ops/ml.py": [FO + "test_ml.py", NODE],
-    "frontends/onnx/ops/nn.py": [FO + "test_nn.py", NODE],
+    "frontends/onnx/ops/nn.py": [FO + "test_nn.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/quantize.py": [NODE],
     "frontends/onnx/ops/reductions.py": [FO + "test_reductions.py", NODE],
     "frontends/onnx/ops/resize.py": [FO + "test_resize.py", NODE],

@@ -36,3 +36,14 @@ def test_bidirectional_gru_takes_each_directions_activations():
         "activations": ["Sigmoid", "Tanh", "HardSigmoid", "Tanh"],
     }
     check_node("GRU", inputs, attrs, n_out=2, static=("w", "r"))
+
+
+def test_conv_transpose_3d_with_explicit_asymmetric_pads():
+    """ConvTranspose over 3 spatial dims with ``pads`` given (begin then end of each dim): the
+    end pad of dim ``i`` is ``pads[i + 3]``."""
+    r = np.random.default_rng(2)
+    inputs = {
+        "x": r.standard_normal((1, 2, 3, 4, 3)).astype(np.float32),
+        "w": r.standard_normal((2, 2, 2, 3, 2)).astype(np.float32),
+    }
+    check_node("ConvTranspose", inputs, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}, static=("w",))
