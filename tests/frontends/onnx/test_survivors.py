@@ -47,3 +47,10 @@ def test_conv_transpose_3d_with_explicit_asymmetric_pads():
         "w": r.standard_normal((2, 2, 2, 3, 2)).astype(np.float32),
     }
     check_node("ConvTranspose", inputs, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}, static=("w",))
+
+
+def test_depth_to_space_with_blocksize_3():
+    """DepthToSpace in both modes with a block of 3 (the output depth is ``C // 9``)."""
+    x = np.arange(1 * 18 * 2 * 3, dtype=np.float32).reshape(1, 18, 2, 3)
+    for mode in ("DCR", "CRD"):
+        check_node("DepthToSpace", {"x": x}, {"blocksize": 3, "mode": mode})
