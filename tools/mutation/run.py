@@ -92,7 +92,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/onnx/ops/nn.py": [FO + "test_nn.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/quantize.py": [NODE],
     "frontends/onnx/ops/reductions.py": [FO + "test_reductions.py", NODE],
-    "frontends/onnx/ops/resize.py": [FO + "test_resize.py", NODE],
+    "frontends/onnx/ops/resize.py": [FO + "test_resize.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/rnn.py": [FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/sampling.py": [NODE],
     "frontends/onnx/ops/sequence.py": [NODE],
