@@ -77,7 +77,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/linalg_solve.py": [FT + "test_linalg_solve.py"],
     "frontends/torch/ops/normalization.py": [FT + "test_normalization.py"],
     "frontends/torch/ops/pooling.py": [FT + "test_pooling.py"],
-    "frontends/torch/ops/random.py": [FT + "test_random.py"],
+    "frontends/torch/ops/random.py": [FT + "test_random.py", FT + "test_rule_gaps.py"],
     "frontends/torch/ops/reductions.py": [FT + "test_reductions.py"],
     "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
     "frontends/torch/ops/shape.py": [FT + "test_shape.py", FT + "test_survivors.py"],

@@ -91,3 +91,14 @@ def test_resize_antialias_up_and_down(mode):
         (got,) = from_onnx(model).to_jax()(x)
         assert np.asarray(got).shape == want.shape
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=str(scales))
+
+
+def test_deform_conv_with_strides_differing_per_dim():
+    """DeformConv-19 with strides (2, 1): each output dim from its own stride."""
+    r = np.random.default_rng(3)
+    inputs = {
+        "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
+        "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
+        "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
+    }
+    check_node("DeformConv", inputs, {"strides": [2, 1]}, opset=19, static=("w",))

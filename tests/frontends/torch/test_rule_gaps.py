@@ -128,6 +128,7 @@ def random_overloads():
             torch.normal(-2.0, 2.0, (N,)),  # float_float
             x.clone().bernoulli_(p),  # bernoulli.Tensor: p = 0.3
             torch.nn.functional.rrelu(x - 1.0, training=True),  # rrelu_with_noise_functional
+            torch.bernoulli(x, 0.7),  # bernoulli.p
         )
 
     x = torch.zeros(N)
@@ -154,6 +155,7 @@ def test_random_overloads_are_in_the_graph_with_torch_shapes_and_dtypes(random_o
         "aten.normal.float_float",
         "aten.bernoulli.Tensor",
         "aten.rrelu_with_noise_functional.default",
+        "aten.bernoulli.p",
     ):
         assert op in present, (op, sorted(present))
     assert [(g.shape, g.dtype) for g in got] == [(r.shape, r.dtype) for r in ref]
@@ -167,7 +169,7 @@ def _moments(v: np.ndarray, mean: float, std: float) -> None:
 
 def test_random_overloads_distributions(random_overloads):
     _, got, _ = random_overloads
-    randn, randint, randint_like, randint_low, n_tt, n_tf, n_ft, n_ff, bern, rrelu = got
+    randn, randint, randint_like, randint_low, n_tt, n_tf, n_ft, n_ff, bern, rrelu, bern_p = got
     _moments(randn, 0.0, 1.0)
     _moments(n_tt, 2.0, 3.0)
     _moments(n_tf, -1.0, 0.5)
@@ -180,6 +182,8 @@ def test_random_overloads_distributions(random_overloads):
         assert np.all(np.abs(counts - expected) < 6 * np.sqrt(expected)), counts
     assert set(np.unique(bern)) == {0.0, 1.0}
     _moments(bern, 0.3, np.sqrt(0.21))
+    assert set(np.unique(bern_p)) == {0.0, 1.0}
+    _moments(bern_p, 0.7, np.sqrt(0.21))
     # rrelu of x - 1 = -1 everywhere: -a with a ~ U(1/8, 1/3)
     a = -rrelu
     assert a.min() >= 1 / 8 and a.max() <= 1 / 3, (a.min(), a.max())
