@@ -127,7 +127,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "backends/onnx/ops/complex.py": [BO + "test_complex.py"],
     "backends/onnx/ops/control_flow.py": [BO + "test_indexing_reductions.py", BO + "test_model.py"],
     "backends/onnx/ops/dynamic.py": [BO + "test_dynamic.py"],
-    "backends/onnx/ops/elementwise.py": [BO + "test_elementwise.py"],
+    "backends/onnx/ops/elementwise.py": [BO + "test_elementwise.py", BO + "test_survivors.py"],
     "backends/onnx/ops/indexing.py": [BO + "test_indexing_reductions.py"],
     "backends/onnx/ops/lapack.py": [BO + "test_lapack.py"],
     "backends/onnx/ops/linalg.py": [BO + "test_shape_linalg.py"],
