@@ -1,16 +1,21 @@
 """Mutation testing of the rule files of every direction, with cosmic-ray's mutation operators.
 
-Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written into
-a scratch copy of the tree and tested against its rule family's own tests only (FAMILY_TESTS
-below), one mutant at a time, at ``nice -n 19``, with ``pytest -x`` and a timeout. A mutant is
-*killed* when any of its family's pytest commands fails (a test failure, an import or collection
-error, a crash, or the timeout, as cosmic-ray and mutmut count them) and *survives* when all pass.
+Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written
+into a scratch copy of the work tree this script is in and tested, one mutant at a time, against
+the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an unmutated
+run of those files (recorded once per file by ``linecov.py``; a statement run at import takes
+the whole files; a file few mutants need is run whole instead of recorded). The runs are forks
+of ``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
+CPU-time budget and a wall budget. A mutant is *killed* when a selected test fails (a test
+failure, an import or collection error, a crash, or a budget run out: a timeout, as cosmic-ray
+and mutmut count it; the report counts those apart) and *survives* when all pass or no test runs
+its line.
 
-The sample is seeded and stratified by rule file (in proportion to each file's mutant count, at
-least one per file) and taken in an interleaved order, so a run cut short (``--until``,
-``--limit``) is still a stratified sample. Results are appended to ``<scratch>/results.jsonl``;
-a rerun skips the mutants already there (``--rerun-survivors`` tests the survivors again, e.g.
-after tests were added).
+The sample is seeded per file and stratified by rule file (in proportion to each file's mutant
+count, at least one per file) and taken in an interleaved order, so a run cut short
+(``--until``, ``--limit``) is still a stratified sample. Results are appended to
+``<scratch>/results.jsonl``; a rerun skips the mutants already there with the same mutation
+(``--rerun-survivors`` tests the survivors again, e.g. after tests were added).
 
 Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in the project's)::
 
@@ -20,6 +25,7 @@ Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in 
     .mvenv/bin/python tools/mutation/run.py run --rerun-survivors
     .mvenv/bin/python tools/mutation/run.py report              # docs/mutation-report.md + .json
     .mvenv/bin/python tools/mutation/run.py show <mutant id>    # its diff
+    .mvenv/bin/python tools/mutation/run.py check <mutant id> [tests]  # one mutant, fresh tree
 
 Settings: ``tools/mutation/config.toml``.
 """
