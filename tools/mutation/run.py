@@ -1,16 +1,21 @@
 """Mutation testing of the rule files of every direction, with cosmic-ray's mutation operators.
 
-Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written into
-a scratch copy of the tree and tested against its rule family's own tests only (FAMILY_TESTS
-below), one mutant at a time, at ``nice -n 19``, with ``pytest -x`` and a timeout. A mutant is
-*killed* when any of its family's pytest commands fails (a test failure, an import or collection
-error, a crash, or the timeout, as cosmic-ray and mutmut count them) and *survives* when all pass.
+Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written
+into a scratch copy of the work tree this script is in and tested, one mutant at a time, against
+the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an unmutated
+run of those files (recorded once per file by ``linecov.py``; a statement run at import takes
+the whole files; a file few mutants need is run whole instead of recorded). The runs are forks
+of ``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
+CPU-time budget and a wall budget. A mutant is *killed* when a selected test fails (a test
+failure, an import or collection error, a crash, or a budget run out: a timeout, as cosmic-ray
+and mutmut count it; the report counts those apart) and *survives* when all pass or no test runs
+its line.
 
-The sample is seeded and stratified by rule file (in proportion to each file's mutant count, at
-least one per file) and taken in an interleaved order, so a run cut short (``--until``,
-``--limit``) is still a stratified sample. Results are appended to ``<scratch>/results.jsonl``;
-a rerun skips the mutants already there (``--rerun-survivors`` tests the survivors again, e.g.
-after tests were added).
+The sample is seeded per file and stratified by rule file (in proportion to each file's mutant
+count, at least one per file) and taken in an interleaved order, so a run cut short
+(``--until``, ``--limit``) is still a stratified sample. Results are appended to
+``<scratch>/results.jsonl``; a rerun skips the mutants already there with the same mutation
+(``--rerun-survivors`` tests the survivors again, e.g. after tests were added).
 
 Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in the project's)::
 
@@ -20,6 +25,7 @@ Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in 
     .mvenv/bin/python tools/mutation/run.py run --rerun-survivors
     .mvenv/bin/python tools/mutation/run.py report              # docs/mutation-report.md + .json
     .mvenv/bin/python tools/mutation/run.py show <mutant id>    # its diff
+    .mvenv/bin/python tools/mutation/run.py check <mutant id> [tests]  # one mutant, fresh tree
 
 Settings: ``tools/mutation/config.toml``.
 """
@@ -41,6 +47,7 @@ import sys
 import time
 import tomllib
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,31 +83,31 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/linalg_solve.py": [FT + "test_linalg_solve.py"],
     "frontends/torch/ops/normalization.py": [FT + "test_normalization.py"],
     "frontends/torch/ops/pooling.py": [FT + "test_pooling.py"],
-    "frontends/torch/ops/random.py": [FT + "test_random.py"],
+    "frontends/torch/ops/random.py": [FT + "test_random.py", FT + "test_rule_gaps.py"],
     "frontends/torch/ops/reductions.py": [FT + "test_reductions.py"],
     "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
-    "frontends/torch/ops/shape.py": [FT + "test_shape.py"],
+    "frontends/torch/ops/shape.py": [FT + "test_shape.py", FT + "test_survivors.py"],
     "frontends/torch/ops/special.py": [FT + "test_special.py"],
     "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
     # ONNX -> StableHLO (ONNX op rules)
     "frontends/onnx/ops/control_flow.py": [FO + "test_control_flow.py", NODE],
-    "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", NODE],
+    "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/indexing.py": [FO + "test_indexing.py", NODE],
     "frontends/onnx/ops/linalg.py": [NODE],
     "frontends/onnx/ops/ml.py": [FO + "test_ml.py", NODE],
-    "frontends/onnx/ops/nn.py": [FO + "test_nn.py", NODE],
+    "frontends/onnx/ops/nn.py": [FO + "test_nn.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/quantize.py": [NODE],
     "frontends/onnx/ops/reductions.py": [FO + "test_reductions.py", NODE],
-    "frontends/onnx/ops/resize.py": [FO + "test_resize.py", NODE],
-    "frontends/onnx/ops/rnn.py": [NODE],
+    "frontends/onnx/ops/resize.py": [FO + "test_resize.py", FO + "test_survivors.py", NODE],
+    "frontends/onnx/ops/rnn.py": [FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/sampling.py": [NODE],
     "frontends/onnx/ops/sequence.py": [NODE],
-    "frontends/onnx/ops/shape.py": [FO + "test_shape.py", NODE],
+    "frontends/onnx/ops/shape.py": [FO + "test_shape.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/signal.py": [FO + "test_signal.py", NODE],
     "frontends/onnx/ops/training.py": [NODE],
     # StableHLO -> JAX
     "backends/jax/ops/control_flow.py": [BJ + "test_control_flow.py", BJ + "test_counted_loops.py"],
-    "backends/jax/ops/elementwise.py": [BJ + "test_elementwise.py"],
+    "backends/jax/ops/elementwise.py": [BJ + "test_elementwise.py", BJ + "test_survivors.py"],
     "backends/jax/ops/fft.py": [BJ + "test_fft.py"],
     "backends/jax/ops/indexing.py": [BJ + "test_indexing.py"],
     "backends/jax/ops/lapack.py": [BJ + "test_lapack.py"],
@@ -120,18 +127,29 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "backends/torch/ops/placement.py": [BT + "test_placement.py"],
     "backends/torch/ops/random.py": [BT + "test_random.py"],
     "backends/torch/ops/reductions.py": [BT + "test_reductions.py"],
-    "backends/torch/ops/shape.py": [BT + "test_shape.py"],
+    "backends/torch/ops/shape.py": [BT + "test_shape.py", BT + "test_survivors.py"],
     # StableHLO -> ONNX
     "backends/onnx/ops/chlo.py": [BO + "test_elementwise.py"],
     "backends/onnx/ops/complex.py": [BO + "test_complex.py"],
     "backends/onnx/ops/control_flow.py": [BO + "test_indexing_reductions.py", BO + "test_model.py"],
     "backends/onnx/ops/dynamic.py": [BO + "test_dynamic.py"],
-    "backends/onnx/ops/elementwise.py": [BO + "test_elementwise.py"],
+    "backends/onnx/ops/elementwise.py": [BO + "test_elementwise.py", BO + "test_survivors.py"],
     "backends/onnx/ops/indexing.py": [BO + "test_indexing_reductions.py"],
     "backends/onnx/ops/lapack.py": [BO + "test_lapack.py"],
     "backends/onnx/ops/linalg.py": [BO + "test_shape_linalg.py"],
     "backends/onnx/ops/reductions.py": [BO + "test_indexing_reductions.py"],
     "backends/onnx/ops/shape.py": [BO + "test_shape_linalg.py"],
+}
+
+#: The whole file of the ONNX node tests (its default-run cases), for the line-selected runs.
+NODE_FILE = NODE
+
+#: Per direction, the default-run suites that exercise rules of every file of it (beside the
+#: family's own tests): a mutant is also run against those of their tests that reach its line.
+DIRECTION_TESTS: dict[str, list[str]] = {
+    "torch -> StableHLO": [FT + "test_opinfo.py"],
+    "StableHLO -> torch": [BT + "test_conformance.py"],
+    "StableHLO -> ONNX": [BO + "test_conformance.py"],
 }
 
 DIRECTIONS = {
@@ -195,6 +213,11 @@ def mutate(source: str, m: Mutant) -> str | None:
     return mutate_code(source, cosmic_ray.plugins.get_operator(m.operator)(), m.occurrence)
 
 
+def mutation_diff(tree: Path, m: Mutant) -> list[str]:
+    src = (tree / m.file).read_text(encoding="utf-8")
+    return diff_lines(src, mutate(src, m) or src)
+
+
 def competent(mutated: str, rel: str) -> bool:
     """Whether a mutant compiles: cosmic-ray also rewrites the ``*`` of keyword-only parameters
     as an operator, which is a syntax error (an incompetent mutant, left out of the score)."""
@@ -217,8 +240,9 @@ def diff_lines(original: str, mutated: str) -> list[str]:
 
 def sample(mutants: dict[str, list[Mutant]], n: int, seed: int) -> list[Mutant]:
     """``n`` mutants stratified by file (largest-remainder allocation in proportion to each
-    file's count, at least one per file), in an interleaved order whose prefixes stay stratified."""
-    rng = random.Random(seed)
+    file's count, at least one per file), in an interleaved order whose prefixes stay stratified.
+    Each file's picks come from its own seeded generator, so an edit of one rule file (a fix,
+    a deleted rule) leaves the other files' mutants as they were."""
     files = sorted(f for f in mutants if mutants[f])
     total = sum(len(mutants[f]) for f in files)
     alloc = {f: min(1, len(mutants[f])) for f in files}
@@ -235,6 +259,7 @@ def sample(mutants: dict[str, list[Mutant]], n: int, seed: int) -> list[Mutant]:
             left -= 1
     keyed = []
     for f in files:
+        rng = random.Random(f"{seed}:{f}")  # per file: editing one file changes only its picks
         picked = rng.sample(mutants[f], alloc[f])
         offset = rng.random()
         keyed += [((i + offset) / alloc[f], f, m) for i, m in enumerate(picked)]
@@ -386,17 +411,104 @@ def cmd_list(cfg: dict, args) -> None:
         print(m.id, "line", m.line)
 
 
+def scratch_dir(cfg: dict) -> Path:
+    """The scratch directory of this work tree (``{tree}`` in the setting: its directory name)."""
+    return Path(cfg["scratch"].format(tree=ROOT.name))
+
+
+def candidate_files(rel: str, cfg: dict) -> list[str]:
+    """The test files whose tests may be run against a mutant of ``rel``: its family's, and
+    (``direction_tests`` in the settings) its direction's conformance suite."""
+    out = [NODE_FILE if entry == NODE else entry for entry in FAMILY_TESTS[rel]]
+    if not cfg.get("direction_tests", True):
+        return out
+    return out + [f for f in DIRECTION_TESTS.get(direction(rel), []) if f not in out]
+
+
+def statement_lines(source: str, line: int) -> list[int]:
+    """The lines of the innermost statement holding ``line`` (of a compound statement: its
+    header), any of which a test must run to run the mutated code."""
+    import ast
+
+    best = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            if (
+                best is None
+                or node.lineno >= best.lineno
+                and (node.end_lineno or 0) <= (best.end_lineno or 0)
+            ):
+                best = node
+    if best is None:
+        return [line]
+    end = best.end_lineno or best.lineno
+    body = getattr(best, "body", None)
+    if isinstance(body, list) and body and not isinstance(best, ast.Module):
+        first = min([body[0].lineno, *(d.lineno for d in getattr(best, "decorator_list", []))])
+        end = body[0].lineno - 1 if first > best.lineno else best.lineno
+        if line > end:  # a decorator or the like, outside the header span
+            return [line]
+    return list(range(best.lineno, max(end, best.lineno) + 1))
+
+
+class ForkServer:
+    """``forkserver.py`` run at ``nice -n 19`` by the project's interpreter over the scratch tree."""
+
+    def __init__(self, cfg: dict, tree: Path) -> None:
+        self.proc = subprocess.Popen(
+            ["nice", "-n", "19", cfg["test_python"], str(HERE / "forkserver.py"), str(tree)],
+            cwd=tree, env=test_env(tree), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert json.loads(self.proc.stdout.readline())["ready"]
+
+    def run(self, args: list[str], log: Path, cpu: float, wall: float, **extra) -> dict:
+        job = {"args": args, "log": str(log), "cpu": cpu, "wall": wall, **extra}
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def coverage_key(tree: Path, test_file: str, source_hash: str) -> str:
+    h = hashlib.sha256((tree / test_file).read_bytes())
+    h.update(source_hash.encode())
+    return h.hexdigest()[:16]
+
+
+def source_hash(tree: Path) -> str:
+    h = hashlib.sha256()
+    for sub in ("converter", "frontends", "backends"):
+        for p in sorted((tree / sub).rglob("*.py")):
+            h.update(str(p.relative_to(tree)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def tail_of(path: Path, n: int = 8) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
 def cmd_run(cfg: dict, args) -> None:
-    scratch = Path(cfg["scratch"])
+    scratch = scratch_dir(cfg)
     tree = scratch / "tree"
     results_path = scratch / "results.jsonl"
-    scratch.mkdir(parents=True, exist_ok=True)
+    covdir = scratch / "lines"
+    logdir = scratch / "logs"
+    for d in (scratch, covdir, logdir):
+        d.mkdir(parents=True, exist_ok=True)
     copy_tree(tree)
-    thash = tree_hash(tree)
+    thash, shash = tree_hash(tree), source_hash(tree)
     for rel in rule_files():
         assert (tree / rel).exists(), rel
-        for entry in FAMILY_TESTS[rel]:
-            assert entry == NODE or (tree / entry).exists(), entry
+        for f in candidate_files(rel, cfg):
+            assert (tree / f).exists(), f
     muts = enumerate_mutants(tree, rule_files(), set(cfg["exclude_operators"]))
     order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
     if args.limit:
@@ -407,106 +519,148 @@ def cmd_run(cfg: dict, args) -> None:
         order = [m for m in order if m.id in set(args.ids.split(","))]
     elif args.rerun_survivors:
         order = [m for m in order if m.id in done and done[m.id]["status"] == "survived"]
-    else:
-        order = [m for m in order if m.id not in done]
-    baselines = {r["file"]: r for r in results if r["kind"] == "baseline" and r["tree"] == thash}
+    else:  # not run yet, or run as another mutation (its file was edited since)
+        order = [m for m in order if m.id not in done or done[m.id]["diff"] != mutation_diff(tree, m)]
+    if args.adopt:  # earlier results of this sample's mutants, where the mutation is the same
+        adopted = 0
+        with results_path.open("a") as log:
+            for r in read_results(Path(args.adopt)):
+                m = next((m for m in order if m.id == r.get("id")), None)
+                if m is None or r["kind"] != "mutant" or r["status"] not in ("killed", "survived"):
+                    continue
+                if mutation_diff(tree, m) == r["diff"]:
+                    log.write(json.dumps({**r, "adopted_from": args.adopt, "mode": "family files"}) + "\n")
+                    order.remove(m)
+                    adopted += 1
+        print(f"adopted {adopted} results of {args.adopt}", flush=True)
     until = None
     if args.until:
         h, mi = map(int, args.until.split(":"))
         until = now_utc().replace(hour=h, minute=mi, second=0, microsecond=0)
     print(f"{len(order)} mutants to run; tree {thash}", flush=True)
-    node_ids = node_case_ids(cfg, tree)
+    server = ForkServer(cfg, tree)
+    coverage: dict[str, dict] = {}
+    rules = rule_files()
+
+    def lines_path(test_file: str) -> Path:
+        return covdir / f"{test_file.replace('/', '__')}.{coverage_key(tree, test_file, shash)}.json"
+
+    def has_lines(test_file: str) -> bool:
+        return test_file in coverage or lines_path(test_file).exists()
+
+    def lines_of(test_file: str) -> dict:
+        """The unmutated run of one test file with its lines recorded (made once per content)."""
+        if test_file in coverage:
+            return coverage[test_file]
+        path = lines_path(test_file)
+        if not path.exists():
+            log = logdir / f"lines.{test_file.replace('/', '__')}.log"
+            budget = {"cpu": cfg["collect_cpu"], "wall": cfg["collect_wall"]}
+            res = server.run(
+                [*cfg["collect_pytest_args"], test_file], log, lines=str(path), rule_files=rules, **budget
+            )
+            print(
+                f"lines of {test_file}: rc {res['rc']}, {res['cpu']:.0f} CPU s, {res['seconds']:.0f} s",
+                flush=True,
+            )
+            if not path.exists():
+                raise SystemExit(f"no line record from {test_file}:\n{tail_of(log, 30)}")
+        coverage[test_file] = json.loads(path.read_text())
+        return coverage[test_file]
+
     with results_path.open("a") as log:
 
         def write(rec: dict) -> None:
             log.write(json.dumps(rec) + "\n")
             log.flush()
 
-        def run_baseline(rel: str) -> dict:
-            outcome, secs, tail = run_commands(commands(cfg, rel, node_ids), tree, 1800)
-            base = {"kind": "baseline", "file": rel, "tree": thash, "outcome": outcome,
-                    "seconds": round(secs, 1), "tail": tail}  # fmt: skip
-            baselines[rel] = base
-            write(base)
-            print(f"baseline {rel}: {outcome} {secs:.0f}s", flush=True)
-            return base
-
-        if args.verify_kills:
-            verify_kills(cfg, tree, thash, done, write)
-            return
-        if args.baselines:  # the families with a killed mutant and no unmutated passing run yet
-            for rel in sorted({r["file"] for r in done.values() if r["status"] == "killed"} - set(baselines)):
-                run_baseline(rel)
-            return
         for k, m in enumerate(order):
-            cmds = commands(cfg, m.file, node_ids)
-            base = baselines.get(m.file)
-            expect = base["seconds"] if base else 60.0
-            if until and now_utc() + dt.timedelta(seconds=expect) > until:
+            if until and now_utc() > until:
                 print(f"stopping: --until {args.until} reached", flush=True)
                 break
-            if base is None and args.baseline_first:
-                base = run_baseline(m.file)
-            if base is not None and base["outcome"] != "passed":
-                write({"kind": "mutant", "id": m.id, "file": m.file, "line": m.line,
-                       "operator": m.operator, "status": "skipped", "why": "family tests fail unmutated",
-                       "tree": thash})  # fmt: skip
-                continue
             path = tree / m.file
             original = path.read_text(encoding="utf-8")
             mutated = mutate(original, m)
             if mutated is None or not competent(mutated, m.file):
                 continue
+            span = set(statement_lines(original, m.line))
+            selected, whole, cpu, failing, unrecorded = [], [], 0.0, [], []
+            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg))
+            for test_file in candidate_files(m.file, cfg):
+                if not has_lines(test_file) and need[test_file] < cfg["collect_min_mutants"]:
+                    whole.append(test_file)  # cheaper to run whole for the few mutants needing it
+                    unrecorded.append(test_file)
+                    cpu += cfg["unrecorded_cpu"]
+                    continue
+                cov = lines_of(test_file)
+                if span & set(cov["outside"].get(m.file, [])):
+                    whole.append(test_file)  # run at import or collection: reaches every test
+                for nodeid, rec in cov["tests"].items():
+                    if rec["outcome"] == "failed":
+                        failing.append(nodeid)
+                    elif test_file in whole or span & set(rec.get("lines", {}).get(m.file, [])):
+                        if test_file not in whole:
+                            selected.append(nodeid)
+                        cpu += rec.get("cpu", 0.0)
+            base = {"kind": "mutant", "id": m.id, "file": m.file, "line": m.line, "operator": m.operator,
+                    "diff": diff_lines(original, mutated), "tree": thash,
+                    "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+            if not selected and not whole:
+                rec = {**base, "status": "survived", "outcome": "no-test-runs-it", "seconds": 0, "cpu": 0,
+                       "tests": 0, "mode": "lines"}  # fmt: skip
+                write(rec)
+                print(f"[{k + 1}/{len(order)}] survived no test runs line {m.line}: {m.id}", flush=True)
+                continue
+            pargs = [*cfg["pytest_args"], *whole, *selected]
+            pargs += [f"--deselect={t}" for t in failing if t.split("::")[0] in whole]
+            budget = cfg["min_cpu"] + cfg["cpu_factor"] * cpu
+            mlog = logdir / "mutant.log"
             try:
                 path.write_text(mutated, encoding="utf-8")
-                if base is None:
-                    timeout = cfg["no_baseline_timeout"]
-                else:
-                    timeout = max(cfg["min_timeout"], cfg["timeout_factor"] * base["seconds"])
-                outcome, secs, tail = run_commands(cmds, tree, timeout)
+                res = server.run(
+                    pargs, mlog, cpu=budget, wall=max(cfg["min_wall"], cfg["wall_factor"] * budget)
+                )
             finally:
                 path.write_text(original, encoding="utf-8")
-            status = {"passed": "survived", "no-tests": "error"}.get(outcome, "killed")
-            if status == "survived" and base is None:  # a passing family run times the family too
-                base = {"kind": "baseline", "file": m.file, "tree": thash, "outcome": "passed",
-                        "seconds": round(secs, 1), "tail": "", "from": m.id}  # fmt: skip
-                baselines[m.file] = base
-                write(base)
-            rec = {"kind": "mutant", "id": m.id, "file": m.file, "line": m.line, "operator": m.operator,
-                   "diff": diff_lines(original, mutated), "status": status, "outcome": outcome,
-                   "seconds": round(secs, 1), "tail": tail if status != "survived" else "", "tree": thash,
-                   "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+            rc = res["rc"]
+            if rc == 0:
+                status, outcome = "survived", "passed"
+            elif rc in ("timeout", "cpu-limit"):
+                status, outcome = "killed", rc
+            elif rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
+                status, outcome = ("killed", f"failed({rc})") if rc in (2, 3) else ("error", f"failed({rc})")
+            else:
+                status, outcome = "killed", f"failed({rc})" if isinstance(rc, int) else rc
+            if status == "killed" and unrecorded and isinstance(rc, int):
+                # a file run whole without a line record: its failing test must pass unmutated
+                failed = failing_tests(mlog.read_text(errors="replace"))
+                if failed:
+                    check = server.run(
+                        [*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600
+                    )
+                    if check["rc"] != 0:
+                        status, outcome = "error", "its failing test fails unmutated"
+            rec = {**base, "status": status, "outcome": outcome, "seconds": res["seconds"], "cpu": res["cpu"],
+                   "budget_cpu": round(budget, 1), "tests": len(selected), "files": whole,
+                   "mode": "files" if whole else "lines", "unrecorded": unrecorded,
+                   "tail": tail_of(mlog) if status != "survived" else ""}  # fmt: skip
             write(rec)
             print(
-                f"[{k + 1}/{len(order)}] {status:8s} {outcome:11s} {secs:5.0f}s {m.id} (line {m.line})",
+                f"[{k + 1}/{len(order)}] {status:8s} {outcome:11s} {res['cpu']:5.1f} CPU s "
+                f"{len(selected)} tests {len(whole)} files {m.id} (line {m.line})",
                 flush=True,
             )
+    server.close()
 
 
 def failing_tests(tail: str) -> list[str]:
     return re.findall(r"^FAILED (\S+)", tail, re.M)
 
 
-def verify_kills(cfg: dict, tree: Path, thash: str, done: dict, write) -> None:
-    """Run the test that failed for each killed mutant on the unmutated tree, all in one pytest
-    (no ``-x``): a kill counts only if its failing test passes unmutated (the cheap stand-in for
-    an unmutated run of every family)."""
-    wanted = sorted({t for r in done.values() if r["status"] == "killed" for t in failing_tests(r["tail"])})
-    if not wanted:
-        return
-    cmd = ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"]
-    proc = subprocess.run([*cmd, *wanted], cwd=tree, env=test_env(tree), capture_output=True, text=True)
-    failed = set(failing_tests(proc.stdout))
-    for t in wanted:
-        write({"kind": "kill-check", "test": t, "tree": thash, "passed": t not in failed})
-    print(f"{len(wanted)} failing tests of killed mutants run unmutated: {len(failed)} fail", flush=True)
-    print("\n".join(proc.stdout.strip().splitlines()[-5:]), flush=True)
-
-
 def cmd_check(cfg: dict, args) -> None:
     """One mutant against the given tests (default: its family's), in a fresh copy of the tree."""
     rel, op, occ = args.id.rsplit(":", 2)
-    tree = Path(cfg["scratch"]) / "check-tree"
+    tree = scratch_dir(cfg) / "check-tree"
     copy_tree(tree)
     m = Mutant(rel, op, int(occ), 0)
     original = (tree / rel).read_text(encoding="utf-8")
@@ -519,7 +673,7 @@ def cmd_check(cfg: dict, args) -> None:
         cmds = [["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *args.tests]]
     else:
         cmds = commands(cfg, rel, node_case_ids(cfg, tree) if NODE in FAMILY_TESTS[rel] else {})
-    outcome, secs, tail = run_commands(cmds, tree, cfg["no_baseline_timeout"])
+    outcome, secs, tail = run_commands(cmds, tree, cfg["min_wall"])
     print(f"{'survived' if outcome == 'passed' else 'killed'} ({outcome}, {secs:.0f}s)\n{tail}")
 
 
@@ -535,13 +689,17 @@ def _pct(score: float | None) -> str:
 
 
 def cmd_report(cfg: dict, args) -> None:
-    results = read_results(Path(args.results or Path(cfg["scratch"]) / "results.jsonl"))
+    results = read_results(Path(args.results or scratch_dir(cfg) / "results.jsonl"))
     # a family that failed unmutated in some tree voids the kills made in that tree
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
     # ... and so does a failing test of a killed mutant that fails unmutated too (run --verify-kills)
     bad_tests = {r["test"] for r in results if r["kind"] == "kill-check" and not r["passed"]}
     latest: dict[str, dict] = {}
     first: dict[str, dict] = {}
+    # the current sample, as the mutations are now (a result of an edited file's old mutation,
+    # or of a mutant no longer sampled, is left out)
+    muts = enumerate_mutants(ROOT, rule_files(), set(cfg["exclude_operators"]))
+    wanted = {m.id: m for m in sample(muts, cfg["sample"], cfg["seed"])}
     sources = {rel: (ROOT / rel).read_text(encoding="utf-8") for rel in rule_files()}
     for r in results:
         if r["kind"] == "mutant" and r["status"] in ("killed", "survived"):
@@ -549,8 +707,11 @@ def cmd_report(cfg: dict, args) -> None:
                 continue
             if r["status"] == "killed" and set(failing_tests(r.get("tail", ""))) & bad_tests:
                 continue
-            rel, op, occ = r["id"].rsplit(":", 2)
-            if not competent(mutate(sources[rel], Mutant(rel, op, int(occ), 0)) or "", rel):
+            m = wanted.get(r["id"])
+            if m is None:
+                continue
+            mutated = mutate(sources[m.file], m) or ""
+            if not competent(mutated, m.file) or diff_lines(sources[m.file], mutated) != r["diff"]:
                 continue
             first.setdefault(r["id"], r)
             latest[r["id"]] = r
@@ -560,9 +721,18 @@ def cmd_report(cfg: dict, args) -> None:
         with open(cpath, "rb") as f:
             classes = tomllib.load(f).get("survivor", {})
 
+    equivalent = {i for i, c in classes.items() if c.get("class", "").startswith("equivalent")}
+
     def score(recs: list[dict]) -> dict:
         killed = sum(r["status"] == "killed" for r in recs)
-        return {"killed": killed, "total": len(recs), "score": round(killed / len(recs), 3) if recs else None}
+        timeouts = sum(r["status"] == "killed" and r.get("outcome") in ("timeout", "cpu-limit") for r in recs)
+        eq = sum(r["status"] == "survived" and r["id"] in equivalent for r in recs)
+        n = len(recs)
+        return {
+            "killed": killed, "total": n, "score": round(killed / n, 3) if n else None,
+            "timeouts": timeouts, "equivalent": eq,
+            "score_without_equivalent": round(killed / (n - eq), 3) if n - eq else None,
+        }  # fmt: skip
 
     dirs = list(DIRECTIONS.values())
     report = {"sample": len(latest), "seed": cfg["seed"], "before": {}, "after": {}, "survivors": []}
@@ -576,6 +746,7 @@ def cmd_report(cfg: dict, args) -> None:
             report["survivors"].append({
                 "id": r["id"], "where": f"{r['file']}:{r['line']}", "operator": r["operator"],
                 "diff": r["diff"], "now": r["status"], "class": c.get("class", "unclassified"),
+                "unrun": r.get("outcome") == "no-test-runs-it",
                 "note": c.get("note", ""),
             })  # fmt: skip
     (HERE / "report.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -583,16 +754,20 @@ def cmd_report(cfg: dict, args) -> None:
         "# Mutation testing report",
         "",
         "Written by `tools/mutation/run.py report` (see the README's *Mutation testing* section).",
-        f"Sample: {report['sample']} mutants (cosmic-ray operators, seed {cfg['seed']}, stratified by",
-        "rule file), each run against its rule family's own tests only. *Before*: each mutant's first",
-        "run; *after*: the survivors run again once tests were added for them.",
+        f"Run: {report['sample']} of the {cfg['sample']}-mutant sample (cosmic-ray operators, seed",
+        f"{cfg['seed']}, stratified by rule file), each against the tests of its family that ran its",
+        "statement unmutated. *Before*: each mutant's first run; *after*: the survivors run again once",
+        "tests were added for them. Timeouts (CPU or wall budget) count as kills, as in cosmic-ray;",
+        "*w/o equivalent*: the score with the survivors classed as equivalent mutants left out.",
         "",
-        "| direction | mutants | killed before | score before | killed after | score after |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| direction | mutants | killed before | score before | killed after | score after "
+        "| of which timeouts | equivalent | score after w/o equivalent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for d in [*dirs, "all"]:
         b, a = report["before"][d], report["after"][d]
-        row = [d, b["total"], b["killed"], _pct(b["score"]), a["killed"], _pct(a["score"])]
+        row = [d, b["total"], b["killed"], _pct(b["score"]), a["killed"], _pct(a["score"]), a["timeouts"],
+               a["equivalent"], _pct(a["score_without_equivalent"])]  # fmt: skip
         lines.append("| " + " | ".join(map(str, row)) + " |")
     lines += ["", "## Surviving mutants", "", "| where | mutation | class | now | note |"]
     lines.append("| --- | --- | --- | --- | --- |")
@@ -618,16 +793,8 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--rerun-survivors", action="store_true")
     r.add_argument("--ids", help="comma-separated mutant ids to run (again)")
     r.add_argument(
-        "--baseline-first", action="store_true",
-        help="run each family unmutated before its first mutant (default: after the run, --baselines)",
-    )  # fmt: skip
-    r.add_argument(
-        "--verify-kills", action="store_true",
-        help="run the test that failed for each killed mutant, unmutated, in one pytest",
-    )  # fmt: skip
-    r.add_argument(
-        "--baselines", action="store_true",
-        help="only run unmutated the families that killed a mutant and never passed in this tree",
+        "--adopt", help="a results.jsonl of an earlier run: take its results of this sample's mutants "
+        "whose mutation (diff) is the same, rather than run them again",
     )  # fmt: skip
     s = sub.add_parser("show", help="the diff of one mutant")
     s.add_argument("id")

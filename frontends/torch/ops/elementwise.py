@@ -440,7 +440,6 @@ register(aten.abs.default)(_same_dtype_unary(jnp.abs, "``|x|``."))
 register(aten.floor.default)(_same_dtype_unary(jnp.floor, "``floor``; identity on integers.", True))
 register(aten.ceil.default)(_same_dtype_unary(jnp.ceil, "``ceil``; identity on integers.", True))
 register(aten.trunc.default)(_same_dtype_unary(jnp.trunc, "``trunc``; identity on integers.", True))
-register(aten.frac.default)(_same_dtype_unary(lambda v: v - jnp.trunc(v), "``x - trunc(x)``."))
 
 
 @register(aten.sign.default, aten.sgn.default)

@@ -1,6 +1,8 @@
 """Normalization: ``native_layer_norm``, ``native_group_norm``, and batch norm in its
-functional forms ``_native_batch_norm_legit_no_training``, ``_native_batch_norm_legit``
-(with and without running stats) and ``_native_batch_norm_legit_functional``
+functional forms ``_native_batch_norm_legit_no_training``, ``_native_batch_norm_legit.no_stats``
+and ``_native_batch_norm_legit_functional`` (``_native_batch_norm_legit.default`` updates its
+running stats in place: ``run_decompositions`` functionalizes it into the ``_functional`` form
+before any rule runs, so it has no rule)
 (``native_functions.yaml``; formulas of ``layer_norm_kernel.cpp`` / ``batch_norm_kernel.cpp``).
 
 Statistics are computed in float32 for half inputs; variances are biased (divide by the
@@ -86,16 +88,6 @@ def batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum,
     invstd = 1 / jnp.sqrt(running_var + eps)
     empty = jnp.zeros((0,), xa.dtype)
     return _bn_apply(xa, running_mean, invstd, weight, bias), empty, empty
-
-
-@register(aten._native_batch_norm_legit.default)
-def batch_norm_legit(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """``(out, save_mean, save_invstd)``: batch statistics when ``training`` (saved, shape
-    ``(C,)``), running statistics otherwise (saved outputs empty). The running-stat update
-    is a mutation that ``torch.export`` expresses through the ``_functional`` form."""
-    if not training:
-        return batch_norm_no_training(x, weight, bias, running_mean, running_var, momentum, eps)
-    return batch_norm_no_stats(x, weight, bias, training, momentum, eps)
 
 
 @register(aten._native_batch_norm_legit.no_stats)

@@ -1,0 +1,45 @@
+"""Shape ops with operand sizes in the torch backend: ``stablehlo.real_dynamic_slice`` and
+``stablehlo.dynamic_pad``, which ``jax.export`` writes for a slice or pad by a symbolic
+amount. Calling ``to_torch()`` specializes the module to the call's shapes first (no such op
+is left), so they run under ``torch.export`` with the dimension kept symbolic; compared with
+``jax.jit`` of the source function at several sizes."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import torch
+from jax import lax
+from torch.export import Dim
+
+import converter
+
+
+def _source(x):
+    m = x.shape[0]
+    return (
+        lax.slice(x, (1, 0), (m, 4), (1, 2)),  # real_dynamic_slice: rows 1..m, every other column
+        lax.pad(x, jnp.float32(0.5), ((0, m, 0), (1, 0, 0))),  # dynamic_pad: m rows of 0.5 below
+    )
+
+
+def test_real_dynamic_slice_and_dynamic_pad_under_torch_export():
+    (n,) = jax.export.symbolic_shape("n", constraints=["n >= 4", "n <= 64"])
+    exp = jax.export.export(jax.jit(_source))(jax.ShapeDtypeStruct((n, 4), jnp.float32))
+    text = exp.mlir_module()
+    assert "stablehlo.real_dynamic_slice" in text and "stablehlo.dynamic_pad" in text
+    t = converter.from_jax(exp).to_torch()
+    ep = torch.export.export(
+        t, (torch.randn(5, 4),), dynamic_shapes={"args": ({0: Dim("n", min=4, max=64)},)}
+    )
+    run = ep.module()
+    rng = np.random.default_rng(0)
+    for size in (4, 7, 64):
+        x = rng.standard_normal((size, 4)).astype(np.float32)
+        with torch.no_grad():
+            got = run(torch.from_numpy(x))
+        want = jax.jit(_source)(x)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g.numpy(), np.asarray(w), err_msg=f"n = {size}")

@@ -1,0 +1,104 @@
+"""ONNX op-rule cases written for mutants that survived the mutation run (README, *Mutation
+testing*; ``tools/mutation/survivors.toml`` names the mutant each one kills), against
+onnxruntime."""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from converter import from_onnx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+X = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+
+
+def test_elu_without_alpha_takes_the_default():
+    """Elu's ``alpha`` attribute omitted: the schema's default 1.0 (the node suite's default
+    run has only the case with an explicit alpha)."""
+    check_node("Elu", {"x": X})
+
+
+def test_bidirectional_gru_takes_each_directions_activations():
+    """A bidirectional GRU with its activations named per direction (forward: the defaults,
+    reverse: HardSigmoid and Tanh): each direction's activation functions come from its own
+    part of the list."""
+    r = np.random.default_rng(1)
+    seq, batch, inp, hid = 3, 2, 4, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": r.standard_normal((2, 3 * hid, inp)).astype(np.float32) * 0.5,
+        "r": r.standard_normal((2, 3 * hid, hid)).astype(np.float32) * 0.5,
+    }
+    attrs = {
+        "hidden_size": hid,
+        "direction": "bidirectional",
+        "activations": ["Sigmoid", "Tanh", "HardSigmoid", "Tanh"],
+    }
+    check_node("GRU", inputs, attrs, n_out=2, static=("w", "r"))
+
+
+def test_conv_transpose_3d_with_explicit_asymmetric_pads():
+    """ConvTranspose over 3 spatial dims with ``pads`` given (begin then end of each dim): the
+    end pad of dim ``i`` is ``pads[i + 3]``."""
+    r = np.random.default_rng(2)
+    inputs = {
+        "x": r.standard_normal((1, 2, 3, 4, 3)).astype(np.float32),
+        "w": r.standard_normal((2, 2, 2, 3, 2)).astype(np.float32),
+    }
+    check_node("ConvTranspose", inputs, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}, static=("w",))
+
+
+def test_depth_to_space_with_blocksize_3():
+    """DepthToSpace in both modes with a block of 3 (the output depth is ``C // 9``)."""
+    x = np.arange(1 * 18 * 2 * 3, dtype=np.float32).reshape(1, 18, 2, 3)
+    for mode in ("DCR", "CRD"):
+        check_node("DepthToSpace", {"x": x}, {"blocksize": 3, "mode": mode})
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_up_and_down(mode):
+    """Resize-18 ``linear`` and ``cubic`` with ``antialias=1``: the kernel is stretched only
+    when downsampling (an upsampling scale leaves it as is)."""
+    x = np.arange(2 * 6 * 6, dtype=np.float32).reshape(1, 2, 6, 6) % 7
+    for scales in ([1, 1, 1.5, 1.75], [1, 1, 0.5, 0.75]):
+        consts = [
+            helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name))
+            for name, value in (("roi", np.array([], np.float32)), ("scales", np.array(scales, np.float32)))
+        ]
+        node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode, antialias=1)
+        graph = helper.make_graph(
+            [*consts, node],
+            "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+            [
+                helper.make_tensor_value_info(
+                    "y", onnx.TensorProto.FLOAT, [int(d * f) for d, f in zip(x.shape, scales, strict=True)]
+                )
+            ],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x}
+        )
+        (got,) = from_onnx(model).to_jax()(x)
+        assert np.asarray(got).shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=str(scales))
+
+
+def test_deform_conv_with_strides_differing_per_dim():
+    """DeformConv-19 with strides (2, 1): each output dim from its own stride."""
+    r = np.random.default_rng(3)
+    inputs = {
+        "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
+        "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
+        "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
+    }
+    check_node("DeformConv", inputs, {"strides": [2, 1]}, opset=19, static=("w",))
