@@ -61,6 +61,7 @@ SCRIPT = (
     from tests import registry_coverage
 
     registry_coverage.install()  # the rules this process runs count for the suite's coverage check
+    jax.config.update("jax_enable_x64", True)  # int64 token ids through jax.jit(f.apply)
     out = {}
     assert len(jax.devices()) == 8
     rs = np.random.RandomState(0)
