@@ -68,7 +68,7 @@ _NOT_FOLDED = {
 }
 
 
-def _evaluate(model: onnx.ModelProto, outputs: list) -> list:
+def _run_constants(model: onnx.ModelProto, outputs: list) -> list:
     """The values ``outputs`` (ValueInfoProtos) of ``model``, a graph of constants, as
     onnxruntime computes them without its own graph optimizations."""
     import onnxruntime as ort
@@ -256,7 +256,7 @@ def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np
         ids = {id(n) for v in frontier for n in cones[v]}  # only what the kept values need
         del model.graph.node[:]
         model.graph.node.extend(n for n in nodes if id(n) in ids)
-        results = _evaluate(model, [types[v] for v in frontier])
+        results = _run_constants(model, [types[v] for v in frontier])
     except Exception:  # noqa: BLE001 - an optimization: a subgraph onnxruntime cannot run stays
         return None
     return dict(zip(frontier, results, strict=True))
@@ -534,7 +534,7 @@ def _known_values(g, names, producer, params, param_data, opset) -> dict[str, np
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         types = {vi.name: vi for vi in inferred.graph.value_info}
-        results = _evaluate(model, [types[v] for v in computed])
+        results = _run_constants(model, [types[v] for v in computed])
     except Exception:  # noqa: BLE001 - an optimization: what onnxruntime cannot compute stays
         return None
     return {**direct, **dict(zip(computed, results, strict=True))}
