@@ -83,9 +83,14 @@ def x64_scope(module: Module) -> Any:
     is off where it runs, else a no-op context. Without it JAX would silently narrow them
     to 32 bits (INT64_MAX becomes -1); the scope is thread-local and part of ``jax.jit``'s
     trace context, so the process's ``jax_enable_x64`` is never changed."""
-    if jax.config.jax_enable_x64 or not needs_x64(module):
-        return contextlib.nullcontext()
-    return jax.enable_x64(True)
+    return _x64_on(not jax.config.jax_enable_x64 and needs_x64(module))
+
+
+def _x64_on(needed: bool) -> Any:
+    """``jax.enable_x64(True)`` when ``needed`` and x64 is off, else a no-op context."""
+    if needed and not jax.config.jax_enable_x64:
+        return jax.enable_x64(True)
+    return contextlib.nullcontext()
 
 
 def needs_x64(module: Module) -> bool:
@@ -269,9 +274,7 @@ class JaxFunction:
         is never changed, and a call under the scope traces and compiles with 64-bit types
         (the scope is part of ``jax.jit``'s trace context, so an enclosing x64-off
         ``jax.jit`` keeps them inside the function too)."""
-        if self._x64 and not jax.config.jax_enable_x64:
-            return jax.enable_x64(True)
-        return contextlib.nullcontext()
+        return _x64_on(self._x64)
 
     def _check_not_narrowed(self, params: dict[str, Any], inputs: list[Any]) -> None:
         """With x64 off, a 64-bit input or parameter that arrives as its 32-bit narrowing
