@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from converter import dtypes
+from converter.weights import ALIGN
 
 STORAGE: dict[str, torch.dtype] = {"uint16": torch.int32, "uint32": torch.int64, "uint64": torch.int64}
 WIDENED = {"uint16": 16, "uint32": 32}
@@ -92,15 +93,12 @@ def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
     return torch.from_numpy(arr.copy())
 
 
-ALIGNMENT = 64  # bytes: torch's CPU allocator's (NumPy's is 16)
-
-
 def aligned(value: torch.Tensor) -> torch.Tensor:
     """``value``, or a copy in memory torch allocated when ``value``'s data is not
-    :data:`ALIGNMENT`-aligned (a tensor on a NumPy array's memory): inductor assumes
-    parameters and constants aligned and copies a misaligned one on every call of a
-    ``torch.compile``d module."""
-    if value.device.type != "cpu" or not value.numel() or value.data_ptr() % ALIGNMENT == 0:
+    :data:`converter.weights.ALIGN`-aligned (64 bytes, as torch's CPU allocator gives; a
+    tensor on a NumPy array's memory may be 16): inductor assumes parameters and constants
+    aligned and copies a misaligned one on every call of a ``torch.compile``d module."""
+    if value.device.type != "cpu" or not value.numel() or value.data_ptr() % ALIGN == 0:
         return value
     return value.clone()
 
