@@ -14,8 +14,10 @@ Prints, for one process (machines are noisy; compare ratios, not seconds across 
   the lowered programs, and the steady state of ``jax.jit(f)`` against
   ``jax.jit(f.apply)(params, x)`` (torchax, the issue's reference, does not import on torch
   2.13), and the same for the argument form ``jax.jit(lambda f, x: f(x))(f, x)``, which takes
-  the weights as arguments. ``jax.jit(f)`` still embeds the weights as constants (hundreds of
-  MB of program text on GPT-2 small, several GB of memory while lowering), hence opt-in;
+  the weights as arguments. Under JAX's default ``jax.jit(f)`` embeds the weights as constants
+  (hundreds of MB of program text on GPT-2 small, several GB of memory while lowering), hence
+  opt-in; run with ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` in the environment and JAX
+  passes them as arguments (the line "JAX passes closed-over arrays..." says which mode ran);
 
 then, on ``--example`` (the bundled 2-layer GPT-2 by default):
 
@@ -43,7 +45,7 @@ import jax
 import torch
 
 import converter
-from converter import cli
+from converter import _jax_internal, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "tiny": (2, 256, 4)}
@@ -123,6 +125,11 @@ def jit_target(size: str, repeat: int) -> None:
     )
     mb = 1 / 2**20
     print(f"GPT-2 {size}: the JAX function under jax.jit (steady states: median of {repeat}, interleaved)")
+    hoisted = _jax_internal.constants_hoisted()
+    print(
+        f"  JAX passes closed-over arrays as arguments (JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True "
+        f"before import): {'yes' if hoisted else 'no, jax.jit(f) embeds the weights'}"
+    )
     print(f"  first call of f                    {first_f:8.3f} s wall {first_f_cpu:8.3f} s CPU")
     print(f"  first call of jax.jit(f)           {first_jit:8.3f} s wall {first_jit_cpu:8.3f} s CPU")
     print(f"  first call of jax.jit(f.apply)     {first_apply:8.3f} s wall {first_apply_cpu:8.3f} s CPU")

@@ -108,3 +108,25 @@ def under_staging_trace() -> bool:
             return True
         trace = getattr(trace, "parent_trace", None)
     return False
+
+
+def constants_hoisted() -> bool:
+    """Whether ``jax.jit`` passes closed-over arrays to the compiled program as arguments
+    instead of embedding them in it: JAX's transitional ``jax_use_simplified_jaxpr_constants``
+    mode (https://docs.jax.dev/en/latest/internals/constants.html), which only takes full
+    effect when set before JAX is imported (``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``):
+    ``jax.Array`` is then a literal type of the tracer."""
+    from jax._src import config
+    from jax._src.array import ArrayImpl
+
+    return bool(config.use_simplified_jaxpr_constants.value) and ArrayImpl in _core.literalable_types
+
+
+def embedded_constants():
+    """A context in which ``jax.jit(...).lower()`` embeds closed-over arrays in the lowered
+    module (JAX's default) even in the mode of :func:`constants_hoisted`, which would add them
+    to ``@main``'s arguments: the frontends' StableHLO takes exactly the signature's
+    arguments. ``jax.export`` never hoists them."""
+    from jax._src import config
+
+    return config.use_simplified_jaxpr_constants(False)

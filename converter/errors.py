@@ -200,3 +200,12 @@ class ClosedOverParamsWarning(UserWarning):
     """``JaxFunction.params`` was reassigned after a staged JAX program (``jax.jit(f)``, or a
     jitted function that calls ``f``) captured the previous parameters as constants: JAX
     cached that trace, so the program still computes with the old ones."""
+
+
+class EmbeddedParamsWarning(UserWarning):
+    """A staged JAX program (``jax.jit(f)``, or a jitted function that calls ``f``) is
+    closing over a converted function's parameters, and this JAX embeds closed-over arrays
+    in the program as constants: the first call lowers and compiles every weight into the
+    program (slow, about twice the weights' memory). Raised once per function, for at least
+    :data:`backends.jax.EMBED_WARN_BYTES` of parameters, unless JAX hoists such constants
+    into arguments (``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` set before JAX is imported)."""

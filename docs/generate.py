@@ -178,6 +178,7 @@ API = [
     "converter.errors.ModuleFormatError",
     "converter.errors.ShardingError",
     "converter.errors.ClosedOverParamsWarning",
+    "converter.errors.EmbeddedParamsWarning",
 ]
 
 

@@ -3,13 +3,24 @@ as an argument, its weights are arguments of the program, not baked-in constants
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
 
+import backends.jax
 import converter
+from converter import _jax_internal
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +51,8 @@ def test_jit_with_function_argument_does_not_bake_weights(fx):
     text = call.lower(f, x).as_text()
     assert len(text) < weights / 4, (len(text), weights)  # hex-encoded weights would be 2x
     baked = jax.jit(f).lower(x).as_text()  # plain jax.jit(f) closes over them (see README)
-    assert len(baked) > weights
+    if not _jax_internal.constants_hoisted():  # unless JAX hoists constants (test below)
+        assert len(baked) > weights
 
 
 def test_grad_and_vmap_over_the_function(fx):
@@ -95,3 +107,66 @@ def test_reassigning_params_not_captured_is_silent(fx, recwarn):
     jax.grad(lambda h: jnp.sum(h(x)))(g)
     g.params = dict(g.params)
     assert not [w for w in recwarn if issubclass(w.category, converter.ClosedOverParamsWarning)]
+
+
+@pytest.mark.skipif(_jax_internal.constants_hoisted(), reason="JAX passes closed-over arrays as arguments")
+def test_jit_f_embedding_its_params_warns_once(fx, monkeypatch):
+    f, x, ref = fx
+    monkeypatch.setattr(backends.jax, "EMBED_WARN_BYTES", 1)
+    g = _copy(f)
+    with pytest.warns(converter.EmbeddedParamsWarning, match="JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS"):
+        np.testing.assert_allclose(np.asarray(jax.jit(g)(x)), ref, rtol=1e-5, atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", converter.EmbeddedParamsWarning)
+        jax.jit(lambda v: g(v) * 2)(x)  # once per function
+        monkeypatch.setattr(backends.jax, "EMBED_WARN_BYTES", 10**12)
+        jax.jit(_copy(f))(x)  # small parameters: silent
+
+
+_HOISTED = textwrap.dedent(
+    """
+    import jax, numpy as np, onnx, torch, warnings
+    from onnx import TensorProto, helper
+    import converter
+    from converter import _jax_internal
+    from examples import models
+
+    assert _jax_internal.constants_hoisted()
+    warnings.simplefilter("error", converter.EmbeddedParamsWarning)
+    model, args = models.load("cnn")  # rules close over index/window constants
+    f = converter.from_torch(model, args).to_jax()
+    x = args[0].numpy()
+    with torch.no_grad():
+        ref = model(*args).numpy()
+    np.testing.assert_allclose(np.asarray(f(x)), ref, rtol=1e-5, atol=1e-5)
+    jitted = jax.jit(f)
+    main = jitted.lower(x).as_text().split("func.func public @main(")[1].split(")")[0]
+    big = sum(np.asarray(v).nbytes > 32 for v in f.params.values())  # JAX embeds <= 32 bytes
+    assert main.count("%arg") >= big + 1  # the weights are arguments, not constants
+    np.testing.assert_allclose(np.asarray(jitted(x)), ref, rtol=1e-5, atol=1e-5)
+
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor(
+        "c", TensorProto.FLOAT, [16], np.arange(16, dtype=np.float32)))
+    graph = helper.make_graph(
+        [const, helper.make_node("Add", ["x", "c"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    v = np.ones((2, 16), np.float32)
+    (out,) = converter.from_onnx(m).to_jax()(v)
+    np.testing.assert_array_equal(np.asarray(out), v + np.arange(16, dtype=np.float32))
+    print("ok")
+    """
+)
+
+
+def test_frontends_and_jit_f_with_jax_hoisting_constants():
+    """With JAX's simplified constants (``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``, the
+    future default of JAX, docs.jax.dev internals/constants), ``jax.jit(...).lower()`` adds
+    closed-over arrays to ``@main``'s arguments: the frontends still produce a module taking
+    exactly its signature's arguments, and ``jax.jit(f)`` takes the weights as arguments."""
+    env = {**os.environ, "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS": "True", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", _HOISTED], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

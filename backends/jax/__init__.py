@@ -18,6 +18,7 @@ from converter import dtypes, mlir
 from converter.errors import (
     ClosedOverParamsWarning,
     ConversionError,
+    EmbeddedParamsWarning,
     SignatureMismatchError,
     UnsupportedOpError,
 )
@@ -31,6 +32,10 @@ from converter.signature import check_leaf, flatten, input_path, unflatten
 
 from . import ops  # noqa: F401 - registers the rules
 from .registry import JAX_RULES
+
+#: parameter bytes from which a staged program closing over them warns
+#: (:class:`converter.errors.EmbeddedParamsWarning`)
+EMBED_WARN_BYTES = 16 * 2**20
 
 
 class JaxInterpreter(Interpreter):
@@ -152,11 +157,14 @@ class JaxFunction:
     A JaxFunction is a pytree whose leaves are its parameters: passed as an argument to a
     transform (``jax.jit(lambda f, x: f(x))(f, x)``, ``jax.grad(loss)(f)``, which returns a
     JaxFunction of gradients) its weights are arguments of the program. ``jax.jit(f)`` itself
-    closes over them: JAX traces the callable it is given as opaque and embeds closed-over
-    arrays in the program as constants (README, "Status and limitations", says why JAX 0.10.2
-    offers no way around it), and caches that trace, so the jitted function keeps the weights
-    of its first call. Prefer the argument form or :meth:`apply`. Reassigning :attr:`params`
-    after ``f`` was traced that way warns (:class:`converter.errors.ClosedOverParamsWarning`).
+    closes over them: JAX traces the callable it is given as opaque, embeds closed-over arrays
+    in the program as constants unless ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` was set
+    before JAX was imported (then they are arguments too; README, "Status and limitations"),
+    and caches that trace, so the jitted function keeps the weights of its first call. Prefer
+    the argument form or :meth:`apply`. Embedding at least :data:`EMBED_WARN_BYTES` of
+    parameters warns once (:class:`converter.errors.EmbeddedParamsWarning`); reassigning
+    :attr:`params` after ``f`` was traced that way warns
+    (:class:`converter.errors.ClosedOverParamsWarning`).
 
     A module that computes with 64-bit types (int64 token ids, float64, an i64 constant
     inside an f32 model) runs each call, and its trace, under ``jax.enable_x64(True)`` when
@@ -206,6 +214,7 @@ class JaxFunction:
         self.device = device
         self.mesh = self._mesh(mesh)
         self._closed_over = False  # a staged program (jax.jit(f)...) captured the params
+        self._warned_embedding = False  # EmbeddedParamsWarning given
         with self._scope():  # 64-bit parameters keep their type
             self.params = {
                 p.name: jax.device_put(np.asarray(module.params[p.name]), self._placement(p, device))
@@ -249,6 +258,20 @@ class JaxFunction:
         from converter import _jax_internal
 
         self._closed_over = _jax_internal.under_staging_trace()
+        if self._closed_over and not self._warned_embedding and not _jax_internal.constants_hoisted():
+            size = sum(getattr(v, "nbytes", 0) for v in self._params.values())
+            if size >= EMBED_WARN_BYTES:
+                self._warned_embedding = True
+                warnings.warn(
+                    f"a staged JAX program (jax.jit(f), or a jitted function that calls f) closes over "
+                    f"f's {size / 2**20:.0f} MiB of parameters, and JAX embeds them in the program as "
+                    "constants (slow first call, twice the memory). Pass f as an argument, "
+                    "jax.jit(lambda f, x: f(x))(f, x), or use jax.jit(f.apply)(f.params, x); or set "
+                    "JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True before JAX is imported, so that JAX passes "
+                    "them to the program as arguments",
+                    EmbeddedParamsWarning,
+                    stacklevel=3,
+                )
 
     def _mesh(self, mesh: Any) -> Any:
         """The ``jax.sharding.Mesh`` of a partitioned module: ``mesh`` (checked against
@@ -579,7 +602,7 @@ def _flatten_function(f: JaxFunction) -> tuple[list[Any], tuple]:
 def _unflatten_function(aux: tuple, leaves: Any) -> JaxFunction:
     template, names = aux
     g = copy.copy(template.f)  # shares the module and its compiled state; not re-converted
-    g._closed_over = False  # a new object: no program has captured its params
+    g._closed_over = g._warned_embedding = False  # a new object: no program has captured its params
     g._params = dict(zip(names, leaves, strict=True))
     return g
 

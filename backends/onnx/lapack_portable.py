@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from converter import dtypes, mlir
+from converter import _jax_internal, dtypes, mlir
 
 #: Upper bound on Jacobi sweeps (both converge quadratically: a handful of sweeps suffice;
 #: the bound only stops a NaN/Inf input, whose convergence test never passes).
@@ -1121,7 +1121,8 @@ def _lower_text(routine: str, config_items: tuple, operand_types: tuple, result_
             raise NotImplementedError(
                 f"LAPACK ?{routine} expansion gives {got}, the custom call declares {want}"
             )
-        return jax.jit(fn).lower(*specs).as_text()
+        with _jax_internal.embedded_constants():  # the custom call's operands only
+            return jax.jit(fn).lower(*specs).as_text()
 
 
 @functools.lru_cache(maxsize=64)

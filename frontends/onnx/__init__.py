@@ -22,7 +22,7 @@ import onnx.defs
 import onnx.shape_inference
 from onnx import numpy_helper
 
-from converter import dtypes, mlir
+from converter import _jax_internal, dtypes, mlir
 from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
 from converter.module import Module
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
@@ -473,7 +473,8 @@ def _from_onnx(
             ir_module = mlir.parse_module(exported.mlir_module_serialized, filename=graph.name or "<onnx>")
             out_avals = exported.out_avals
         else:
-            lowered = jax.jit(fn, keep_unused=True).lower(*avals)
+            with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
+                lowered = jax.jit(fn, keep_unused=True).lower(*avals)
             ir_module = lowered.compiler_ir("stablehlo")
             out_avals = jax.tree.leaves(lowered.out_info)
     trees, names = outputs

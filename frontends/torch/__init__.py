@@ -11,7 +11,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import dtypes, mlir, progress
+from converter import _jax_internal, dtypes, mlir, progress
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
@@ -365,7 +365,8 @@ def from_torch(
                     for s, a in zip(output_specs, exported.out_avals, strict=True)
                 ]
             else:
-                lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
+                with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
+                    lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
                 module = lowered.compiler_ir("stablehlo")
         size = sum(a.nbytes for a in params.values())
         info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
