@@ -227,42 +227,10 @@ _REPLACED_BEFORE_LOWERING = [
     "aten.reshape.default",
 ]
 
-#: Rules the default run does not reach yet. Symbolic-size arithmetic that no converted
-#: program records: a comparison or boolean of sizes (``operator.eq/lt/...``, ``and_``,
-#: ``or_``, ``torch.sym_not``) is decided by ``torch.export``'s guards at trace time for a
-#: backed dimension, and ``math.ceil``/``floor``/``truediv``, ``sym_max``/``sym_min``
-#: make sizes (``IntTrueDiv``, ``Max``) that ``lowering.jax_dim`` has no ``jax.export`` form for
-#: (``InputValueError``); ``torch.sym_int`` of a float records ``math.trunc``, which has no
-#: rule. ``_assert_scalar``/``sym_constrain_range_for_size`` come with unbacked (data-dependent)
-#: sizes, which conversion refuses (``DataDependentShapeError``) except for the padded
-#: ``nonzero``. ``operator.neg`` and ``sym_numel`` are simplified away by export.
-_NO_DEFAULT_CASE_YET = [
-    "aten._assert_scalar.default",
-    "aten.sym_constrain_range_for_size.default",
-    "aten.sym_numel.default",
-    "math.ceil",
-    "math.floor",
-    "operator.and_",
-    "operator.eq",
-    "operator.ge",
-    "operator.gt",
-    "operator.le",
-    "operator.lt",
-    "operator.ne",
-    "operator.neg",
-    "operator.or_",
-    "operator.truediv",
-    "torch.sym_float",
-    "torch.sym_int",
-    "torch.sym_max",
-    "torch.sym_min",
-    "torch.sym_not",
-]
-
 #: Rules with no case in the default run: registry name → units. The check fails for any
 #: other rule without a case, and for a listed one that gains a case (remove it then).
 KNOWN_GAPS: dict[str, list[str]] = {
-    "ATen → JAX": _DECOMPOSED_BEFORE_LOWERING + _REPLACED_BEFORE_LOWERING + _NO_DEFAULT_CASE_YET,
+    "ATen → JAX": _DECOMPOSED_BEFORE_LOWERING + _REPLACED_BEFORE_LOWERING,
     "StableHLO → torch": [
         # Shardy's round-trip form of a manual computation (custom calls around a call of its
         # body), as other tools write it: the torch backend reads it, but saving here keeps
@@ -270,13 +238,6 @@ KNOWN_GAPS: dict[str, list[str]] = {
         "stablehlo.custom_call@xla.sdy.FuncResultSharding",
         "stablehlo.custom_call@xla.sdy.GlobalToLocalShape",
         "stablehlo.custom_call@xla.sdy.LocalToGlobalShape",
-    ],
-    "StableHLO → ONNX": [
-        # jaxlib's real ?geev declares complex eigenvector results even when none are
-        # computed, so the op always dispatches under the ``[complex]`` key (which the
-        # batched LAPACK test reaches); the plain key serves hand-written modules only
-        "stablehlo.custom_call@lapack_dgeev_ffi",
-        "stablehlo.custom_call@lapack_sgeev_ffi",
     ],
 }
 
