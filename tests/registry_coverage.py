@@ -231,14 +231,6 @@ _REPLACED_BEFORE_LOWERING = [
 #: other rule without a case, and for a listed one that gains a case (remove it then).
 KNOWN_GAPS: dict[str, list[str]] = {
     "ATen → JAX": _DECOMPOSED_BEFORE_LOWERING + _REPLACED_BEFORE_LOWERING,
-    "StableHLO → torch": [
-        # Shardy's round-trip form of a manual computation (custom calls around a call of its
-        # body), as other tools write it: the torch backend reads it, but saving here keeps
-        # ``sdy.manual_computation`` itself, so no default-run case produces this form
-        "stablehlo.custom_call@xla.sdy.FuncResultSharding",
-        "stablehlo.custom_call@xla.sdy.GlobalToLocalShape",
-        "stablehlo.custom_call@xla.sdy.LocalToGlobalShape",
-    ],
 }
 
 
