@@ -3,7 +3,7 @@
 Every direction's rules live in one :class:`converter.registry.Registry` (the frontends'
 ATen → JAX and ONNX → JAX, the backends' StableHLO → JAX / torch / ONNX), and every rule is
 reached through ``Registry.get``. :func:`install` makes ``get`` hand out the rule wrapped so
-that a key is recorded when its rule *returns* -- not when it is only looked up (the ONNX
+that a key is recorded when its rule is *called* -- not when it is only looked up (the ONNX
 frontend's op check looks up every node's rule before any runs; a shape op on symbolic
 values is evaluated without its rule), and not when a test has put another function in its
 place (``monkeypatch.setitem(REGISTRY._rules, key, fake)``): only the function
@@ -51,17 +51,16 @@ def _recording_get(self: Registry, key: Hashable):
 
     @functools.wraps(rule)
     def recorded(*args, **kwargs):
-        out = rule(*args, **kwargs)
-        HITS.add(hit)  # after the rule returned: a lookup, or a rule that raised, is no case
-        return out
+        HITS.add(hit)  # the rule runs (a lookup alone is no case)
+        return rule(*args, **kwargs)
 
     _WRAPPERS[hit] = (rule, recorded)
     return recorded
 
 
 def install() -> None:
-    """Record in :data:`HITS` every key whose registered rule runs and returns (see the
-    module docstring). Call it before the rule modules are imported: a rule added earlier
+    """Record in :data:`HITS` every key whose registered rule is called (see the module
+    docstring). Call it before the rule modules are imported: a rule added earlier
     is never counted (its unit then shows as missing, never as falsely covered)."""
     Registry.add = _recording_add
     Registry.get = _recording_get

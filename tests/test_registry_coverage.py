@@ -7,9 +7,9 @@ from converter.registry import Registry
 from tests import registry_coverage
 
 
-def test_a_key_is_recorded_when_its_registered_rule_returns():
-    """Only a registered rule that ran and returned counts: not a lookup (``get`` or ``in``),
-    not a missing key, not a rule that raised, not a stand-in a test put in the table."""
+def test_a_key_is_recorded_when_its_registered_rule_runs():
+    """Only a registered rule that ran counts (raising or not): not a lookup (``get`` or
+    ``in``), not a missing key, not a stand-in a test put in the table."""
     reg = Registry("test registry")
     reg.add("a", lambda: 1)
     reg.add("boom", lambda: 1 / 0)
@@ -20,9 +20,11 @@ def test_a_key_is_recorded_when_its_registered_rule_returns():
     assert reg.get("missing") is None and "a" in reg
     assert ("test registry", "a") not in registry_coverage.HITS  # looked up, not run
     assert rule() == 1 and ("test registry", "a") in registry_coverage.HITS
-    with pytest.raises(ZeroDivisionError):
-        reg.get("boom")()
+    boom = reg.get("boom")
     assert ("test registry", "boom") not in registry_coverage.HITS
+    with pytest.raises(ZeroDivisionError):
+        boom()
+    assert ("test registry", "boom") in registry_coverage.HITS
     reg._rules["swapped"] = lambda: "fake"  # what monkeypatch.setitem(REG._rules, ...) does
     assert reg.get("swapped")() == "fake" and ("test registry", "swapped") not in registry_coverage.HITS
     assert not any(name == "test registry" and key == "missing" for name, key in registry_coverage.HITS)

@@ -132,9 +132,11 @@ def _run_node(node: torch.fx.Node, args, kwargs):
     if node.target is operator.getitem:
         return args[0][args[1]]
     rule = ATEN_RULES.get(op_name(node))
-    if not isinstance(node.target, (types.FunctionType, types.BuiltinFunctionType)):
-        # an ATen op: a size-derived float (SymFloat) is an argument like any scalar
-        args, kwargs = jax.tree.map(_scalar, (args, kwargs), is_leaf=_is_ratio)
+    if not isinstance(node.target, (types.FunctionType, types.BuiltinFunctionType)) and any(
+        isinstance(a, SymbolicRatio) for a in (*args, *kwargs.values())
+    ):  # an ATen op: a size-derived float (SymFloat) is a scalar argument like any other
+        args = tuple(_scalar(a) for a in args)
+        kwargs = {k: _scalar(v) for k, v in kwargs.items()}
     val = node.meta.get("val")
     try:
         with jax.named_scope(_scope_name(node)):
@@ -287,10 +289,6 @@ def dim_min(a: Any, b: Any) -> Any:
     from converter import _jax_internal
 
     return _jax_internal.min_dim(*sorted((a, b), key=str))
-
-
-def _is_ratio(v: Any) -> bool:
-    return isinstance(v, SymbolicRatio)
 
 
 def _scalar(v: Any) -> Any:
