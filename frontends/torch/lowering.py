@@ -269,7 +269,7 @@ class SymbolicRatio:
 
     def value(self) -> Any:
         """The run-time value: a float64 scalar (float32 without x64)."""
-        return jnp.asarray(self.num, jnp.float64) / self.den
+        return jnp.true_divide(jnp.asarray(self.num), self.den)
 
     def __repr__(self) -> str:
         return f"{self.num}/{self.den}"

@@ -158,6 +158,24 @@ def test_sizes_through_floats_and_extremes_of_dynamic_dims():
     _compare_sizes(model, ep)
 
 
+def test_symbolic_ratio_rounds_as_python():
+    """The exact ratio behind a size-derived float rounds, adds and scales as Python's floats
+    do (concrete numerators of both signs here; the test above runs symbolic ones)."""
+    from fractions import Fraction
+
+    from frontends.torch.lowering import SymbolicRatio
+
+    for num in range(-7, 8):
+        for den in (1, 2, 3, -4):
+            r, q = SymbolicRatio(num, den), Fraction(num, den)
+            want = (math.floor(q), math.ceil(q), math.trunc(q))
+            assert (r.floor(), r.ceil(), r.trunc()) == want, (num, den)
+            s = (r * 0.5 + 3) / 2 - r
+            assert Fraction(s.num, s.den) == (q * Fraction(0.5) + 3) / 2 - q, (num, den)
+    with pytest.raises(ZeroDivisionError):
+        SymbolicRatio(3) / 0
+
+
 class _SizePredicates(torch.nn.Module):
     """``torch.cond`` on comparisons of two dynamic dimensions: export records each
     comparison (and ``&``, ``|``, ``sym_not``) as a node; the ranges do not decide them, so
