@@ -10,6 +10,17 @@ from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
 
 
+def max_dim(a, b):
+    """``max(a, b)`` of ints or ``jax.export`` symbolic dimensions, as a dimension expression
+    (``max(n, m)``) when the comparison is not decided."""
+    return _core.max_dim(a, b)
+
+
+def min_dim(a, b):
+    """``min(a, b)`` of ints or ``jax.export`` symbolic dimensions (see :func:`max_dim`)."""
+    return _core.min_dim(a, b)
+
+
 def make_ir_context():
     """A new ``jaxlib.mlir.ir.Context`` with every dialect JAX emits (func, stablehlo, chlo,
     sdy, mhlo) registered and loaded."""

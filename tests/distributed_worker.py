@@ -41,9 +41,9 @@ def check(what: str, got: np.ndarray, want: np.ndarray, tol: float = 1e-5) -> No
 
 
 def torch_two():
-    """Mesh x=2 (from StableHLO text, saved and loaded): a tensor-parallel MLP (column then row split, psum),
-    all_gather, psum_scatter, all_to_all, ppermute, pmax with a NaN, axis_index, a wrapping
-    uint32 psum."""
+    """Mesh x=2 (Shardy's round-trip form from XLA's HLO, saved and loaded): a tensor-parallel
+    MLP (column then row split, psum), all_gather, psum_scatter, all_to_all, ppermute, pmax
+    with a NaN, axis_index, a wrapping uint32 psum."""
     from jax import shard_map
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -75,8 +75,16 @@ def torch_two():
     want = [np.asarray(o) for o in g(*placed)]
     halves = a.reshape(2, 4, 4)
     want[5] = np.where(np.isnan(halves).any(0), np.nan, np.fmax(halves[0], halves[1]))  # the spec: NaN wins
-    module = converter.from_stablehlo(g.lower(*placed).as_text())
-    module.save(f"two-{RANK}.shlo")  # the saved form (Shardy's round-trip custom calls) is what runs
+    # XLA's HLO of the program back in StableHLO: Shardy's round-trip form (custom calls
+    # xla.sdy.GlobalToLocalShape / LocalToGlobalShape / FuncResultSharding around a call of
+    # the body), as other tools write it; saved and loaded, that is what runs
+    from jax.extend import mlir as jax_mlir
+
+    hlo = g.lower(*placed).compiler_ir("hlo").as_serialized_hlo_module_proto()
+    module = converter.from_stablehlo(jax_mlir.hlo_to_stablehlo(hlo))
+    text = module.text()
+    assert "@xla.sdy.GlobalToLocalShape" in text and "= sdy.manual_computation(" not in text
+    module.save(f"two-{RANK}.shlo")
     return converter.load(f"two-{RANK}.shlo"), args, want
 
 

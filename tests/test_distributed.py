@@ -87,8 +87,9 @@ def _spawn(mode: str, n: int, tmp_path: Path) -> list[str]:
 
 
 def test_torch_distributed_two_ranks(tmp_path):
-    """A shard_map program on 2 devices (from StableHLO text) run by 2 gloo ranks: each
-    rank's output shards equal JAX's (pmax propagates NaN, as the spec says)."""
+    """A shard_map program on 2 devices (in Shardy's round-trip form, from XLA's HLO) run by
+    2 gloo ranks: each rank's output shards equal JAX's (pmax propagates NaN, as the spec
+    says)."""
     outs = _spawn("torch", 2, tmp_path)
     assert all("ok" in t for t in outs)
 

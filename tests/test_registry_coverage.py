@@ -1,16 +1,62 @@
 """The registry coverage check (tests/registry_coverage.py) itself."""
 
+import pytest
+
+import converter
 from converter.registry import Registry
 from tests import registry_coverage
 
 
-def test_get_records_found_keys_only():
+def test_a_key_is_recorded_when_its_registered_rule_runs():
+    """Only a registered rule that ran counts (raising or not): not a lookup (``get`` or
+    ``in``), not a missing key, not a stand-in a test put in the table."""
     reg = Registry("test registry")
     reg.add("a", lambda: 1)
-    registry_coverage.HITS.discard(("test registry", "a"))
-    assert reg.get("missing") is None and ("test registry", "missing") not in registry_coverage.HITS
-    assert "a" in reg and ("test registry", "a") not in registry_coverage.HITS  # `in` is no use
-    assert reg.get("a")() == 1 and ("test registry", "a") in registry_coverage.HITS
+    reg.add("boom", lambda: 1 / 0)
+    reg.add("swapped", lambda: "real")
+    for key in ("a", "boom", "swapped", "missing"):
+        registry_coverage.HITS.discard(("test registry", key))
+    rule = reg.get("a")
+    assert reg.get("missing") is None and "a" in reg
+    assert ("test registry", "a") not in registry_coverage.HITS  # looked up, not run
+    assert rule() == 1 and ("test registry", "a") in registry_coverage.HITS
+    boom = reg.get("boom")
+    assert ("test registry", "boom") not in registry_coverage.HITS
+    with pytest.raises(ZeroDivisionError):
+        boom()
+    assert ("test registry", "boom") in registry_coverage.HITS
+    reg._rules["swapped"] = lambda: "fake"  # what monkeypatch.setitem(REG._rules, ...) does
+    assert reg.get("swapped")() == "fake" and ("test registry", "swapped") not in registry_coverage.HITS
+    assert not any(name == "test registry" and key == "missing" for name, key in registry_coverage.HITS)
+
+
+def test_onnx_op_check_alone_records_nothing():
+    """The ONNX frontend looks every node's rule up before converting; a model refused for
+    another op (one without a rule) runs no rule, so records none."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from frontends.onnx import check_supported
+
+    nodes = [helper.make_node("Acosh", ["x"], ["y"]), helper.make_node("NoSuchOp", ["y"], ["z"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    from frontends.onnx.registry import ONNX_RULES
+
+    acosh = {h for h in registry_coverage.HITS if h[0] == ONNX_RULES.name and h[1][1] == "Acosh"}
+    registry_coverage.HITS.difference_update(acosh)  # whatever other tests of this process ran
+    try:
+        with pytest.raises(converter.UnsupportedOpError, match="NoSuchOp"):
+            check_supported(model)
+        assert onnx.defs.has("Acosh") and ONNX_RULES.get(("ai.onnx", "Acosh", 9)) is not None
+        assert not any(h[0] == ONNX_RULES.name and h[1][1] == "Acosh" for h in registry_coverage.HITS)
+    finally:
+        registry_coverage.HITS.update(acosh)
 
 
 def test_missing_names_unreached_rules_of_every_direction():

@@ -85,6 +85,7 @@ class _Planner:
         self.mesh_name: str | None = None
         self.shardings: dict[Any, sdy.Sharding] = {}
         self.local: set = set()  # values inside a round-trip manual computation (shards)
+        self.tuples: dict[Any, list[sdy.Sharding]] = {}  # a tuple of whole arrays: their splits
 
     def use(self, shardings: list[sdy.Sharding], where: str) -> None:
         for s in shardings:
@@ -133,6 +134,10 @@ class _Planner:
             self.manual_axes(sdy.manual_axes(_frontend(op, "xla.sdy.manual_axes")), where)
             self.read(op.operands, ins, where)
             self.local.update(op.results)
+        elif op.name == "stablehlo.get_tuple_element" and op.operands[0] in self.local:
+            self.local.update(op.results)  # XLA's form: the custom calls of several values give tuples
+        elif op.name == "stablehlo.get_tuple_element" and op.operands[0] in self.tuples:
+            self.write(op.results, [self.tuples[op.operands[0]][op.attr("index")]])
         elif op.name == "func.call" and str(op.attr("callee")).startswith(_BODY):
             if not all(v in self.local for v in op.operands):
                 raise DistributedError(f"{where}: the manual computation reads values not split for it")
@@ -142,7 +147,10 @@ class _Planner:
             self.use(outs, where)
             if not all(v in self.local for v in op.operands):
                 raise DistributedError(f"{where}: reads values not computed by the manual computation")
-            self.write(op.results, outs)
+            if len(op.results) == 1 and len(outs) > 1:
+                self.tuples[op.results[0]] = outs
+            else:
+                self.write(op.results, outs)
         elif target == _RESULT_SHARDING and op.operands[0] in self.shardings:
             self.write(op.results, [self.shardings[op.operands[0]]])
         else:
@@ -162,13 +170,29 @@ def _has_manual(block: ir.Block) -> bool:
     return False
 
 
+def _needed(operations: list[ir.Operation]) -> set[ir.Operation]:
+    """The operations of a block (``operations``, its terminator last) that its terminator
+    depends on."""
+    defs = {r: op for op in operations for r in op.results}
+    needed: set[ir.Operation] = set()
+    stack = [operations[-1]]
+    while stack:
+        op = stack.pop()
+        if op in needed:
+            continue
+        needed.add(op)
+        stack.extend(defs[v] for v in op.operands if v in defs)
+    return needed
+
+
 def partition_plan(module: Module) -> PartitionPlan | None:
     """The plan of a partitioned module, or ``None`` for a one-partition module and for a
     module whose partitioning is left to XLA (``jax.jit`` of sharded inputs, no
     ``shard_map``): its ops mean the same on whole arrays, so it runs as one process. Reads
     ``sdy.manual_computation`` as JAX lowers it and Shardy's round-trip form (custom calls
-    ``xla.sdy.GlobalToLocalShape``/``LocalToGlobalShape`` around a call of the body, what a
-    saved Module holds).
+    ``xla.sdy.GlobalToLocalShape``/``LocalToGlobalShape`` around a call of the body, as XLA
+    writes it: ``jax.extend.mlir.hlo_to_stablehlo`` of a jitted ``shard_map``'s HLO, whose
+    module has no ``mhlo.num_partitions``: the mesh's size is the number of partitions then).
 
     Raises:
         DistributedError: the module has more than one replica, an op of ``@main`` outside
@@ -192,9 +216,13 @@ def partition_plan(module: Module) -> PartitionPlan | None:
     planner = _Planner(meshes)
     args = list(block.arguments)
     operations = [op.operation for op in block.operations]
+    needed = _needed(operations)
     for operation in operations[:-1]:  # the last is func.return
-        planner.op(mlir.Op(operation))
+        if operation in needed:  # XLA's HLO keeps results' reshapes nothing uses
+            planner.op(mlir.Op(operation))
     name = planner.mesh_name
+    if name is not None and "mhlo.num_partitions" not in ir_module.operation.attributes:
+        n = meshes[name].size  # a module from XLA's HLO: the count was a compile option, not kept
     if name is None or meshes[name].size != n:
         raise DistributedError(
             f"the module has {n} partitions but its mesh has {meshes[name].size if name else 1} devices"

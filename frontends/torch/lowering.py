@@ -7,8 +7,10 @@ import contextvars
 import operator
 import os
 import re
+import types
 from collections import Counter
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any
 
 import jax
@@ -130,6 +132,11 @@ def _run_node(node: torch.fx.Node, args, kwargs):
     if node.target is operator.getitem:
         return args[0][args[1]]
     rule = ATEN_RULES.get(op_name(node))
+    if not isinstance(node.target, (types.FunctionType, types.BuiltinFunctionType)) and any(
+        isinstance(a, SymbolicRatio) for a in (*args, *kwargs.values())
+    ):  # an ATen op: a size-derived float (SymFloat) is a scalar argument like any other
+        args = tuple(_scalar(a) for a in args)
+        kwargs = {k: _scalar(v) for k, v in kwargs.items()}
     val = node.meta.get("val")
     try:
         with jax.named_scope(_scope_name(node)):
@@ -171,6 +178,123 @@ class _NoSymbolicForm(ValueError):
     """A torch size expression has no ``jax.export`` symbolic form."""
 
 
+def _symbolic(v: Any) -> bool:
+    return jax.export.is_symbolic_dim(v)
+
+
+def _exact(v: Any) -> Any:
+    """An int, a symbolic dimension or a :class:`SymbolicRatio` as is; a float as the exact
+    fraction of its binary value (``0.5`` → 1/2)."""
+    if isinstance(v, float):
+        return Fraction(v)
+    return v
+
+
+class SymbolicRatio:
+    """A size-derived float (torch's ``SymFloat``: ``x.shape[0] / 3``, ``sym_float(n) * 0.5``)
+    kept exact: ``num / den``, ``num`` an int or a ``jax.export`` symbolic dimension
+    expression, ``den`` a positive int. ``jax.export`` dimensions are integers, so the
+    quotient itself has no symbolic form; :func:`math.floor`/``ceil``/``trunc`` of it do
+    (``num // den``...), which is how a size computed through a float gets back to an int.
+
+    Arithmetic with ints, dimensions, floats (as exact binary fractions) and other ratios
+    keeps it exact; dividing by a symbolic dimension raises ``ValueError`` (no symbolic form).
+    Given to an ATen op as a scalar, it becomes the run-time value ``num / den``
+    (:meth:`value`).
+    """
+
+    __slots__ = ("num", "den")
+
+    def __init__(self, num: Any, den: int = 1):
+        if den <= 0:
+            num, den = -num, -den
+        self.num, self.den = num, den
+
+    @staticmethod
+    def of(v: Any) -> SymbolicRatio:
+        """``v`` (int, dimension, float, ``Fraction`` or ratio) as a ratio."""
+        v = _exact(v)
+        if isinstance(v, SymbolicRatio):
+            return v
+        if isinstance(v, Fraction):
+            return SymbolicRatio(v.numerator, v.denominator)
+        if isinstance(v, (int, np.integer)) or _symbolic(v):
+            return SymbolicRatio(v, 1)
+        raise TypeError(f"{type(v).__name__} is not a size")
+
+    def __add__(self, other: Any) -> SymbolicRatio:
+        o = SymbolicRatio.of(other)
+        return SymbolicRatio(self.num * o.den + o.num * self.den, self.den * o.den)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> SymbolicRatio:
+        return SymbolicRatio(-self.num, self.den)
+
+    def __sub__(self, other: Any) -> SymbolicRatio:
+        return self + -SymbolicRatio.of(other)
+
+    def __rsub__(self, other: Any) -> SymbolicRatio:
+        return SymbolicRatio.of(other) + -self
+
+    def __mul__(self, other: Any) -> SymbolicRatio:
+        o = SymbolicRatio.of(other)
+        return SymbolicRatio(self.num * o.num, self.den * o.den)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> SymbolicRatio:
+        o = SymbolicRatio.of(other)
+        if _symbolic(o.num):
+            raise _NoSymbolicForm(f"({self}) / ({o}) has no jax.export symbolic form")
+        if o.num == 0:
+            raise ZeroDivisionError("division by zero")
+        return SymbolicRatio(self.num * o.den, self.den * int(o.num))
+
+    def __rtruediv__(self, other: Any) -> SymbolicRatio:
+        return SymbolicRatio.of(other) / self
+
+    def floor(self) -> Any:
+        """``⌊num / den⌋`` (an int or a symbolic dimension)."""
+        return self.num // self.den
+
+    def ceil(self) -> Any:
+        """``⌈num / den⌉``."""
+        return -((-self.num) // self.den)
+
+    def trunc(self) -> Any:
+        """``num / den`` rounded toward zero: the floor when ``num >= 0``, else the ceiling
+        (raises JAX's ``InconclusiveDimensionOperation`` when the sign is not decided)."""
+        return self.floor() if self.num >= 0 else self.ceil()
+
+    def value(self) -> Any:
+        """The run-time value: a float64 scalar (float32 without x64)."""
+        return jnp.true_divide(jnp.asarray(self.num), self.den)
+
+    def __repr__(self) -> str:
+        return f"{self.num}/{self.den}"
+
+
+def dim_max(a: Any, b: Any) -> Any:
+    """``max(a, b)`` of ints or symbolic dimensions; a ``jax.export`` expression
+    (``max(m, n)``) when the ranges do not decide it, its operands in a fixed order (JAX
+    compares ``max(n, m)`` and ``max(m, n)`` as different)."""
+    from converter import _jax_internal
+
+    return _jax_internal.max_dim(*sorted((a, b), key=str))
+
+
+def dim_min(a: Any, b: Any) -> Any:
+    """``min(a, b)`` (see :func:`dim_max`)."""
+    from converter import _jax_internal
+
+    return _jax_internal.min_dim(*sorted((a, b), key=str))
+
+
+def _scalar(v: Any) -> Any:
+    return v.value() if isinstance(v, SymbolicRatio) else v
+
+
 #: sympy symbol of ``torch.export``'s shape environment -> ``jax.export`` symbolic dimension,
 #: while a shape-polymorphic graph is lowered (:func:`symbolic_dims`).
 _SYMBOLS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("torch_symbols", default=None)
@@ -210,11 +334,17 @@ def _eval_expr(e: Any, symbols: dict) -> Any:
 
     if isinstance(e, (int, np.integer)) or getattr(e, "is_Integer", False):
         return int(e)
+    if getattr(e, "is_Rational", False):
+        return SymbolicRatio(int(e.p), int(e.q))
+    if getattr(e, "is_Float", False):
+        return SymbolicRatio.of(float(e))
     if isinstance(e, sympy.Symbol):
         if e not in symbols:
             raise _NoSymbolicForm(f"the size {e} is no dimension of the graph inputs")
         return symbols[e]
     args = [_eval_expr(a, symbols) for a in e.args]
+    if any(isinstance(a, SymbolicRatio) for a in args) and isinstance(e, (sympy.Add, sympy.Mul)):
+        args = [SymbolicRatio.of(a) for a in args]  # a float term (0.5*ToFloat(s0)): exact
     if isinstance(e, sympy.Add):
         out = args[0]
         for a in args[1:]:
@@ -233,6 +363,21 @@ def _eval_expr(e: Any, symbols: dict) -> Any:
         out = 1
         for _ in range(args[1]):
             out = out * args[0]
+        return out
+    if isinstance(e, sf.ToFloat):
+        return SymbolicRatio.of(args[0])
+    if isinstance(e, (sf.IntTrueDiv, sf.FloatTrueDiv)):
+        return SymbolicRatio.of(args[0]) / args[1]
+    rounding = {sf.FloorToInt: "floor", sf.CeilToInt: "ceil", sf.TruncToInt: "trunc"}
+    if type(e) in rounding:
+        return getattr(SymbolicRatio.of(args[0]), rounding[type(e)])()
+    if isinstance(e, (sympy.Max, sympy.Min, sf.Max, sf.Min)) and not any(
+        isinstance(a, SymbolicRatio) for a in args
+    ):
+        fold = dim_max if isinstance(e, (sympy.Max, sf.Max)) else dim_min
+        out = args[0]
+        for a in args[1:]:
+            out = fold(out, a)
         return out
     raise _NoSymbolicForm(f"the size {e} has no jax.export symbolic form")
 

@@ -61,6 +61,6 @@ def expand(interp, op, *operands):
 
 for _target in lapack_portable.targets():
     _key = f"stablehlo.custom_call@{_target}"
-    # ?geev declares complex (eigenvector) results, so its op is dispatched as complex
-    _keys = (_key, complex_key(_key)) if lapack_portable.routine_of(_target) == "geev" else (_key,)
-    register(*_keys)(expand)
+    # ?geev declares complex eigenvector results (jaxlib's FFI signature, even when none are
+    # computed), so its op is always dispatched as complex: that is its only key
+    register(complex_key(_key) if lapack_portable.routine_of(_target) == "geev" else _key)(expand)

@@ -283,7 +283,10 @@ def manual_computation(interp, op, *operands):
     "stablehlo.custom_call@xla.sdy.FuncResultSharding",
 )
 def shardy_round_trip(interp, op, *operands):
-    """Shardy's round-trip form of a manual computation (what a serialized module holds):
-    the custom calls around the call of its body change the shapes from whole to shards and
-    back, which the ranks' values already are (their shards)."""
+    """Shardy's round-trip form of a manual computation (as XLA writes it: the HLO of a
+    jitted ``shard_map`` in StableHLO): the custom calls around the call of its body change
+    the shapes from whole to shards and back, which the ranks' values already are (their
+    shards). Of several values, the custom call's one result is a tuple of them."""
+    if len(op.results) == 1 and len(operands) != 1:
+        return [tuple(operands)]
     return list(operands)

@@ -165,14 +165,30 @@ def eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
     return jnp.eye(n, n if m is None else m, dtype=dt)
 
 
-@register(
-    aten._assert_tensor_metadata.default,
-    aten._assert_scalar.default,
-    aten.sym_constrain_range_for_size.default,
-)
+@register(aten._assert_tensor_metadata.default)
 def assert_noop(*args, **kwargs):
-    """Export-time assertions (dtype/shape metadata, symbolic ranges); checked when the
-    graph was exported, so a no-op here."""
+    """Export-time assertions (dtype/shape metadata); checked when the graph was exported,
+    so a no-op here."""
+    return None
+
+
+@register(aten._assert_scalar.default)
+def assert_scalar(cond, assert_msg=None):
+    """``torch.export``'s runtime assert on sizes (``aten::_assert_scalar(Scalar self, str
+    assert_msg)``; in the graph with ``prefer_deferred_runtime_asserts_over_guards=True``).
+    A condition the dimensions' ranges decide was checked when exporting (one that is false
+    for every size raises here). One that only the input sizes decide (a run-time bool from
+    the comparison rules of ``ops/symbolic.py``) cannot be kept: StableHLO has no runtime
+    assertion, so, as for ``_assert_async``, sizes torch would refuse run unchecked.
+
+    (``aten.sym_constrain_range_for_size`` has no rule: it comes only with data-dependent
+    sizes, which conversion refuses, or is dropped with the padded ``nonzero``.)
+
+    Raises:
+        ValueError: ``cond`` is False whatever the sizes.
+    """
+    if isinstance(cond, (bool, np.bool_)) and not cond:
+        raise ValueError(f"the program's size assertion fails for every input size: {assert_msg}")
     return None
 
 

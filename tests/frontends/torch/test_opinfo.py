@@ -18,7 +18,9 @@ module's outputs with eager torch within :data:`converter.validate.TOLERANCES`.
 The bfloat16 / int64 / bool passes run with ``OPINFO_DTYPES=float32,bfloat16,int64,bool``
 (default ``float32``; the default slice adds every 120th entry in those three dtypes); their
 expected failures are in the same list, keyed ``name@bfloat16`` (``gen_opinfo_xfails.py
---dtype bfloat16``).
+--dtype bfloat16``). The default slice also runs the first listed entry of each failure
+class, on ``OPINFO_TARGET`` and on the other target (``to_torch`` when it is ``jax``), so
+every kind of expected failure of both lists is checked on every run.
 """
 
 from __future__ import annotations
@@ -505,10 +507,34 @@ def _name(dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def other_target_cases() -> list:
+    """The default run's cases of the target it does not run (``torch`` when ``TARGET`` is
+    ``jax``): the first listed xfail of each failure class of that target, so its expected
+    failures are checked on every run too; none outside the default run."""
+    if "OPINFO_ENTRIES" in os.environ or "OPINFO_DTYPES" in os.environ:
+        return []
+    other = "torch" if TARGET == "jax" else "jax"
+    return [
+        pytest.param(op, d, other, id=f"{entry_id(op)}-{_name(d)}>{other}")
+        for op, d in reason_class_cases(other)
+    ]
+
+
 @pytest.mark.parametrize(("op", "dtype"), selected_cases())
 def test_opinfo(op, dtype):
-    key = xfail_key(op, dtype, TARGET)
-    outcome = check_entry(op, dtype, max_samples(), TARGET)
+    _check_case(op, dtype, TARGET)
+
+
+@pytest.mark.parametrize(("op", "dtype", "target"), other_target_cases())
+def test_opinfo_other_target_reason_classes(op, dtype, target):
+    _check_case(op, dtype, target)
+
+
+def _check_case(op, dtype, target: str) -> None:
+    """Run one entry on ``target``; a failure must be listed with the same failure class, and
+    a listed entry must fail."""
+    key = xfail_key(op, dtype, target)
+    outcome = check_entry(op, dtype, max_samples(), target)
     if outcome.status == "skip":
         pytest.skip(outcome.reason)
     xfail = XFAILS.get(key)
