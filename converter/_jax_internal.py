@@ -141,3 +141,12 @@ def embedded_constants():
     from jax._src import config
 
     return config.use_simplified_jaxpr_constants(False)
+
+
+def shape_assertion(pred, message: str) -> None:
+    """Bind ``jax.export``'s shape assertion: a ``stablehlo.custom_call @shape_assertion``
+    checking at run time (at shape refinement) that ``pred``, a boolean computed from
+    dimension sizes only, holds; ``message`` is the error otherwise."""
+    from jax._src.export import shape_poly
+
+    shape_poly.shape_assertion(pred, error_message=message)

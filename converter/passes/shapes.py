@@ -260,6 +260,11 @@ def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
             m = mlir.clone_module(_jax_internal.refine_polymorphic_shapes(with_args if m is None else m))
         except ValueError as e:
             why = e.__cause__ or e
+            failed = [msg for msg in _assertion_messages(with_args) if msg and msg in str(why)]
+            if failed:  # a dimension constraint of the module does not hold for these shapes
+                raise SignatureMismatchError(
+                    f"input shapes {list(arg_shapes)} break the module's constraint: {failed[0]}"
+                ) from None
             raise ConversionError(
                 f"cannot specialize the module to shapes {list(arg_shapes)}: {why}"
             ) from None
@@ -297,7 +302,7 @@ def _check_assertions(m: ir.Module) -> bool:
     whether all did.
 
     Raises:
-        ConversionError: with the assertion's message when it does not hold.
+        SignatureMismatchError: with the assertion's message when it does not hold.
     """
     folded = True
     for fn in mlir.functions(m).values():
@@ -313,9 +318,20 @@ def _check_assertions(m: ir.Module) -> bool:
                 continue
             if not bool(values[0]):
                 message = str(view.attr("error_message") or "shape assertion failed")
-                raise ConversionError(message.format(*(int(v) for v in values[1:])))
+                raise SignatureMismatchError(message.format(*(int(v) for v in values[1:])))
             op.erase()
     return folded
+
+
+def _assertion_messages(m: ir.Module) -> list[str]:
+    """The constant part (up to the first ``{``) of each ``shape_assertion``'s message."""
+    out = []
+    for fn in mlir.functions(m).values():
+        for op in mlir.walk_ops(fn):
+            view = mlir.Op(op) if op.name == "stablehlo.custom_call" else None
+            if view is not None and view.attr("call_target_name") == "shape_assertion":
+                out.append(str(view.attr("error_message") or "").split("{")[0].strip())
+    return out
 
 
 def _constant(value: ir.Value):

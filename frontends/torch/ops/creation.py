@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from jax import lax
 
+from converter import _jax_internal
+
 from ..registry import register
 from ._util import np_dtype
 
@@ -178,8 +180,10 @@ def assert_scalar(cond, assert_msg=None):
     assert_msg)``; in the graph with ``prefer_deferred_runtime_asserts_over_guards=True``).
     A condition the dimensions' ranges decide was checked when exporting (one that is false
     for every size raises here). One that only the input sizes decide (a run-time bool from
-    the comparison rules of ``ops/symbolic.py``) cannot be kept: StableHLO has no runtime
-    assertion, so, as for ``_assert_async``, sizes torch would refuse run unchecked.
+    the comparison rules of ``ops/symbolic.py``) becomes a ``custom_call @shape_assertion``,
+    as ``jax.export`` writes its dimension constraints: the backends refuse sizes torch would
+    refuse when the call's shapes are known (the JAX function at shape refinement, the torch
+    module as a ``torch._check``).
 
     (``aten.sym_constrain_range_for_size`` has no rule: it comes only with data-dependent
     sizes, which conversion refuses, or is dropped with the padded ``nonzero``.)
@@ -187,8 +191,11 @@ def assert_scalar(cond, assert_msg=None):
     Raises:
         ValueError: ``cond`` is False whatever the sizes.
     """
-    if isinstance(cond, (bool, np.bool_)) and not cond:
-        raise ValueError(f"the program's size assertion fails for every input size: {assert_msg}")
+    if isinstance(cond, (bool, np.bool_)):
+        if not cond:
+            raise ValueError(f"the program's size assertion fails for every input size: {assert_msg}")
+        return None
+    _jax_internal.shape_assertion(cond, f"torch.export's size assertion failed: {assert_msg}")
     return None
 
 

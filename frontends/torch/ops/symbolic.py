@@ -185,5 +185,6 @@ register(operator.or_)(_logical(operator.or_, jnp.logical_or))
 
 @register(torch.sym_not)
 def sym_not(a):
-    """``not a``: a bool, or a run-time bool."""
-    return (not a) if isinstance(a, bool) else jnp.logical_not(a)
+    """``not a``: a bool, or a run-time bool (``a == False``: shape refinement folds a
+    ``compare``, not a ``not``, and a ``shape_assertion`` needs its condition folded)."""
+    return (not a) if isinstance(a, bool) else jnp.equal(a, False)

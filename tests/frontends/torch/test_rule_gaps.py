@@ -216,7 +216,8 @@ class _DeferredAsserts(torch.nn.Module):
 def test_deferred_runtime_asserts_on_sizes():
     """``prefer_deferred_runtime_asserts_over_guards=True`` puts torch's size guards in the
     graph as ``_assert_scalar`` nodes on size comparisons: the program converts and computes
-    as torch; a condition false for every size is refused by the rule."""
+    as torch, sizes torch refuses are refused by both backends (``shape_assertion``), and a
+    condition false for every size is refused by the rule."""
     model = _DeferredAsserts()
     ep = torch.export.export(
         model,
@@ -226,6 +227,16 @@ def test_deferred_runtime_asserts_on_sizes():
     )
     assert "aten._assert_scalar.default" in graph_ops(ep)
     _compare_sizes(model, ep, ((8, 9), (20, 8), (64, 12)))
+    module = converter.from_torch(ep)
+    f, t = module.to_jax(), module.to_torch()
+    for n, m in ((9, 9), (10, 9), (12, 12)):  # a == b; neither a < b nor a > b + 1; the same
+        x, y = np.ones((n, 3), np.float32), np.ones((m, 3), np.float32)
+        with pytest.raises(RuntimeError):
+            ep.module()(torch.from_numpy(x), torch.from_numpy(y))  # torch refuses them too
+        with pytest.raises(converter.SignatureMismatchError, match="size assertion failed"):
+            f(x, y)
+        with pytest.raises(converter.SignatureMismatchError, match="size assertion failed"):
+            t(torch.from_numpy(x), torch.from_numpy(y))
     assert ATEN_RULES.get("aten._assert_scalar.default")(True, "holds") is None
     with pytest.raises(ValueError, match="fails for every input size: n < 0"):
         ATEN_RULES.get("aten._assert_scalar.default")(False, "n < 0")
