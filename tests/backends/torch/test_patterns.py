@@ -296,6 +296,23 @@ def test_forward_fast_path_keeps_the_checks():
     np.testing.assert_allclose(tm(np.ones(3, np.float32)).numpy(), 2.0)  # NumPy: the general path
 
 
+
+def test_fast_path_sees_replaced_and_moved_parameters():
+    """The fast path reuses the parameters it checked while the module holds the same
+    tensors: a replaced parameter is used, one moved by ``.to()`` raises, as on the first call."""
+    tm = _convert(lambda p, x: x @ p["w"], _x(2, 3), params={"w": _x(3, 4)})
+    x = torch.from_numpy(_x(2, 3))
+    tm(x)  # checked and kept
+    w = RNG.normal(size=(3, 4)).astype(np.float32)
+    tm.load_state_dict({"params_w": torch.from_numpy(w)}, assign=True)
+    np.testing.assert_allclose(tm(x).detach().numpy(), x.numpy() @ w, rtol=1e-6)
+    assert tm._checked is not None
+    tm.to(torch.float32)  # nn.Module._apply swaps .data in place where it can (CPU -> CUDA)
+    assert tm._checked is None  # so the parameters are checked again
+    tm.to("meta")
+    with pytest.raises(converter.ConversionError, match="parameter params_w is on meta"):
+        tm(x)
+
 def test_attention_is_sdpa(monkeypatch):
     def attend(q, k, v, mask):
         w = jnp.einsum("bqhd,bkhd->bhqk", q / jnp.sqrt(8.0), k)
