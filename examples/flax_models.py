@@ -57,8 +57,9 @@ def cnn():
     return _make(CNN(), (2, 12, 12, 3))
 
 
-def decoder_block():
-    return _make(DecoderBlock(), (2, 7, 32))
+def decoder_block(batch: int = 2, seq: int = 7, dim: int = 32):
+    """A :class:`DecoderBlock` on ``(batch, seq, dim)`` inputs: 4 heads up to width 64, else 8."""
+    return _make(DecoderBlock(heads=4 if dim <= 64 else 8, dim=dim), (batch, seq, dim))
 
 
 FACTORIES = {"mlp": mlp, "cnn": cnn, "decoder_block": decoder_block}

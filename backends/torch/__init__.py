@@ -9,6 +9,7 @@ and ``torch.compile`` accept it; autograd flows through it.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -278,6 +279,7 @@ class TorchModule(torch.nn.Module):
         self._attr_of = attrs
         self._attrs = [attrs[p.name] for p in self.signature.params]
         self._fast = None  # set below, once the parameters are registered
+        self._checked: tuple | None = None  # see _fast_params
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
         for spec in self.signature.params:
             value = place_parameter(
@@ -322,8 +324,9 @@ class TorchModule(torch.nn.Module):
     def _fast_forward(self, args: tuple) -> Any:
         """:meth:`forward` without its general checks when every input is a tensor of the
         expected shape, dtype and device and every parameter is where it was traced, else
-        None (the general path then checks and raises)."""
-        inputs, params = self._fast
+        None (the general path then checks and raises). Calls the graph's ``forward``
+        directly (no ``nn.Module`` call machinery for the internal ``graph_module``)."""
+        inputs, _ = self._fast
         if len(args) != len(inputs):
             return None
         for value, (shape, dtype, device) in zip(args, inputs, strict=True):
@@ -331,20 +334,52 @@ class TorchModule(torch.nn.Module):
                 return None
             if value.device != device:
                 return None
-        tensors = self._parameters
-        flat = []
-        for attr, device in params:
-            value = tensors.get(attr)
-            if value is None:
-                value = self._buffers.get(attr)
-            if value is None or value.device != device:
-                return None
-            flat.append(value)
-        flat.extend(args)
+        flat = self._fast_params()
+        if flat is None:
+            return None
+        flat = [*flat, *args]
         kept = self.signature.kept_var_idx
         if kept is not None:
             flat = [flat[i] for i in kept]
-        return unflatten(self.signature.out_tree, list(self.graph_module(*flat)))
+        graph = self._modules["graph_module"]  # the dict: nn.Module.__getattr__ costs ~1 us
+        return unflatten(self.signature.out_tree, list(graph.forward(*flat)))
+
+    def _fast_params(self) -> tuple[torch.Tensor, ...] | None:
+        """The parameters and buffers in graph order when each is on the device it was traced
+        for, else None. Outside ``torch.compile`` the checked tuple is kept and reused while
+        the module holds the same tensor objects (compared by identity: re-registering or
+        ``load_state_dict(assign=True)`` replaces them, and :meth:`_apply` — ``.to()``,
+        ``.cuda()``, ``.half()`` — drops the tuple), so that a call does not compare devices."""
+        tensors, buffers = self._parameters, self._buffers
+        compiling = torch.compiler.is_compiling()
+        cached = None if compiling else self._checked
+        if cached is not None:
+            flat, p_attrs, p_values, b_attrs, b_values = cached
+            if all(map(operator.is_, map(tensors.get, p_attrs), p_values)) and all(
+                map(operator.is_, map(buffers.get, b_attrs), b_values)
+            ):
+                return flat
+        flat, held = [], ({}, {})  # attribute -> tensor, for _parameters and for _buffers
+        for attr, device in self._fast[1]:
+            value = tensors.get(attr)
+            where = held[value is None]
+            if value is None:
+                value = buffers.get(attr)
+            if value is None or value.device != device:
+                return None
+            flat.append(value)
+            where[attr] = value
+        flat = tuple(flat)
+        if not compiling:
+            p, b = held
+            self._checked = (flat, tuple(p), tuple(p.values()), tuple(b), tuple(b.values()))
+        return flat
+
+    def _apply(self, fn: Any, recurse: bool = True) -> TorchModule:
+        """``nn.Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``...), which may move
+        or convert the parameters in place: the fast path checks them again."""
+        self._checked = None
+        return super()._apply(fn, recurse)
 
     def forward(self, *args: Any, rng: torch.Tensor | int | None = None, **kwargs: Any) -> Any:
         if self._fast is not None and not kwargs and rng is None:

@@ -352,6 +352,41 @@ def _constant(gm: GraphModule, node: object) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
+_CHECK_LIMIT = 1 << 24  # elements: computed at conversion to be recognized, never stored
+
+
+def _computed_constant(gm: GraphModule, node: object) -> torch.Tensor | None:
+    """The value of ``node`` when it is a folded constant or computed from folded constants
+    only by pure ATen ops (the ones :func:`fold_constants` left in the graph because their
+    result has more than 65536 elements, e.g. a causal mask broadcast to every batch and
+    head), evaluated here to be inspected, not stored; else None (also above 2**24
+    elements)."""
+    value = _constant(gm, node)
+    if value is not None or not isinstance(node, Node) or node.op != "call_function":
+        return value
+    if node.is_impure() or not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
+        return None
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.numel() > _CHECK_LIMIT:
+        return None
+    flat = [*node.args, *node.kwargs.values()]
+    if any(isinstance(b, Node) for a in flat if isinstance(a, (list, tuple)) for b in a):
+        return None
+    values = {}
+    for a in flat:
+        if isinstance(a, Node):
+            values[a] = _computed_constant(gm, a)
+            if values[a] is None:
+                return None
+    args = torch.fx.node.map_arg(node.args, values.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, values.__getitem__)
+    with torch.no_grad():
+        result = node.target(*args, **kwargs)
+    return result if isinstance(result, torch.Tensor) else None
+
+
 def _scalar(gm: GraphModule, node: object) -> float | int | None:
     """The Python number a 0-d, non-NaN, non-bool folded constant ``node`` holds, else None."""
     value = _constant(gm, node)
@@ -393,14 +428,16 @@ def pool_divisors(gm: GraphModule) -> None:
 
 
 def causal_attention(gm: GraphModule) -> None:
-    """SDPA whose additive mask is a folded constant equal to ``0`` on and below the diagonal
-    and ``<= -1e30`` above it (a causal mask, the same for every batch and head) → SDPA
-    with ``is_causal=True``: torch's kernel skips what the mask would zero (``exp(s + c -
-    max)`` is 0 for such ``c``; no row is fully masked), and no mask is read."""
+    """SDPA whose additive mask is a constant (folded, or computed from folded constants:
+    :func:`_computed_constant`, e.g. ``where(expand(tril), 0, -inf)`` over every batch and
+    head, too large to fold) equal to ``0`` on and below the diagonal and ``<= -1e30``
+    above it (a causal mask, the same for every batch and head) → SDPA with
+    ``is_causal=True``: torch's kernel skips what the mask would zero (``exp(s + c - max)``
+    is 0 for such ``c``; no row is fully masked), and no mask is read or computed."""
     for node in gm.graph.nodes:
         if node.op != "call_function" or node.target is not _SDPA_CPU:
             continue
-        mask = _constant(gm, node.kwargs.get("attn_mask"))
+        mask = _computed_constant(gm, node.kwargs.get("attn_mask"))
         if mask is None or mask.dim() < 2 or not mask.is_floating_point() or len(node.args) > 4:
             continue
         if len(node.args) == 4 and node.args[3] != 0.0:

@@ -296,6 +296,23 @@ def test_forward_fast_path_keeps_the_checks():
     np.testing.assert_allclose(tm(np.ones(3, np.float32)).numpy(), 2.0)  # NumPy: the general path
 
 
+def test_fast_path_sees_replaced_and_moved_parameters():
+    """The fast path reuses the parameters it checked while the module holds the same
+    tensors: a replaced parameter is used, one moved by ``.to()`` raises, as on the first call."""
+    tm = _convert(lambda p, x: x @ p["w"], _x(2, 3), params={"w": _x(3, 4)})
+    x = torch.from_numpy(_x(2, 3))
+    tm(x)  # checked and kept
+    w = RNG.normal(size=(3, 4)).astype(np.float32)
+    tm.load_state_dict({"params_w": torch.from_numpy(w)}, assign=True)
+    np.testing.assert_allclose(tm(x).detach().numpy(), x.numpy() @ w, rtol=1e-6)
+    assert tm._checked is not None
+    tm.to(torch.float32)  # nn.Module._apply swaps .data in place where it can (CPU -> CUDA)
+    assert tm._checked is None  # so the parameters are checked again
+    tm.to("meta")
+    with pytest.raises(converter.ConversionError, match="parameter params_w is on meta"):
+        tm(x)
+
+
 def test_attention_is_sdpa(monkeypatch):
     def attend(q, k, v, mask):
         w = jnp.einsum("bqhd,bkhd->bhqk", q / jnp.sqrt(8.0), k)
@@ -334,6 +351,23 @@ def test_constant_causal_mask_is_is_causal(diagonal, causal, monkeypatch):
     assert (len(node.args) > 4 and node.args[4] is True) is causal
     assert ("attn_mask" in node.kwargs) is not causal
     assert node.kwargs["scale"] == 0.25  # q * 0.25: SDPA's scale
+
+
+def test_causal_mask_too_large_to_fold_is_is_causal(monkeypatch):
+    """A causal mask broadcast to 5 batches x 4 heads x 64 x 64 (81920 elements: above the
+    folding limit, so ``where(expand(tril), ...)`` stays in the graph) is still is_causal:
+    no mask is computed on each call."""
+
+    def attend(q, k, v):
+        mask = jnp.broadcast_to(jnp.tril(jnp.ones((64, 64), bool)), (5, 4, 64, 64))
+        w = jnp.einsum("bqhd,bkhd->bhqk", q * 0.25, k)
+        w = jnp.where(mask, w, jnp.finfo(jnp.float32).min)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(5, 64, 4, 8), _x(5, 64, 4, 8), _x(5, 64, 4, 8)
+    tm = _check(attend, q, k, v, absent=[aten.where.self, aten.expand.default], monkeypatch=monkeypatch)
+    node = _sdpa(tm)
+    assert len(node.args) > 4 and node.args[4] is True and "attn_mask" not in node.kwargs
 
 
 def test_attention_with_a_small_mask_fill_is_not_sdpa():
