@@ -246,9 +246,7 @@ def breakdown(
 def bench(
     name: str, repeat: int, rounds: int, cpp_wrapper: bool = True, factory=None, show_breakdown: bool = False
 ) -> None:
-    # every converted module shares TorchModule.forward's code object, on which Dynamo keeps at
-    # most torch._dynamo.config.recompile_limit (8) compiled entries: start each model afresh
-    torch._dynamo.reset()
+    torch._dynamo.reset()  # each model compiled afresh (no cache entries of the previous ones)
     apply, params, args = (factory or flax_models.FACTORIES[name])()
     jitted = jax.jit(apply)
     _, t_compile = once(lambda: jitted(params, *args))

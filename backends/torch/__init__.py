@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import re
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -258,6 +259,11 @@ class TorchModule(torch.nn.Module):
     are never moved: a tensor input must be on :attr:`device` (on CPU for a host memory kind);
     NumPy/JAX inputs are copied there.
 
+    ``torch.compile``: each instance's ``forward`` has a code object of its own (as each
+    ``fx.GraphModule`` class has), so Dynamo's per-code-object cache limit
+    (``torch._dynamo.config.recompile_limit``, 8) counts compilations of one module, not of
+    every converted module of the process.
+
     Raises:
         SignatureMismatchError: on call, for inputs of the wrong structure, shape, dtype or
             device (names the argument path, e.g. ``args[1]['mask']``).
@@ -268,6 +274,7 @@ class TorchModule(torch.nn.Module):
         self, module: Module, graph_module: torch.fx.GraphModule, device: torch.device | str | None = None
     ):
         super().__init__()
+        self._own_forward()
         self.signature: Signature = module.signature
         self.device = resolve_device(device)
         self.graph_module = graph_module
@@ -374,6 +381,26 @@ class TorchModule(torch.nn.Module):
             p, b = held
             self._checked = (flat, tuple(p), tuple(p.values()), tuple(b), tuple(b.values()))
         return flat
+
+    def _own_forward(self) -> None:
+        """Bind :meth:`forward` to this instance through a copy of its code object: Dynamo
+        caches compilations per code object, up to ``recompile_limit`` (8); sharing one
+        ``forward`` code, the ninth converted module compiled in a process ran eagerly."""
+        impl = TorchModule.forward
+        code = impl.__code__.replace()  # a new code object, same bytecode
+        fn = types.FunctionType(code, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__)
+        fn.__kwdefaults__, fn.__doc__, fn.__qualname__ = impl.__kwdefaults__, impl.__doc__, impl.__qualname__
+        self.__dict__["forward"] = types.MethodType(fn, self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
+        state = dict(state)
+        state.pop("forward", None)  # a per-instance function: rebuilt by __setstate__
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._own_forward()
 
     def _apply(self, fn: Any, recurse: bool = True) -> TorchModule:
         """``nn.Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``...), which may move
