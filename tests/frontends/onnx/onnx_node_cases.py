@@ -1,9 +1,22 @@
 """Run one ONNX backend node-test case through ``from_onnx`` and a backend, and compare at
-the case's own rtol/atol (``onnx.backend.test.loader.load_model_tests(kind="node")``)."""
+the case's own rtol/atol (``onnx.backend.test.loader.load_model_tests(kind="node")``).
+
+onnx makes its node cases by running every case module's ``export`` functions, reference
+implementations included (~5 CPU s, most of it the pooling references), so a test
+collection that only needs the cases' names and operators reads them from
+``onnx_node_index.json`` (:func:`case_names`, :func:`case_ops`), and a test loads only its
+own case's module (:func:`load_case`). The index is for one onnx version; with another, every
+function here loads all cases as before. Regenerate it with
+``python -m tests.frontends.onnx.onnx_node_cases`` (from the repository root);
+``test_node_conformance.py`` checks it against the loader."""
 
 from __future__ import annotations
 
+import importlib
+import json
+import pkgutil
 from functools import cache, lru_cache
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,11 +26,100 @@ from onnx.backend.test.loader import load_model_tests
 from frontends.onnx import StaticValueRequired, from_onnx
 from tests.compare import assert_complex_close
 
+#: ``{"onnx": version, "cases": {name: [module, [[domain, op_type, since_version], ...]]}}``,
+#: each module named within :data:`PACKAGE`
+INDEX = Path(__file__).with_name("onnx_node_index.json")
+PACKAGE = "onnx.backend.test.case.node"
+
 
 @cache
 def node_cases() -> dict:
     """Every node test case by name."""
     return {c.name: c for c in load_model_tests(kind="node")}
+
+
+def node_ops(case) -> list[tuple[str, str, int]]:
+    """The ``(domain, op_type, since_version)`` of ``case``'s top-level nodes at the model's
+    opset for the node's domain (``ai.onnx`` for ``""``), sorted, each once; nodes of an
+    operator ``onnx.defs`` does not know are left out."""
+    from frontends.onnx.registry import canonical_domain
+
+    model = case.model
+    opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
+    out = set()
+    for node in model.graph.node:
+        domain = canonical_domain(node.domain)
+        try:
+            schema = onnx.defs.get_schema(
+                node.op_type, opsets.get(domain, 1), "" if domain == "ai.onnx" else domain
+            )
+        except Exception:  # noqa: BLE001 - unknown op: no rule to cover
+            continue
+        out.add((domain, node.op_type, schema.since_version))
+    return sorted(out)
+
+
+@cache
+def _index() -> dict | None:
+    """The index's cases when it was made for the installed onnx, else None."""
+    try:
+        data = json.loads(INDEX.read_text())
+    except FileNotFoundError:
+        return None
+    return data["cases"] if data["onnx"] == onnx.__version__ else None
+
+
+def case_names() -> list[str]:
+    """Every node case's name, sorted."""
+    index = _index()
+    return sorted(index if index is not None else node_cases())
+
+
+def case_ops(name: str) -> list[tuple[str, str, int]]:
+    """:func:`node_ops` of case ``name``."""
+    index = _index()
+    if index is None:
+        return node_ops(node_cases()[name])
+    return [tuple(op) for op in index[name][1]]
+
+
+def load_case(name: str):
+    """Case ``name``, made by importing only its module when the index is in use."""
+    index = _index()
+    if index is None:
+        return node_cases()[name]
+    module = f"{PACKAGE}.{index[name][0]}"
+    importlib.import_module(module)
+    from onnx.backend.test.case.node import _NodeTestCases
+
+    for case in _NodeTestCases:
+        if case.name == name:
+            return case
+    raise KeyError(f"{name}: importing {module} did not make it (regenerate {INDEX.name})")
+
+
+def build_index() -> dict:
+    """The index of the installed onnx's node cases: each case's module, the one whose import
+    made it (run in a fresh process, before anything loaded the cases)."""
+    import onnx.backend.test.case.node as package
+    from onnx.backend.test.case.node import _NodeTestCases
+
+    cases: dict[str, list] = {}
+
+    def walk(pkg) -> None:  # onnx.backend.test.case.utils.import_recursive, attributing cases
+        for _, name, ispkg in pkgutil.iter_modules(pkg.__path__):
+            module = f"{pkg.__name__}.{name}"
+            if not onnx.ONNX_ML and module.startswith(f"{PACKAGE}.ai_onnx_ml"):
+                continue
+            before = len(_NodeTestCases)
+            imported = importlib.import_module(module)
+            for case in _NodeTestCases[before:]:
+                cases[case.name] = [module.removeprefix(f"{PACKAGE}."), [list(op) for op in node_ops(case)]]
+            if ispkg:
+                walk(imported)
+
+    walk(package)
+    return {"onnx": onnx.__version__, "cases": dict(sorted(cases.items()))}
 
 
 def _value(v):
@@ -137,13 +239,13 @@ def _from_torch(t):
 def converted(name: str):
     """:func:`convert_case` of case ``name``, kept for the next backend: the conformance test
     runs each case's backends one after the other, so it converts each case once."""
-    return convert_case(node_cases()[name])
+    return convert_case(load_case(name))
 
 
 def run_case(name: str, backend: str = "jax") -> None:
     """Convert (once per case, :func:`converted`) and run one case on ``backend`` (``jax``
     or ``torch``)."""
-    case = node_cases()[name]
+    case = load_case(name)
     module, runtime, feed, expected = converted(name)
     args = [feed[n] for n in runtime]
     if backend == "jax":
@@ -155,3 +257,8 @@ def run_case(name: str, backend: str = "jax") -> None:
     else:
         raise ValueError(backend)
     check_outputs(out, expected, case.rtol, case.atol)
+
+
+if __name__ == "__main__":
+    INDEX.write_text(json.dumps(build_index(), separators=(",", ":")) + "\n")
+    print(f"wrote {INDEX}")

@@ -29,7 +29,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from gen_onnx_node_xfails import failure_reason, same_failure  # noqa: E402
-from onnx_node_cases import node_cases, run_case  # noqa: E402
+from onnx_node_cases import case_names, case_ops, node_cases, node_ops, run_case  # noqa: E402
 from onnx_node_xfails import BACKEND_XFAILS, XFAILS  # noqa: E402
 
 _CHOSEN = [b for b in os.environ.get("ONNX_CONFORMANCE_BACKENDS", "").split(",") if b]
@@ -43,31 +43,21 @@ def expected_reason(name: str, backend: str) -> str:
     return BACKEND_XFAILS.get(backend, {}).get(name, XFAILS.get(name, ""))
 
 
-def rule_units(case) -> set[tuple]:
-    """The ONNX → JAX rules case ``case``'s top-level nodes use: ``(domain, op_type, rule)``
+def rule_units(name: str) -> set[tuple]:
+    """The ONNX → JAX rules case ``name``'s top-level nodes use: ``(domain, op_type, rule)``
     at the model's opset for the node's domain (nodes with no rule: none)."""
-    from frontends.onnx.registry import ONNX_RULES, canonical_domain
+    from frontends.onnx.registry import ONNX_RULES
 
-    model = case.model
-    opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
     out = set()
-    for node in model.graph.node:
-        domain = canonical_domain(node.domain)
-        try:
-            schema = onnx.defs.get_schema(
-                node.op_type, opsets.get(domain, 1), "" if domain == "ai.onnx" else domain
-            )
-        except Exception:  # noqa: BLE001 - unknown op: no rule to cover
-            continue
-        key = (domain, node.op_type, schema.since_version)
+    for key in case_ops(name):
         if key in ONNX_RULES:  # `in`, not `get`: collection must not count as coverage
-            out.add((domain, node.op_type, ONNX_RULES._rules[key]))
+            out.add((key[0], key[1], ONNX_RULES._rules[key]))
     return out
 
 
 def default_slice(backend: str) -> set[str]:
     """The cases ``backend`` runs on by default (see the module docstring)."""
-    names = sorted(node_cases())
+    names = case_names()
     chosen = set(names[:: SAMPLE[backend]])
     first_reason: dict[str, str] = {}
     for name in names:
@@ -79,7 +69,7 @@ def default_slice(backend: str) -> set[str]:
         best: dict[tuple, str] = {}
         for name in names:
             expanded = "_expanded" in name
-            for unit in rule_units(node_cases()[name]):
+            for unit in rule_units(name):
                 have = best.get(unit)
                 rank = (expanded, bool(expected_reason(name, backend)))
                 if have is None or rank < (("_expanded" in have), bool(expected_reason(have, backend))):
@@ -89,7 +79,7 @@ def default_slice(backend: str) -> set[str]:
 
 
 def _params():
-    names = sorted(node_cases())
+    names = case_names()
     chosen = {b: set(names) for b in _CHOSEN} or {b: default_slice(b) for b in SAMPLE}
     for name in names:  # a case's backends in a row: it is converted once
         for backend in (b for b, cases in chosen.items() if name in cases):
@@ -118,7 +108,7 @@ def test_node(name: str, backend: str) -> None:
 
 def test_xfail_list_names_real_cases() -> None:
     """Every xfail entry names an existing case (no stale entries)."""
-    names = set(node_cases())
+    names = set(case_names())
     stale = sorted(
         n for backend in ({"": XFAILS} | BACKEND_XFAILS).values() for n in backend if n not in names
     )
@@ -129,17 +119,34 @@ def test_default_slice_runs_every_rule_and_every_reason() -> None:
     """The default slice has a case of every rule the node tests reach, a non-expanded one
     where there is one, and of every listed reason on each backend; the same cases in every
     run."""
-    names = sorted(node_cases())
+    names = case_names()
     jax_slice = default_slice("jax")
     assert jax_slice == default_slice("jax")
-    reachable = set().union(*(rule_units(node_cases()[n]) for n in names))
-    covered = set().union(*(rule_units(node_cases()[n]) for n in jax_slice))
+    reachable = set().union(*(rule_units(n) for n in names))
+    covered = set().union(*(rule_units(n) for n in jax_slice))
     assert covered == reachable, sorted(u[:2] for u in reachable - covered)
     for backend in SAMPLE:
         sliced = default_slice(backend)
         reasons = {expected_reason(n, backend) for n in names} - {""}
         assert reasons <= {expected_reason(n, backend) for n in sliced}
     assert {"test_leakyrelu", "test_selu", "test_prelu_broadcast"} <= jax_slice  # not only `_expanded`
+
+
+def test_index_matches_the_loader() -> None:
+    """``onnx_node_index.json`` (what collection reads instead of making every case) names
+    exactly the loader's cases, with each case's operators (a case its indexed module does not
+    make fails its own test: :func:`onnx_node_cases.load_case` raises)."""
+    import onnx_node_cases
+
+    index = onnx_node_cases._index()
+    if index is None:
+        pytest.skip(
+            f"onnx_node_index.json is not for onnx {onnx.__version__}: regenerate it (see onnx_node_cases)"
+        )
+    cases = node_cases()
+    assert sorted(index) == sorted(cases)
+    wrong = [n for n, c in cases.items() if [list(op) for op in node_ops(c)] != index[n][1]]
+    assert not wrong, wrong[:10]
 
 
 def test_failure_reasons_carry_no_machine_paths() -> None:

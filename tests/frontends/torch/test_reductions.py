@@ -98,18 +98,25 @@ def test_cumsum_cumprod(check, x):
     )
 
 
-@pytest.mark.parametrize("descending", [False, True])
-def test_sort(check, descending):
+def test_sort():
+    """Stable and default sorts, ascending and descending: one program."""
     x = torch.tensor([[3.0, 1.0, 2.0, 1.0, float("nan"), -float("inf")], [0.0, -0.0, 5.0, 5.0, 2.0, 1.0]])
-    check(lambda v: torch.sort(v, dim=-1, descending=descending, stable=True), x, ops="aten.sort.stable")
-    check(lambda v: torch.sort(v, dim=1, descending=descending), INTS[0], ops="aten.sort.default")
+    cases = {}
+    for d in (False, True):
+        stable = functools.partial(torch.sort, dim=-1, descending=d, stable=True)
+        cases[f"stable, descending={d}"] = (stable, (x,))
+        cases[f"default, descending={d}"] = (functools.partial(torch.sort, dim=1, descending=d), (INTS[0],))
+    run_check_batch(cases, ops=["aten.sort.stable", "aten.sort.default"])
 
 
-@pytest.mark.parametrize("largest", [True, False])
-def test_topk(check, largest):
+def test_topk():
+    """Largest and smallest along either dim: one program."""
     x = torch.randperm(40).float().reshape(4, 10)
-    check(lambda v: torch.topk(v, 3, dim=1, largest=largest), x, ops="aten.topk.default")
-    check(lambda v: torch.topk(v, 2, dim=0, largest=largest), x, ops="aten.topk.default")
+    cases = {}
+    for b in (True, False):
+        cases[f"k=3, dim=1, largest={b}"] = (functools.partial(torch.topk, k=3, dim=1, largest=b), (x,))
+        cases[f"k=2, dim=0, largest={b}"] = (functools.partial(torch.topk, k=2, dim=0, largest=b), (x,))
+    run_check_batch(cases, ops="aten.topk.default")
 
 
 def test_cummax_cummin(check):
