@@ -27,6 +27,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 from . import (
     ops,  # noqa: F401 - registers the rules
     patterns,
+    recorder,
     symbolic,
 )
 from ._util import STORAGE, WIDENED, aligned, numpy_to_torch, storage_dtype, wrap_unsigned
@@ -191,9 +192,36 @@ def build_graph(
         interp.comm = comm
         return placer.main(interp.run, args, specs, sig.outputs)
 
+    examples = [_example(s, placer.device) for s in specs]
+    gm = None
+    if comm is None and placer.device == CPU and recorder.can_record():
+        try:
+            with torch.no_grad():
+                gm = recorder.record(main, examples)
+        except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
+            if _needs_make_fx(e) is None:
+                raise
+    if gm is None:
+        gm = _make_fx_graph(main, examples)
+    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
+    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
+    return simplify(gm)  # implicit broadcasts, dead code (native.py)
+
+
+def _needs_make_fx(error: BaseException) -> recorder.NeedsMakeFx | None:
+    """The :class:`~backends.torch.recorder.NeedsMakeFx` behind ``error`` (its cause or
+    context chain), if any."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, recorder.NeedsMakeFx):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
+def _make_fx_graph(main: Any, examples: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """``main`` traced over fake ``examples`` by ``make_fx``."""
     with torch.no_grad():
         try:
-            gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+            return make_fx(main, tracing_mode="fake")(*examples)
         except ConversionError:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised: the rule's error when one is behind it
@@ -205,9 +233,6 @@ def build_graph(
             if behind is None:
                 raise
             raise behind from e
-    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
-    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
-    return simplify(gm)  # implicit broadcasts, dead code (native.py)
 
 
 def _conversion_error_behind(error: BaseException) -> ConversionError | None:
