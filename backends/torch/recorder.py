@@ -77,12 +77,13 @@ class Recorder(TorchDispatchMode):
         self._decomposes: dict[Any, bool] = {}
         self._names: dict[Any, str] = {}  # node name per op, as make_fx names them
 
-    def track(self, value: torch.Tensor, node: torch.fx.Node) -> None:
-        """Record that ``node`` computes ``value``. Only weak references to ``value`` are
-        kept (``node.meta["val"]`` is a detached alias): torch's factory bindings detach a
-        result something else holds, which would add an ``aten.detach`` node."""
+    def track(self, value: torch.Tensor, node: torch.fx.Node, fresh: bool = False) -> None:
+        """Record that ``node`` computes ``value``, by a weak reference. A ``fresh`` value
+        (a factory's result) gets a detached alias as ``node.meta["val"]``: torch's factory
+        bindings detach a result something else holds, which would add an ``aten.detach``
+        node."""
         self.nodes[id(value)] = (weakref.ref(value), node)
-        node.meta["val"] = fast_detach(self.fake_mode, value)
+        node.meta["val"] = fast_detach(self.fake_mode, value) if fresh else value
 
     def node_of(self, value: torch.Tensor) -> torch.fx.Node:
         """The node computing ``value``; a real tensor seen for the first time becomes a
@@ -168,7 +169,8 @@ class Recorder(TorchDispatchMode):
             with unset_fake_temporarily():
                 constant = func(*real_args, **real_kwargs)
         if isinstance(out, torch.Tensor):
-            self.track(out, node)
+            fresh = not tensors or func.overloadpacket.__name__.endswith("_like")
+            self.track(out, node, fresh)
             if isinstance(constant, torch.Tensor):
                 self.constants[id(out)] = (weakref.ref(out), constant)
         elif isinstance(out, (tuple, list)):
