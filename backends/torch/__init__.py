@@ -1,10 +1,19 @@
 """StableHLO → native PyTorch: interpret a :class:`converter.Module` op by op into torch ops.
 
-:func:`to_torch` traces :class:`TorchInterpreter` over fake tensors with ``make_fx`` into a
+:func:`to_torch` traces :class:`TorchInterpreter` over fake tensors into a
 ``torch.fx.GraphModule`` of ATen ops (``while``/``if``/``case`` become the ``while_loop`` and
 ``cond`` higher-order ops), and wraps it in :class:`TorchModule`, an ``nn.Module`` owning the
 parameters. Running it needs neither JAX nor this project's MLIR code; ``torch.export.export``
 and ``torch.compile`` accept it; autograd flows through it.
+
+Tracing (:func:`build_graph`): by default the lean recorder of :mod:`backends.torch.recorder`
+(one ``TorchDispatchMode`` over a ``FakeTensorMode``: one node per ATen call, the graph
+``make_fx`` records, at less than half its cost). ``make_fx(tracing_mode="fake")`` traces
+instead (i) a module whose trace builds a ``while_loop`` or ``cond`` higher-order op (a
+``while`` without a static trip count, an ``if``, a ``case`` of two or more branches: the
+recorder stops at the first and ``make_fx`` traces the module again), (ii) one rank's graph of
+a partitioned module (collectives), (iii) a module traced for a device other than CPU, and
+(iv) a trace started under another dispatch mode (an outer ``FakeTensorMode``).
 """
 
 from __future__ import annotations
@@ -179,7 +188,11 @@ def build_graph(
     """Trace the module's ``@main`` into a GraphModule taking the (kept) ``@main`` arguments in
     their storage dtypes and returning a tuple of results, computing on ``device`` (default
     CPU) with host placement honoured (:mod:`backends.torch.placement`). With ``comm``, one
-    rank's graph of a partitioned module (its collectives over ``torch.distributed``)."""
+    rank's graph of a partitioned module (its collectives over ``torch.distributed``).
+
+    Traced by :func:`backends.torch.recorder.record`, or by ``make_fx`` for the modules the
+    module doc lists (higher-order ops, ``comm``, a device other than CPU, an outer dispatch
+    mode); both give the same graph for the same calls."""
     sig = module.signature
     specs = list(sig.all_args)
     if sig.kept_var_idx is not None:
@@ -197,7 +210,7 @@ def build_graph(
     if comm is None and placer.device == CPU and recorder.can_record():
         try:
             with torch.no_grad():
-                gm = recorder.record(main, examples)
+                gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
         except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
             if _needs_make_fx(e) is None:
                 raise

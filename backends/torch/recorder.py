@@ -225,18 +225,22 @@ def _tensors_of(out: Any) -> list[torch.Tensor]:
     return []
 
 
-def record(fn: Callable[..., Sequence[Any]], examples: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
+def record(
+    fn: Callable[..., Sequence[Any]], examples: Sequence[torch.Tensor], *, recompile: bool = True
+) -> torch.fx.GraphModule:
     """Trace ``fn(*examples)`` (returning a sequence of tensors) into a GraphModule of ATen ops
     taking tensors of the examples' shapes, dtypes and devices and returning a tuple: the
     graph ``make_fx(fn, tracing_mode="fake")`` records (placeholders ``arg<i>_1``, constants
-    ``_tensor_constant<i>``, ``node.meta["val"]`` fake tensors).
+    ``_tensor_constant<i>``, ``node.meta["val"]`` fake tensors). With ``recompile=False`` the
+    module's code is not generated: the caller edits the graph and calls ``recompile()``
+    before running it (code generation is a tenth of a trace).
 
     Raises:
         NeedsMakeFx: ``fn`` builds a higher-order op (only ``make_fx`` traces those).
         Whatever ``fn`` raises.
     """
-    root = torch.nn.Module()
-    graph = torch.fx.Graph()
+    root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+    graph = torch.fx.Graph(owning_module=root)
     fake_mode = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
     recorder = Recorder(fake_mode, graph, root)
     fakes = []
@@ -252,7 +256,10 @@ def record(fn: Callable[..., Sequence[Any]], examples: Sequence[torch.Tensor]) -
     finally:
         _ACTIVE.pop()
     graph.output(result)
-    return torch.fx.GraphModule(root, graph)
+    root._graph = graph  # the graph property's setter would generate the code
+    if recompile:
+        root.recompile()
+    return root
 
 
 __all__ = ["NeedsMakeFx", "Recorder", "active", "can_record", "record"]
