@@ -21,6 +21,7 @@ data-dependent ops on constants compute for real. A higher-order op (``while_loo
 from __future__ import annotations
 
 import operator
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,7 +38,14 @@ _DEVICE = torch.ops.prim.device.default
 _SIZE_QUERIES = {aten.size.default, aten.stride.default, aten.storage_offset.default}
 _CONSTANT_NUMEL_LIMIT = 1  # as make_fx: constants of at most one element are propagated
 
-_ACTIVE: list[Recorder] = []
+_STATE = threading.local()  # .active: the recorders tracing in this thread
+
+
+def _active_list() -> list[Recorder]:
+    stack = getattr(_STATE, "active", None)
+    if stack is None:
+        stack = _STATE.active = []
+    return stack
 
 
 class NeedsMakeFx(Exception):  # noqa: N818 - a signal to the caller, not an error
@@ -45,9 +53,9 @@ class NeedsMakeFx(Exception):  # noqa: N818 - a signal to the caller, not an err
 
 
 def active() -> bool:
-    """True while :func:`record` is tracing (rules that build higher-order ops raise
-    :class:`NeedsMakeFx` then)."""
-    return bool(_ACTIVE)
+    """True while :func:`record` is tracing in this thread (rules that build higher-order
+    ops raise :class:`NeedsMakeFx` then)."""
+    return bool(_active_list())
 
 
 def can_record() -> bool:
@@ -248,13 +256,13 @@ def record(
         fake = fake_mode.from_tensor(example, static_shapes=True)
         recorder.track(fake, graph.placeholder(f"arg{i}_1"))
         fakes.append(fake)
-    _ACTIVE.append(recorder)
+    _active_list().append(recorder)
     try:
         with fake_mode, recorder:
             outs = fn(*fakes)
             result = tuple(recorder.node_of(o) for o in outs)
     finally:
-        _ACTIVE.pop()
+        _active_list().pop()
     graph.output(result)
     root._graph = graph  # the graph property's setter would generate the code
     if recompile:
