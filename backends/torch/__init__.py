@@ -207,7 +207,7 @@ def build_graph(
 
     examples = [_example(s, placer.device) for s in specs]
     gm = None
-    if comm is None and placer.device == CPU and recorder.can_record():
+    if comm is None and placer.device == CPU and recorder.can_record() and not _has_branches(module):
         try:
             with torch.no_grad():
                 gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
@@ -219,6 +219,17 @@ def build_graph(
     gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
     gm = gm if placer.device == CPU else fold_constant_transfers(gm)
     return simplify(gm)  # implicit broadcasts, dead code (native.py)
+
+
+def _has_branches(module: Module) -> bool:
+    """``module`` has an ``if``, or a ``case`` of two or more branches, with results: a
+    ``cond`` higher-order op, which only ``make_fx`` traces (decided before tracing; a
+    ``while`` becomes a higher-order op only without a static trip count, found while
+    tracing)."""
+    for op in mlir.walk_ops(module.mlir.operation):
+        if op.name in ("stablehlo.if", "stablehlo.case") and len(op.results) and len(op.regions) > 1:
+            return True
+    return False
 
 
 def _needs_make_fx(error: BaseException) -> recorder.NeedsMakeFx | None:

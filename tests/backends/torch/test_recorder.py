@@ -103,3 +103,12 @@ def test_outer_fake_mode_uses_make_fx():
     assert recorder.can_record()
     with FakeTensorMode():
         assert not recorder.can_record()
+
+
+def test_branches_go_to_make_fx_before_tracing(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("recorder used")
+
+    monkeypatch.setattr(recorder, "record", refuse)
+    f = lambda p, x: lax.cond(p, lambda v: v * 2.0, lambda v: v - 1.0, x)  # noqa: E731
+    assert_same(f, np.bool_(False), X)
