@@ -9,9 +9,10 @@ and ``torch.compile`` accept it; autograd flows through it.
 Tracing (:func:`build_graph`): by default the lean recorder of :mod:`backends.torch.recorder`
 (one ``TorchDispatchMode`` over a ``FakeTensorMode``: one node per ATen call, the graph
 ``make_fx`` records, at less than half its cost). ``make_fx(tracing_mode="fake")`` traces
-instead (i) a module whose trace builds a ``while_loop`` or ``cond`` higher-order op (a
-``while`` without a static trip count, an ``if``, a ``case`` of two or more branches: the
-recorder stops at the first and ``make_fx`` traces the module again), (ii) one rank's graph of
+instead (i) a module whose trace builds a ``while_loop`` or ``cond`` higher-order op (an
+``if`` or a ``case`` of two or more branches, found before tracing; a ``while`` without a
+static trip count, found while tracing: the recorder stops there and ``make_fx`` traces the
+module again; counted loops are unrolled and recorded), (ii) one rank's graph of
 a partitioned module (collectives), (iii) a module traced for a device other than CPU, and
 (iv) a trace started under another dispatch mode (an outer ``FakeTensorMode``).
 """
