@@ -163,7 +163,11 @@ class Recorder(TorchDispatchMode):
             name = self._names[func] = self.graph._target_to_str(func.overloadpacket.__name__)
         node = self.graph.create_node("call_function", func, tuple(node_args), node_kwargs, name=name)
         constant = None
-        if func is aten.lift_fresh_copy.default and out.numel() <= _CONSTANT_NUMEL_LIMIT:
+        if (
+            func is aten.lift_fresh_copy.default
+            and known[0] is not None
+            and out.numel() <= _CONSTANT_NUMEL_LIMIT
+        ):
             with unset_fake_temporarily():
                 constant = known[0].clone()
         elif (
