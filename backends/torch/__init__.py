@@ -1,10 +1,20 @@
 """StableHLO → native PyTorch: interpret a :class:`converter.Module` op by op into torch ops.
 
-:func:`to_torch` traces :class:`TorchInterpreter` over fake tensors with ``make_fx`` into a
+:func:`to_torch` traces :class:`TorchInterpreter` over fake tensors into a
 ``torch.fx.GraphModule`` of ATen ops (``while``/``if``/``case`` become the ``while_loop`` and
 ``cond`` higher-order ops), and wraps it in :class:`TorchModule`, an ``nn.Module`` owning the
 parameters. Running it needs neither JAX nor this project's MLIR code; ``torch.export.export``
 and ``torch.compile`` accept it; autograd flows through it.
+
+Tracing (:func:`build_graph`): by default the lean recorder of :mod:`backends.torch.recorder`
+(one ``TorchDispatchMode`` over a ``FakeTensorMode``: one node per ATen call, the graph
+``make_fx`` records, at less than half its cost). ``make_fx(tracing_mode="fake")`` traces
+instead (i) a module whose trace builds a ``while_loop`` or ``cond`` higher-order op (an
+``if`` or a ``case`` of two or more branches, found before tracing; a ``while`` without a
+static trip count, found while tracing: the recorder stops there and ``make_fx`` traces the
+module again; counted loops are unrolled and recorded), (ii) one rank's graph of
+a partitioned module (collectives), (iii) a module traced for a device other than CPU, and
+(iv) a trace started under another dispatch mode (an outer ``FakeTensorMode``).
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_
 from . import (
     ops,  # noqa: F401 - registers the rules
     patterns,
+    recorder,
     symbolic,
 )
 from ._util import STORAGE, WIDENED, aligned, numpy_to_torch, storage_dtype, wrap_unsigned
@@ -180,7 +191,11 @@ def build_graph(
     """Trace the module's ``@main`` into a GraphModule taking the (kept) ``@main`` arguments in
     their storage dtypes and returning a tuple of results, computing on ``device`` (default
     CPU) with host placement honoured (:mod:`backends.torch.placement`). With ``comm``, one
-    rank's graph of a partitioned module (its collectives over ``torch.distributed``)."""
+    rank's graph of a partitioned module (its collectives over ``torch.distributed``).
+
+    Traced by :func:`backends.torch.recorder.record`, or by ``make_fx`` for the modules the
+    module doc lists (higher-order ops, ``comm``, a device other than CPU, an outer dispatch
+    mode); both give the same graph for the same calls."""
     sig = module.signature
     specs = list(sig.all_args)
     if sig.kept_var_idx is not None:
@@ -193,9 +208,47 @@ def build_graph(
         interp.comm = comm
         return placer.main(interp.run, args, specs, sig.outputs)
 
+    examples = [_example(s, placer.device) for s in specs]
+    gm = None
+    if comm is None and placer.device == CPU and recorder.can_record() and not _has_branches(module):
+        try:
+            with torch.no_grad():
+                gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
+        except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
+            if _needs_make_fx(e) is None:
+                raise
+    if gm is None:
+        gm = _make_fx_graph(main, examples)
+    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
+    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
+    return simplify(gm)  # implicit broadcasts, dead code (native.py)
+
+
+def _has_branches(module: Module) -> bool:
+    """``module`` has an ``if``, or a ``case`` of two or more branches, with results: a
+    ``cond`` higher-order op, which only ``make_fx`` traces (decided before tracing; a
+    ``while`` becomes a higher-order op only without a static trip count, found while
+    tracing)."""
+    for op in mlir.walk_ops(module.mlir.operation):
+        if op.name in ("stablehlo.if", "stablehlo.case") and len(op.results) and len(op.regions) > 1:
+            return True
+    return False
+
+
+def _needs_make_fx(error: BaseException) -> recorder.NeedsMakeFx | None:
+    """The :class:`~backends.torch.recorder.NeedsMakeFx` behind ``error`` (its cause or
+    context chain), if any."""
+    seen: BaseException | None = error
+    while seen is not None and not isinstance(seen, recorder.NeedsMakeFx):
+        seen = seen.__cause__ or seen.__context__
+    return seen
+
+
+def _make_fx_graph(main: Any, examples: list[torch.Tensor]) -> torch.fx.GraphModule:
+    """``main`` traced over fake ``examples`` by ``make_fx``."""
     with torch.no_grad():
         try:
-            gm = make_fx(main, tracing_mode="fake")(*[_example(s, placer.device) for s in specs])
+            return make_fx(main, tracing_mode="fake")(*examples)
         except ConversionError:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised: the rule's error when one is behind it
@@ -207,9 +260,6 @@ def build_graph(
             if behind is None:
                 raise
             raise behind from e
-    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
-    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
-    return simplify(gm)  # implicit broadcasts, dead code (native.py)
 
 
 def _conversion_error_behind(error: BaseException) -> ConversionError | None:

@@ -25,6 +25,7 @@ from converter import mlir
 from converter.errors import ConversionError
 from converter.regions import static_trip_count
 
+from .. import recorder
 from ..registry import register
 
 
@@ -140,6 +141,8 @@ def _while(interp, op, *init):
             vals = interp.run_region(op.regions[1], vals, env)
         interp.env = env
         return vals
+    if recorder.active():
+        raise recorder.NeedsMakeFx("stablehlo.while: a while_loop higher-order op")
     cond, cond_cap = closed_region(interp, op.regions[0])
     body, body_cap = closed_region(interp, op.regions[1])
     n, nc = len(init), len(cond_cap)
@@ -316,6 +319,8 @@ def exact_control_flow_gradients(gm: torch.fx.GraphModule) -> torch.fx.GraphModu
 
 
 def _cond(pred, branches, operands):
+    if recorder.active():
+        raise recorder.NeedsMakeFx("stablehlo.if/case: a cond higher-order op")
     true_fn, false_fn = branches
 
     def wrap(fn):

@@ -19,7 +19,7 @@ Layout (state ``s`` is ``ui64[k]``; ``s[0]`` is always the key and is returned u
   values per block for 64-bit outputs); the new counter is advanced by the block count.
 
 Everything is computed on 32-bit words held in ``int64`` tensors (so no product or shift
-overflows), with torch ops only: it traces under ``make_fx`` into a straight-line graph whose
+overflows), with torch ops only: it traces (``build_graph``) into a straight-line graph whose
 size depends on the round count, not on the output size.
 """
 

@@ -1,0 +1,277 @@
+"""A lean ATen graph recorder: ``make_fx(fn, tracing_mode="fake")`` without its per-op machinery.
+
+:func:`record` runs ``fn`` on fake tensors under :class:`Recorder`, a ``TorchDispatchMode``
+that appends one ``call_function`` node per ATen call to a ``torch.fx.Graph``: argument
+tensors are mapped to their nodes through a dict keyed by the tensor's id, the result's
+metadata comes from the ``FakeTensorMode`` underneath (``node.meta["val"]``, as make_fx
+sets it), real tensors met for the first time become ``_tensor_constant<i>`` attributes
+read by ``get_attr`` nodes, and ``aten.lift_fresh`` is recorded as ``lift_fresh_copy``, so
+the graph is the one make_fx builds for the same calls (same ops, same order, same
+constants). What make_fx does per op and this recorder does not: proxies, pytree flattening,
+dynamo-disable wrappers, the fake-tensor dispatch cache, symbolic sizes.
+
+It handles what the torch backend traces on one CPU device without higher-order ops:
+``CompositeImplicitAutograd`` ops reaching it are decomposed (as make_fx does), small
+constants (one element) are propagated so ``.item()``/``bool()`` of a constant works, and
+data-dependent ops on constants compute for real. A higher-order op (``while_loop``,
+``cond``) raises :class:`NeedsMakeFx` (see :func:`active`): the caller then traces with
+``make_fx``.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch._subclasses.fake_impls import fast_detach
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+
+aten = torch.ops.aten
+
+_DEVICE = torch.ops.prim.device.default
+_SIZE_QUERIES = {aten.size.default, aten.stride.default, aten.storage_offset.default}
+_CONSTANT_NUMEL_LIMIT = 1  # as make_fx: constants of at most one element are propagated
+
+_STATE = threading.local()  # .active: the recorders tracing in this thread
+
+
+def _active_list() -> list[Recorder]:
+    stack = getattr(_STATE, "active", None)
+    if stack is None:
+        stack = _STATE.active = []
+    return stack
+
+
+class NeedsMakeFx(Exception):  # noqa: N818 - a signal to the caller, not an error
+    """The traced function needs what only ``make_fx`` records (a higher-order op)."""
+
+
+def active() -> bool:
+    """True while :func:`record` is tracing in this thread (rules that build higher-order
+    ops raise :class:`NeedsMakeFx` then)."""
+    return bool(_active_list())
+
+
+def can_record() -> bool:
+    """No other dispatch mode (an outer ``FakeTensorMode``, a ``make_fx`` trace) is active:
+    the recorder would not see the calls alone."""
+    fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    proxy = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY)
+    return fake is None and proxy is None and _get_current_dispatch_mode() is None
+
+
+class Recorder(TorchDispatchMode):
+    """Records each ATen call into :attr:`graph` (see the module doc); :attr:`root` holds the
+    tensor constants the graph reads."""
+
+    def __init__(self, fake_mode: FakeTensorMode, graph: torch.fx.Graph, root: torch.nn.Module):
+        super().__init__()
+        self.fake_mode = fake_mode
+        self.graph = graph
+        self.root = root
+        #: id(tensor) -> (weak reference to it, node): the node computing each traced tensor
+        self.nodes: dict[int, tuple[weakref.ref, torch.fx.Node]] = {}
+        #: id(real constant) -> (constant, its fake tensor)
+        self.fakes: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        #: id(fake tensor) -> (weak reference to it, real value): known small constants
+        self.constants: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+        self._n_constants = 0
+        self._decomposes: dict[Any, bool] = {}
+        self._names: dict[Any, str] = {}  # node name per op, as make_fx names them
+
+    def track(self, value: torch.Tensor, node: torch.fx.Node, fresh: bool = False) -> None:
+        """Record that ``node`` computes ``value``, by a weak reference. A ``fresh`` value
+        (a factory's result) gets a detached alias as ``node.meta["val"]``: torch's factory
+        bindings detach a result something else holds, which would add an ``aten.detach``
+        node."""
+        self.nodes[id(value)] = (weakref.ref(value), node)
+        node.meta["val"] = fast_detach(self.fake_mode, value) if fresh else value
+
+    def node_of(self, value: torch.Tensor) -> torch.fx.Node:
+        """The node computing ``value``; a real tensor seen for the first time becomes a
+        ``get_attr`` of a new ``_tensor_constant<i>`` attribute."""
+        hit = self.nodes.get(id(value))
+        if hit is not None and hit[0]() is value:
+            return hit[1]
+        if isinstance(value, FakeTensor):
+            raise NeedsMakeFx("a fake tensor not computed in this trace")
+        fake = self.fake_of(value)
+        return self.nodes[id(fake)][1]
+
+    def fake_of(self, value: torch.Tensor) -> torch.Tensor:
+        """The fake tensor standing for ``value`` in the trace (a real tensor: a constant)."""
+        if isinstance(value, FakeTensor):
+            return value
+        hit = self.fakes.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        name = f"_tensor_constant{self._n_constants}"
+        self._n_constants += 1
+        setattr(self.root, name, value)
+        node = self.graph.get_attr(name)
+        fake = self.fake_mode.from_tensor(value, static_shapes=True)
+        self.fakes[id(value)] = (value, fake)
+        self.track(fake, node)
+        return fake
+
+    def _decomposes_here(self, func, flat: Sequence[Any]) -> bool:
+        device = next((a.device.type for a in flat if isinstance(a, torch.Tensor)), None)
+        key = (func, device)
+        hit = self._decomposes.get(key)
+        if hit is None:
+            implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+            hit = func not in _SIZE_QUERIES and (
+                implicit in func.py_kernels
+                or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), implicit)
+            )
+            if hit and device is not None:
+                backend = torch._C._parse_dispatch_key(torch._C._dispatch_key_for_device(device))
+                hit = not torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), backend)
+            self._decomposes[key] = hit
+        return hit
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is _DEVICE:  # a tensor's device (fake tensors answer it): no node, as make_fx
+            return func(*args, **kwargs)
+        flat = _flat(args, kwargs)
+        if self._decomposes_here(func, flat):
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        tensors = [a for a in flat if isinstance(a, torch.Tensor)]
+        known = [self._constant(t) for t in tensors]
+        all_constant = all(k is not None for k in known)
+        if torch.Tag.data_dependent_output in func.tags and all_constant:
+            real_args, real_kwargs = _map((args, kwargs), self._constant)
+            with unset_fake_temporarily():
+                return func(*real_args, **real_kwargs)  # a constant's value (item(), bool())
+        if func is aten.lift_fresh.default:
+            func = aten.lift_fresh_copy.default
+        node_args, node_kwargs = _map((args, kwargs), self.node_of)
+        fake_args, fake_kwargs = _map((args, kwargs), self.fake_of)
+        out = func(*fake_args, **fake_kwargs)
+        name = self._names.get(func)
+        if name is None:
+            name = self._names[func] = self.graph._target_to_str(func.overloadpacket.__name__)
+        node = self.graph.create_node("call_function", func, tuple(node_args), node_kwargs, name=name)
+        constant = None
+        if (
+            func is aten.lift_fresh_copy.default
+            and known[0] is not None
+            and out.numel() <= _CONSTANT_NUMEL_LIMIT
+        ):
+            with unset_fake_temporarily():
+                constant = known[0].clone()
+        elif (
+            tensors
+            and all_constant
+            and torch.Tag.nondeterministic_seeded not in func.tags
+            and all(o.numel() <= _CONSTANT_NUMEL_LIMIT for o in _tensors_of(out))
+            and any(id(t) in self.constants for t in tensors)
+        ):
+            real_args, real_kwargs = _map((args, kwargs), self._constant)
+            with unset_fake_temporarily():
+                constant = func(*real_args, **real_kwargs)
+        if isinstance(out, torch.Tensor):
+            fresh = not tensors or func.overloadpacket.__name__.endswith("_like")
+            self.track(out, node, fresh)
+            if isinstance(constant, torch.Tensor):
+                self.constants[id(out)] = (weakref.ref(out), constant)
+        elif isinstance(out, (tuple, list)):
+            node.meta["val"] = type(out)(
+                fast_detach(self.fake_mode, o) if isinstance(o, FakeTensor) else o for o in out
+            )
+            for i, o in enumerate(out):
+                if isinstance(o, torch.Tensor):
+                    self.track(o, self.graph.call_function(operator.getitem, (node, i)))
+        else:
+            node.meta["val"] = out
+        return out
+
+    def _constant(self, value: torch.Tensor) -> torch.Tensor | None:
+        """The real value of ``value`` when known: a real tensor itself, a tracked constant."""
+        if not isinstance(value, FakeTensor):
+            return value
+        hit = self.constants.get(id(value))
+        return hit[1] if hit is not None and hit[0]() is value else None
+
+
+def _flat(args: tuple, kwargs: dict) -> list[Any]:
+    out: list[Any] = []
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            out.extend(a)
+        else:
+            out.append(a)
+    return out
+
+
+def _map(tree: tuple[tuple, dict], fn: Callable[[torch.Tensor], Any]) -> tuple[list, dict]:
+    """``(args, kwargs)`` with every tensor (also inside a list or tuple) replaced by ``fn``
+    of it."""
+
+    def one(a):
+        if isinstance(a, torch.Tensor):
+            return fn(a)
+        if isinstance(a, (list, tuple)):
+            return type(a)(one(b) for b in a)
+        return a
+
+    args, kwargs = tree
+    return [one(a) for a in args], {k: one(v) for k, v in kwargs.items()}
+
+
+def _tensors_of(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [o for o in out if isinstance(o, torch.Tensor)]
+    return []
+
+
+def record(
+    fn: Callable[..., Sequence[Any]], examples: Sequence[torch.Tensor], *, recompile: bool = True
+) -> torch.fx.GraphModule:
+    """Trace ``fn(*examples)`` (returning a sequence of tensors) into a GraphModule of ATen ops
+    taking tensors of the examples' shapes, dtypes and devices and returning a tuple: the
+    graph ``make_fx(fn, tracing_mode="fake")`` records (placeholders ``arg<i>_1``, constants
+    ``_tensor_constant<i>``, ``node.meta["val"]`` fake tensors). With ``recompile=False`` the
+    module's code is not generated: the caller edits the graph and calls ``recompile()``
+    before running it (code generation is a tenth of a trace).
+
+    Raises:
+        NeedsMakeFx: ``fn`` builds a higher-order op (only ``make_fx`` traces those).
+        Whatever ``fn`` raises.
+    """
+    root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
+    graph = torch.fx.Graph(owning_module=root)
+    fake_mode = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+    recorder = Recorder(fake_mode, graph, root)
+    fakes = []
+    for i, example in enumerate(examples):
+        fake = fake_mode.from_tensor(example, static_shapes=True)
+        recorder.track(fake, graph.placeholder(f"arg{i}_1"))
+        fakes.append(fake)
+    _active_list().append(recorder)
+    try:
+        with fake_mode, recorder:
+            outs = fn(*fakes)
+            result = tuple(recorder.node_of(o) for o in outs)
+    finally:
+        _active_list().pop()
+    graph.output(result)
+    root._graph = graph  # the graph property's setter would generate the code
+    if recompile:
+        root.recompile()
+    return root
+
+
+__all__ = ["NeedsMakeFx", "Recorder", "active", "can_record", "record"]

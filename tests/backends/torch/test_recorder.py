@@ -1,0 +1,114 @@
+"""The lean ATen recorder (backends/torch/recorder.py) that build_graph uses instead of make_fx."""
+
+import jax
+import numpy as np
+import pytest
+import torch
+from jax import lax
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import backends.torch as torch_backend
+import converter
+from backends.torch import recorder
+from backends.torch.ops.control_flow import while_loop_exact_grad
+
+from .helpers import assert_same
+
+X = np.linspace(-1, 1, 6, dtype=np.float32)
+TABLE = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _program(x, y):
+    """Constants (a NumPy table, a small torch.tensor read back by item()), views, an
+    in-place op on a fresh tensor, a multi-output op and a dtype change."""
+    table = torch.from_numpy(TABLE)
+    scale = torch.tensor(2.0)
+    k = int(scale.item())  # a constant's value: no node
+    z = (x.reshape(3, 4) * table).t()
+    acc = torch.zeros_like(z)
+    acc.add_(z * k)  # in place on a fresh tensor
+    first, second = torch.split(acc, [1, 3])
+    return first.sum(0) + y.expand(2, 3).sum(), second.to(torch.float64).mean(), table[0]
+
+
+def _targets(gm):
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_records_what_make_fx_records_and_computes_as_eager():
+    x, y = torch.randn(12), torch.randn(3)
+    with torch.no_grad():
+        gm = recorder.record(_program, [x, y])
+        want = make_fx(_program, tracing_mode="fake")(x, y)
+    assert _targets(gm) == _targets(want)
+    consts = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    assert [n.target for n in consts] == ["_tensor_constant0", "_tensor_constant1"]
+    assert torch.equal(gm._tensor_constant0, torch.from_numpy(TABLE))
+    assert torch.ops.aten.lift_fresh_copy.default in _targets(gm)  # torch.tensor(2.0)
+    assert torch.ops.aten.add_.Tensor in _targets(gm)
+    for n in gm.graph.nodes:
+        if n.op != "output":  # split_with_sizes: a list of values
+            val = n.meta["val"]
+            assert all(isinstance(v, torch.Tensor) for v in (val if isinstance(val, list) else [val]))
+    for got, ref in zip(gm(x, y), _program(x, y), strict=True):  # eager torch on real tensors
+        torch.testing.assert_close(got, ref)
+        assert got.dtype == ref.dtype
+
+
+def test_placeholders_and_values_match_the_examples():
+    gm = recorder.record(lambda a, b: (a @ b,), [torch.zeros(2, 3), torch.zeros(3, 4, dtype=torch.float32)])
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert [n.name for n in ph] == ["arg0_1", "arg1_1"]
+    (mm,) = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert tuple(mm.meta["val"].shape) == (2, 4) and mm.meta["val"].device.type == "cpu"
+
+
+def test_higher_order_op_raises_needs_make_fx():
+    def fn(x):
+        if not recorder.active():
+            raise AssertionError("expected to run under the recorder")
+        raise recorder.NeedsMakeFx("here")
+
+    with pytest.raises(recorder.NeedsMakeFx):
+        recorder.record(fn, [torch.zeros(2)])
+    assert not recorder.active()
+
+
+@pytest.fixture
+def no_make_fx(monkeypatch):
+    """build_graph may not fall back to make_fx."""
+
+    def refuse(*a, **k):
+        raise AssertionError("make_fx used")
+
+    monkeypatch.setattr(torch_backend, "make_fx", refuse)
+
+
+def test_straight_line_and_counted_loop_use_the_recorder(no_make_fx):
+    assert_same(lambda x: jax.nn.softmax(x * 2.0) + X.sum(), X)
+    assert_same(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), X)  # unrolled
+
+
+def test_data_dependent_loop_falls_back_to_make_fx():
+    f = lambda x: lax.while_loop(lambda c: c.sum() < 10.0, lambda c: c + 1.0, x)  # noqa: E731
+    tm = converter.from_jax(f, X).to_torch()
+    targets = _targets(tm.graph_module)
+    assert while_loop_exact_grad in targets
+    np.testing.assert_allclose(tm(torch.from_numpy(X)).numpy(), np.asarray(jax.jit(f)(X)), rtol=1e-6)
+
+
+def test_outer_fake_mode_uses_make_fx():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert recorder.can_record()
+    with FakeTensorMode():
+        assert not recorder.can_record()
+
+
+def test_branches_go_to_make_fx_before_tracing(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("recorder used")
+
+    monkeypatch.setattr(recorder, "record", refuse)
+    f = lambda p, x: lax.cond(p, lambda v: v * 2.0, lambda v: v - 1.0, x)  # noqa: E731
+    assert_same(f, np.bool_(False), X)
