@@ -31,7 +31,12 @@ IDX = np.array([3, 0, 2, 2, 9, -1], np.int32)
 def test_gather_forms():
     m = A[0]
     assert_onnx_same(
-        lambda a, i: (a[jnp.clip(i, 0, 3)], a[:, jnp.clip(i, 0, 5)], jnp.take(a, i, axis=0, mode="clip")),
+        lambda a, i: (
+            a[jnp.clip(i, 0, 3)],
+            a[:, jnp.clip(i, 0, 5)],
+            jnp.take(a, i, axis=0, mode="clip"),
+            a[jnp.clip(i.reshape(2, 3), 0, 3)],  # rows at a 2-D index array: (2, 3, 5)
+        ),
         m,
         IDX,
     )
@@ -468,7 +473,8 @@ def test_select_and_scatter_integer_and_bool_match_xla(ety, dtype, select, compa
 
 
 _SORTS = [("LT", "TOTALORDER", "f32"), ("GT", "TOTALORDER", "f32"), ("LT", "TOTALORDER", "bf16"),
-          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32")]  # fmt: skip
+          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32"),
+          ("GT", "FLOAT", "f32")]  # fmt: skip
 _NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
 
 

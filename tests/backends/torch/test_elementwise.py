@@ -195,3 +195,12 @@ def test_bitcast_convert_i1_to_i1():
     x = np.array([True, False, False, True])
     out = converter.from_stablehlo(_BITCAST_I1).to_torch()(torch.tensor(x))
     np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_sign_keeps_nan_and_or_of_integers_and_bools():
+    """stablehlo.sign of NaN is NaN (torch.sign gives 0), of integers exact; stablehlo.or of
+    integers and of bools; against XLA."""
+    x = np.array([np.nan, -2.5, 0.0, 3.0, -np.inf], dtype=np.float32)
+    i = np.array([-3, 0, 5, 7, -8], dtype=np.int32)
+    j = np.array([1, 6, 3, 8, -1], dtype=np.int32)
+    assert_same(lambda x, i, j: (jnp.sign(x), jnp.sign(i), i | j, (i > 0) | (j > 0)), x, i, j)
