@@ -71,7 +71,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/_util.py": [FT + "test_elementwise.py", FT + "test_reductions.py"],
     "frontends/torch/ops/control_flow.py": [FT + "test_control_flow.py"],
     "frontends/torch/ops/convolution.py": [FT + "test_convolution.py"],
-    "frontends/torch/ops/creation.py": [FT + "test_creation.py"],
+    "frontends/torch/ops/creation.py": [FT + "test_creation.py", FT + "test_rule_gaps.py"],
     "frontends/torch/ops/elementwise.py": [FT + "test_elementwise.py"],
     "frontends/torch/ops/fft.py": [FT + "test_fft.py"],
     "frontends/torch/ops/fused.py": [FT + "test_fused.py"],
