@@ -42,6 +42,8 @@ def test_conv_transpose_output_padding():
 
 def test_pools_ceil_mode():
     check_node("MaxPool", {"x": X}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1})
+    # 8 wide: the last window starts inside and ends past the input (ceil 4 windows, floor 3)
+    check_node("MaxPool", {"x": X[:, :, :8, :8]}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1})
     # stride 1: ceil_mode adds no window (no end padding)
     check_node("MaxPool", {"x": X}, {"kernel_shape": [2, 2], "strides": [1, 1], "ceil_mode": 1})
     check_node(

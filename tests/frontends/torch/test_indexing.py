@@ -62,6 +62,7 @@ def test_index_put_with_mask(check):
     def fn(v):
         out = v.clone()
         out[v > 0.5] = -1.0
+        out[:, v[0, :, 0] > 0] = 7.0  # a mask over a later dim
         return out
 
     check(fn, X)
