@@ -101,7 +101,7 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/onnx/ops/resize.py": [FO + "test_resize.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/rnn.py": [FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/sampling.py": [FO + "test_survivors.py", NODE],
-    "frontends/onnx/ops/sequence.py": [NODE],
+    "frontends/onnx/ops/sequence.py": [FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/shape.py": [FO + "test_shape.py", FO + "test_survivors.py", NODE],
     "frontends/onnx/ops/signal.py": [FO + "test_signal.py", NODE],
     "frontends/onnx/ops/training.py": [FO + "test_survivors.py", NODE],

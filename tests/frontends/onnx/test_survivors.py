@@ -176,3 +176,43 @@ def test_adam_bias_correction_of_a_small_beta_power():
     got = from_onnx(model).to_jax()(*inputs.values())
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6)
+
+
+def test_roi_align_adaptive_sampling_grid():
+    """RoiAlign-16 with ``sampling_ratio=0``: ``ceil(roi_size / output_size)`` samples per
+    bin, here ceil(5 / 3) = 2 across and ceil(3.5 / 2) = 2 down."""
+    r = np.random.default_rng(8)
+    inputs = {
+        "x": r.standard_normal((1, 2, 8, 9)).astype(np.float32),
+        "rois": np.array([[0.5, 1.0, 5.5, 4.5], [2.0, 0.25, 8.0, 7.0]], np.float32),
+        "batch_indices": np.array([0, 0], np.int64),
+    }
+    attrs = {"output_height": 2, "output_width": 3, "sampling_ratio": 0}
+    check_node("RoiAlign", inputs, attrs, opset=16, atol=1e-5)
+
+
+def test_optional_get_element():
+    """Optional then OptionalGetElement (and OptionalHasElement) on a tensor."""
+    x = X[0]
+    nodes = [
+        helper.make_node("Optional", ["x"], ["o"]),
+        helper.make_node("OptionalGetElement", ["o"], ["y"]),
+        helper.make_node("OptionalHasElement", ["o"], ["h"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [
+            helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, x.shape),
+            helper.make_tensor_value_info("h", onnx.TensorProto.BOOL, []),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    got = from_onnx(model).to_jax()(x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
