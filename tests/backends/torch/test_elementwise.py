@@ -212,3 +212,10 @@ def test_convert_negative_numbers_to_floats():
     i = np.array([-3, 0, 7, -2147483648], dtype=np.int32)
     x = np.array([-1.5, 2.25, -0.0, -3e4], dtype=np.float32)
     assert_same(lambda i, x: (i.astype(jnp.float32), i.astype(jnp.float16), x.astype(jnp.bfloat16)), i, x)
+
+
+def test_bool_minimum_and_maximum():
+    """stablehlo.minimum/maximum of bools: and/or."""
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    assert_same(lambda a, b: (jnp.minimum(a, b), jnp.maximum(a, b)), a, b)
