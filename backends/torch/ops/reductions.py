@@ -105,10 +105,14 @@ def _reduce(interp, op, *args):
 
 
 def _windows(x: torch.Tensor, sizes, strides, dilations) -> torch.Tensor:
-    """All windows of ``x``: shape ``out_shape + sizes`` (``Tensor.unfold`` per dim)."""
+    """All windows of ``x``: shape ``out_shape + sizes`` (``Tensor.unfold`` per dim; none
+    along a dim shorter than its dilated window)."""
     for d, (w, s, dil) in enumerate(zip(sizes, strides, dilations, strict=False)):
         span = (w - 1) * dil + 1
-        x = x.unfold(d, span, s)
+        if span > x.shape[d]:  # no window fits (the spec's result dimension is 0)
+            x = x.new_empty((*x.shape[:d], 0, *x.shape[d + 1 :], span))
+        else:
+            x = x.unfold(d, span, s)
         if dil > 1:
             x = x[..., ::dil]
     return x

@@ -38,12 +38,10 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
     Transposed convolution is the gradient of convolution: the input is dilated by
     ``stride``, padded by ``dilation * (K - 1) - padding`` (plus ``output_padding`` on the
     high side) and convolved with the spatially flipped kernel, in/out channels swapped per
-    group.
+    group. ``x`` always has its batch dim: ``aten.convolution`` refuses an unbatched input
+    (``conv2d`` and the like add the batch dim before calling it).
     """
     nd = weight.ndim - 2
-    unbatched = x.ndim == nd + 1
-    if unbatched:
-        x = x[None]
     stride, padding, dilation = (_per_dim(v, nd) for v in (stride, padding, dilation))
     acc = acc_dtype(jnp.result_type(x, weight))
     w_shape = weight.shape if not transposed else _t_shape(weight, groups)
@@ -81,7 +79,7 @@ def convolution(x, weight, bias, stride, padding, dilation, transposed, output_p
         )
     if bias is not None:
         out = out + bias.reshape((1, -1) + (1,) * nd)
-    return out[0] if unbatched else out
+    return out
 
 
 def _t_shape(weight, groups):

@@ -18,6 +18,15 @@ def test_while_loop_with_capture():
     assert_same(f, X, rtol=1e-5)
 
 
+def test_while_loop_without_a_trip_count():
+    """A loop whose end depends on the data (no static trip count: ``lax.while_loop``, not
+    ``fori_loop``): doubling until the sum reaches 100."""
+    x = np.array([0.5, 1.25, -0.25], np.float32)
+    assert_same(
+        lambda x: lax.while_loop(lambda c: c[1].sum() < 100, lambda c: (c[0] + 1, c[1] * 2), (0, x)), x
+    )
+
+
 def test_fori_loop_and_scan():
     assert_same(
         lambda x: (

@@ -4,6 +4,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import converter
+from tests.compare import run_xla
+
 from .helpers import assert_same
 
 A = np.arange(30, dtype=np.float32).reshape(5, 6)
@@ -31,3 +34,21 @@ def test_scatter_drops_out_of_bounds():
 def test_batched_gather_from_take_along_axis():
     order = np.argsort(A, axis=1)[:, ::-1].copy()
     assert_same(lambda a, o: jnp.take_along_axis(a, o, axis=1), A, order)
+
+
+_GATHER_INDEX_VECTOR_FIRST = """
+func.func public @main(%a: tensor<5x6xf32>, %i: tensor<2x3x2xi32>) -> tensor<3x2x2xf32> {
+  %0 = "stablehlo.gather"(%a, %i) <{dimension_numbers = #stablehlo.gather<offset_dims = [2],
+      collapsed_slice_dims = [0], start_index_map = [0, 1], index_vector_dim = 0>,
+      indices_are_sorted = false, slice_sizes = array<i64: 1, 2>}>
+      : (tensor<5x6xf32>, tensor<2x3x2xi32>) -> tensor<3x2x2xf32>
+  return %0 : tensor<3x2x2xf32>
+}"""
+
+
+def test_gather_with_the_index_vector_in_a_leading_dim():
+    """StableHLO allows ``index_vector_dim`` anywhere (jax.jit puts it last): here the first of
+    three index dims, moved last with the batch dims kept in order; against XLA."""
+    i = np.array([[[4, 0], [2, 9], [-1, 3]], [[1, 5], [0, 2], [3, -2]]], np.int32)
+    got = converter.from_stablehlo(_GATHER_INDEX_VECTOR_FIRST).to_jax()(A, i)
+    np.testing.assert_array_equal(np.asarray(got), run_xla(_GATHER_INDEX_VECTOR_FIRST, A, i)[0])

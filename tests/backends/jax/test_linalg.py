@@ -6,6 +6,9 @@ import numpy as np
 import pytest
 from jax import lax
 
+import converter
+from tests.compare import run_xla
+
 from .helpers import assert_same
 
 rng = np.random.default_rng(0)
@@ -108,3 +111,22 @@ def test_linear_on_one_row_uses_the_weight_in_place():
     f = converter.from_stablehlo(jax.jit(fn).lower(x, w).as_text()).to_jax()
     compiled = jax.jit(f.apply).lower(f.params, x, w).compile()
     assert compiled.memory_analysis().temp_size_in_bytes < 1024 * 4096 * 4 // 8
+
+
+_CONV_WITHOUT_PADDING = """
+func.func public @main(%x: tensor<1x2x5xf32>, %w: tensor<3x2x2xf32>) -> tensor<1x3x4xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0],
+      window = {stride = [1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x2x5xf32>, tensor<3x2x2xf32>) -> tensor<1x3x4xf32>
+  return %0 : tensor<1x3x4xf32>
+}"""
+
+
+def test_convolution_without_a_padding_attribute_pads_nothing():
+    """A convolution whose ``padding`` is left out (the spec's default: zeros; jax.jit always
+    writes it): against XLA."""
+    x = rng.normal(size=(1, 2, 5)).astype(np.float32)
+    w = rng.normal(size=(3, 2, 2)).astype(np.float32)
+    got = converter.from_stablehlo(_CONV_WITHOUT_PADDING).to_jax()(x, w)
+    (want,) = run_xla(_CONV_WITHOUT_PADDING, x, w)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@ with ``jax.jit`` (XLA CPU) on edge values: zeros of both signs, negative reals o
 cuts of sqrt and log, magnitudes near the float range, and infinities and NaNs where XLA's own
 result is well-defined."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import onnx
@@ -12,7 +13,7 @@ from jax import lax
 
 import converter
 from backends.onnx import realpairs
-from converter.errors import UnsupportedOpError
+from converter.errors import OpConversionError, UnsupportedOpError
 
 from .helpers import run_onnx, run_session
 
@@ -220,6 +221,15 @@ def test_reductions():
     rng = np.random.default_rng(3)
     z = (rng.normal(size=(3, 5, 4)) + 1j * rng.normal(size=(3, 5, 4))).astype(np.complex64)
     _assert_same(lambda z: (jnp.sum(z, 1), jnp.sum(z), jnp.prod(z, (0, 2)), jnp.prod(z[0, 0])), z, rtol=1e-5)
+
+
+def test_complex_reduce_with_another_body_is_refused():
+    """A complex reduce whose body is neither add nor multiply (here subtract, which XLA
+    folds in its own order) is refused by name, not converted."""
+    z = _c([1 + 1j, 2 - 1j, 3j])
+    text = jax.jit(lambda z: lax.reduce(z, np.complex64(0), lax.sub, (0,))).lower(z).as_text()
+    with pytest.raises(OpConversionError, match="reduce with a general body on complex values"):
+        converter.from_stablehlo(text).to_onnx()
 
 
 def test_empty_complex_result():

@@ -31,7 +31,12 @@ IDX = np.array([3, 0, 2, 2, 9, -1], np.int32)
 def test_gather_forms():
     m = A[0]
     assert_onnx_same(
-        lambda a, i: (a[jnp.clip(i, 0, 3)], a[:, jnp.clip(i, 0, 5)], jnp.take(a, i, axis=0, mode="clip")),
+        lambda a, i: (
+            a[jnp.clip(i, 0, 3)],
+            a[:, jnp.clip(i, 0, 5)],
+            jnp.take(a, i, axis=0, mode="clip"),
+            a[jnp.clip(i.reshape(2, 3), 0, 3)],  # rows at a 2-D index array: (2, 3, 5)
+        ),
         m,
         IDX,
     )
@@ -274,6 +279,35 @@ def test_scatter_skips_out_of_bounds_updates(mode):
     assert_onnx_same(lambda a, i: a.at[i, 2].add(1.0, mode="drop"), A[0], idx)
 
 
+_SCATTER_AT_CONSTANT_PAIRS = """
+func.func public @main(%a: tensor<5x2xf32>) -> tensor<5x2xf32> {
+  %i = stablehlo.constant dense<[[[0, COL], [1, 1]], [[4, 1], [0, 0]]]> : tensor<2x2x2xi32>
+  %u = stablehlo.constant dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
+  %0 = "stablehlo.scatter"(%a, %i, %u) <{indices_are_sorted = false,
+      scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0, 1],
+      scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 2>, unique_indices = false}> ({
+    ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+      %s = stablehlo.add %x, %y : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+  }) : (tensor<5x2xf32>, tensor<2x2x2xi32>, tensor<2x2xf32>) -> tensor<5x2xf32>
+  return %0 : tensor<5x2xf32>
+}"""
+
+
+@pytest.mark.parametrize("col", [1, 3])
+def test_scatter_at_constant_index_pairs(col):
+    """Constant ``(row, col)`` index pairs in a 2x2 grid (``index_vector_dim`` 2) into a
+    ``(5, 2)`` operand: in bounds, they scatter as they are; the pair ``(0, 3)`` (a column
+    past the end, though below the row bound) is dropped, as XLA drops it. Each index column
+    is checked against its own dimension's bound."""
+    text = _SCATTER_AT_CONSTANT_PAIRS.replace("COL", str(col))
+    x = A[0, :, :2].copy()
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    np.testing.assert_array_equal(run_session(sess, [x])[0], run_xla(text, x)[0])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16, np.int8, np.uint64])
 def test_argmax_style_reduces_loop(dtype):
     """Variadic reduces (argmax/argmin: value and index, ties to the first index, NaN wins)
@@ -468,7 +502,8 @@ def test_select_and_scatter_integer_and_bool_match_xla(ety, dtype, select, compa
 
 
 _SORTS = [("LT", "TOTALORDER", "f32"), ("GT", "TOTALORDER", "f32"), ("LT", "TOTALORDER", "bf16"),
-          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32")]  # fmt: skip
+          ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32"),
+          ("GT", "FLOAT", "f32")]  # fmt: skip
 _NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
 
 

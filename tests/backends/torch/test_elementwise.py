@@ -195,3 +195,27 @@ def test_bitcast_convert_i1_to_i1():
     x = np.array([True, False, False, True])
     out = converter.from_stablehlo(_BITCAST_I1).to_torch()(torch.tensor(x))
     np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_sign_keeps_nan_and_or_of_integers_and_bools():
+    """stablehlo.sign of NaN is NaN (torch.sign gives 0), of integers exact; stablehlo.or of
+    integers and of bools; against XLA."""
+    x = np.array([np.nan, -2.5, 0.0, 3.0, -np.inf], dtype=np.float32)
+    i = np.array([-3, 0, 5, 7, -8], dtype=np.int32)
+    j = np.array([1, 6, 3, 8, -1], dtype=np.int32)
+    assert_same(lambda x, i, j: (jnp.sign(x), jnp.sign(i), i | j, (i > 0) | (j > 0)), x, i, j)
+
+
+def test_convert_negative_numbers_to_floats():
+    """stablehlo.convert of negative integers and floats to float types (only uint64's
+    negative storage values are shifted by 2**64)."""
+    i = np.array([-3, 0, 7, -2147483648], dtype=np.int32)
+    x = np.array([-1.5, 2.25, -0.0, -3e4], dtype=np.float32)
+    assert_same(lambda i, x: (i.astype(jnp.float32), i.astype(jnp.float16), x.astype(jnp.bfloat16)), i, x)
+
+
+def test_bool_minimum_and_maximum():
+    """stablehlo.minimum/maximum of bools: and/or."""
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    assert_same(lambda a, b: (jnp.minimum(a, b), jnp.maximum(a, b)), a, b)

@@ -36,6 +36,23 @@ def test_scatter_kinds_and_out_of_bounds_drop():
     assert_same(f, A, np.array([0, 3, 1, 7, 2], dtype=np.int32), upd)
 
 
+def test_scatter_drops_windows_just_past_the_end():
+    """A scatter update is dropped when its window does not fit: a start index equal to the
+    dim's size (one element), and a two-element window starting at 5 of 6 (at 4 it fits)."""
+    dn = lax.ScatterDimensionNumbers(
+        update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,)
+    )
+
+    def f(a, i, w, u):
+        one = a[0].at[i].add(1.0, mode="drop")
+        window = lax.scatter_add(a[1], w, u, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
+        return one, window
+
+    w = np.array([[4], [5], [0]], dtype=np.int32)
+    u = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
+    assert_same(f, A, np.array([6, 5, 0], dtype=np.int32), w, u)
+
+
 def test_dynamic_slice_clamps():
     def f(a, i):
         return lax.dynamic_slice(a, (i, i + 1), (2, 3)), lax.dynamic_update_slice(

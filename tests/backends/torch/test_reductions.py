@@ -66,7 +66,11 @@ def test_reduce_window_pools_and_cumsum():
         dil = lax.reduce_window(
             x, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID", base_dilation=(1, 2, 1, 1)
         )
-        return mx, avg, dil, jnp.cumsum(x, 1), jnp.cumprod(x, 2), lax.cummax(x, 1)
+        # a window longer than its dim (7 > 6): an empty result, not a pool call
+        empty = lax.reduce_window(x, -jnp.inf, lax.max, (1, 7, 3, 1), (1, 1, 1, 1), "VALID")
+        # a window of one element everywhere: no pooled dim (the identity)
+        same = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 1, 1), (1, 1, 1, 1), "VALID")
+        return mx, avg, dil, jnp.cumsum(x, 1), jnp.cumprod(x, 2), lax.cummax(x, 1), empty, same
 
     assert_same(f, img, rtol=1e-5, atol=1e-5)
 

@@ -79,3 +79,38 @@ def test_loop_static_trip_count_scan_output():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     _run_both(model, np.array(1.5, np.float32))
+
+
+def test_loop_with_a_runtime_trip_count_and_condition():
+    """Loop whose trip count and first condition are graph inputs (a ``while_loop``): the
+    body doubles ``v`` while it stays below 10; it stops at the trip count or the condition,
+    whichever comes first."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v", "v"], ["v2"]), helper.make_node("Less", ["v2", "ten"], ["c2"])],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v", F, []),
+        ],
+        [
+            helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v2", F, []),
+        ],
+    )
+    node = helper.make_node("Loop", ["m", "c0", "v0"], ["vf"], body=body)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("m", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c0", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v0", F, []),
+        ],
+        [helper.make_tensor_value_info("vf", F, [])],
+        initializer=[onnx.numpy_helper.from_array(np.array(10, np.float32), "ten")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    for m, c0 in ((100, True), (2, True), (100, False)):  # the condition, the count, no pass
+        _run_both(model, np.array(m, np.int64), np.array(c0), np.array(1.5, np.float32))

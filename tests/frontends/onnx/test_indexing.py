@@ -29,3 +29,17 @@ def test_scatter_elements_add():
 
 def test_scatter_nd():
     check_node("ScatterND", {"x": X, "i": np.array([[1, 2]], np.int64), "u": np.full((1, 4), -1, np.float32)})
+
+
+def test_non_max_suppression_center_point_boxes():
+    """``center_point_box=1`` boxes (x centre, y centre, width, height) with odd widths: half a
+    width of 3 is 1.5. The second box overlaps the first by IoU 0.2, above the 0.15
+    threshold, so it is suppressed (with half widths floored to 1 the IoU would be 0.11)."""
+    boxes = np.array([[[0.0, 0.0, 3.0, 1.0], [2.0, 0.0, 3.0, 1.0], [9.0, 5.0, 1.0, 3.0]]], np.float32)
+    inputs = {
+        "boxes": boxes,
+        "scores": np.array([[[0.9, 0.8, 0.7]]], np.float32),
+        "max_out": np.array([3], np.int64),
+        "iou": np.array([0.15], np.float32),
+    }
+    check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))

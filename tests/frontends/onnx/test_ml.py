@@ -24,3 +24,19 @@ def test_tfidf_vectorizer_trigrams_with_skips():
         "pool_int64s": pool,
     }
     check_node("TfIdfVectorizer", {"x": x}, attrs)
+
+
+def test_tfidf_vectorizer_idf_and_tfidf_weights():
+    """Modes IDF (the weight where an n-gram occurs, else 0) and TFIDF (count times weight)."""
+    x = np.array([[2, 3, 5, 2, 3, 5, 5], [7, 3, 8, 2, 9, 9, 3]], np.int64)
+    attrs = {
+        "min_gram_length": 1,
+        "max_gram_length": 2,
+        "max_skip_count": 0,
+        "ngram_counts": [0, 3],
+        "ngram_indexes": [0, 1, 2, 3],
+        "pool_int64s": [2, 3, 5, 2, 3],  # unigrams 2 3 5, bigram (2 3)
+        "weights": [0.5, 2.0, 3.0, 1.5],
+    }
+    for mode in ("IDF", "TFIDF"):
+        check_node("TfIdfVectorizer", {"x": x}, {**attrs, "mode": mode})

@@ -42,6 +42,10 @@ def test_conv_transpose_output_padding():
 
 def test_pools_ceil_mode():
     check_node("MaxPool", {"x": X}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1})
+    # 8 wide: the last window starts inside and ends past the input (ceil 4 windows, floor 3)
+    check_node("MaxPool", {"x": X[:, :, :8, :8]}, {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1})
+    # stride 1: ceil_mode adds no window (no end padding)
+    check_node("MaxPool", {"x": X}, {"kernel_shape": [2, 2], "strides": [1, 1], "ceil_mode": 1})
     check_node(
         "AveragePool",
         {"x": X},
@@ -53,6 +57,15 @@ def test_batch_norm_inference():
     c = X.shape[1]
     stats = {n: (R.random(c) + 0.5).astype(np.float32) for n in ("s", "b", "m", "v")}
     check_node("BatchNormalization", {"x": X, **stats}, static=("s", "b", "m", "v"))
+
+
+def test_batch_norm_training_mode():
+    """BatchNormalization-15 with ``training_mode=1``: normalized by the batch's statistics,
+    with the running mean and variance updated by ``momentum``."""
+    c = X.shape[1]
+    stats = {n: (R.random(c) + 0.5).astype(np.float32) for n in ("s", "b", "m", "v")}
+    attrs = {"training_mode": 1, "momentum": 0.8}
+    check_node("BatchNormalization", {"x": X, **stats}, attrs, n_out=3, opset=15, static=("s", "b", "m", "v"))
 
 
 def test_global_lp_pool_and_group_norm_18():

@@ -86,3 +86,12 @@ def test_old_opset_attribute_forms():
     check_node("Slice", {"x": X}, {"starts": [1, -3], "ends": [2, 100], "axes": [0, 2]}, opset=9)
     check_node("Pad", {"x": X}, {"pads": [0, 1, 2, 0, 0, 1], "mode": "reflect"}, opset=10)
     check_node("Pad", {"x": X}, {"pads": [1, 0, 0, 0, 2, 0], "value": 1.5}, opset=10)
+
+
+def test_center_crop_pad_crops_and_pads():
+    """CenterCropPad-18 to a shape smaller in one axis (cropped) and larger in another (padded
+    with zeros, the odd extra on the end)."""
+    x = np.arange(2 * 5 * 4, dtype=np.float32).reshape(2, 5, 4)
+    check_node(
+        "CenterCropPad", {"x": x, "shape": np.array([3, 7], np.int64)}, {"axes": [1, 2]}, static=("shape",)
+    )

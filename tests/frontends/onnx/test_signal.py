@@ -1,11 +1,17 @@
 """Rules of frontends/onnx/ops/signal.py against onnxruntime (cases ONNX's node tests miss)."""
 
+import os
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from frontends.onnx import from_onnx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
 
 
 def test_mel_weight_matrix_bins_with_bit_one_set():
@@ -32,3 +38,13 @@ def test_mel_weight_matrix_bins_with_bit_one_set():
     )
     (got,) = from_onnx(model).to_jax()()
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-7)
+
+
+def test_dft_zero_pads_to_a_longer_dft_length():
+    """DFT-17 with ``dft_length`` (8) longer than the signal (5): the signal is zero-padded at
+    the end (a shorter one is truncated), on a real and on a complex input."""
+    r = np.random.default_rng(0)
+    for last in (1, 2):
+        x = r.standard_normal((2, 5, last)).astype(np.float32)
+        inputs = {"x": x, "n": np.array(8, np.int64)}
+        check_node("DFT", inputs, {"axis": 1}, opset=17, static=("n",), atol=1e-5)

@@ -62,6 +62,7 @@ def test_index_put_with_mask(check):
     def fn(v):
         out = v.clone()
         out[v > 0.5] = -1.0
+        out[:, v[0, :, 0] > 0] = 7.0  # a mask over a later dim
         return out
 
     check(fn, X)
@@ -257,3 +258,25 @@ def test_nonzero_static():
         )
 
     check_targets(fn, x, ops="aten.nonzero_static.default")
+
+
+def test_boolean_mask_index_is_refused():
+    """``x[mask]`` keeps as many rows as the mask has True values: from_torch refuses it as a
+    data-dependent shape before lowering, and the ``aten.index`` rule itself refuses a
+    boolean index rather than index with its 0/1 values."""
+    import jax.numpy as jnp
+
+    import converter
+    from converter.errors import DataDependentShapeError
+    from frontends.torch import export
+    from frontends.torch.ops.indexing import index
+
+    class Masked(torch.nn.Module):
+        def forward(self, x, m):
+            return x[m]
+
+    mask = torch.tensor([True, False, True, True])
+    with pytest.raises(DataDependentShapeError, match="boolean mask"):
+        converter.from_torch(export(Masked(), (torch.randn(4, 3), mask)))
+    with pytest.raises(NotImplementedError, match="boolean-mask"):
+        index(jnp.zeros((4, 3)), [jnp.asarray(mask.numpy())])

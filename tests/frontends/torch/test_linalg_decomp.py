@@ -45,6 +45,18 @@ def test_cholesky_reads_one_triangle(check):
     check(lambda a: torch.cholesky(a, upper=True), junk_up, ops="aten.cholesky.default", **TOL)
 
 
+def test_complex_cholesky_upper_and_inverse(check):
+    """Complex Hermitian input: the upper factor is the conjugate transpose of the lower one
+    (``U = L^H``), and ``cholesky_inverse`` of an upper factor is ``(U^H U)^{-1}``."""
+    m = torch.randn(3, 3, dtype=torch.complex64)
+    a = m @ m.mH + 3 * torch.eye(3)
+    fn = lambda a: (  # noqa: E731
+        torch.linalg.cholesky(a, upper=True),
+        torch.cholesky_inverse(torch.linalg.cholesky(a, upper=True), upper=True),
+    )
+    check(fn, a, ops=["aten.linalg_cholesky_ex.default", "aten.cholesky_inverse.default"], **TOL)
+
+
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_inverse_and_solve(check, upper):
     factor = torch.linalg.cholesky(spd(2, 4, 4), upper=upper)

@@ -94,7 +94,9 @@ def test_logsumexp(check):
 @pytest.mark.parametrize("x", [X, INTS, B], ids=["f32", "i64", "bool"])
 def test_cumsum_cumprod(check, x):
     check(
-        lambda v: (v.cumsum(1), v.cumsum(-1, dtype=torch.float64), v.cumprod(0)), x, ops="aten.cumsum.default"
+        lambda v: (v.cumsum(1), v.cumsum(-1, dtype=torch.float64), v.cumprod(0), v.cumprod(-1)),
+        x,
+        ops=["aten.cumsum.default", "aten.cumprod.default"],
     )
 
 
