@@ -138,7 +138,7 @@ def test_torch_export_and_compile():
     np.testing.assert_allclose(numpy_of(compiled(*args)), want, rtol=1e-5, atol=1e-5)
 
 
-def test_each_module_compiles_under_dynamos_recompile_limit(monkeypatch):
+def test_each_module_compiles_under_dynamos_recompile_limit():
     """Dynamo caches compilations per code object up to ``recompile_limit``: every converted
     module has a ``forward`` code of its own, so the limit counts one module's compilations
     (sharing one, the third module here would run eagerly); pickling and deepcopy rebuild it."""
@@ -147,8 +147,6 @@ def test_each_module_compiles_under_dynamos_recompile_limit(monkeypatch):
 
     import torch._dynamo
 
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
-    torch._dynamo.reset()
     graphs = []
 
     def backend(gm, example_inputs):
@@ -156,9 +154,11 @@ def test_each_module_compiles_under_dynamos_recompile_limit(monkeypatch):
         return gm.forward
 
     modules = [to_torch_module(lambda x, k=k: jnp.tanh(x) * k, X) for k in (1.0, 2.0, 3.0)]
-    for k, module in enumerate(modules, 1):
-        got = torch.compile(module, backend=backend)(torch.tensor(X))
-        np.testing.assert_allclose(numpy_of(got), np.tanh(X) * k, rtol=1e-6)
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=2):  # not monkeypatch: its undo deletes the entry
+        for k, module in enumerate(modules, 1):
+            got = torch.compile(module, backend=backend)(torch.tensor(X))
+            np.testing.assert_allclose(numpy_of(got), np.tanh(X) * k, rtol=1e-6)
     assert len(graphs) == 3
     for clone in (pickle.loads(pickle.dumps(modules[2])), copy.deepcopy(modules[2])):
         assert clone.forward.__self__ is clone and clone.forward.__code__ is not modules[2].forward.__code__
