@@ -436,7 +436,7 @@ class TorchModule(torch.nn.Module):
         """Bind :meth:`forward` to this instance through a copy of its code object: Dynamo
         caches compilations per code object, up to ``recompile_limit`` (8); sharing one
         ``forward`` code, the ninth converted module compiled in a process ran eagerly."""
-        impl = TorchModule.forward
+        impl = type(self).forward  # a subclass's own forward (DistributedTorchModule)
         code = impl.__code__.replace()  # a new code object, same bytecode
         fn = types.FunctionType(code, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__)
         fn.__kwdefaults__, fn.__doc__, fn.__qualname__ = impl.__kwdefaults__, impl.__doc__, impl.__qualname__
