@@ -130,6 +130,38 @@ def test_invalid_graph_is_parse_error():
         from_onnx(model)
 
 
+def _big_weight_model(w):
+    """``y = MatMul(x, w) + 1`` with ``w`` a (256, 128) float32 initializer (128 KiB: above the
+    size the checker and shape inference are spared)."""
+    return _model(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "one"], ["y"])],
+        [helper.make_tensor_value_info("x", F, [2, 256])],
+        [helper.make_tensor_value_info("y", F, [2, 128])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.ones((1,), np.float32), "one")],
+    )
+
+
+def test_big_weights_skip_the_checker_but_not_their_checks():
+    """The checker and shape inference read a skeleton without the big weights: shapes are
+    still inferred from their types, results match onnxruntime, and a weight whose data does
+    not fit its dims is still a ParseError naming it."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((256, 128), dtype=np.float32)
+    x = rng.standard_normal((2, 256), dtype=np.float32)
+    model = _big_weight_model(w)
+    module = from_onnx(model)
+    assert [tuple(o.shape) for o in module.signature.outputs] == [(2, 128)]
+    (got,) = module.to_jax()(x)
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    bad = _big_weight_model(w)
+    bad.graph.initializer[0].raw_data = w.tobytes()[:-4]
+    with pytest.raises(ParseError, match="initializer 'w' does not fit dims"):
+        from_onnx(bad)
+
+
 def test_shape_input_from_graph_input_needs_static_value():
     model = _model(
         [helper.make_node("Reshape", ["x", "s"], ["y"], name="r")],
