@@ -72,6 +72,8 @@ def load(name: str, seed: int = 0, logits: bool = True) -> onnx.ModelProto:
     if name not in NAMES:
         raise KeyError(f"{name!r} is not a light model; one of {', '.join(NAMES)}")
     model = onnx.load(path(name))
+    onnx.checker.check_model(model)  # checked and shape-inferred before the weights are added:
+    known = onnx.shape_inference.infer_shapes(model).graph.value_info  # both serialize them
     graph = model.graph
     rng = np.random.default_rng(seed)
     inits = {t.name: t for t in graph.initializer}
@@ -97,18 +99,15 @@ def load(name: str, seed: int = 0, logits: bool = True) -> onnx.ModelProto:
     graph.input.extend(inputs)
     model.ir_version = max(model.ir_version, 4)  # initializers need not be graph inputs
     if logits:
-        _expose_logits(model)
-    onnx.checker.check_model(model)
+        _expose_logits(model, {v.name: v for v in known})
     return model
 
 
-def _expose_logits(model: onnx.ModelProto) -> None:
+def _expose_logits(model: onnx.ModelProto, known: dict[str, onnx.ValueInfoProto]) -> None:
     graph = model.graph
     outputs = {o.name for o in graph.output}
     softmax_in = [n.input[0] for n in graph.node if n.op_type == "Softmax" and n.output[0] in outputs]
-    if softmax_in:
-        known = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
-        graph.output.extend(known[name] for name in softmax_in)
+    graph.output.extend(known[name] for name in softmax_in)
 
 
 def example_input(model: onnx.ModelProto) -> np.ndarray:
