@@ -8,6 +8,7 @@ rules, compared with eager torch (the random ops: their distributions, as in
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from torch.export import Dim
 
 import converter
 from frontends.torch import export
-from frontends.torch.registry import ATEN_RULES
+from frontends.torch.registry import ATEN_RULES, key_of
 from tests import registry_coverage
 from tests.frontends.torch.both_targets import check_targets
 from tests.frontends.torch.conftest import Fn, graph_ops
@@ -174,6 +175,8 @@ def test_symbolic_ratio_rounds_as_python():
             assert Fraction(s.num, s.den) == (q * Fraction(0.5) + 3) / 2 - q, (num, den)
     with pytest.raises(ZeroDivisionError):
         SymbolicRatio(3) / 0
+    truediv = ATEN_RULES.get(key_of(operator.truediv))  # of two concrete numbers: a Python float
+    assert truediv(7, 2) == 3.5 and truediv(-3, 4) == -0.75
 
 
 class _SizePredicates(torch.nn.Module):
