@@ -215,7 +215,7 @@ def build_graph(
             with torch.no_grad():
                 gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
         except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
-            if _needs_make_fx(e) is None:
+            if _error_behind(e, recorder.NeedsMakeFx) is None:
                 raise
     if gm is None:
         gm = _make_fx_graph(main, examples)
@@ -235,11 +235,11 @@ def _has_branches(module: Module) -> bool:
     return False
 
 
-def _needs_make_fx(error: BaseException) -> recorder.NeedsMakeFx | None:
-    """The :class:`~backends.torch.recorder.NeedsMakeFx` behind ``error`` (its cause or
-    context chain), if any."""
+def _error_behind(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The exception of type ``kind`` that is ``error`` or that it was raised from or while
+    handling (its cause or context chain), if any."""
     seen: BaseException | None = error
-    while seen is not None and not isinstance(seen, recorder.NeedsMakeFx):
+    while seen is not None and not isinstance(seen, kind):
         seen = seen.__cause__ or seen.__context__
     return seen
 
@@ -256,18 +256,10 @@ def _make_fx_graph(main: Any, examples: list[torch.Tensor]) -> torch.fx.GraphMod
             # it), make_fx prints the partial graph while a rule's error unwinds, and that
             # printing can fail (a sub-byte dtype has no name in fx codegen), hiding the
             # rule's error: raise the rule's error
-            behind = _conversion_error_behind(e)
+            behind = _error_behind(e, ConversionError)
             if behind is None:
                 raise
             raise behind from e
-
-
-def _conversion_error_behind(error: BaseException) -> ConversionError | None:
-    """The :class:`ConversionError` ``error`` was raised while handling, if any."""
-    seen = error.__context__
-    while seen is not None and not isinstance(seen, ConversionError):
-        seen = seen.__context__
-    return seen
 
 
 def input_tensor(path: str, value: Any, spec: LeafSpec, device: torch.device | None) -> torch.Tensor:
@@ -443,8 +435,7 @@ class TorchModule(torch.nn.Module):
         self.__dict__["forward"] = types.MethodType(fn, self)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        state = dict(state)
+        state = dict(super().__getstate__())
         state.pop("forward", None)  # a per-instance function: rebuilt by __setstate__
         return state
 

@@ -305,33 +305,34 @@ def _check_assertions(m: ir.Module) -> bool:
         SignatureMismatchError: with the assertion's message when it does not hold.
     """
     folded = True
-    for fn in mlir.functions(m).values():
-        for op in list(mlir.walk_ops(fn)):
-            if op.name != "stablehlo.custom_call":
-                continue
-            view = mlir.Op(op)
-            if view.attr("call_target_name") != "shape_assertion":
-                continue
-            values = [_constant(v) for v in op.operands]
-            if any(v is None for v in values):
-                folded = False
-                continue
-            if not bool(values[0]):
-                message = str(view.attr("error_message") or "shape assertion failed")
-                raise SignatureMismatchError(message.format(*(int(v) for v in values[1:])))
-            op.erase()
+    for op, view in _shape_assertions(m):
+        values = [_constant(v) for v in op.operands]
+        if any(v is None for v in values):
+            folded = False
+            continue
+        if not bool(values[0]):
+            message = str(view.attr("error_message") or "shape assertion failed")
+            raise SignatureMismatchError(message.format(*(int(v) for v in values[1:])))
+        op.erase()
     return folded
+
+
+def _shape_assertions(m: ir.Module) -> list[tuple[ir.Operation, mlir.Op]]:
+    """Every ``custom_call @shape_assertion`` of ``m``'s functions, with its attribute view
+    (a list: callers may erase them)."""
+    out = []
+    for fn in mlir.functions(m).values():
+        for op in mlir.walk_ops(fn):
+            if op.name == "stablehlo.custom_call":
+                view = mlir.Op(op)
+                if view.attr("call_target_name") == "shape_assertion":
+                    out.append((op, view))
+    return out
 
 
 def _assertion_messages(m: ir.Module) -> list[str]:
     """The constant part (up to the first ``{``) of each ``shape_assertion``'s message."""
-    out = []
-    for fn in mlir.functions(m).values():
-        for op in mlir.walk_ops(fn):
-            view = mlir.Op(op) if op.name == "stablehlo.custom_call" else None
-            if view is not None and view.attr("call_target_name") == "shape_assertion":
-                out.append(str(view.attr("error_message") or "").split("{")[0].strip())
-    return out
+    return [str(view.attr("error_message") or "").split("{")[0].strip() for _, view in _shape_assertions(m)]
 
 
 def _constant(value: ir.Value):
