@@ -11,7 +11,9 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
   shape error in the model).
 * :class:`InputTypeError` / :class:`InputValueError` (also ``TypeError`` / ``ValueError``):
   the converter's own code refused an argument with an explicit ``raise TypeError`` or
-  ``raise ValueError`` (an unsupported leaf type, an opset out of range).
+  ``raise ValueError`` (an unsupported leaf type, an opset out of range), or the call
+  itself was wrong (a ``TypeError`` raised before the function ran, or refusing a keyword
+  the caller gave).
 * :class:`InternalError`: anything else from the converter's own code: a bug.
 
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
@@ -26,6 +28,7 @@ import functools
 import io
 import logging
 import os
+import re
 import sys
 import sysconfig
 import traceback
@@ -62,9 +65,16 @@ def _is_user(filename: str) -> bool:
     return not path.startswith(_OURS) and not path.startswith(_LIBRARY)
 
 
-def classify(e: Exception, what: str) -> ConversionError:
+def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> ConversionError:
     """The :class:`ConversionError` to raise for ``e``, an exception escaping ``what`` (the
-    API function's name); see the module docstring."""
+    API function's name, whose code object is ``code``, called with the keyword arguments
+    ``keywords``); see the module docstring. A ``TypeError`` raised before ``code`` ran, or
+    one refusing a keyword the caller gave (passed on as ``**options``), is the caller's:
+    arguments the function does not take."""
+    if isinstance(e, TypeError) and (
+        (code is not None and not _entered(e, code)) or _refused_keyword(e) in keywords
+    ):
+        return InputTypeError(f"{what}: {e}")
     files = _frames(e)
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     detail = f"{type(e).__name__}: {first}" if first else type(e).__name__
@@ -82,6 +92,22 @@ def classify(e: Exception, what: str) -> ConversionError:
     if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):
         return ExportError(f"{what}: the source framework could not export or trace the model: {detail}")
     return InternalError(f"{what}: unexpected {detail} (a bug in the converter; please report it)")
+
+
+def _entered(e: BaseException, code: Any) -> bool:
+    """Whether ``e``'s traceback passes through a frame running ``code``."""
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _refused_keyword(e: TypeError) -> str | None:
+    """The keyword of a ``got an unexpected keyword argument 'name'`` TypeError."""
+    found = re.search(r"got an unexpected keyword argument '(\w+)'", str(e))
+    return found.group(1) if found else None
 
 
 _forced_verbose = False
@@ -171,7 +197,7 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
         except Exception as e:
             if not outer:
                 raise
-            err = classify(e, what)
+            err = classify(e, what, getattr(fn, "__code__", None), kwargs)
             err.diagnostics = getattr(e, "diagnostics", "")  # type: ignore[attr-defined]
             raise err from e
         finally:

@@ -82,6 +82,17 @@ def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_arguments_the_call_does_not_take_are_the_callers_error():
+    """A wrong call is an InputTypeError (also a TypeError) naming the function, not an
+    "internal error, please report it": too many positional arguments, and a keyword passed
+    on through ``**options`` that the frontend refuses."""
+    m = _module()
+    with pytest.raises(converter.InputTypeError, match=r"converter\.to_onnx: .*positional"):
+        m.to_onnx("m.onnx")
+    with pytest.raises(TypeError, match=r"converter\.from_jax: .*'bogus'"):
+        converter.from_jax(lambda x: x + 1, np.ones(2, np.float32), bogus=1)
+
+
 def test_histogram_counts_nested_ops():
     hist = _module().op_histogram()
     assert hist["stablehlo.tanh"] == 1
