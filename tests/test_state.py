@@ -238,8 +238,10 @@ def test_validate_train_mode_model_all_targets():
 def test_onnx_model_read_back_keeps_state(module):
     back = converter.from_onnx(module.to_onnx())
     assert back.signature.mutations == module.signature.mutations
+    assert back.signature.params[-1].kind == "parameter"  # an int64 buffer the model updates
     f = back.to_jax()
-    f(_batches(1)[0].numpy())
-    _, buffers = _torch_run(1)
+    for x in _batches(2):  # the second call reads the state the first wrote, not the file's
+        f(x.numpy())
+    _, buffers = _torch_run(2)
     for name in BUFFERS:
         _close(f.params[name], buffers[name], name)

@@ -30,7 +30,7 @@ import onnx
 from jaxlib.mlir import ir
 from onnx import helper, numpy_helper
 
-from converter import dtypes, mlir
+from converter import dtypes, mlir, onnx_skeleton
 from converter.errors import MissingOp, UnsupportedOpError
 from converter.fileio import atomic_path
 from converter.interpreter import Interpreter
@@ -159,8 +159,10 @@ def to_onnx(
         opset: the default-domain opset to target (18 to 26). ``bitcast_convert`` of floats
             to integers, and between widths, needs 26 (ONNX ``BitCast``).
         check: run ``onnx.checker.check_model(full_check=True)``: on the file when ``path``
-            is given, else in memory (skipped for models of 2 GB or more, which protobuf
-            cannot serialize in one piece: pass ``path``).
+            is given, else in memory on the graph with its large floating initializers as
+            typed inputs (:func:`converter.onnx_skeleton.skeleton`: the weights are not
+            serialized; skipped when even that takes 2 GB, which protobuf cannot serialize
+            in one piece: pass ``path``).
         interpreter: an :class:`OnnxInterpreter` subclass to emit with (bisection uses one
             that records the ONNX value name of every op's results).
         path: also write the model there (atomically). With ``external_data`` (default:
@@ -287,8 +289,10 @@ def to_onnx(
         _write(model, params, Path(path), external=external_data, check=check)
     elif external_data:
         raise ValueError("to_onnx(external_data=True) needs the path to write the model and its data to")
-    elif check and size < TWO_GB:
-        onnx.checker.check_model(model, full_check=True)
+    elif check:  # without serializing the weights (converter.onnx_skeleton)
+        skeleton = onnx_skeleton.skeleton(model)
+        if _model_size(skeleton) < TWO_GB:
+            onnx.checker.check_model(skeleton, full_check=True)
     return model
 
 

@@ -22,9 +22,10 @@ import onnx.defs
 import onnx.shape_inference
 from onnx import numpy_helper
 
-from converter import _jax_internal, dtypes, mlir
+from converter import _jax_internal, dtypes, mlir, onnx_skeleton
 from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
 from converter.module import Module
+from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
 
 from . import ops  # noqa: F401 - registers the rules
@@ -224,8 +225,11 @@ def from_onnx(
     graph inputs that are not initializers, in graph order (call ``f(*inputs)``); it returns
     a tuple of the graph outputs, in graph order (a sequence output is a list of arrays, an
     empty optional None). Initializers whose values a rule needs at conversion time (small
-    integer shapes and axes, float ``Resize`` scales...) stay parameters of the signature but
-    their values are also folded into the program, as ``torch.onnx`` constants would be.
+    integer shapes and axes, float ``Resize`` scales...) are folded into the program, as
+    ``torch.onnx`` constants would be: their signature entries are ``kind="constant"`` and
+    dead-argument elimination drops their ``@main`` arguments (``signature.kept_var_idx``),
+    except for buffers the model updates (``converter.updates`` metadata), which always stay
+    arguments.
 
     Args:
         model: a path (external data is loaded from beside it), serialized bytes or a
@@ -363,7 +367,7 @@ def _from_onnx(
 ) -> Module:
     """:func:`from_onnx` of a loaded model, raising :class:`StaticValueRequired`; the
     initializers in ``fold`` are used as constants besides the small integer ones."""
-    skeleton = _skeleton(model)  # what the checker and shape inference read, without big weights
+    skeleton = onnx_skeleton.skeleton(model)  # what the checker and shape inference read, without big weights
     if check:
         try:
             onnx.checker.check_model(skeleton)
@@ -383,8 +387,11 @@ def _from_onnx(
     init_names = [t.name for t in graph.initializer]
     params = {t.name: _weight_array(t, path) for t in graph.initializer}
     static_inputs = {k: _static(v) for k, v in (static_inputs or {}).items()}
+    state = _state_targets(model)  # updated by the model: never a constant
+    baked = {n for n, v in params.items() if (_foldable(v) or n in fold) and n not in state}
     param_specs = [
-        LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "parameter") for n, v in params.items()
+        LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "constant" if n in baked else "parameter")
+        for n, v in params.items()
     ]
     _check_dims(graph, dims or {}, set(params) | set(static_inputs))
     input_specs: list[LeafSpec] = []
@@ -422,7 +429,7 @@ def _from_onnx(
         for s in input_specs
     ]
     known = dict(static_inputs)
-    known.update({n: v for n, v in params.items() if _foldable(v) or n in fold})
+    known.update({n: params[n] for n in baked})
     folded = _fold_nodes(runner, graph, known)
     lifted = _lifted(graph, known, folded)
     param_specs += [
@@ -437,7 +444,7 @@ def _from_onnx(
     def fn(*flat):
         env: dict[str, Any] = dict(known)
         env.update(zip(arg_names, flat[: len(arg_names)], strict=False))
-        env.update({n: v for n, v in params.items() if _foldable(v) or n in fold})
+        env.update({n: params[n] for n in baked})
         user = [
             jax.numpy.stack([v.real, v.imag], axis=-1) if s.name in paired_in else v
             for s, v in zip(input_specs, flat[len(arg_names) :], strict=False)
@@ -505,26 +512,7 @@ def _from_onnx(
         meta["dynamic_dims"] = sorted(symbols)
     if static_inputs:
         meta["static_inputs"] = sorted(static_inputs)
-    return Module(ir_module, signature, params, source="onnx", meta=meta)
-
-
-#: floating initializers larger than this go to the checker and shape inference as typed graph
-#: inputs (their values never decide a shape): both serialize the whole model otherwise
-_SKELETON_BYTES = 1 << 16
-_FLOATING = frozenset(
-    {
-        onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-        onnx.TensorProto.BFLOAT16, onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128,
-    }
-)  # fmt: skip
-
-
-def _in_memory_bytes(t: onnx.TensorProto) -> int:
-    """The bytes its dims give a floating initializer held in the proto (0 for other types
-    and external data): from the dims, since reading ``raw_data`` copies it."""
-    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type not in _FLOATING:
-        return 0
-    return int(np.prod(t.dims, dtype=np.int64)) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    return run_passes(Module(ir_module, signature, params, source="onnx", meta=meta))
 
 
 def _weight_array(t: onnx.TensorProto, path: Any) -> np.ndarray:
@@ -532,7 +520,7 @@ def _weight_array(t: onnx.TensorProto, path: Any) -> np.ndarray:
 
     Raises:
         ParseError: its data does not fit its dims (what the checker checks of the
-            initializers :func:`_skeleton` leaves out), naming it.
+            initializers :func:`converter.onnx_skeleton.skeleton` leaves out), naming it.
     """
     try:
         return numpy_helper.to_array(t)
@@ -543,40 +531,12 @@ def _weight_array(t: onnx.TensorProto, path: Any) -> np.ndarray:
         ) from e
 
 
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with each floating initializer above :data:`_SKELETON_BYTES` replaced by a
-    graph input of its type and shape (``model`` itself when there is none): the checker and
-    shape inference then see the same graph without serializing the weights (on a 232 MB
-    AlexNet they took 1.5 s of 1.7 s); :func:`_weight_array` checks those initializers' sizes."""
-    graph = model.graph
-    big = [t for t in graph.initializer if _in_memory_bytes(t) > _SKELETON_BYTES]
-    if not big:
-        return model
-    skeleton = onnx.ModelProto()
-    for field, value in model.ListFields():
-        if field.name != "graph":
-            _copy_field(skeleton, field, value)
-    for field, value in graph.ListFields():
-        if field.name != "initializer":
-            _copy_field(skeleton.graph, field, value)
-    names = {t.name for t in big}
-    skeleton.graph.initializer.extend(t for t in graph.initializer if t.name not in names)
-    inputs = {v.name for v in graph.input}
-    skeleton.graph.input.extend(
-        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-        for t in big
-        if t.name not in inputs
-    )
-    return skeleton
-
-
-def _copy_field(target: Any, field: Any, value: Any) -> None:
-    if hasattr(value, "extend"):  # a repeated field
-        getattr(target, field.name).extend(value)
-    elif hasattr(value, "CopyFrom"):  # a message
-        getattr(target, field.name).CopyFrom(value)
-    else:
-        setattr(target, field.name, value)
+def _state_targets(model: onnx.ModelProto) -> set[str]:
+    """The names of the buffers a model written by :func:`backends.onnx.to_onnx` updates
+    (its ``converter.updates`` metadata): their initializers hold the first call's state."""
+    props = {p.key: p.value for p in model.metadata_props}
+    record = json.loads(props.get("converter.updates", "{}"))
+    return {Mutation.from_json(r).target for r in record.values()}
 
 
 def _state_updates(model: onnx.ModelProto, signature: Signature, params: set[str]) -> Signature:
@@ -672,8 +632,8 @@ def _static(value: Any) -> Any:
 
 
 def _foldable(value: np.ndarray) -> bool:
-    """Small integer initializers (shapes, axes, indices) are also used as constants, so rules
-    can read them at conversion time; they stay parameters of the signature."""
+    """Small integer initializers (shapes, axes, indices) are constants of the program, so
+    rules can read them at conversion time (``kind="constant"`` in the signature)."""
     return value.dtype.kind in "iub" and value.size <= 4096
 
 

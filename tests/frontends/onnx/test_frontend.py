@@ -310,9 +310,12 @@ def _fill_weights() -> onnx.ModelProto:
 
 def test_large_folded_tensors_are_constant_parameters(monkeypatch):
     m = from_onnx(_fill_weights())
-    assert [(p.name, p.kind, p.shape) for p in m.signature.params if p.kind == "constant"] == [
-        ("W", "constant", (64, 32))
+    # the baked shape initializer and the lifted fill are constants; only W is an argument
+    assert [(p.name, p.kind, p.shape) for p in m.signature.params] == [
+        ("wshape", "constant", (2,)),
+        ("W", "constant", (64, 32)),
     ]
+    assert m.signature.kept_var_idx == (1, 2)
     assert "dense<2.000000e-02>" not in m.text(debug_info=False)  # not a splat literal
     x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
     want = np.repeat(x @ np.full((64, 32), 0.02, np.float32), 2, axis=1)
@@ -320,7 +323,7 @@ def test_large_folded_tensors_are_constant_parameters(monkeypatch):
     # a rule that needs a lifted value at conversion time (Upsample's scales) still gets it
     monkeypatch.setattr("frontends.onnx.LIFT_MIN_ELEMENTS", 2)
     m = from_onnx(_fill_weights())
-    assert {p.name for p in m.signature.params if p.kind == "constant"} == {"W", "scales"}
+    assert {p.name for p in m.signature.params if p.kind == "constant"} == {"wshape", "W", "scales"}
     np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)
 
 
