@@ -216,7 +216,6 @@ class _JaxEntry:
         self.grad_inputs = [i for i in self.kept if self.diff[i]]
         self.out_def: Any = None  # set by call_jax for the user's function
         self.unflatten: Callable[[list], Any] = list  # its outputs' tree from the leaves (idem)
-        self.handle: str | None = None  # its key in _HANDLES, for the torch.library op
         self._vjp: _JaxEntry | None = None
         self._vmaps: dict = {}
         self.cpu_dlpack: bool | None = None  # decided on the first call
@@ -391,9 +390,10 @@ class _JaxEntry:
             def flat(*xs):
                 primals, cts = xs[:n], xs[n:]
                 _, vjp_fn = jax.vjp(self.run_kept, *[primals[i] for i in kept])
-                full = [np.zeros(s, jax.dtypes.float0) for s, _ in out_avals]
-                for j, c in zip(float_outs, cts, strict=True):
-                    full[j] = _conj(c)
+                full: list[Any] = [_conj(c) for c in cts]  # the floating outputs'
+                for j, (s, _) in enumerate(out_avals):  # the others: float0 zeros
+                    if j not in float_outs:
+                        full.insert(j, np.zeros(s, jax.dtypes.float0))
                 by_input = dict(zip(kept, vjp_fn(full), strict=True))
                 return [_conj(by_input[i]) for i in grad_inputs]
 
@@ -630,7 +630,7 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     DLPack once, then reused. The result is a torch
     op in every sense: double backward (``create_graph=True``), ``torch.func.grad``/``vjp``/
     ``vmap`` (``jax.vmap`` of ``fn``), and ``torch.compile`` (one opaque
-    ``converter::call_jax`` custom op; static shapes). A signature with 64-bit tensors runs
+    ``converter::call_jax`` custom op; static or symbolic sizes). A signature with 64-bit tensors runs
     under ``jax.enable_x64(True)``; the process's ``jax_enable_x64`` is never changed.
 
     Raises:
@@ -703,17 +703,123 @@ def _call_jax(fn: Callable, args: tuple, kwargs: dict) -> Any:
 # caches (FX graph, AOTAutograd) from serving a graph compiled in another process, whose
 # handles would name other entries here: such a graph is a cache miss, never a wrong entry.
 _NONCE = uuid.uuid4().hex[:12]
-_HANDLES: dict[str, _JaxEntry] = {}
+_HANDLES: dict[str, _PolyEntry] = {}
 
 
-def _handle(entry: _JaxEntry) -> str:
-    if entry.handle is None:
-        entry.handle = f"{_NONCE}:{len(_HANDLES)}"
-        _HANDLES[entry.handle] = entry
-    return entry.handle
+class _PolyEntry:
+    """``call_jax`` of one function, input tree and input dtypes, at every input shape: what
+    a ``converter::call_jax`` op's handle names under ``torch.compile``, whose sizes may be
+    symbolic (automatic dynamic shapes after a size changes, ``dynamic=True``,
+    ``mark_dynamic``). Each concrete signature runs its own :class:`_JaxEntry`; for symbolic
+    sizes, the entry traced with ``jax.export`` symbolic dimensions named after torch's size
+    symbols gives the output shapes (the fake implementation) as expressions of the input
+    sizes. ``make(sig)`` builds the entry of a signature (shapes of ints or JAX dimension
+    expressions); ``n_in`` is the number of input leaves (the VJP's primal inputs)."""
+
+    def __init__(self, make: Callable[[tuple], _JaxEntry], n_in: int):
+        self.make = make
+        self.n_in = n_in
+        self.entries: dict[tuple, _JaxEntry] = {}
+        self._by_shape: dict[tuple, _JaxEntry] = {}
+        self.out_spec: TreeSpec | None = None  # the outputs' tree (the user's function)
+        self._vjp: _PolyEntry | None = None
+
+    def entry_for(self, sig: tuple) -> _JaxEntry:
+        key = tuple((tuple(str(d) for d in shape), np.dtype(dt).name) for shape, dt, _ in sig)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = self.entries[key] = self.make(sig)
+        return entry
+
+    def run(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        key = tuple((t.shape, t.dtype) for t in tensors)  # the per-call lookup, cheaper than a sig
+        entry = self._by_shape.get(key)
+        if entry is None:
+            entry = self._by_shape[key] = self.entry_for(_leaf_sig(tensors))
+        return entry.run(tensors)[0]
+
+    def avals(self, tensors: list[torch.Tensor]) -> tuple[_JaxEntry, list[tuple[tuple, np.dtype]]]:
+        """The entry for ``tensors`` (fake ones while torch traces) and its outputs' torch
+        sizes (``torch.SymInt`` expressions of the inputs' sizes where those are symbolic)
+        and dtypes. A function JAX cannot trace with symbolic sizes (Python control flow on
+        a size) specializes them: torch guards on the sizes and compiles again for others."""
+        if all(type(d) is int for t in tensors for d in t.shape):
+            entry = self.entry_for(_leaf_sig(tensors))
+            return entry, entry.out_avals
+        sig, env = _symbolic_sig(tensors)
+        try:
+            entry = self.entry_for(sig)
+        except Exception:  # noqa: BLE001 - not shape-polymorphic: specialize the sizes
+            concrete = [torch.empty(0).new_empty([int(d) for d in t.shape], dtype=t.dtype) for t in tensors]
+            entry = self.entry_for(_leaf_sig(concrete))
+            return entry, entry.out_avals
+        return entry, [(tuple(_torch_size(d, env) for d in shape), dt) for shape, dt in entry.out_avals]
+
+    def vjp_entry(self) -> _PolyEntry:
+        """The VJP of this function (:meth:`_JaxEntry.vjp_entry` at each signature)."""
+        if self._vjp is None:
+
+            def make(sig: tuple) -> _JaxEntry:
+                entry = self.entry_for(sig[: self.n_in]).vjp_entry()
+                vjp.n_in = len(entry.sig)  # inputs and the cotangents of the floating outputs
+                return entry
+
+            vjp = self._vjp = _PolyEntry(make, -1)  # n_in: set by its first entry
+        return self._vjp
 
 
-def _entry_of(handle: str) -> _JaxEntry:
+def _symbol_name(expr: Any) -> str:
+    """A JAX dimension variable for a torch size expression: its symbol's own name
+    (``s0``), or one named after the expression's text (the same text, the same name)."""
+    text = str(expr)
+    return text if text.isidentifier() else "_e" + uuid.uuid5(uuid.NAMESPACE_OID, text).hex[:12]
+
+
+def _symbolic_sig(tensors: list[torch.Tensor]) -> tuple[tuple, dict[str, Any]]:
+    """The ``(shape, dtype, True)`` signature of ``tensors`` with each symbolic size a
+    ``jax.export`` dimension variable (one scope), and the torch size of each variable."""
+    env: dict[str, Any] = {}
+    texts = []
+    for t in tensors:
+        dims: list[Any] = []
+        for d in t.shape:
+            expr = d.node.expr if isinstance(d, torch.SymInt) else None
+            if expr is None or expr.is_number:
+                dims.append(int(d))
+            else:
+                env.setdefault(_symbol_name(expr), d)
+                dims.append(_symbol_name(expr))
+        texts.append(dims)
+    names = sorted(env)
+    syms = dict(zip(names, jax.export.symbolic_shape(", ".join(names)), strict=True))
+    sig = tuple(
+        (
+            tuple(syms[d] if isinstance(d, str) else d for d in dims),
+            dtypes.to_numpy(dtypes.name_of(t.dtype)),
+            True,
+        )
+        for dims, t in zip(texts, tensors, strict=True)
+    )
+    return sig, env
+
+
+def _torch_size(d: Any, env: dict[str, Any]) -> Any:
+    """A JAX output dimension (an int or a dimension expression of the variables ``env``
+    names) as a torch size (``torch.SymInt`` arithmetic on the inputs' sizes)."""
+    if isinstance(d, int):
+        return d
+    from converter.passes.shapes import _eval_dim, _parse_dim
+
+    return _eval_dim(_parse_dim(str(d)), env, calls={"max": torch.sym_max, "min": torch.sym_min})
+
+
+def _handle(entry: _PolyEntry) -> str:
+    handle = f"{_NONCE}:{len(_HANDLES)}"
+    _HANDLES[handle] = entry
+    return handle
+
+
+def _entry_of(handle: str) -> _PolyEntry:
     """The entry of ``handle``, deriving ``.../vjp`` entries on first use.
 
     Raises:
@@ -722,9 +828,7 @@ def _entry_of(handle: str) -> _JaxEntry:
     """
     entry = _HANDLES.get(handle)
     if entry is None and handle.endswith("/vjp"):
-        entry = _entry_of(handle.removesuffix("/vjp")).vjp_entry()
-        entry.handle = handle
-        _HANDLES[handle] = entry
+        entry = _HANDLES[handle] = _entry_of(handle.removesuffix("/vjp")).vjp_entry()
     if entry is None:
         from .errors import ConversionError
 
@@ -739,7 +843,7 @@ def _entry_of(handle: str) -> _JaxEntry:
 def _call_jax_op(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     """The entry ``handle`` as one opaque op (what ``torch.compile`` keeps in its graph).
     Outputs never alias the inputs or each other (a custom op must not return views)."""
-    outs, _ = _entry_of(handle).run(list(tensors))
+    outs = _entry_of(handle).run(list(tensors))
     seen = {t.data_ptr() for t in tensors if t.numel()}
     result = []
     for o in outs:
@@ -753,10 +857,8 @@ def _call_jax_op(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]
 @_call_jax_op.register_fake
 def _call_jax_fake(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     device = tensors[0].device if tensors else torch.device("cpu")
-    return [
-        torch.empty(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)), device=device)
-        for s, d in _entry_of(handle).out_avals
-    ]
+    _, avals = _entry_of(handle).avals(list(tensors))
+    return [torch.empty(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)), device=device) for s, d in avals]
 
 
 def _op_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
@@ -766,11 +868,11 @@ def _op_setup_context(ctx: Any, inputs: tuple, output: Any) -> None:
 
 
 def _op_backward(ctx: Any, grads: list[torch.Tensor | None]) -> tuple:
-    entry = _entry_of(ctx.handle)
     tensors = list(ctx.saved_tensors)
+    entry, avals = _entry_of(ctx.handle).avals(tensors)
     cts = [
         g if g is not None else torch.zeros(s, dtype=dtypes.torch_dtype(dtypes.name_of(d)))
-        for g, (s, d), f in zip(grads, entry.out_avals, entry.out_float, strict=True)
+        for g, (s, d), f in zip(grads, avals, entry.out_float, strict=True)
         if f
     ]
     out: list[torch.Tensor | None] = [None] * len(tensors)
@@ -796,30 +898,67 @@ def _assume_constant_result(fn: Callable) -> Callable:
     return fn
 
 
+# (function owner's key, input tree, input dtypes) -> handle of its _PolyEntry
+_COMPILED: dict[tuple, str] = {}
+
+
 @_assume_constant_result
-def _compiled_entry(fn: Callable, spec: TreeSpec, shapes: tuple) -> tuple[str, TreeSpec]:
-    """``(handle, output tree spec)`` of ``fn`` for one signature, built while Dynamo traces
-    (it runs this as a constant: the entry is Python state, not graph)."""
+def _compiled_handle(fn: Callable, spec: TreeSpec, in_dtypes: tuple) -> str:
+    """The handle of ``fn``'s :class:`_PolyEntry` for the input tree ``spec`` of tensors of
+    ``in_dtypes``, made while Dynamo traces (it runs this as a constant: the entry is Python
+    state, not graph). Checks that the arguments bind to ``fn`` first."""
     from frontends.jax import tree_spec
 
+    owner, ident = _owner(fn)
+    key = (ident, json.dumps(spec, default=repr), in_dtypes)
+    handle = _COMPILED.get(key)
+    if handle is not None and _HANDLES[handle].owner() is owner:
+        return handle
     leaf = object()
-    args, kwargs = unflatten(spec, [leaf] * len(shapes))
+    args, kwargs = unflatten(spec, [leaf] * len(in_dtypes))
     check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
-    sig = tuple((s, dtypes.to_numpy(dtypes.name_of(d)), True) for s, d in shapes)
-    entry, out_def = _traced_entry(fn, spec, sig)
-    out_spec = tree_spec(out_def.unflatten([leaf] * out_def.num_leaves), leaf=lambda x: x is leaf)
-    return _handle(entry), out_spec
+
+    def make(sig: tuple) -> _JaxEntry:
+        entry, out_def = _traced_entry(fn, spec, sig)
+        if poly.out_spec is None:
+            poly.out_spec = tree_spec(
+                out_def.unflatten([leaf] * out_def.num_leaves), leaf=lambda x: x is leaf
+            )
+        return entry
+
+    poly = _PolyEntry(make, len(in_dtypes))
+    poly.owner = weakref.ref(owner) if _weakrefable(owner) else (lambda: owner)  # type: ignore[attr-defined]
+    handle = _COMPILED[key] = _handle(poly)
+    return handle
+
+
+def _weakrefable(x: Any) -> bool:
+    try:
+        weakref.ref(x)
+    except TypeError:
+        return False
+    return True
+
+
+@_assume_constant_result
+def _compiled_out_spec(handle: str) -> TreeSpec:
+    """The outputs' tree of the entry ``handle`` names (recorded when torch ran the op's
+    fake implementation, just before, while tracing)."""
+    spec = _entry_of(handle).out_spec
+    assert spec is not None, "the converter::call_jax op's fake implementation has not run"
+    return spec
 
 
 def _call_jax_compiled(fn: Callable, args: tuple, kwargs: dict) -> Any:
-    """``call_jax`` as Dynamo sees it: the tree walk and one ``converter::call_jax`` op."""
+    """``call_jax`` as Dynamo sees it: the tree walk and one ``converter::call_jax`` op,
+    for any input sizes (static or symbolic: see :class:`_PolyEntry`)."""
     spec = torch_tree((args, kwargs))
     tensors = _tensor_leaves((args, kwargs), spec)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         raise InputTypeError("call_jax under torch.compile takes torch tensors only (no jax.Array arguments)")
-    shapes = tuple((tuple(int(n) for n in t.shape), t.dtype) for t in tensors)
-    handle, out_spec = _compiled_entry(fn, spec, shapes)
-    return unflatten(out_spec, list(_call_jax_op(list(tensors), handle)))
+    handle = _compiled_handle(fn, spec, tuple(t.dtype for t in tensors))
+    outs = _call_jax_op(list(tensors), handle)
+    return unflatten(_compiled_out_spec(handle), list(outs))
 
 
 # --------------------------------------------------------------------------- call_torch

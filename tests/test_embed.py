@@ -291,6 +291,48 @@ def test_call_jax_under_torch_compile():
     _compile_check("aot_eager")
 
 
+def _sizes_fn(x, y):
+    z = jnp.concatenate([x, y], 0)  # x.shape[0] + y.shape[0] rows
+    return jnp.tanh(z[: z.shape[0] // 2]) * 2, jnp.float32(x.shape[0]) + y.sum()
+
+
+def test_call_jax_under_torch_compile_with_symbolic_sizes():
+    """``dynamic=True`` (as automatic dynamic shapes after a size changes): one graph serves
+    every size, the op's output sizes are expressions of the input sizes (``(n + m) // 2``
+    rows), values and gradients as ``jax.jit``/``jax.grad`` of the function give them; a
+    function with Python control flow on a size specializes (a guard) and stays right."""
+    from torch._dynamo.utils import counters
+
+    def loss(x, y):
+        a, b = converter.call_jax(_sizes_fn, x, y)
+        return a.sum() * b + a.shape[0]
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True, dynamic=True)
+    rng = np.random.default_rng(0)
+    for n, m in ((3, 4), (6, 9)):
+        x, y = (rng.standard_normal((k, 5)).astype(np.float32) for k in (n, m))  # 5: no duck size
+        xt = torch.tensor(x, requires_grad=True)
+        out = compiled(xt, torch.tensor(y))
+        (grad,) = torch.autograd.grad(out, xt)
+
+        def ref(x, y):
+            a, b = _sizes_fn(x, y)
+            return a.sum() * b + a.shape[0]
+
+        np.testing.assert_allclose(out.item(), float(jax.jit(ref)(x, y)), rtol=1e-5)
+        np.testing.assert_allclose(grad.numpy(), jax.grad(ref)(x, y), rtol=1e-5, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == 1
+
+    def branchy(x):
+        return x * 2 if x.shape[0] > 4 else x - 1
+
+    compiled = torch.compile(lambda x: converter.call_jax(branchy, x), backend="aot_eager", dynamic=True)
+    for n in (3, 6):
+        assert compiled(torch.ones(n)).tolist() == [2.0 if n > 4 else 0.0] * n
+
+
 def test_call_jax_op_refuses_another_process_handle():
     """A graph kept by torch.compile's on-disk caches from another process names entries by
     that process's handles: never served by a wrong entry here."""

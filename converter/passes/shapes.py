@@ -13,9 +13,9 @@ assertions and drops them, and verifies that no dynamic shape is left.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo
@@ -164,16 +164,19 @@ def _names(tree: ast.AST) -> set[str]:
     }
 
 
-def _eval_dim(tree: ast.AST, env: Mapping[str, int]) -> int:
+def _eval_dim(tree: ast.AST, env: Mapping[str, Any], calls: Mapping[str, Callable] | None = None) -> Any:
+    """The value of a parsed dimension expression with the names ``env`` gives; ``calls``
+    overrides functions of :data:`_DIM_CALLS` (``torch.sym_max`` for ``max`` of sizes)."""
     if isinstance(tree, ast.Constant):
         return tree.value
     if isinstance(tree, ast.Name):
         return env[tree.id]
     if isinstance(tree, ast.UnaryOp):
-        return -_eval_dim(tree.operand, env)
+        return -_eval_dim(tree.operand, env, calls)
     if isinstance(tree, ast.BinOp):
-        return _DIM_BINOPS[type(tree.op)](_eval_dim(tree.left, env), _eval_dim(tree.right, env))
-    return _DIM_CALLS[tree.func.id](*(_eval_dim(a, env) for a in tree.args))
+        return _DIM_BINOPS[type(tree.op)](_eval_dim(tree.left, env, calls), _eval_dim(tree.right, env, calls))
+    fn = (calls or {}).get(tree.func.id) or _DIM_CALLS[tree.func.id]
+    return fn(*(_eval_dim(a, env, calls) for a in tree.args))
 
 
 def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] | None = None) -> list[tuple]:
