@@ -49,15 +49,21 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
         return idx, index_map
     g = interp.graph
     batch_shape = [n for i, n in enumerate(itype.shape) if i != index_vector_dim]
-    if None in batch_shape:
-        raise NotImplementedError(
-            "batching dimensions with dynamic index dimensions; "
-            "specialize the module (Module.specialize) first"
-        )
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
-        columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
+        if None not in batch_shape:
+            columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
+        else:  # the same iota on the run-time sizes of idx ([batch..., K])
+            sizes = g.sizes(idx, [*batch_shape, None])[:-1]
+            n = sizes[pos] if isinstance(sizes[pos], str) else g.ints([sizes[pos]])
+            ramp = g.op(
+                "Range", [g.const(np.int64(0)), g.op("Squeeze", [n, g.ints([0])]), g.const(np.int64(1))]
+            )
+            view = [1] * (len(batch_shape) + 1)
+            view[pos] = -1
+            ramp = g.op("Reshape", [ramp, g.ints(view)])
+            columns.append(g.op("Expand", [ramp, g.shape_vector([*sizes, 1])]))
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 

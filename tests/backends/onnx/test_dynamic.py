@@ -160,3 +160,29 @@ def test_op_without_dynamic_rule_names_it_and_specialize() -> None:
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
     model = m.specialize({"args[0]": (4, 3)}).to_onnx()
     np.testing.assert_allclose(_session(model).run(None, {"args[0]": x})[0], np.asarray(f(x)), rtol=1e-6)
+
+
+def _gathers(x, i):
+    return (
+        x[:, :, jnp.array([2, 0, 3, 3])],  # dynamic_gather, batch dimension after the offsets
+        x[:, :, jnp.array([1])],  # the same, one index (Falcon's fused-QKV split)
+        jnp.take_along_axis(x, i, axis=2),  # gather, batching dimensions of dynamic size
+    )
+
+
+def test_dynamic_gathers_of_rows_and_batching_dims() -> None:
+    """Index-select along an axis of a dynamic operand (``dynamic_gather`` with a batch of
+    indices: SegFormer's upsampling, Falcon's head split) and a batched gather whose indices
+    have a dynamic batch (CLIP's pooled token): onnxruntime equals ``jax.jit`` at n = 1, 4,
+    out-of-range indices clamped."""
+    (n,) = jax.export.symbolic_shape("n")
+    specs = (jax.ShapeDtypeStruct((n, 3, 4), np.float32), jax.ShapeDtypeStruct((n, 3, 2), np.int32))
+    model = converter.from_jax(_gathers, *specs).to_onnx()
+    session = _session(model)
+    for k in (1, 4):
+        rng = np.random.default_rng(k)
+        x = rng.standard_normal((k, 3, 4)).astype(np.float32)
+        i = rng.integers(-1, 6, (k, 3, 2)).astype(np.int32)
+        got = session.run(None, {"args[0]": x, "args[1]": i})
+        for g, w in zip(got, jax.jit(_gathers)(x, i), strict=True):
+            np.testing.assert_array_equal(g, np.asarray(w))
