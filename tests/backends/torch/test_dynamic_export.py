@@ -183,3 +183,16 @@ def test_keyword_only_module_reexports():
     ep = torch.export.export(t, (), kw, dynamic_shapes=shapes)
     ids, mask = torch.randint(0, 9, (2, 11)), torch.rand(2, 11)
     torch.testing.assert_close(ep.module()(input_ids=ids, attention_mask=mask), ids.float() * mask)
+
+
+def test_gather_of_a_dynamic_size_reexports():
+    """A gather whose result has a dynamic dimension (an embedding of a dynamic number of
+    ids) traced symbolically by ``torch.export`` of ``to_torch()``: it expanded to the
+    module's static shape, None for the dynamic size (every HF model's re-export failed)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4).eval()
+    ids = torch.randint(0, 10, (2, 5))
+    t = converter.from_torch(emb, (ids,), dynamic_shapes=({1: Dim("seq", min=2, max=40)},)).to_torch()
+    ep = torch.export.export(t, (ids,), dynamic_shapes=t.export_dynamic_shapes())
+    other = torch.randint(0, 10, (2, 17))
+    torch.testing.assert_close(ep.module()(other), emb(other).detach())
