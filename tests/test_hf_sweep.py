@@ -2,7 +2,7 @@
 ``SWEEP=all`` (or ``SWEEP=mistral,bart``): each model through ``from_torch`` with a dynamic
 batch and sequence length, then ``to_jax`` (and ``jax.grad`` on some), ``to_torch`` (and
 ``torch.export`` of it on some) and ``to_onnx`` in onnxruntime, at two sizes against eager
-torch. About 3 CPU minutes for all 25 models; not in the default run.
+torch. About 4 CPU minutes for all 31 models; not in the default run.
 
 ``EXPECTED`` lists what does not convert with a dynamic sequence length, each with the
 error it must raise (a typed error, never wrong numbers); the static conversion of those is
