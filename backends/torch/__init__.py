@@ -19,6 +19,7 @@ a partitioned module (collectives), (iii) a module traced for a device other tha
 
 from __future__ import annotations
 
+import inspect
 import operator
 import re
 import types
@@ -316,8 +317,8 @@ class TorchModule(torch.nn.Module):
         self, module: Module, graph_module: torch.fx.GraphModule, device: torch.device | str | None = None
     ):
         super().__init__()
-        self._own_forward()
         self.signature: Signature = module.signature
+        self._own_forward()  # after the signature: forward's lists its keyword inputs
         self.device = resolve_device(device)
         self.graph_module = graph_module
         # a shape-polymorphic module (graph_module None): one graph per argument shapes
@@ -432,6 +433,9 @@ class TorchModule(torch.nn.Module):
         code = impl.__code__.replace()  # a new code object, same bytecode
         fn = types.FunctionType(code, impl.__globals__, impl.__name__, impl.__defaults__, impl.__closure__)
         fn.__kwdefaults__, fn.__doc__, fn.__qualname__ = impl.__kwdefaults__, impl.__doc__, impl.__qualname__
+        keywords = _keyword_signature(impl, self.signature)
+        if keywords is not None:
+            fn.__signature__ = keywords
         self.__dict__["forward"] = types.MethodType(fn, self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -543,8 +547,11 @@ class TorchModule(torch.nn.Module):
         """``dynamic_shapes`` for ``torch.export.export(self, args, kwargs, dynamic_shapes=...)``
         keeping the module's dimensions symbolic: ``torch.export.Dim``s named as the module's
         dimensions with their ranges (``signature.extra["dim_ranges"]``), derived dimensions
-        (``2*seq``) as expressions of them, as ``{"args": (...), "kwargs": {...}}`` (the
-        parameters of :meth:`forward`; ``None`` for a static input).
+        (``2*seq``) as expressions of them, keyed by the parameters of :meth:`forward` the
+        inputs bind: ``{"args": (...), "input_ids": ..., "attention_mask": ...}`` (each keyword
+        input by its name, as :meth:`forward`'s signature lists them; no ``"args"`` for a module
+        of keyword inputs only, such as a Hugging Face model called ``model(input_ids=...)``;
+        ``None`` for a static input).
 
         Raises:
             ConversionError: a dimension expression torch's ``Dim`` cannot express.
@@ -603,6 +610,37 @@ def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
     return out
 
 
+def _keyword_names(sig: Signature) -> list[str]:
+    """The top-level keyword inputs of ``sig`` (``model(input_ids=..., attention_mask=...)``)."""
+    kwargs = sig.in_tree["children"][1]  # in_tree: (args, kwargs)
+    return [str(k) for k in kwargs.get("keys", ())]
+
+
+def _keyword_signature(impl: Any, sig: Signature) -> inspect.Signature | None:
+    """``impl``'s signature with its ``**kwargs`` replaced by the module's keyword inputs
+    (keyword-only), or None when it takes none (or one is named as another parameter).
+
+    ``torch.export`` binds the inputs to ``inspect.signature(forward)``; through ``**kwargs``
+    torch 2.13 keys them ``{"kwargs": {...}}`` in one place and by name in another, so a
+    keyword-called module (every Hugging Face model) could not be exported with
+    ``dynamic_shapes`` ("Node arity mismatch"). Named, the keys agree. Only metadata: the
+    call still goes through ``**kwargs``.
+    """
+    names = _keyword_names(sig)
+    params = list(inspect.signature(impl).parameters.values())
+    if not names or params[-1].kind is not inspect.Parameter.VAR_KEYWORD:
+        return None
+    if set(names) & {p.name for p in params}:
+        return None
+    last_positional = max(
+        i
+        for i, p in enumerate(params)
+        if p.kind is not inspect.Parameter.KEYWORD_ONLY and i < len(params) - 1
+    )
+    named = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names]
+    return inspect.Signature(params[: last_positional + 1] + named + params[last_positional + 1 : -1])
+
+
 def export_dynamic_shapes(sig: Signature) -> dict[str, Any]:
     """The ``torch.export`` ``dynamic_shapes`` of a module with signature ``sig`` (see
     :meth:`TorchModule.export_dynamic_shapes`)."""
@@ -629,9 +667,10 @@ def export_dynamic_shapes(sig: Signature) -> dict[str, Any]:
             or None
         )
     args, kwargs = unflatten(sig.in_tree, leaves)
-    out: dict[str, Any] = {"args": tuple(args)}
-    if kwargs:
-        out["kwargs"] = dict(kwargs)
+    # torch.export keys a dict by the parameters the inputs bind in forward's signature: ``args``
+    # unless the call has keyword inputs only, each keyword input by its name (_keyword_signature)
+    out: dict[str, Any] = {"args": tuple(args)} if args or not kwargs else {}
+    out.update(kwargs)
     return out
 
 

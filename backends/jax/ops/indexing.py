@@ -3,10 +3,15 @@
 StableHLO ``gather``/``dynamic_slice`` clamp out-of-bounds start indices, so the rules use
 ``GatherScatterMode.CLIP``, which keeps that meaning explicit whatever JAX's default is.
 ``scatter`` skips out-of-bounds updates (``FILL_OR_DROP``).
+
+64-bit gather indices are clamped here and narrowed to ``int32`` (exact: the clamped values
+fit), since ``jax.grad`` transposes a gather into a scatter outside the module's scoped
+``jax.enable_x64``, and JAX's clamp of 64-bit scatter indices there fails with x64 off.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from jax import lax
 
 from converter.regions import classify_combiner
@@ -35,14 +40,39 @@ def _gather(interp, op, operand, indices):
         start_indices_batching_dims=tuple(d.get("start_indices_batching_dims", ())),
     )
     indices = _move_index_vector_dim(indices, d["index_vector_dim"])
+    slice_sizes = tuple(op.attr("slice_sizes"))
+    indices = _narrow_indices(indices, operand.shape, slice_sizes, dn.start_index_map)
     return lax.gather(
         operand,
         indices,
         dn,
-        tuple(op.attr("slice_sizes")),
+        slice_sizes,
         indices_are_sorted=bool(op.attr("indices_are_sorted", False)),
         mode=lax.GatherScatterMode.CLIP,
     )
+
+
+def _narrow_indices(indices, shape, slice_sizes, start_index_map):
+    """64-bit gather start indices (index vector last) clamped to ``[0, shape[d] -
+    slice_sizes[d]]`` per mapped operand dimension ``d`` (StableHLO ``gather``'s clamping) and
+    converted to ``int32``, when those bounds are static and fit; other indices unchanged.
+
+    Same gather, but its transpose (a scatter ``jax.grad`` builds outside the module's scoped
+    ``jax.enable_x64``) then sees ``int32`` indices, which JAX clamps without x64.
+    """
+    if np.dtype(indices.dtype).itemsize != 8 or not np.issubdtype(indices.dtype, np.integer):
+        return indices
+    try:
+        bounds = [int(shape[d]) - int(slice_sizes[d]) for d in start_index_map]
+    except TypeError:  # a symbolic dimension (jax.export): leave the indices to lax
+        return indices
+    if not bounds or max(bounds) > np.iinfo(np.int32).max:
+        return indices
+    upper = np.asarray(bounds, indices.dtype)
+    clamped = lax.clamp(
+        np.zeros((), indices.dtype), indices, lax.broadcast_in_dim(upper, indices.shape, (indices.ndim - 1,))
+    )
+    return lax.convert_element_type(clamped, np.int32)
 
 
 def _move_index_vector_dim(indices, index_vector_dim):

@@ -119,8 +119,10 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     ``Squeeze`` of the collapsed dimensions."""
     d = op.attr("dimension_numbers")
     rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
-    if d.get("operand_batching_dims") or list(d["offset_dims"]) != list(range(result.rank)):
-        raise NotImplementedError("dynamic_gather with batch dimensions (only the one-slice form is lowered)")
+    if not d.get("operand_batching_dims") and list(d["offset_dims"]) != list(range(result.rank)):
+        return _take_slices(interp, op, x, indices, slice_sizes)
+    if d.get("operand_batching_dims"):
+        raise NotImplementedError("dynamic_gather with batching dimensions")
     if itype.rank > 1 or (itype.rank == 1 and d["index_vector_dim"] != 0):
         raise NotImplementedError("dynamic_gather with several index vectors")
     g = interp.graph
@@ -139,3 +141,48 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     y = g.op("Slice", [x, start, g.op("Add", [start, sizes]), g.ints(range(rank))])
     collapsed = list(d["collapsed_slice_dims"])
     return g.op("Squeeze", [y, g.ints(collapsed)]) if collapsed else y
+
+
+def _take_slices(interp, op, x, indices, slice_sizes):
+    """``dynamic_gather`` of whole rows along one axis (what ``jax.export`` writes for
+    ``x[..., idx, ...]``, an index_select or a nearest-neighbour upsampling on an operand of
+    dynamic shape): one index column mapped to a collapsed dimension ``a``, any batch shape of
+    the indices. Every other dimension starts at 0 (the spec: only ``start_index_map``
+    dimensions are indexed), so ``Slice`` to the slice sizes first, then ``Gather`` along ``a``
+    with the indices clamped to ``[0, dim_a - 1]``, then ``Transpose`` the batch dimensions to
+    where ``offset_dims`` leaves them."""
+    d = op.attr("dimension_numbers")
+    rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
+    index_map, collapsed = list(d["start_index_map"]), list(d["collapsed_slice_dims"])
+    ivd = d["index_vector_dim"]
+    if (
+        len(index_map) != 1
+        or collapsed != index_map
+        or (ivd < itype.rank and (ivd != itype.rank - 1 or itype.shape[-1] != 1))
+    ):
+        raise NotImplementedError("dynamic_gather with several index columns and batch dimensions")
+    g = interp.graph
+    (a,) = index_map
+    sizes = _int64(interp, slice_sizes, op.operand_type(2))
+    kept = [i for i in range(rank) if i != a]
+    y = x
+    if kept:  # the other dimensions to their slice sizes (dimension a stays whole)
+        ends = g.op("Gather", [sizes, g.ints(kept)], axis=0)
+        y = g.op("Slice", [x, g.ints([0] * len(kept)), ends, g.ints(kept)])
+    idx = _int64(interp, indices, itype)
+    if ivd < itype.rank:
+        idx = g.op("Squeeze", [idx, g.ints([ivd])])
+    hi = g.op("Sub", [g.dim(x, a), g.ints([1])])
+    idx = g.op("Max", [g.op("Min", [idx, hi]), g.ints([0])])
+    out = g.op("Gather", [y, idx], axis=a)  # y dims < a, batch dims, y dims > a
+    nb = itype.rank - (1 if ivd < itype.rank else 0)
+    offset_dims = list(d["offset_dims"])
+    gathered_pos = {i: (i if i < a else i - 1 + nb) for i in kept}  # operand dim -> out axis
+    perm, b = [], 0
+    for p in range(result.rank):
+        if p in offset_dims:
+            perm.append(gathered_pos[kept[offset_dims.index(p)]])
+        else:
+            perm.append(a + b)
+            b += 1
+    return g.op("Transpose", [out], perm=perm) if perm != sorted(perm) else out

@@ -49,15 +49,21 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
         return idx, index_map
     g = interp.graph
     batch_shape = [n for i, n in enumerate(itype.shape) if i != index_vector_dim]
-    if None in batch_shape:
-        raise NotImplementedError(
-            "batching dimensions with dynamic index dimensions; "
-            "specialize the module (Module.specialize) first"
-        )
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
-        columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
+        if None not in batch_shape:
+            columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
+        else:  # the same iota on the run-time sizes of idx ([batch..., K])
+            sizes = g.sizes(idx, [*batch_shape, None])[:-1]
+            n = sizes[pos] if isinstance(sizes[pos], str) else g.ints([sizes[pos]])
+            ramp = g.op(
+                "Range", [g.const(np.int64(0)), g.op("Squeeze", [n, g.ints([0])]), g.const(np.int64(1))]
+            )
+            view = [1] * (len(batch_shape) + 1)
+            view[pos] = -1
+            ramp = g.op("Reshape", [ramp, g.ints(view)])
+            columns.append(g.op("Expand", [ramp, g.shape_vector([*sizes, 1])]))
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 
@@ -173,7 +179,7 @@ def _spill_slot(interp, op, data, idx, bounds):
     rank = op.operand_type(0).rank
     pads = [1 if i < k else 0 for i in range(rank)]
     data = g.op_as("Pad", [data, g.ints([0] * rank + pads)], op.operand_type(0).dtype, mode="constant")
-    limit = g.const(np.asarray(bounds, np.int64))
+    limit = g.shape_vector(bounds)  # ints, or int64 [1] run-time sizes
     outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, limit])])
     any_outside = g.op(
         "Cast", [g.op("ReduceMax", [g.op("Cast", [outside], to=_UINT8), g.ints([-1])])], to=_BOOL
@@ -199,8 +205,11 @@ def _propagate_nan(g, data, idx, upd, out):
     return g.op("Where", [g.op("Cast", [mask], to=_BOOL), nan, out])
 
 
-@register("stablehlo.scatter")
+@register("stablehlo.scatter", dynamic=True)
 def _scatter(interp, op, operand, indices, updates, *more):
+    """Point scatters as ``ScatterND``. Dynamic dimensions: the indexed dimensions of the
+    operand (bounds read with ``Shape``) and the batch dimensions of the indices and updates
+    (a histogram of a dynamic number of values, ``x[perm] = v`` on a dynamic ``x``)."""
     if more:
         raise NotImplementedError("scatter with several operands")
     kind = classify_combiner(op.regions[0])
@@ -230,7 +239,9 @@ def _scatter(interp, op, operand, indices, updates, *more):
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
     bounds = [shape[i] for i in index_map]
-    spill = not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], bounds)
+    spill = None in bounds or not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], bounds)
+    if None in bounds:  # run-time sizes of the indexed dimensions
+        bounds = [g.dim(operand, i) if shape[i] is None else shape[i] for i in index_map]
     if spill:
         data, idx = _spill_slot(interp, op, data, idx, bounds)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
@@ -238,7 +249,9 @@ def _scatter(interp, op, operand, indices, updates, *more):
     # a rank-0 update (``x.at[i].set(v)`` on a vector) has no dims to permute
     upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
-    upd = g.op("Reshape", [upd, g.ints(batch_shape + [shape[i] for i in rest])])
+    batch_shape = [n if n is not None else g.dim(upd, k) for k, n in enumerate(batch_shape)]
+    rest_sizes = [shape[i] if shape[i] is not None else g.dim(operand, i) for i in rest]
+    upd = g.op("Reshape", [upd, g.shape_vector(batch_shape + rest_sizes)])
     # onnxruntime's ScatterND reductions have no float16 kernel: float32, rounded back once
     # (as bfloat16 computes; an index hit several times adds its updates unrounded)
     wide = utype.dtype == "float16" and kind != "replace"
@@ -251,7 +264,7 @@ def _scatter(interp, op, operand, indices, updates, *more):
         out = g.cast(out, "float16")
     if spill:  # drop the spill slot again
         k = len(bounds)
-        out = g.op("Slice", [out, g.ints([0] * k), g.ints(bounds), g.ints(range(k))])
+        out = g.op("Slice", [out, g.ints([0] * k), g.shape_vector(bounds), g.ints(range(k))])
     inv = [0] * len(shape)
     for pos, dim in enumerate(index_map + rest):
         inv[dim] = pos

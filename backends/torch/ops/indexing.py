@@ -88,6 +88,9 @@ def _gather(interp, op, operand, indices):
     if out_rank == 0:  # a 0-d integer tensor index would be read as a Python int
         return operand[tuple(i.reshape(1) for i in index)].reshape(())
     out = operand[tuple(index)]
+    # a dynamic dimension (None: the module traced symbolically, torch.export of to_torch())
+    # is already as large as its index
+    out_shape = [n if n is not None else out.shape[i] for i, n in enumerate(out_shape)]
     return out.expand(out_shape) if list(out.shape) != out_shape else out
 
 

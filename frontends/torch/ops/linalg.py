@@ -1,5 +1,5 @@
-"""Matrix products: ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addmv``, ``mv``, ``dot``
-(``native_functions.yaml``).
+"""Matrix products: ``mm``, ``bmm``, ``addmm``, ``baddbmm``, ``addmv``, ``mv``, ``dot``,
+the grouped ``_grouped_mm`` of mixture-of-experts layers (``native_functions.yaml``).
 
 Products use ``Precision.HIGHEST`` so float32 results match eager torch on CPU; float16 and
 bfloat16 accumulate in float32 (``preferred_element_type``) as torch's CPU BLAS does.
@@ -84,6 +84,39 @@ def addmv(bias, x, v, beta=1, alpha=1):
 def addbmm(bias, x, y, beta=1, alpha=1):
     """``beta * bias + alpha * sum_b(x[b] @ y[b])``: ``(n, m)``."""
     return _addmul(bias, jnp.sum(_matmul(x, y), axis=0), beta, alpha)
+
+
+@register(aten._grouped_mm.default, "transformers.grouped_mm_fallback.default")
+def grouped_mm(x, w, offs=None, bias=None, out_dtype=None):
+    """Grouped matrix product of mixture-of-experts layers, ``x (S, K)`` rows sorted by
+    expert, ``w (E, K, N)``, ``offs (E,)`` cumulative row counts: rows ``offs[e-1] <=
+    r < offs[e]`` are multiplied by ``w[e]``; rows from ``offs[-1]`` on are 0 (transformers'
+    ``grouped_mm_fallback`` custom op, which Mixtral-style models export with on CPU; ATen's
+    ``_grouped_mm`` leaves them undefined). ``bias (E, N)`` is added per row's expert.
+
+    The expert of each row is counted from ``offs``, not a data-dependent split: the product
+    is one ``(S, E*K) @ (E*K, N)`` matmul of each row placed in its expert's block (exact
+    zeros elsewhere), so shapes stay static (and symbolic in ``S``) at ``E`` times the FLOPs
+    of the grouped kernel.
+
+    Raises:
+        NotImplementedError: another form of ``_grouped_mm`` (3-D ``x``, 2-D ``w``, no
+            ``offs``).
+    """
+    if x.ndim != 2 or w.ndim != 3 or offs is None:
+        raise NotImplementedError(
+            f"grouped mm of a {x.ndim}-D input and {w.ndim}-D weights "
+            f"{'without' if offs is None else 'with'} offsets (only (S, K) @ (E, K, N) with offs)"
+        )
+    e = w.shape[0]
+    rows = jnp.arange(x.shape[0], dtype=offs.dtype)
+    expert = jnp.sum(offs[None, :] <= rows[:, None], axis=1)  # (S,); E past the last group
+    onehot = (expert[:, None] == jnp.arange(e, dtype=expert.dtype)[None, :]).astype(x.dtype)
+    spread = (onehot[:, :, None] * x[:, None, :]).reshape(x.shape[0], e * x.shape[1])
+    out = _matmul(spread, w.reshape(e * w.shape[1], w.shape[2]))
+    if bias is not None:
+        out = out + _matmul(onehot, bias.astype(x.dtype))
+    return out if out_dtype is None else out.astype(out_dtype)
 
 
 @register(aten._cdist_forward.default)

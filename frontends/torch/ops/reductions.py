@@ -613,10 +613,13 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002 - ATen names
         lo, hi = jnp.min(flat), jnp.max(flat)
     else:
         lo, hi = jnp.asarray(min, dt), jnp.asarray(max, dt)
-    same = lo == hi
-    inf = jnp.asarray(np.inf, dt)
-    lo = jnp.where(same, jnp.minimum(jnp.nextafter(lo, -inf), lo - 1), lo)
-    hi = jnp.where(same, jnp.maximum(jnp.nextafter(hi, inf), hi + 1), hi)
+    # widening an empty range: not for a given range the dtype keeps apart (MoE routers'
+    # histc(ids, E, 0, E - 1)), whose graph then needs no nextafter (a bit cast)
+    if min == max or np.asarray(min, dt) == np.asarray(max, dt):
+        same = lo == hi
+        inf = jnp.asarray(np.inf, dt)
+        lo = jnp.where(same, jnp.minimum(jnp.nextafter(lo, -inf), lo - 1), lo)
+        hi = jnp.where(same, jnp.maximum(jnp.nextafter(hi, inf), hi + 1), hi)
     edges = _linspace(lo, hi, bins + 1, dt)
     return _histogramdd(flat, [edges], None, False, "linear")
 

@@ -256,7 +256,14 @@ def _strided_index(size, stride, storage_offset):
 def as_strided(x, size, stride, storage_offset=None):
     """The view ``size``/``stride``/``storage_offset`` of ``x``'s elements in row-major
     order, as a gather. Exact when ``x`` is contiguous, which holds in functionalized
-    graphs for the tensors torch.export decomposes into ``as_strided``."""
+    graphs for the tensors torch.export decomposes into ``as_strided``. Symbolic sizes or
+    strides (a dynamic dimension) build the index from iotas in the graph."""
+    if not all(isinstance(n, int) for n in (*size, *stride, storage_offset or 0)):
+        # symbolic sizes (a dynamic batch): the same index from iotas, computed in the graph
+        idx = jnp.zeros(tuple(size), jnp.int64) + (storage_offset or 0)
+        for d, s in enumerate(stride):
+            idx = idx + lax.broadcasted_iota(jnp.int64, tuple(size), d) * s
+        return jnp.take(x.reshape(-1), idx, mode="clip")
     idx = _strided_index(size, stride, storage_offset)
     return jnp.take(x.reshape(-1), jnp.asarray(idx), mode="clip") if idx.size else jnp.zeros(size, x.dtype)
 

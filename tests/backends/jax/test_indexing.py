@@ -52,3 +52,44 @@ def test_gather_with_the_index_vector_in_a_leading_dim():
     i = np.array([[[4, 0], [2, 9], [-1, 3]], [[1, 5], [0, 2], [3, -2]]], np.int32)
     got = converter.from_stablehlo(_GATHER_INDEX_VECTOR_FIRST).to_jax()(A, i)
     np.testing.assert_array_equal(np.asarray(got), run_xla(_GATHER_INDEX_VECTOR_FIRST, A, i)[0])
+
+
+_GATHER_I64 = _GATHER_INDEX_VECTOR_FIRST.replace("xi32>", "xi64>")
+
+
+def test_int64_gather_indices_clamp_as_xla():
+    """64-bit indices are clamped and narrowed to int32 (for the gradient, below): the same
+    values as XLA, out-of-range and large indices included."""
+    i = np.array([[[4, 0], [2, 2**40], [-1, 3]], [[1, 5], [-(2**35), 2], [3, -2]]], np.int64)
+    got = converter.from_stablehlo(_GATHER_I64).to_jax()(A, i)
+    np.testing.assert_array_equal(np.asarray(got), run_xla(_GATHER_I64, A, i)[0])
+
+
+_EMBEDDING_I64 = """
+func.func public @main(%w: tensor<7x3xf32>, %i: tensor<2x3xi64>) -> tensor<2x3x3xf32> {
+  %0 = stablehlo.broadcast_in_dim %i, dims = [0, 1] : (tensor<2x3xi64>) -> tensor<2x3x1xi64>
+  %1 = "stablehlo.gather"(%w, %0) <{dimension_numbers = #stablehlo.gather<offset_dims = [2],
+      collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 2>,
+      indices_are_sorted = false, slice_sizes = array<i64: 1, 3>}>
+      : (tensor<7x3xf32>, tensor<2x3x1xi64>) -> tensor<2x3x3xf32>
+  return %1 : tensor<2x3x3xf32>
+}"""
+
+
+def test_grad_through_int64_gather_without_x64():
+    """``jax.grad`` transposes a gather into a scatter outside the module's scoped x64, where
+    JAX failed to clamp int64 indices (token ids into an embedding, as ``from_torch`` emits
+    it): with the process's x64 off the gradient is now the scatter-add of the cotangents."""
+    import jax
+
+    w = np.arange(21, dtype=np.float32).reshape(7, 3) / 7
+    ids = np.array([[1, 5, 1], [6, 0, 5]], np.int64)
+    f = converter.from_stablehlo(_EMBEDDING_I64).to_jax()
+    jax.config.update("jax_enable_x64", False)
+    try:
+        grad = jax.grad(lambda w: jnp.sum(f(w, ids) ** 2))(w)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    want = np.zeros_like(w)
+    np.add.at(want, ids, 2 * w[ids])
+    np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-6)

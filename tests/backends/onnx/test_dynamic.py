@@ -145,18 +145,74 @@ def test_dynamic_pad_slice_broadcast_iota() -> None:
 
 
 def test_op_without_dynamic_rule_names_it_and_specialize() -> None:
-    """A scatter on a dynamic operand has no dynamic lowering: one error names it and the
-    specialize call; the specialized module converts and matches."""
+    """A ``select_and_scatter`` (max pooling's gradient) on a dynamic operand has no dynamic
+    lowering: one error names it and the specialize call; the specialized module converts
+    and matches."""
     (n,) = jax.export.symbolic_shape("n")
 
     def f(x):
-        return jnp.tanh(x).at[0].add(1.0)
+        pooled = lambda x: jnp.sum(lax.reduce_window(x, -jnp.inf, lax.max, (1, 2), (1, 2), "VALID"))  # noqa: E731
+        return jax.grad(pooled)(x)
 
-    m = converter.from_jax(f, jax.ShapeDtypeStruct((n, 3), np.float32))
+    m = converter.from_jax(f, jax.ShapeDtypeStruct((n, 4), np.float32))
     with pytest.raises(
-        DynamicShapeError, match=r"stablehlo\.scatter \(x1.*\n.*specialize\(\{'args\[0\]': \(1, 3\)\}\)"
+        DynamicShapeError,
+        match=r"stablehlo\.select_and_scatter \(x1.*\n.*specialize\(\{'args\[0\]': \(1, 4\)\}\)",
     ):
         m.to_onnx()
-    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
-    model = m.specialize({"args[0]": (4, 3)}).to_onnx()
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    model = m.specialize({"args[0]": (3, 4)}).to_onnx()
     np.testing.assert_allclose(_session(model).run(None, {"args[0]": x})[0], np.asarray(f(x)), rtol=1e-6)
+
+
+def _scatters(x, i, v):
+    return (
+        x.at[i].set(v),  # the indexed dimension is dynamic, as the number of indices
+        x.at[i + 2].add(v, mode="drop"),  # out of bounds past the run-time size: dropped
+        jnp.zeros(4).at[jnp.clip(i, 0, 3)].add(1.0),  # a histogram of a dynamic number of values
+        jnp.tanh(x).at[0].add(1.0),
+    )
+
+
+def test_dynamic_scatters() -> None:
+    """Scatters into an operand of dynamic size and of a dynamic number of updates (Mixtral's
+    routing: a histogram of expert ids, an inverse permutation): onnxruntime equals
+    ``jax.jit`` at two sizes each."""
+    n, k = jax.export.symbolic_shape("n, k")
+    specs = [((n, 3), np.float32), ((k,), np.int32), ((k, 3), np.float32)]
+    m = converter.from_jax(_scatters, *(jax.ShapeDtypeStruct(s, t) for s, t in specs))
+    session = _session(m.to_onnx())
+    for rows, count in ((2, 3), (5, 1)):
+        rng = np.random.default_rng(rows)
+        x = rng.standard_normal((rows, 3)).astype(np.float32)
+        i = (rng.permutation(max(rows, count))[:count] - 1).astype(np.int32)
+        v = rng.standard_normal((count, 3)).astype(np.float32)
+        got = session.run(None, {"args[0]": x, "args[1]": i, "args[2]": v})
+        for g, w in zip(got, jax.jit(_scatters)(x, i, v), strict=True):
+            np.testing.assert_allclose(g, np.asarray(w), rtol=1e-6)
+
+
+def _gathers(x, i):
+    return (
+        x[:, :, jnp.array([2, 0, 3, 3])],  # dynamic_gather, batch dimension after the offsets
+        x[:, :, jnp.array([1])],  # the same, one index (Falcon's fused-QKV split)
+        jnp.take_along_axis(x, i, axis=2),  # gather, batching dimensions of dynamic size
+    )
+
+
+def test_dynamic_gathers_of_rows_and_batching_dims() -> None:
+    """Index-select along an axis of a dynamic operand (``dynamic_gather`` with a batch of
+    indices: SegFormer's upsampling, Falcon's head split) and a batched gather whose indices
+    have a dynamic batch (CLIP's pooled token): onnxruntime equals ``jax.jit`` at n = 1, 4,
+    out-of-range indices clamped."""
+    (n,) = jax.export.symbolic_shape("n")
+    specs = (jax.ShapeDtypeStruct((n, 3, 4), np.float32), jax.ShapeDtypeStruct((n, 3, 2), np.int32))
+    model = converter.from_jax(_gathers, *specs).to_onnx()
+    session = _session(model)
+    for k in (1, 4):
+        rng = np.random.default_rng(k)
+        x = rng.standard_normal((k, 3, 4)).astype(np.float32)
+        i = rng.integers(-1, 6, (k, 3, 2)).astype(np.int32)
+        got = session.run(None, {"args[0]": x, "args[1]": i})
+        for g, w in zip(got, jax.jit(_gathers)(x, i), strict=True):
+            np.testing.assert_array_equal(g, np.asarray(w))

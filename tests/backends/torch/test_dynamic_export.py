@@ -163,3 +163,36 @@ def test_static_module_has_no_dynamic_shapes():
     model = torch.nn.Linear(3, 2).eval()
     t = converter.from_torch(model, (torch.randn(4, 3),)).to_torch()
     assert t.export_dynamic_shapes() == {"args": (None,)}
+
+
+class Keywords(torch.nn.Module):
+    def forward(self, input_ids, attention_mask):
+        return input_ids.float() * attention_mask
+
+
+def test_keyword_only_module_reexports():
+    """A module called with keyword inputs only (as Hugging Face models are): torch.export
+    binds the keyword inputs by name (forward's signature lists them; through ``**kwargs``
+    torch 2.13 refused the export), and no ``args``."""
+    seq = Dim("seq", min=2, max=40)
+    kw = {"input_ids": torch.randint(0, 9, (2, 6)), "attention_mask": torch.ones(2, 6)}
+    dyn = {"input_ids": {1: seq}, "attention_mask": {1: seq}}
+    t = converter.from_torch(Keywords(), (), kw, dynamic_shapes=dyn).to_torch()
+    shapes = t.export_dynamic_shapes()
+    assert list(shapes) == ["input_ids", "attention_mask"]
+    ep = torch.export.export(t, (), kw, dynamic_shapes=shapes)
+    ids, mask = torch.randint(0, 9, (2, 11)), torch.rand(2, 11)
+    torch.testing.assert_close(ep.module()(input_ids=ids, attention_mask=mask), ids.float() * mask)
+
+
+def test_gather_of_a_dynamic_size_reexports():
+    """A gather whose result has a dynamic dimension (an embedding of a dynamic number of
+    ids) traced symbolically by ``torch.export`` of ``to_torch()``: it expanded to the
+    module's static shape, None for the dynamic size (every HF model's re-export failed)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4).eval()
+    ids = torch.randint(0, 10, (2, 5))
+    t = converter.from_torch(emb, (ids,), dynamic_shapes=({1: Dim("seq", min=2, max=40)},)).to_torch()
+    ep = torch.export.export(t, (ids,), dynamic_shapes=t.export_dynamic_shapes())
+    other = torch.randint(0, 10, (2, 17))
+    torch.testing.assert_close(ep.module()(other), emb(other).detach())

@@ -86,3 +86,27 @@ def test_pdist(check, p):
         ops="aten._pdist_forward.default",
         rtol=1e-5,
     )
+
+
+def test_grouped_mm_of_experts(check):
+    """Mixture-of-experts grouped products: ATen's ``_grouped_mm`` and transformers' custom
+    ``grouped_mm_fallback`` (what Mixtral-style models export with on CPU): rows in groups of
+    ``offs``, an empty group, rows past the last group 0 (the fallback's zeros)."""
+    from transformers.integrations import moe  # noqa: F401 - registers transformers::grouped_mm_fallback
+
+    x, w = torch.randint(-3, 4, (7, 8)).float(), torch.randint(-3, 4, (3, 8, 8)).float()  # exact sums
+    offs = torch.tensor([2, 2, 6], dtype=torch.int32)
+
+    def fn(x, w, offs):  # torch.export takes ATen's float _grouped_mm only in bfloat16
+        aten_mm = torch._grouped_mm(x[:6].bfloat16(), w.bfloat16(), offs=offs)
+        return aten_mm, torch.ops.transformers.grouped_mm_fallback(x, w, offs)
+
+    check(
+        fn,
+        x,
+        w,
+        offs,
+        ops=["aten._grouped_mm.default", "transformers.grouped_mm_fallback.default"],
+        rtol=1e-5,
+        atol=1e-5,
+    )

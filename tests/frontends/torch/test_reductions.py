@@ -243,6 +243,27 @@ def test_histc():
     check_targets_batch(cases, ops="aten.histc.default")
 
 
+class _Routing(torch.nn.Module):
+    def forward(self, ids):
+        return torch.histc(ids.float(), bins=4, min=0, max=3)
+
+
+def test_histc_of_a_given_range_needs_no_bit_cast():
+    """A given range never empty (a mixture-of-experts router's ``histc(ids, E, 0, E - 1)``)
+    is not widened, so the module has no ``nextafter`` bit cast, which ONNX below opset 26
+    cannot express: ``to_onnx()`` at the default opset equals eager torch in onnxruntime."""
+    import onnxruntime as ort
+
+    import converter
+
+    ids = torch.tensor([3, 0, 1, 3, 2, 3, 7, -1])
+    m = converter.from_torch(_Routing(), (ids,))
+    assert "bitcast_convert" not in m.text(debug_info=False)
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {"args[0]": ids.numpy()})
+    torch.testing.assert_close(torch.from_numpy(got), _Routing()(ids))
+
+
 def test_histogram():
     """Counts and densities in one program."""
     w = torch.rand(X.numel())

@@ -131,6 +131,27 @@ def test_unfold(check):
     check(lambda v: (v.unfold(2, 2, 1), v.unfold(1, 2, 2), v.unfold(-1, 4, 3)), X, ops="aten.unfold.default")
 
 
+class _StridedRows(torch.nn.Module):
+    def forward(self, v):  # every other column of each row, rows of a dynamic count
+        return torch.as_strided(v, (v.shape[0], 3), (v.shape[1], 2), 1) * 2
+
+
+def test_as_strided_with_a_dynamic_dimension():
+    """Symbolic sizes and strides (Swin's pooled output with a dynamic batch raised
+    DynamicDimensionError): the index is built from iotas; equal to eager torch at 2 sizes."""
+    import numpy as np
+    from torch.export import Dim
+
+    import converter
+
+    f = converter.from_torch(
+        _StridedRows(), (torch.randn(4, 7),), dynamic_shapes=({0: Dim("n", max=16)},)
+    ).to_jax()
+    for n in (2, 9):
+        v = torch.randn(n, 7)
+        np.testing.assert_array_equal(np.asarray(f(v.numpy())), _StridedRows()(v).numpy())
+
+
 def test_as_strided_scatter(check):
     src = torch.randn(3, 2)
     check(
