@@ -983,8 +983,68 @@ def _jax_tree(obj: Any, path: str = "") -> TreeSpec:
     return tree_spec(obj, leaf=lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)), path=path)
 
 
-def _torch_example(x: Any) -> torch.Tensor:
-    return torch.zeros(tuple(x.shape), dtype=dtypes.torch_dtype(dtypes.name_of(np.dtype(x.dtype))))
+def _torch_example(x: Any, sizes: dict[str, int]) -> torch.Tensor:
+    """Zeros of ``x``'s dtype and shape, a symbolic dimension of size ``sizes[name]``."""
+    shape = tuple(d if _static_dim(d) else sizes[str(d)] for d in x.shape)
+    return torch.zeros(shape, dtype=dtypes.torch_dtype(dtypes.name_of(np.dtype(x.dtype))))
+
+
+def _static_dim(d: Any) -> bool:
+    return isinstance(d, (int, np.integer))
+
+
+def _symbolic_dims(leaves: list[Any]) -> dict[str, Any]:
+    """The ``jax.export`` symbolic dimensions of ``leaves``' shapes by name, in order.
+
+    Raises:
+        InputValueError: a dimension that is an expression (``2*b``), not one variable.
+    """
+    from .errors import InputValueError
+
+    dims: dict[str, Any] = {}
+    for x in leaves:
+        for d in np.shape(x) if not hasattr(x, "shape") else x.shape:
+            if not _static_dim(d):
+                if not str(d).isidentifier():
+                    raise InputValueError(
+                        f"call_torch: the symbolic dimension {d} is an expression; torch.export "
+                        "takes each dynamic dimension as its own variable (pass it as a new variable)"
+                    )
+                dims.setdefault(str(d), d)
+    return dims
+
+
+def _example_sizes(leaves: list[Any]) -> dict[str, int]:
+    """A size per symbolic dimension for the example tensors ``torch.export`` traces with:
+    distinct (no relation between two dimensions is assumed from their sizes), at least 2
+    (torch specializes 0 and 1), within the bounds the dimension's constraints give."""
+    sizes = {}
+    for k, (name, d) in enumerate(_symbolic_dims(leaves).items()):
+        lo, hi = _jax_internal.dim_bounds(d)
+        size = max(lo, 2) + 1 + k
+        sizes[name] = size if hi is None else min(size, hi)
+    return sizes
+
+
+def _torch_dynamic_shapes(target: Callable, args: tuple, kwargs: dict, is_arr: Callable) -> Any:
+    """``torch.export``'s ``dynamic_shapes`` for the call ``target(*args, **kwargs)`` whose
+    array arguments have ``jax.export`` symbolic dimensions: one ``torch.export.Dim`` per
+    dimension variable (its name and the bounds of its constraints), by parameter name."""
+    from torch.export import Dim
+
+    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if is_arr(x)]
+    made = {}
+    for name, d in _symbolic_dims(leaves).items():
+        lo, hi = _jax_internal.dim_bounds(d)
+        made[name] = Dim(name, min=lo, **({"max": hi} if hi is not None else {}))
+
+    def spec(x: Any) -> Any:
+        if not is_arr(x):
+            return None
+        return {a: made[str(d)] for a, d in enumerate(x.shape) if not _static_dim(d)} or None
+
+    bound = inspect.signature(target).bind(*args, **kwargs).arguments
+    return {k: jax.tree_util.tree_map(spec, v, is_leaf=is_arr) for k, v in bound.items()}
 
 
 def call_torch(
@@ -1043,15 +1103,17 @@ def call_torch(
         target = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
         check_call(target, args, kwargs, type(module_or_fn).__name__)
         is_arr = lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer))  # noqa: E731
+        sizes = _example_sizes(leaves)
         ex_args, ex_kwargs = jax.tree_util.tree_map(
-            lambda x: _torch_example(x) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
+            lambda x: _torch_example(x, sizes) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
         )
         if isinstance(module_or_fn, torch.nn.Module):
             check_dtypes_like_eager(module_or_fn, tuple(ex_args), ex_kwargs)
         from backends.jax import JaxFunction
 
+        dynamic = _torch_dynamic_shapes(model.forward, args, kwargs, is_arr) if sizes else None
         with quiet(not verbose()):  # torch.export's and fake_tensor's chatter on failure
-            module = from_torch(model, tuple(ex_args), ex_kwargs)
+            module = from_torch(model, tuple(ex_args), ex_kwargs, dynamic_shapes=dynamic)
         _check_x64(module)
         function = cache[key] = JaxFunction(module, enable_x64=False)
     params = dict(function.params)

@@ -458,6 +458,34 @@ def test_call_torch_plain_function():
     np.testing.assert_allclose(converter.call_torch(f, a, b), jax.nn.relu(a) @ b)
 
 
+def test_call_torch_under_jax_export_symbolic_shapes():
+    """``jax.export`` of a function calling torch code with symbolic dimensions: the torch
+    code is exported with a ``torch.export.Dim`` per dimension variable (its constraints'
+    bounds), so one exported program runs every size, as eager torch computes it; the
+    shape-only i64 arithmetic of the dynamic module does not count as 64-bit data (x64 off)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 3)
+
+    def f(x, mask):  # two inputs sharing the dimension b
+        return converter.call_torch(lambda a, m: lin(a) * m[:, None], x, mask)
+
+    b, s = jax.export.symbolic_shape("b, s", constraints=["b <= 64"])
+    with jax.enable_x64(False):
+        exp = jax.export.export(jax.jit(f))(
+            jax.ShapeDtypeStruct((b, 4), jnp.float32), jax.ShapeDtypeStruct((b,), jnp.float32)
+        )
+        assert str(exp.out_avals[0]) == "float32[b,3]"
+        rng = np.random.default_rng(0)
+        for n in (1, 7):
+            x, m = rng.standard_normal((n, 4), np.float32), rng.standard_normal(n).astype(np.float32)
+            want = (lin(torch.from_numpy(x)) * torch.from_numpy(m)[:, None]).detach().numpy()
+            np.testing.assert_allclose(exp.call(x, m), want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(converter.InputValueError, match="2\\*s is an expression"):
+        jax.jit(lambda x: converter.call_torch(torch.relu, x)).trace(
+            jax.ShapeDtypeStruct((2 * s, 4), jnp.float32)
+        )
+
+
 def test_call_jax_honours_custom_vjp_and_compiles_backward_once():
     bwd_traces = []
 

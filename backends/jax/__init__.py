@@ -25,7 +25,7 @@ from converter.errors import (
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import ensure_canonical
-from converter.passes.shapes import SHAPE_OPS, check_dims, module_is_dynamic, refine
+from converter.passes.shapes import SHAPE_OPS, check_dims, dimension_values, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
 from converter.sharding import auto_mesh, check_mesh, jax_mesh, partition_spec
 from converter.signature import check_leaf, flatten, input_path, unflatten
@@ -106,12 +106,17 @@ def needs_x64(module: Module) -> bool:
 
 
 def _computes_64bit(module: Module) -> bool:
+    """Whether an op computes a 64-bit value other than a dimension size (``jax.export``
+    computes those in i64; 32 bits hold any size: :func:`converter.passes.shapes.dimension_values`)."""
     for fn in mlir.functions(module.mlir).values():
+        dims = None
         for op in mlir.walk_ops(fn):
             for result in op.results:
                 element = getattr(result.type, "element_type", None)
                 if element is not None and str(element) in _WIDE_MLIR:
-                    return True
+                    dims = dimension_values(fn) if dims is None else dims
+                    if result not in dims:
+                        return True
     return False
 
 

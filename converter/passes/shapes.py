@@ -24,7 +24,7 @@ from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.signature import LeafSpec
 
-from ._ir import function_type
+from ._ir import arg_attrs, function_type
 
 if TYPE_CHECKING:
     from converter.module import Module
@@ -130,6 +130,50 @@ _DIM_BINOPS = {
     ast.FloorDiv: lambda a, b: a // b,
     ast.Mod: lambda a, b: a % b,
 }
+
+
+#: Ops that carry a dimension size computation through (``jax.export``'s dimension variables:
+#: ``get_dimension_size`` → ``convert`` → arithmetic → ``shape_assertion`` / the shape
+#: operands of ``dynamic_*`` ops).
+_DIM_ARITHMETIC = frozenset(
+    {
+        "stablehlo.convert", "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
+        "stablehlo.divide", "stablehlo.remainder", "stablehlo.maximum", "stablehlo.minimum",
+        "stablehlo.negate", "stablehlo.compare", "stablehlo.select", "stablehlo.reshape",
+        "stablehlo.concatenate", "stablehlo.sign", "stablehlo.abs", "stablehlo.and", "stablehlo.or",
+        "stablehlo.not",
+    }
+)  # fmt: skip
+
+
+def dimension_values(fn: ir.Operation) -> set:
+    """The values of function ``fn`` that only compute dimension sizes: results of
+    ``get_dimension_size``, arguments marked ``jax.global_constant`` (a dimension variable
+    passed to an inner function), scalar-ish integer constants feeding them, and the results
+    of :data:`_DIM_ARITHMETIC` ops on such values. Their integer width does not matter (a
+    size fits 32 bits), unlike that of the data."""
+    block = fn.regions[0].blocks[0]
+    dims: set = set()
+    for i, attrs in enumerate(arg_attrs(fn) or []):
+        if "jax.global_constant" in ir.DictAttr(attrs):
+            dims.add(block.arguments[i])
+    constants = set()
+    for op in mlir.walk_ops(fn):
+        name = op.name
+        if name == "stablehlo.get_dimension_size":
+            dims.update(op.results)
+        elif name == "stablehlo.constant":
+            constants.update(op.results)
+        elif (
+            name in _DIM_ARITHMETIC and op.operands and all(v in dims or v in constants for v in op.operands)
+        ):
+            if any(v in dims for v in op.operands):
+                dims.update(op.results)
+    # a constant counts when every use is a dimension computation
+    for c in constants:
+        if all(any(r in dims for r in u.owner.results) for u in c.uses):
+            dims.add(c)
+    return dims
 
 
 def _parse_dim(text: str) -> ast.AST | None:
