@@ -88,7 +88,11 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
     "frontends/torch/ops/shape.py": [FT + "test_shape.py", FT + "test_survivors.py"],
     "frontends/torch/ops/special.py": [FT + "test_special.py"],
-    "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
+    "frontends/torch/ops/symbolic.py": [
+        FT + "test_dynamic.py",
+        FT + "test_data_dependent.py",
+        FT + "test_rule_gaps.py",
+    ],
     # ONNX -> StableHLO (ONNX op rules)
     "frontends/onnx/ops/control_flow.py": [FO + "test_control_flow.py", NODE],
     "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", FO + "test_survivors.py", NODE],
