@@ -88,6 +88,12 @@ def test_bitcast_convert():
         lambda x: (lax.bitcast_convert_type(x, jnp.uint32), lax.bitcast_convert_type(x, jnp.int32)), x
     )
     assert_same(lambda x: lax.bitcast_convert_type(x, jnp.uint8), x)
+    # bfloat16 to and from its bits
+    b = x.astype(jnp.bfloat16)
+    i = np.array([16256, -16352, 32640], dtype=np.int16)  # 1.0, -2.5 and inf
+    assert_same(
+        lambda b, i: (lax.bitcast_convert_type(b, jnp.int16), lax.bitcast_convert_type(i, jnp.bfloat16)), b, i
+    )
 
 
 def test_popcount_clz():
