@@ -88,7 +88,11 @@ FAMILY_TESTS: dict[str, list[str]] = {
     "frontends/torch/ops/sampling.py": [FT + "test_sampling.py"],
     "frontends/torch/ops/shape.py": [FT + "test_shape.py", FT + "test_survivors.py"],
     "frontends/torch/ops/special.py": [FT + "test_special.py"],
-    "frontends/torch/ops/symbolic.py": [FT + "test_dynamic.py", FT + "test_data_dependent.py"],
+    "frontends/torch/ops/symbolic.py": [
+        FT + "test_dynamic.py",
+        FT + "test_data_dependent.py",
+        FT + "test_rule_gaps.py",
+    ],
     # ONNX -> StableHLO (ONNX op rules)
     "frontends/onnx/ops/control_flow.py": [FO + "test_control_flow.py", NODE],
     "frontends/onnx/ops/elementwise.py": [FO + "test_elementwise.py", FO + "test_survivors.py", NODE],
@@ -628,7 +632,11 @@ def cmd_run(cfg: dict, args) -> None:
             elif rc in ("timeout", "cpu-limit"):
                 status, outcome = "killed", rc
             elif rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
-                status, outcome = ("killed", f"failed({rc})") if rc in (2, 3) else ("error", f"failed({rc})")
+                # a conftest whose imports fail in the mutated file stops pytest with exit 4 (a usage
+                # error) where a test module's would be a collection error (exit 2): both kills
+                out = mlog.read_text(errors="replace")
+                kill = rc in (2, 3) or rc == 4 and import_failed_in(out, m.file)
+                status, outcome = ("killed" if kill else "error"), f"failed({rc})"
             else:
                 status, outcome = "killed", f"failed({rc})" if isinstance(rc, int) else rc
             if status == "killed" and unrecorded and isinstance(rc, int):
@@ -651,6 +659,14 @@ def cmd_run(cfg: dict, args) -> None:
                 flush=True,
             )
     server.close()
+
+
+def import_failed_in(log: str, rel: str) -> bool:
+    """Whether pytest's output ``log`` is a conftest that failed to import with the traceback
+    passing through the module body of rule file ``rel`` (the mutant broke its import)."""
+    if "ImportError while loading conftest" not in log:
+        return False
+    return re.search(rf"^{re.escape(rel)}:\d+: in <module>$", log, re.M) is not None
 
 
 def failing_tests(tail: str) -> list[str]:

@@ -132,6 +132,25 @@ def test_getrf_raw_results_and_info():
     assert list(info) == [0, 0, 2]
 
 
+_GESDD = """
+  %0:5 = stablehlo.custom_call @lapack_sgesdd_ffi(%a) {mhlo.backend_config = {mode = 83 : ui8}}
+      : (tensor<2x3x5xf32>) -> (tensor<2x3x5xf32>, tensor<2x3xf32>, tensor<2x3x3xf32>, tensor<2x3x5xf32>,
+         tensor<2xi32>)
+  return %0#1, %0#4 : tensor<2x3xf32>, tensor<2xi32>"""
+
+
+def test_gesdd_raw_info_of_a_nan_matrix():
+    """``info`` of an SVD per batch element: 0 for a finite matrix, nonzero for one holding a
+    NaN (LAPACK's own code there is -4, an illegal value; the backend's is 1)."""
+    a = np.stack([WIDE, WIDE])
+    a[1, 1, 2] = np.nan
+    text = _raw(_GESDD, "tensor<2x3x5xf32>", "(tensor<2x3xf32>, tensor<2xi32>)")
+    s, info = converter.from_stablehlo(text).to_jax()(a)
+    want = [sla.sgesdd(m) for m in a]  # (u, s, vt, info)
+    np.testing.assert_allclose(s[0], want[0][1], **TOL)
+    assert [int(i) != 0 for i in info] == [w[-1] != 0 for w in want] == [False, True]
+
+
 @pytest.mark.parametrize(
     "dtype", [np.float32, np.float64, np.complex64, np.complex128], ids=lambda d: d.__name__
 )

@@ -390,11 +390,19 @@ _EDGES64 = [
 
 
 def test_atan_float64_within_one_ulp():
-    """Rational approximation (onnxruntime has no float64 Atan): 1 ulp over 1e-10..1e10."""
+    """Rational approximation (onnxruntime has no float64 Atan): 1 ulp over 1e-10..1e10. On
+    the middle reduction range (0.66, tan(3pi/8)], where ``pi/4`` and its low part are added,
+    the result is the correctly rounded one (NumPy's, here) for all but about 11% of
+    arguments: a mean error of 0.108 ulp (a low part off by 1e-17, a tenth of an ulp, gives
+    0.131). XLA's own float64 atan is no finer reference: off by one ulp as often."""
     rng = np.random.default_rng(0)
-    x = np.concatenate([rng.uniform(-1, 1, 20000) * 10.0 ** rng.integers(-10, 10, 20000), _EDGES64])
+    mid = rng.uniform(0.66, 2.4142135623730951, 20000)
+    x = np.concatenate([rng.uniform(-1, 1, 20000) * 10.0 ** rng.integers(-10, 10, 20000), _EDGES64, mid])
     got, _ = run_onnx(jnp.arctan, x)
-    assert _ulps(got[0], np.arctan(x)) <= 1
+    want = np.arctan(x)
+    assert _ulps(got[0], want) <= 1
+    g, w = got[0][-mid.size :], want[-mid.size :]
+    assert np.mean(np.abs(g - w) / np.spacing(w)) <= 0.12
 
 
 @pytest.mark.parametrize(("fn", "ref"), [(jnp.arcsin, np.arcsin), (jnp.arccos, np.arccos)])

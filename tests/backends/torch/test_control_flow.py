@@ -5,16 +5,26 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .helpers import assert_same
+from .helpers import assert_close, assert_same, leaves, numpy_of, to_torch_module, torch_of
 
 X = np.linspace(-1, 1, 6, dtype=np.float32)
 
 
 def test_while_fori_and_scan():
+    """A counted loop (unrolled), a data-dependent one and a counted one whose unrolled body
+    would pass ``MAX_UNROLLED_OPS`` (4000 trips of 8 ops): both stay loops, ``while_loop``
+    HOPs with their exact gradient, not a graph of 4000 copies of the body; a scan."""
+    from backends.torch.ops.control_flow import while_loop_exact_grad
+
     assert_same(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), X)
-    assert_same(
-        lambda x: lax.while_loop(lambda c: c[0].sum() < 10.0, lambda c: (c[0] + 1.0, c[1] + 1), (x, 0)), X
+    f = lambda x: (  # noqa: E731
+        lax.while_loop(lambda c: c[0].sum() < 10.0, lambda c: (c[0] + 1.0, c[1] + 1), (x, 0)),
+        lax.fori_loop(0, 4000, lambda i, c: c * 0.999 + 0.001, x),
     )
+    module = to_torch_module(f, X)
+    nodes = list(module.graph_module.graph.nodes)
+    assert [n.target for n in nodes].count(while_loop_exact_grad) == 2 and len(nodes) < 30
+    assert_close([numpy_of(t) for t in module(torch_of(X))], leaves(jax.jit(f)(X)), rtol=1e-4)
     assert_same(lambda x: lax.scan(lambda c, v: (c + v, c * v), 0.0, x), X)
 
 

@@ -88,6 +88,12 @@ def test_bitcast_convert():
         lambda x: (lax.bitcast_convert_type(x, jnp.uint32), lax.bitcast_convert_type(x, jnp.int32)), x
     )
     assert_same(lambda x: lax.bitcast_convert_type(x, jnp.uint8), x)
+    # bfloat16 to and from its bits
+    b = x.astype(jnp.bfloat16)
+    i = np.array([16256, -16352, 32640], dtype=np.int16)  # 1.0, -2.5 and inf
+    assert_same(
+        lambda b, i: (lax.bitcast_convert_type(b, jnp.int16), lax.bitcast_convert_type(i, jnp.bfloat16)), b, i
+    )
 
 
 def test_popcount_clz():
@@ -208,10 +214,23 @@ def test_sign_keeps_nan_and_or_of_integers_and_bools():
 
 def test_convert_negative_numbers_to_floats():
     """stablehlo.convert of negative integers and floats to float types (only uint64's
-    negative storage values are shifted by 2**64)."""
+    negative storage values are shifted by 2**64), and between complex types (the imaginary
+    part kept; only a complex to real convert drops it)."""
     i = np.array([-3, 0, 7, -2147483648], dtype=np.int32)
     x = np.array([-1.5, 2.25, -0.0, -3e4], dtype=np.float32)
-    assert_same(lambda i, x: (i.astype(jnp.float32), i.astype(jnp.float16), x.astype(jnp.bfloat16)), i, x)
+    z = (x + 1j * x[::-1]).astype(np.complex64)
+    assert_same(
+        lambda i, x, z: (
+            i.astype(jnp.float32),
+            i.astype(jnp.float16),
+            x.astype(jnp.bfloat16),
+            z.astype(jnp.complex128),
+            z.astype(jnp.complex128).astype(jnp.complex64),
+        ),
+        i,
+        x,
+        z,
+    )
 
 
 def test_bool_minimum_and_maximum():

@@ -75,6 +75,28 @@ def test_conv1d_and_3d():
     )
 
 
+_CONV_WITHOUT_PAD = """
+func.func @main(%x: tensor<1x3x10xf32>, %w: tensor<2x3x3xf32>) -> tensor<1x2x4xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {stride = [2]}
+    {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+    : (tensor<1x3x10xf32>, tensor<2x3x3xf32>) -> tensor<1x2x4xf32>
+  return %0 : tensor<1x2x4xf32>
+}"""
+
+
+def test_convolution_without_a_padding_attribute():
+    """StableHLO spec: ``padding`` defaults to zeros (jax.jit always writes it)."""
+    import torch
+
+    import converter
+    from tests.compare import run_xla
+
+    x = rng.standard_normal((1, 3, 10)).astype(np.float32)
+    w = rng.standard_normal((2, 3, 3)).astype(np.float32)
+    got = converter.from_stablehlo(_CONV_WITHOUT_PAD).to_torch()(torch.from_numpy(x), torch.from_numpy(w))
+    np.testing.assert_allclose(got.numpy(), run_xla(_CONV_WITHOUT_PAD, x, w)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_lapack_targets():
     b = rng.standard_normal((4, 2)).astype(np.float32)
     assert_same(lambda a: jnp.linalg.inv(a), SPD, rtol=1e-4, atol=1e-5)

@@ -17,7 +17,7 @@ from jax.sharding import SingleDeviceSharding
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import converter
-from backends.torch import build_graph, to_torch
+from backends.torch import TorchInterpreter, build_graph, to_torch
 from backends.torch.native import aten_target
 from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
@@ -244,9 +244,14 @@ def offloaded():
 
 
 def test_annotate_device_placement_numbers(offloaded):
+    """Through ``to_torch`` (a placer) and through a bare interpreter (no placer: the
+    placement is the identity)."""
+    want = jax.jit(_offload)(X)
     got = to_torch(offloaded)(torch.from_numpy(X))
-    for g, w in zip(got, jax.jit(_offload)(X), strict=True):
+    bare = TorchInterpreter(offloaded.mlir).run(torch.from_numpy(X))
+    for g, b, w in zip(got, bare, want, strict=True):
         np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-6)
+        np.testing.assert_allclose(b.numpy(), np.asarray(w), rtol=1e-6)
     assert got[1].device.type == "cpu"
 
 

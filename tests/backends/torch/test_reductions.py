@@ -91,7 +91,16 @@ def test_sort_kinds():
         lambda x: (jnp.sort(x, 1), jnp.argsort(x, 2), jnp.sort(x, 0, descending=True), lax.top_k(x, 2)), x
     )
     keys = rng.integers(0, 3, (2, 9)).astype(np.int32)
-    assert_same(lambda k, v: lax.sort((k, v), num_keys=2, dimension=1), keys, keys[::-1].copy())
+    # two keys; one integer or bool key (bools sorted as uint8), stable
+    assert_same(
+        lambda k, v: (
+            lax.sort((k, v), num_keys=2, dimension=1),
+            lax.sort((k, v), num_keys=1),
+            lax.sort((k > 0, v), num_keys=1),
+        ),
+        keys,
+        keys[::-1].copy(),
+    )
     assert_same(lambda k: jnp.lexsort((k, -k)), keys)
 
 

@@ -61,11 +61,13 @@ def test_batch_norm_inference():
 
 def test_batch_norm_training_mode():
     """BatchNormalization-15 with ``training_mode=1``: normalized by the batch's statistics,
-    with the running mean and variance updated by ``momentum``."""
+    with the running mean and variance updated by ``momentum`` (0.8, and the default 0.9)."""
     c = X.shape[1]
     stats = {n: (R.random(c) + 0.5).astype(np.float32) for n in ("s", "b", "m", "v")}
-    attrs = {"training_mode": 1, "momentum": 0.8}
-    check_node("BatchNormalization", {"x": X, **stats}, attrs, n_out=3, opset=15, static=("s", "b", "m", "v"))
+    for attrs in ({"training_mode": 1, "momentum": 0.8}, {"training_mode": 1}):
+        check_node(
+            "BatchNormalization", {"x": X, **stats}, attrs, n_out=3, opset=15, static=("s", "b", "m", "v")
+        )
 
 
 def test_global_lp_pool_and_group_norm_18():

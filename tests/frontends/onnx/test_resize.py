@@ -1,5 +1,8 @@
 """Rules of frontends/onnx/ops/resize.py against onnxruntime (edge cases ONNX's node tests miss)."""
 
+import os
+import sys
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -7,6 +10,9 @@ import pytest
 from onnx import helper, numpy_helper
 
 from frontends.onnx import from_onnx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((1, 1, 4, 5)).astype(np.float32)
 
@@ -42,3 +48,16 @@ def test_tf_crop_and_resize_to_length_one(mode):
     (got,) = from_onnx(model).to_jax()(X)
     assert want.shape == (1, 1, 1, 3)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+
+
+def test_sizes_keeping_the_aspect_ratio():
+    """Resize-18 of the last two axes to ``sizes`` with ``keep_aspect_ratio_policy``
+    ``not_smaller``: 4x5 into 7x7 takes the larger scale, 7/4, for both axes, so the output
+    is 7x9 (the policy also decides the output shape)."""
+    empty = np.zeros(0, np.float32)
+    check_node(
+        "Resize",
+        {"x": X, "roi": empty, "scales": empty, "sizes": np.array([7, 7], np.int64)},
+        {"mode": "linear", "keep_aspect_ratio_policy": "not_smaller", "axes": [2, 3]},
+        static=("roi", "scales", "sizes"),
+    )

@@ -28,7 +28,7 @@ def test_elu_without_alpha_takes_the_default():
 def test_bidirectional_gru_takes_each_directions_activations():
     """A bidirectional GRU with its activations named per direction (forward: the defaults,
     reverse: HardSigmoid and Tanh): each direction's activation functions come from its own
-    part of the list."""
+    part of the list. Then an RNN's (LeakyRelu and Elu, of negative values too)."""
     r = np.random.default_rng(1)
     seq, batch, inp, hid = 3, 2, 4, 3
     inputs = {
@@ -42,6 +42,10 @@ def test_bidirectional_gru_takes_each_directions_activations():
         "activations": ["Sigmoid", "Tanh", "HardSigmoid", "Tanh"],
     }
     check_node("GRU", inputs, attrs, n_out=2, static=("w", "r"))
+    # a bidirectional RNN: LeakyRelu forward, Elu in reverse, each with its own alpha
+    inputs = {**inputs, "w": inputs["w"][:, :hid], "r": inputs["r"][:, :hid]}
+    attrs = {**attrs, "activations": ["LeakyRelu", "Elu"], "activation_alpha": [0.1, 0.7]}
+    check_node("RNN", inputs, attrs, n_out=2, static=("w", "r"))
 
 
 def test_conv_transpose_3d_with_explicit_asymmetric_pads():
@@ -180,12 +184,13 @@ def test_adam_bias_correction_of_a_small_beta_power():
 
 def test_roi_align_adaptive_sampling_grid():
     """RoiAlign-16 with ``sampling_ratio=0``: ``ceil(roi_size / output_size)`` samples per
-    bin, here ceil(5 / 3) = 2 across and ceil(3.5 / 2) = 2 down."""
+    bin, here ceil(5 / 3) = 2 across and ceil(3.5 / 2) = 2 down; the third ROI reaches more
+    than a pixel past the map on every side (its samples there read 0)."""
     r = np.random.default_rng(8)
     inputs = {
         "x": r.standard_normal((1, 2, 8, 9)).astype(np.float32),
-        "rois": np.array([[0.5, 1.0, 5.5, 4.5], [2.0, 0.25, 8.0, 7.0]], np.float32),
-        "batch_indices": np.array([0, 0], np.int64),
+        "rois": np.array([[0.5, 1.0, 5.5, 4.5], [2.0, 0.25, 8.0, 7.0], [-3.0, -2.5, 12.0, 10.5]], np.float32),
+        "batch_indices": np.array([0, 0, 0], np.int64),
     }
     attrs = {"output_height": 2, "output_width": 3, "sampling_ratio": 0}
     check_node("RoiAlign", inputs, attrs, opset=16, atol=1e-5)
