@@ -58,7 +58,57 @@ def _reduce(interp, op, *args):
         out = body(*acc, *x)
         return tuple(out)
 
+    if len({jnp.issubdtype(x.dtype, jnp.inexact) for x in operands}) > 1:
+        return list(_mixed_reduce(computation, dims)(tuple(operands), tuple(inits)))
     return list(lax.reduce(tuple(operands), tuple(inits), computation, dims))
+
+
+def _mixed_reduce(computation, dims):
+    """``lax.reduce`` of float and integer operands together (argmax/argmin: values and
+    indices) as a differentiable function. JAX's own JVP of a general ``lax.reduce`` fails
+    on such operands (jaxlib 0.10.2 reshapes the integers' symbolic zero tangents: "Zero ...
+    passed to reshape"), so ``jax.grad`` of any program computing an ``argmax`` failed; here
+    the primal is ``lax.reduce`` itself and the tangent that of a pairwise tree of the body
+    (the method of JAX's rule, with the integers' ``float0`` tangents given explicitly)."""
+
+    @jax.custom_jvp
+    def reduce(operands, inits):
+        return lax.reduce(operands, inits, computation, dims)
+
+    @reduce.defjvp
+    def _jvp(primals, tangents):
+        operands, inits = primals
+        out = reduce(operands, inits)
+        _, t_out = jax.jvp(lambda o, i: _tree_reduce(computation, dims, o, i), primals, tangents)
+        return out, t_out
+
+    return reduce
+
+
+def _tree_reduce(computation, dims, operands, inits):
+    """The reduction of ``operands`` over ``dims`` by halving: the reduced dimensions are
+    flattened to one, whose halves are combined elementwise by ``computation`` (mapped with
+    ``vmap``) until one element is left; an odd half is padded with the init values; the
+    result is combined with the inits last (exact for an identity init)."""
+    shape = operands[0].shape
+    kept = [d for d in range(len(shape)) if d not in dims]
+    out_shape = tuple(shape[d] for d in kept)
+    n = int(np.prod([shape[d] for d in dims], dtype=np.int64))
+    xs = [jnp.transpose(x, (*dims, *kept)).reshape((n, *out_shape)) for x in operands]
+    full = [jnp.broadcast_to(i, out_shape) for i in inits]
+    if n == 0:
+        return tuple(full)
+    pair = lambda *a: computation(a[: len(a) // 2], a[len(a) // 2 :])  # noqa: E731
+    for _ in kept:
+        pair = jax.vmap(pair)
+    halves = jax.vmap(pair)
+    while xs[0].shape[0] > 1:
+        half = (xs[0].shape[0] + 1) // 2
+        lo, hi = [x[:half] for x in xs], [x[half:] for x in xs]
+        if hi[0].shape[0] != half:
+            hi = [jnp.concatenate([h, f[None]]) for h, f in zip(hi, full, strict=True)]
+        xs = list(halves(*lo, *hi))
+    return tuple(pair(*full, *(x[0] for x in xs)))
 
 
 def _nan_in_window(x, out, kwargs: dict):

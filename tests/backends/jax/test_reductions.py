@@ -36,6 +36,34 @@ def test_variadic_reduce_argmax():
     assert_same(lambda a: (jnp.argmax(a, axis=2), jnp.argmin(a, axis=0)), A)
 
 
+def test_variadic_reduce_of_values_and_indices_differentiates():
+    """A (value, index) reduce (what ``argmax`` and torch's ``max(x, dim)`` lower to) under
+    ``jax.grad``/``jvp``/``vmap``: JAX's own JVP of it failed on the integer operand; the
+    value's gradient is that of ``jnp.max``, the indices are exact."""
+
+    def max_with_index(x):
+        idx = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+
+        def pick(a, b):
+            take = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+            return jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1])
+
+        return lax.reduce((x, idx), (np.float32(-np.inf), np.int32(0)), pick, (1,))
+
+    x = A[0]  # (5, 6), distinct values
+    f = converter.from_jax(lambda x: (*max_with_index(x), jnp.argmax(x, axis=0)), x).to_jax()
+    v, i, j = f(x)
+    np.testing.assert_array_equal(np.asarray(i), np.argmax(x, axis=1))
+    np.testing.assert_array_equal(np.asarray(j), np.argmax(x, axis=0))
+    w = np.linspace(1, 2, 5, dtype=np.float32)
+    got = jax.jit(jax.grad(lambda x: jnp.sum(f(x)[0] * w)))(x)
+    np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.max(x, axis=1) * w))(x), rtol=1e-6)
+    t = rng.normal(size=x.shape).astype(np.float32)
+    np.testing.assert_allclose(jax.jvp(lambda x: f(x)[0], (x,), (t,))[1], t[np.arange(5), np.argmax(x, 1)])
+    batched = np.stack([x, -x])
+    np.testing.assert_array_equal(np.asarray(jax.vmap(f)(batched)[1]), np.argmax(batched, axis=2))
+
+
 def test_reduce_with_non_identity_init():
     assert_same(lambda a: lax.reduce(a, np.float32(10.0), lax.add, (0,)), A, rtol=1e-5)
 
