@@ -43,3 +43,25 @@ def test_real_dynamic_slice_and_dynamic_pad_under_torch_export():
         assert len(got) == len(want)
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g.numpy(), np.asarray(w), err_msg=f"n = {size}")
+
+
+def _lookup(table, ids):
+    emb = jnp.take(table, ids, axis=0)  # gather: (b, s, 4), dimensions from the indices
+    return emb * 2, emb[:, -1]
+
+
+def test_gather_with_symbolic_batch_under_torch_export():
+    """An embedding lookup of ids of symbolic shape ``(b, s)``: the gather's result type
+    holds dynamic dimensions (``tensor<?x?x4xf32>``), which the traced graph takes from the
+    indices (it raised expanding to a None size)."""
+    spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, s"), jnp.int32)
+    table = np.random.default_rng(1).standard_normal((11, 4)).astype(np.float32)
+    t = converter.from_jax(_lookup, table, spec).to_torch()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 10]], dtype=torch.int32)
+    ep = torch.export.export(t, (torch.from_numpy(table), ids), dynamic_shapes=t.export_dynamic_shapes())
+    for shape in ((2, 3), (3, 5)):
+        x = np.random.default_rng(shape[1]).integers(0, 11, size=shape).astype(np.int32)
+        with torch.no_grad():
+            got = ep.module()(torch.from_numpy(table), torch.from_numpy(x))
+        for g, w in zip(got, jax.jit(_lookup)(table, x), strict=True):
+            np.testing.assert_array_equal(g.numpy(), np.asarray(w))
