@@ -65,3 +65,26 @@ def test_gather_with_symbolic_batch_under_torch_export():
             got = ep.module()(torch.from_numpy(table), torch.from_numpy(x))
         for g, w in zip(got, jax.jit(_lookup)(table, x), strict=True):
             np.testing.assert_array_equal(g.numpy(), np.asarray(w))
+
+
+def _loop(x):
+    def body(c):
+        i, y = c
+        return i + 1, jnp.tanh(y + jnp.mean(y, axis=0))  # the mean divides by the symbolic size
+
+    return lax.while_loop(lambda c: (c[0] < 3) & (jnp.sum(c[1]) < 100.0), body, (0, x))[1]
+
+
+def test_while_capturing_a_symbolic_size_under_torch_export():
+    """A data-dependent loop whose body uses a symbolic size (``jnp.mean`` over ``b``): the
+    size is closed over by the ``while_loop`` body, not passed to it as a tensor (it raised)."""
+    t = converter.from_jax(
+        _loop, jax.ShapeDtypeStruct(jax.export.symbolic_shape("b, 3"), jnp.float32)
+    ).to_torch()
+    x = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    ep = torch.export.export(t, (torch.from_numpy(x),), dynamic_shapes=t.export_dynamic_shapes())
+    for n in (2, 5):
+        x = np.random.default_rng(n).normal(size=(n, 3)).astype(np.float32)
+        with torch.no_grad():
+            got = ep.module()(torch.from_numpy(x))
+        np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(_loop)(x)), rtol=1e-5, atol=1e-6)
