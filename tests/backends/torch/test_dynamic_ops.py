@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import torch
 from jax import lax
 from torch.export import Dim
@@ -88,3 +89,20 @@ def test_while_capturing_a_symbolic_size_under_torch_export():
         with torch.no_grad():
             got = ep.module()(torch.from_numpy(x))
         np.testing.assert_allclose(got.numpy(), np.asarray(jax.jit(_loop)(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_scan_over_a_symbolic_length_under_torch_export_names_the_limit():
+    """``lax.scan`` over a symbolic length of rows of symbolic width slices at its loop
+    counter (tensor data) by a symbolic size: that slice has no symbolic form under
+    ``torch.export``, which raises saying so (the module still runs eagerly at any size)."""
+
+    def cumulative(xs):
+        return lax.scan(lambda c, x: (c + x, c * x), jnp.zeros_like(xs[0]), xs)
+
+    spec = jax.ShapeDtypeStruct(jax.export.symbolic_shape("s, b"), jnp.float32)
+    t = converter.from_jax(cumulative, spec).to_torch()
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for g, w in zip(t(torch.from_numpy(x)), jax.jit(cumulative)(x), strict=True):
+        np.testing.assert_array_equal(g.numpy(), np.asarray(w))
+    with pytest.raises(converter.ConversionError, match="loop counter.*input_shapes"):
+        torch.export.export(t, (torch.from_numpy(x),), dynamic_shapes=t.export_dynamic_shapes())
