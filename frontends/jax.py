@@ -94,8 +94,24 @@ def _is_output_leaf(x: Any) -> bool:
 def _aval_spec(
     name: str, aval: Any, kind: str, memory_kind: str | None, spec: tuple | None = None
 ) -> LeafSpec:
+    aval = physical_aval(aval)
     shape = tuple(d if isinstance(d, int) else str(d) for d in aval.shape)  # symbolic dims by name
     return LeafSpec(name, shape, dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind, spec)
+
+
+def is_key(x: Any) -> bool:
+    """A typed PRNG key array (``jax.random.key``), or its abstract value."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def physical_aval(aval: Any) -> Any:
+    """``aval``, or for a typed PRNG key the shape and dtype of its key data
+    (``jax.random.key_data``: ``key<fry>[n]`` is ``uint32[n, 2]``), which is what StableHLO
+    holds: the module takes and returns keys as their data."""
+    if not is_key(aval):
+        return aval
+    return jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(aval.shape, aval.dtype))
 
 
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
@@ -109,7 +125,7 @@ def _abstract(x: Any) -> jax.ShapeDtypeStruct:
     )
     if not spread and sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
         sharding = None
-    dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+    dtype = x.dtype if is_key(x) else jax.dtypes.canonicalize_dtype(x.dtype)
     return jax.ShapeDtypeStruct(tuple(x.shape), dtype, sharding=sharding)
 
 
@@ -308,7 +324,10 @@ def from_jax(
         kept_var_idx=None if len(kept) == n_args else kept,
         mesh=mesh,
     )
-    values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
+    values = {
+        s.name: np.asarray(jax.device_get(jax.random.key_data(v) if is_key(v) else v))
+        for s, v in zip(param_specs, p_values, strict=True)
+    }
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
     if vjps:
         msg = (

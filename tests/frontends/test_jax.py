@@ -216,3 +216,23 @@ def test_exported_params_mismatch_is_reported():
     )
     with pytest.raises(SignatureMismatchError, match="params has 2 leaves"):
         converter.from_jax(exp, params={"w": np.ones((3, 2), np.float32), "b": np.ones(2, np.float32)})
+
+
+def test_typed_prng_keys_are_taken_and_returned_as_key_data():
+    """``jax.random.key`` inputs and outputs (typed ``key<fry>`` arrays): the module holds
+    their key data (``uint32[..., 2]``, what StableHLO has); the JAX function takes the
+    typed key or its data (the torch module its data) and draws JAX's numbers."""
+
+    def noisy(x, key):
+        key, sub = jax.random.split(key)
+        return x + jax.random.normal(sub, x.shape), key
+
+    x, key = np.ones((2, 3), np.float32), jax.random.key(7)
+    m = converter.from_jax(noisy, x, key)
+    assert [(s.shape, s.dtype) for s in m.signature.inputs] == [((2, 3), "float32"), ((2,), "uint32")]
+    assert m.signature.outputs[1].shape == (2,) and m.signature.outputs[1].dtype == "uint32"
+    want_y, want_key = jax.jit(noisy)(x, key)
+    y, new_key = m.to_jax()(x, key)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(want_y))
+    np.testing.assert_array_equal(np.asarray(new_key), np.asarray(jax.random.key_data(want_key)))
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(x, jax.random.key_data(key))[0]), np.asarray(want_y))
