@@ -104,13 +104,15 @@ def _scan_argmax(xs, h0):
 
     h, ys = lax.scan(body, h0, xs)  # stacks its outputs with dynamic_update_slice
     update = lax.dynamic_update_slice(xs, h0[None] * 2, (xs.shape[0] // 2, 0, 0))
-    return h, ys, jnp.argmax(xs, axis=0), jnp.argmin(xs, axis=-1), update
+    best = jnp.take_along_axis(xs, jnp.argmax(xs, axis=-1, keepdims=True), axis=-1)  # gather, batching dims
+    return h, ys, jnp.argmax(xs, axis=0), jnp.argmin(xs, axis=-1), update, best
 
 
 def test_scan_over_symbolic_length_and_argmax() -> None:
-    """``lax.scan`` over a symbolic length (``dynamic_update_slice`` of dynamic shapes) and
-    ``argmax``/``argmin`` (a value/index reduce, an ONNX ``Loop``) on symbolic dimensions:
-    onnxruntime matches ``jax.jit`` at two sizes of each."""
+    """``lax.scan`` over a symbolic length (``dynamic_update_slice`` of dynamic shapes),
+    ``argmax``/``argmin`` (a value/index reduce, an ONNX ``Loop``) and ``take_along_axis``
+    (a gather with batching dimensions) on symbolic dimensions: onnxruntime matches
+    ``jax.jit`` at two sizes of each."""
     s, n = jax.export.symbolic_shape("s, n")
     m = converter.from_jax(
         _scan_argmax, jax.ShapeDtypeStruct((s, n, 4), np.float32), jax.ShapeDtypeStruct((n, 4), np.float32)
