@@ -21,6 +21,15 @@ def min_dim(a, b):
     return _core.min_dim(a, b)
 
 
+def dim_bounds(d) -> tuple[int, int | None]:
+    """The tightest ``(lower, upper)`` bounds JAX derives for the symbolic dimension ``d``
+    (``jax.export.symbolic_shape`` with its ``constraints``; an unbounded upper is None)."""
+    from jax._src.export import shape_poly, shape_poly_decision  # noqa: F401 (installs the solver)
+
+    lo, hi = shape_poly._bounds_decision(d, shape_poly.BoundsPrecision.BEST)
+    return int(lo), None if hi == float("inf") else int(hi)
+
+
 def make_ir_context():
     """A new ``jaxlib.mlir.ir.Context`` with every dialect JAX emits (func, stablehlo, chlo,
     sdy, mhlo) registered and loaded."""

@@ -114,6 +114,21 @@ def physical_aval(aval: Any) -> Any:
     return jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(aval.shape, aval.dtype))
 
 
+def _dim_ranges(avals: Any) -> dict[str, list]:
+    """``{name: [lower, upper or None]}`` of each symbolic dimension of ``avals`` that its
+    ``jax.export`` constraints bound tighter than JAX's implicit ``>= 1``."""
+    from converter import _jax_internal
+
+    ranges = {}
+    for aval in avals:
+        for d in aval.shape:
+            if not isinstance(d, int) and str(d).isidentifier() and str(d) not in ranges:
+                lo, hi = _jax_internal.dim_bounds(d)
+                if lo > 1 or hi is not None:
+                    ranges[str(d)] = [lo, hi]
+    return ranges
+
+
 def _abstract(x: Any) -> jax.ShapeDtypeStruct:
     """Shape, dtype and the sharding of a leaf when it has one that matters: a
     ``NamedSharding`` over a ``Mesh`` (the module is partitioned as the source is; a
@@ -323,6 +338,7 @@ def from_jax(
         out_tree=out_tree,
         kept_var_idx=None if len(kept) == n_args else kept,
         mesh=mesh,
+        extra={"dim_ranges": ranges} if (ranges := _dim_ranges(exp.in_avals)) else {},
     )
     values = {
         s.name: np.asarray(jax.device_get(jax.random.key_data(v) if is_key(v) else v))

@@ -30,10 +30,11 @@ def test_real_dynamic_slice_and_dynamic_pad_under_torch_export():
     exp = jax.export.export(jax.jit(_source))(jax.ShapeDtypeStruct((n, 4), jnp.float32))
     text = exp.mlir_module()
     assert "stablehlo.real_dynamic_slice" in text and "stablehlo.dynamic_pad" in text
-    t = converter.from_jax(exp).to_torch()
-    ep = torch.export.export(
-        t, (torch.randn(5, 4),), dynamic_shapes={"args": ({0: Dim("n", min=4, max=64)},)}
-    )
+    m = converter.from_jax(exp)
+    assert m.signature.extra["dim_ranges"] == {"n": [4, 64]}  # the constraints' bounds
+    t = m.to_torch()
+    assert str(t.export_dynamic_shapes()) == str({"args": ({0: Dim("n", min=4, max=64)},)})
+    ep = torch.export.export(t, (torch.randn(5, 4),), dynamic_shapes=t.export_dynamic_shapes())
     run = ep.module()
     rng = np.random.default_rng(0)
     for size in (4, 7, 64):
