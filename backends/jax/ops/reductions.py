@@ -151,7 +151,60 @@ def _reduce_window(interp, op, *args):
     def computation(acc, x):
         return tuple(body(*acc, *x))
 
+    axis = _cumulative_axis(operands, kwargs)
+    if axis is not None:
+        init = interp.static_operand(op, 1)
+        if init is not None and _idempotent(computation, init):
+            return [_cumulative(computation, axis, kwargs)(operands[0], inits[0])]
     return list(lax.reduce_window(tuple(operands), tuple(inits), computation, **kwargs))
+
+
+def _idempotent(computation, init) -> bool:
+    """``body(init, init) == init`` for a known init value (computed now, not traced)."""
+    with jax.ensure_compile_time_eval():
+        out = computation((jnp.asarray(init),), (jnp.asarray(init),))[0]
+        return bool(jnp.array_equal(out, init, equal_nan=True))
+
+
+def _cumulative_axis(operands, kwargs) -> int | None:
+    """The axis of a cumulative reduce_window of one float operand (what ``jnp.cumprod``,
+    ``lax.cumlogsumexp`` lower to: a window the axis's length, padded by its length - 1
+    below, stride and dilations 1, every other window dimension 1), else None."""
+    if len(operands) != 1 or not jnp.issubdtype(operands[0].dtype, jnp.floating):
+        return None
+    shape = operands[0].shape
+    window, strides, padding = kwargs["window_dimensions"], kwargs["window_strides"], kwargs["padding"]
+    if any(s != 1 for s in (*strides, *kwargs["base_dilation"], *kwargs["window_dilation"])):
+        return None
+    axes = [d for d, w in enumerate(window) if w != 1 or tuple(padding[d]) != (0, 0)]
+    if len(axes) != 1:
+        return None
+    (d,) = axes
+    return d if window[d] == shape[d] and tuple(padding[d]) == (shape[d] - 1, 0) else None
+
+
+def _cumulative(computation, axis, kwargs):
+    """A cumulative ``reduce_window`` (:func:`_cumulative_axis`) with an idempotent init value
+    (``body(init, init) == init``, as the identities JAX uses are) as a differentiable
+    function: JAX has no reverse mode of a ``reduce_window`` with a general body, so
+    ``jax.grad`` through ``jnp.cumprod`` or ``cumlogsumexp`` failed. The primal is the
+    ``reduce_window`` itself; the tangent that of ``lax.associative_scan`` of the body (the
+    same inclusive prefix folds, the body being associative), combined with the init."""
+
+    def fold(a, b):
+        return computation((a,), (b,))[0]
+
+    @jax.custom_jvp
+    def cumulative(x, init):
+        return lax.reduce_window((x,), (init,), computation, **kwargs)[0]
+
+    @cumulative.defjvp
+    def _jvp(primals, tangents):
+        x, init = primals
+        scan = lambda x, init: fold(init, lax.associative_scan(fold, x, axis=axis))  # noqa: E731
+        return cumulative(x, init), jax.jvp(scan, primals, tangents)[1]
+
+    return cumulative
 
 
 @register("stablehlo.select_and_scatter")
