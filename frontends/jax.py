@@ -16,7 +16,7 @@ import jax.extend.core
 import numpy as np
 from jaxlib.mlir import ir
 
-from converter import dtypes, mlir, sharding
+from converter import _jax_internal, dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
 from converter.module import Module
 from converter.passes import run_passes
@@ -212,9 +212,28 @@ def _export(
         return out
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
-    exp = jax.export.export(jax.jit(flat_fn))(*avals)
+    exp = _export_marked(jax.jit(flat_fn), avals, {})
     out_tree = out_spec[-1]
     return exp, in_tree, out_tree, custom_vjps(jax.make_jaxpr(flat_fn)(*avals).jaxpr)
+
+
+def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
+    """``jax.export.export(jitted)(*args, **kwargs)`` with each ``lax.stop_gradient`` kept as
+    ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
+    gradients of the converted module then flowed where the source's stop;
+    :func:`converter._jax_internal.stop_gradient_marked`). One on a symbolic shape cannot be
+    marked: it warns (``UserWarning``), as for ``custom_vjp`` rules."""
+    allow = [jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)]
+    with _jax_internal.stop_gradient_marked() as unmarked:
+        exp = jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
+    if unmarked:
+        warnings.warn(
+            f"{len(unmarked)} lax.stop_gradient on symbolic shapes are not kept in StableHLO: "
+            "gradients of the converted module flow through them (convert with static shapes)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return exp
 
 
 def _custom_vjp_name(params: dict) -> str:
@@ -304,7 +323,7 @@ def from_jax(
         # memory kinds when exported directly
         lead = () if params is None else (jax.tree_util.tree_map(_abstract, params),)
         a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
-        exp = jax.export.export(fn)(*lead, *a, **kw)
+        exp = _export_marked(fn, (*lead, *a), kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
         vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:

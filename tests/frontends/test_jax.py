@@ -5,6 +5,7 @@ from collections import namedtuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -236,3 +237,27 @@ def test_typed_prng_keys_are_taken_and_returned_as_key_data():
     np.testing.assert_array_equal(np.asarray(y), np.asarray(want_y))
     np.testing.assert_array_equal(np.asarray(new_key), np.asarray(jax.random.key_data(want_key)))
     np.testing.assert_array_equal(np.asarray(m.to_jax()(x, jax.random.key_data(key))[0]), np.asarray(want_y))
+
+
+def test_stop_gradient_is_kept():
+    """``lax.stop_gradient`` (no StableHLO op: JAX lowers it to nothing) is kept as a marked
+    custom call: gradients through ``to_jax`` and ``to_torch`` equal ``jax.grad`` of the
+    source (they flowed through it: a target network, a commitment loss...)."""
+
+    def fn(w, x):
+        h = jnp.tanh(x @ w)
+        return jnp.sum((h - jax.lax.stop_gradient(h.mean(0))) ** 2) + jnp.sum(jax.lax.stop_gradient(w) * w)
+
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    x = np.linspace(-2, 1, 15, dtype=np.float32).reshape(5, 3)
+    m = converter.from_jax(fn, x, params=w)
+    want = jax.grad(fn)(w, x)
+    f = m.to_jax()
+    np.testing.assert_allclose(
+        jax.grad(lambda p: f.apply(p, x))(f.params)["params"], want, rtol=1e-5, atol=1e-6
+    )
+    t = m.to_torch()
+    t(torch.from_numpy(x)).backward()
+    np.testing.assert_allclose(next(t.parameters()).grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"args[0]": x})[0], np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
