@@ -108,6 +108,8 @@ def interior_pad(g, x, value, shape, interior, dtype) -> str:
     ``d`` (StableHLO spec: pad, interior_padding): per padded dimension, a new axis after it
     is padded to ``1 + interior[d]``, the two are merged, and the trailing fill is cut.
 
+    Other dimensions may be dynamic (a symbolic batch): their sizes are read at run time.
+
     Raises:
         NotImplementedError: a padded dimension is dynamic.
     """
@@ -115,15 +117,16 @@ def interior_pad(g, x, value, shape, interior, dtype) -> str:
     for d, p in enumerate(interior):
         if not p:
             continue
-        if None in shape:
-            raise NotImplementedError("interior padding on dynamic shapes")
+        if shape[d] is None:
+            raise NotImplementedError("interior padding of a dynamic dimension")
         n = shape[d]
+        sizes = g.sizes(x, shape)
         x = g.op("Unsqueeze", [x, g.ints([d + 1])])
         pads = [0] * (len(shape) + 1) * 2
         pads[len(shape) + 1 + d + 1] = p  # the new axis, high side
         x = g.op_as("Pad", [x, g.ints(pads), value], dtype, data=(0, 2), mode="constant")
-        merged = shape[:d] + [n * (1 + p)] + shape[d + 1 :]
-        x = g.op("Reshape", [x, g.ints(merged)], allowzero=1)
+        merged = sizes[:d] + [n * (1 + p)] + sizes[d + 1 :]
+        x = g.op("Reshape", [x, g.shape_vector(merged)], allowzero=1)
         shape[d] = max(n + (n - 1) * p, 0)
         x = g.op("Slice", [x, g.ints([0]), g.ints([shape[d]]), g.ints([d])])
     return x

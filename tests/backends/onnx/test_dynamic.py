@@ -71,7 +71,11 @@ def _jax_ops(x, w):
         lax.dynamic_slice(h, (x.shape[0] - 1, 0), (1, 4)),  # clamped against the run-time size
         jnp.cumsum(h, axis=1),  # reduce_window with a dynamic carried dimension
         h[::2],  # gather indexing the dynamic dimension
+        lax.conv_transpose(h[:, :, None], _KERNEL, (2,), "SAME", dimension_numbers=("NWC", "WIO", "NWC")),
     )
+
+
+_KERNEL = np.arange(1, 7, dtype=np.float32).reshape(3, 1, 2) / 6  # interior padding, dynamic batch
 
 
 def test_jax_symbolic_module() -> None:
