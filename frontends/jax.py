@@ -286,7 +286,9 @@ def from_jax(
             are static: the module is specialised to them and records them as ``static``.
             An array's non-default memory kind (``pinned_host``) is kept, and so is its
             ``NamedSharding``: the module is then partitioned as the source program is
-            (see ``docs/sharding.md``).
+            (see ``docs/sharding.md``). A typed PRNG key (``jax.random.key``) is held as
+            its key data (``uint32[..., 2]``), as StableHLO holds it, in inputs, outputs and
+            parameters.
         params: a pytree of arrays that become the module's parameters, named by their key
             path (``params['dense']['kernel']``); ``fn`` is then called as
             ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
@@ -299,7 +301,9 @@ def from_jax(
         ``memory_kind`` its ``mhlo.memory_kind`` attribute. A partitioned program (Shardy
         ``sdy.mesh``: sharded arguments, ``with_sharding_constraint``, ``shard_map``) keeps
         its Shardy ops and collectives; ``signature.mesh`` records the mesh
-        (``{axis: size}``) and each leaf's ``sharding`` its partition spec.
+        (``{axis: size}``) and each leaf's ``sharding`` its partition spec. Each
+        ``lax.stop_gradient`` is kept as ``custom_call @converter.stop_gradient`` (StableHLO
+        has no such op), which the backends read as ``stop_gradient``/``detach``/``Identity``.
 
     Raises:
         TypeError: an argument leaf of an unsupported type, naming its path.
@@ -307,7 +311,8 @@ def from_jax(
 
     Warns:
         UserWarning: ``fn`` calls ``jax.custom_vjp`` functions, whose backward rules do not
-            survive lowering (also recorded in ``meta["warnings"]``).
+            survive lowering (also recorded in ``meta["warnings"]``), or
+            ``lax.stop_gradient`` on symbolic shapes (not kept).
     """
     names = _param_names(params)
     if isinstance(fn, jax.export.Exported):
