@@ -239,7 +239,7 @@ def test_typed_prng_keys_are_taken_and_returned_as_key_data():
     np.testing.assert_array_equal(np.asarray(m.to_jax()(x, jax.random.key_data(key))[0]), np.asarray(want_y))
 
 
-def test_stop_gradient_is_kept():
+def test_stop_gradient_is_kept(tmp_path):
     """``lax.stop_gradient`` (no StableHLO op: JAX lowers it to nothing) is kept as a marked
     custom call: gradients through ``to_jax`` and ``to_torch`` equal ``jax.grad`` of the
     source (they flowed through it: a target network, a commitment loss...)."""
@@ -261,3 +261,10 @@ def test_stop_gradient_is_kept():
     np.testing.assert_allclose(next(t.parameters()).grad.numpy(), want, rtol=1e-5, atol=1e-6)
     session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"args[0]": x})[0], np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
+    from converter import cli  # --to stablehlo writes no marker other consumers would not know
+
+    cli.write_stablehlo(m, tmp_path / "f.mlir", None)
+    assert (
+        "converter.stop_gradient" in m.text()
+        and "converter.stop_gradient" not in (tmp_path / "f.mlir").read_text()
+    )
