@@ -5,6 +5,8 @@ A JAX upgrade that moves these internals breaks this file and nothing else.
 
 from __future__ import annotations
 
+import contextlib
+
 from jax._src import core as _core
 from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
@@ -159,3 +161,40 @@ def shape_assertion(pred, message: str) -> None:
     from jax._src.export import shape_poly
 
     shape_poly.shape_assertion(pred, error_message=message)
+
+
+#: custom-call target that marks ``lax.stop_gradient`` in modules ``from_jax`` exports
+STOP_GRADIENT_TARGET = "converter.stop_gradient"
+
+
+@contextlib.contextmanager
+def stop_gradient_marked():
+    """Within the scope, JAX lowers ``lax.stop_gradient`` (``ad_util.stop_gradient_p``, which
+    StableHLO has no op for: JAX lowers it to nothing) on statically shaped values to
+    ``stablehlo.custom_call @converter.stop_gradient(x)``, which the converter's backends read
+    as ``stop_gradient``/``detach``/``Identity``; on symbolic shapes it stays the identity
+    (yields a list that records how many were left unmarked). JAX's global lowering cache
+    (``pxla._cached_lowering_to_hlo``, keyed by jaxpr) is cleared on entry and exit, so no
+    marked lowering reaches a later ``jax.jit`` (XLA has no such custom call) and no cached
+    unmarked one this export."""
+    from jax._src import ad_util
+    from jax._src.interpreters import pxla
+
+    original = _mlir._lowerings[ad_util.stop_gradient_p]
+    unmarked: list[int] = []
+
+    def lower(ctx, x):
+        (aval,) = ctx.avals_in
+        if not all(isinstance(d, int) for d in aval.shape):
+            unmarked.append(1)
+            return [x]
+        op = _mlir.custom_call(STOP_GRADIENT_TARGET, result_types=[x.type], operands=[x])
+        return op.results
+
+    pxla._cached_lowering_to_hlo.cache_clear()
+    _mlir.register_lowering(ad_util.stop_gradient_p, lower)
+    try:
+        yield unmarked
+    finally:
+        _mlir._lowerings[ad_util.stop_gradient_p] = original
+        pxla._cached_lowering_to_hlo.cache_clear()

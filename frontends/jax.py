@@ -16,7 +16,7 @@ import jax.extend.core
 import numpy as np
 from jaxlib.mlir import ir
 
-from converter import dtypes, mlir, sharding
+from converter import _jax_internal, dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
 from converter.module import Module
 from converter.passes import run_passes
@@ -94,8 +94,24 @@ def _is_output_leaf(x: Any) -> bool:
 def _aval_spec(
     name: str, aval: Any, kind: str, memory_kind: str | None, spec: tuple | None = None
 ) -> LeafSpec:
+    aval = physical_aval(aval)
     shape = tuple(d if isinstance(d, int) else str(d) for d in aval.shape)  # symbolic dims by name
     return LeafSpec(name, shape, dtypes.name_of(np.dtype(aval.dtype)), kind, memory_kind, spec)
+
+
+def is_key(x: Any) -> bool:
+    """A typed PRNG key array (``jax.random.key``), or its abstract value."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def physical_aval(aval: Any) -> Any:
+    """``aval``, or for a typed PRNG key the shape and dtype of its key data
+    (``jax.random.key_data``: ``key<fry>[n]`` is ``uint32[n, 2]``), which is what StableHLO
+    holds: the module takes and returns keys as their data."""
+    if not is_key(aval):
+        return aval
+    return jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(aval.shape, aval.dtype))
 
 
 def _dim_ranges(avals: Any) -> dict[str, list]:
@@ -124,7 +140,7 @@ def _abstract(x: Any) -> jax.ShapeDtypeStruct:
     )
     if not spread and sharding is not None and getattr(sharding, "memory_kind", None) in (None, "device"):
         sharding = None
-    dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+    dtype = x.dtype if is_key(x) else jax.dtypes.canonicalize_dtype(x.dtype)
     return jax.ShapeDtypeStruct(tuple(x.shape), dtype, sharding=sharding)
 
 
@@ -196,9 +212,28 @@ def _export(
         return out
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
-    exp = jax.export.export(jax.jit(flat_fn))(*avals)
+    exp = _export_marked(jax.jit(flat_fn), avals, {})
     out_tree = out_spec[-1]
     return exp, in_tree, out_tree, custom_vjps(jax.make_jaxpr(flat_fn)(*avals).jaxpr)
+
+
+def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
+    """``jax.export.export(jitted)(*args, **kwargs)`` with each ``lax.stop_gradient`` kept as
+    ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
+    gradients of the converted module then flowed where the source's stop;
+    :func:`converter._jax_internal.stop_gradient_marked`). One on a symbolic shape cannot be
+    marked: it warns (``UserWarning``), as for ``custom_vjp`` rules."""
+    allow = [jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)]
+    with _jax_internal.stop_gradient_marked() as unmarked:
+        exp = jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
+    if unmarked:
+        warnings.warn(
+            f"{len(unmarked)} lax.stop_gradient on symbolic shapes are not kept in StableHLO: "
+            "gradients of the converted module flow through them (convert with static shapes)",
+            UserWarning,
+            stacklevel=3,
+        )
+    return exp
 
 
 def _custom_vjp_name(params: dict) -> str:
@@ -251,7 +286,9 @@ def from_jax(
             are static: the module is specialised to them and records them as ``static``.
             An array's non-default memory kind (``pinned_host``) is kept, and so is its
             ``NamedSharding``: the module is then partitioned as the source program is
-            (see ``docs/sharding.md``).
+            (see ``docs/sharding.md``). A typed PRNG key (``jax.random.key``) is held as
+            its key data (``uint32[..., 2]``), as StableHLO holds it, in inputs, outputs and
+            parameters.
         params: a pytree of arrays that become the module's parameters, named by their key
             path (``params['dense']['kernel']``); ``fn`` is then called as
             ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
@@ -264,7 +301,9 @@ def from_jax(
         ``memory_kind`` its ``mhlo.memory_kind`` attribute. A partitioned program (Shardy
         ``sdy.mesh``: sharded arguments, ``with_sharding_constraint``, ``shard_map``) keeps
         its Shardy ops and collectives; ``signature.mesh`` records the mesh
-        (``{axis: size}``) and each leaf's ``sharding`` its partition spec.
+        (``{axis: size}``) and each leaf's ``sharding`` its partition spec. Each
+        ``lax.stop_gradient`` is kept as ``custom_call @converter.stop_gradient`` (StableHLO
+        has no such op), which the backends read as ``stop_gradient``/``detach``/``Identity``.
 
     Raises:
         TypeError: an argument leaf of an unsupported type, naming its path.
@@ -272,7 +311,8 @@ def from_jax(
 
     Warns:
         UserWarning: ``fn`` calls ``jax.custom_vjp`` functions, whose backward rules do not
-            survive lowering (also recorded in ``meta["warnings"]``).
+            survive lowering (also recorded in ``meta["warnings"]``), or
+            ``lax.stop_gradient`` on symbolic shapes (not kept).
     """
     names = _param_names(params)
     if isinstance(fn, jax.export.Exported):
@@ -288,7 +328,7 @@ def from_jax(
         # memory kinds when exported directly
         lead = () if params is None else (jax.tree_util.tree_map(_abstract, params),)
         a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
-        exp = jax.export.export(fn)(*lead, *a, **kw)
+        exp = _export_marked(fn, (*lead, *a), kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
         vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:
@@ -324,7 +364,10 @@ def from_jax(
         mesh=mesh,
         extra={"dim_ranges": ranges} if (ranges := _dim_ranges(exp.in_avals)) else {},
     )
-    values = {s.name: np.asarray(jax.device_get(v)) for s, v in zip(param_specs, p_values, strict=True)}
+    values = {
+        s.name: np.asarray(jax.device_get(jax.random.key_data(v) if is_key(v) else v))
+        for s, v in zip(param_specs, p_values, strict=True)
+    }
     meta = {"jax_version": jax.__version__, "function": getattr(exp, "fun_name", "")}
     if vjps:
         msg = (

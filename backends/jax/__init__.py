@@ -142,6 +142,12 @@ def _to_memory(value: Any, spec, space) -> Any:
     return jax.device_put(value, space)
 
 
+def _is_key(x: Any) -> bool:
+    """A typed PRNG key array (``jax.random.key``)."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
 class JaxFunction:
     """A converted module as a JAX callable.
 
@@ -352,6 +358,8 @@ class JaxFunction:
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):
             raise ValueError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
+        # a typed PRNG key (jax.random.key) enters as its key data, as the module holds it
+        leaves = [(p, jax.random.key_data(v) if _is_key(v) else v) for p, v in leaves]
         values = [v for _, v in leaves]
         self._check_not_narrowed({}, values)  # before check_leaf: the message says why
         for (path, value), spec in zip(leaves, sig.inputs, strict=True):

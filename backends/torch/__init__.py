@@ -75,7 +75,7 @@ _SHAPE_CONSUMERS: dict[str, frozenset[int] | None] = {
     "stablehlo.custom_call@shape_assertion": None,
     "stablehlo.dynamic_broadcast_in_dim": frozenset({1}), "stablehlo.dynamic_reshape": frozenset({1}),
     "stablehlo.dynamic_iota": frozenset({0}), "stablehlo.real_dynamic_slice": frozenset({1, 2, 3}),
-    "stablehlo.dynamic_pad": frozenset({2, 3, 4}),
+    "stablehlo.dynamic_pad": frozenset({2, 3, 4}), "stablehlo.dynamic_gather": frozenset({2}),
 }  # fmt: skip
 
 

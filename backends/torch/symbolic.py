@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from converter import dtypes, mlir
 
@@ -113,7 +114,15 @@ def shape_list(value: Any) -> list:
     elements, or a concrete tensor's values (a module run eagerly on real tensors)."""
     if isinstance(value, SymArray):
         return [v if not isinstance(v, (np.integer, np.bool_)) else int(v) for v in value.tolist()]
-    return [int(v) for v in value.reshape(-1).tolist()]
+    try:
+        return [int(v) for v in value.reshape(-1).tolist()]
+    except GuardOnDataDependentSymNode as e:
+        raise SymbolicSizeError(
+            "a shape operand computed from tensor values (such as the slice position of a "
+            "lax.scan or fori_loop over a symbolic length, from its loop counter) has no "
+            "symbolic form while torch.export/torch.compile traces the module; trace it at fixed "
+            "sizes (to_torch(input_shapes=...)) or run it eagerly (any size)"
+        ) from e
 
 
 def _from_constant(op: mlir.Op) -> SymArray | None:

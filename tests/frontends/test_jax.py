@@ -5,6 +5,7 @@ from collections import namedtuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -216,3 +217,54 @@ def test_exported_params_mismatch_is_reported():
     )
     with pytest.raises(SignatureMismatchError, match="params has 2 leaves"):
         converter.from_jax(exp, params={"w": np.ones((3, 2), np.float32), "b": np.ones(2, np.float32)})
+
+
+def test_typed_prng_keys_are_taken_and_returned_as_key_data():
+    """``jax.random.key`` inputs and outputs (typed ``key<fry>`` arrays): the module holds
+    their key data (``uint32[..., 2]``, what StableHLO has); the JAX function takes the
+    typed key or its data (the torch module its data) and draws JAX's numbers."""
+
+    def noisy(x, key):
+        key, sub = jax.random.split(key)
+        return x + jax.random.normal(sub, x.shape), key
+
+    x, key = np.ones((2, 3), np.float32), jax.random.key(7)
+    m = converter.from_jax(noisy, x, key)
+    assert [(s.shape, s.dtype) for s in m.signature.inputs] == [((2, 3), "float32"), ((2,), "uint32")]
+    assert m.signature.outputs[1].shape == (2,) and m.signature.outputs[1].dtype == "uint32"
+    want_y, want_key = jax.jit(noisy)(x, key)
+    y, new_key = m.to_jax()(x, key)
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(want_y))
+    np.testing.assert_array_equal(np.asarray(new_key), np.asarray(jax.random.key_data(want_key)))
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(x, jax.random.key_data(key))[0]), np.asarray(want_y))
+
+
+def test_stop_gradient_is_kept(tmp_path):
+    """``lax.stop_gradient`` (no StableHLO op: JAX lowers it to nothing) is kept as a marked
+    custom call: gradients through ``to_jax`` and ``to_torch`` equal ``jax.grad`` of the
+    source (they flowed through it: a target network, a commitment loss...)."""
+
+    def fn(w, x):
+        h = jnp.tanh(x @ w)
+        return jnp.sum((h - jax.lax.stop_gradient(h.mean(0))) ** 2) + jnp.sum(jax.lax.stop_gradient(w) * w)
+
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    x = np.linspace(-2, 1, 15, dtype=np.float32).reshape(5, 3)
+    m = converter.from_jax(fn, x, params=w)
+    want = jax.grad(fn)(w, x)
+    f = m.to_jax()
+    np.testing.assert_allclose(
+        jax.grad(lambda p: f.apply(p, x))(f.params)["params"], want, rtol=1e-5, atol=1e-6
+    )
+    t = m.to_torch()
+    t(torch.from_numpy(x)).backward()
+    np.testing.assert_allclose(next(t.parameters()).grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"args[0]": x})[0], np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
+    from converter import cli  # --to stablehlo writes no marker other consumers would not know
+
+    cli.write_stablehlo(m, tmp_path / "f.mlir", None)
+    assert (
+        "converter.stop_gradient" in m.text()
+        and "converter.stop_gradient" not in (tmp_path / "f.mlir").read_text()
+    )

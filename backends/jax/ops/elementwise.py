@@ -152,3 +152,9 @@ def total_order_key(x):
 @register("stablehlo.reduce_precision")
 def _reduce_precision(interp, op, x):
     return lax.reduce_precision(x, op.attr("exponent_bits"), op.attr("mantissa_bits"))
+
+
+@register("stablehlo.custom_call@converter.stop_gradient")
+def _stop_gradient(interp, op, x):
+    """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it: StableHLO has no op)."""
+    return lax.stop_gradient(x)

@@ -58,7 +58,57 @@ def _reduce(interp, op, *args):
         out = body(*acc, *x)
         return tuple(out)
 
+    if len({jnp.issubdtype(x.dtype, jnp.inexact) for x in operands}) > 1:
+        return list(_mixed_reduce(computation, dims)(tuple(operands), tuple(inits)))
     return list(lax.reduce(tuple(operands), tuple(inits), computation, dims))
+
+
+def _mixed_reduce(computation, dims):
+    """``lax.reduce`` of float and integer operands together (argmax/argmin: values and
+    indices) as a differentiable function. JAX's own JVP of a general ``lax.reduce`` fails
+    on such operands (jaxlib 0.10.2 reshapes the integers' symbolic zero tangents: "Zero ...
+    passed to reshape"), so ``jax.grad`` of any program computing an ``argmax`` failed; here
+    the primal is ``lax.reduce`` itself and the tangent that of a pairwise tree of the body
+    (the method of JAX's rule, with the integers' ``float0`` tangents given explicitly)."""
+
+    @jax.custom_jvp
+    def reduce(operands, inits):
+        return lax.reduce(operands, inits, computation, dims)
+
+    @reduce.defjvp
+    def _jvp(primals, tangents):
+        operands, inits = primals
+        out = reduce(operands, inits)
+        _, t_out = jax.jvp(lambda o, i: _tree_reduce(computation, dims, o, i), primals, tangents)
+        return out, t_out
+
+    return reduce
+
+
+def _tree_reduce(computation, dims, operands, inits):
+    """The reduction of ``operands`` over ``dims`` by halving: the reduced dimensions are
+    flattened to one, whose halves are combined elementwise by ``computation`` (mapped with
+    ``vmap``) until one element is left; an odd half is padded with the init values; the
+    result is combined with the inits last (exact for an identity init)."""
+    shape = operands[0].shape
+    kept = [d for d in range(len(shape)) if d not in dims]
+    out_shape = tuple(shape[d] for d in kept)
+    n = int(np.prod([shape[d] for d in dims], dtype=np.int64))
+    xs = [jnp.transpose(x, (*dims, *kept)).reshape((n, *out_shape)) for x in operands]
+    full = [jnp.broadcast_to(i, out_shape) for i in inits]
+    if n == 0:
+        return tuple(full)
+    pair = lambda *a: computation(a[: len(a) // 2], a[len(a) // 2 :])  # noqa: E731
+    for _ in kept:
+        pair = jax.vmap(pair)
+    halves = jax.vmap(pair)
+    while xs[0].shape[0] > 1:
+        half = (xs[0].shape[0] + 1) // 2
+        lo, hi = [x[:half] for x in xs], [x[half:] for x in xs]
+        if hi[0].shape[0] != half:
+            hi = [jnp.concatenate([h, f[None]]) for h, f in zip(hi, full, strict=True)]
+        xs = list(halves(*lo, *hi))
+    return tuple(pair(*full, *(x[0] for x in xs)))
 
 
 def _nan_in_window(x, out, kwargs: dict):
@@ -101,7 +151,60 @@ def _reduce_window(interp, op, *args):
     def computation(acc, x):
         return tuple(body(*acc, *x))
 
+    axis = _cumulative_axis(operands, kwargs)
+    if axis is not None:
+        init = interp.static_operand(op, 1)
+        if init is not None and _idempotent(computation, init):
+            return [_cumulative(computation, axis, kwargs)(operands[0], inits[0])]
     return list(lax.reduce_window(tuple(operands), tuple(inits), computation, **kwargs))
+
+
+def _idempotent(computation, init) -> bool:
+    """``body(init, init) == init`` for a known init value (computed now, not traced)."""
+    with jax.ensure_compile_time_eval():
+        out = computation((jnp.asarray(init),), (jnp.asarray(init),))[0]
+        return bool(jnp.array_equal(out, init, equal_nan=True))
+
+
+def _cumulative_axis(operands, kwargs) -> int | None:
+    """The axis of a cumulative reduce_window of one float operand (what ``jnp.cumprod``,
+    ``lax.cumlogsumexp`` lower to: a window the axis's length, padded by its length - 1
+    below, stride and dilations 1, every other window dimension 1), else None."""
+    if len(operands) != 1 or not jnp.issubdtype(operands[0].dtype, jnp.floating):
+        return None
+    shape = operands[0].shape
+    window, strides, padding = kwargs["window_dimensions"], kwargs["window_strides"], kwargs["padding"]
+    if any(s != 1 for s in (*strides, *kwargs["base_dilation"], *kwargs["window_dilation"])):
+        return None
+    axes = [d for d, w in enumerate(window) if w != 1 or tuple(padding[d]) != (0, 0)]
+    if len(axes) != 1:
+        return None
+    (d,) = axes
+    return d if window[d] == shape[d] and tuple(padding[d]) == (shape[d] - 1, 0) else None
+
+
+def _cumulative(computation, axis, kwargs):
+    """A cumulative ``reduce_window`` (:func:`_cumulative_axis`) with an idempotent init value
+    (``body(init, init) == init``, as the identities JAX uses are) as a differentiable
+    function: JAX has no reverse mode of a ``reduce_window`` with a general body, so
+    ``jax.grad`` through ``jnp.cumprod`` or ``cumlogsumexp`` failed. The primal is the
+    ``reduce_window`` itself; the tangent that of ``lax.associative_scan`` of the body (the
+    same inclusive prefix folds, the body being associative), combined with the init."""
+
+    def fold(a, b):
+        return computation((a,), (b,))[0]
+
+    @jax.custom_jvp
+    def cumulative(x, init):
+        return lax.reduce_window((x,), (init,), computation, **kwargs)[0]
+
+    @cumulative.defjvp
+    def _jvp(primals, tangents):
+        x, init = primals
+        scan = lambda x, init: fold(init, lax.associative_scan(fold, x, axis=axis))  # noqa: E731
+        return cumulative(x, init), jax.jvp(scan, primals, tangents)[1]
+
+    return cumulative
 
 
 @register("stablehlo.select_and_scatter")

@@ -708,3 +708,9 @@ def _round_mantissa(g, a, man_bits, emin):
         tie_down = g.op("And", [g.op("Equal", [q, _f64(g, 1.5)]), even])
         rounded = g.op("Where", [tie_down, one, rounded])
     return g.op("Mul", [rounded, ulp])
+
+
+@register("stablehlo.custom_call@converter.stop_gradient", dynamic=True)
+def _stop_gradient(interp, op, x):
+    """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ONNX has no gradients."""
+    return interp.graph.op("Identity", [x])

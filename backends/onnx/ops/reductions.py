@@ -84,27 +84,25 @@ def _reduce_loop(interp, op, xs, inits):
 
     The reduced dimensions are moved first and flattened to one of size ``R``; the loop
     carries one accumulator per operand, shaped as the result, starting from the init values.
+    Dynamic dimensions (shape-polymorphic modules) are read with ``Shape`` at run time: the
+    trip count ``R`` and the accumulators' shape then come from the operand.
 
     Raises:
-        NotImplementedError: the body holds a non-elementwise op, or a shape is dynamic.
+        NotImplementedError: the body holds a non-elementwise op.
     """
     body_ops = {o.name for o in mlir.walk_ops(op.mlir)}
     if not body_ops <= ELEMENTWISE_BODY:
         raise NotImplementedError(f"reduce body with {sorted(body_ops - ELEMENTWISE_BODY)}")
     shape = op.operand_type(0).shape
-    if None in shape:
-        raise NotImplementedError("reduce with a general body on dynamic shapes")
     g = interp.graph
     dims = list(op.attr("dimensions"))
     kept = [i for i in range(len(shape)) if i not in dims]
+    sizes = g.sizes(xs[0], shape)  # ints, or int64 [1] values for dynamic dimensions
+    out_sizes = [sizes[i] for i in kept]
+    reduced = g.product([sizes[i] for i in dims])
+    flat_shape = g.shape_vector([reduced, *out_sizes])
+    flat = [g.op("Reshape", [g.op("Transpose", [x], perm=dims + kept), flat_shape], allowzero=1) for x in xs]
     out_shape = [shape[i] for i in kept]
-    reduced = int(np.prod([shape[i] for i in dims], dtype=np.int64))
-    flat = [
-        g.op(
-            "Reshape", [g.op("Transpose", [x], perm=dims + kept), g.ints([reduced, *out_shape])], allowzero=1
-        )
-        for x in xs
-    ]
     types = [mlir.TensorType(tuple(out_shape), t.dtype) for t in op.result_types]
     carried = [(g.fresh("acc"), t) for t in types]
     body = interp.region_fn(op.regions[0])
@@ -121,8 +119,11 @@ def _reduce_loop(interp, op, xs, inits):
         return [(cond, _BOOL_T), *zip(new, types, strict=True)]
 
     graph = _subgraph(interp, "reduce_body", [(it, _I64), (cond, _BOOL_T), *carried], emit)
-    starts = [g.op("Expand", [init, g.ints(out_shape)]) for init in inits]
-    out = g.op("Loop", [g.const(np.int64(reduced)), "", *starts], len(starts), body=graph)
+    starts = [g.op("Expand", [init, g.shape_vector(out_sizes)]) for init in inits]
+    trips = (
+        g.const(np.int64(reduced)) if isinstance(reduced, int) else g.op("Squeeze", [reduced, g.ints([0])])
+    )
+    out = g.op("Loop", [trips, "", *starts], len(starts), body=graph)
     return out if isinstance(out, list) else [out]
 
 

@@ -108,6 +108,8 @@ def interior_pad(g, x, value, shape, interior, dtype) -> str:
     ``d`` (StableHLO spec: pad, interior_padding): per padded dimension, a new axis after it
     is padded to ``1 + interior[d]``, the two are merged, and the trailing fill is cut.
 
+    Other dimensions may be dynamic (a symbolic batch): their sizes are read at run time.
+
     Raises:
         NotImplementedError: a padded dimension is dynamic.
     """
@@ -115,15 +117,16 @@ def interior_pad(g, x, value, shape, interior, dtype) -> str:
     for d, p in enumerate(interior):
         if not p:
             continue
-        if None in shape:
-            raise NotImplementedError("interior padding on dynamic shapes")
+        if shape[d] is None:
+            raise NotImplementedError("interior padding of a dynamic dimension")
         n = shape[d]
+        sizes = g.sizes(x, shape)
         x = g.op("Unsqueeze", [x, g.ints([d + 1])])
         pads = [0] * (len(shape) + 1) * 2
         pads[len(shape) + 1 + d + 1] = p  # the new axis, high side
         x = g.op_as("Pad", [x, g.ints(pads), value], dtype, data=(0, 2), mode="constant")
-        merged = shape[:d] + [n * (1 + p)] + shape[d + 1 :]
-        x = g.op("Reshape", [x, g.ints(merged)], allowzero=1)
+        merged = sizes[:d] + [n * (1 + p)] + sizes[d + 1 :]
+        x = g.op("Reshape", [x, g.shape_vector(merged)], allowzero=1)
         shape[d] = max(n + (n - 1) * p, 0)
         x = g.op("Slice", [x, g.ints([0]), g.ints([shape[d]]), g.ints([d])])
     return x
@@ -147,27 +150,52 @@ def _dynamic_slice(interp, op, x, *starts):
     return g.op("Slice", [x, begin, end, g.ints(range(len(sizes)))])
 
 
-@register("stablehlo.dynamic_update_slice")
+@register("stablehlo.dynamic_update_slice", dynamic=True)
 def _dynamic_update_slice(interp, op, x, update, *starts):
     """``ScatterND`` of ``update`` at the clamped start (StableHLO spec: dynamic_update_slice:
     starts are clamped to ``[0, dim - update size]``, so every index is in bounds): the
-    indices are the start plus a constant grid of the update's positions."""
+    indices are the start plus a grid of the update's positions (a constant for static
+    shapes; built from ``Range``s of the sizes read at run time for dynamic ones, as in a
+    ``lax.scan`` over a symbolic length stacking its outputs)."""
     g = interp.graph
-    sizes = op.operand_type(1).shape
+    ushape = op.operand_type(1).shape
+    sizes = g.sizes(update, ushape)
     begin = _clamped_starts(g, x, starts, sizes, op.operand_type(0).shape)
-    grid = np.stack(np.indices(sizes, dtype=np.int64), axis=-1) if sizes else np.zeros([0], np.int64)
-    idx = g.op("Add", [g.const(grid), begin])
+    if None not in ushape:
+        grid = g.const(
+            np.stack(np.indices(ushape, dtype=np.int64), axis=-1) if ushape else np.zeros([0], np.int64)
+        )
+    else:
+        grid = _index_grid(g, sizes)
+    idx = g.op("Add", [grid, begin])
     return g.op("ScatterND", [x, idx, update])
+
+
+def _index_grid(g, sizes) -> str:
+    """The int64 ``[*sizes, rank]`` grid of every position's index (``np.indices`` moved
+    last) for sizes given as ints and int64 ``[1]`` run-time values."""
+    rank = len(sizes)
+    shape = g.shape_vector(sizes)
+    axes = []
+    for i, n in enumerate(sizes):
+        n = n if isinstance(n, str) else g.ints([n])
+        r = g.op("Range", [g.const(np.int64(0)), g.op("Squeeze", [n, g.ints([0])]), g.const(np.int64(1))])
+        view = g.op("Reshape", [r, g.ints([-1 if j == i else 1 for j in range(rank)] + [1])])
+        axes.append(g.op("Expand", [view, g.op("Concat", [shape, g.ints([1])], axis=0)]))
+    return g.op("Concat", axes, axis=-1)
 
 
 def _clamped_starts(g, x, starts, sizes, shape) -> str:
     """The int64 ``[rank]`` start vector, each start clamped to ``[0, shape[i] - sizes[i]]``
-    (a dynamic dimension's size read at run time)."""
+    (a dynamic dimension's size read at run time; ``sizes`` ints or int64 ``[1]`` values)."""
     clamped = []
     for i, s in enumerate(starts):
         s64 = g.op("Reshape", [g.op("Cast", [s], to=7), g.ints([1])])  # INT64
+        size = sizes[i] if isinstance(sizes[i], str) else g.ints([sizes[i]])
         if shape[i] is None:  # a dynamic dimension: its size at run time
-            hi = g.op("Sub", [g.dim(x, i), g.ints([sizes[i]])])
+            hi = g.op("Sub", [g.dim(x, i), size])
+        elif isinstance(sizes[i], str):
+            hi = g.op("Sub", [g.ints([shape[i]]), size])
         else:
             hi = g.ints([shape[i] - sizes[i]])
         clamped.append(g.op("Max", [g.op("Min", [s64, hi]), g.ints([0])]))

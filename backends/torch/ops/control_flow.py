@@ -27,6 +27,7 @@ from converter.regions import static_trip_count
 
 from .. import recorder
 from ..registry import register
+from ..symbolic import SymArray, materialize
 
 
 def _is_dense_constant(op: ir.Operation) -> bool:
@@ -77,16 +78,23 @@ def _value_of(interp, v: ir.Value):
 
 def closed_region(interp, region: ir.Region):
     """``(fn, captured)``: ``fn(*block_args, *captured)`` evaluates ``region``; ``captured``
-    are the current values of the region's free variables."""
+    are the current tensor values of the region's free variables. Shape values
+    (:class:`~backends.torch.symbolic.SymArray`: sizes of a module traced on symbolic sizes,
+    such as a ``lax.scan``'s symbolic length) are closed over instead, as the higher-order
+    ops take only tensors."""
     free = free_values(region)
     env = interp.env
-    captured = [_value_of(interp, v) for v in free]
+    values = [_value_of(interp, v) for v in free]
     interp.env = env
     nargs = len(region.blocks[0].arguments)
+    shapes = {i: v for i, v in enumerate(values) if isinstance(v, SymArray)}
+    captured = [v for i, v in enumerate(values) if i not in shapes]
 
     def fn(*args):
-        outer = dict(zip(free, args[nargs:], strict=True))
-        return interp.run_region(region, list(args[:nargs]), outer)
+        given = iter(args[nargs:])
+        outer = {v: shapes[i] if i in shapes else next(given) for i, v in enumerate(free)}
+        outs = interp.run_region(region, list(args[:nargs]), outer)
+        return [materialize(interp, o) for o in outs]
 
     return fn, captured
 
@@ -344,11 +352,15 @@ def _branch_fns(interp, regions):
     env = interp.env
     values = [_value_of(interp, v) for v in union]
     interp.env = env
+    tensor_at = {}  # union index -> position among the tensor values (closed_region's captures)
+    for i, v in enumerate(values):
+        if not isinstance(v, SymArray):
+            tensor_at[i] = len(tensor_at)
     fns = []
     for (fn, _), fr in zip(closed, frees, strict=False):
-        pick = [union.index(v) for v in fr]
+        pick = [tensor_at[union.index(v)] for v in fr if union.index(v) in tensor_at]
         fns.append(lambda *ops, fn=fn, pick=pick: fn(*[ops[i] for i in pick]))
-    return fns, values
+    return fns, [v for v in values if not isinstance(v, SymArray)]
 
 
 @register("stablehlo.if")

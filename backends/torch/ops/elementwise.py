@@ -570,3 +570,9 @@ def _polygamma(interp, op, n, x):
     if len(orders) != 1:
         raise NotImplementedError("chlo.polygamma with mixed orders")
     return torch.special.polygamma(orders.pop(), x)
+
+
+@register("stablehlo.custom_call@converter.stop_gradient")
+def _stop_gradient(interp, op, x):
+    """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ``detach``."""
+    return x.detach()

@@ -14,6 +14,7 @@ import torch
 from converter.regions import classify_combiner
 
 from ..registry import register
+from ..symbolic import shape_list
 
 
 def _place(t: torch.Tensor, rank: int, dims: list[int]) -> torch.Tensor:
@@ -59,8 +60,21 @@ def _dynamic_update_slice(interp, op, x, update, *starts):
 
 @register("stablehlo.gather")
 def _gather(interp, op, operand, indices):
+    return gather(op, operand, indices, list(op.attr("slice_sizes")))
+
+
+@register("stablehlo.dynamic_gather")
+def _dynamic_gather(interp, op, operand, indices, slice_sizes):
+    """``gather`` with the slice sizes as an operand (what ``jax.export`` writes for
+    ``x[:, -1]`` of a symbolic ``x``); it is left only when the module runs on symbolic sizes
+    (``torch.export``/``torch.compile`` tracing), where the sizes are ints and ``SymInt``s."""
+    return gather(op, operand, indices, shape_list(slice_sizes))
+
+
+def gather(op, operand, indices, sizes: list) -> torch.Tensor:
+    """StableHLO spec: gather, with ``sizes`` the slice sizes (ints or ``SymInt``s): advanced
+    indexing by start positions (clamped in bounds) plus the window offsets."""
     d = op.attr("dimension_numbers")
-    sizes = list(op.attr("slice_sizes"))
     out_shape = list(op.result_type.shape)
     out_rank = len(out_shape)
     offset_dims = list(d["offset_dims"])
@@ -88,10 +102,14 @@ def _gather(interp, op, operand, indices):
     if out_rank == 0:  # a 0-d integer tensor index would be read as a Python int
         return operand[tuple(i.reshape(1) for i in index)].reshape(())
     out = operand[tuple(index)]
-    # a dynamic dimension (None: the module traced symbolically, torch.export of to_torch())
-    # is already as large as its index
-    out_shape = [n if n is not None else out.shape[i] for i, n in enumerate(out_shape)]
-    return out.expand(out_shape) if list(out.shape) != out_shape else out
+    # a dimension no index covers is broadcast; a dynamic one (None: a shape-polymorphic
+    # module traced with symbolic sizes) always comes from the indices, kept as is (-1)
+    if any(
+        s is not None and not (isinstance(o, int) and o == s)
+        for o, s in zip(out.shape, out_shape, strict=True)
+    ):
+        out = out.expand([-1 if s is None else s for s in out_shape])
+    return out
 
 
 def scatter_positions(op, operand_shape, indices, update_shape):

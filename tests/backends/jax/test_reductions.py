@@ -36,6 +36,47 @@ def test_variadic_reduce_argmax():
     assert_same(lambda a: (jnp.argmax(a, axis=2), jnp.argmin(a, axis=0)), A)
 
 
+def test_variadic_reduce_of_values_and_indices_differentiates():
+    """A (value, index) reduce (what ``argmax`` and torch's ``max(x, dim)`` lower to) under
+    ``jax.grad``: JAX's own JVP of it failed on the integer operand; the value's gradient is
+    that of ``jnp.max``, the indices are exact."""
+
+    def max_with_index(x):
+        idx = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+
+        def pick(a, b):
+            take = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+            return jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1])
+
+        return lax.reduce((x, idx), (np.float32(-np.inf), np.int32(0)), pick, (1,))
+
+    x = A[0]  # (5, 6), distinct values
+    f = converter.from_jax(lambda x: (*max_with_index(x), jnp.argmax(x, axis=0)), x).to_jax()
+    v, i, j = f(x)
+    np.testing.assert_array_equal(np.asarray(i), np.argmax(x, axis=1))
+    np.testing.assert_array_equal(np.asarray(j), np.argmax(x, axis=0))
+    w = np.linspace(1, 2, 5, dtype=np.float32)
+    got = jax.jit(jax.grad(lambda x: jnp.sum(f(x)[0] * w)))(x)
+    np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.max(x, axis=1) * w))(x), rtol=1e-6)
+
+
+def test_cumulative_general_bodies_differentiate():
+    """``jnp.cumprod`` and ``lax.cumlogsumexp`` lower to reduce_windows with a multiply /
+    log-add-exp body, which JAX cannot reverse-differentiate: outputs bit-equal to
+    ``jax.jit`` of the source, gradients equal to ``jax.grad`` of it."""
+    x = A[0, :3, :4] * 0.3
+
+    def fn(x):
+        return jnp.cumprod(1 + x, axis=0) + lax.cumlogsumexp(x, axis=1)
+
+    f = converter.from_jax(fn, x).to_jax()
+    w = rng.normal(size=x.shape).astype(np.float32)
+    both = jax.jit(lambda x: [(g(x), jax.grad(lambda x, g=g: jnp.sum(g(x) * w))(x)) for g in (f, fn)])
+    (got, got_grad), (want, want_grad) = both(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    np.testing.assert_allclose(got_grad, want_grad, rtol=1e-5, atol=1e-6)
+
+
 def test_reduce_with_non_identity_init():
     assert_same(lambda a: lax.reduce(a, np.float32(10.0), lax.add, (0,)), A, rtol=1e-5)
 

@@ -71,7 +71,11 @@ def _jax_ops(x, w):
         lax.dynamic_slice(h, (x.shape[0] - 1, 0), (1, 4)),  # clamped against the run-time size
         jnp.cumsum(h, axis=1),  # reduce_window with a dynamic carried dimension
         h[::2],  # gather indexing the dynamic dimension
+        lax.conv_transpose(h[:, :, None], _KERNEL, (2,), "SAME", dimension_numbers=("NWC", "WIO", "NWC")),
     )
+
+
+_KERNEL = np.arange(1, 7, dtype=np.float32).reshape(3, 1, 2) / 6  # interior padding, dynamic batch
 
 
 def test_jax_symbolic_module() -> None:
@@ -94,6 +98,41 @@ def test_jax_symbolic_module() -> None:
         assert len(got) == len(want)
         for g, e in zip(got, want, strict=True):
             assert g.shape == e.shape
+            np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-6)
+
+
+def _scan_argmax(xs, h0):
+    def body(h, x):
+        h = jnp.tanh(h + x)
+        return h, (h.sum(-1), h > 0)
+
+    h, ys = lax.scan(body, h0, xs)  # stacks its outputs with dynamic_update_slice
+    update = lax.dynamic_update_slice(xs, h0[None] * 2, (xs.shape[0] // 2, 0, 0))
+    best = jnp.take_along_axis(xs, jnp.argmax(xs, axis=-1, keepdims=True), axis=-1)  # gather, batching dims
+    return h, ys, jnp.argmax(xs, axis=0), jnp.argmin(xs, axis=-1), update, best
+
+
+def test_scan_over_symbolic_length_and_argmax() -> None:
+    """``lax.scan`` over a symbolic length (``dynamic_update_slice`` of dynamic shapes),
+    ``argmax``/``argmin`` (a value/index reduce, an ONNX ``Loop``) and ``take_along_axis``
+    (a gather with batching dimensions) on symbolic dimensions: onnxruntime matches
+    ``jax.jit`` at two sizes of each."""
+    s, n = jax.export.symbolic_shape("s, n")
+    m = converter.from_jax(
+        _scan_argmax, jax.ShapeDtypeStruct((s, n, 4), np.float32), jax.ShapeDtypeStruct((n, 4), np.float32)
+    )
+    model = m.to_onnx()
+    onnx.checker.check_model(model, full_check=True)
+    session = _session(model)
+    for size_s, size_n in ((3, 2), (5, 1)):
+        r = np.random.default_rng(size_s)
+        xs, h0 = (
+            r.normal(size=(size_s, size_n, 4)).astype(np.float32),
+            r.normal(size=(size_n, 4)).astype(np.float32),
+        )
+        got = session.run(None, dict(zip((i.name for i in session.get_inputs()), (xs, h0), strict=True)))
+        want = jax.tree_util.tree_leaves(jax.jit(_scan_argmax)(xs, h0))
+        for g, e in zip(got, want, strict=True):
             np.testing.assert_allclose(g, np.asarray(e), rtol=1e-5, atol=1e-6)
 
 
