@@ -157,6 +157,12 @@ def _match_softmax(op: mlir.Op) -> tuple[ir.Value, int] | None:
     if not _broadcast_back(denom, _unbroadcast(denom)[0], dims, rank):
         return None
     peak, mapping = _unbroadcast(shifted)
+    marked = _def(peak, "stablehlo.custom_call")
+    if marked is not None and marked.attr("call_target_name") == "converter.stop_gradient":
+        # jax.nn.softmax's stop_gradient(max): softmax does not depend on the shift, so
+        # F.softmax's gradient is the same
+        peak, inner = _unbroadcast(marked.operands[0])
+        mapping = [mapping[d] for d in inner]
     if mapping != [d for d in range(rank) if d not in dims]:
         return None
     clamp = _def(peak, "stablehlo.maximum")  # maximum(-inf, max(x)) is max(x)

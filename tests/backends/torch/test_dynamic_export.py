@@ -196,3 +196,29 @@ def test_gather_of_a_dynamic_size_reexports():
     ep = torch.export.export(t, (ids,), dynamic_shapes=t.export_dynamic_shapes())
     other = torch.randint(0, 10, (2, 17))
     torch.testing.assert_close(ep.module()(other), emb(other).detach())
+
+
+def test_torch_compile_of_a_shape_polymorphic_module(mlp):
+    """``torch.compile(fullgraph=True, dynamic=True)`` of a shape-polymorphic ``to_torch()``:
+    one opaque op (backends/torch/compiled.py), one graph for every batch size, outputs and
+    parameter gradients as eager torch's (it raised: Dynamo cannot trace the per-shape
+    graph build)."""
+    from torch._dynamo.utils import counters
+
+    model, module, _ = mlp
+    t = module.to_torch()
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(t, backend="aot_eager", fullgraph=True, dynamic=True)
+    for n in (3, 10):
+        x = torch.randn(n, 6)
+        got, want = compiled(x), model(x)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        t.zero_grad()
+        model.zero_grad()
+        got[0].square().sum().backward()
+        want[0].square().sum().backward()
+        for (_, p), q in zip(t.named_parameters(), model.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == 1
