@@ -78,7 +78,8 @@ def size(ctx, x):
 
 @onnx_op("Flatten", 1)
 def flatten(ctx, x, *, axis=1):
-    axis = axis % x.ndim if x.ndim else 0
+    """Flatten to 2-D at ``axis`` in ``[-r, r]`` (``axis == r`` gives ``(size, 1)``)."""
+    axis = axis + x.ndim if axis < 0 else axis
     return jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
