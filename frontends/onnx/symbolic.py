@@ -196,7 +196,7 @@ RULES: dict[str, Callable] = {
 
 #: Ops whose shape input may be a symbolic shape value (their rules read it with
 #: ``ctx.static`` and keep symbolic dimensions).
-CONSUMERS = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "Range"})
+CONSUMERS = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "Range", "Resize"})
 
 
 def evaluate(op_type: str, version: int, values: list, attrs: dict) -> np.ndarray | None:

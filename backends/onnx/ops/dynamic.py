@@ -119,6 +119,9 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     ``Squeeze`` of the collapsed dimensions."""
     d = op.attr("dimension_numbers")
     rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
+    take = _take_form(op, d)
+    if take is not None:
+        return _dynamic_take(interp, op, x, indices, slice_sizes, take)
     if d.get("operand_batching_dims") or list(d["offset_dims"]) != list(range(result.rank)):
         raise NotImplementedError("dynamic_gather with batch dimensions (only the one-slice form is lowered)")
     if itype.rank > 1 or (itype.rank == 1 and d["index_vector_dim"] != 0):
@@ -139,3 +142,54 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     y = g.op("Slice", [x, start, g.op("Add", [start, sizes]), g.ints(range(rank))])
     collapsed = list(d["collapsed_slice_dims"])
     return g.op("Squeeze", [y, g.ints(collapsed)]) if collapsed else y
+
+
+def _take_form(op, d) -> int | None:
+    """The axis when the gather is ``jnp.take(x, indices, axis)`` (``Gather`` in ONNX): one
+    indexed dimension, collapsed, its index vector of size 1 last in ``indices``; the other
+    operand dimensions kept in order; the indices' batch dimensions where the axis was.
+    Else None."""
+    itype, result = op.operand_type(1), op.result_type
+    rank = op.operand_type(0).rank
+    index_map = list(d["start_index_map"])
+    if d.get("operand_batching_dims") or len(index_map) != 1 or list(d["collapsed_slice_dims"]) != index_map:
+        return None
+    ivd = d["index_vector_dim"]
+    if ivd == itype.rank - 1:
+        if itype.shape[-1] != 1:
+            return None
+        batch_rank = itype.rank - 1
+    elif ivd == itype.rank:
+        batch_rank = itype.rank
+    else:
+        return None
+    axis = index_map[0]
+    offsets = list(d["offset_dims"])
+    if result.rank != rank - 1 + batch_rank:
+        return None
+    if offsets != [p for p in range(result.rank) if not axis <= p < axis + batch_rank]:
+        return None
+    return axis
+
+
+def _dynamic_take(interp, op, x, indices, slice_sizes, axis: int):
+    """``Gather(x, clamp(indices, 0, dim - 1), axis)`` (the spec clamps each start index
+    into the operand), then ``Slice`` of the other dimensions to ``slice_sizes`` (they start
+    at 0)."""
+    g = interp.graph
+    itype = op.operand_type(1)
+    idx = _int64(interp, indices, itype)
+    if op.attr("dimension_numbers")["index_vector_dim"] == itype.rank - 1:
+        idx = g.op("Squeeze", [idx, g.ints([itype.rank - 1])])
+    hi = g.op("Sub", [g.op("Squeeze", [g.dim(x, axis), g.ints([0])]), g.const(np.int64(1))])
+    idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
+    y = g.op("Gather", [x, idx], axis=axis)
+    rank = op.operand_type(0).rank
+    others = [a for a in range(rank) if a != axis]
+    if not others:
+        return y
+    batch_rank = op.result_type.rank - (rank - 1)
+    sizes = _int64(interp, slice_sizes, op.operand_type(2))
+    ends = g.op("Gather", [sizes, g.ints(others)], axis=0)
+    positions = [a if a < axis else a + batch_rank - 1 for a in others]
+    return g.op("Slice", [y, g.ints([0] * len(others)), ends, g.ints(positions)])
