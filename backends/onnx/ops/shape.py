@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import numpy_helper
 
 from converter import dtypes
 
@@ -147,17 +148,35 @@ def _dynamic_slice(interp, op, x, *starts):
     return g.op("Slice", [x, begin, end, g.ints(range(len(sizes)))])
 
 
-@register("stablehlo.dynamic_update_slice")
+@register("stablehlo.dynamic_update_slice", dynamic=True)
 def _dynamic_update_slice(interp, op, x, update, *starts):
     """``ScatterND`` of ``update`` at the clamped start (StableHLO spec: dynamic_update_slice:
     starts are clamped to ``[0, dim - update size]``, so every index is in bounds): the
-    indices are the start plus a constant grid of the update's positions."""
+    indices are the start plus a constant grid of the update's positions. On dynamic
+    shapes (a scan's output buffer over a symbolic length): ``update`` padded into place and
+    selected with ``Where`` by a mask padded the same way."""
     g = interp.graph
     sizes = op.operand_type(1).shape
+    if None in sizes or None in op.operand_type(0).shape:
+        return _dynamic_update_slice_dynamic(g, x, update, starts, op.operand_type(1).rank)
     begin = _clamped_starts(g, x, starts, sizes, op.operand_type(0).shape)
     grid = np.stack(np.indices(sizes, dtype=np.int64), axis=-1) if sizes else np.zeros([0], np.int64)
     idx = g.op("Add", [g.const(grid), begin])
     return g.op("ScatterND", [x, idx, update])
+
+
+def _dynamic_update_slice_dynamic(g, x, update, starts, rank: int) -> str:
+    if rank == 0:
+        return update
+    usizes = g.op("Shape", [update])
+    s64 = [g.op("Reshape", [g.op("Cast", [s], to=7), g.ints([1])]) for s in starts]  # INT64
+    hi = g.op("Sub", [g.op("Shape", [x]), usizes])
+    begin = g.op("Max", [g.op("Min", [g.op("Concat", s64, axis=0), hi]), g.ints([0])])
+    pads = g.op("Concat", [begin, g.op("Sub", [hi, begin])], axis=0)
+    one = numpy_helper.from_array(np.ones([1], np.uint8))
+    mask = g.op("Pad", [g.op("ConstantOfShape", [usizes], value=one), pads], mode="constant")
+    placed = g.op("Pad", [update, pads], mode="constant")
+    return g.op("Where", [g.op("Cast", [mask], to=9), placed, x])  # BOOL
 
 
 def _clamped_starts(g, x, starts, sizes, shape) -> str:

@@ -160,3 +160,27 @@ def test_op_without_dynamic_rule_names_it_and_specialize() -> None:
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
     model = m.specialize({"args[0]": (4, 3)}).to_onnx()
     np.testing.assert_allclose(_session(model).run(None, {"args[0]": x})[0], np.asarray(f(x)), rtol=1e-6)
+
+
+def test_dynamic_update_slice_on_dynamic_shapes() -> None:
+    """``lax.dynamic_update_slice`` of an update with a dynamic dimension into a dynamic
+    buffer (what a scan over a symbolic length writes its outputs with: an exported LSTM),
+    the start clamped as the spec says, against ``jax.jit`` at two sizes."""
+    (n,) = jax.export.symbolic_shape("n")
+
+    def f(buf, row, i):
+        return jax.lax.dynamic_update_slice(buf, row, (i, jnp.int32(0)))
+
+    m = converter.from_jax(
+        f,
+        jax.ShapeDtypeStruct((n, 3), np.float32),
+        jax.ShapeDtypeStruct((1, 3), np.float32),
+        jax.ShapeDtypeStruct((), np.int32),
+    )
+    session = _session(m.to_onnx())
+    names = [f"args[{i}]" for i in range(3)]
+    for size, i in ((2, 1), (5, 7)):  # 7: clamped to the last row
+        row = np.arange(3, dtype=np.float32)[None] + 1
+        args = (np.zeros((size, 3), np.float32), row, np.array(i, np.int32))
+        got = session.run(None, dict(zip(names, args, strict=True)))[0]
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(*args)))
