@@ -88,6 +88,8 @@ def _gather(interp, op, operand, indices):
     if out_rank == 0:  # a 0-d integer tensor index would be read as a Python int
         return operand[tuple(i.reshape(1) for i in index)].reshape(())
     out = operand[tuple(index)]
+    # a dynamic result dimension (None: torch.export of a shape-polymorphic module) keeps its size
+    out_shape = [out.shape[i] if n is None else n for i, n in enumerate(out_shape)]
     return out.expand(out_shape) if list(out.shape) != out_shape else out
 
 
