@@ -25,8 +25,9 @@ Each file goes through ``converter.from_onnx`` and then
 
 Every cell is ``ok`` with the largest error relative to the reference's scale
 (``max|a - b| / (1 + max|b|)``, float32 tolerance 1e-4), ``FAIL`` with that error, or the
-error's class. ``python examples/onnx_sweep.py`` runs everything and prints the table
-(about 30 CPU minutes); ``--models bert,lstm --variants ts17 --paths jax`` narrows it.
+error's class. ``python examples/onnx_sweep.py`` runs everything and prints the table (6 CPU
+minutes with the exported files cached, more the first time); ``--models bert,lstm
+--variants ts17 --paths jax`` narrows it.
 Exported files are cached in ``$ONNX_SWEEP_DIR`` (default: a ``onnx_sweep`` directory in the
 system's temporary directory). ``SWEEP=onnx pytest tests/test_onnx_sweep.py`` runs it as a
 test that fails on any cell that is neither ``ok`` nor listed in :data:`EXPECTED`.

@@ -1,7 +1,8 @@
 """The real-world ONNX sweep (``examples/onnx_sweep.py``) as a test, run only when asked:
 ``SWEEP=onnx`` (or ``SWEEP=all``) ``pytest tests/test_onnx_sweep.py -s`` exports every model
 of the sweep with the torch exporters, converts each file and compares every path with
-onnxruntime (about 30 CPU minutes; ``ONNX_SWEEP_MODELS=bert,conv`` narrows it). It fails on
+onnxruntime (6 CPU minutes with the exported files cached, more the first time;
+``ONNX_SWEEP_MODELS=bert,conv`` narrows it). It fails on
 any cell that is neither ``ok`` nor listed, with its reason, in ``EXPECTED``, and on a listed
 cell that passes."""
 
