@@ -204,6 +204,7 @@ class GraphRunner:
             values = [symbolic.materialize(v) for v in values]
         fold = (
             node.op_type not in NO_FOLD
+            and not shape_inputs  # a symbolic shape gives a value of symbolic shape: traced
             and all(is_known(v) for v in values)
             and not any(
                 a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute

@@ -17,8 +17,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+
+from converter import _jax_internal
 
 
 def is_symbolic(value: Any) -> bool:
@@ -119,6 +122,56 @@ def _reduce_prod(version, values, attrs):
     return np.prod(data, axis=tuple(int(a) for a in axes), keepdims=bool(keep))
 
 
+class _Undecided(Exception):
+    """A comparison of symbolic dimensions that the sizes do not decide."""
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` for ints and symbolic dimensions, decided for every size (JAX's own ``==``
+    answers False when undecided), else :class:`_Undecided`."""
+    d = a - b
+    if isinstance(d, (int, np.integer)):
+        return int(d) == 0
+    try:
+        if d >= 1 or d <= -1:
+            return False
+    except jax.errors.InconclusiveDimensionOperation:
+        pass
+    raise _Undecided(f"{a} == {b}")
+
+
+def _equal_rule(version, values, attrs):
+    a, b = (_obj(v) for v in values)
+    return np.vectorize(_equal, otypes=[bool])(a, b).astype(bool)
+
+
+def _where(version, values, attrs):
+    cond, a, b = values
+    if is_symbolic(cond) or not isinstance(cond, np.ndarray):
+        return None  # a traced condition: not a shape computation
+    return np.where(cond.astype(bool), _obj(a), _obj(b))
+
+
+def _reshape(version, values, attrs):
+    data, shape = _obj(values[0]), values[1]
+    if is_symbolic(shape) or not isinstance(shape, np.ndarray):
+        return None
+    target = [int(v) for v in shape.reshape(-1)]
+    if not attrs.get("allowzero", 0):
+        target = [data.shape[i] if v == 0 else v for i, v in enumerate(target)]
+    return data.reshape(target)
+
+
+def _extremum(pick: Callable) -> Callable:
+    def rule(version, values, attrs):
+        out = _obj(values[0])
+        for v in values[1:]:
+            out = np.vectorize(pick, otypes=[object])(out, _obj(v))
+        return out
+
+    return rule
+
+
 #: ONNX op type -> ``rule(schema_version, input values, attributes)`` on shape values.
 RULES: dict[str, Callable] = {
     "Gather": _gather,
@@ -133,12 +186,17 @@ RULES: dict[str, Callable] = {
     "Mul": _binary(lambda a, b: a * b),
     "Div": _binary(lambda a, b: a // b),
     "ReduceProd": _reduce_prod,
+    "Reshape": _reshape,
+    "Equal": _equal_rule,
+    "Where": _where,
+    "Max": _extremum(lambda a, b: _jax_internal.max_dim(a, b)),
+    "Min": _extremum(lambda a, b: _jax_internal.min_dim(a, b)),
 }
 
 
 #: Ops whose shape input may be a symbolic shape value (their rules read it with
 #: ``ctx.static`` and keep symbolic dimensions).
-CONSUMERS = frozenset({"Reshape", "Expand", "ConstantOfShape"})
+CONSUMERS = frozenset({"Reshape", "Expand", "ConstantOfShape", "Slice", "Range", "Resize"})
 
 
 def evaluate(op_type: str, version: int, values: list, attrs: dict) -> np.ndarray | None:
@@ -147,4 +205,16 @@ def evaluate(op_type: str, version: int, values: list, attrs: dict) -> np.ndarra
     rule = RULES.get(op_type)
     if rule is None or (op_type == "Cast" and attrs.get("to") not in (6, 7)):  # INT32, INT64
         return None
-    return _normalize(rule(version, values, attrs))
+    if not all(v is None or isinstance(v, (np.ndarray, np.generic)) for v in values):
+        return None  # a traced input: a computation on tensors, not on shapes
+    if op_type == "Slice" and any(is_symbolic(v) for v in values[1:]):
+        return None  # symbolic bounds: a slice of a tensor (the Slice rule), not of a shape
+    try:
+        out = rule(version, values, attrs)
+    except _Undecided:
+        return None  # computed at run time instead
+    if out is None:
+        return None
+    if isinstance(out, np.ndarray) and out.dtype == bool:
+        return out
+    return _normalize(out)

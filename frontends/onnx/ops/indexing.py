@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..registry import onnx_op
+
+
+def _grids(shape) -> list:
+    """``jnp.indices(shape, sparse=True)`` for shapes holding ``jax.export`` symbolic
+    dimensions too (``broadcasted_iota`` per axis)."""
+    ones = [1] * len(shape)
+    return [lax.broadcasted_iota(np.int64, (*ones[:d], n, *ones[d + 1 :]), d) for d, n in enumerate(shape)]
 
 
 def _norm(idx, dim):
@@ -55,7 +63,7 @@ def _scatter_apply(ref, upd, reduction):
 def scatter_elements(ctx, x, indices, updates, *, axis=0, reduction="none"):
     axis = axis % x.ndim
     idx = _norm(indices, x.shape[axis])
-    grids = list(jnp.indices(indices.shape, sparse=True))
+    grids = _grids(indices.shape)
     grids[axis] = idx
     return _scatter_apply(jnp.asarray(x).at[tuple(grids)], updates, reduction)
 
@@ -224,6 +232,6 @@ def tensor_scatter(ctx, past, update, write_indices=None, *, axis=-2, mode="line
     if mode == "circular":
         pos = jnp.mod(pos, max_seq)
     pos = jnp.broadcast_to(pos, update.shape)
-    grids = list(jnp.indices(update.shape, sparse=True))
+    grids = _grids(update.shape)
     grids[axis] = pos
     return past.at[tuple(grids)].set(update, mode="drop")

@@ -11,9 +11,11 @@ exact for every dtype.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..registry import onnx_op
 
@@ -122,11 +124,106 @@ def _weights(L, O, scale, mode, ctm, nearest_mode, a, exclude_outside, roi, anti
     return w, index, outside
 
 
+def _out_size(L, scale: float):  # noqa: E741
+    """``floor(L * scale)``; for a symbolic ``L`` exact when ``scale`` is a ratio of small
+    integers (2, 0.5, 1.5...: what exporters write for ``scale_factor``)."""
+    if isinstance(L, int):
+        return int(math.floor(L * scale))
+    ratio = Fraction(scale).limit_denominator(64)
+    if float(ratio) != scale:
+        raise NotImplementedError(
+            f"Resize of a symbolic dimension {L} by the scale {scale}, not a ratio of small integers; "
+            "give the dimensions sizes with from_onnx(..., dims=...)"
+        )
+    return L * ratio.numerator // ratio.denominator
+
+
+def _nearest_indices(x, mode):
+    if mode == "round_prefer_floor":
+        return jnp.ceil(x - 0.5)
+    if mode == "round_prefer_ceil":
+        return jnp.floor(x + 0.5)
+    if mode == "floor":
+        return jnp.floor(x)
+    if mode == "ceil":
+        return jnp.ceil(x)
+    raise NotImplementedError(f"nearest_mode={mode}")
+
+
+def _resize_axis_symbolic(x, ax, O, scale, mode, ctm, nearest_mode, a, exclude_outside):  # noqa: E741
+    """One axis of :func:`_resize` where the input or output size is a symbolic dimension:
+    the same reference algorithm computed on ``iota(O)`` at run time (float64 coordinates),
+    taps gathered with edge replication and weighted by the kernel at the fractional offset
+    (``scale`` a float, or None for ``O / L``)."""
+    L = x.shape[ax]  # noqa: E741
+    f64 = np.float64
+    Lf, Of = jnp.asarray(L).astype(f64), jnp.asarray(O).astype(f64)
+    sc = Of / Lf if scale is None else f64(scale)
+    i = lax.iota(f64, O)
+    if ctm == "half_pixel":
+        c = (i + 0.5) / sc - 0.5
+    elif ctm == "half_pixel_symmetric":
+        c = Lf / 2 * (1 - Of / (sc * Lf)) + (i + 0.5) / sc - 0.5
+    elif ctm == "pytorch_half_pixel":
+        c = jnp.where(Of > 1, (i + 0.5) / sc - 0.5, 0.0)
+    elif ctm == "align_corners":
+        out_len = sc * Lf
+        c = jnp.where(out_len != 1, i * (Lf - 1) / jnp.where(out_len != 1, out_len - 1, 1.0), 0.0)
+    elif ctm == "asymmetric":
+        c = i / sc
+    else:
+        raise NotImplementedError(
+            f"Resize with coordinate_transformation_mode={ctm} on a symbolic dimension; "
+            "give the dimensions sizes with from_onnx(..., dims=...)"
+        )
+    last = jnp.asarray(L).astype(np.int64) - 1
+    shape = [1] * x.ndim
+    shape[ax] = -1
+    if mode == "nearest":
+        index = jnp.clip(_nearest_indices(c, nearest_mode).astype(np.int64), 0, last)
+        return jnp.take(x, index, axis=ax)
+    base = jnp.floor(c)
+    r = c - base
+    if mode == "linear":
+        offsets, weights = (0, 1), [1 - r, r]
+    else:
+        offsets = (-1, 0, 1, 2)
+        weights = [_keys_cubic_array(d, a) for d in (r + 1, r, 1 - r, 2 - r)]
+    taps = [base.astype(np.int64) + o for o in offsets]
+    if exclude_outside:
+        weights = [jnp.where((t >= 0) & (t <= last), w, 0.0) for t, w in zip(taps, weights, strict=True)]
+        total = sum(weights)
+        weights = [w / jnp.where(total != 0, total, 1.0) for w in weights]
+    out = None
+    for t, w in zip(taps, weights, strict=True):
+        term = jnp.take(x, jnp.clip(t, 0, last), axis=ax) * w.astype(x.dtype).reshape(shape)
+        out = term if out is None else out + term
+    return out
+
+
+def _keys_cubic_array(x, a):
+    """:func:`_keys_cubic` on an array."""
+    x = jnp.abs(x)
+    near = (a + 2) * x**3 - (a + 3) * x**2 + 1
+    far = a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+    return jnp.where(x <= 1, near, jnp.where(x < 2, far, 0.0))
+
+
 def _resize(
     x, out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside, extrapolation, antialias=0
 ):
     for k, ax in enumerate(axes):
         L, O = x.shape[ax], out_sizes[k]  # noqa: E741
+        if not (isinstance(L, int) and isinstance(O, int)):
+            if scales[k] == 1.0 and ctm != "tf_crop_and_resize":
+                continue
+            if antialias and mode != "nearest" and (scales[k] is None or scales[k] < 1):
+                raise NotImplementedError(
+                    "Resize with antialias when downsampling a symbolic dimension; "
+                    "give the dimensions sizes with from_onnx(..., dims=...)"
+                )
+            x = _resize_axis_symbolic(x, ax, O, scales[k], mode, ctm, nearest_mode, a, exclude_outside)
+            continue
         if L == O and ctm != "tf_crop_and_resize" and scales[k] == 1.0:
             continue
         r = (roi[k], roi[k + len(axes)]) if roi is not None else (0.0, 1.0)
@@ -172,9 +269,17 @@ def resize(
     sc = ctx.static(2)
     sz = ctx.static(3)
     if sz is not None and np.size(sz):
-        sz = [int(v) for v in np.asarray(sz).reshape(-1)]
+        sz = [int(v) if isinstance(v, (int, np.integer)) else v for v in np.asarray(sz).reshape(-1)]
         in_sizes = [x.shape[a] for a in axes]
-        if keep_aspect_ratio_policy != "stretch":
+        if not all(isinstance(d, int) for d in (*sz, *in_sizes)):  # symbolic: scale O / L at run time
+            if keep_aspect_ratio_policy != "stretch":
+                raise NotImplementedError(
+                    f"Resize with keep_aspect_ratio_policy={keep_aspect_ratio_policy} on symbolic sizes; "
+                    "give the dimensions sizes with from_onnx(..., dims=...)"
+                )
+            scales_ = [None if not (isinstance(o, int) and isinstance(i, int)) else o / i
+                       for o, i in zip(sz, in_sizes, strict=True)]  # fmt: skip
+        elif keep_aspect_ratio_policy != "stretch":
             ratios = [o / i for o, i in zip(sz, in_sizes, strict=True)]
             s = min(ratios) if keep_aspect_ratio_policy == "not_larger" else max(ratios)
             scales_ = [s] * len(axes)
@@ -185,7 +290,7 @@ def resize(
         scales_ = [float(v) for v in np.asarray(sc).reshape(-1)]
         if len(scales_) == x.ndim and len(axes) != x.ndim:
             scales_ = [scales_[a] for a in axes]
-        sz = [int(math.floor(x.shape[a] * s)) for a, s in zip(axes, scales_, strict=True)]
+        sz = [_out_size(x.shape[a], s) for a, s in zip(axes, scales_, strict=True)]
     return _resize(
         x,
         sz,
@@ -205,7 +310,7 @@ def resize(
 @onnx_op("Resize", 10, until=10)
 def resize_10(ctx, x, scales, *, mode="nearest"):
     sc = [float(v) for v in np.asarray(ctx.static(1)).reshape(-1)]
-    sz = [int(math.floor(d * s)) for d, s in zip(x.shape, sc, strict=True)]
+    sz = [_out_size(d, s) for d, s in zip(x.shape, sc, strict=True)]
     return _resize(x, sz, sc, list(range(x.ndim)), None, mode, "asymmetric", "floor", -0.75, 0, 0.0)
 
 
@@ -216,5 +321,5 @@ def upsample(ctx, x, scales, *, mode="nearest"):
 
 @onnx_op("Upsample", 7, until=7)
 def upsample_7(ctx, x, *, scales, mode="nearest"):
-    sz = [int(math.floor(d * s)) for d, s in zip(x.shape, scales, strict=True)]
+    sz = [_out_size(d, s) for d, s in zip(x.shape, scales, strict=True)]
     return _resize(x, sz, list(scales), list(range(x.ndim)), None, mode, "asymmetric", "floor", -0.75, 0, 0.0)

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
+
+from converter import _jax_internal
 
 from ..registry import onnx_op
-from ..symbolic import is_symbolic, shape_value
+from ..symbolic import is_symbolic, materialize, shape_value
 
 
 def _ints(a) -> list[int]:
@@ -78,7 +82,8 @@ def size(ctx, x):
 
 @onnx_op("Flatten", 1)
 def flatten(ctx, x, *, axis=1):
-    axis = axis % x.ndim if x.ndim else 0
+    """Flatten to 2-D at ``axis`` in ``[-r, r]`` (``axis == r`` gives ``(size, 1)``)."""
+    axis = axis + x.ndim if axis < 0 else axis
     return jnp.reshape(x, (math.prod(x.shape[:axis]), math.prod(x.shape[axis:])))
 
 
@@ -151,10 +156,73 @@ def split(ctx, x, split=None, *, axis=0, num_outputs=None):
 
 
 def _slice(x, starts, ends, axes, steps):
+    if not all(isinstance(v, int) for v in (*starts, *ends, *x.shape)):
+        return _symbolic_slice(x, starts, ends, axes, steps)
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps, strict=False):
         index[a] = slice(*slice(s, e, st).indices(x.shape[a])) if st > 0 else _neg_slice(s, e, st, x.shape[a])
     return x[tuple(index)]
+
+
+#: a slice bound at least this large means "to the end" (exporters write INT64_MAX, INT32_MAX)
+_TO_END = 1 << 31
+
+
+def _decided_le(a, b) -> bool | None:
+    """``a <= b`` for ints or symbolic dimensions; None when the sizes do not decide it."""
+    try:
+        return bool(a <= b)
+    except jax.errors.InconclusiveDimensionOperation:
+        return None
+
+
+def _symbolic_slice(x, starts, ends, axes, steps):
+    """Slice where a bound or the sliced dimension is a ``jax.export`` symbolic dimension
+    (``x[:, :seq]`` of a position table, ``x[:, 1:]`` of a dynamic tensor), positive steps.
+
+    Integer bounds are clamped into ``[0, dim]`` as the operator page says (``min``/``max``
+    dimension expressions when the sizes do not decide it). A symbolic bound is a size that
+    exporters compute from ``Shape`` (non-negative); when the sizes do not decide whether it
+    fits the dimension (``seq`` against a 64-row position table) it is taken as fitting, the
+    slice is a gather of exactly that many rows, and a shape assertion makes any call whose
+    sizes break it fail (where onnxruntime would clamp and give fewer rows)."""
+    x = jnp.asarray(x)
+    for s, e, a, st in zip(starts, ends, axes, steps, strict=False):
+        dim = x.shape[a]
+        if st <= 0:
+            raise NotImplementedError(
+                f"Slice with step {st} on axis {a} whose size or bounds are symbolic ({dim}, {s}:{e}); "
+                "give the dimensions sizes with from_onnx(..., dims=...)"
+            )
+        bounds, assumed = [], []
+        for v in (s, e):
+            if isinstance(v, (int, np.integer)):
+                v = int(v)
+                if v >= _TO_END:
+                    bounds.append(dim)
+                elif v < 0:
+                    bounds.append(_jax_internal.max_dim(dim + v, 0))
+                else:
+                    bounds.append(_jax_internal.min_dim(v, dim))
+                continue
+            fits = _decided_le(v, dim)
+            if fits is None:
+                assumed.append(v)
+            bounds.append(dim if fits is False else v)
+        start, stop = bounds
+        if _decided_le(start, stop) is False:
+            stop = start
+        for v in assumed:
+            _jax_internal.shape_assertion(
+                jnp.asarray(v) <= jnp.asarray(dim),
+                f"Slice: bound {v} exceeds the size {dim} of axis {a} (onnxruntime would clamp it)",
+            )
+        if not assumed and _decided_le(start, stop) is not None:
+            x = lax.slice_in_dim(x, start, stop, st, a)
+        else:
+            n = (stop - start + st - 1) // st
+            x = jnp.take(x, start + lax.iota(np.int64, n) * st, axis=a, mode="clip")
+    return x
 
 
 def _neg_slice(s, e, st, dim):
@@ -170,8 +238,10 @@ def slice_1(ctx, x, *, starts, ends, axes=None):
 
 @onnx_op("Slice", 10)
 def slice_(ctx, x, starts, ends, axes=None, steps=None):
-    """Slice with static starts/ends/axes/steps (clamped like Python slicing)."""
-    starts, ends = _ints(ctx.static(1)), _ints(ctx.static(2))
+    """Slice with static starts/ends/axes/steps (clamped like Python slicing); starts and
+    ends may hold symbolic dimensions (:mod:`..symbolic`)."""
+    x = materialize(x)
+    starts, ends = _dims(ctx.static(1)), _dims(ctx.static(2))
     axes = ctx.static(3)
     axes = _axes(_ints(axes), x.ndim) if axes is not None else list(range(len(starts)))
     steps = ctx.static(4)
@@ -241,10 +311,30 @@ def constant_of_shape(ctx, shape, *, value=None):
 
 @onnx_op("Range", 11)
 def range_(ctx, start, limit, delta):
-    """Range: ``ceil((limit - start) / delta)`` elements; start/limit/delta known statically."""
-    s, lim, d = (np.asarray(ctx.static(i)).reshape(()) for i in range(3))
+    """Range: ``ceil((limit - start) / delta)`` elements; start/limit/delta known statically.
+    An integer start or limit may be a symbolic dimension (``arange(seq)`` of a dynamic
+    sequence), with a static delta: the length is then ``(limit - start + delta - 1) //
+    delta`` (positive delta) as a dimension expression."""
+    values = [ctx.static(i) for i in range(3)]
+    if any(is_symbolic(v) for v in values):
+        return _symbolic_range(ctx, *(np.asarray(v).reshape(()).item() for v in values))
+    s, lim, d = (np.asarray(v).reshape(()) for v in values)
     n = max(int(np.ceil((lim.astype(np.float64) - s) / d)), 0)
     return (s + np.arange(n, dtype=np.float64).astype(s.dtype) * d).astype(s.dtype)
+
+
+def _symbolic_range(ctx, s, lim, d):
+    if not isinstance(d, (int, np.integer)) or d == 0:
+        raise NotImplementedError(
+            f"Range({s}, {lim}, {d}) with a symbolic bound needs a static non-zero integer delta"
+        )
+    d = int(d)
+    s = int(s) if isinstance(s, (int, np.integer)) else s
+    lim = int(lim) if isinstance(lim, (int, np.integer)) else lim
+    n = (lim - s + d - 1) // d if d > 0 else (s - lim - d - 1) // -d
+    n = _jax_internal.max_dim(n, 0)
+    dtype = ctx.out_dtype() or np.dtype(np.int64)
+    return (materialize(shape_value([s])).reshape(()) + lax.iota(np.int64, n) * d).astype(dtype)
 
 
 @onnx_op("EyeLike", 9)

@@ -255,3 +255,27 @@ def test_dynamic_gathers_of_rows_and_batching_dims() -> None:
         got = session.run(None, {"args[0]": x, "args[1]": i})
         for g, w in zip(got, jax.jit(_gathers)(x, i), strict=True):
             np.testing.assert_array_equal(g, np.asarray(w))
+
+
+def test_dynamic_update_slice_on_dynamic_shapes() -> None:
+    """``lax.dynamic_update_slice`` of an update with a dynamic dimension into a dynamic
+    buffer (what a scan over a symbolic length writes its outputs with: an exported LSTM),
+    the start clamped as the spec says, against ``jax.jit`` at two sizes."""
+    (n,) = jax.export.symbolic_shape("n")
+
+    def f(buf, row, i):
+        return jax.lax.dynamic_update_slice(buf, row, (i, jnp.int32(0)))
+
+    m = converter.from_jax(
+        f,
+        jax.ShapeDtypeStruct((n, 3), np.float32),
+        jax.ShapeDtypeStruct((1, 3), np.float32),
+        jax.ShapeDtypeStruct((), np.int32),
+    )
+    session = _session(m.to_onnx())
+    names = [f"args[{i}]" for i in range(3)]
+    for size, i in ((2, 1), (5, 7)):  # 7: clamped to the last row
+        row = np.arange(3, dtype=np.float32)[None] + 1
+        args = (np.zeros((size, 3), np.float32), row, np.array(i, np.int32))
+        got = session.run(None, dict(zip(names, args, strict=True)))[0]
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(*args)))

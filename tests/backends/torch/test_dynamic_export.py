@@ -222,3 +222,24 @@ def test_torch_compile_of_a_shape_polymorphic_module(mlp):
         for (_, p), q in zip(t.named_parameters(), model.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_embedding_gather_of_dynamic_ids_reexports():
+    """``Gather(table, ids)`` with ids ``[N, S]`` (a token embedding): the gather's result
+    has dynamic dimensions while torch.export traces, and keeps their sizes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["N", "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", 4])],
+        initializer=[numpy_helper.from_array(table, "table")],
+    )
+    t = converter.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).to_torch()
+    ids = torch.tensor([[1, 2, 3], [4, 5, 9]])
+    ep = torch.export.export(t, (ids,), dynamic_shapes=t.export_dynamic_shapes())
+    other = torch.tensor([[7, 0, 1, 2, 3]])
+    (got,) = _eager(ep.module(), other)
+    np.testing.assert_array_equal(got.numpy(), table[other.numpy()])

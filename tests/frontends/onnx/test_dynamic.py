@@ -176,12 +176,110 @@ def _range_of_batch() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+def test_range_up_to_a_symbolic_dimension() -> None:
+    f = from_onnx(_range_of_batch()).to_jax()
+    for n in (3, 5):
+        np.testing.assert_array_equal(np.asarray(f(np.zeros((n, 2), np.float32))[0]), np.arange(n))
+
+
+def _tile_by_batch() -> onnx.ModelProto:
+    """``Tile(x, [N, 1])``: repeats from a symbolic dimension's value."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0, name="gather"),
+        helper.make_node("Unsqueeze", ["n", "zero1"], ["n1"], name="unsqueeze"),
+        helper.make_node("Concat", ["n1", "one1"], ["r"], axis=0, name="concat"),
+        helper.make_node("Tile", ["x", "r"], ["y"], name="tile"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 2])],
+        [helper.make_tensor_value_info("y", F, [None, 2])],
+        initializer=[_i64("zero", 0), _i64("zero1", [0]), _i64("one1", [1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
 def test_rule_that_needs_a_static_dimension_names_the_node() -> None:
-    with pytest.raises(OpConversionError, match=r"Range-11.*'range'.*symbolic dimensions.*dims="):
-        from_onnx(_range_of_batch())
-    m = from_onnx(_range_of_batch(), dims={"N": 3})
-    (y,) = m.to_jax()(np.zeros((3, 2), np.float32))
-    np.testing.assert_array_equal(np.asarray(y), [0, 1, 2])
+    with pytest.raises(OpConversionError, match=r"Tile-13.*'tile'.*symbolic dimensions.*dims="):
+        from_onnx(_tile_by_batch())
+    m = from_onnx(_tile_by_batch(), dims={"N": 3})
+    (y,) = m.to_jax()(np.ones((3, 2), np.float32))
+    assert np.asarray(y).shape == (9, 2)
+
+
+def _exporter_shape_patterns() -> onnx.ModelProto:
+    """What the torch exporters write for dynamic batch ``N`` and sequence ``S``: a position
+    table sliced to ``[:, :S]`` by a Shape-computed end; ``expand`` through the TorchScript
+    exporter's ``Where(Equal(shape, -1), 1, shape)``; ``Range(0, S)``; an LSTM's zero initial
+    state ``ConstantOfShape([2, N, 3])`` (every input known, of symbolic shape); ``Flatten``
+    at the rank."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Gather", ["s", "i0"], ["b"], axis=0),
+        n("Gather", ["s", "i1"], ["t"], axis=0),
+        n("Unsqueeze", ["b", "a0"], ["b1"]),
+        n("Unsqueeze", ["t", "a0"], ["t1"]),
+        n("Slice", ["pos", "a0", "t1", "a1"], ["p"], name="slice"),
+        n("Concat", ["b1", "m1", "m1"], ["shp0"], axis=0),
+        n("Reshape", ["shp0", "m1"], ["shp"]),
+        n("Shape", ["shp"], ["shp_s"]),
+        n("ConstantOfShape", ["shp_s"], ["ones"], value=numpy_helper.from_array(np.array([1], np.int64))),
+        n("Mul", ["ones", "i_1"], ["neg"]),
+        n("Equal", ["shp", "neg"], ["eq"]),
+        n("Where", ["eq", "ones", "shp"], ["w"]),
+        n("Expand", ["p", "w"], ["pe"]),
+        n("Range", ["i0", "t", "i1"], ["r"]),
+        n("Cast", ["r"], ["rf"], to=F),
+        n("Unsqueeze", ["rf", "a02"], ["rf3"]),
+        n("Add", ["x", "pe"], ["y0"]),
+        n("Add", ["y0", "rf3"], ["y"]),
+        n("Concat", ["two", "b1", "three"], ["hshape"], axis=0),
+        n("ConstantOfShape", ["hshape"], ["h0"], value=numpy_helper.from_array(np.array([0.5], np.float32))),
+        n("Flatten", ["x"], ["flat"], axis=3),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", "S", 4])],
+        [
+            helper.make_tensor_value_info("y", F, ["N", "S", 4]),
+            helper.make_tensor_value_info("h0", F, [2, "N", 3]),
+            helper.make_tensor_value_info("flat", F, [None, 1]),
+        ],
+        initializer=[
+            _init("pos", 1, 16, 4), _i64("i0", 0), _i64("i1", 1), _i64("i_1", -1), _i64("a0", [0]),
+            _i64("a1", [1]), _i64("a02", [0, 2]), _i64("m1", [-1]), _i64("two", [2]), _i64("three", [3]),
+        ],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_exporter_shape_patterns_stay_dynamic() -> None:
+    model = _exporter_shape_patterns()
+    m = from_onnx(model)
+    assert m.signature.inputs[0].shape == ("N", "S", 4)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f, t = m.to_jax(), m.to_torch()
+    for shape in ((1, 5, 4), (3, 11, 4)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        expected = sess.run(None, {"x": x})
+        with torch.no_grad():
+            tout = [v.numpy() for v in t(torch.from_numpy(x))]
+        for got in (f(x), tout):
+            for g, e in zip(got, expected, strict=True):
+                assert np.asarray(g).shape == e.shape
+                np.testing.assert_allclose(np.asarray(g), e, rtol=1e-6, atol=1e-6)
+
+
+def test_slice_past_a_static_table_fails_at_call() -> None:
+    """``pos[:, :S]`` of a 16-row table: onnxruntime clamps to 16 rows (and the model's Add
+    then fails); the converted module refuses the size instead of giving another shape."""
+    f = from_onnx(_exporter_shape_patterns()).to_jax()
+    with pytest.raises(SignatureMismatchError, match="bound S exceeds the size 16 of axis 1"):
+        f(np.zeros((1, 17, 4), np.float32))
 
 
 def test_converter_entry_point_and_save_round_trip(tmp_path) -> None:

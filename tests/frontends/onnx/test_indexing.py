@@ -43,3 +43,34 @@ def test_non_max_suppression_center_point_boxes():
         "iou": np.array([0.15], np.float32),
     }
     check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))
+
+
+def test_scatter_elements_on_symbolic_dimensions():
+    """``x[:, 0] = fill`` as the dynamo exporter writes ``select_scatter`` (BART's
+    ``shift_tokens_right``), batch ``N`` and length ``S`` symbolic."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from frontends.onnx import from_onnx
+
+    node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S"]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, ["N", 1]),
+            helper.make_tensor_value_info("u", TensorProto.FLOAT, ["N", 1]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    f = from_onnx(model).to_jax()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n, s in ((1, 3), (3, 5)):
+        feeds = {
+            "x": np.ones((n, s), np.float32),
+            "i": np.full((n, 1), -1, np.int64),
+            "u": np.zeros((n, 1), np.float32),
+        }
+        np.testing.assert_array_equal(np.asarray(f(*feeds.values())[0]), session.run(None, feeds)[0])

@@ -61,3 +61,60 @@ def test_sizes_keeping_the_aspect_ratio():
         {"mode": "linear", "keep_aspect_ratio_policy": "not_smaller", "axes": [2, 3]},
         static=("roi", "scales", "sizes"),
     )
+
+
+def _symbolic_resizes() -> onnx.ModelProto:
+    """``x: [N, 2, H, W]`` through what exporters write for ``Upsample``/``interpolate``:
+    nearest ``scale_factor=2`` (asymmetric, floor), bilinear ``scale_factor=2`` (half_pixel),
+    bicubic by 0.5 with ``exclude_outside`` (pytorch_half_pixel), and linear to ``sizes``
+    computed from ``Shape`` (align_corners): every resized dimension symbolic."""
+    n = helper.make_node
+
+    def const(name, value):
+        return n("Constant", [], [name], value=numpy_helper.from_array(value, name))
+
+    up = np.array([1, 1, 2, 2], np.float32)
+    nodes = [
+        const("up", up),
+        const("down", np.array([1, 1, 0.5, 0.5], np.float32)),
+        const("plus", np.array([3, 1], np.int64)),
+        n("Resize", ["x", "", "up"], ["a"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor"),
+        n("Resize", ["a", "", "up"], ["b"], mode="linear", coordinate_transformation_mode="half_pixel"),
+        n("Resize", ["b", "", "down"], ["c"], mode="cubic", exclude_outside=1,
+          coordinate_transformation_mode="pytorch_half_pixel"),
+        n("Shape", ["x"], ["s"], start=2),
+        n("Add", ["s", "plus"], ["hw"]),
+        n("Resize", ["x", "", "", "hw"], ["d"], mode="linear", coordinate_transformation_mode="align_corners",
+          axes=[2, 3]),
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 2, "H", "W"])],
+        [
+            helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, ["N", 2, None, None]),
+            helper.make_tensor_value_info("d", onnx.TensorProto.FLOAT, ["N", 2, None, None]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_symbolic_dimensions_stay_dynamic():
+    """The resized sizes stay symbolic (``2 * H``, ``H + 3``...); ``to_jax`` and the
+    ``to_onnx`` model (a ``Gather`` per tap on dynamic shapes) match onnxruntime (the
+    sweep, ``examples/onnx_sweep.py``, runs ``to_torch`` on exported convnets)."""
+    model = _symbolic_resizes()
+    m = from_onnx(model)
+    assert m.signature.inputs[0].shape == ("N", 2, "H", "W")
+    want_session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    back = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    f = m.to_jax()
+    rng = np.random.default_rng(1)
+    for shape in ((1, 2, 3, 5), (2, 2, 6, 4)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        want = want_session.run(None, {"x": x})
+        for got in [back.run(None, {"x": x})] + ([f(x)] if shape[0] == 2 else []):
+            for g, e in zip(got, want, strict=True):
+                assert np.asarray(g).shape == e.shape
+                np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)

@@ -52,6 +52,12 @@ def test_split_uneven_num_outputs():
     )
 
 
+def test_flatten_at_the_rank():
+    """``axis == rank`` is in range and gives ``(size, 1)`` (was ``axis % rank``: ``(1, size)``)."""
+    check_node("Flatten", {"x": X}, {"axis": 3})
+    check_node("Flatten", {"x": X}, {"axis": -3})
+
+
 def test_expand_and_tile():
     check_node("Expand", {"x": X[:, :1], "s": np.array([4, 1, 1, 1], np.int64)}, static=("s",))
     check_node("Tile", {"x": X, "r": np.array([1, 2, 1], np.int64)}, static=("r",))
