@@ -85,6 +85,10 @@ class _Scope:
         return amap.get(v, v)
 
 
+#: the marker of a JAX source's ``lax.stop_gradient`` (``from_jax``): the identity in ONNX
+_STOP_GRADIENT = "converter.stop_gradient"
+
+
 class _Matcher:
     """Pattern terms over StableHLO values; ``bind`` collects variable bindings."""
 
@@ -102,7 +106,8 @@ class _Matcher:
         return True
 
     def strip(self, v, amap):
-        """``v`` through ``broadcast_in_dim``s (dims increasing) and unit-dim reshapes."""
+        """``v`` through ``broadcast_in_dim``s (dims increasing), unit-dim reshapes, no-op
+        converts and ``stop_gradient`` markers."""
         while True:
             op, inner = self.scope.owner(v, amap)
             if op is None:
@@ -118,7 +123,7 @@ class _Matcher:
                 a, b = (mlir.tensor_type(t).shape for t in (op.operands[0].type, op.results[0].type))
                 if [d for d in a if d != 1] != [d for d in b if d != 1]:
                     return v, amap
-            else:
+            elif op.name != "stablehlo.custom_call" or mlir.Op(op).attr("call_target_name") != _STOP_GRADIENT:
                 return v, amap
             v, amap = op.operands[0], inner
 

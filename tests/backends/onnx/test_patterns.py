@@ -57,6 +57,14 @@ def test_softmax(axis):
     _check(lambda x: jax.nn.softmax(x, axis=axis), X, fires="Softmax", gone=("Exp", "ReduceMax"))
 
 
+def test_softmax_of_from_jax_through_the_stop_gradient_marker():
+    """``from_jax`` marks ``jax.nn.softmax``'s ``stop_gradient(max)``: still one Softmax."""
+    model = converter.from_jax(lambda x: jax.nn.softmax(x, axis=-1), X).to_onnx(opset=20)
+    assert _ops(model) == {"Softmax": 1}, _ops(model)
+    want = np.asarray(jax.jit(lambda x: jax.nn.softmax(x, axis=-1))(X))
+    np.testing.assert_allclose(_run(model, X)[0], want, rtol=1e-5, atol=1e-6)
+
+
 def test_softmax_with_masked_row_keeps_nan_and_zeros():
     x = X.copy()
     x[0, 0, :] = -np.inf  # a fully masked row: NaN in JAX and in ONNX Softmax
