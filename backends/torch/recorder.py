@@ -427,6 +427,7 @@ def record(
     root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     graph = torch.fx.Graph(owning_module=root)
     fake_mode = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+    fake_mode.cache_enabled = False  # the recorder remembers results itself (_RESULTS), at less cost
     recorder = Recorder(fake_mode, graph, root)
     fakes = []
     for i, example in enumerate(examples):
