@@ -8,7 +8,12 @@ sets it), real tensors met for the first time become ``_tensor_constant<i>`` att
 read by ``get_attr`` nodes, and ``aten.lift_fresh`` is recorded as ``lift_fresh_copy``, so
 the graph is the one make_fx builds for the same calls (same ops, same order, same
 constants). What make_fx does per op and this recorder does not: proxies, pytree flattening,
-dynamo-disable wrappers, the fake-tensor dispatch cache, symbolic sizes.
+dynamo-disable wrappers, the fake-tensor dispatch cache, symbolic sizes. In place of that cache
+the recorder remembers, for the process, the result metadata of ATen ops that return new
+tensors or one view of their first argument, keyed by the op and its arguments' shapes,
+strides, dtypes, devices and scalar values, and rebuilds such a result (``empty_strided`` or
+``as_strided`` on the meta device, wrapped as a fake tensor) instead of dispatching it
+(see ``_RESULTS``): the same metadata at a third of the cost of a hit in the mode's cache.
 
 It handles what the torch backend traces on one CPU device without higher-order ops:
 ``CompositeImplicitAutograd`` ops reaching it are decomposed (as make_fx does), small
