@@ -184,7 +184,8 @@ def _example(spec: LeafSpec, device: torch.device = CPU) -> torch.Tensor:
         raise ConversionError(
             f"{spec.name}: dynamic shape {list(spec.shape)} is not supported by the torch backend"
         )
-    return torch.zeros(spec.shape, dtype=storage_dtype(spec.dtype), device=home(spec, device))
+    # only its metadata is read (tracing makes a fake tensor of it): empty, not zeroed
+    return torch.empty(spec.shape, dtype=storage_dtype(spec.dtype), device=home(spec, device))
 
 
 def build_graph(

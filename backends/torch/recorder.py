@@ -8,7 +8,12 @@ sets it), real tensors met for the first time become ``_tensor_constant<i>`` att
 read by ``get_attr`` nodes, and ``aten.lift_fresh`` is recorded as ``lift_fresh_copy``, so
 the graph is the one make_fx builds for the same calls (same ops, same order, same
 constants). What make_fx does per op and this recorder does not: proxies, pytree flattening,
-dynamo-disable wrappers, the fake-tensor dispatch cache, symbolic sizes.
+dynamo-disable wrappers, the fake-tensor dispatch cache, symbolic sizes. In place of that cache
+the recorder remembers, for the process, the result metadata of ATen ops that return new
+tensors or one view of their first argument, keyed by the op and its arguments' shapes,
+strides, dtypes, devices and scalar values, and rebuilds such a result (``empty_strided`` or
+``as_strided`` on the meta device, wrapped as a fake tensor) instead of dispatching it
+(see ``_RESULTS``): the same metadata at a third of the cost of a hit in the mode's cache.
 
 It handles what the torch backend traces on one CPU device without higher-order ops:
 ``CompositeImplicitAutograd`` ops reaching it are decomposed (as make_fx does), small
@@ -28,7 +33,12 @@ from typing import Any
 
 import torch
 from torch._subclasses.fake_impls import fast_detach
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+from torch._subclasses.fake_tensor import (
+    FakeTensor,
+    FakeTensorMode,
+    in_kernel_invocation_manager,
+    unset_fake_temporarily,
+)
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
@@ -157,7 +167,7 @@ class Recorder(TorchDispatchMode):
             func = aten.lift_fresh_copy.default
         node_args, node_kwargs = _map((args, kwargs), self.node_of)
         fake_args, fake_kwargs = _map((args, kwargs), self.fake_of)
-        out = func(*fake_args, **fake_kwargs)
+        out = self._fake_result(func, fake_args, fake_kwargs)
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = self.graph._target_to_str(func.overloadpacket.__name__)
@@ -196,12 +206,180 @@ class Recorder(TorchDispatchMode):
             node.meta["val"] = out
         return out
 
+    def _fake_result(self, func, args: list, kwargs: dict) -> Any:
+        """``func`` of fake tensors as the ``FakeTensorMode`` computes it, remembered in
+        :data:`_RESULTS` by the arguments' metadata (see :func:`_memo_kind`)."""
+        kind = _KINDS.get(func)
+        if kind is None:
+            kind = _KINDS[func] = _memo_kind(func)
+        if not kind:
+            return func(*args, **kwargs)
+        mode = self.fake_mode
+        key = _call_key(mode, func, args, kwargs)
+        if key is None:
+            return func(*args, **kwargs)
+        hit = _RESULTS.get(key)
+        if hit is not None:
+            return _rebuild(mode, hit, args)
+        out = func(*args, **kwargs)
+        entry = _entry(mode, kind, out, args)
+        if entry is not None:
+            if len(_RESULTS) >= _RESULTS_LIMIT:
+                _RESULTS.clear()
+            _RESULTS[key] = entry
+        return out
+
     def _constant(self, value: torch.Tensor) -> torch.Tensor | None:
         """The real value of ``value`` when known: a real tensor itself, a tracked constant."""
         if not isinstance(value, FakeTensor):
             return value
         hit = self.constants.get(id(value))
         return hit[1] if hit is not None and hit[0]() is value else None
+
+
+# ----------------------------------------------------------------------------- fake results
+#
+# The FakeTensorMode's own dispatch cache keys a call by every metadata field of every
+# argument and rebuilds its result through generic code: it costs more than most ops' meta
+# kernels. The recorder remembers instead, per op and the arguments' shapes, strides,
+# dtypes, devices and scalar values, the metadata of the result of two kinds of ops and
+# rebuilds it directly: "fresh" ops (neither a view nor mutating their arguments) return
+# new tensors of the remembered metadata; "view" ops (one tensor result aliasing their
+# first argument, no mutation) return an ``as_strided`` view of that argument. Everything
+# else, and any call with a constant fake tensor, a symbolic number or an unknown object
+# among its arguments, goes through the mode.
+
+_RESULTS: dict[tuple, tuple] = {}  # call key -> the result's metadata (see _entry)
+_RESULTS_LIMIT = 200_000
+_KINDS: dict[Any, str] = {}  # op -> "fresh", "view" or "" (not remembered)
+_SCALARS = (
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+)
+
+
+def _memo_kind(func: Any) -> str:
+    """How :meth:`Recorder._fake_result` may remember ``func``'s results: ``"fresh"``,
+    ``"view"`` or ``""`` (never: not an ATen op, mutating, several aliasing results, a
+    result shape that depends on values)."""
+    if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten":
+        return ""
+    if func in FakeTensorMode.lift_fns or func is aten.as_strided.default:
+        return ""
+    if torch.Tag.dynamic_output_shape in func.tags or torch.Tag.data_dependent_output in func.tags:
+        return ""
+    schema = func._schema
+    if schema.is_mutable or any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments):
+        return ""
+    if not func.is_view:
+        return "fresh"
+    first = schema.arguments[0] if schema.arguments else None
+    if (
+        len(schema.returns) == 1
+        and first is not None
+        and first.alias_info is not None
+        and isinstance(first.type, torch.TensorType)
+        and isinstance(schema.returns[0].type, torch.TensorType)
+        and schema.returns[0].alias_info is not None
+        and set(schema.returns[0].alias_info.before_set) == set(first.alias_info.before_set)
+    ):
+        return "view"
+    return ""
+
+
+def _value_key(mode: FakeTensorMode, a: Any) -> Any:
+    """``a``'s part of a call key (``_NO_KEY`` when the call is not to be remembered)."""
+    if isinstance(a, torch.Tensor):
+        if type(a) is not FakeTensor or a.fake_mode is not mode or a.constant is not None:
+            return _NO_KEY
+        return (
+            a.shape,
+            a.stride(),
+            a.dtype,
+            a.fake_device,
+            a.storage_offset(),
+            a.requires_grad,
+            a.is_conj(),
+            a.is_neg(),
+        )
+    if isinstance(a, (list, tuple)):
+        parts = tuple(_value_key(mode, b) for b in a)
+        return _NO_KEY if _NO_KEY in parts else (type(a), parts)
+    if isinstance(a, _SCALARS) or isinstance(a, torch._ops.OpOverload):
+        return (type(a), a)
+    return _NO_KEY
+
+
+_NO_KEY = object()
+
+
+def _call_key(mode: FakeTensorMode, func: Any, args: list, kwargs: dict) -> tuple | None:
+    """A key of ``func(*args, **kwargs)`` (lists keep their bounds), None when the call is not
+    to be remembered."""
+    key = _value_key(mode, (func, tuple(args), tuple(kwargs.items())))
+    return None if key is _NO_KEY else key
+
+
+def _tensor_entry(mode: FakeTensorMode, t: Any) -> tuple | None:
+    if type(t) is not FakeTensor or t.fake_mode is not mode or t.constant is not None:
+        return None
+    if t.requires_grad or t.is_conj() or t.is_neg() or t.layout != torch.strided:
+        return None
+    if not all(type(d) is int for d in t.shape):
+        return None
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype, t.fake_device)
+
+
+def _entry(mode: FakeTensorMode, kind: str, out: Any, args: list) -> tuple | None:
+    """What :func:`_rebuild` needs to make ``out`` again (None: not remembered)."""
+    if kind == "view":
+        base = args[0] if args else None
+        meta = _tensor_entry(mode, out)
+        if (
+            meta is None
+            or type(base) is not FakeTensor
+            or meta[3] != base.dtype
+            or meta[4] != base.fake_device
+            or out.untyped_storage()._cdata != base.untyped_storage()._cdata
+        ):
+            return None
+        return ("view", meta)
+    if isinstance(out, torch.Tensor):
+        meta = _tensor_entry(mode, out)
+        return None if meta is None or meta[2] != 0 else ("tensor", meta)
+    if isinstance(out, (tuple, list)) and out:
+        metas = [_tensor_entry(mode, o) for o in out]
+        if any(m is None or m[2] != 0 for m in metas):
+            return None
+        return ("seq", type(out), tuple(metas))
+    return None
+
+
+def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
+    shape, stride, _, dtype, device = meta
+    with in_kernel_invocation_manager(mode):
+        t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
+
+
+def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
+    what = entry[0]
+    if what == "tensor":
+        return _fresh(mode, entry[1])
+    if what == "seq":
+        return entry[1](_fresh(mode, m) for m in entry[2])
+    shape, stride, offset, _, device = entry[1]
+    with in_kernel_invocation_manager(mode):
+        t = aten.as_strided.default(args[0], shape, stride, offset)
+    return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
 
 
 def _flat(args: tuple, kwargs: dict) -> list[Any]:
@@ -254,6 +432,7 @@ def record(
     root = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
     graph = torch.fx.Graph(owning_module=root)
     fake_mode = FakeTensorMode(allow_fallback_kernels=True, shape_env=ShapeEnv(), static_shapes=True)
+    fake_mode.cache_enabled = False  # the recorder remembers results itself (_RESULTS), at less cost
     recorder = Recorder(fake_mode, graph, root)
     fakes = []
     for i, example in enumerate(examples):

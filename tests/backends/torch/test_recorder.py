@@ -112,3 +112,45 @@ def test_branches_go_to_make_fx_before_tracing(monkeypatch):
     monkeypatch.setattr(recorder, "record", refuse)
     f = lambda p, x: lax.cond(p, lambda v: v * 2.0, lambda v: v - 1.0, x)  # noqa: E731
     assert_same(f, np.bool_(False), X)
+
+
+def _views_and_fresh(x, y):
+    """Views (transpose, expand, slice, select, a view of a view), fresh results (a
+    constructor, broadcasting, a tuple result, a dtype change) and an in-place op."""
+    t = x.reshape(3, 4).t()[1:3]  # view, permute, slice: a strided view with an offset
+    s = t.select(1, 2).expand(4, 2)
+    values, indices = torch.max(t + y[None, :].double(), dim=1)
+    z = torch.full((2, 3), 1.5, dtype=torch.float64)
+    z.mul_(2)
+    return s.contiguous(), values, indices, z, x.unsqueeze(0)[:, 2:].sum(1, keepdim=True)
+
+
+def _meta_of(gm):
+    out = []
+    for n in gm.graph.nodes:
+        vals = n.meta.get("val")
+        for v in vals if isinstance(vals, (list, tuple)) else [vals]:
+            if isinstance(v, torch.Tensor):
+                out.append((n.op, tuple(v.shape), v.stride(), v.storage_offset(), v.dtype, v.device))
+    return out
+
+
+def test_remembered_fake_results_are_the_fake_modes(monkeypatch):
+    """The recorder's remembered fake results (views rebuilt with as_strided, fresh tensors
+    of the remembered metadata) carry the metadata make_fx's fake mode computes: on a first
+    trace (results computed by the mode and remembered) and a second (rebuilt)."""
+    x, y = torch.randn(12, dtype=torch.float64), torch.randn(3)
+    with torch.no_grad():
+        want = make_fx(_views_and_fresh, tracing_mode="fake")(x, y)
+    monkeypatch.setattr(recorder, "_RESULTS", {})
+    with torch.no_grad():
+        first = recorder.record(_views_and_fresh, [x, y])
+        remembered = len(recorder._RESULTS)
+        second = recorder.record(_views_and_fresh, [x, y])
+    assert remembered >= 10 and len(recorder._RESULTS) == remembered  # the second trace only rebuilt
+    assert _targets(first) == _targets(second) == _targets(want)
+    assert _meta_of(first) == _meta_of(second) == _meta_of(want)
+    strided = [m for m in _meta_of(second) if m[3] != 0]
+    assert strided  # a view with a storage offset was rebuilt
+    for got, ref in zip(second(x, y), _views_and_fresh(x, y), strict=True):
+        torch.testing.assert_close(got, ref)
