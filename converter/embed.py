@@ -843,8 +843,13 @@ def _entry_of(handle: str) -> _PolyEntry:
 def _call_jax_op(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     """The entry ``handle`` as one opaque op (what ``torch.compile`` keeps in its graph).
     Outputs never alias the inputs or each other (a custom op must not return views)."""
-    outs = _entry_of(handle).run(list(tensors))
-    seen = {t.data_ptr() for t in tensors if t.numel()}
+    return unaliased(tensors, _entry_of(handle).run(list(tensors)))
+
+
+def unaliased(inputs: Sequence[torch.Tensor], outs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``outs`` with each output that shares memory with an input or an earlier output
+    cloned: what a ``torch.library`` custom op must return (never a view)."""
+    seen = {t.data_ptr() for t in inputs if t.numel()}
     result = []
     for o in outs:
         if o.numel() and o.data_ptr() in seen:

@@ -57,15 +57,9 @@ def _differentiable(t: torch.Tensor) -> bool:
 def run_module(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     """The module ``handle`` names on ``tensors`` (its ``@main`` arguments, parameters first):
     its outputs, never aliasing the inputs or each other."""
-    outs = list(_module(handle)._graph(tensors)(*tensors))
-    seen = {t.data_ptr() for t in tensors if t.numel()}
-    result = []
-    for o in outs:
-        if o.numel() and o.data_ptr() in seen:
-            o = o.clone()
-        seen.add(o.data_ptr())
-        result.append(o)
-    return result
+    from converter.embed import unaliased
+
+    return unaliased(tensors, list(_module(handle)._graph(tensors)(*tensors)))
 
 
 @run_module.register_fake
