@@ -152,6 +152,11 @@ def roi_align(
     """RoiAlign with ROIs known at conversion time (the sampling grid depends on their
     sizes). ``max`` mode takes the maximum of the weighted taps, as the reference does."""
     ctm = coordinate_transformation_mode or ("half_pixel" if ctx.version >= 16 else "output_half_pixel")
+    if ctm not in ("half_pixel", "output_half_pixel") or mode not in ("avg", "max"):
+        raise ValueError(  # the spec's values only (onnxruntime refuses the others too)
+            f"RoiAlign: coordinate_transformation_mode {ctm!r} / mode {mode!r}: expected "
+            "'half_pixel' or 'output_half_pixel' / 'avg' or 'max'"
+        )
     boxes = np.asarray(ctx.static(1), np.float64)
     n_rois = boxes.shape[0]
     h, w = x.shape[2], x.shape[3]

@@ -196,6 +196,23 @@ def test_roi_align_adaptive_sampling_grid():
     check_node("RoiAlign", inputs, attrs, opset=16, atol=1e-5)
 
 
+@pytest.mark.parametrize("attrs", [{"coordinate_transformation_mode": "align_corners"}, {"mode": "min"}])
+def test_roi_align_refuses_values_outside_the_spec(attrs):
+    """An attribute value RoiAlign-16 does not define is an error naming it (it was taken as
+    ``output_half_pixel`` / ``avg``), as onnxruntime refuses it."""
+    from converter.errors import ConversionError
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 4, 4])
+    b = helper.make_tensor_value_info("b", onnx.TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, 1, 1])
+    rois = numpy_helper.from_array(np.array([[0, 0, 2, 2]], np.float32), "rois")
+    node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], name="roi", **attrs)
+    graph = helper.make_graph([node], "g", [x, b], [y], [rois])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    with pytest.raises(ConversionError, match=f"roi.*{next(iter(attrs.values()))!r}"):
+        from_onnx(model, static_inputs={"b": np.zeros(1, np.int64)})
+
+
 def test_optional_get_element():
     """Optional then OptionalGetElement (and OptionalHasElement) on a tensor."""
     x = X[0]
