@@ -546,6 +546,16 @@ def _jax_cache(owner: Any, ident: Hashable) -> tuple[Callable[[], Any], dict]:
     return cache
 
 
+def _entries_of(fn: Any) -> tuple[Callable[[], Any], dict]:
+    """``fn``'s ``(owner reference, {key: entry})`` in :data:`_JAX_BY_ID`, made on first use
+    (or when the id is reused by another owner)."""
+    owner, ident = _owner(fn)
+    cache = _JAX_BY_ID.get(ident)
+    if cache is None or cache[0]() is not owner:
+        cache = _jax_cache(owner, ident)
+    return cache
+
+
 def _cache_for(fn: Any, store: weakref.WeakKeyDictionary, strong: dict) -> dict:
     try:
         return store.setdefault(fn, {})
@@ -677,10 +687,7 @@ def _call_jax(fn: Callable, args: tuple, kwargs: dict) -> Any:
     keyword or non-tensor arguments, and on a cache miss (the trace)."""
     if torch.compiler.is_compiling():
         return _call_jax_compiled(fn, args, kwargs)
-    owner, ident = _owner(fn)
-    cache = _JAX_BY_ID.get(ident)
-    if cache is None or cache[0]() is not owner:
-        cache = _jax_cache(owner, ident)
+    cache = _entries_of(fn)
     positional = _positional_key(args) if not kwargs else None
     if positional is not None:
         key: Any = positional[0]
@@ -750,8 +757,10 @@ class _PolyEntry:
         try:
             entry = self.entry_for(sig)
         except Exception:  # noqa: BLE001 - not shape-polymorphic: specialize the sizes
-            concrete = [torch.empty(0).new_empty([int(d) for d in t.shape], dtype=t.dtype) for t in tensors]
-            entry = self.entry_for(_leaf_sig(concrete))
+            concrete = tuple(
+                (tuple(int(d) for d in t.shape), dt, True) for t, (_, dt, _) in zip(tensors, sig, strict=True)
+            )
+            entry = self.entry_for(concrete)
             return entry, entry.out_avals
         return entry, [(tuple(_torch_size(d, env) for d in shape), dt) for shape, dt in entry.out_avals]
 
@@ -787,8 +796,9 @@ def _symbolic_sig(tensors: list[torch.Tensor]) -> tuple[tuple, dict[str, Any]]:
             if expr is None or expr.is_number:
                 dims.append(int(d))
             else:
-                env.setdefault(_symbol_name(expr), d)
-                dims.append(_symbol_name(expr))
+                name = _symbol_name(expr)
+                env.setdefault(name, d)
+                dims.append(name)
         texts.append(dims)
     names = sorted(env)
     syms = dict(zip(names, jax.export.symbolic_shape(", ".join(names)), strict=True))
@@ -903,22 +913,18 @@ def _assume_constant_result(fn: Callable) -> Callable:
     return fn
 
 
-# (function owner's key, input tree, input dtypes) -> handle of its _PolyEntry
-_COMPILED: dict[tuple, str] = {}
-
-
 @_assume_constant_result
 def _compiled_handle(fn: Callable, spec: TreeSpec, in_dtypes: tuple) -> str:
     """The handle of ``fn``'s :class:`_PolyEntry` for the input tree ``spec`` of tensors of
     ``in_dtypes``, made while Dynamo traces (it runs this as a constant: the entry is Python
-    state, not graph). Checks that the arguments bind to ``fn`` first."""
+    state, not graph), kept in ``fn``'s entry cache (as long as ``fn`` lives). Checks that
+    the arguments bind to ``fn`` first."""
     from frontends.jax import tree_spec
 
-    owner, ident = _owner(fn)
-    key = (ident, json.dumps(spec, default=repr), in_dtypes)
-    handle = _COMPILED.get(key)
-    if handle is not None and _HANDLES[handle].owner() is owner:
-        return handle
+    cache = _entries_of(fn)[1]
+    key = ("torch.compile", json.dumps(spec, default=repr), in_dtypes)
+    if key in cache:
+        return cache[key]
     leaf = object()
     args, kwargs = unflatten(spec, [leaf] * len(in_dtypes))
     check_call(fn, args, kwargs, getattr(fn, "__name__", "fn"))
@@ -932,17 +938,8 @@ def _compiled_handle(fn: Callable, spec: TreeSpec, in_dtypes: tuple) -> str:
         return entry
 
     poly = _PolyEntry(make, len(in_dtypes))
-    poly.owner = weakref.ref(owner) if _weakrefable(owner) else (lambda: owner)  # type: ignore[attr-defined]
-    handle = _COMPILED[key] = _handle(poly)
+    handle = cache[key] = _handle(poly)
     return handle
-
-
-def _weakrefable(x: Any) -> bool:
-    try:
-        weakref.ref(x)
-    except TypeError:
-        return False
-    return True
 
 
 @_assume_constant_result
