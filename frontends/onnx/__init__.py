@@ -531,12 +531,17 @@ def _weight_array(t: onnx.TensorProto, path: Any) -> np.ndarray:
         ) from e
 
 
-def _state_targets(model: onnx.ModelProto) -> set[str]:
-    """The names of the buffers a model written by :func:`backends.onnx.to_onnx` updates
-    (its ``converter.updates`` metadata): their initializers hold the first call's state."""
+def _updates_record(model: onnx.ModelProto) -> dict[str, Any]:
+    """The ``converter.updates`` metadata entry of a model written by
+    :func:`backends.onnx.to_onnx` (``{updated output name: mutation}``; empty if none)."""
     props = {p.key: p.value for p in model.metadata_props}
-    record = json.loads(props.get("converter.updates", "{}"))
-    return {Mutation.from_json(r).target for r in record.values()}
+    return json.loads(props.get("converter.updates", "{}"))
+
+
+def _state_targets(model: onnx.ModelProto) -> set[str]:
+    """The names of the buffers and inputs the model updates (:func:`_updates_record`):
+    their initializers hold the first call's state."""
+    return {Mutation.from_json(r).target for r in _updates_record(model).values()}
 
 
 def _state_updates(model: onnx.ModelProto, signature: Signature, params: set[str]) -> Signature:
@@ -544,8 +549,7 @@ def _state_updates(model: onnx.ModelProto, signature: Signature, params: set[str
     records its trailing ``updated:<target>`` outputs in the ``converter.updates``
     metadata entry; they become ``signature.mutations`` again (a buffer target that is not
     an initializer here stays an ordinary output)."""
-    props = {p.key: p.value for p in model.metadata_props}
-    record = json.loads(props.get("converter.updates", "{}"))
+    record = _updates_record(model)
     names = [o.name for o in signature.outputs]
     tail = []
     for name in reversed(names):
