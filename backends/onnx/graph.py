@@ -184,9 +184,12 @@ class GraphBuilder:
         return name
 
     def iota(self, shape, dim: int, dtype: str) -> str:
-        """``0, 1, ...`` along ``dim`` of a static ``shape``, computed in the graph (``Range``,
-        then ``Reshape``/``Expand`` when the shape has other dimensions) rather than stored
-        (StableHLO spec: iota)."""
+        """``0, 1, ...`` along ``dim`` of ``shape``, computed in the graph (``Range``, then
+        ``Reshape``/``Expand`` when the shape has other dimensions) rather than stored
+        (StableHLO spec: iota). ``shape`` holds ints, or for a dynamic dimension the name of
+        its int64 ``[1]`` run-time size (what :meth:`sizes` returns)."""
+        if any(isinstance(d, str) for d in shape):
+            return self._dynamic_iota(shape, dim, dtype)
         n = int(shape[dim])
         work = dtype if dtype in _RANGE_TYPES else ("float64" if dtypes.is_floating(dtype) else "int64")
         zero, one = np.zeros((), dtypes.to_numpy(work)), np.ones((), dtypes.to_numpy(work))
@@ -200,6 +203,18 @@ class GraphBuilder:
         view[dim] = n
         x = self.op("Reshape", [x, self.ints(view)])
         return x if list(view) == list(shape) else self.op("Expand", [x, self.ints(shape)])
+
+    def _dynamic_iota(self, sizes, dim: int, dtype: str) -> str:
+        """:meth:`iota` of a shape with run-time sizes: ``Range`` to the size (int64),
+        ``Reshape`` onto its axis, ``Expand`` to :meth:`shape_vector` of the sizes."""
+        n = sizes[dim] if isinstance(sizes[dim], str) else self.ints([sizes[dim]])
+        zero, one = self.const(np.int64(0)), self.const(np.int64(1))
+        x = self.op("Range", [zero, self.op("Squeeze", [n, self.ints([0])]), one])
+        x = x if dtype == "int64" else self.cast(x, dtype)
+        if len(sizes) == 1:
+            return x
+        x = self.op("Reshape", [x, self.ints([-1 if i == dim else 1 for i in range(len(sizes))])])
+        return self.op("Expand", [x, self.shape_vector(sizes)])
 
     def ints(self, values) -> str:
         """An int64 1-D initializer (shapes, axes, starts)."""

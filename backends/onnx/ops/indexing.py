@@ -52,20 +52,9 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
     columns = [idx]
     for dim in indices_dims:
         pos = dim - (1 if index_vector_dim < dim else 0)
-        if None in batch_shape:  # sizes read from the index matrix at run time
-            columns.append(_dynamic_iota(g, g.sizes(idx, [*batch_shape, 1]), pos))
-        else:
-            columns.append(g.iota([*batch_shape, 1], pos, "int64"))  # computed, not stored
+        # computed, not stored; dynamic sizes read from the index matrix at run time
+        columns.append(g.iota(g.sizes(idx, [*batch_shape, 1]), pos, "int64"))
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
-
-
-def _dynamic_iota(g, sizes: list, dim: int) -> str:
-    """int64 ``0, 1, ...`` along ``dim`` of a tensor of ``sizes`` (ints and int64 ``[1]``
-    run-time sizes): ``Range`` to the size, ``Reshape`` to its axis, ``Expand``."""
-    n = sizes[dim] if isinstance(sizes[dim], str) else g.ints([sizes[dim]])
-    r = g.op("Range", [g.const(np.int64(0)), g.op("Squeeze", [n, g.ints([0])]), g.const(np.int64(1))])
-    view = g.op("Reshape", [r, g.ints([-1 if i == dim else 1 for i in range(len(sizes))])])
-    return g.op("Expand", [view, g.shape_vector(sizes)])
 
 
 def _check_point_indexing(shape, indexed, sizes, what):

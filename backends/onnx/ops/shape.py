@@ -174,15 +174,7 @@ def _dynamic_update_slice(interp, op, x, update, *starts):
 def _index_grid(g, sizes) -> str:
     """The int64 ``[*sizes, rank]`` grid of every position's index (``np.indices`` moved
     last) for sizes given as ints and int64 ``[1]`` run-time values."""
-    rank = len(sizes)
-    shape = g.shape_vector(sizes)
-    axes = []
-    for i, n in enumerate(sizes):
-        n = n if isinstance(n, str) else g.ints([n])
-        r = g.op("Range", [g.const(np.int64(0)), g.op("Squeeze", [n, g.ints([0])]), g.const(np.int64(1))])
-        view = g.op("Reshape", [r, g.ints([-1 if j == i else 1 for j in range(rank)] + [1])])
-        axes.append(g.op("Expand", [view, g.op("Concat", [shape, g.ints([1])], axis=0)]))
-    return g.op("Concat", axes, axis=-1)
+    return g.op("Concat", [g.iota([*sizes, 1], i, "int64") for i in range(len(sizes))], axis=-1)
 
 
 def _clamped_starts(g, x, starts, sizes, shape) -> str:
