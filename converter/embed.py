@@ -995,50 +995,51 @@ def _static_dim(d: Any) -> bool:
     return isinstance(d, (int, np.integer))
 
 
-def _symbolic_dims(leaves: list[Any]) -> dict[str, Any]:
-    """The ``jax.export`` symbolic dimensions of ``leaves``' shapes by name, in order.
+def _symbolic_dims(leaves: list[Any]) -> dict[str, tuple[int, int | None]]:
+    """The ``jax.export`` symbolic dimensions of ``leaves``' shapes by name, in order, with
+    the ``(lower, upper or None)`` bounds their constraints give.
 
     Raises:
         InputValueError: a dimension that is an expression (``2*b``), not one variable.
     """
     from .errors import InputValueError
 
-    dims: dict[str, Any] = {}
+    dims: dict[str, tuple[int, int | None]] = {}
     for x in leaves:
         for d in np.shape(x) if not hasattr(x, "shape") else x.shape:
-            if not _static_dim(d):
+            if not _static_dim(d) and str(d) not in dims:
                 if not str(d).isidentifier():
                     raise InputValueError(
                         f"call_torch: the symbolic dimension {d} is an expression; torch.export "
                         "takes each dynamic dimension as its own variable (pass it as a new variable)"
                     )
-                dims.setdefault(str(d), d)
+                dims[str(d)] = _jax_internal.dim_bounds(d)
     return dims
 
 
-def _example_sizes(leaves: list[Any]) -> dict[str, int]:
-    """A size per symbolic dimension for the example tensors ``torch.export`` traces with:
-    distinct (no relation between two dimensions is assumed from their sizes), at least 2
-    (torch specializes 0 and 1), within the bounds the dimension's constraints give."""
+def _example_sizes(dims: dict[str, tuple[int, int | None]]) -> dict[str, int]:
+    """A size per symbolic dimension (:func:`_symbolic_dims`) for the example tensors
+    ``torch.export`` traces with: distinct (no relation between two dimensions is assumed
+    from their sizes), at least 2 (torch specializes 0 and 1), within the dimension's bounds."""
     sizes = {}
-    for k, (name, d) in enumerate(_symbolic_dims(leaves).items()):
-        lo, hi = _jax_internal.dim_bounds(d)
+    for k, (name, (lo, hi)) in enumerate(dims.items()):
         size = max(lo, 2) + 1 + k
         sizes[name] = size if hi is None else min(size, hi)
     return sizes
 
 
-def _torch_dynamic_shapes(target: Callable, args: tuple, kwargs: dict, is_arr: Callable) -> Any:
+def _torch_dynamic_shapes(
+    target: Callable, args: tuple, kwargs: dict, is_arr: Callable, dims: dict[str, tuple[int, int | None]]
+) -> Any:
     """``torch.export``'s ``dynamic_shapes`` for the call ``target(*args, **kwargs)`` whose
-    array arguments have ``jax.export`` symbolic dimensions: one ``torch.export.Dim`` per
-    dimension variable (its name and the bounds of its constraints), by parameter name."""
+    array arguments have the ``jax.export`` symbolic dimensions ``dims``
+    (:func:`_symbolic_dims`): one ``torch.export.Dim`` per dimension variable (its name and
+    bounds), by parameter name."""
     from torch.export import Dim
 
-    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if is_arr(x)]
-    made = {}
-    for name, d in _symbolic_dims(leaves).items():
-        lo, hi = _jax_internal.dim_bounds(d)
-        made[name] = Dim(name, min=lo, **({"max": hi} if hi is not None else {}))
+    made = {
+        name: Dim(name, min=lo, **({"max": hi} if hi is not None else {})) for name, (lo, hi) in dims.items()
+    }
 
     def spec(x: Any) -> Any:
         if not is_arr(x):
@@ -1105,7 +1106,8 @@ def call_torch(
         target = module_or_fn.forward if isinstance(module_or_fn, torch.nn.Module) else module_or_fn
         check_call(target, args, kwargs, type(module_or_fn).__name__)
         is_arr = lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer))  # noqa: E731
-        sizes = _example_sizes(leaves)
+        dims = _symbolic_dims(leaves)
+        sizes = _example_sizes(dims)
         ex_args, ex_kwargs = jax.tree_util.tree_map(
             lambda x: _torch_example(x, sizes) if is_arr(x) else x, (args, kwargs), is_leaf=is_arr
         )
@@ -1113,7 +1115,7 @@ def call_torch(
             check_dtypes_like_eager(module_or_fn, tuple(ex_args), ex_kwargs)
         from backends.jax import JaxFunction
 
-        dynamic = _torch_dynamic_shapes(model.forward, args, kwargs, is_arr) if sizes else None
+        dynamic = _torch_dynamic_shapes(model.forward, args, kwargs, is_arr, dims) if dims else None
         with quiet(not verbose()):  # torch.export's and fake_tensor's chatter on failure
             module = from_torch(model, tuple(ex_args), ex_kwargs, dynamic_shapes=dynamic)
         _check_x64(module)

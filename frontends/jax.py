@@ -117,8 +117,6 @@ def physical_aval(aval: Any) -> Any:
 def _dim_ranges(avals: Any) -> dict[str, list]:
     """``{name: [lower, upper or None]}`` of each symbolic dimension of ``avals`` that its
     ``jax.export`` constraints bound tighter than JAX's implicit ``>= 1``."""
-    from converter import _jax_internal
-
     ranges = {}
     for aval in avals:
         for d in aval.shape:
