@@ -566,26 +566,11 @@ def write_stablehlo(module: Module, out: Path, options: argparse.Namespace) -> N
     ``loc(...)`` source locations. The converter's own ``custom_call
     @converter.stop_gradient`` markers (a JAX source's ``lax.stop_gradient``) are bypassed:
     other StableHLO consumers know no such call (JAX itself writes none)."""
-    module = _without_stop_gradient_markers(module)
+    from .passes.markers import without_stop_gradient_markers
+
+    module = without_stop_gradient_markers(module)
     data = module.bytecode() if out.suffix == ".mlirbc" else module.text()
     atomic_write(out, data)
-
-
-def _without_stop_gradient_markers(module: Module) -> Module:
-    from . import mlir
-
-    if "converter.stop_gradient" not in mlir.module_text(module.mlir):
-        return module
-    ir_module = mlir.clone_module(module.mlir)
-    with ir_module.context:
-        for fn in mlir.functions(ir_module).values():
-            for op in list(mlir.walk_ops(fn)):
-                if op.name == "stablehlo.custom_call" and (
-                    mlir.Op(op).attr("call_target_name") == "converter.stop_gradient"
-                ):
-                    op.results[0].replace_all_uses_with(op.operands[0])
-                    op.erase()
-    return Module(ir_module, module.signature, module.params, source=module.source, meta=module.meta)
 
 
 def write_module(module: Module, out: Path, options: argparse.Namespace) -> None:

@@ -24,6 +24,7 @@ from converter.errors import (
 )
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes.markers import without_stop_gradient_markers
 from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, dimension_values, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
@@ -425,7 +426,8 @@ class JaxFunction:
             avals = [(shp, np.dtype(dtypes.to_numpy(s.dtype))) for shp, s in zip(shapes, specs, strict=True)]
             self._exported_cache = _jax_internal.exported_from_stablehlo(
                 "converted",
-                self.module.bytecode(),
+                # XLA knows no stop_gradient marker; this Exported has no VJP (grad refuses)
+                without_stop_gradient_markers(self.module).bytecode(),
                 avals[: len(args)],
                 avals[len(args) :],
                 jax.default_backend(),

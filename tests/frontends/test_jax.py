@@ -268,3 +268,7 @@ def test_stop_gradient_is_kept(tmp_path):
         "converter.stop_gradient" in m.text()
         and "converter.stop_gradient" not in (tmp_path / "f.mlir").read_text()
     )
+    # the Exported a JaxFunction calls under jax.export's symbolic shapes: XLA runs it
+    # (it knows no marker), forward only (it has no VJP)
+    got = f._exported().call(*[f.params[p.name] for p in m.signature.params], x)
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
