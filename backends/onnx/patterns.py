@@ -31,6 +31,7 @@ from jaxlib.mlir import ir
 
 from converter import mlir
 from converter.interpreter import _fold
+from converter.passes.markers import STOP_GRADIENT_TARGET
 from converter.regions import classify_combiner
 
 #: Element types the fused operators are emitted for (onnxruntime's CPU kernels).
@@ -85,10 +86,6 @@ class _Scope:
         return amap.get(v, v)
 
 
-#: the marker of a JAX source's ``lax.stop_gradient`` (``from_jax``): the identity in ONNX
-_STOP_GRADIENT = "converter.stop_gradient"
-
-
 class _Matcher:
     """Pattern terms over StableHLO values; ``bind`` collects variable bindings."""
 
@@ -123,7 +120,9 @@ class _Matcher:
                 a, b = (mlir.tensor_type(t).shape for t in (op.operands[0].type, op.results[0].type))
                 if [d for d in a if d != 1] != [d for d in b if d != 1]:
                     return v, amap
-            elif op.name != "stablehlo.custom_call" or mlir.Op(op).attr("call_target_name") != _STOP_GRADIENT:
+            elif op.name != "stablehlo.custom_call":
+                return v, amap
+            elif mlir.Op(op).attr("call_target_name") != STOP_GRADIENT_TARGET:
                 return v, amap
             v, amap = op.operands[0], inner
 

@@ -43,6 +43,7 @@ from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
 from converter.interpreter import static_value
+from converter.passes.markers import STOP_GRADIENT_TARGET
 from converter.regions import classify_combiner
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}
@@ -158,7 +159,7 @@ def _match_softmax(op: mlir.Op) -> tuple[ir.Value, int] | None:
         return None
     peak, mapping = _unbroadcast(shifted)
     marked = _def(peak, "stablehlo.custom_call")
-    if marked is not None and marked.attr("call_target_name") == "converter.stop_gradient":
+    if marked is not None and marked.attr("call_target_name") == STOP_GRADIENT_TARGET:
         # jax.nn.softmax's stop_gradient(max): softmax does not depend on the shift, so
         # F.softmax's gradient is the same
         peak, inner = _unbroadcast(marked.operands[0])
