@@ -6,6 +6,7 @@ A JAX upgrade that moves these internals breaks this file and nothing else.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from jax._src import core as _core
 from jax._src.interpreters import mlir as _mlir
@@ -167,34 +168,55 @@ def shape_assertion(pred, message: str) -> None:
 STOP_GRADIENT_TARGET = "converter.stop_gradient"
 
 
+#: per-thread list of the stop_gradients left unmarked, set while a thread is in
+#: :func:`stop_gradient_marked` (other threads lower ``stop_gradient`` as JAX does)
+_MARKING = threading.local()
+_MARK_LOCK = threading.Lock()
+_mark_scopes = [0, None]  # [scopes open in any thread, JAX's own lowering rule]
+
+
+def _lower_stop_gradient(ctx, x):
+    unmarked = getattr(_MARKING, "unmarked", None)
+    if unmarked is None:
+        return _mark_scopes[1].rule(ctx, x)
+    (aval,) = ctx.avals_in
+    if not all(isinstance(d, int) for d in aval.shape):
+        unmarked.append(1)
+        return [x]
+    op = _mlir.custom_call(STOP_GRADIENT_TARGET, result_types=[x.type], operands=[x])
+    return op.results
+
+
 @contextlib.contextmanager
 def stop_gradient_marked():
     """Within the scope, JAX lowers ``lax.stop_gradient`` (``ad_util.stop_gradient_p``, which
     StableHLO has no op for: JAX lowers it to nothing) on statically shaped values to
     ``stablehlo.custom_call @converter.stop_gradient(x)``, which the converter's backends read
     as ``stop_gradient``/``detach``/``Identity``; on symbolic shapes it stays the identity
-    (yields a list that records how many were left unmarked). JAX's global lowering cache
+    (yields a list that records how many were left unmarked).
+
+    Thread-safe: the marking rule is installed while any thread has a scope open, and marks
+    only in the threads inside one (others get JAX's rule). JAX's global lowering cache
     (``pxla._cached_lowering_to_hlo``, keyed by jaxpr) is cleared on entry and exit, so no
     marked lowering reaches a later ``jax.jit`` (XLA has no such custom call) and no cached
     unmarked one this export."""
     from jax._src import ad_util
     from jax._src.interpreters import pxla
 
-    original = _mlir._lowerings[ad_util.stop_gradient_p]
-    unmarked: list[int] = []
-
-    def lower(ctx, x):
-        (aval,) = ctx.avals_in
-        if not all(isinstance(d, int) for d in aval.shape):
-            unmarked.append(1)
-            return [x]
-        op = _mlir.custom_call(STOP_GRADIENT_TARGET, result_types=[x.type], operands=[x])
-        return op.results
-
+    with _MARK_LOCK:
+        if _mark_scopes[0] == 0:
+            _mark_scopes[1] = _mlir._lowerings[ad_util.stop_gradient_p]
+            _mlir.register_lowering(ad_util.stop_gradient_p, _lower_stop_gradient)
+        _mark_scopes[0] += 1
+    outer = getattr(_MARKING, "unmarked", None)
+    _MARKING.unmarked = unmarked = []
     pxla._cached_lowering_to_hlo.cache_clear()
-    _mlir.register_lowering(ad_util.stop_gradient_p, lower)
     try:
         yield unmarked
     finally:
-        _mlir._lowerings[ad_util.stop_gradient_p] = original
+        _MARKING.unmarked = outer
+        with _MARK_LOCK:
+            _mark_scopes[0] -= 1
+            if _mark_scopes[0] == 0:
+                _mlir._lowerings[ad_util.stop_gradient_p] = _mark_scopes[1]
         pxla._cached_lowering_to_hlo.cache_clear()

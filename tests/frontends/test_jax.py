@@ -272,3 +272,34 @@ def test_stop_gradient_is_kept(tmp_path):
     # (it knows no marker), forward only (it has no VJP)
     got = f._exported().call(*[f.params[p.name] for p in m.signature.params], x)
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
+
+
+def test_stop_gradient_marking_is_per_thread():
+    """While one thread is inside ``from_jax``'s marking scope, another thread's ``jax.jit``
+    of a fresh ``stop_gradient`` program lowers it as JAX does (XLA knows no marker: it failed
+    with NOT_FOUND when the rule was swapped process-wide), and the scope still marks."""
+    import threading
+
+    from converter import _jax_internal
+
+    inside, done = threading.Event(), threading.Event()
+    results: dict = {}
+
+    def other_thread():
+        inside.wait(10)
+        g = jax.jit(lambda v: jnp.sum(jax.lax.stop_gradient(v) * v * 3.0))
+        results["other"] = float(jax.grad(g)(jnp.float32(2.0)))
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    with _jax_internal.stop_gradient_marked():
+        inside.set()
+        done.wait(20)
+        exp = jax.export.export(
+            jax.jit(lambda v: jax.lax.stop_gradient(v) * v),
+            disabled_checks=[jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)],
+        )(jax.ShapeDtypeStruct((2,), jnp.float32))
+    thread.join()
+    assert results["other"] == 6.0
+    assert _jax_internal.STOP_GRADIENT_TARGET in exp.mlir_module()
