@@ -89,13 +89,11 @@ def _gather(interp, op, operand, indices):
         ("operand_batching_dims", "start_indices_batching_dims"),
         "gather",
     )
-    take = _take_axis(op, d, index_map, sizes)
-    if take is not None:  # one indexed dimension, rows taken whole: ONNX Gather
-        axis, squeeze = take
-        idx = g.op("Reshape", [idx, g.ints(op.operand_type(1).shape[:-1] if squeeze else [-1])])
-        hi = g.const(np.int64(shape[axis] - 1))
+    if _is_row_take(op, d, index_map, sizes):  # rows of dimension 0 taken whole: ONNX Gather
+        idx = g.op("Reshape", [idx, g.ints(op.operand_type(1).shape[:-1])])
+        hi = g.const(np.int64(shape[0] - 1))
         idx = g.op("Max", [g.op("Min", [idx, hi]), g.const(np.int64(0))])
-        return g.op("Gather", [operand, idx], axis=axis)
+        return g.op("Gather", [operand, idx], axis=0)
     if any(shape[i] is None for i in index_map):
         sizes_now = g.sizes(operand, shape)
         hi = g.op("Sub", [g.shape_vector([sizes_now[i] for i in index_map]), g.ints([1])])
@@ -123,25 +121,24 @@ def _gather(interp, op, operand, indices):
     return g.op("Transpose", [out], perm=perm) if perm != sorted(perm) else out
 
 
-def _take_axis(op, d, index_map, sizes):
-    """``(axis, True)`` when the gather is ``Gather(operand, indices, axis)`` with the
-    (clamped) indices: one index column (``index_vector_dim`` last, of size 1), the indexed
-    dimension collapsed, the others taken whole and kept in order after the batch
-    dimensions, static shapes, no batching dimensions; else None."""
+def _is_row_take(op, d, index_map, sizes) -> bool:
+    """True when the gather is ``Gather(operand, indices, axis=0)`` with the (clamped)
+    indices: one index column (``index_vector_dim`` last, of size 1) into dimension 0, which
+    is collapsed, the others taken whole and kept in order after the batch dimensions,
+    static shapes, no batching dimensions."""
     shape, itype, result = op.operand_type(0).shape, op.operand_type(1), op.result_type
     if None in shape or None in itype.shape or None in result.shape or d.get("operand_batching_dims"):
-        return None
-    if len(index_map) != 1 or d["index_vector_dim"] != itype.rank - 1 or itype.shape[-1] != 1:
-        return None
-    axis = index_map[0]
-    if list(d["collapsed_slice_dims"]) != [axis] or axis != 0:
-        return None
-    if any(sizes[i] != shape[i] for i in range(len(shape)) if i != axis):
-        return None
+        return False
+    if d["index_vector_dim"] != itype.rank - 1 or itype.shape[-1] != 1:
+        return False
+    if list(index_map) != [0] or list(d["collapsed_slice_dims"]) != [0]:
+        return False
+    if any(sizes[i] != shape[i] for i in range(1, len(shape))):
+        return False
     batch = itype.rank - 1
     if list(d["offset_dims"]) != list(range(batch, batch + len(shape) - 1)):
-        return None
-    return axis, True
+        return False
+    return True
 
 
 _REDUCTION = {"add": "add", "mul": "mul", "max": "max", "min": "min", "replace": "none"}
