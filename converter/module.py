@@ -61,6 +61,18 @@ class Module:
         if missing:
             raise ValueError(f"no values for parameters {missing}")
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickling and ``copy.deepcopy`` (a ``to_torch()`` module of dynamic shapes holds its
+        Module): the MLIR module travels as its text, ``loc(...)`` provenance included."""
+        state = dict(self.__dict__)
+        state["mlir"] = mlir.module_text(self.mlir)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state["mlir"] = mlir.parse_module(state["mlir"])
+        self.__dict__.update(state)
+
     # ------------------------------------------------------------------ text
 
     def text(self, *, debug_info: bool = True) -> str:

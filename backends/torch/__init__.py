@@ -325,7 +325,7 @@ class TorchModule(torch.nn.Module):
         self.graph_module = graph_module
         # a shape-polymorphic module (graph_module None): one graph per argument shapes
         self._dynamic_module = module if graph_module is None else None
-        self._handle = compiled.register(self) if graph_module is None else ""  # under Dynamo
+        self._traceable = compiled.traceable(self) if graph_module is None else None  # under Dynamo
         self._graphs: dict[tuple, torch.fx.GraphModule] = {}
         attrs = param_attr_names([p.name for p in self.signature.params])
         self.param_names = {a: n for n, a in attrs.items()}
@@ -443,14 +443,14 @@ class TorchModule(torch.nn.Module):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
-        state.pop("forward", None)  # a per-instance function: rebuilt by __setstate__
+        state.pop("forward", None)  # per-instance functions: rebuilt by __setstate__
+        state.pop("_traceable", None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         self._own_forward()
-        if self._dynamic_module is not None:
-            self._handle = compiled.register(self)  # this process's handle
+        self._traceable = compiled.traceable(self) if self._dynamic_module is not None else None
 
     def _apply(self, fn: Any, recurse: bool = True) -> TorchModule:
         """``nn.Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``...), which may move
@@ -478,8 +478,8 @@ class TorchModule(torch.nn.Module):
             flat.append(self._key(rng))
         if sig.kept_var_idx is not None:
             flat = [flat[i] for i in sig.kept_var_idx]
-        if self._dynamic_module is not None and torch.compiler.is_dynamo_compiling() and not sig.mutations:
-            outs = compiled.run_module(flat, self._handle)  # one opaque op (backends/torch/compiled.py)
+        if self._traceable is not None and torch.compiler.is_dynamo_compiling():
+            outs = list(self._traceable(*flat))  # traced by AOTAutograd (backends/torch/compiled.py)
         elif self._dynamic_module is not None and _symbolic_sizes(flat):
             outs = self._run_symbolic(flat)  # torch.export / torch.compile tracing this module
         else:

@@ -200,16 +200,28 @@ def test_gather_of_a_dynamic_size_reexports():
 
 def test_torch_compile_of_a_shape_polymorphic_module(mlp):
     """``torch.compile(fullgraph=True, dynamic=True)`` of a shape-polymorphic ``to_torch()``:
-    one opaque op (backends/torch/compiled.py), one graph for every batch size, outputs and
-    parameter gradients as eager torch's (it raised: Dynamo cannot trace the per-shape
-    graph build)."""
+    one graph for every batch size whose forward holds the module's ATen ops on a symbolic
+    batch (AOTAutograd traces the module's interpretation: inductor can fuse it; it was one
+    opaque custom op, and before that an error), outputs and parameter gradients as eager
+    torch's; the module pickles and deep-copies without its compile hook."""
+    import copy
+    import pickle
+
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
     from torch._dynamo.utils import counters
 
     model, module, _ = mlp
     t = module.to_torch()
+    forwards = []
+
+    def keep(gm, _):
+        forwards.append(gm)
+        return make_boxed_func(gm.forward)
+
     torch._dynamo.reset()
     counters.clear()
-    compiled = torch.compile(t, backend="aot_eager", fullgraph=True, dynamic=True)
+    compiled = torch.compile(t, backend=aot_autograd(fw_compiler=keep), fullgraph=True, dynamic=True)
     for n in (3, 10):
         x = torch.randn(n, 6)
         got, want = compiled(x), model(x)
@@ -222,6 +234,16 @@ def test_torch_compile_of_a_shape_polymorphic_module(mlp):
         for (_, p), q in zip(t.named_parameters(), model.parameters(), strict=True):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
     assert counters["stats"]["unique_graphs"] == 1
+    fw = forwards[0]  # then the backward (aot_autograd compiles it with fw_compiler too)
+    targets = {str(n.target) for n in fw.graph.nodes if n.op == "call_function"}
+    assert {"aten.mm.default", "aten.exp.default"} <= targets, targets
+    assert not any("converter" in t for t in targets)
+    inputs = [n.meta["val"] for n in fw.graph.nodes if n.op == "placeholder"]
+    assert any(isinstance(v, torch.SymInt) for v in inputs)  # the batch size, an input of the graph
+    assert any(isinstance(v, torch.Tensor) and isinstance(v.shape[0], torch.SymInt) for v in inputs)
+    x = torch.randn(4, 6)
+    for clone in (pickle.loads(pickle.dumps(t)), copy.deepcopy(t)):
+        torch.testing.assert_close(clone(x)[0], model(x)[0].detach(), rtol=1e-5, atol=1e-6)
 
 
 def test_embedding_gather_of_dynamic_ids_reexports():
@@ -243,3 +265,33 @@ def test_embedding_gather_of_dynamic_ids_reexports():
     other = torch.tensor([[7, 0, 1, 2, 3]])
     (got,) = _eager(ep.module(), other)
     np.testing.assert_array_equal(got.numpy(), table[other.numpy()])
+
+
+class _Running(torch.nn.Module):
+    """A buffer updated in place every call (a running total)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        return self.lin(x) * self.total
+
+
+def test_torch_compile_of_a_shape_polymorphic_module_with_state():
+    """A shape-polymorphic module whose buffer the source updates in place, under
+    ``torch.compile(fullgraph=True, dynamic=True)``: every call's output and the buffer after
+    three calls of different sizes equal eager torch's."""
+    torch.manual_seed(0)
+    source, eager = _Running(), _Running()
+    eager.load_state_dict(source.state_dict())
+    t = converter.from_torch(
+        source, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("b", min=2, max=32)},)
+    ).to_torch()
+    compiled = torch.compile(t, backend="aot_eager", fullgraph=True, dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 4)
+        torch.testing.assert_close(compiled(x), eager(x).detach())
+    torch.testing.assert_close(t.total, eager.total)
