@@ -168,32 +168,32 @@ def shape_assertion(pred, message: str) -> None:
 STOP_GRADIENT_TARGET = "converter.stop_gradient"
 
 
-#: per-thread list of the stop_gradients left unmarked, set while a thread is in
-#: :func:`stop_gradient_marked` (other threads lower ``stop_gradient`` as JAX does)
+#: ``_MARKING.on`` is True in a thread inside :func:`stop_gradient_marked` (other threads
+#: lower ``stop_gradient`` as JAX does)
 _MARKING = threading.local()
 _MARK_LOCK = threading.Lock()
 _mark_scopes = [0, None]  # [scopes open in any thread, JAX's own lowering rule]
 
 
 def _lower_stop_gradient(ctx, x):
-    unmarked = getattr(_MARKING, "unmarked", None)
-    if unmarked is None:
+    if not getattr(_MARKING, "on", False):
         return _mark_scopes[1].rule(ctx, x)
     (aval,) = ctx.avals_in
-    if not all(isinstance(d, int) for d in aval.shape):
-        unmarked.append(1)
-        return [x]
-    op = _mlir.custom_call(STOP_GRADIENT_TARGET, result_types=[x.type], operands=[x])
+    shapes = None
+    if not all(isinstance(d, int) for d in aval.shape):  # its shape as an operand: refinable
+        shapes = [_mlir.eval_dynamic_shape_as_tensor(ctx, aval.shape)]
+    op = _mlir.custom_call(STOP_GRADIENT_TARGET, result_types=[x.type], operands=[x], result_shapes=shapes)
     return op.results
 
 
 @contextlib.contextmanager
 def stop_gradient_marked():
     """Within the scope, JAX lowers ``lax.stop_gradient`` (``ad_util.stop_gradient_p``, which
-    StableHLO has no op for: JAX lowers it to nothing) on statically shaped values to
+    StableHLO has no op for: JAX lowers it to nothing) to
     ``stablehlo.custom_call @converter.stop_gradient(x)``, which the converter's backends read
-    as ``stop_gradient``/``detach``/``Identity``; on symbolic shapes it stays the identity
-    (yields a list that records how many were left unmarked).
+    as ``stop_gradient``/``detach``/``Identity``. On symbolic shapes the call also takes the
+    result's shape as an operand (``indices_of_shape_operands``, as JAX's own shape-polymorphic
+    custom calls), which StableHLO's shape refinement reads.
 
     Thread-safe: the marking rule is installed while any thread has a scope open, and marks
     only in the threads inside one (others get JAX's rule). JAX's global lowering cache
@@ -208,13 +208,13 @@ def stop_gradient_marked():
             _mark_scopes[1] = _mlir._lowerings[ad_util.stop_gradient_p]
             _mlir.register_lowering(ad_util.stop_gradient_p, _lower_stop_gradient)
         _mark_scopes[0] += 1
-    outer = getattr(_MARKING, "unmarked", None)
-    _MARKING.unmarked = unmarked = []
+    outer = getattr(_MARKING, "on", False)
+    _MARKING.on = True
     pxla._cached_lowering_to_hlo.cache_clear()
     try:
-        yield unmarked
+        yield
     finally:
-        _MARKING.unmarked = outer
+        _MARKING.on = outer
         with _MARK_LOCK:
             _mark_scopes[0] -= 1
             if _mark_scopes[0] == 0:

@@ -219,19 +219,10 @@ def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
     """``jax.export.export(jitted)(*args, **kwargs)`` with each ``lax.stop_gradient`` kept as
     ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
     gradients of the converted module then flowed where the source's stop;
-    :func:`converter._jax_internal.stop_gradient_marked`). One on a symbolic shape cannot be
-    marked: it warns (``UserWarning``), as for ``custom_vjp`` rules."""
+    :func:`converter._jax_internal.stop_gradient_marked`), on static and symbolic shapes."""
     allow = [jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)]
-    with _jax_internal.stop_gradient_marked() as unmarked:
-        exp = jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
-    if unmarked:
-        warnings.warn(
-            f"{len(unmarked)} lax.stop_gradient on symbolic shapes are not kept in StableHLO: "
-            "gradients of the converted module flow through them (convert with static shapes)",
-            UserWarning,
-            stacklevel=3,
-        )
-    return exp
+    with _jax_internal.stop_gradient_marked():
+        return jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
 
 
 def _custom_vjp_name(params: dict) -> str:
@@ -309,8 +300,7 @@ def from_jax(
 
     Warns:
         UserWarning: ``fn`` calls ``jax.custom_vjp`` functions, whose backward rules do not
-            survive lowering (also recorded in ``meta["warnings"]``), or
-            ``lax.stop_gradient`` on symbolic shapes (not kept).
+            survive lowering (also recorded in ``meta["warnings"]``).
     """
     names = _param_names(params)
     if isinstance(fn, jax.export.Exported):

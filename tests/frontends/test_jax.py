@@ -1,5 +1,6 @@
 """from_jax → to_jax round trips: pytrees, statics, params, Exported inputs, dropped args."""
 
+import warnings
 from collections import namedtuple
 
 import jax
@@ -272,6 +273,34 @@ def test_stop_gradient_is_kept(tmp_path):
     # (it knows no marker), forward only (it has no VJP)
     got = f._exported().call(*[f.params[p.name] for p in m.signature.params], x)
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
+
+
+def test_stop_gradient_is_kept_on_symbolic_shapes():
+    """On ``jax.export`` symbolic shapes the marker carries its shape as an operand (StableHLO
+    shape refinement reads it): gradients of ``to_jax``/``to_torch`` at two batch sizes equal
+    ``jax.grad`` of the source, no warning (it was dropped, with a warning, and gradients
+    flowed through it), and the unmarked form XLA runs computes the source's value."""
+
+    def fn(w, x):
+        h = jnp.tanh(x @ w)
+        return jnp.sum((h - jax.lax.stop_gradient(h.mean(0))) ** 2)
+
+    w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    (b,) = jax.export.symbolic_shape("b")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = converter.from_jax(fn, jax.ShapeDtypeStruct((b, 3), np.float32), params=w)
+    f, t = m.to_jax(), m.to_torch()
+    for n in (2, 5):
+        x = np.linspace(-2, 1, 3 * n, dtype=np.float32).reshape(n, 3)
+        want = jax.grad(fn)(w, x)
+        got = jax.grad(lambda p, x=x: f.apply(p, x))(f.params)["params"]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        t.zero_grad()
+        t(torch.from_numpy(x)).backward()
+        np.testing.assert_allclose(next(t.parameters()).grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    value = f._exported().call(f.params[m.signature.params[0].name], x)[0]
+    np.testing.assert_allclose(np.asarray(value), np.asarray(fn(w, x)), rtol=1e-6)
 
 
 def test_stop_gradient_marking_is_per_thread():

@@ -155,6 +155,6 @@ def _reduce_precision(interp, op, x):
 
 
 @register("stablehlo.custom_call@converter.stop_gradient")
-def _stop_gradient(interp, op, x):
+def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it: StableHLO has no op)."""
     return lax.stop_gradient(x)

@@ -711,6 +711,6 @@ def _round_mantissa(g, a, man_bits, emin):
 
 
 @register("stablehlo.custom_call@converter.stop_gradient", dynamic=True)
-def _stop_gradient(interp, op, x):
+def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ONNX has no gradients."""
     return interp.graph.op("Identity", [x])

@@ -573,6 +573,6 @@ def _polygamma(interp, op, n, x):
 
 
 @register("stablehlo.custom_call@converter.stop_gradient")
-def _stop_gradient(interp, op, x):
+def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ``detach``."""
     return x.detach()
