@@ -721,9 +721,10 @@ class _PolyEntry:
     sizes, the entry traced with ``jax.export`` symbolic dimensions named after torch's size
     symbols gives the output shapes (the fake implementation) as expressions of the input
     sizes. ``make(sig)`` builds the entry of a signature (shapes of ints or JAX dimension
-    expressions); ``n_in`` is the number of input leaves (the VJP's primal inputs)."""
+    expressions); ``n_in`` is the number of input leaves (the VJP's primal inputs; None: all
+    of them, as for a VJP, whose inputs are the primals and the cotangents)."""
 
-    def __init__(self, make: Callable[[tuple], _JaxEntry], n_in: int):
+    def __init__(self, make: Callable[[tuple], _JaxEntry], n_in: int | None):
         self.make = make
         self.n_in = n_in
         self.entries: dict[tuple, _JaxEntry] = {}
@@ -769,11 +770,9 @@ class _PolyEntry:
         if self._vjp is None:
 
             def make(sig: tuple) -> _JaxEntry:
-                entry = self.entry_for(sig[: self.n_in]).vjp_entry()
-                vjp.n_in = len(entry.sig)  # inputs and the cotangents of the floating outputs
-                return entry
+                return self.entry_for(sig[: self.n_in]).vjp_entry()
 
-            vjp = self._vjp = _PolyEntry(make, -1)  # n_in: set by its first entry
+            self._vjp = _PolyEntry(make, None)
         return self._vjp
 
 
