@@ -30,6 +30,9 @@ Python of ``torch.compile`` (Dynamo's frame and guards, AOTAutograd's runtime wr
 inductor's Python wrapper around the kernels) costs as much as the kernels, so compiled is
 slower than eager and than ``jax.jit`` — for the torch-written model as much as for the
 converted one (printed beside it); at the serving size the kernels dominate.
+The ``symbolic batch`` row compiles the block converted with a ``jax.export`` symbolic batch
+(``torch.compile(dynamic=True)``: one graph for every batch size, the module's ATen ops on a
+symbolic size; ``--no-dynamic`` skips it) against ``jax.jit`` and the static compile.
 ``--breakdown`` measures where one compiled call's time goes (see :func:`breakdown`; models
 under 1 ms a call). The
 ``cpp_wrapper`` rows compile with inductor's C++ wrapper (``torch.compile(m,
@@ -243,8 +246,22 @@ def breakdown(
         print(f"    {name:<40} {value * 1e6:9.1f}")
 
 
+def _polymorphic(apply, params, args) -> torch.nn.Module:
+    """``apply`` converted with a symbolic batch (``jax.export`` dimension ``b``), under
+    ``torch.compile(dynamic=True)``: one graph for every batch size."""
+    (b,) = jax.export.symbolic_shape("b")
+    spec = jax.ShapeDtypeStruct((b, *args[0].shape[1:]), args[0].dtype)
+    return torch.compile(converter.from_jax(apply, spec, *args[1:], params=params).to_torch(), dynamic=True)
+
+
 def bench(
-    name: str, repeat: int, rounds: int, cpp_wrapper: bool = True, factory=None, show_breakdown: bool = False
+    name: str,
+    repeat: int,
+    rounds: int,
+    cpp_wrapper: bool = True,
+    factory=None,
+    show_breakdown: bool = False,
+    dynamic: bool = True,
 ) -> None:
     torch._dynamo.reset()  # each model compiled afresh (no cache entries of the previous ones)
     apply, params, args = (factory or flax_models.FACTORIES[name])()
@@ -265,6 +282,8 @@ def bench(
     t_first_compiled = time.perf_counter() - start
     models = {"converted": tm, "torch-written": written, "compiled": compiled}
     models["written_compiled"] = torch.compile(written)
+    if dynamic:
+        models["dynamic"] = _polymorphic(apply, params, args)
     if cpp_wrapper:
         options = {"cpp_wrapper": True}
         models["cpp"] = torch.compile(tm, options=options)
@@ -284,6 +303,8 @@ def bench(
         "written_compiled": lambda: models["written_compiled"](*targs),
         "jax": lambda: jitted(params, *args),
     }
+    if dynamic:
+        fns["dynamic"] = lambda: models["dynamic"](*targs)
     if cpp_wrapper:
         fns["cpp"] = lambda: models["cpp"](*targs)
         fns["written_cpp"] = lambda: models["written_cpp"](*targs)
@@ -323,6 +344,16 @@ def bench(
             "torch-written",
         ),
     ]
+    if dynamic:
+        rows += [
+            (
+                "torch.compile, symbolic batch",
+                f"{t['dynamic'] * 1e6:9.1f} us",
+                ratio(samples, "dynamic", "jax"),
+                "jax.jit",
+            ),
+            ("  (symbolic vs static batch, compiled)", "", ratio(samples, "dynamic", "compiled"), "static"),
+        ]
     if cpp_wrapper:
         rows += [
             (
@@ -373,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-cpp-wrapper", action="store_true", help="skip the torch.compile(cpp_wrapper=True) rows"
     )
+    parser.add_argument(
+        "--no-dynamic", action="store_true", help="skip the shape-polymorphic (symbolic batch) compiled row"
+    )
     parser.add_argument("--breakdown", action="store_true", help="profile one compiled call by layers")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -393,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                     cpp_wrapper=not args.no_cpp_wrapper,
                     factory=decoder_factory(size),
                     show_breakdown=args.breakdown,
+                    dynamic=not args.no_dynamic,
                 )
         else:
             bench(
@@ -401,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.rounds,
                 cpp_wrapper=not args.no_cpp_wrapper,
                 show_breakdown=args.breakdown,
+                dynamic=not args.no_dynamic,
             )
     return 0
 
