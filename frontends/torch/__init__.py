@@ -225,9 +225,13 @@ def from_torch(
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
-        are one parameter, named as ``named_parameters()`` names it), then the user tensor
-        inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
-        signature.
+        are one parameter, named as ``named_parameters()`` names it; its other names are
+        ``signature.extra["tied"]``, ``{alias: parameter name}``), then the user tensor
+        inputs. Parameters with ``requires_grad=False`` are listed in
+        ``signature.extra["frozen"]``: the backends give them no gradient, as autograd does;
+        buffers registered with ``persistent=False`` in ``signature.extra["non_persistent"]``
+        (left out of ``state_dict()``, as torch leaves them out). Non-tensor inputs
+        are specialized and recorded as ``static`` in the signature.
 
         Dynamic dimensions make the module shape-polymorphic (``jax.export`` symbolic
         shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
@@ -273,6 +277,9 @@ def from_torch(
     params: dict[str, np.ndarray] = {}
     param_specs: list[LeafSpec] = []
     canonical: dict[tuple, str] = {}
+    tied: dict[str, str] = {}  # a second name of one tensor (tied weights) -> its parameter's name
+    frozen: list[str] = []  # parameters with requires_grad=False
+    transient: list[str] = []  # buffers registered with persistent=False: not in state_dict()
     # per placeholder: ("param", name) | ("input", i) | ("static", v); a TOKEN input (the
     # effect token of ``with_effects``, see lowering.WITH_EFFECTS) is a static dummy, and
     # TOKEN outputs are dropped with every output that is not a USER_OUTPUT
@@ -287,6 +294,12 @@ def from_torch(
                 canonical[key] = spec.target
                 params[spec.target] = _to_numpy(tensor, copy)
                 param_specs.append(_spec(spec.target, tensor, _PARAM_KINDS[spec.kind]))
+                if spec.kind == InputKind.PARAMETER and not tensor.requires_grad:
+                    frozen.append(spec.target)
+                if spec.kind == InputKind.BUFFER and not spec.persistent:
+                    transient.append(spec.target)
+            elif canonical[key] != spec.target:
+                tied[spec.target] = canonical[key]
             feed.append(("param", canonical[key]))
         elif spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
@@ -378,7 +391,12 @@ def from_torch(
         out_tree=out_tree,
         rng=rng,
         mutations=tuple(mutations),
-        extra={"dim_ranges": ranges} if ranges else {},
+        extra={
+            **({"dim_ranges": ranges} if ranges else {}),
+            **({"tied": tied} if tied else {}),
+            **({"frozen": frozen} if frozen else {}),
+            **({"non_persistent": transient} if transient else {}),
+        },
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     if symbols:
