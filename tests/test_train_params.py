@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
@@ -82,3 +83,18 @@ def test_torch_module_trains_what_torch_trains(net):
     assert got["head.weight"] is got["emb.weight"]  # every name of the tied weight
     for name, value in ref.state_dict().items():
         torch.testing.assert_close(got[name], value)
+
+
+def test_flax_collections_are_state():
+    variables = {"params": {"w": jnp.ones((3, 2))}, "batch_stats": {"mean": jnp.zeros(2)}}
+
+    def fn(v, x):
+        return x @ v["params"]["w"] - v["batch_stats"]["mean"]
+
+    m = converter.from_jax(fn, np.ones((1, 3), np.float32), params=variables)
+    kinds = {p.name: p.kind for p in m.signature.params}
+    assert kinds == {"params['params']['w']": "parameter", "params['batch_stats']['mean']": "buffer"}
+    tm = m.to_torch()
+    assert [tm.param_names[a] for a, _ in tm.named_parameters()] == ["params['params']['w']"]
+    trainable, state = m.to_jax().partition()
+    assert list(trainable) == ["params['params']['w']"] and list(state) == ["params['batch_stats']['mean']"]
