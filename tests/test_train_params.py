@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from onnx import TensorProto, helper, numpy_helper
 
 import converter
 
@@ -98,3 +99,18 @@ def test_flax_collections_are_state():
     assert [tm.param_names[a] for a, _ in tm.named_parameters()] == ["params['params']['w']"]
     trainable, state = m.to_jax().partition()
     assert list(trainable) == ["params['params']['w']"] and list(state) == ["params['batch_stats']['mean']"]
+
+
+def test_onnx_batchnorm_statistics_are_state():
+    c = 3
+    inits = [numpy_helper.from_array(np.full(c, v, np.float32), n) for n, v in
+             (("s", 1.0), ("b", 0.1), ("mean", 0.2), ("var", 2.0))]  # fmt: skip
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "mean", "var"], ["y"])
+    graph = helper.make_graph(
+        [node], "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c])], inits,
+    )  # fmt: skip
+    m = converter.from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]))
+    assert {p.name: p.kind for p in m.signature.params} == {
+        "s": "parameter", "b": "parameter", "mean": "buffer", "var": "buffer",
+    }  # fmt: skip
