@@ -353,6 +353,8 @@ class TorchModule(torch.nn.Module):
             else:
                 self.register_buffer(attrs[spec.name], value, persistent=spec.name not in transient)
         self._fast = self._fast_call_plan()
+        if self.signature.extra.get("training") is not None:  # the mode the source computes in
+            super().train(self.signature.extra["training"])
 
     def source_state_dict(self) -> dict[str, torch.Tensor]:
         """Parameter and buffer values keyed by their names in ``signature.params``, a tied
@@ -466,6 +468,26 @@ class TorchModule(torch.nn.Module):
         self._own_forward()
         if self._dynamic_module is not None:
             self._handle = compiled.register(self)  # this process's handle
+
+    def train(self, mode: bool = True) -> TorchModule:
+        """``nn.Module.train``. The computation is the source's in the mode it was converted
+        in: a torch source whose result depends on the mode (dropout, BatchNorm:
+        ``signature.extra["training"]`` records its mode) cannot switch, so asking for the
+        other mode raises instead of silently computing in the converted one.
+
+        Raises:
+            ConversionError: ``mode`` differs from ``signature.extra["training"]``.
+        """
+        fixed = self.signature.extra.get("training")
+        if fixed is not None and bool(mode) != fixed:
+            was, asked = ("training", "eval") if fixed else ("eval", "training")
+            raise ConversionError(
+                f"this module was converted from a model in {was} mode, and its dropout or "
+                f"BatchNorm computes as in {was} mode whatever .train()/.eval() says: to run it in "
+                f"{asked} mode, convert the model in {asked} mode (model.{'eval' if fixed else 'train'}()) "
+                "and call that conversion"
+            )
+        return super().train(mode)
 
     def _apply(self, fn: Any, recurse: bool = True) -> TorchModule:
         """``nn.Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``...), which may move

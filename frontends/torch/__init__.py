@@ -230,8 +230,11 @@ def from_torch(
         inputs. Parameters with ``requires_grad=False`` are listed in
         ``signature.extra["frozen"]``: the backends give them no gradient, as autograd does;
         buffers registered with ``persistent=False`` in ``signature.extra["non_persistent"]``
-        (left out of ``state_dict()``, as torch leaves them out). Non-tensor inputs
-        are specialized and recorded as ``static`` in the signature.
+        (left out of ``state_dict()``, as torch leaves them out). A model whose result
+        depends on its training mode (dropout, BatchNorm) records the mode it was converted
+        in as ``signature.extra["training"]``: ``to_torch()``'s module starts in it and
+        refuses ``.train()``/``.eval()`` to the other. Non-tensor inputs are
+        specialized and recorded as ``static`` in the signature.
 
         Dynamic dimensions make the module shape-polymorphic (``jax.export`` symbolic
         shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
@@ -396,6 +399,7 @@ def from_torch(
             **({"tied": tied} if tied else {}),
             **({"frozen": frozen} if frozen else {}),
             **({"non_persistent": transient} if transient else {}),
+            **({"training": model.training} if _mode_dependent(model, rng, mutations) else {}),
         },
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
@@ -403,6 +407,22 @@ def from_torch(
         meta["dynamic_dims"] = sorted(ranges)
     with progress.stage("passes"):
         return run_passes(Module(module, signature, params, source="torch", meta=meta))
+
+
+def _mode_dependent(model: Any, rng: Any, mutations: list[Mutation]) -> bool:
+    """Whether ``model`` (an ``nn.Module``) computes differently in the other training mode:
+    it draws random numbers or updates buffers (dropout, BatchNorm in training mode), or
+    holds a dropout with ``p > 0`` or a BatchNorm with running statistics."""
+    if not isinstance(model, torch.nn.Module):
+        return False  # an ExportedProgram: its mode is not known
+    if rng is not None or any(m.kind == "buffer" for m in mutations):
+        return True
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.modules.dropout._DropoutNd) and mod.p > 0:
+            return True
+        if isinstance(mod, torch.nn.modules.batchnorm._NormBase) and mod.track_running_stats:
+            return True
+    return False
 
 
 def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict, dict]:
