@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from typing import Any
 
 import jax
@@ -20,7 +22,7 @@ from converter.weights import ALIGN, aligned_copy, aligned_empty
 from . import ops  # noqa: F401 - registers the rules
 from ._torch_internal import cached_cia_ops, lazy_clone
 from .data_dependent import resolve_data_dependent
-from .decompose import decompose_graph
+from .decompose import decompose_graph, decomposition_table
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
@@ -48,7 +50,7 @@ def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> Export
     if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
     with cached_cia_ops():
-        return ep.run_decompositions()
+        return ep.run_decompositions(decomposition_table())
 
 
 # Non-core ATen ops the Core ATen decomposition table keeps as they are (assertions and
@@ -371,7 +373,11 @@ def from_torch(
     avals = [
         jax.ShapeDtypeStruct(shp, dtypes.to_numpy(s.dtype)) for shp, s in zip(shapes, arg_specs, strict=True)
     ]
-    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+    # a Tensor.detach() has no StableHLO op: kept as a marker (the lowering's other
+    # stop_gradients, as softmax's max, are marked too: gradient-neutral either way)
+    detaches = sum(1 for g in graphs(graph) for n in g.nodes if n.target is torch.ops.aten.detach.default)
+    marked = _jax_internal.stop_gradient_marked() if detaches else contextlib.nullcontext([])
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info, marked as unmarked:
         with jax.enable_x64(True):
             if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
                 exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
@@ -386,6 +392,14 @@ def from_torch(
                 module = lowered.compiler_ir("stablehlo")
         size = sum(a.nbytes for a in params.values())
         info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
+    if unmarked:
+        warnings.warn(
+            f"{detaches} Tensor.detach() on symbolic shapes: StableHLO keeps no stop_gradient there, "
+            "so gradients of the converted module flow through them (torch's do not); export with "
+            "static shapes to keep them",
+            UserWarning,
+            stacklevel=2,
+        )
     signature = Signature(
         params=tuple(param_specs),
         inputs=tuple(input_specs),
