@@ -17,8 +17,8 @@ Programs (tiny configs, random weights, fixed seeds):
   original): ``gpt2``, ``cnn_bn_eval``, ``cnn_bn_train``, ``mlp_autocast``, ``simsiam_detach``;
 * JAX/Flax → torch (``to_torch``, ``torch.optim`` against optax): ``flax_bn`` (Dense →
   BatchNorm → Dense, the batch statistics a collection of their own);
-* ONNX → JAX (``from_onnx`` of a ``torch.onnx`` export, optax against ``torch.optim`` on the
-  original): ``onnx_bn``.
+* ONNX → JAX and torch (``from_onnx`` of a ``torch.onnx`` export in eval mode, optax and
+  ``torch.optim`` on ``to_torch()`` against ``torch.optim`` on the original): ``onnx_bn``.
 
 Paths (columns):
 
@@ -588,7 +588,25 @@ def run_onnx(path: str) -> float:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(src, (x,), buf, dynamo=False, input_names=["x"], do_constant_folding=False)
-    f = converter.from_onnx(buf.getvalue()).to_jax()
+    mod = converter.from_onnx(buf.getvalue())
+    if path == "t-sgd":  # the torch module fine-tuned by torch.optim over its parameters()
+        tm = mod.to_torch()
+        trains = {tm.param_names[a] for a, p in tm.named_parameters() if p.requires_grad}
+        if trains != {n for n, _ in src.named_parameters()}:
+            raise Mismatch(f"torch trains {sorted(trains)}")
+        o1, o2 = (_torch_opt("sgd", [p for p in m.parameters() if p.requires_grad]) for m in (tm, ref))
+        worst = 0.0
+        for step in range(STEPS):
+            l1 = _torch_step(tm, o1, lambda m: ((m(x)[0] - y) ** 2).mean(), clip=False)
+            l2 = _torch_step(ref, o2, lambda m: ((m(x) - y) ** 2).mean(), clip=False)
+            worst = max(worst, _check(_err(np.float32(l1), np.float32(l2)), TOL["float32"]))
+            got, sd = tm.source_state_dict(), ref.state_dict()
+            worst = max(
+                worst,
+                _compare_params(got, {k: sd[k] for k in got if k in sd}, TOL["float32"], f"step {step}"),
+            )
+        return worst
+    f = mod.to_jax()
     trainable, state = f.partition()
     names = {n: n for n, _ in src.named_parameters()}
     if set(trainable) != set(names):
@@ -625,10 +643,10 @@ def run_onnx(path: str) -> float:
 CELLS: dict[str, tuple[str, ...]] = {
     **{n: p.paths for n, p in TORCH_PROGRAMS.items()},
     "flax_bn": ("sgd", "adam", "state", "compile"),
-    "onnx_bn": ("sgd", "adam"),
+    "onnx_bn": ("sgd", "adam", "t-sgd"),
 }
 PATHS = ("sgd", "adam", "clip", "state", "rng", "mode", "t-sgd", "t-state", "compile")
-DIRECTION = {**{n: "torch" for n in TORCH_PROGRAMS}, "flax_bn": "jax→torch", "onnx_bn": "onnx→jax"}
+DIRECTION = {**{n: "torch" for n in TORCH_PROGRAMS}, "flax_bn": "jax→torch", "onnx_bn": "onnx"}
 
 
 def run_cell(name: str, path: str) -> float:
