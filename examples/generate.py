@@ -205,7 +205,7 @@ def greedy_torch(
     p = ids.shape[1]
     with torch.no_grad():
         logits = tp(ids, torch.arange(p))
-        src, dst = tp.state_dict(), td.state_dict()
+        src, dst = dict(tp.named_buffers()), dict(td.named_buffers())  # non-persistent: not in state_dict()
         for name in names:
             dst[name].copy_(src[name])
         tokens = [int(logits[0, -1].argmax())]

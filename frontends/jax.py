@@ -8,7 +8,7 @@ and :attr:`jax.export.Exported.module_kept_var_idx`, the arguments JAX dropped a
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -154,6 +154,18 @@ def _param_names(params: Any) -> list[str]:
     return ["params" + jax.tree_util.keystr(kp) for kp, _ in flat]
 
 
+def _flax_state(params: Any, names: list[str]) -> set[str]:
+    """The leaves of Flax variable collections other than ``params`` (``batch_stats``,
+    ``cache``...) when ``params`` is a Flax variables dict (``{'params': ..., 'batch_stats':
+    ...}``): state, not trained (kind ``buffer`` in the signature). Flax's convention: an
+    optimizer updates the ``params`` collection only."""
+    if not isinstance(params, Mapping) or "params" not in params or len(params) < 2:
+        return set()
+    if not all(isinstance(v, Mapping) for v in params.values()):  # collections are dicts
+        return set()
+    return {n for n in names if not n.startswith("params['params']")}
+
+
 def _func_attr(fn: ir.Operation, key: str, i: int, name: str) -> Any:
     if key not in fn.attributes:
         return None
@@ -281,7 +293,11 @@ def from_jax(
         params: a pytree of arrays that become the module's parameters, named by their key
             path (``params['dense']['kernel']``); ``fn`` is then called as
             ``fn(params, *args, **kwargs)`` (the Flax ``apply`` convention). With an
-            Exported, the first positional argument of the Exported is the parameters.
+            Exported, the first positional argument of the Exported is the parameters. A
+            Flax variables dict (``{'params': ..., 'batch_stats': ...}``): the leaves of
+            collections other than ``params`` are state (kind ``buffer``: torch buffers,
+            not trained by an optimizer over ``parameters()``), as Flax trains ``params``
+            only.
 
     Returns:
         A Module whose ``@main`` takes the parameter leaves then the input leaves, in JAX's
@@ -328,8 +344,9 @@ def from_jax(
     mesh, arg_sh, res_sh = _shardings(module, n_args, kept)
     n_p = len(names)
     p_values = jax.tree_util.tree_leaves(params)
+    state = _flax_state(params, names)
     param_specs = tuple(
-        _aval_spec(nm, a, "parameter", mk, sh)
+        _aval_spec(nm, a, "buffer" if nm in state else "parameter", mk, sh)
         for nm, a, mk, sh in zip(names, exp.in_avals[:n_p], arg_mk[:n_p], arg_sh[:n_p], strict=True)
     )
     input_names = [input_path(p) for p in leaf_paths(in_tree)]

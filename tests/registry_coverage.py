@@ -150,7 +150,6 @@ _DECOMPOSED_BEFORE_LOWERING = [
     "aten.clamp_max.default",
     "aten.clamp_min.Tensor",
     "aten.clamp_min.default",
-    "aten.detach.default",
     "aten.diagonal_copy.default",
     "aten.dot.default",
     "aten.empty_like.default",

@@ -217,6 +217,7 @@ class JaxFunction:
         # call_torch passes enable_x64=False: it raises instead (converter.embed._check_x64)
         self._x64 = enable_x64 and needs_x64(module)
         self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
+        self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
@@ -374,7 +375,11 @@ class JaxFunction:
         missing = [p.name for p in sig.params if p.name not in params]
         if missing:
             raise KeyError(f"params is missing {missing}")
-        flat = [params[p.name] for p in sig.params] + list(inputs)
+        frozen = self._frozen
+        flat = [
+            jax.lax.stop_gradient(params[p.name]) if p.name in frozen else params[p.name] for p in sig.params
+        ]
+        flat += list(inputs)
         if sig.rng is not None:
             flat.append(rng)
         device = jax.memory.Space.Device
@@ -453,8 +458,11 @@ class JaxFunction:
         """Run the module with explicit ``params`` (pure; differentiable in ``params``).
 
         Parameters the module does not use get zero gradients of their shape, as with
-        ``jax.grad`` of the source. A module with random ops (``signature.rng``) needs
-        ``rng``: a ``jax.random`` key (raw ``uint32[2]`` or typed) or an int seed.
+        ``jax.grad`` of the source; so do the parameters the source froze
+        (``requires_grad=False``, ``signature.extra["frozen"]``): autograd gives them none.
+        :meth:`partition` splits ``params`` into what to train and the rest. A module with
+        random ops (``signature.rng``) needs ``rng``: a ``jax.random`` key (raw
+        ``uint32[2]`` or typed) or an int seed.
 
         With ``mutable=True`` it returns ``(outputs, updates)`` (Flax's convention):
         ``updates`` maps each buffer the source updates in place (``signature.mutations``,
@@ -578,17 +586,50 @@ class JaxFunction:
     def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
         by name, for ``torch_model.load_state_dict(f.state_dict(trained))`` on a module
-        converted from that torch model. Lifted constants are left out."""
+        converted from that torch model: a tied weight (``signature.extra["tied"]``) under
+        each of its names, as torch's ``state_dict()`` lists it. Lifted constants and
+        non-persistent buffers (``signature.extra["non_persistent"]``) are left out, as
+        torch's ``state_dict()`` leaves them out."""
         import torch
 
         params = self.params if params is None else params
-        keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")}
+        transient = set(self.signature.extra.get("non_persistent", ()))  # not in torch's state_dict()
+        keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")} - transient
         with self._scope():  # int64 buffers stay int64
-            return {
+            out = {
                 name: torch.from_dlpack(jax.device_get(jax.numpy.asarray(v))).clone()
                 for name, v in params.items()
                 if name in keep
             }
+        for alias, name in self.signature.extra.get("tied", {}).items():  # one tensor, every name
+            if name in out:
+                out[alias] = out[name]
+        return out
+
+    def partition(self, params: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``params`` (default :attr:`params`) split as ``(trainable, state)``, ``{**trainable,
+        **state}`` being all of them: ``trainable`` holds what the source's optimizer trains
+        (floating parameters, ``kind == "parameter"``, less those the source froze:
+        ``requires_grad=False`` in torch, ``signature.extra["frozen"]``), ``state`` the
+        buffers (BatchNorm statistics, Flax collections other than ``params``), lifted
+        constants, integer parameters and frozen parameters. Differentiate and update
+        ``trainable`` only::
+
+            trainable, state = f.partition()
+            grads = jax.grad(lambda p: loss(f.apply({**p, **state}, x)))(trainable)
+        """
+        params = self.params if params is None else params
+        train = {
+            p.name
+            for p in self.signature.params
+            if p.kind == "parameter"
+            and p.name not in self._frozen
+            and (dtypes.is_floating(p.dtype) or dtypes.is_complex(p.dtype))
+        }
+        return (
+            {k: v for k, v in params.items() if k in train},
+            {k: v for k, v in params.items() if k not in train},
+        )
 
     def __repr__(self) -> str:
         return f"<JaxFunction of {self.module!r}>"

@@ -284,8 +284,12 @@ class TorchModule(torch.nn.Module):
     outputs with the structure of ``signature.out_tree`` (custom output classes come back as
     dicts).
 
-    Parameters: floating/complex entries of ``signature.params`` are ``nn.Parameter``s, others
-    buffers. Their attribute names are the original names with ``.``/brackets mangled to ``_``
+    Parameters: floating/complex entries of ``signature.params`` of kind ``parameter`` are
+    ``nn.Parameter``s (``requires_grad=False`` for those the source froze,
+    ``signature.extra["frozen"]``), others (buffers, lifted constants, integers) buffers,
+    non-persistent (left out of ``state_dict()``) for the source's non-persistent ones
+    (``signature.extra["non_persistent"]``). Their attribute names are the original names
+    with ``.``/brackets mangled to ``_``
     (see :func:`param_attr_names`); :attr:`param_names` maps attribute name → original name, and
     :meth:`source_state_dict` returns the values under their original names. The traced graph
     is the submodule ``graph_module`` (its ``_tensor_constant*`` buffers are the module's large
@@ -334,20 +338,33 @@ class TorchModule(torch.nn.Module):
         self._fast = None  # set below, once the parameters are registered
         self._checked: tuple | None = None  # see _fast_params
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
+        frozen = set(self.signature.extra.get("frozen", ()))
+        transient = set(self.signature.extra.get("non_persistent", ()))  # not in state_dict()
         for spec in self.signature.params:
             value = place_parameter(
                 aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
             )
             floating = dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype)
-            if floating and spec.name not in state:  # updated in place: a buffer, as in torch
-                self.register_parameter(attrs[spec.name], torch.nn.Parameter(value))
+            # buffers (updated in place or not) and constants stay buffers, as in the source:
+            # an optimizer over parameters() must not train BatchNorm statistics
+            if floating and spec.kind == "parameter" and spec.name not in state:
+                param = torch.nn.Parameter(value, requires_grad=spec.name not in frozen)
+                self.register_parameter(attrs[spec.name], param)
             else:
-                self.register_buffer(attrs[spec.name], value)
+                self.register_buffer(attrs[spec.name], value, persistent=spec.name not in transient)
         self._fast = self._fast_call_plan()
+        if self.signature.extra.get("training") is not None:  # the mode the source computes in
+            super().train(self.signature.extra["training"])
 
     def source_state_dict(self) -> dict[str, torch.Tensor]:
-        """Parameter and buffer values keyed by their names in ``signature.params``."""
-        return {self.param_names[a]: getattr(self, a) for a in self._attrs}
+        """Parameter and buffer values keyed by their names in ``signature.params``, a tied
+        weight under each of its names (``signature.extra["tied"]``), for the source
+        model's ``load_state_dict``."""
+        out = {self.param_names[a]: getattr(self, a) for a in self._attrs}
+        for alias, name in self.signature.extra.get("tied", {}).items():
+            if name in out:
+                out[alias] = out[name]
+        return out
 
     def _fast_call_plan(self) -> tuple | None:
         """For a module called with positional tensors only (no keyword inputs, random key,
@@ -451,6 +468,26 @@ class TorchModule(torch.nn.Module):
         super().__setstate__(state)
         self._own_forward()
         self._traceable = compiled.traceable(self) if self._dynamic_module is not None else None
+
+    def train(self, mode: bool = True) -> TorchModule:
+        """``nn.Module.train``. The computation is the source's in the mode it was converted
+        in: a torch source whose result depends on the mode (dropout, BatchNorm:
+        ``signature.extra["training"]`` records its mode) cannot switch, so asking for the
+        other mode raises instead of silently computing in the converted one.
+
+        Raises:
+            ConversionError: ``mode`` differs from ``signature.extra["training"]``.
+        """
+        fixed = self.signature.extra.get("training")
+        if fixed is not None and bool(mode) != fixed:
+            was, asked = ("training", "eval") if fixed else ("eval", "training")
+            raise ConversionError(
+                f"this module was converted from a model in {was} mode, and its dropout or "
+                f"BatchNorm computes as in {was} mode whatever .train()/.eval() says: to run it in "
+                f"{asked} mode, convert the model in {asked} mode (model.{'eval' if fixed else 'train'}()) "
+                "and call that conversion"
+            )
+        return super().train(mode)
 
     def _apply(self, fn: Any, recurse: bool = True) -> TorchModule:
         """``nn.Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``...), which may move

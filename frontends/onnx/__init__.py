@@ -389,8 +389,14 @@ def _from_onnx(
     static_inputs = {k: _static(v) for k, v in (static_inputs or {}).items()}
     state = _state_targets(model)  # updated by the model: never a constant
     baked = {n for n, v in params.items() if (_foldable(v) or n in fold) and n not in state}
+    stats = _statistics(graph, set(params)) - baked
     param_specs = [
-        LeafSpec(n, tuple(v.shape), _dtype_name(v.dtype, n), "constant" if n in baked else "parameter")
+        LeafSpec(
+            n,
+            tuple(v.shape),
+            _dtype_name(v.dtype, n),
+            "constant" if n in baked else "buffer" if n in stats else "parameter",
+        )
         for n, v in params.items()
     ]
     _check_dims(graph, dims or {}, set(params) | set(static_inputs))
@@ -536,6 +542,22 @@ def _updates_record(model: onnx.ModelProto) -> dict[str, Any]:
     :func:`backends.onnx.to_onnx` (``{updated output name: mutation}``; empty if none)."""
     props = {p.key: p.value for p in model.metadata_props}
     return json.loads(props.get("converter.updates", "{}"))
+
+
+def _statistics(graph: onnx.GraphProto, inits: set[str]) -> set[str]:
+    """Initializers that are BatchNormalization's ``input_mean``/``input_var`` (inputs 3 and
+    4, onnx.ai/onnx/operators/onnx__BatchNormalization) and feed nothing else: running
+    statistics, not trained by gradient (kind ``buffer``)."""
+    stats, other = set(), set()
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name in inits:
+                (
+                    stats
+                    if node.op_type == "BatchNormalization" and node.domain in ("", "ai.onnx") and i >= 3
+                    else other
+                ).add(name)
+    return stats - other
 
 
 def _state_targets(model: onnx.ModelProto) -> set[str]:

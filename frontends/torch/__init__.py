@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import jax
@@ -20,7 +21,7 @@ from converter.weights import ALIGN, aligned_copy, aligned_empty
 from . import ops  # noqa: F401 - registers the rules
 from ._torch_internal import cached_cia_ops, lazy_clone
 from .data_dependent import resolve_data_dependent
-from .decompose import decompose_graph
+from .decompose import decompose_graph, decomposition_table
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
 from .ops.random import RANDOM_OPS, key_stream
 from .pytree import treespec_to_json
@@ -48,7 +49,7 @@ def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> Export
     if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
     with cached_cia_ops():
-        return ep.run_decompositions()
+        return ep.run_decompositions(decomposition_table())
 
 
 # Non-core ATen ops the Core ATen decomposition table keeps as they are (assertions and
@@ -225,9 +226,16 @@ def from_torch(
     Returns:
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
-        are one parameter, named as ``named_parameters()`` names it), then the user tensor
-        inputs. Non-tensor inputs are specialized and recorded as ``static`` in the
-        signature.
+        are one parameter, named as ``named_parameters()`` names it; its other names are
+        ``signature.extra["tied"]``, ``{alias: parameter name}``), then the user tensor
+        inputs. Parameters with ``requires_grad=False`` are listed in
+        ``signature.extra["frozen"]``: the backends give them no gradient, as autograd does;
+        buffers registered with ``persistent=False`` in ``signature.extra["non_persistent"]``
+        (left out of ``state_dict()``, as torch leaves them out). A model whose result
+        depends on its training mode (dropout, BatchNorm) records the mode it was converted
+        in as ``signature.extra["training"]``: ``to_torch()``'s module starts in it and
+        refuses ``.train()``/``.eval()`` to the other. Non-tensor inputs are
+        specialized and recorded as ``static`` in the signature.
 
         Dynamic dimensions make the module shape-polymorphic (``jax.export`` symbolic
         shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
@@ -273,6 +281,9 @@ def from_torch(
     params: dict[str, np.ndarray] = {}
     param_specs: list[LeafSpec] = []
     canonical: dict[tuple, str] = {}
+    tied: dict[str, str] = {}  # a second name of one tensor (tied weights) -> its parameter's name
+    frozen: list[str] = []  # parameters with requires_grad=False
+    transient: list[str] = []  # buffers registered with persistent=False: not in state_dict()
     # per placeholder: ("param", name) | ("input", i) | ("static", v); a TOKEN input (the
     # effect token of ``with_effects``, see lowering.WITH_EFFECTS) is a static dummy, and
     # TOKEN outputs are dropped with every output that is not a USER_OUTPUT
@@ -287,6 +298,12 @@ def from_torch(
                 canonical[key] = spec.target
                 params[spec.target] = _to_numpy(tensor, copy)
                 param_specs.append(_spec(spec.target, tensor, _PARAM_KINDS[spec.kind]))
+                if spec.kind == InputKind.PARAMETER and not tensor.requires_grad:
+                    frozen.append(spec.target)
+                if spec.kind == InputKind.BUFFER and not spec.persistent:
+                    transient.append(spec.target)
+            elif canonical[key] != spec.target:
+                tied[spec.target] = canonical[key]
             feed.append(("param", canonical[key]))
         elif spec.kind == InputKind.USER_INPUT:
             val = node.meta.get("val")
@@ -355,10 +372,15 @@ def from_torch(
     avals = [
         jax.ShapeDtypeStruct(shp, dtypes.to_numpy(s.dtype)) for shp, s in zip(shapes, arg_specs, strict=True)
     ]
-    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+    # a Tensor.detach() has no StableHLO op: kept as a marker (the lowering's other
+    # stop_gradients, as softmax's max, are marked too: gradient-neutral either way)
+    detaches = sum(1 for g in graphs(graph) for n in g.nodes if n.target is torch.ops.aten.detach.default)
+    marked = _jax_internal.stop_gradient_marked() if detaches else contextlib.nullcontext()
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info, marked:
         with jax.enable_x64(True):
             if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-                exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
+                marker = jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)
+                exported = jax.export.export(jax.jit(fn, keep_unused=True), disabled_checks=[marker])(*avals)
                 module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
                 output_specs = [
                     LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
@@ -378,13 +400,35 @@ def from_torch(
         out_tree=out_tree,
         rng=rng,
         mutations=tuple(mutations),
-        extra={"dim_ranges": ranges} if ranges else {},
+        extra={
+            **({"dim_ranges": ranges} if ranges else {}),
+            **({"tied": tied} if tied else {}),
+            **({"frozen": frozen} if frozen else {}),
+            **({"non_persistent": transient} if transient else {}),
+            **({"training": model.training} if _mode_dependent(model, rng, mutations) else {}),
+        },
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     if symbols:
         meta["dynamic_dims"] = sorted(ranges)
     with progress.stage("passes"):
         return run_passes(Module(module, signature, params, source="torch", meta=meta))
+
+
+def _mode_dependent(model: Any, rng: Any, mutations: list[Mutation]) -> bool:
+    """Whether ``model`` (an ``nn.Module``) computes differently in the other training mode:
+    it draws random numbers or updates buffers (dropout, BatchNorm in training mode), or
+    holds a dropout with ``p > 0`` or a BatchNorm with running statistics."""
+    if not isinstance(model, torch.nn.Module):
+        return False  # an ExportedProgram: its mode is not known
+    if rng is not None or any(m.kind == "buffer" for m in mutations):
+        return True
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.modules.dropout._DropoutNd) and mod.p > 0:
+            return True
+        if isinstance(mod, torch.nn.modules.batchnorm._NormBase) and mod.track_running_stats:
+            return True
+    return False
 
 
 def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict, dict]:

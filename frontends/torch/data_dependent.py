@@ -192,8 +192,8 @@ _ROW_LOCAL = {
     "aten.squeeze.dims", "aten.permute.default", "aten.transpose.int", "aten.t.default",
     "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.clone.default",
     "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.alias.default",
-    "aten.index.Tensor", "aten.mm.default", "aten.addmm.default", "aten.matmul.default",
-    "aten.linear.default", "aten.contiguous.default", "aten.expand.default",
+    "aten.detach.default", "aten.index.Tensor", "aten.mm.default", "aten.addmm.default",
+    "aten.matmul.default", "aten.linear.default", "aten.contiguous.default", "aten.expand.default",
 }  # fmt: skip
 _PRODUCTS = {"aten.mm.default", "aten.addmm.default", "aten.matmul.default", "aten.linear.default"}
 _RESHAPES = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default"}

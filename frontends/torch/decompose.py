@@ -40,11 +40,22 @@ class _Unsupported(Exception):
 
 
 def _table() -> dict:
-    """``torch.export.default_decompositions()`` as a plain dict (built once)."""
+    """``torch.export.default_decompositions()`` as a plain dict (built once), less
+    ``aten.detach`` (see :func:`decomposition_table`)."""
     global _TABLE
     if _TABLE is None:
-        _TABLE = dict(torch.export.default_decompositions().items())
+        _TABLE = dict(decomposition_table().items())
     return _TABLE
+
+
+def decomposition_table() -> Any:
+    """``torch.export.default_decompositions()`` without ``aten.detach``, which it decomposes
+    to ``aten.alias``: the alias carries no trace of the detach, so gradients of the
+    converted module flowed through it (autograd stops there). Kept, ``detach`` becomes a
+    ``stop_gradient``."""
+    table = torch.export.default_decompositions()
+    del table[torch.ops.aten.detach.default]
+    return table
 
 
 def decompose_graph(ep: ExportedProgram) -> torch.fx.Graph | None:

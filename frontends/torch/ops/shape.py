@@ -268,10 +268,17 @@ def as_strided(x, size, stride, storage_offset=None):
     return jnp.take(x.reshape(-1), jnp.asarray(idx), mode="clip") if idx.size else jnp.zeros(size, x.dtype)
 
 
-@register(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default)
+@register(aten.clone.default, aten.alias.default, aten.lift_fresh_copy.default)
 def clone(x, memory_format=None):
     """Identity (values have no identity or layout here)."""
     return x
+
+
+@register(aten.detach.default)
+def detach(x):
+    """``Tensor.detach()``: the value, without gradient (``lax.stop_gradient``; ``from_torch``
+    keeps it in StableHLO as ``custom_call @converter.stop_gradient`` on static shapes)."""
+    return lax.stop_gradient(x)
 
 
 @register(aten._to_copy.default)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -199,3 +200,61 @@ def test_lift_fresh_copy_rule_is_a_copy_of_its_input():
     np.testing.assert_array_equal(
         np.asarray(rule(jnp.asarray(t.numpy()))), torch.ops.aten.lift_fresh_copy(t).numpy()
     )
+
+
+class _Detached(torch.nn.Module):
+    """A value used with and without gradient: ``detach`` (which the Core ATen table turns
+    into ``alias``); with ``mutate`` an in-place update of the input first (the graph then
+    takes ``run_decompositions``' path, else the node-by-node one)."""
+
+    def __init__(self, mutate: bool):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(-1, 1, 4))
+        self.mutate = mutate
+
+    def forward(self, x):
+        if self.mutate:
+            x.add_(1.0)
+        y = x * self.w
+        d = y.detach()
+        return (y + d * y + d**2).sum()
+
+
+@pytest.mark.parametrize("mutate", [False, True])
+def test_detach_stops_gradient_in_both_backends(mutate):
+    import jax
+
+    import converter
+
+    model, x = _Detached(mutate), X[0, :, :].clone()
+    m = converter.from_torch(model, (x.clone(),))
+    model(x.clone()).backward()
+    f = m.to_jax()
+    grads = jax.jit(jax.grad(lambda p: f.apply(p, x.numpy(), mutable=True)[0]))(f.params)
+    torch.testing.assert_close(torch.from_numpy(np.array(grads["w"])), model.w.grad)
+    tm = m.to_torch()
+    tm(x.clone()).backward()
+    torch.testing.assert_close(next(tm.parameters()).grad, model.w.grad)
+
+
+def test_detach_stops_gradient_on_symbolic_shapes():
+    """A ``detach`` in a program exported with a dynamic dimension keeps its marker (with its
+    shape as an operand): the gradients of ``to_torch`` at two sizes equal torch's."""
+    import warnings
+
+    import converter
+
+    model = _Detached(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = converter.from_torch(
+            model, (torch.randn(3, 4),), dynamic_shapes=({0: torch.export.Dim("n", min=2, max=16)},)
+        )
+    tm = m.to_torch()
+    for n in (3, 6):
+        x = torch.linspace(-2, 2, n * 4).reshape(n, 4)
+        model.w.grad = None
+        tm.zero_grad()
+        model(x.clone()).backward()
+        tm(x.clone()).backward()
+        torch.testing.assert_close(next(tm.parameters()).grad, model.w.grad)
