@@ -8,6 +8,13 @@ shards against JAX's. ``... jax 2 RANK PORT HITS`` runs process ``RANK`` of a da
 JAX run of a converted torch MLP (``jax.distributed.initialize`` on localhost). Each writes
 the registry keys it used to ``HITS`` (merged into the parent's coverage) and exits 0 when
 every check held, 1 with the differences on stderr otherwise.
+
+``... MODE N all PORT DIR`` runs the N ranks as forks of one process that imported torch, JAX
+and the converter once (each rank's own import is most of a rank's CPU time): rank ``r``
+writes its output to ``DIR/<MODE><N>-<r>.log`` and its keys to ``DIR/<MODE><N>-<r>.hits.json``.
+The parent initializes no JAX backend and starts no thread of its own before forking (JAX's
+backends are created in each rank); it exits 0 when every rank did, else 1 after killing the
+ranks still running (a rank waiting in a collective for a failed one would never return).
 """
 
 from __future__ import annotations
@@ -15,7 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
-MODE, N, RANK, PORT, HITS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+MODE, N, RANK, PORT, HITS = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5]
+RANK = -1 if RANK == "all" else int(RANK)
 if MODE == "torch":
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={N}"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -202,12 +210,65 @@ def run_jax() -> None:
         jax.distributed.shutdown()
 
 
-if __name__ == "__main__":
+def run_rank() -> int:
+    """This process's rank: 0 when every check held."""
     try:
         run_torch() if MODE == "torch" else run_jax()
     finally:
         registry_coverage.dump(registry_coverage.HITS, HITS)
     if FAILURES:
         print("\n".join(FAILURES), file=sys.stderr)
-        sys.exit(1)
+        return 1
     print(f"rank {RANK}: ok")
+    return 0
+
+
+def fork_ranks(directory: str) -> int:
+    """Fork the N ranks (see the module docstring); 0 when each exits 0."""
+    global RANK, HITS
+    import signal
+    import traceback
+
+    import torch.distributed  # noqa: F401 - imported once, before the forks
+    from jax import shard_map  # noqa: F401
+    from jax.experimental import multihost_utils  # noqa: F401
+
+    import backends.torch.distributed  # noqa: F401
+    import converter  # noqa: F401
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pids: dict[int, int] = {}
+    for rank in range(N):
+        pid = os.fork()
+        if pid == 0:  # the rank
+            code = 1
+            try:
+                base = os.path.join(directory, f"{MODE}{N}-{rank}")
+                fd = os.open(f"{base}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                RANK, HITS = rank, f"{base}.hits.json"
+                code = run_rank()
+            except BaseException:  # noqa: BLE001 - reported in the rank's log, then its status
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids[pid] = rank
+    status = 0
+    while pids:
+        pid, wait_status = os.wait()
+        rank = pids.pop(pid)
+        code = os.waitstatus_to_exitcode(wait_status)
+        if code != 0:
+            print(f"rank {rank} exited with status {code}", flush=True)
+            status = 1
+            for other in pids:
+                os.kill(other, signal.SIGKILL)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(fork_ranks(HITS) if RANK < 0 else run_rank())

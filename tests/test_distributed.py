@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,51 +38,42 @@ def _free_port() -> int:
 
 
 def _spawn(mode: str, n: int, tmp_path: Path) -> list[str]:
-    """Run ``n`` workers of ``mode`` and return their outputs; fails the test (after killing
-    every child still running) when one exits non-zero or the run exceeds :data:`TIMEOUT`."""
+    """Run ``n`` ranks of ``mode`` (forks of one worker process, which imports torch and JAX
+    once) and return their outputs; fails the test (after killing every rank still running)
+    when one exits non-zero or the run exceeds :data:`TIMEOUT`."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env.update(
         PYTHONPATH=str(ROOT), GLOO_SOCKET_IFNAME="lo", TF_CPP_MIN_LOG_LEVEL="2", JAX_PLATFORMS="cpu",
         OMP_NUM_THREADS="1",
     )  # fmt: skip
-    procs, logs = [], []
-    for rank in range(n):
-        log = tmp_path / f"{mode}{n}-{rank}.log"
-        hits = tmp_path / f"{mode}{n}-{rank}.hits.json"
-        cmd = [sys.executable, str(WORKER), mode, str(n), str(rank), str(port), str(hits)]
-        with open(log, "w") as out:
-            procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path))
-        logs.append((log, hits))
-    deadline = time.monotonic() + TIMEOUT
+    logs = [(tmp_path / f"{mode}{n}-{r}.log", tmp_path / f"{mode}{n}-{r}.hits.json") for r in range(n)]
+    cmd = [sys.executable, str(WORKER), mode, str(n), "all", str(port), str(tmp_path)]
+    with open(tmp_path / f"{mode}{n}.log", "w") as out:  # the forking process's own output
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True
+        )
     failed = None
     try:
-        while any(p.poll() is None for p in procs):
-            bad = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
-            if bad:
-                failed = f"rank {bad[0]} exited with status {procs[bad[0]].returncode}"
-                break
-            if time.monotonic() > deadline:
-                failed = f"timed out after {TIMEOUT} s"
-                break
-            time.sleep(0.2)
+        proc.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        failed = f"timed out after {TIMEOUT} s"
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-    texts = [log.read_text() for log, _ in logs]
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the ranks too (their own process group)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    texts = [log.read_text() if log.exists() else "" for log, _ in logs]
     for _, hits in logs:
         if hits.exists():
             registry_coverage.HITS.update(
                 (name, registry_coverage._hashable(key)) for name, key in json.load(open(hits))
             )
-    bad = [r for r, p in enumerate(procs) if p.returncode != 0]
-    if failed or bad:
-        detail = "\n".join(
-            f"--- rank {r} (status {procs[r].returncode}):\n{texts[r][-3000:]}" for r in range(n)
-        )
-        pytest.fail(f"{mode} on {n} processes: {failed or f'ranks {bad} failed'}\n{detail}")
+    if failed or proc.returncode != 0:
+        head = (tmp_path / f"{mode}{n}.log").read_text()[-3000:]
+        detail = "\n".join(f"--- rank {r}:\n{texts[r][-3000:]}" for r in range(n))
+        pytest.fail(f"{mode} on {n} processes: {failed or f'status {proc.returncode}'}\n{head}\n{detail}")
     return texts
 
 

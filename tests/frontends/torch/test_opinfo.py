@@ -29,8 +29,6 @@ import itertools
 import os
 import re
 import sys
-import types
-import unittest
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +40,7 @@ from converter.errors import ConversionError, UnsupportedOpError
 from converter.validate import as_numpy, compare, tolerance
 
 sys.path.insert(0, os.path.dirname(__file__))
+from opinfo_index import entry, entry_id, entry_ids, indexed_ids, op_db  # noqa: E402
 from opinfo_xfails import XFAILS  # noqa: E402
 
 #: Entries whose outputs are random or uninitialised memory: compared by shape and dtype.
@@ -76,32 +75,14 @@ NONDETERMINISTIC = {
 }
 
 
-def _import_op_db() -> list:
-    """``op_db``; torch's test utilities import ``expecttest`` (a test-only package that is
-    not a dependency here), so a stand-in module is provided when it is missing."""
-    if "expecttest" not in sys.modules:
-        try:
-            import expecttest  # noqa: F401
-        except ImportError:
-            shim = types.ModuleType("expecttest")
-            shim.TestCase = unittest.TestCase
-            shim.ACCEPT = False
-            sys.modules["expecttest"] = shim
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return op_db
-
-
-OP_DB = _import_op_db()
-
-
-def entry_id(op) -> str:
-    """``name`` or ``name.variant`` (unique over ``op_db``)."""
-    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+def __getattr__(name: str):
+    if name == "OP_DB":  # for the generator scripts (``harness.OP_DB``): imports op_db
+        return op_db()
+    raise AttributeError(name)
 
 
 def _entry(name: str):
-    return next(op for op in OP_DB if entry_id(op) == name)
+    return entry(name)
 
 
 def max_samples() -> int | None:
@@ -421,10 +402,12 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "int64": torch.
 
 
 def xfail_key(op, dtype: torch.dtype, target: str = "jax") -> str:
-    """The entry's key in :data:`XFAILS`: its name for float32 on the JAX target,
-    ``name@bfloat16`` for another dtype, ``name>torch`` for the torch target."""
+    """The key in :data:`XFAILS` of entry ``op`` (an OpInfo or its name): its name for
+    float32 on the JAX target, ``name@bfloat16`` for another dtype, ``name>torch`` for the
+    torch target."""
     name = str(dtype).removeprefix("torch.")
-    key = entry_id(op) if name == "float32" else f"{entry_id(op)}@{name}"
+    eid = op if isinstance(op, str) else entry_id(op)
+    key = eid if name == "float32" else f"{eid}@{name}"
     return key if target == "jax" else f"{key}>{target}"
 
 
@@ -437,37 +420,33 @@ def _dtype_params():
     return [_DTYPES[n.strip()] for n in names if n.strip()]
 
 
-def selected_entries() -> list:
-    """``OPINFO_ENTRIES=all`` (every entry, the conformance run), ``smoke`` (default: every
-    10th entry, a CI-sized slice) or a comma-separated list of entry names."""
+def selected_entries() -> list[str]:
+    """The names of ``OPINFO_ENTRIES=all`` (every entry, the conformance run), ``smoke``
+    (default: every 10th entry, a CI-sized slice) or a comma-separated list of entry names.
+    Collection needs only the names (:mod:`opinfo_index`); a case looks its entry up."""
     which = os.environ.get("OPINFO_ENTRIES", "smoke")
+    ids = entry_ids()
     if which == "all":
-        return OP_DB
+        return list(ids)
     if which == "smoke":
-        return OP_DB[::10]
+        return list(ids[::10])
     names = set(which.split(","))
-    return [op for op in OP_DB if entry_id(op) in names]
+    return [n for n in ids if n in names]
 
 
 def selected_cases() -> list:
-    """``(entry, dtype)`` pairs: the selected entries in each ``OPINFO_DTYPES`` dtype; the
-    default CI slice adds every 120th entry (from the 5th) in bfloat16, int64 and bool, so
-    the other passes' xfails are checked on every run too."""
-    cases = [
-        pytest.param(op, d, id=f"{entry_id(op)}-{_name(d)}")
-        for d in _dtype_params()
-        for op in selected_entries()
-    ]
+    """``(entry name, dtype)`` pairs: the selected entries in each ``OPINFO_DTYPES`` dtype;
+    the default CI slice adds every 120th entry (from the 5th) in bfloat16, int64 and bool,
+    so the other passes' xfails are checked on every run too."""
+    cases = [pytest.param(n, d, id=f"{n}-{_name(d)}") for d in _dtype_params() for n in selected_entries()]
     if "OPINFO_ENTRIES" not in os.environ and "OPINFO_DTYPES" not in os.environ:
         others = [_DTYPES[n] for n in ("bfloat16", "int64", "bool")]
-        cases += [
-            pytest.param(op, d, id=f"{entry_id(op)}-{_name(d)}") for d in others for op in OP_DB[5::120]
-        ]
+        cases += [pytest.param(n, d, id=f"{n}-{_name(d)}") for d in others for n in entry_ids()[5::120]]
         have = {c.id for c in cases}
         cases += [
-            pytest.param(op, d, id=cid)
-            for op, d in [*reason_class_cases(TARGET), *((_entry(n), torch.float32) for n in EXTRA_ENTRIES)]
-            if (cid := f"{entry_id(op)}-{_name(d)}") not in have and not have.add(cid)
+            pytest.param(n, d, id=cid)
+            for n, d in [*reason_class_cases(TARGET), *((n, torch.float32) for n in EXTRA_ENTRIES)]
+            if (cid := f"{n}-{_name(d)}") not in have and not have.add(cid)
         ]
     return cases
 
@@ -493,9 +472,9 @@ def failure_class(reason: str) -> str:
 
 
 def reason_class_cases(target: str) -> list:
-    """``(entry, dtype)``: the first listed xfail of each :func:`failure_class` on ``target``
-    (sorted by key), so every kind of expected failure is checked on every run."""
-    by_key = {xfail_key(op, d, target): (op, d) for op in OP_DB for d in _DTYPES.values()}
+    """``(entry name, dtype)``: the first listed xfail of each :func:`failure_class` on
+    ``target`` (sorted by key), so every kind of expected failure is checked on every run."""
+    by_key = {xfail_key(n, d, target): (n, d) for n in entry_ids() for d in _DTYPES.values()}
     first: dict[str, tuple] = {}
     for key in sorted(XFAILS):
         if key in by_key:
@@ -514,27 +493,24 @@ def other_target_cases() -> list:
     if "OPINFO_ENTRIES" in os.environ or "OPINFO_DTYPES" in os.environ:
         return []
     other = "torch" if TARGET == "jax" else "jax"
-    return [
-        pytest.param(op, d, other, id=f"{entry_id(op)}-{_name(d)}>{other}")
-        for op, d in reason_class_cases(other)
-    ]
+    return [pytest.param(n, d, other, id=f"{n}-{_name(d)}>{other}") for n, d in reason_class_cases(other)]
 
 
-@pytest.mark.parametrize(("op", "dtype"), selected_cases())
-def test_opinfo(op, dtype):
-    _check_case(op, dtype, TARGET)
+@pytest.mark.parametrize(("name", "dtype"), selected_cases())
+def test_opinfo(name, dtype):
+    _check_case(name, dtype, TARGET)
 
 
-@pytest.mark.parametrize(("op", "dtype", "target"), other_target_cases())
-def test_opinfo_other_target_reason_classes(op, dtype, target):
-    _check_case(op, dtype, target)
+@pytest.mark.parametrize(("name", "dtype", "target"), other_target_cases())
+def test_opinfo_other_target_reason_classes(name, dtype, target):
+    _check_case(name, dtype, target)
 
 
-def _check_case(op, dtype, target: str) -> None:
-    """Run one entry on ``target``; a failure must be listed with the same failure class, and
-    a listed entry must fail."""
-    key = xfail_key(op, dtype, target)
-    outcome = check_entry(op, dtype, max_samples(), target)
+def _check_case(name: str, dtype, target: str) -> None:
+    """Run entry ``name`` on ``target``; a failure must be listed with the same failure
+    class, and a listed entry must fail."""
+    key = xfail_key(name, dtype, target)
+    outcome = check_entry(_entry(name), dtype, max_samples(), target)
     if outcome.status == "skip":
         pytest.skip(outcome.reason)
     xfail = XFAILS.get(key)
@@ -555,9 +531,18 @@ def _check_case(op, dtype, target: str) -> None:
 
 
 def test_xfail_list_names_real_entries():
-    names = {xfail_key(op, d, t) for op in OP_DB for d in _DTYPES.values() for t in ("jax", "torch")}
+    names = {xfail_key(n, d, t) for n in entry_ids() for d in _DTYPES.values() for t in ("jax", "torch")}
     unknown = sorted(set(XFAILS) - names)
     assert not unknown, f"opinfo_xfails.py lists entries that op_db does not have: {unknown}"
+
+
+def test_index_matches_op_db():
+    """``opinfo_index.json`` names the installed torch's entries in ``op_db`` order
+    (regenerate: ``python -m tests.frontends.torch.opinfo_index``)."""
+    ids = indexed_ids()
+    if ids is None:
+        pytest.skip(f"opinfo_index.json is not for torch {torch.__version__}: op_db is imported")
+    assert ids == [entry_id(op) for op in op_db()]
 
 
 def test_tie_choice_accepts_equal_values_only():
