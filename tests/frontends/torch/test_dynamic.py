@@ -163,6 +163,31 @@ def test_keyword_input_and_cumsum_along_a_dynamic_axis():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+class Frames(torch.nn.Module):
+    """Wav2Vec2's feature projection: ``(b, s - 1)`` frames flattened to ``b*s - b`` rows,
+    whose sign JAX's bounds (term by term) cannot decide without the size constraint."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = x[:, 1:]
+        return self.proj(h.reshape(-1, 3)).reshape(h.shape[0], h.shape[1], 2)
+
+
+def test_flattened_product_of_dims_minus_one():
+    torch.manual_seed(0)
+    model = Frames().eval()
+    dims = ({0: Dim("b", max=8), 1: Dim("s", min=3, max=40)},)
+    m = converter.from_torch(model, (torch.randn(2, 5, 3),), dynamic_shapes=dims)
+    f = m.to_jax()
+    for shape in ((1, 3), (4, 9)):
+        x = torch.randn(*shape, 3)
+        want = _torch_out(model, x).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy())), want, rtol=1e-5, atol=1e-6)
+
+
 def test_conv_and_max_pool_with_dynamic_batch():
     """Max pooling picks its values by a one-hot select under dynamic shapes (the ONNX
     backend has no gather with dynamic batching dims); NaN windows give NaN as in torch."""
