@@ -37,7 +37,9 @@ def _point_indices(interp, op, indices, d, index_map, sizes, batching_keys, what
     idx, index_map = _add_batching_columns(
         interp, idx, index_map, itype, d["index_vector_dim"], operand_dims, indices_dims
     )
-    _check_point_indexing(op.operand_type(0).shape, set(index_map), sizes, what)
+    _check_point_indexing(
+        op.operand_type(0).shape, set(index_map), sizes, what, whole_dynamic=what == "scatter"
+    )
     return idx, index_map
 
 
@@ -57,10 +59,16 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 
-def _check_point_indexing(shape, indexed, sizes, what):
+def _check_point_indexing(shape, indexed, sizes, what, whole_dynamic=False):
+    """Every indexed dimension has slice size 1, every other is taken whole. With
+    ``whole_dynamic`` (scatter) a dynamic dimension whose window is dynamic too is taken
+    whole: the update is reshaped to the operand's run-time size, which onnxruntime refuses
+    when they differ (never a partial window written as a whole one)."""
     for dim, size in enumerate(sizes):
         if dim in indexed and size != 1:
             raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
+        if dim not in indexed and shape[dim] is None and size is None and whole_dynamic:
+            continue
         if dim not in indexed and shape[dim] is None:
             raise NotImplementedError(
                 f"{what}: dimension {dim} is dynamic and not indexed (slice size {size}); "
