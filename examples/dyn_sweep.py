@@ -145,16 +145,14 @@ def run(spec: hf_sweep.Spec, paths: tuple[str, ...] = PATHS) -> dict[str, str]:
 
         def call(kw: dict) -> dict:
             got = sess.run(None, dict(zip(names, (v.numpy() for v in kw.values()), strict=True)))
-            if positional and len(got) == 1:
-                return got[0]
+            if positional:  # outputs in the source's leaf order
+                return dict(zip(wants[0], got, strict=True))
             return {n.removeprefix("outputs"): g for n, g in zip(outs, got, strict=True)}
 
         return call
 
     def onnx() -> float:
         call = onnx_session(m.to_onnx().SerializeToString())
-        if positional:
-            return compare_all(call)
         return max(_compare(call(kw), w) for kw, w in zip(cases, wants, strict=True))
 
     def cli() -> float:
@@ -174,8 +172,6 @@ def run(spec: hf_sweep.Spec, paths: tuple[str, ...] = PATHS) -> dict[str, str]:
                 if suffix == "onnx":
                     call = onnx_session(out)
                     got = [call(kw) for kw in cases]
-                    if positional:
-                        got = [_flat(g) for g in got]
                 else:
                     g = torch.export.load(out).module()
                     got = [_flat(_call(g, spec, kw)) for kw in cases]
