@@ -206,6 +206,25 @@ def test_conv_and_max_pool_with_dynamic_batch():
         np.testing.assert_allclose(session.run(None, {"args[0]": x.numpy()})[0], want, rtol=1e-5, atol=1e-5)
 
 
+class Pools(torch.nn.Module):
+    """Max pooling with its indices and average pooling without the padding counted, over
+    a dynamic image size: their index tables and divisors depend on the size."""
+
+    def forward(self, x):
+        vals, idx = torch.nn.functional.max_pool2d(x, 3, 2, padding=1, return_indices=True)
+        return vals, idx, torch.nn.functional.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
+
+
+def test_pooling_over_a_dynamic_image_size():
+    model, side = Pools(), Dim("side", min=3, max=32)  # torch: pooled sizes != 1
+    m = converter.from_torch(model, (torch.randn(1, 2, 6, 8),), dynamic_shapes=({2: side, 3: side + 2},))
+    f = m.to_jax()
+    for n in (3, 8):
+        x = torch.randn(1, 2, n, n + 2)
+        for got, want in zip(f(x.numpy()), _torch_out(model, x), strict=True):
+            np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_auto_dims_keep_torch_names(mlp):
     model, _ = mlp
     m = converter.from_torch(model, (torch.randn(4, 6),), dynamic_shapes=({0: Dim.AUTO},))
