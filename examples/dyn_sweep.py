@@ -42,10 +42,7 @@ HF_MODELS = ("distilbert", "gpt_neox", "wav2vec2", "convnext", "clip")
 PATHS = ("reexport", "onnx", "cli")
 
 #: cells known to fail: ``(program, path) -> reason``
-EXPECTED: dict[tuple[str, str], str] = {
-    # the pooling rules build their window index tables with NumPy over the output sizes
-    ("cnn", "export"): "DynamicDimensionError: While converting aten.max_pool2d_with_indices",
-}
+EXPECTED: dict[tuple[str, str], str] = {}
 
 
 def _example(module: str) -> Callable[[], tuple]:
