@@ -62,8 +62,8 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
 def _check_point_indexing(shape, indexed, sizes, what, whole_dynamic=False):
     """Every indexed dimension has slice size 1, every other is taken whole. With
     ``whole_dynamic`` (scatter) a dynamic dimension whose window is dynamic too is taken
-    whole: the update is reshaped to the operand's run-time size, which onnxruntime refuses
-    when they differ (never a partial window written as a whole one)."""
+    whole: ``ScatterND`` checks the update's run-time size against the operand's, so a
+    partial window raises in onnxruntime (never written as a whole one)."""
     for dim, size in enumerate(sizes):
         if dim in indexed and size != 1:
             raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
@@ -248,7 +248,10 @@ def _scatter(interp, op, operand, indices, updates, *more):
     upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
     batch_shape = [n if n is not None else g.dim(upd, k) for k, n in enumerate(batch_shape)]
-    rest_sizes = [shape[i] if shape[i] is not None else g.dim(operand, i) for i in rest]
+    # a dynamic dimension taken whole keeps the update's own run-time size: ScatterND checks
+    # it against the operand's (a partial window raises, never scatters as a whole one)
+    first = len(scatter_dims)
+    rest_sizes = [shape[i] if shape[i] is not None else g.dim(upd, first + kept.index(i)) for i in rest]
     upd = g.op("Reshape", [upd, g.shape_vector(batch_shape + rest_sizes)])
     # onnxruntime's ScatterND reductions have no float16 kernel: float32, rounded back once
     # (as bfloat16 computes; an index hit several times adds its updates unrounded)
