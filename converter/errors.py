@@ -196,6 +196,12 @@ class ShardingError(ConversionError):
     parameter or the op."""
 
 
+class DimensionsUnifiedWarning(UserWarning):
+    """``from_onnx`` assumed that symbolic dimensions the graph inputs name apart are one size
+    (the graph relates them where JAX could not prove the relation: a mask reshaped to the
+    batch of the token ids); the module's signature checks the equality at each call."""
+
+
 class ClosedOverParamsWarning(UserWarning):
     """``JaxFunction.params`` was reassigned after a staged JAX program (``jax.jit(f)``, or a
     jitted function that calls ``f``) captured the previous parameters as constants: JAX

@@ -166,6 +166,10 @@ def _known_true(cond: Any) -> bool:
 def _ite(c: Any, a: Any, b: Any) -> Any:
     if isinstance(c, (bool, np.bool_)):
         return a if c else b
+    if _known_true(c):  # decided by the sizes' ranges: no ITE, which torch's range analysis
+        return a  # (bound_sympy, asked by every view of such a size) has no rule for
+    if _known_true(torch.sym_not(c)):
+        return b
     if is_concrete(a) and is_concrete(b) and a == b:
         return a
     if type(a) is type(b):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -23,7 +24,14 @@ import onnx.shape_inference
 from onnx import numpy_helper
 
 from converter import _jax_internal, dtypes, mlir, onnx_skeleton
-from converter.errors import ConversionError, MissingOp, ParseError, UnsupportedOpError
+from converter.errors import (
+    ConversionError,
+    DimensionsUnifiedWarning,
+    MissingOp,
+    OpConversionError,
+    ParseError,
+    UnsupportedOpError,
+)
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
@@ -133,10 +141,15 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
     return types
 
 
-def _input_shape(vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str, tuple]) -> tuple:
+def _input_shape(
+    vi: onnx.ValueInfoProto,
+    dims: dict[str, int],
+    shapes: dict[str, tuple],
+    aliases: dict[str, str] | None = None,
+) -> tuple:
     """The shape of graph input ``vi``: ``input_shapes`` when given, else its dimensions with
     ``dims`` substituted; a dimension left symbolic is its ``dim_param`` name (or
-    ``<input>_<axis>`` when unnamed)."""
+    ``<input>_<axis>`` when unnamed), renamed by ``aliases`` (dimensions assumed equal)."""
     if vi.name in shapes:
         return tuple(int(d) for d in shapes[vi.name])
     out: list = []
@@ -146,8 +159,30 @@ def _input_shape(vi: onnx.ValueInfoProto, dims: dict[str, int], shapes: dict[str
         elif d.dim_param and d.dim_param in dims:
             out.append(int(dims[d.dim_param]))
         else:
-            out.append(d.dim_param or f"{vi.name}_{i}")
+            name = d.dim_param or f"{vi.name}_{i}"
+            out.append((aliases or {}).get(name, name))
     return tuple(out)
+
+
+def _unify(graph: onnx.GraphProto, aliases: dict[str, str], pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """``aliases`` with each pair of dimension names made one (the name of the earlier graph
+    input kept: ``attention_mask``'s ``s6`` becomes ``input_ids``' ``s33``); the same
+    ``aliases`` when no pair adds anything."""
+    order = {
+        d.dim_param: i
+        for i, vi in reversed(list(enumerate(graph.input)))
+        for d in vi.type.tensor_type.shape.dim
+        if d.dim_param
+    }
+    out = dict(aliases)
+    for a, b in pairs:
+        a, b = out.get(a, a), out.get(b, b)
+        if a == b:
+            continue
+        keep, drop = sorted((a, b), key=lambda n: (order.get(n, len(order)), n))
+        out = {k: keep if v == drop else v for k, v in out.items()}
+        out[drop] = keep
+    return out
 
 
 def _check_dims(graph: onnx.GraphProto, dims: dict[str, int], skip: set[str]) -> None:
@@ -265,9 +300,16 @@ def from_onnx(
     path = model if isinstance(model, (str, os.PathLike)) else None
     model = load_model(model)
     fold: frozenset[str] = frozenset()
+    aliases: dict[str, str] = {}
     while True:
         try:
-            return _from_onnx(model, path, dims, input_shapes, static_inputs, check, fold)
+            module = _from_onnx(model, path, dims, input_shapes, static_inputs, check, fold, aliases)
+        except OpConversionError as e:
+            more = _unify(model.graph, aliases, getattr(e, "dim_pairs", []))
+            if more == aliases:
+                raise
+            aliases, check = more, False  # the graph relates dimensions named apart: one name
+            continue
         except StaticValueRequired as e:
             more = _initializers_needed(model.graph, e.names, static_inputs) - fold
             if more:  # a rule needs an initializer's value (e.g. float Resize scales): fold it
@@ -276,6 +318,17 @@ def from_onnx(
             if not values_at_call:
                 raise
             return _value_dependent(model, e, dims, input_shapes, static_inputs)
+        if aliases:
+            equal = ", ".join(f"{a} == {b}" for a, b in sorted(aliases.items()))
+            warnings.warn(
+                f"from_onnx: the graph relates dimensions its inputs name apart; assumed {equal} "
+                "(the converted module refuses inputs where they differ: SignatureMismatchError); "
+                "give them one dim_param, or sizes with dims=, to silence this",
+                DimensionsUnifiedWarning,
+                stacklevel=3,
+            )
+            module.meta["unified_dims"] = dict(sorted(aliases.items()))
+        return module
 
 
 def _initializers_needed(graph: onnx.GraphProto, names: list[str], static_inputs: dict | None) -> set[str]:
@@ -364,6 +417,7 @@ def _from_onnx(
     static_inputs: dict[str, Any] | None,
     check: bool,
     fold: frozenset[str] = frozenset(),
+    aliases: dict[str, str] | None = None,
 ) -> Module:
     """:func:`from_onnx` of a loaded model, raising :class:`StaticValueRequired`; the
     initializers in ``fold`` are used as constants besides the small integer ones."""
@@ -414,7 +468,7 @@ def _from_onnx(
         if vtype.WhichOneof("value") != "tensor_type":
             problems.append(f"input {vi.name!r} is a {vi.type.WhichOneof('value')}, not a tensor")
             continue
-        shape = _input_shape(vi, dims or {}, input_shapes or {})
+        shape = _input_shape(vi, dims or {}, input_shapes or {}, aliases)
         input_specs.append(
             LeafSpec(vi.name, shape, _dtype_name(np_dtype(vi.type.tensor_type.elem_type), vi.name))
         )

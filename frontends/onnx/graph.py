@@ -256,7 +256,40 @@ class GraphRunner:
         except OpConversionError:
             raise
         except Exception as e:  # noqa: BLE001 - re-raised naming the node
-            raise OpConversionError(key, f"node {node.name!r}", e) from e
+            err = OpConversionError(key, f"node {node.name!r}", e)
+            shapes_unproven = type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, TypeError)
+            err.dim_pairs = self._dim_pairs(node, values) if self.symbols and shapes_unproven else []
+            raise err from e
+
+    def _dim_pairs(self, node: onnx.NodeProto, values: list) -> list[tuple[str, str]]:
+        """Pairs of differently named input dimensions (``dim_param``s) that ``node`` puts at
+        the same place, when JAX could not prove a shape relation there: a Reshape's input
+        against the output shape inference gives it (left-aligned: ``mask.view(batch, -1)``
+        of a mask whose batch is named apart), the operands of any other node (right-aligned,
+        as broadcasting). ``from_onnx`` retries with each pair as one dimension."""
+        names = {str(d): n for n, d in self.symbols.items()}
+
+        def dims(shape: Any) -> list:
+            return [
+                names.get(str(d)) if not isinstance(d, str) else (d if d in self.symbols else None)
+                for d in shape
+            ]
+
+        shapes = [dims(v.shape) for v in values if hasattr(v, "shape") and not symbolic.is_symbolic(v)]
+        pairs: list[tuple[str, str]] = []
+        if node.op_type == "Reshape" and shapes and node.output[0] in self.types:
+            out = self.types[node.output[0]][1] or ()
+            aligned = [list(zip(shapes[0], dims(out), strict=False))]
+        else:
+            aligned = [
+                list(zip(a[::-1], b[::-1], strict=False))
+                for i, a in enumerate(shapes)
+                for b in shapes[i + 1 :]
+            ]
+        for a, b in (p for group in aligned for p in group):
+            if a and b and a != b and (a, b) not in pairs and (b, a) not in pairs:
+                pairs.append((a, b))
+        return pairs
 
     def _conform(self, name: str, value: Any) -> Any:
         """Cast to the dtype shape inference gives ``name`` and check static shapes."""

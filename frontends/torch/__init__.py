@@ -460,6 +460,7 @@ def dynamic_dims(ep: ExportedProgram, inputs: list[torch.Tensor]) -> tuple[dict,
         constraints += [f"{name} >= {lo}"] if lo > 1 else []
         constraints += [f"{name} <= {hi}"] if hi is not None else []
     constraints += _guard_inequalities(inputs, free, names)
+    constraints += _nonlinear_sizes(ep, free, names, related)
     scope = jax.export.SymbolicScope(constraints)
     dims = jax.export.symbolic_shape(", ".join(names[s] for s in free), scope=scope)
     symbols = dict(zip(free, dims, strict=True))
@@ -491,6 +492,45 @@ def _guard_inequalities(inputs: list[torch.Tensor], free: list, names: dict) -> 
         if text not in out:
             out.append(text)
     return out
+
+
+def _nonlinear_sizes(ep: ExportedProgram, free: list, names: dict, related: dict) -> list[str]:
+    """``e >= 0`` for every tensor size of ``ep``'s graph that is a product of dimensions
+    minus something (``batch * (frames - 1)``, Wav2Vec2's flattened frames), as ``jax.export``
+    constraints: JAX bounds a polynomial term by term, so it cannot decide the sign of
+    ``batch*frames - batch`` (which every reshape to that size asks) although a size is never
+    negative. Sizes linear in the dimensions are left to JAX, which decides them; sizes of
+    data-dependent (unbacked) symbols are skipped."""
+    import sympy
+
+    rename = {s: sympy.Symbol(names[s], integer=True) for s in free}
+    subst = {s: k * rename[base] + c for s, (base, k, c) in related.items()}
+    known = set(free) | set(related)
+    out: list[str] = []
+    for e in _tensor_sizes(ep):
+        if not e.free_symbols or not e.free_symbols <= known:
+            continue
+        e = sympy.expand(e.xreplace(subst).xreplace(rename))
+        syms = e.free_symbols
+        if not syms or not e.is_polynomial(*syms) or sympy.Poly(e, *syms).total_degree() < 2:
+            continue
+        if all(t.could_extract_minus_sign() is False for t in sympy.Add.make_args(e)):
+            continue  # a sum of positive terms: JAX decides it
+        text = f"{sympy.sstr(e).replace('**', '^')} >= 0"
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _tensor_sizes(ep: ExportedProgram) -> Any:
+    """The symbolic sizes (sympy expressions) of every tensor value of ``ep``'s graphs."""
+    for g in graphs(ep.graph):
+        for node in g.nodes:
+            val = node.meta.get("val")
+            for v in val if isinstance(val, (tuple, list)) else (val,):
+                for d in v.shape if isinstance(v, torch.Tensor) else ():
+                    if isinstance(d, torch.SymInt):
+                        yield d.node.expr
 
 
 def _guard_relations(inputs: list[torch.Tensor], syms: list, bounds: dict) -> dict:

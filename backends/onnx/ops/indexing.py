@@ -37,7 +37,9 @@ def _point_indices(interp, op, indices, d, index_map, sizes, batching_keys, what
     idx, index_map = _add_batching_columns(
         interp, idx, index_map, itype, d["index_vector_dim"], operand_dims, indices_dims
     )
-    _check_point_indexing(op.operand_type(0).shape, set(index_map), sizes, what)
+    _check_point_indexing(
+        op.operand_type(0).shape, set(index_map), sizes, what, whole_dynamic=what == "scatter"
+    )
     return idx, index_map
 
 
@@ -57,10 +59,16 @@ def _add_batching_columns(interp, idx, index_map, itype, index_vector_dim, opera
     return g.op("Concat", columns, axis=-1), list(index_map) + list(operand_dims)
 
 
-def _check_point_indexing(shape, indexed, sizes, what):
+def _check_point_indexing(shape, indexed, sizes, what, whole_dynamic=False):
+    """Every indexed dimension has slice size 1, every other is taken whole. With
+    ``whole_dynamic`` (scatter) a dynamic dimension whose window is dynamic too is taken
+    whole: ``ScatterND`` checks the update's run-time size against the operand's, so a
+    partial window raises in onnxruntime (never written as a whole one)."""
     for dim, size in enumerate(sizes):
         if dim in indexed and size != 1:
             raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
+        if dim not in indexed and shape[dim] is None and size is None and whole_dynamic:
+            continue
         if dim not in indexed and shape[dim] is None:
             raise NotImplementedError(
                 f"{what}: dimension {dim} is dynamic and not indexed (slice size {size}); "
@@ -237,7 +245,10 @@ def _scatter(interp, op, operand, indices, updates, *more):
     upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
     batch_shape = [n if n is not None else g.dim(upd, k) for k, n in enumerate(batch_shape)]
-    rest_sizes = [shape[i] if shape[i] is not None else g.dim(operand, i) for i in rest]
+    # a dynamic dimension taken whole keeps the update's own run-time size: ScatterND checks
+    # it against the operand's (a partial window raises, never scatters as a whole one)
+    first = len(scatter_dims)
+    rest_sizes = [shape[i] if shape[i] is not None else g.dim(upd, first + kept.index(i)) for i in rest]
     upd = g.op("Reshape", [upd, g.shape_vector(batch_shape + rest_sizes)])
     # onnxruntime's ScatterND reductions have no float16 kernel: float32, rounded back once
     # (as bfloat16 computes; an index hit several times adds its updates unrounded)

@@ -23,6 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from converter import _jax_internal
+
 from ..registry import register
 from ._util import acc_dtype, is_float
 
@@ -78,7 +80,7 @@ def _max_pool(x, nd, kernel_size, stride, padding, dilation, ceil_mode):
         _out_size(n, kk, ss, pp, dd, ceil_mode) for n, kk, ss, pp, dd in zip(sizes, k, s, p, d, strict=True)
     ]
     spans = [(o - 1) * ss + dd * (kk - 1) + 1 for o, ss, dd, kk in zip(outs, s, d, k, strict=True)]
-    hi = [max(0, span - (n + pp)) for span, n, pp in zip(spans, sizes, p, strict=True)]
+    hi = [_max0(span - (n + pp)) for span, n, pp in zip(spans, sizes, p, strict=True)]
     lowest = jnp.asarray(_lowest(x.dtype), x.dtype)
     xp = lax.pad(x, lowest, [(0, 0, 0)] * 2 + [(pp, h, 0) for pp, h in zip(p, hi, strict=True)])
     stacked, table = _stacked_windows(x, xp, k, s, p, d, outs)
@@ -114,24 +116,48 @@ def _stacked_windows(x, xp, k, s, p, d, outs):
     stacked on a new last axis, and each window position's flat index into ``x``'s
     spatial dims (``(*outs, prod(k))`` int64)."""
     sizes = x.shape[2:]
+    xnp = _xnp(*outs, *sizes)
     windows, flat = [], []
     for offs in itertools.product(*(range(kk) for kk in k)):
         starts = [o * dd for o, dd in zip(offs, d, strict=True)]
         limits = [st + (o - 1) * ss + 1 for st, o, ss in zip(starts, outs, s, strict=True)]
         windows.append(lax.slice(xp, [0, 0, *starts], [*x.shape[:2], *limits], [1, 1, *s]))
-        pos = [np.arange(o) * ss - pp + st for o, ss, pp, st in zip(outs, s, p, starts, strict=True)]
-        flat.append(_flat_index(pos, sizes))
-    return jnp.stack(windows, axis=-1), jnp.asarray(np.stack(flat, axis=-1))
+        pos = [
+            xnp.arange(o, dtype=np.int64) * ss - pp + st
+            for o, ss, pp, st in zip(outs, s, p, starts, strict=True)
+        ]
+        flat.append(_flat_index(pos, sizes, xnp))
+    return jnp.stack(windows, axis=-1), jnp.asarray(xnp.stack(flat, axis=-1))
 
 
-def _flat_index(pos, sizes):
+def _flat_index(pos, sizes, xnp=np):
     """Row-major flat index over the spatial dims of every output position."""
-    out = np.zeros([len(q) for q in pos], np.int64)
+    out = xnp.zeros([q.shape[0] for q in pos], np.int64)
     for dnum, q in enumerate(pos):
         shape = [1] * len(pos)
-        shape[dnum] = len(q)
-        out = out + q.reshape(shape) * int(np.prod(sizes[dnum + 1 :]))
+        shape[dnum] = q.shape[0]
+        out = out + q.reshape(shape) * _product(sizes[dnum + 1 :])
     return out
+
+
+def _product(sizes) -> int:
+    """The product of ``sizes`` (ints or symbolic dimensions, then a symbolic dimension)."""
+    out = 1
+    for n in sizes:
+        out = out * n
+    return out
+
+
+def _max0(n):
+    """``max(0, n)`` of an int or a symbolic dimension (whose sign JAX may not decide: the
+    right padding of a strided window is 0 or 1 by the size's parity)."""
+    return max(0, n) if isinstance(n, (int, np.integer)) else _jax_internal.max_dim(n, 0)
+
+
+def _xnp(*sizes):
+    """NumPy for index tables over static sizes (constants), ``jax.numpy`` when a size is a
+    symbolic dimension (a dynamic image size: the table is computed from it at run time)."""
+    return np if all(isinstance(n, (int, np.integer)) for n in sizes) else jnp
 
 
 @register(aten.max_pool2d_with_indices.default)
@@ -223,10 +249,11 @@ def fractional_max_pool(x, kernel_size, output_size, random_samples):
 
 def _avg_divisor(n, k, s, p, o, count_include_pad):
     """Per-output divisors along one dim (torch's ``pool_size`` / clipped window size)."""
-    start = np.arange(o) * s - p
-    end = np.minimum(start + k, n + p)
+    xnp = _xnp(n, o)
+    start = xnp.arange(o, dtype=np.int64) * s - p
+    end = xnp.minimum(start + k, n + p)
     full = end - start
-    clipped = np.minimum(end, n) - np.maximum(start, 0)
+    clipped = xnp.minimum(end, n) - xnp.maximum(start, 0)
     return full if count_include_pad else clipped
 
 
@@ -239,7 +266,7 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
     p = _per_dim(padding, nd)
     sizes = x.shape[2:]
     outs = [_out_size(n, kk, ss, pp, 1, ceil_mode) for n, kk, ss, pp in zip(sizes, k, s, p, strict=True)]
-    hi = [max(0, (o - 1) * ss + kk - (n + pp)) for o, ss, kk, n, pp in zip(outs, s, k, sizes, p, strict=True)]
+    hi = [_max0((o - 1) * ss + kk - (n + pp)) for o, ss, kk, n, pp in zip(outs, s, k, sizes, p, strict=True)]
     total = lax.reduce_window(
         x,
         jnp.asarray(0, x.dtype),
@@ -253,8 +280,8 @@ def _avg_pool(x, nd, kernel_size, stride, padding, ceil_mode, count_include_pad,
     else:
         div = np.ones((), np.int64)
         for n, kk, ss, pp, o in zip(sizes, k, s, p, outs, strict=True):
-            div = np.multiply.outer(div, _avg_divisor(n, kk, ss, pp, o, count_include_pad))
-        out = total / jnp.asarray(div.astype(np.dtype(x.dtype)))
+            div = div[..., None] * _avg_divisor(n, kk, ss, pp, o, count_include_pad)
+        out = total / jnp.asarray(div).astype(x.dtype)
     if not jnp.issubdtype(dt, jnp.floating):
         out = jnp.trunc(out)
     return out[0] if unbatched else out

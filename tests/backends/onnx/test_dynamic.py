@@ -210,6 +210,8 @@ def _scatters(x, i, v):
         x.at[i + 2].add(v, mode="drop"),  # out of bounds past the run-time size: dropped
         jnp.zeros(4).at[jnp.clip(i, 0, 3)].add(1.0),  # a histogram of a dynamic number of values
         jnp.tanh(x).at[0].add(1.0),
+        x.at[:, 0].set(2.0),  # the dynamic dimension taken whole (BART's shift_tokens_right)
+        x.at[:, jnp.array([0, 2])].multiply(v[0, :2]),
     )
 
 

@@ -296,3 +296,43 @@ def test_torch_compile_of_a_shape_polymorphic_module_with_state():
         x = torch.randn(n, 4)
         torch.testing.assert_close(compiled(x), eager(x).detach())
     torch.testing.assert_close(t.total, eager.total)
+
+
+def _strided_conv_resize():
+    """``Conv`` stride 2 then ``Resize`` x2 (nearest) along a symbolic ``h`` (the sweep's
+    convnet): the gather's sizes hold JAX's floor-division sign corrections (selects)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((1, 1, 3, 3)).astype(np.float32), "w"
+    )
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 1], np.float32), "scales")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 1]),
+        helper.make_node("Resize", ["c", "", "scales"], ["y"], mode="nearest"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, "h", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, None, 3])],
+        initializer=[w, scales],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_size_selects_decided_by_the_ranges_reexport():
+    """A select on sizes that the ranges decide (``h >= 3``: the sign correction of
+    ``(h - 1) // 2``) is taken at trace time: ``torch.sym_ite`` made an ``ITE`` that torch's
+    range analysis (asked by the gather's view) has no rule for (``KeyError: ITE``)."""
+    model = _strided_conv_resize()
+    t = converter.from_onnx(model).to_torch()
+    # torch's own contiguity checks guard the pooled sizes != 1: its suggested min=3
+    dims = {"args": ({2: Dim("h", min=3, max=64)},)}
+    ep = torch.export.export(t, (torch.randn(1, 1, 8, 3),), dynamic_shapes=dims)
+    x = np.random.default_rng(1).standard_normal((1, 1, 11, 3)).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = _eager(ep.module(), torch.from_numpy(x))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -15,7 +15,12 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 
 import converter
-from converter.errors import ConversionError, OpConversionError, SignatureMismatchError
+from converter.errors import (
+    ConversionError,
+    DimensionsUnifiedWarning,
+    OpConversionError,
+    SignatureMismatchError,
+)
 from frontends.onnx import from_onnx
 
 F = TensorProto.FLOAT
@@ -157,6 +162,45 @@ def test_one_name_is_one_size() -> None:
     np.testing.assert_array_equal(np.asarray(f(a, a)[0]), 2 * a)
     with pytest.raises(SignatureMismatchError, match="dimension 'N' is 3 in a but 4 in b"):
         f(a, np.ones((4, 2), np.float32))
+
+
+def _mask_named_apart() -> onnx.ModelProto:
+    """The dynamo exporter's GPT-2 mask: ``ids [s0, s1]``, ``mask [s2, s3]`` named apart,
+    ``mask.view(ids.shape[0], -1)`` then added to ``ids`` (JAX cannot prove the view divides)."""
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["s"], name="shape", end=1),
+        helper.make_node("Concat", ["s", "minus1"], ["shp"], axis=0, name="concat"),
+        helper.make_node("Reshape", ["mask", "shp"], ["m"], name="view"),
+        helper.make_node("Add", ["ids", "m"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("ids", F, ["s0", "s1"]),
+            helper.make_tensor_value_info("mask", F, ["s2", "s3"]),
+        ],
+        [helper.make_tensor_value_info("y", F, ["s0", "s1"])],
+        initializer=[_i64("minus1", [-1])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_dimensions_the_graph_relates_become_one() -> None:
+    """Dimensions named apart that the graph relates (a Reshape, a broadcast) are assumed
+    equal with a warning, and the signature checks it at each call."""
+    model = _mask_named_apart()
+    with pytest.warns(DimensionsUnifiedWarning, match="s2 == s0, s3 == s1"):
+        m = from_onnx(model)
+    assert [s.shape for s in m.signature.inputs] == [("s0", "s1"), ("s0", "s1")]
+    f = m.to_jax()
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((1, 3), (4, 2)):
+        ids, mask = RNG.standard_normal((2, *shape)).astype(np.float32)
+        (want,) = session.run(None, {"ids": ids, "mask": mask})
+        np.testing.assert_allclose(np.asarray(f(ids, mask)[0]), want, rtol=1e-6)
+    with pytest.raises(SignatureMismatchError, match="'s0' is 2 in ids but 1 in mask"):
+        f(np.zeros((2, 3), np.float32), np.zeros((1, 6), np.float32))
 
 
 def _range_of_batch() -> onnx.ModelProto:

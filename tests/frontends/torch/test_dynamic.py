@@ -163,6 +163,31 @@ def test_keyword_input_and_cumsum_along_a_dynamic_axis():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+class Frames(torch.nn.Module):
+    """Wav2Vec2's feature projection: ``(b, s - 1)`` frames flattened to ``b*s - b`` rows,
+    whose sign JAX's bounds (term by term) cannot decide without the size constraint."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        h = x[:, 1:]
+        return self.proj(h.reshape(-1, 3)).reshape(h.shape[0], h.shape[1], 2)
+
+
+def test_flattened_product_of_dims_minus_one():
+    torch.manual_seed(0)
+    model = Frames().eval()
+    dims = ({0: Dim("b", max=8), 1: Dim("s", min=3, max=40)},)
+    m = converter.from_torch(model, (torch.randn(2, 5, 3),), dynamic_shapes=dims)
+    f = m.to_jax()
+    for shape in ((1, 3), (4, 9)):
+        x = torch.randn(*shape, 3)
+        want = _torch_out(model, x).numpy()
+        np.testing.assert_allclose(np.asarray(f(x.numpy())), want, rtol=1e-5, atol=1e-6)
+
+
 def test_conv_and_max_pool_with_dynamic_batch():
     """Max pooling picks its values by a one-hot select under dynamic shapes (the ONNX
     backend has no gather with dynamic batching dims); NaN windows give NaN as in torch."""
@@ -179,6 +204,23 @@ def test_conv_and_max_pool_with_dynamic_batch():
         want = _torch_out(model, x).numpy()
         np.testing.assert_allclose(np.asarray(f(x.numpy())), want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(session.run(None, {"args[0]": x.numpy()})[0], want, rtol=1e-5, atol=1e-5)
+
+
+class Pools(torch.nn.Module):
+    """Max pooling with its indices and average pooling without the padding counted, over
+    a dynamic image size: their index tables and divisors depend on the size."""
+
+    def forward(self, x):
+        vals, idx = torch.nn.functional.max_pool2d(x, 3, 2, padding=1, return_indices=True)
+        return vals, idx, torch.nn.functional.avg_pool2d(x, 3, 2, padding=1, count_include_pad=False)
+
+
+def test_pooling_over_a_dynamic_image_size():
+    model, side = Pools(), Dim("side", min=3, max=32)  # torch: pooled sizes != 1
+    m = converter.from_torch(model, (torch.randn(1, 2, 6, 8),), dynamic_shapes=({2: side, 3: side + 2},))
+    x = torch.randn(1, 2, 5, 7)  # odd sizes: the last window reads the right padding
+    for got, want in zip(m.to_jax()(x.numpy()), _torch_out(model, x), strict=True):
+        np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_auto_dims_keep_torch_names(mlp):
