@@ -31,8 +31,8 @@ Paths (columns):
   converted module), outputs compared;
 * ``rng``: (dropout) the converted function needs a key, draws a fresh mask per key (not
   the eval-mode numbers), and ``to_torch`` given the same key returns the same numbers;
-* ``mode``: the ``to_torch`` module starts in the source's training mode and refuses
-  ``.train()``/``.eval()`` to the other (its dropout/BatchNorm cannot follow);
+* ``mode``: the ``to_torch`` module starts in the source's training mode and refuses to run in
+  the other mode after ``.train()``/``.eval()`` (its dropout/BatchNorm cannot follow);
 * ``t-sgd``: the ``to_torch`` module trained by ``torch.optim`` over its ``parameters()``
   as the original over its own; ``t-state``: its ``state_dict()`` through ``torch.save``
   into a fresh conversion;
@@ -443,17 +443,18 @@ def run_torch(name: str, path: str) -> float:
 
 
 def _mode(prog: TorchProgram) -> float:
-    """The ``to_torch`` module asked for the other training mode: it cannot follow (the
-    mode is fixed at conversion), so it must raise, not compute in the converted mode."""
+    """The ``to_torch`` module called in the other training mode: it cannot follow (the
+    mode is fixed at conversion), so the call must raise, not compute in the converted mode."""
     src = prog.model()
     tm = converter.from_torch(src, prog.batch).to_torch()
     if tm.training != src.training:
         raise Mismatch(f"converted module starts with training={tm.training}, source {src.training}")
+    tm.train(not src.training)
     try:
-        tm.train(not src.training)
+        tm(*prog.batch)
     except converter.ConversionError:
         return 0.0
-    raise Mismatch(f"train({not src.training}) accepted: the module still computes in the converted mode")
+    raise Mismatch(f"called with train({not src.training}): the module computed in the converted mode")
 
 
 # ---------------------------------------------------------------- JAX/Flax → torch

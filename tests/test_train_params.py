@@ -76,8 +76,10 @@ def test_torch_module_trains_what_torch_trains(net):
     assert "scale" not in tm.state_dict() and "scale" in dict(tm.named_buffers())
     assert m.signature.extra["training"] is False and not tm.training  # BatchNorm: mode-dependent
     tm.eval()
+    parent = torch.nn.Sequential(tm).train()  # a parent's mode switch reaches it: allowed
     with pytest.raises(converter.ConversionError, match="convert the model in training mode"):
-        tm.train()  # would silently keep using the running statistics
+        parent(IDS)  # would silently keep using the running statistics
+    parent.eval()
     opts = [torch.optim.SGD([p for p in x.parameters() if p.requires_grad], lr=0.5) for x in (tm, ref)]
     for _ in range(2):
         for x, opt in zip((tm, ref), opts, strict=True):

@@ -336,6 +336,7 @@ class TorchModule(torch.nn.Module):
         self._attr_of = attrs
         self._attrs = [attrs[p.name] for p in self.signature.params]
         self._fast = None  # set below, once the parameters are registered
+        self._mode_error: str | None = None  # see train()
         self._checked: tuple | None = None  # see _fast_params
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
         frozen = set(self.signature.extra.get("frozen", ()))
@@ -472,20 +473,19 @@ class TorchModule(torch.nn.Module):
     def train(self, mode: bool = True) -> TorchModule:
         """``nn.Module.train``. The computation is the source's in the mode it was converted
         in: a torch source whose result depends on the mode (dropout, BatchNorm:
-        ``signature.extra["training"]`` records its mode) cannot switch, so asking for the
-        other mode raises instead of silently computing in the converted one.
-
-        Raises:
-            ConversionError: ``mode`` differs from ``signature.extra["training"]``.
-        """
+        ``signature.extra["training"]`` records its mode) cannot switch. The mode is set
+        (a parent's ``.eval()`` reaches this module too), and calling the module in the
+        other mode raises instead of silently computing in the converted one."""
         fixed = self.signature.extra.get("training")
+        self._mode_error = None
         if fixed is not None and bool(mode) != fixed:
             was, asked = ("training", "eval") if fixed else ("eval", "training")
-            raise ConversionError(
+            self._mode_error = (
                 f"this module was converted from a model in {was} mode, and its dropout or "
-                f"BatchNorm computes as in {was} mode whatever .train()/.eval() says: to run it in "
-                f"{asked} mode, convert the model in {asked} mode (model.{'eval' if fixed else 'train'}()) "
-                "and call that conversion"
+                f"BatchNorm computes as in {was} mode whatever .train()/.eval() says; it is in {asked} "
+                f"mode now: call .{'train' if fixed else 'eval'}() first, or to run it in {asked} mode, "
+                f"convert the model in {asked} mode (model.{'eval' if fixed else 'train'}()) and call that "
+                "conversion"
             )
         return super().train(mode)
 
@@ -496,6 +496,14 @@ class TorchModule(torch.nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, *args: Any, rng: torch.Tensor | int | None = None, **kwargs: Any) -> Any:
+        """The module on the source's inputs (see the class docstring).
+
+        Raises:
+            ConversionError: the module is in the other mode than the one a mode-dependent
+                source was converted in (:meth:`train`).
+        """
+        if self._mode_error is not None:
+            raise ConversionError(self._mode_error)
         if self._fast is not None and not kwargs and rng is None:
             out = self._fast_forward(args)
             if out is not None:
