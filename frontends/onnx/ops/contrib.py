@@ -1,6 +1,7 @@
 """onnxruntime's ``com.microsoft`` contrib ops that its own tools write into users' files
 (https://github.com/microsoft/onnxruntime/blob/main/docs/ContribOperators.md):
 
+- ``quantize_dynamic``: DynamicQuantizeLSTM;
 - ``quantize_static(quant_format=QOperator)``: QLinearAdd, QLinearMul, QLinearSoftmax,
   QLinearGlobalAveragePool, QLinearAveragePool, QLinearSigmoid, QLinearLeakyRelu,
   QLinearConcat, QGemm;
@@ -317,3 +318,48 @@ def attention(
     p = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
     out = jnp.matmul(p, v).transpose(0, 2, 1, 3)
     return out.reshape(b, s, sizes[2])
+
+
+@contrib_op("DynamicQuantizeLSTM")
+def dynamic_quantize_lstm(
+    ctx,
+    x,
+    w,
+    r,
+    b=None,
+    seq_lens=None,
+    initial_h=None,
+    initial_c=None,
+    p=None,
+    w_scale=None,
+    w_zp=None,
+    r_scale=None,
+    r_zp=None,
+    **attrs,
+):
+    """``quantize_dynamic``'s LSTM: the ONNX LSTM with int8/uint8 weights ``W`` ``[D, I, 4H]``
+    and ``R`` ``[D, H, 4H]`` (transposed from LSTM's layout) and their scales and zero points
+    per direction ``[D]`` or per direction and column ``[D, 4H]``; the weights are dequantized
+    and the LSTM runs in float. onnxruntime's kernel also quantizes the input and hidden state
+    to uint8 for each product, so its results differ by that rounding (about 1e-2 of the
+    output scale)."""
+    from .rnn import lstm
+
+    def dequantize(q, scale, zp):
+        s = jnp.asarray(scale, np.float32)
+        z = jnp.asarray(zp).astype(np.float32)
+        s, z = (s[:, None, None], z[:, None, None]) if s.ndim == 1 else (s[:, None, :], z[:, None, :])
+        return jnp.swapaxes((q.astype(np.float32) - z) * s, 1, 2).astype(x.dtype)
+
+    return lstm(
+        ctx,
+        x,
+        dequantize(w, w_scale, w_zp),
+        dequantize(r, r_scale, r_zp),
+        b,
+        seq_lens,
+        initial_h,
+        initial_c,
+        p,
+        **attrs,
+    )

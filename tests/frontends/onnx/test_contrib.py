@@ -158,3 +158,33 @@ def test_unsupported_contrib_inputs_raise_naming_the_node():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
     with pytest.raises(OpConversionError, match="(?s)att0.*past"):
         from_onnx(model, check=False)
+
+
+def test_dynamic_quantize_lstm_within_activation_quantization_of_onnxruntime():
+    """quantize_dynamic's LSTM: int8 weights ``[D, I, 4H]`` per direction and column; the
+    converter dequantizes them, onnxruntime also quantizes the activations (uint8) for each
+    product: equal to that rounding."""
+    rng = np.random.default_rng(2)
+    d, i, h, s, b = 2, 3, 4, 5, 2
+    inits = {
+        "w": rng.integers(-128, 128, (d, i, 4 * h)).astype(np.int8),
+        "r": rng.integers(-128, 128, (d, h, 4 * h)).astype(np.int8),
+        "bias": rng.standard_normal((d, 8 * h)).astype(np.float32) * 0.1,
+        "ws": rng.uniform(0.002, 0.01, (d, 4 * h)).astype(np.float32),
+        "wz": np.zeros((d, 4 * h), np.int8),
+        "rs": rng.uniform(0.002, 0.01, (d,)).astype(np.float32),
+        "rz": np.zeros((d,), np.int8),
+    }
+    node = helper.make_node(
+        "DynamicQuantizeLSTM",
+        ["x", "w", "r", "bias", "", "", "", "", "ws", "wz", "rs", "rz"],
+        ["y", "yh", "yc"],
+        domain=MS,
+        hidden_size=h,
+        direction="bidirectional",
+    )
+    x = rng.standard_normal((s, b, i)).astype(np.float32)
+    want, got = _run_both([node], {"x": x}, dict.fromkeys(["y", "yh", "yc"], np.float32), inits)
+    for w, g in zip(want, got, strict=True):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, atol=2e-2 * (1 + np.abs(w).max()))
