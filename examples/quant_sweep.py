@@ -85,7 +85,10 @@ EXPECTED: dict[tuple[str, str], str] = {
         )
         for v in ("dyn", "dyn-u8", "dyn-pc")
     },
-    ("torch:cast-fp8", "onnx"): "to_onnx has no float8 types: OpConversionError naming the convert",
+    **{
+        (f"{k}:cast-fp8", "onnx"): "to_onnx has no float8 types: OpConversionError naming the convert"
+        for k in ("torch", "jax")
+    },
     ("torch:ao-dynamic-int8", "convert"): (
         "torch.export fails on torch.ao's packed quantized Linear (LinearPackedParamsBase): ExportError"
     ),
@@ -547,6 +550,12 @@ def _jax_programs() -> dict[str, Callable[[], tuple[Callable, tuple]]]:
         x = jnp.array([0.5, -1.5, 128.6, 200.0, 300.0, -200.0, 1e10, jnp.nan], jnp.float32)
         return (lambda x: (x.astype(jnp.int8), x.astype(jnp.uint8), x.astype(jnp.int32))), (x,)
 
+    def cast_fp8():
+        x = jnp.array([0.1, 448.0, 464.0, 465.0, -500.0, jnp.inf, jnp.nan, 6e4, 1e6], jnp.float32)
+        return (
+            lambda x: tuple(x.astype(t).astype(jnp.float32) for t in (jnp.float8_e4m3fn, jnp.float8_e5m2))
+        ), (x,)
+
     return {
         "flax-mlp-bf16": flax_bf16,
         "dot-bf16-f32": dot(jnp.bfloat16, jnp.float32),
@@ -555,6 +564,7 @@ def _jax_programs() -> dict[str, Callable[[], tuple[Callable, tuple]]]:
         "dot-int8-i8": dot(jnp.int8, None),
         "conv-int8-i32": conv_int8,
         "cast-int": cast_int,
+        "cast-fp8": cast_fp8,
     }
 
 
@@ -632,13 +642,14 @@ def _say(out, row: str, path: str, status: str, detail: str) -> None:
 OPTIMIZED = ("bert", "gpt2")
 
 
+#: Files onnxruntime 1.32 cannot load (its session creation segfaults on the float16 LSTM):
+#: no reference, left out.
+NO_REFERENCE = ("onnx:lstm:fp16", "onnx:lstm:fp16-io")
+
+
 def onnx_rows() -> list[str]:
-    return [
-        f"onnx:{m}:{v}"
-        for m in ONNX_MODELS
-        for v in ONNX_VARIANTS
-        if m in OPTIMIZED or not v.startswith("opt")
-    ]
+    rows = [f"onnx:{m}:{v}" for m in ONNX_MODELS for v in ONNX_VARIANTS]
+    return [r for r in rows if r not in NO_REFERENCE and (r.split(":")[1] in OPTIMIZED or ":opt" not in r)]
 
 
 def all_rows() -> list[str]:
