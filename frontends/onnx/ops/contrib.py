@@ -69,6 +69,8 @@ def _q(v, scale, zp, dtype):
 
 def _binary(fn):
     def rule(ctx, a, a_scale, a_zp, b, b_scale, b_zp=None, c_scale=None, c_zp=None):
+        """``C = quantize(f(dequantize(A), dequantize(B)))`` with C's scale and zero point
+        (per tensor; C has A's type when its zero point is omitted)."""
         return _q(fn(_dq(a, a_scale, a_zp), _dq(b, b_scale, b_zp)), c_scale, c_zp, _out_dtype(c_zp, a))
 
     return rule
@@ -80,6 +82,7 @@ contrib_op("QLinearMul")(_binary(jnp.multiply))
 
 def _unary(fn):
     def rule(ctx, x, x_scale, x_zp=None, y_scale=None, y_zp=None, **attrs):
+        """``Y = quantize(f(dequantize(X)))`` with Y's scale and zero point (per tensor)."""
         return _q(fn(_dq(x, x_scale, x_zp), **attrs), y_scale, y_zp, _out_dtype(y_zp, x))
 
     return rule
