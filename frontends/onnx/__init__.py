@@ -37,7 +37,7 @@ from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
 
 from . import ops  # noqa: F401 - registers the rules
-from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype
+from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype, topologically_sorted
 from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup, schema_function
 from .symbolic import materialize
 from .values import ValueDependentModule
@@ -298,7 +298,7 @@ def from_onnx(
             ``dims`` names a dimension no graph input has (the message lists those it has).
     """
     path = model if isinstance(model, (str, os.PathLike)) else None
-    model = load_model(model)
+    model = topologically_sorted(load_model(model))
     fold: frozenset[str] = frozenset()
     aliases: dict[str, str] = {}
     while True:

@@ -359,3 +359,86 @@ def _type_proto(value: Any) -> onnx.TypeProto:
         return t
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(value.dtype))
     return helper.make_tensor_type_proto(elem, list(np.shape(value)))
+
+
+def _free_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a (sub)graph's nodes read that it neither computes nor takes: outer-scope values."""
+    own = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    own |= {o for n in graph.node for o in n.output}
+    used: set[str] = set()
+    for n in graph.node:
+        used.update(n.input)
+        for a in n.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                used |= _free_names(g)
+    return used - own - {""}
+
+
+def _sort_graph(graph: onnx.GraphProto, outer: set[str]) -> bool:
+    """Reorder ``graph.node`` (and its subgraphs') topologically, keeping the file's order
+    among ready nodes; True when anything moved. A node whose inputs never become available
+    (a cycle, a name nothing computes) stays where the order ends, for the checker to name."""
+    changed = False
+    for n in graph.node:
+        for a in n.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                changed |= _sort_graph(g, outer | {o for m in graph.node for o in m.output})
+    avail = set(outer) | {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    needs = []
+    for n in graph.node:
+        reads = set(n.input)
+        for a in n.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                reads |= _free_names(g)
+        needs.append(reads)
+    produced = {o for n in graph.node for o in n.output}
+    order: list[int] = []
+    pending = list(range(len(graph.node)))
+    while pending:
+        rest = []
+        for i in pending:
+            if all(r in avail or r not in produced for r in needs[i]):
+                order.append(i)
+                avail.update(graph.node[i].output)
+            else:
+                rest.append(i)
+        if len(rest) == len(pending):  # a cycle: leave it to the checker
+            order += rest
+            break
+        pending = rest
+    if order != list(range(len(graph.node))):
+        nodes = [graph.node[i] for i in order]
+        copies = [onnx.NodeProto() for _ in nodes]
+        for c, n in zip(copies, nodes, strict=True):
+            c.CopyFrom(n)
+        del graph.node[:]
+        graph.node.extend(copies)
+        changed = True
+    return changed
+
+
+def topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with every graph's nodes in a topological order (the ONNX IR requires one;
+    onnxruntime sorts files that lack it, and ``onnxruntime.transformers.float16`` writes
+    such files: its input and output ``Cast`` nodes come last). The model itself when it is
+    already sorted, else a sorted copy; a file order among independent nodes is kept."""
+    if not _needs_sort(model.graph, set()):
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    _sort_graph(out.graph, set())
+    return out
+
+
+def _needs_sort(graph: onnx.GraphProto, outer: set[str]) -> bool:
+    avail = set(outer) | {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    produced = {o for n in graph.node for o in n.output}
+    for n in graph.node:
+        if any(r not in avail and r in produced for r in n.input):
+            return True
+        for a in n.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                if _needs_sort(g, avail) or any(r not in avail and r in produced for r in _free_names(g)):
+                    return True
+        avail.update(n.output)
+    return False

@@ -364,7 +364,39 @@ register("stablehlo.not", dynamic=True)(_logical("Not", "BitwiseNot"))
 
 @register("stablehlo.convert", dynamic=True)
 def _convert(interp, op, x):
-    return interp.graph.op("Cast", [x], to=onnx_dtype(op.result_type.dtype))
+    """``Cast``; float → integer by :func:`_float_to_int`."""
+    src, dst = op.operand_type(0).dtype, op.result_type.dtype
+    if dtypes.is_floating(src) and dst != "bool" and np.dtype(dtypes.to_numpy(dst)).kind in "iu":
+        return _float_to_int(interp.graph, x, src, dst)
+    return interp.graph.op("Cast", [x], to=onnx_dtype(dst))
+
+
+def _float_to_int(g, x, src: str, dst: str) -> str:
+    """Float → integer as XLA converts (what ``jax.jit`` and the torch backend give): truncate
+    toward zero, saturate at ``dst``'s range, NaN → 0. ONNX leaves an out-of-range ``Cast``
+    undefined and onnxruntime on x86 wraps (200.0 → int8 -56, NaN and 1e10 → int32 -2**31),
+    so the value is clipped and NaN replaced by 0 in float first: float32 for 8- and 16-bit
+    results, float64 (exact for 32-bit ranges) for wider ones; a 64-bit result also selects its
+    maximum above the largest float64 below it (onnxruntime's ``Where`` takes no narrow
+    integers)."""
+    info = np.iinfo(dtypes.to_numpy(dst))
+    calc = "float64" if src == "float64" or info.bits >= 32 else "float32"
+    if src != calc:
+        x = g.cast(x, calc)
+    ftype = np.dtype(dtypes.to_numpy(calc)).type
+    lo, hi = ftype(info.min), ftype(info.max)  # the minimum (0 or -2**k) is exact
+    if int(hi) > info.max:
+        hi = np.nextafter(hi, ftype(0))
+    v = g.op("Clip", [x, g.const(lo, calc), g.const(hi, calc)])
+    v = g.op("Where", [g.op("IsNaN", [x]), g.const(0, calc), v])
+    y = g.cast(v, dst)
+    if int(hi) < info.max:  # 64-bit: select the maximum (uint64's as int64 -1, then wrapped back)
+        over = g.op("Greater", [x, g.const(hi, calc)])
+        if dst == "int64":
+            return g.op("Where", [over, g.const(info.max, dst), y])
+        y = g.op("Where", [over, g.const(-1, "int64"), g.cast(y, "int64")])
+        return g.cast(y, dst)
+    return y
 
 
 _COMPARE = {"EQ": "Equal", "LT": "Less", "LE": "LessOrEqual", "GT": "Greater", "GE": "GreaterOrEqual"}

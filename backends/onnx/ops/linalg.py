@@ -115,7 +115,7 @@ def _convolution(interp, op, lhs, rhs):
 
     Raises:
         NotImplementedError: ``batch_group_count > 1``, ``window_reversal``, complex operands,
-            float64/integer convolutions on dynamic shapes.
+            float64/integer convolutions with a dynamic channel count or kernel size.
     """
     d = op.attr("dimension_numbers")
     nsp = op.operand_type(0).rank - 2
@@ -188,29 +188,50 @@ def _conv_im2col(interp, op, x, w, out_shape, strides, dilations, groups):
     kernel as ``[groups, O/groups, C/groups * window]``; the result ``[N, O, out...]`` (the
     ``out_shape`` in that layout). onnxruntime has ``MatMul`` for float64 and uint64.
 
+    A dynamic batch or spatial size (a quantized model's ``ConvInteger``/``QLinearConv`` with
+    a symbolic batch) slices each window offset up to a distance from the end (a negative
+    ``Slice`` end) and reshapes with run-time sizes.
+
     Raises:
-        NotImplementedError: a dynamic dimension.
+        NotImplementedError: a dynamic channel count or kernel size.
     """
     g = interp.graph
     x_shape = _layout_shape(op, 0)
     k_shape = _layout_shape(op, 1)
-    if None in x_shape or None in k_shape or None in out_shape:
-        raise NotImplementedError(f"convolution on {op.result_type.dtype} with dynamic shapes (im2col)")
+    if None in x_shape[1:2] or None in k_shape:
+        raise NotImplementedError(
+            f"convolution on {op.result_type.dtype} with a dynamic channel count or kernel size (im2col)"
+        )
+    dynamic = None in x_shape or None in out_shape
     n, c, out_sp = x_shape[0], x_shape[1], out_shape[2:]
     o, window = k_shape[0], k_shape[2:]
     axes = list(range(2, 2 + len(window)))
     cols = []
+    piece = None
     for offset in itertools.product(*(range(k) for k in window)):
         starts = [i * dl for i, dl in zip(offset, dilations, strict=True)]
-        ends = [s + (m - 1) * st + 1 for s, m, st in zip(starts, out_sp, strides, strict=True)]
+        if dynamic:  # the window's last tap sits (k - 1) * dilation - start before the end
+            back = [(k - 1) * dl - s for k, dl, s in zip(window, dilations, starts, strict=True)]
+            ends = [-b if b else _INT64_MAX for b in back]
+        else:
+            ends = [s + (m - 1) * st + 1 for s, m, st in zip(starts, out_sp, strides, strict=True)]
         piece = g.op("Slice", [x, g.ints(starts), g.ints(ends), g.ints(axes), g.ints(strides)])
         cols.append(g.op("Unsqueeze", [piece, g.ints([2])]))
     cols = cols[0] if len(cols) == 1 else g.op("Concat", cols, axis=2)
-    positions, taps = math.prod(out_sp), math.prod(window)
-    cols = g.op("Reshape", [cols, g.ints([n, groups, c // groups * taps, positions])], allowzero=1)
+    taps = math.prod(window)
     kernel = g.op("Reshape", [w, g.ints([groups, o // groups, c // groups * taps])], allowzero=1)
+    if dynamic:  # 0 copies the batch size (allowzero=0), -1 is the positions
+        cols = g.op("Reshape", [cols, g.ints([0, groups, c // groups * taps, -1])])
+        y = g.op("MatMul", [kernel, cols])
+        spatial = g.op("Shape", [piece], start=2)
+        return g.op("Reshape", [y, g.op("Concat", [g.ints([0, o]), spatial], axis=0)])
+    positions = math.prod(out_sp)
+    cols = g.op("Reshape", [cols, g.ints([n, groups, c // groups * taps, positions])], allowzero=1)
     y = g.op("MatMul", [kernel, cols])
     return g.op("Reshape", [y, g.ints([n, o, *out_sp])], allowzero=1)
+
+
+_INT64_MAX = 2**63 - 1
 
 
 def _layout_shape(op, i):

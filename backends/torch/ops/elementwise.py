@@ -10,7 +10,8 @@ Where torch and StableHLO disagree the rules follow StableHLO exactly:
 - shifts by a negative amount or at least the bit width give 0 (arithmetic right shift: the
   sign fill); ``shift_right_logical`` shifts in zeros for signed types too;
 - ``round_nearest_afz`` rounds halves away from zero; ``round_nearest_even`` to even;
-- ``convert`` float → integer truncates, saturates at the integer range and maps NaN to 0;
+- ``convert`` float → integer truncates, saturates at the integer range and maps NaN to 0; to
+  ``float8_e4m3fn`` what rounds past its largest value becomes NaN (torch would saturate);
 - ``compare`` with ``TOTALORDER`` orders floats by IEEE totalOrder (-NaN < -inf < ... < -0 < 0).
 """
 
@@ -463,6 +464,10 @@ def convert(x: torch.Tensor, src: str, dst: str) -> torch.Tensor:
         return _float_to_int(x, dst)
     if is_int(dst) and src != "bool":
         return _int_to_int(x, src, dst)
+    if dst == "float8_e4m3fn" and is_float(src) and src != dst:
+        # float8_e4m3fn has no infinity: XLA gives NaN for what rounds past 448 (|x| > 464,
+        # infinities), torch's conversion saturates to 448
+        x = torch.where(x.abs() > 464, torch.full_like(x, float("nan")), x)
     return x.to(target)
 
 

@@ -84,10 +84,14 @@ def dequantize_linear(ctx, x, scale, zero_point=None, *, axis=1, block_size=0, o
 
 @onnx_op("DynamicQuantizeLinear", 11)
 def dynamic_quantize_linear(ctx, x):
-    """uint8 quantization with scale and zero point from the data range (including 0)."""
+    """uint8 quantization with scale and zero point from the data range (including 0).
+
+    An all-zero ``x`` (range 0) has scale 1 and zero point 0, as onnxruntime gives
+    (``GetQuantizationParameter``: ``scale = max == min ? 1 : (max - min) / 255``); the spec's
+    formula would divide by zero."""
     lo = jnp.minimum(jnp.min(x), 0)
     hi = jnp.maximum(jnp.max(x), 0)
-    scale = (hi - lo) / 255
+    scale = jnp.where(hi == lo, jnp.ones_like(hi), (hi - lo) / 255)
     zp = jnp.clip(jnp.round(-lo / scale), 0, 255).astype(np.uint8)
     y = jnp.clip(jnp.round(x / scale) + zp, 0, 255).astype(np.uint8)
     return y, scale.astype(x.dtype), zp

@@ -212,6 +212,19 @@ def _keys_cubic_array(x, a):
 def _resize(
     x, out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside, extrapolation, antialias=0
 ):
+    """Resize ``x`` along ``axes``. Integer inputs in linear and cubic modes are interpolated
+    in float (float32; float64 for 64-bit integers) over every axis and truncated toward zero
+    once at the end, saturating to the type's range, as onnxruntime does (its kernels compute
+    in float and ``static_cast`` back); weights cast to the integer type would be 0 or 1."""
+    dtype = np.dtype(x.dtype)
+    if mode != "nearest" and dtype.kind in "iu":
+        calc = np.float64 if dtype.itemsize == 8 else np.float32
+        y = _resize(
+            x.astype(calc), out_sizes, scales, axes, roi, mode, ctm, nearest_mode, a, exclude_outside,
+            extrapolation, antialias,
+        )  # fmt: skip
+        info = np.iinfo(dtype)
+        return jnp.clip(jnp.trunc(y), info.min, info.max).astype(dtype)
     for k, ax in enumerate(axes):
         L, O = x.shape[ax], out_sizes[k]  # noqa: E741
         if not (isinstance(L, int) and isinstance(O, int)):

@@ -44,6 +44,13 @@ def mm(x, y):
     return _matmul(x, y)
 
 
+@register(aten._int_mm.default)
+def int_mm(x, y):
+    """``aten::_int_mm(Tensor self, Tensor mat2) -> Tensor``: int8 ``(n, k) @ (k, m)``
+    accumulated exactly in int32 (wrapping, as torch's), an int32 result."""
+    return jnp.matmul(x, y, preferred_element_type=jnp.int32)
+
+
 @register(aten.bmm.default)
 def bmm(x, y):
     """``(b, n, k) @ (b, k, m) -> (b, n, m)``."""

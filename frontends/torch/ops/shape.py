@@ -10,6 +10,7 @@ functionalized the graph, so no in-place op reaches the rules.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 from jax import lax
 
@@ -281,17 +282,32 @@ def detach(x):
     return lax.stop_gradient(x)
 
 
+def cast(x, dtype):
+    """``x`` cast to the NumPy ``dtype`` as torch casts: float → int truncates toward zero,
+    nonzero → True; to ``float8_e4m3fn`` (which has no infinity) a value beyond its largest
+    finite one, infinities too, becomes ±448 as torch's conversion saturates (XLA's convert
+    gives NaN there); NaN stays NaN."""
+    dtype = np.dtype(dtype)
+    if (
+        dtype == np.dtype(ml_dtypes.float8_e4m3fn)
+        and jnp.issubdtype(x.dtype, jnp.floating)
+        and x.dtype != dtype
+    ):
+        x = jnp.clip(x, -448.0, 448.0).astype(x.dtype)
+    return x.astype(dtype)
+
+
 @register(aten._to_copy.default)
 def to_copy(x, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False, memory_format=None):
-    """A cast to ``dtype`` (float → int truncates toward zero; nonzero → True)."""
-    return x if dtype is None else x.astype(np_dtype(dtype))
+    """A cast to ``dtype`` (:func:`cast`)."""
+    return x if dtype is None else cast(x, np_dtype(dtype))
 
 
 @register(prims.convert_element_type.default)
 def convert_element_type(x, dtype):
     """``prims.convert_element_type(a, dtype)``: the cast ``_to_copy`` makes (decompositions
-    such as ``renorm``'s leave it in the graph)."""
-    return x.astype(np_dtype(dtype))
+    such as ``renorm``'s leave it in the graph; :func:`cast`)."""
+    return cast(x, np_dtype(dtype))
 
 
 @register(aten.copy.default)

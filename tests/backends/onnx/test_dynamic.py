@@ -281,3 +281,30 @@ def test_dynamic_update_slice_on_dynamic_shapes() -> None:
         args = (np.zeros((size, 3), np.float32), row, np.array(i, np.int32))
         got = session.run(None, dict(zip(names, args, strict=True)))[0]
         np.testing.assert_array_equal(got, np.asarray(jax.jit(f)(*args)))
+
+
+def test_integer_convolution_with_dynamic_batch_and_size() -> None:
+    """``quantize_dynamic``'s ConvInteger on a symbolic batch and image size: an int32
+    convolution, which ONNX ``Conv`` cannot run, goes through im2col with run-time sizes;
+    onnxruntime's ``ConvInteger`` on the source gives the same integers at two sizes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.integers(-128, 128, (4, 3, 3, 2)).astype(np.int8), "w")
+    zp = numpy_helper.from_array(np.array(121, np.uint8), "zp")
+    node = helper.make_node(
+        "ConvInteger", ["x", "w", "zp"], ["y"], pads=[1, 0, 1, 1], strides=[2, 1], dilations=[1, 2]
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["N", 4, None, None])],
+        [w, zp],
+    )
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = from_onnx(source).to_onnx()
+    want, got = _session(source), _session(model)
+    for n, h, wd in ((1, 5, 6), (3, 8, 7)):
+        x = rng.integers(0, 256, (n, 3, h, wd)).astype(np.uint8)
+        np.testing.assert_array_equal(got.run(None, {"x": x})[0], want.run(None, {"x": x})[0])

@@ -499,3 +499,25 @@ def test_chlo_and_rare_ops_in_one_module():
     model = converter.from_stablehlo(text).to_onnx()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert_outputs_close(run_session(sess, cb.args()), cb.xla_outputs(text), 1e-5, 1e-6)
+
+
+def test_float_to_int_saturates_like_xla():
+    """Out-of-range float → integer converts saturate and NaN gives 0, as ``jax.jit`` (and the
+    torch backend); onnxruntime's bare ``Cast`` wraps on x86 (200.0 → int8 -56, NaN → int32
+    -2**31)."""
+    x = np.array(
+        [0.5, -1.5, 128.6, 200.0, 255.7, 300.0, -129.0, 1e10, -1e10, np.nan, np.inf, -np.inf, 3e9], np.float32
+    )
+    got, want = run_onnx(
+        lambda a: (
+            a.astype(jnp.int8),
+            a.astype(jnp.uint8),
+            a.astype(jnp.int16),
+            a.astype(jnp.int32),
+            a.astype(jnp.uint32),
+            a.astype(jnp.float16).astype(jnp.uint16),
+        ),
+        x,
+    )
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)

@@ -63,6 +63,16 @@ def test_convert_saturates_and_maps_nan_to_zero():
     )
 
 
+def test_convert_to_float8_e4m3fn_overflows_to_nan():
+    """float8_e4m3fn has no infinity: XLA gives NaN past 464 (the tie rounds to 448), torch's
+    own conversion would saturate to 448."""
+    x = np.array([0.1, 448.0, 464.0, 465.0, -500.0, np.inf, np.nan, 1e6], dtype=np.float32)
+    f8 = jnp.float8_e4m3fn
+    assert_same(
+        lambda x: (x.astype(f8).astype(jnp.float32), x.astype(jnp.bfloat16).astype(f8).astype(jnp.float32)), x
+    )
+
+
 def test_integer_conversions_wrap():
     x = np.array([-1, 300, 70000, -129, 2**31 - 1], dtype=np.int64)
     assert_same(

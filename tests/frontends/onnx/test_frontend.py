@@ -354,3 +354,42 @@ def test_sequence_erase_and_concat_from_sequence():
     assert len(got) == len(want) == 3
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_unsorted_nodes_are_sorted_like_onnxruntime():
+    """``onnxruntime.transformers.float16`` writes its input/output Casts after the nodes
+    reading them; onnxruntime sorts such a file, so does from_onnx (the If branch reads an
+    outer value computed after it in the file)."""
+    import onnxruntime as ort
+
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["h16"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", F, None)],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["h16"], ["e"])], "else", [], [helper.make_tensor_value_info("e", F, None)]
+    )
+    nodes = [
+        helper.make_node("If", ["c"], ["y32"], then_branch=then, else_branch=other),
+        helper.make_node("Cast", ["y32"], ["y"], to=TensorProto.FLOAT16),
+        helper.make_node("Relu", ["x16"], ["h16"]),
+        helper.make_node("Cast", ["x"], ["x16"], to=F),
+    ]
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", F, [3]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [3])],
+    )
+    x = np.array([-1.5, 0.25, 2.0], np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()
+    for c in (True, False):
+        (want,) = sess.run(None, {"x": x, "c": np.array(c)})
+        (got,) = f(x, np.array(c))
+        np.testing.assert_array_equal(np.asarray(got), want)
+    assert [n.op_type for n in model.graph.node][0] == "If"  # the caller's model is not reordered

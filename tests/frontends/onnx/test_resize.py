@@ -118,3 +118,25 @@ def test_symbolic_dimensions_stay_dynamic():
             for g, e in zip(got, want, strict=True):
                 assert np.asarray(g).shape == e.shape
                 np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_linear_resize_truncates_like_onnxruntime():
+    """uint8/int8 bilinear resize (a QOperator-quantized model resizes its uint8 activations):
+    interpolated in float and truncated toward zero once, as onnxruntime does (the weights
+    were cast to the integer type: garbage). Half-pixel quarter weights are exact in float,
+    so the results are too."""
+    rng = np.random.default_rng(0)
+    scales = np.array([1, 1, 2, 2], np.float32)
+    roi = np.zeros(0, np.float32)
+    for x in (
+        rng.integers(0, 256, (1, 2, 4, 5)).astype(np.uint8),
+        rng.integers(-128, 128, (1, 1, 3, 4)).astype(np.int8),
+    ):
+        check_node(
+            "Resize",
+            {"x": x, "roi": roi, "scales": scales},
+            {"mode": "linear"},
+            static=("roi", "scales"),
+            rtol=0,
+            atol=0,
+        )

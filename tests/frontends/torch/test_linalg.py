@@ -110,3 +110,11 @@ def test_grouped_mm_of_experts(check):
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_int_mm_accumulates_in_int32(check):
+    """``torch._int_mm``: int8 x int8 summed exactly in int32 (sums far past int8's range)."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randint(-128, 128, (16, 32), dtype=torch.int8, generator=g)
+    b = torch.randint(-128, 128, (32, 8), dtype=torch.int8, generator=g)
+    check(torch._int_mm, a, b, ops="aten._int_mm.default", rtol=0, atol=0)

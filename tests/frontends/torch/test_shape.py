@@ -258,3 +258,15 @@ def test_detach_stops_gradient_on_symbolic_shapes():
         model(x.clone()).backward()
         tm(x.clone()).backward()
         torch.testing.assert_close(next(tm.parameters()).grad, model.w.grad)
+
+
+def test_cast_to_float8_e4m3fn_saturates_like_torch(check):
+    """float8_e4m3fn has no infinity: torch's cast saturates beyond 448 (infinities too), XLA's
+    gives NaN; the NaN input stays NaN."""
+    x = torch.tensor([0.1, -3.3, 448.0, 464.0, 500.0, -1e5, float("inf"), float("-inf"), float("nan")])
+    fp8 = torch.float8_e4m3fn
+    check(
+        lambda v: (v.to(fp8).to(torch.float32), v.half().to(fp8).to(torch.float32)),
+        x,
+        ops="aten._to_copy.default",
+    )
