@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import jax
@@ -47,8 +48,64 @@ def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> Export
     while no op registration changes."""
     if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
+    if _unalias_hop_operands(ep.graph_module, dry_run=True):
+        ep = copy.deepcopy(ep)  # the caller's program stays as it was
+        _unalias_hop_operands(ep.graph_module)
     with cached_cia_ops():
         return ep.run_decompositions()
+
+
+# Higher-order ops whose operand tuple torch's functionalization checks for aliasing
+# (torch/_higher_order_ops/utils.py ``_check_alias_and_mutation``): (op, operand args).
+_HOP_OPERANDS = {
+    "cond": (3,),
+    "while_loop": (2, 3),
+    "scan": (2, 3),
+    "map_impl": (1, 2),
+    "associative_scan": (1, 2),
+}
+
+
+def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bool:
+    """Clone the operands of ``cond``/``while_loop``/``scan``/``map`` nodes (in ``gm`` and
+    its subgraphs) that are views of other values or repeat an earlier operand.
+
+    ``torch.export`` passes a view a branch closes over (``x @ self.lin.weight.T`` inside a
+    ``torch.cond`` branch: ``numpy_T(p_lin_weight)``) as an operand beside the parameter it
+    views; ``run_decompositions()`` then refuses the program ("cond_true might be aliasing
+    the input or the output!", torch 2.13). A clone is the same value without the alias.
+    Returns whether any operand was (with ``dry_run``: would be) replaced."""
+    changed = False
+    for sub in gm.modules():
+        if not isinstance(sub, torch.fx.GraphModule):
+            continue
+        g, edited = sub.graph, False
+        for node in list(g.nodes):
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+                continue
+            args, seen = list(node.args), set()
+            for pos in _HOP_OPERANDS.get(node.target.name(), ()):
+                if pos >= len(args) or not isinstance(args[pos], (tuple, list)):
+                    continue
+                operands = list(args[pos])
+                for i, o in enumerate(operands):
+                    if not isinstance(o, torch.fx.Node):
+                        continue
+                    is_view = isinstance(o.target, torch._ops.OpOverload) and o.target.is_view
+                    if is_view or o in seen:
+                        if dry_run:
+                            return True
+                        with g.inserting_before(node):
+                            operands[i] = g.call_function(torch.ops.aten.clone.default, (o,))
+                        operands[i].meta = dict(o.meta)
+                        edited = True
+                    seen.add(o)
+                args[pos] = type(args[pos])(operands)
+            node.args = tuple(args)
+        if edited:
+            sub.recompile()
+            changed = True
+    return changed
 
 
 # Non-core ATen ops the Core ATen decomposition table keeps as they are (assertions and

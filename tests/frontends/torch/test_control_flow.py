@@ -348,3 +348,25 @@ def test_cond_with_a_python_bool_predicate_picks_the_branch_at_conversion(pred):
     x = torch.randn(3)
     (got,) = interpret(torch.fx.GraphModule(root, g).graph, [x.numpy(), pred])
     np.testing.assert_allclose(np.asarray(got), (x.sin() if pred else x.cos()).numpy(), rtol=1e-6)
+
+
+class ClosesOverAView(torch.nn.Module):
+    """A branch that closes over ``self.lin.weight.T``: ``torch.export`` passes the view
+    beside the weight it views as operands of the ``cond`` (as of a loop body)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x @ self.lin.weight.T, lambda x: self.lin(x), (x,))
+
+
+def test_operands_aliasing_each_other_convert():
+    """``run_decompositions()`` refused the program ("cond_true might be aliasing the input
+    or the output!", an ``ExportError``); the aliased operands are cloned first."""
+    x = torch.randn(2, 3)
+    model = ClosesOverAView()
+    got = converter.from_torch(model, (x,)).to_jax()(x.numpy())
+    np.testing.assert_allclose(np.asarray(got), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
