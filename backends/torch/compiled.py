@@ -56,10 +56,12 @@ def _differentiable(t: torch.Tensor) -> bool:
 @torch.library.custom_op("converter::run_module", mutates_args=())
 def run_module(tensors: list[torch.Tensor], handle: str) -> list[torch.Tensor]:
     """The module ``handle`` names on ``tensors`` (its ``@main`` arguments, parameters first):
-    its outputs, never aliasing the inputs or each other."""
+    its outputs, contiguous (the layout the fake implementation states: a transposed result
+    failed ``torch.compile``'s stride check) and never aliasing the inputs or each other."""
     from converter.embed import unaliased
 
-    return unaliased(tensors, list(_module(handle)._graph(tensors)(*tensors)))
+    outs = [o.contiguous() for o in _module(handle)._graph(tensors)(*tensors)]
+    return unaliased(tensors, outs)
 
 
 @run_module.register_fake

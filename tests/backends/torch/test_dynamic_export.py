@@ -243,3 +243,27 @@ def test_embedding_gather_of_dynamic_ids_reexports():
     other = torch.tensor([[7, 0, 1, 2, 3]])
     (got,) = _eager(ep.module(), other)
     np.testing.assert_array_equal(got.numpy(), table[other.numpy()])
+
+
+def test_opaque_op_returns_the_layout_its_fake_states():
+    """``converter::run_module`` (a dynamic module under ``torch.compile``) returns contiguous
+    outputs, the layout its fake implementation states: a result the per-shape graph leaves
+    transposed (``x.t()``; a ``scan`` along dim 1 stacks along dim 0 and moves it back)
+    failed inductor's stride assertion of the compiled graph."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from backends.torch import compiled
+
+    class T(torch.nn.Module):
+        def forward(self, x):
+            return x.t() * 2, x.sum(0)
+
+    t = converter.from_torch(
+        T(), (torch.randn(4, 3),), dynamic_shapes=({0: Dim("n", min=2, max=16)},)
+    ).to_torch()
+    x = torch.randn(5, 3)
+    real = compiled.run_module([x], t._handle)
+    with FakeTensorMode() as mode:
+        fake = compiled.run_module([mode.from_tensor(x)], t._handle)
+    assert [o.stride() for o in real] == [o.stride() for o in fake] == [(5, 1), (1,)]
+    torch.testing.assert_close(real[0], x.t() * 2)
