@@ -49,8 +49,18 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         m_dyn = jnp.asarray(trip_count).reshape(())
     else:
         m_dyn = None
-    cond0 = True if cond is None else cond
+    cond0 = np.asarray(True) if cond is None else cond  # a known value (is_known)
     if m is not None and m <= MAX_UNROLL and is_known(cond0):
+        return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
+    if _changes_shapes(body_fn, carried):  # a sequence or a growing value: unrolled, whatever M
+        if trip_count is None:
+            raise NotImplementedError(
+                "Loop without a trip count (M) whose carried values change shape across trips "
+                "(a sequence, a concatenation): StableHLO's while keeps shapes"
+            )
+        m = int(np.asarray(ctx.static(0)).reshape(()))  # a graph input: specialized on its value
+        if not is_known(cond0):
+            ctx.static(1)
         return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
     if len(body.output) - 1 > n_carried:
         if m is None:
@@ -66,6 +76,25 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         return _loop_scan(body_fn, m, cond0, carried)
     limit = m_dyn if m_dyn is not None else (m if m is not None else np.iinfo(np.int64).max)
     return _while(body_fn, 0, limit, cond0, carried)
+
+
+def _changes_shapes(body_fn, carried) -> bool:
+    """Whether a trip of the body changes a carried value's shape or dtype, or carries a
+    sequence (TorchScript's ``outs.append(...)`` in a scripted loop: ``SequenceInsert``)."""
+    if any(isinstance(v, list) for v in carried):
+        return True
+    avals = [jax.ShapeDtypeStruct(np.shape(v), jnp.result_type(v)) for v in carried]
+    n = len(avals)
+    outs = jax.eval_shape(
+        lambda *vs: tuple(body_fn(jnp.asarray(0, np.int64), jnp.asarray(True), *vs)[1 : 1 + n]), *avals
+    )
+    return (
+        any(
+            not hasattr(o, "shape") or o.shape != a.shape
+            for o, a in zip(jax.tree_util.tree_leaves(outs), avals, strict=False)
+        )
+        or len(jax.tree_util.tree_leaves(outs)) != n
+    )
 
 
 def _while(body_fn, start, limit, cond, carried) -> tuple:
