@@ -21,18 +21,24 @@ MAX_UNROLL = 256
 
 @onnx_op("If", 1)
 def if_(ctx, cond, *, then_branch, else_branch):
-    """If: a static condition inlines the taken branch; otherwise ``lax.cond`` (both branches
-    must give outputs of equal shapes)."""
+    """If: a static condition inlines the taken branch; otherwise ``lax.cond``. Branches whose
+    outputs differ in shape (the spec allows it) need the condition's value: taken from the
+    graph inputs it comes from at call time (``StaticValueRequired``)."""
     then_fn, else_fn = ctx.subgraph(then_branch), ctx.subgraph(else_branch)
     if is_known(cond):
         return tuple((then_fn if bool(np.asarray(cond).reshape(())) else else_fn)())
-    return tuple(
-        lax.cond(
-            jnp.asarray(cond).reshape(()),
-            lambda: tuple(map(jnp.asarray, then_fn())),
-            lambda: tuple(map(jnp.asarray, else_fn())),
-        )
-    )
+    branches = (lambda: tuple(map(jnp.asarray, then_fn())), lambda: tuple(map(jnp.asarray, else_fn())))
+    try:
+        return tuple(lax.cond(jnp.asarray(cond).reshape(()), *branches))
+    except TypeError:
+        then_s, else_s = ([a.shape for a in jax.eval_shape(b)] for b in branches)
+        if then_s == else_s:
+            raise
+        ctx.static(0)  # from graph inputs: specialized on their values at call time
+        raise NotImplementedError(
+            f"If whose branches give outputs of different shapes (then: {then_s}, else: {else_s}) on a "
+            "condition computed from the data: the output shape would depend on it"
+        ) from None
 
 
 @onnx_op("Loop", 1)

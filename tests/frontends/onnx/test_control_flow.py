@@ -235,3 +235,38 @@ def test_loop_of_runtime_count_accumulating_a_sequence():
         (want,) = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
         (got,) = f(x, np.array(n, np.int64))
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_if_branches_of_different_shapes_reusing_the_output_name():
+    """The spec lets the branches of an ``If`` give different shapes, and a branch output may
+    be named as the ``If``'s output (the checker accepts it); shape inference's type of the
+    branch's ``y`` was checked against the other's ("output 'y' has shape (2,), ONNX shape
+    inference gives (4,)") and ``lax.cond`` refused unequal branches. The condition comes
+    from the input: specialized on its value at call time."""
+    then = helper.make_graph(
+        [helper.make_node("Concat", ["x", "x"], ["y"], axis=0)],
+        "then",
+        [],
+        [helper.make_tensor_value_info("y", F, [4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["z"])], "else", [], [helper.make_tensor_value_info("z", F, [2])]
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"]),
+            helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, ["k"])],
+        initializer=[onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()
+    for x in (np.array([1.0, 2.0], np.float32), np.array([-1.0, -2.0], np.float32)):
+        (got,) = f(x)
+        np.testing.assert_array_equal(np.asarray(got), sess.run(None, {"x": x})[0])
