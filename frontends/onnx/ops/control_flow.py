@@ -56,7 +56,7 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
     else:
         m_dyn = None
     cond0 = np.asarray(True) if cond is None else cond  # a known value (is_known)
-    if m is not None and m <= MAX_UNROLL and is_known(cond0):
+    if m is not None and m <= MAX_UNROLL and cond is not None and is_known(cond):  # (else a scan)
         return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
     if _changes_shapes(body_fn, carried):  # a sequence or a growing value: unrolled, whatever M
         if trip_count is None:
