@@ -909,6 +909,42 @@ def loop_short_dyn_cond_carry():
     return m, feeds + [{"x": np.array([5.0, 9.0], np.float32)}, {"x": np.array([100.0, 9.0], np.float32)}]
 
 
+def loop_if_nested_shadow():
+    """Loop whose body input is named like an outer value ('x') and holds an If whose
+    branches read the body's 'x' (shadowing the outer one), the outer W and the iteration."""
+    then = h.make_graph(
+        [h.make_node("MatMul", ["x", "W"], ["t1"]), h.make_node("Tanh", ["t1"], ["yo"])],
+        "then",
+        [],
+        [vi("yo", F, [2, 3])],
+    )
+    els = h.make_graph([h.make_node("Mul", ["x", "half"], ["yo2"])], "else", [], [vi("yo2", F, [2, 3])])
+    body = h.make_graph(
+        [
+            h.make_node("Cast", ["i"], ["fi"], to=F),
+            h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+            h.make_node("Less", ["s", "fi"], ["c"]),
+            h.make_node("If", ["c"], ["xo"], then_branch=then, else_branch=els),
+            h.make_node("Identity", ["cin"], ["cout"]),
+        ],
+        "body",
+        [vi("i", I64, []), vi("cin", B, []), vi("x", F, [2, 3])],
+        [vi("cout", B, []), vi("xo", F, [2, 3])],
+    )
+    W = nh.from_array(np.random.default_rng(0).normal(size=(3, 3)).astype(np.float32), "W")
+    m = model(
+        [h.make_node("Add", ["x", "x"], ["x2"]), h.make_node("Loop", ["M", "", "x2"], ["y"], body=body)],
+        [vi("x", F, [2, 3])],
+        [vi("y", F, [2, 3])],
+        [W, nh.from_array(np.array(6, np.int64), "M"), nh.from_array(np.float32(0.5), "half")],
+    )
+    r = np.random.default_rng(5)
+    return m, [
+        {"x": r.normal(size=(2, 3)).astype(np.float32)},
+        {"x": r.normal(size=(2, 3)).astype(np.float32) + 1},
+    ]
+
+
 # ---------------------------------------------------------------------------- ONNX from the exporters
 
 
@@ -1031,6 +1067,7 @@ ONNX_PROGRAMS: dict[str, Callable[[], tuple]] = {
         loop_dtype_counter,
         if_outer_scope,
         if_shapes_differ,
+        loop_if_nested_shadow,
         scan_op,
         ts_for_loop,
         ts_while,

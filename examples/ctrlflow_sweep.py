@@ -52,7 +52,31 @@ ONNX_PATHS = ("jax", "torch", "onnx")
 
 class JaxRun(Run):
     """:class:`examples.jax_sweep.Run` whose ``jgrad`` also checks, for a program JAX cannot
-    differentiate in reverse mode, that the converted function raises too."""
+    differentiate in reverse mode, that the converted function raises too, and whose
+    ``tgrad`` checks torch autograd of such a program (exact: the loop replayed) against
+    JAX's forward mode of the source along a random direction."""
+
+    def p_tgrad(self):
+        if self.prog.grad:
+            return super().p_tgrad()
+        p, args = self.prog, self.size_args[0]
+        if np.asarray(args[0]).dtype.kind != "f":
+            return None
+        pre = (p.params,) if p.params is not None else ()
+
+        def loss(x):
+            out = p.fn(*pre, x, *args[1:])
+            return sum(
+                jnp.sum(o) for o in jax.tree_util.tree_leaves(out) if jnp.issubdtype(o.dtype, jnp.floating)
+            )
+
+        v = np.random.default_rng(1).normal(size=np.shape(args[0])).astype(np.float32)
+        _, want = jax.jvp(loss, (args[0],), (v,))
+        x = torch.from_numpy(np.array(args[0])).requires_grad_(True)
+        out = self.torch_module()(x, *[torch.from_numpy(np.array(a)) for a in args[1:]])
+        sum(o.sum() for o in torch.utils._pytree.tree_leaves(out) if o.is_floating_point()).backward()
+        got = float((x.grad * torch.from_numpy(v)).sum())
+        return _check(abs(got - float(want)) / max(1.0, abs(float(want))), self.gtol)
 
     def p_jgrad(self):
         if self.prog.grad:
