@@ -6,7 +6,8 @@ three source frameworks, tiny and seeded:
   ``fori_loop`` with static and traced bounds, ``scan`` (reverse, ``unroll``, ``length``
   without xs), ``checkpoint`` + ``custom_jvp``/``custom_vjp`` inside a scan, nested loops,
   loop-carried int8/bfloat16/bool values, ``vmap`` of a while loop, ``cond`` on a symbolic
-  size, ``lax.map``/``associative_scan`` on symbolic shapes, ``stop_gradient`` in a scan.
+  size, ``lax.map``/``associative_scan`` on symbolic shapes, ``stop_gradient`` in a scan, a PRNG
+  key split in a while loop and folded in a scan.
 * torch (:data:`TORCH_PROGRAMS`): ``torch.cond`` closing over parameters and buffers,
   ``while_loop`` with a counter, ``scan`` (an RNN cell, reverse along dim 1), ``map``,
   ``associative_scan``, a GRU cell over a dynamic length (``Dim``), a KV-cache decode step
@@ -245,6 +246,26 @@ def stopgrad_loop():
         return jax.lax.scan(body, jnp.zeros((2, 4), xs.dtype), xs)
 
     return Program(fn, _f32(4, 4, seed=9, scale=0.5), lambda s=3: (_f32(s, 2, 4),))
+
+
+def random_walk():
+    """A key carried through a while loop (split each trip) and fold_in inside a scan."""
+
+    def fn(x, key):
+        def body(c):
+            i, k, y = c
+            k, sub = jax.random.split(k)
+            return i + 1, k, y + 0.1 * jax.random.normal(sub, y.shape)
+
+        _, k, y = jax.lax.while_loop(lambda c: (c[0] < 4) & (jnp.max(c[2]) < 10.0), body, (0, key, x))
+
+        def step(c, i):
+            return c * 0.9 + jax.random.uniform(jax.random.fold_in(k, i), c.shape), c.sum()
+
+        z, zs = jax.lax.scan(step, y, jnp.arange(3))
+        return y, z, zs
+
+    return Program(fn, None, lambda: (_f32(2, 3), jax.random.key(7)), grad=False, vmap=False)
 
 
 # ---------------------------------------------------------------------------- torch
@@ -1047,6 +1068,7 @@ JAX_PROGRAMS: dict[str, Callable[[], Program]] = {
         map_assoc_symbolic,
         x64_counter,
         stopgrad_loop,
+        random_walk,
     )
 }
 

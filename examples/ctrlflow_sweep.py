@@ -44,7 +44,7 @@ import torch  # noqa: E402
 import converter  # noqa: E402
 from examples.ctrlflow_programs import JAX_PROGRAMS, ONNX_PROGRAMS, TORCH_PROGRAMS, TorchProgram  # noqa: E402
 from examples.hf_sweep import _compare, _flat  # noqa: E402
-from examples.jax_sweep import Run, _check  # noqa: E402
+from examples.jax_sweep import Run, _check, _torch_args  # noqa: E402
 
 TORCH_PATHS = ("jax", "jit", "grad", "torch", "export", "compile", "onnx")
 ONNX_PATHS = ("jax", "torch", "onnx")
@@ -73,7 +73,7 @@ class JaxRun(Run):
         v = np.random.default_rng(1).normal(size=np.shape(args[0])).astype(np.float32)
         _, want = jax.jvp(loss, (args[0],), (v,))
         x = torch.from_numpy(np.array(args[0])).requires_grad_(True)
-        out = self.torch_module()(x, *[torch.from_numpy(np.array(a)) for a in args[1:]])
+        out = self.torch_module()(x, *_torch_args(args[1:]))
         sum(o.sum() for o in torch.utils._pytree.tree_leaves(out) if o.is_floating_point()).backward()
         got = float((x.grad * torch.from_numpy(v)).sum())
         return _check(abs(got - float(want)) / max(1.0, abs(float(want))), self.gtol)
