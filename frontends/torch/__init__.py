@@ -48,9 +48,10 @@ def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> Export
     while no op registration changes."""
     if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
-    if _unalias_hop_operands(ep.graph_module, dry_run=True):
+    if _unalias_hop_operands(ep.graph_module, dry_run=True) or _subgraph_constants(ep.graph_module):
         ep = copy.deepcopy(ep)  # the caller's program stays as it was
         _unalias_hop_operands(ep.graph_module)
+        _rebuild_subgraph_constants(ep.graph_module)
     with cached_cia_ops():
         return ep.run_decompositions()
 
@@ -64,6 +65,50 @@ _HOP_OPERANDS = {
     "map_impl": (1, 2),
     "associative_scan": (1, 2),
 }
+
+
+def _subgraph_constants(gm: torch.fx.GraphModule) -> list[tuple[torch.fx.GraphModule, torch.fx.Node]]:
+    """``lift_fresh_copy(constant)`` nodes of a 0-d tensor constant inside higher-order-op
+    subgraphs, with their subgraph: what ``torch.tensor(0)`` written in a ``torch.cond``
+    branch (a ``while_loop`` counter there) becomes. ``run_decompositions()`` fails on such a
+    constant in a branch ("Attempting to use FunctionalTensor on its own", torch 2.13)."""
+    found = []
+    for sub in gm.modules():
+        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
+            continue
+        for node in sub.graph.nodes:
+            if node.op != "call_function" or node.target is not torch.ops.aten.lift_fresh_copy.default:
+                continue
+            src = node.args[0]
+            if isinstance(src, torch.fx.Node) and src.op == "get_attr":
+                value = getattr(sub, src.target, None)
+                if isinstance(value, torch.Tensor) and value.dim() == 0:
+                    found.append((sub, node))
+    return found
+
+
+def _rebuild_subgraph_constants(gm: torch.fx.GraphModule) -> None:
+    """Each node of :func:`_subgraph_constants` becomes ``aten.scalar_tensor(value, dtype)``
+    (a fresh tensor of the same value), and the ``detach_`` torch puts after it goes (on a
+    fresh tensor it only drops autograd history)."""
+    for sub, node in _subgraph_constants(gm):
+        value = getattr(sub, node.args[0].target)
+        with sub.graph.inserting_before(node):
+            fresh = sub.graph.call_function(
+                torch.ops.aten.scalar_tensor.default, (value.item(),), {"dtype": value.dtype}
+            )
+        fresh.meta = dict(node.meta)
+        for user in list(node.users):
+            if user.op == "call_function" and user.target is torch.ops.aten.detach_.default:
+                user.replace_all_uses_with(fresh)
+                sub.graph.erase_node(user)
+        src = node.args[0]
+        node.replace_all_uses_with(fresh)
+        sub.graph.erase_node(node)
+        if not src.users:  # the constant itself, unless something else reads it
+            sub.graph.erase_node(src)
+            delattr(sub, src.target)
+        sub.recompile()
 
 
 def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bool:

@@ -370,3 +370,24 @@ def test_operands_aliasing_each_other_convert():
     model = ClosesOverAView()
     got = converter.from_torch(model, (x,)).to_jax()(x.numpy())
     np.testing.assert_allclose(np.asarray(got), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+class LoopInABranch(torch.nn.Module):
+    """A ``while_loop`` in a ``torch.cond`` branch, its counter made by ``torch.tensor(0)``
+    there: a tensor constant inside the branch's subgraph."""
+
+    def forward(self, c):
+        def loop(c):
+            return while_loop(lambda i, y: i < 5, lambda i, y: (i + 1, y * 1.5 + 0.1), (torch.tensor(0), c))[
+                1
+            ]
+
+        return torch.cond(c.sum() > 0, loop, lambda c: c.cos(), (c,))
+
+
+def test_tensor_constant_inside_a_branch_converts():
+    """``run_decompositions()`` refused the program ("Attempting to use FunctionalTensor on
+    its own", an ``ExportError``); the 0-d constant is rebuilt as ``scalar_tensor`` first."""
+    x = torch.tensor([0.5, -0.25, 1.0])
+    got = converter.from_torch(LoopInABranch(), (x,)).to_jax()(x.numpy())
+    np.testing.assert_allclose(np.asarray(got), LoopInABranch()(x).numpy(), rtol=1e-6)
