@@ -12,7 +12,8 @@ three source frameworks, tiny and seeded:
   ``while_loop`` with a counter, ``scan`` (an RNN cell, reverse along dim 1), ``map``,
   ``associative_scan``, a GRU cell over a dynamic length (``Dim``), a KV-cache decode step
   writing registered buffers in place (state after 5 calls), a ``cond`` on a size and one
-  whose result updates a buffer.
+  whose result updates a buffer, a ``while_loop`` (its counter a constant) inside a ``cond``
+  branch after a ``scan``.
 * ONNX (:data:`ONNX_PROGRAMS`, ``() -> (ModelProto, feeds)``): hand-built ``Loop`` (scan
   outputs, data-dependent and graph-input conditions, cond-only, runtime trip count, a
   growing carried value, ``SequenceInsert``, mixed carried dtypes), ``If`` (outer-scope
@@ -417,6 +418,36 @@ class CondBufferRead(torch.nn.Module):
         return x - y
 
 
+class NestedHops(torch.nn.Module):
+    """A cond inside a scan's combine function and a while_loop inside a cond branch; the cond
+    returns an int and a float output."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 3) * 0.4)
+
+    def forward(self, xs):
+        def comb(c, x):
+            nc = torch.tanh(c @ self.w + x)
+            return nc, nc.sum()
+
+        c, ks = scan(comb, torch.zeros(xs.shape[1]), xs)
+        c, k = torch.cond(
+            c.sum() > 0, lambda c: (c * 2, (c > 0).sum()), lambda c: (c - 1, (c < 0).sum()), (c,)
+        )
+
+        def loop(c):
+            _, y = while_loop(
+                lambda i, y: (i < 5) & (y.abs().sum() < 20),
+                lambda i, y: (i + 1, y * 1.5 + 0.1),
+                (torch.tensor(0), c),
+            )  # a constant in a branch
+            return y
+
+        d = torch.cond(c.sum() > 0, loop, lambda c: c.cos(), (c,))
+        return c, k, ks, d
+
+
 def _r(*s, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(*s, generator=g)
@@ -513,6 +544,9 @@ TORCH_PROGRAMS: dict[str, TorchProgram] = {
         (3, 3, 3),
         stateful=True,
         grad=False,
+    ),
+    "nested_hops": TorchProgram(
+        NestedHops, lambda s: (_r(s, 3, seed=s),), {"xs": {0: Dim("s", min=2, max=16)}}, (5, 3, 8)
     ),
 }
 
