@@ -256,12 +256,12 @@ def random_walk():
         def body(c):
             i, k, y = c
             k, sub = jax.random.split(k)
-            return i + 1, k, y + 0.1 * jax.random.normal(sub, y.shape)
+            return i + 1, k, y + 0.1 * jax.random.normal(sub, y.shape, y.dtype)
 
         _, k, y = jax.lax.while_loop(lambda c: (c[0] < 4) & (jnp.max(c[2]) < 10.0), body, (0, key, x))
 
         def step(c, i):
-            return c * 0.9 + jax.random.uniform(jax.random.fold_in(k, i), c.shape), c.sum()
+            return c * 0.9 + jax.random.uniform(jax.random.fold_in(k, i), c.shape, c.dtype), c.sum()
 
         z, zs = jax.lax.scan(step, y, jnp.arange(3))
         return y, z, zs

@@ -20,7 +20,7 @@
 Prints ``program x path -> ok <error> / FAIL <class> / -``; errors are relative to the
 reference's scale (exact for integers). ``python examples/ctrlflow_sweep.py [-v] [name ...]``
 (names as ``jax:while_data_trip``, ``torch:kv_decode``, ``onnx:ts_for_loop`` or bare);
-``SWEEP=ctrlflow pytest tests/test_ctrlflow_sweep.py`` runs it as tests. About 4 CPU minutes.
+``SWEEP=ctrlflow pytest tests/test_ctrlflow_sweep.py`` runs it as tests. About 2 CPU minutes.
 """
 
 from __future__ import annotations
