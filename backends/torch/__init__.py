@@ -161,12 +161,33 @@ class TorchInterpreter(Interpreter):
         return DynamicDimensionError(op.name, op.location, cause, names)
 
 
+# attributes TorchModule sets on its instances (parameter attributes must not take them)
+_INSTANCE_ATTRS = frozenset(
+    {
+        "signature",
+        "device",
+        "graph_module",
+        "param_names",
+        "forward",
+        "_dynamic_module",
+        "_handle",
+        "_graphs",
+        "_attr_of",
+        "_attrs",
+        "_fast",
+        "_checked",
+    }
+)
+
+
 def param_attr_names(names: list[str]) -> dict[str, str]:
     """Attribute name for each parameter name: its runs of word characters joined by ``_``
     (``layer.0.weight`` → ``layer_0_weight``, ``params['Dense_0']['kernel']`` →
-    ``params_Dense_0_kernel``), ``p_`` before a leading digit, a numeric suffix on collision."""
+    ``params_Dense_0_kernel``), ``p_`` before a leading digit, a numeric suffix on collision,
+    also with an attribute or method of the module (an ONNX initializer named ``half``,
+    ``float`` or ``eval``: registering it raised "attribute 'half' already exists")."""
     out: dict[str, str] = {}
-    used: set[str] = set()
+    used: set[str] = set(dir(TorchModule)) | set(vars(torch.nn.Module())) | _INSTANCE_ATTRS
     for name in names:
         base = "_".join(re.findall(r"\w+", name)) or "param"
         if base[0].isdigit():

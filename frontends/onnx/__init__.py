@@ -113,7 +113,10 @@ def check_supported(model: onnx.ModelProto) -> None:
 
 
 def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
-    """name → (dtype, shape) for every tensor value shape inference typed."""
+    """name → (dtype, shape) for every tensor value shape inference typed. Subgraphs may
+    declare a name of the outer graph again (a branch output named as the ``If``'s own
+    output): such a name keeps only what all its declarations agree on (``None`` for the
+    rest), so neither graph's values are checked or cast against the other's type."""
     types: dict[str, tuple] = {}
 
     def visit(graph: onnx.GraphProto) -> None:
@@ -131,6 +134,11 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
                     d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                     for d in t.tensor_type.shape.dim
                 )
+            seen = types.get(vi.name, (dtype, shape))
+            if seen != (dtype, shape):  # a subgraph reuses an outer name (the checker allows it):
+                # keep only what every declaration of the name agrees on
+                dtype = seen[0] if seen[0] == dtype else None
+                shape = seen[1] if seen[1] == shape else None
             types[vi.name] = (dtype, shape)
         for node in graph.node:
             for a in node.attribute:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any
 
 import jax
@@ -48,8 +49,109 @@ def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> Export
     while no op registration changes."""
     if _is_core_aten(ep.graph_module) if core is None else core:
         return ep  # already decomposed: a second pass would re-trace for nothing
+    if _unalias_hop_operands(ep.graph_module, dry_run=True) or _subgraph_constants(ep.graph_module):
+        ep = copy.deepcopy(ep)  # the caller's program stays as it was
+        _unalias_hop_operands(ep.graph_module)
+        _rebuild_subgraph_constants(ep.graph_module)
     with cached_cia_ops():
         return ep.run_decompositions(decomposition_table())
+
+
+# Higher-order ops whose operand tuple torch's functionalization checks for aliasing
+# (torch/_higher_order_ops/utils.py ``_check_alias_and_mutation``): (op, operand args).
+_HOP_OPERANDS = {
+    "cond": (3,),
+    "while_loop": (2, 3),
+    "scan": (2, 3),
+    "map_impl": (1, 2),
+    "associative_scan": (1, 2),
+}
+
+
+def _subgraph_constants(gm: torch.fx.GraphModule) -> list[tuple[torch.fx.GraphModule, torch.fx.Node]]:
+    """``lift_fresh_copy(constant)`` nodes of a 0-d tensor constant inside higher-order-op
+    subgraphs, with their subgraph: what ``torch.tensor(0)`` written in a ``torch.cond``
+    branch (a ``while_loop`` counter there) becomes. ``run_decompositions()`` fails on such a
+    constant in a branch ("Attempting to use FunctionalTensor on its own", torch 2.13)."""
+    found = []
+    for sub in gm.modules():
+        if sub is gm or not isinstance(sub, torch.fx.GraphModule):
+            continue
+        for node in sub.graph.nodes:
+            if node.op != "call_function" or node.target is not torch.ops.aten.lift_fresh_copy.default:
+                continue
+            src = node.args[0]
+            if isinstance(src, torch.fx.Node) and src.op == "get_attr":
+                value = getattr(sub, src.target, None)
+                if isinstance(value, torch.Tensor) and value.dim() == 0:
+                    found.append((sub, node))
+    return found
+
+
+def _rebuild_subgraph_constants(gm: torch.fx.GraphModule) -> None:
+    """Each node of :func:`_subgraph_constants` becomes ``aten.scalar_tensor(value, dtype)``
+    (a fresh tensor of the same value), and the ``detach_`` torch puts after it goes (on a
+    fresh tensor it only drops autograd history)."""
+    for sub, node in _subgraph_constants(gm):
+        value = getattr(sub, node.args[0].target)
+        with sub.graph.inserting_before(node):
+            fresh = sub.graph.call_function(
+                torch.ops.aten.scalar_tensor.default, (value.item(),), {"dtype": value.dtype}
+            )
+        fresh.meta = dict(node.meta)
+        for user in list(node.users):
+            if user.op == "call_function" and user.target is torch.ops.aten.detach_.default:
+                user.replace_all_uses_with(fresh)
+                sub.graph.erase_node(user)
+        src = node.args[0]
+        node.replace_all_uses_with(fresh)
+        sub.graph.erase_node(node)
+        if not src.users:  # the constant itself, unless something else reads it
+            sub.graph.erase_node(src)
+            delattr(sub, src.target)
+        sub.recompile()
+
+
+def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bool:
+    """Clone the operands of ``cond``/``while_loop``/``scan``/``map`` nodes (in ``gm`` and
+    its subgraphs) that are views of other values or repeat an earlier operand.
+
+    ``torch.export`` passes a view a branch closes over (``x @ self.lin.weight.T`` inside a
+    ``torch.cond`` branch: ``numpy_T(p_lin_weight)``) as an operand beside the parameter it
+    views; ``run_decompositions()`` then refuses the program ("cond_true might be aliasing
+    the input or the output!", torch 2.13). A clone is the same value without the alias.
+    Returns whether any operand was (with ``dry_run``: would be) replaced."""
+    changed = False
+    for sub in gm.modules():
+        if not isinstance(sub, torch.fx.GraphModule):
+            continue
+        g, edited = sub.graph, False
+        for node in list(g.nodes):
+            if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+                continue
+            args, seen = list(node.args), set()
+            for pos in _HOP_OPERANDS.get(node.target.name(), ()):
+                if pos >= len(args) or not isinstance(args[pos], (tuple, list)):
+                    continue
+                operands = list(args[pos])
+                for i, o in enumerate(operands):
+                    if not isinstance(o, torch.fx.Node):
+                        continue
+                    is_view = isinstance(o.target, torch._ops.OpOverload) and o.target.is_view
+                    if is_view or o in seen:
+                        if dry_run:
+                            return True
+                        with g.inserting_before(node):
+                            operands[i] = g.call_function(torch.ops.aten.clone.default, (o,))
+                        operands[i].meta = dict(o.meta)
+                        edited = True
+                    seen.add(o)
+                args[pos] = type(args[pos])(operands)
+            node.args = tuple(args)
+        if edited:
+            sub.recompile()
+            changed = True
+    return changed
 
 
 # Non-core ATen ops the Core ATen decomposition table keeps as they are (assertions and

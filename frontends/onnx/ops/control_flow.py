@@ -8,6 +8,7 @@ when its body changes shapes or carries sequences).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -20,18 +21,24 @@ MAX_UNROLL = 256
 
 @onnx_op("If", 1)
 def if_(ctx, cond, *, then_branch, else_branch):
-    """If: a static condition inlines the taken branch; otherwise ``lax.cond`` (both branches
-    must give outputs of equal shapes)."""
+    """If: a static condition inlines the taken branch; otherwise ``lax.cond``. Branches whose
+    outputs differ in shape (the spec allows it) need the condition's value: taken from the
+    graph inputs it comes from at call time (``StaticValueRequired``)."""
     then_fn, else_fn = ctx.subgraph(then_branch), ctx.subgraph(else_branch)
     if is_known(cond):
         return tuple((then_fn if bool(np.asarray(cond).reshape(())) else else_fn)())
-    return tuple(
-        lax.cond(
-            jnp.asarray(cond).reshape(()),
-            lambda: tuple(map(jnp.asarray, then_fn())),
-            lambda: tuple(map(jnp.asarray, else_fn())),
-        )
-    )
+    branches = (lambda: tuple(map(jnp.asarray, then_fn())), lambda: tuple(map(jnp.asarray, else_fn())))
+    try:
+        return tuple(lax.cond(jnp.asarray(cond).reshape(()), *branches))
+    except TypeError:
+        then_s, else_s = ([a.shape for a in jax.eval_shape(b)] for b in branches)
+        if then_s == else_s:
+            raise
+        ctx.static(0)  # from graph inputs: specialized on their values at call time
+        raise NotImplementedError(
+            f"If whose branches give outputs of different shapes (then: {then_s}, else: {else_s}) on a "
+            "condition computed from the data: the output shape would depend on it"
+        ) from None
 
 
 @onnx_op("Loop", 1)
@@ -48,14 +55,57 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         m_dyn = jnp.asarray(trip_count).reshape(())
     else:
         m_dyn = None
-    cond0 = True if cond is None else cond
-    if m is not None and m <= MAX_UNROLL and is_known(cond0):
+    cond0 = np.asarray(True) if cond is None else cond  # a known value (is_known)
+    if m is not None and m <= MAX_UNROLL and cond is not None and is_known(cond):  # (else a scan)
+        return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
+    if _changes_shapes(body_fn, carried):  # a sequence or a growing value: unrolled, whatever M
+        if trip_count is None:
+            raise NotImplementedError(
+                "Loop without a trip count (M) whose carried values change shape across trips "
+                "(a sequence, a concatenation): StableHLO's while keeps shapes"
+            )
+        m = int(np.asarray(ctx.static(0)).reshape(()))  # a graph input: specialized on its value
+        if not is_known(cond0):
+            ctx.static(1)
         return _unroll(body_fn, m, cond0, carried, len(body.output) - 1 - n_carried)
     if len(body.output) - 1 > n_carried:
         if m is None:
             ctx.static(0)  # raises StaticValueRequired: scan outputs need a static length
+            raise NotImplementedError(
+                "Loop without a trip count (M) and with scan outputs: their length is the number "
+                "of trips, which depends on the data"
+            )
+        if not is_known(cond0):
+            ctx.static(1)  # the first condition decides between no trip and M trips
+        if not bool(np.asarray(cond0).reshape(())):
+            return _unroll(body_fn, 0, cond0, carried, len(body.output) - 1 - n_carried)
         return _loop_scan(body_fn, m, cond0, carried)
     limit = m_dyn if m_dyn is not None else (m if m is not None else np.iinfo(np.int64).max)
+    return _while(body_fn, 0, limit, cond0, carried)
+
+
+def _changes_shapes(body_fn, carried) -> bool:
+    """Whether a trip of the body changes a carried value's shape or dtype, or carries a
+    sequence (TorchScript's ``outs.append(...)`` in a scripted loop: ``SequenceInsert``)."""
+    if any(isinstance(v, list) for v in carried):
+        return True
+    avals = [jax.ShapeDtypeStruct(np.shape(v), jnp.result_type(v)) for v in carried]
+    n = len(avals)
+    outs = jax.eval_shape(
+        lambda *vs: tuple(body_fn(jnp.asarray(0, np.int64), jnp.asarray(True), *vs)[1 : 1 + n]), *avals
+    )
+    return (
+        any(
+            not hasattr(o, "shape") or o.shape != a.shape
+            for o, a in zip(jax.tree_util.tree_leaves(outs), avals, strict=False)
+        )
+        or len(jax.tree_util.tree_leaves(outs)) != n
+    )
+
+
+def _while(body_fn, start, limit, cond, carried) -> tuple:
+    """Trips ``start`` … ``limit - 1`` of a Loop without scan outputs as ``lax.while_loop``,
+    ending early when the body's condition turns false."""
 
     def step(state):
         i, c, vs = state
@@ -67,8 +117,8 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
         )
 
     init = (
-        jnp.asarray(0, np.int64),
-        jnp.asarray(cond0, bool).reshape(()),
+        jnp.asarray(start, np.int64),
+        jnp.asarray(cond, bool).reshape(()),
         tuple(jnp.asarray(v) for v in carried),
     )
     _, _, vs = lax.while_loop(lambda s: (s[0] < limit) & s[1], step, init)
@@ -76,6 +126,8 @@ def loop(ctx, trip_count=None, cond=None, *carried, body):
 
 
 def _unroll(body_fn, m, cond, carried, n_scan):
+    """A Loop of known trip count ``m`` and known first condition, unrolled (bodies may change
+    shapes or carry sequences)."""
     vs = list(carried)
     scans: list[list] = [[] for _ in range(n_scan)]
     c = cond
@@ -83,22 +135,41 @@ def _unroll(body_fn, m, cond, carried, n_scan):
         if is_known(c) and not bool(np.asarray(c).reshape(())):
             break
         if not is_known(c):
-            raise NotImplementedError("Loop whose condition depends on data inside an unrolled loop")
+            if not n_scan:  # the body computed its condition from data: the other trips as a while
+                return _while(body_fn, i, m, c, vs)
+            raise NotImplementedError(
+                "Loop with scan outputs whose body computes its condition from the data: the loop "
+                "can end early, so the scan outputs' length depends on the data"
+            )
         outs = body_fn(np.array(i, np.int64), np.asarray(c, bool).reshape(()), *vs)
         c = outs[0]
         vs = list(outs[1 : 1 + len(vs)])
         for j, s in enumerate(outs[1 + len(vs) :]):
             scans[j].append(s)
-    stacked = [jnp.stack([jnp.asarray(s) for s in sc]) if sc else None for sc in scans]
-    if any(s is None for s in stacked):
-        raise NotImplementedError("Loop with zero iterations and scan outputs (unknown element shape)")
-    return tuple(vs + stacked)
+    if n_scan and not scans[0]:  # no trip: empty scan outputs of the body's element shapes
+        shapes = jax.eval_shape(
+            lambda *v: body_fn(np.array(0, np.int64), np.asarray(True), *v), *map(jnp.asarray, carried)
+        )
+        return tuple(vs) + tuple(jnp.zeros((0, *a.shape), a.dtype) for a in shapes[1 + len(vs) :])
+    return tuple(vs + [jnp.stack([jnp.asarray(s) for s in sc]) for sc in scans])
 
 
 def _loop_scan(body_fn, m, cond, carried):
+    """``m`` trips as ``lax.scan``, for a first condition known to be true; the body's
+    condition must stay true: passed through (``Identity``) or a true constant. A condition
+    the body computes from data would end the loop early, so the scan outputs' length would
+    depend on the data (``NotImplementedError``; the carried values were silently those of
+    ``m`` trips before)."""
+
     def step(state, i):
         c, vs = state
         outs = body_fn(i, c, *vs)
+        c_out = outs[0]
+        if not (c_out is c or (is_known(c_out) and bool(np.asarray(c_out).reshape(())))):
+            raise NotImplementedError(
+                "Loop with scan outputs whose body computes its condition from the data: the loop "
+                "can end early, so the scan outputs' length depends on the data"
+            )
         return (jnp.asarray(outs[0], bool).reshape(()), tuple(outs[1 : 1 + len(vs)])), tuple(
             outs[1 + len(vs) :]
         )

@@ -268,3 +268,33 @@ def test_torch_round_trip_mlp():
     model(x).square().sum().backward()
     for name, p in model.named_parameters():
         torch.testing.assert_close(state[name].grad, p.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_parameters_named_like_module_attributes():
+    """An ONNX initializer named ``half`` or ``eval`` (a ``torch.nn.Module`` method) or
+    ``signature`` (a TorchModule attribute) gets another attribute name: registering it
+    raised ``KeyError: "attribute 'half' already exists"`` (an ``InternalError``)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = ("half", "eval", "signature")
+    nodes = [helper.make_node("Mul", ["x", names[0]], ["t0"])]
+    nodes += [helper.make_node("Add", [f"t{i}", n], [f"t{i + 1}"]) for i, n in enumerate(names[1:])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info(f"t{len(names) - 1}", TensorProto.FLOAT, [2])],
+        initializer=[
+            numpy_helper.from_array(np.array([i + 0.5, -i], np.float32), n) for i, n in enumerate(names)
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    t = converter.from_onnx(model).to_torch()
+    x = np.array([1.5, -2.0], np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = t(torch.from_numpy(x))
+    np.testing.assert_allclose(got.detach().numpy(), want[0], rtol=1e-6)
+    assert sorted(t.source_state_dict()) == sorted(names) and callable(t.half)

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -114,3 +115,158 @@ def test_loop_with_a_runtime_trip_count_and_condition():
     model.ir_version = 8
     for m, c0 in ((100, True), (2, True), (100, False)):  # the condition, the count, no pass
         _run_both(model, np.array(m, np.int64), np.array(c0), np.array(1.5, np.float32))
+
+
+def _counting_loop(m: int, cond_input: bool, body_cond: str, scan: bool):
+    """Loop(M=m) adding 0.5 to ``v`` (shape [2]); the first condition a graph input ``go``
+    or absent; the body's condition ``Identity`` of its input or ``sum(v) < 3``; with or
+    without the scan output ``v``."""
+    i64, b = TensorProto.INT64, TensorProto.BOOL
+    cond_node = (
+        helper.make_node("Identity", ["c"], ["c2"])
+        if body_cond == "identity"
+        else helper.make_node("Less", ["s", "three"], ["c2"])
+    )
+    outs = [helper.make_tensor_value_info("c2", b, []), helper.make_tensor_value_info("v2", F, [2])]
+    if scan:
+        outs.append(helper.make_tensor_value_info("y", F, [2]))
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["v", "half"], ["v2"]),
+            helper.make_node("ReduceSum", ["v2"], ["s"], keepdims=0),
+            cond_node,
+            helper.make_node("Identity", ["v2"], ["y"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("c", b, []),
+            helper.make_tensor_value_info("v", F, [2]),
+        ],
+        outs,
+    )
+    inputs = [helper.make_tensor_value_info("v0", F, [2])]
+    if cond_input:
+        inputs.append(helper.make_tensor_value_info("go", b, []))
+    graph_outs = [helper.make_tensor_value_info("vf", F, [2])]
+    if scan:
+        graph_outs.append(helper.make_tensor_value_info("ys", F, ["n", 2]))
+    graph = helper.make_graph(
+        [
+            helper.make_node(
+                "Loop", ["m", "go" if cond_input else "", "v0"], ["vf", "ys"] if scan else ["vf"], body=body
+            )
+        ],
+        "g",
+        inputs,
+        graph_outs,
+        initializer=[
+            onnx.numpy_helper.from_array(np.array(m, np.int64), "m"),
+            onnx.numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+            onnx.numpy_helper.from_array(np.array(3, np.float32), "three"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return model
+
+
+def test_loop_with_scan_outputs_and_a_condition_input():
+    """The first condition (a graph input, passed through by the body) decides between no
+    trip and M trips: the converted loop ran M trips whatever its value (wrong ``vf``, a scan
+    output of M rows where onnxruntime gives none); it now specializes on its value."""
+    model = _counting_loop(4, cond_input=True, body_cond="identity", scan=True)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()  # specialized on go's value at each call
+    for go in (False,):  # no trip: M trips ran (True, all M trips, was right)
+        v0 = np.array([0.1, 0.2], np.float32)
+        for g, e in zip(f(v0, np.array(go)), sess.run(None, {"v0": v0, "go": np.array(go)}), strict=True):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-6)
+
+
+def test_loop_whose_body_ends_it():
+    """The body computes its condition from the data: without scan outputs an unrolled loop
+    continues as a ``while`` (it raised); with scan outputs past the unroll limit the loop
+    ran all M trips (wrong ``vf``); their length depends on the data, so it raises."""
+    import converter
+
+    _run_both(_counting_loop(6, False, "data", scan=False), np.array([0.1, 0.2], np.float32))
+    with pytest.raises(converter.ConversionError, match="length depends on the data"):
+        converter.from_onnx(_counting_loop(300, False, "data", scan=True))
+
+
+def test_loop_of_runtime_count_accumulating_a_sequence():
+    """TorchScript's export of ``for i in range(n): outs.append(...)`` then ``torch.stack``:
+    a runtime trip count and a sequence carried through the Loop (``SequenceInsert``),
+    ``ConcatFromSequence`` after it. A while loop cannot carry a growing sequence (it raised
+    a JAX carry-type error); the loop is unrolled on ``n``'s value at call time."""
+    i64, seq = TensorProto.INT64, helper.make_tensor_sequence_value_info
+    body = helper.make_graph(
+        [
+            helper.make_node("Cast", ["i"], ["fi"], to=F),
+            helper.make_node("Mul", ["x", "fi"], ["v"]),
+            helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"]),
+            helper.make_node("Identity", ["c"], ["c2"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", i64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            seq("seq_in", F, None),
+        ],
+        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), seq("seq_out", F, None)],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("SequenceEmpty", [], ["s0"], dtype=F),
+            helper.make_node("Loop", ["n", "", "s0"], ["s"], body=body),
+            helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", F, [3]), helper.make_tensor_value_info("n", i64, [])],
+        [helper.make_tensor_value_info("y", F, ["n", 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    for n in (3,):
+        (want,) = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
+        (got,) = f(x, np.array(n, np.int64))
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_if_branches_of_different_shapes_reusing_the_output_name():
+    """The spec lets the branches of an ``If`` give different shapes, and a branch output may
+    be named as the ``If``'s output (the checker accepts it); shape inference's type of the
+    branch's ``y`` was checked against the other's ("output 'y' has shape (2,), ONNX shape
+    inference gives (4,)") and ``lax.cond`` refused unequal branches. The condition comes
+    from the input: specialized on its value at call time."""
+    then = helper.make_graph(
+        [helper.make_node("Concat", ["x", "x"], ["y"], axis=0)],
+        "then",
+        [],
+        [helper.make_tensor_value_info("y", F, [4])],
+    )
+    other = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["z"])], "else", [], [helper.make_tensor_value_info("z", F, [2])]
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"]),
+            helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, ["k"])],
+        initializer=[onnx.numpy_helper.from_array(np.array(0, np.float32), "zero")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()
+    for x in (np.array([1.0, 2.0], np.float32), np.array([-1.0, -2.0], np.float32)):
+        (got,) = f(x)
+        np.testing.assert_array_equal(np.asarray(got), sess.run(None, {"x": x})[0])

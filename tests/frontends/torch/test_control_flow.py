@@ -348,3 +348,34 @@ def test_cond_with_a_python_bool_predicate_picks_the_branch_at_conversion(pred):
     x = torch.randn(3)
     (got,) = interpret(torch.fx.GraphModule(root, g).graph, [x.numpy(), pred])
     np.testing.assert_allclose(np.asarray(got), (x.sin() if pred else x.cos()).numpy(), rtol=1e-6)
+
+
+class BranchClosures(torch.nn.Module):
+    """A ``torch.cond`` branch that closes over ``self.lin.weight.T`` (``torch.export`` passes
+    the view beside the weight it views as operands), and one that runs a ``while_loop``
+    whose counter is ``torch.tensor(0)`` (a tensor constant inside the branch's subgraph)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        def loop(c):
+            return while_loop(lambda i, y: i < 5, lambda i, y: (i + 1, y * 1.5 + 0.1), (torch.tensor(0), c))[
+                1
+            ]
+
+        a = torch.cond(x.sum() > 0, lambda x: x @ self.lin.weight.T, lambda x: self.lin(x), (x,))
+        return a, torch.cond(x.sum() > 0, loop, lambda c: c.cos(), (x,))
+
+
+def test_branch_closures_convert():
+    """``run_decompositions()`` refused both branches ("cond_true might be aliasing the input
+    or the output!"; "Attempting to use FunctionalTensor on its own": ``ExportError``); the
+    aliased operands are cloned and the 0-d constant rebuilt as ``scalar_tensor`` first."""
+    x = torch.tensor([[0.5, -0.25, 1.0]])
+    model = BranchClosures()
+    got = converter.from_torch(model, (x,)).to_jax()(x.numpy())
+    for g, w in zip(got, model(x), strict=True):
+        np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-5, atol=1e-6)
