@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 from jaxlib.mlir import ir
+from torch._subclasses.fake_tensor import is_fake
 from torch.fx.experimental import proxy_tensor
 
 from converter import mlir
@@ -100,12 +101,18 @@ def closed_region(interp, region: ir.Region):
 
 
 def _no_alias(outs, inputs):
-    """HOP branches may not return their inputs (clone those) and must agree on strides
-    (make every output contiguous)."""
-    ids = {id(x) for x in inputs}
-    return tuple(
-        o.clone(memory_format=torch.contiguous_format) if id(o) in ids else o.contiguous() for o in outs
-    )
+    """HOP branches may not return their inputs, views (of an input, as a transposed
+    parameter) or one tensor twice (clone those) and must agree on strides (make every
+    output contiguous). Traced on fake tensors (AOTAutograd under ``torch.compile``), every
+    output is cloned: what aliases what is not visible there."""
+    seen = {id(x) for x in inputs}
+    traced = any(is_fake(x) for x in inputs)  # AOTAutograd: functional views hide their base
+    fresh = []
+    for o in outs:
+        aliased = traced or id(o) in seen or o._is_view()
+        fresh.append(o.clone(memory_format=torch.contiguous_format) if aliased else o.contiguous())
+        seen.add(id(o))
+    return tuple(fresh)
 
 
 def _distinct(values: tuple) -> tuple:
@@ -337,7 +344,10 @@ def _cond(pred, branches, operands):
 
         return run
 
-    return list(torch.ops.higher_order.cond(pred, wrap(true_fn), wrap(false_fn), tuple(operands)))
+    operands = tuple(operands)
+    if any(is_fake(x) for x in operands):  # AOTAutograd refuses operands aliasing each other
+        operands = tuple(x.clone() if x._is_view() else x for x in _distinct(operands))
+    return list(torch.ops.higher_order.cond(pred, wrap(true_fn), wrap(false_fn), operands))
 
 
 def _branch_fns(interp, regions):

@@ -336,3 +336,28 @@ def test_size_selects_decided_by_the_ranges_reexport():
     )
     (got,) = _eager(ep.module(), torch.from_numpy(x))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+class _CondOnParams(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.cond(
+            x.sum() > 0, lambda v: torch.relu(self.lin(v)), lambda v: v @ self.lin.weight.T, (x,)
+        )
+
+
+def test_torch_compile_of_a_dynamic_cond_on_views_of_parameters():
+    """``torch.compile`` of a shape-polymorphic module whose ``cond`` takes a parameter and its
+    transpose: AOTAutograd refuses ``cond`` operands or outputs that alias each other
+    ("might be aliasing"), so traced ``cond``s get fresh copies; both branches equal eager."""
+    torch.manual_seed(0)
+    model = _CondOnParams()
+    t = converter.from_torch(
+        model, (torch.randn(3, 4),), dynamic_shapes=({0: Dim("b", min=2, max=16)},)
+    ).to_torch()
+    compiled = torch.compile(t, backend="aot_eager", fullgraph=True, dynamic=True)
+    for x in (torch.rand(3, 4) + 0.1, -torch.rand(5, 4) - 0.1):
+        torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-5, atol=1e-6)
