@@ -170,11 +170,12 @@ _INSTANCE_ATTRS = frozenset(
         "param_names",
         "forward",
         "_dynamic_module",
-        "_handle",
+        "_traceable",
         "_graphs",
         "_attr_of",
         "_attrs",
         "_fast",
+        "_mode_error",
         "_checked",
     }
 )

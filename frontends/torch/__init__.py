@@ -336,7 +336,7 @@ def from_torch(
         (left out of ``state_dict()``, as torch leaves them out). A model whose result
         depends on its training mode (dropout, BatchNorm) records the mode it was converted
         in as ``signature.extra["training"]``: ``to_torch()``'s module starts in it and
-        refuses ``.train()``/``.eval()`` to the other. Non-tensor inputs are
+        raises when called in the other. Non-tensor inputs are
         specialized and recorded as ``static`` in the signature.
 
         Dynamic dimensions make the module shape-polymorphic (``jax.export`` symbolic
