@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os as _os
 import sys as _sys
+import typing as _typing
 
 
 def _quiet_xla_for_cli() -> None:
@@ -50,6 +51,9 @@ from .errors import (  # noqa: E402
 )
 from .module import Module, load  # noqa: E402
 from .signature import LeafSpec, Signature  # noqa: E402
+
+if _typing.TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below
+    from .embed import call_jax
 
 __version__ = "0.1.0"
 

@@ -19,3 +19,43 @@ def _generator():
 def test_coverage_page_is_current():
     written = (ROOT / "docs" / "coverage.md").read_text()
     assert written == _generator().coverage_md(), "docs/coverage.md is stale: run `python docs/generate.py`"
+
+
+def test_site_builds_strict(tmp_path):
+    """``mkdocs build --strict``: every page in the nav, no broken link or anchor, every API
+    object of the reference page found and its docstring rendered."""
+    import os
+    import subprocess
+    import sys
+
+    missing = [
+        m
+        for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
+        if importlib.util.find_spec(m.split(".")[0]) is None
+    ]
+    if missing:
+        import pytest
+
+        pytest.skip(f"the docs tools are not installed ({', '.join(missing)}): pip install -e '.[test]'")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-q",
+            "-f",
+            str(ROOT / "mkdocs.yml"),
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "reference" / "index.html").read_text().count('id="converter.') > 20
