@@ -53,10 +53,10 @@ def paired(
     return statistics.median(ta), statistics.median(tb), diff[len(diff) // 10], diff[9 * len(diff) // 10]
 
 
-def small_overhead(repeat: int) -> None:
+def small_overhead(repeat: int) -> list[float]:
     """Print call_jax's overhead over the bare jitted call on one 8x8 tensor: the same tensor
     every call (imported once while unchanged, as weights are), and two tensors in turn (each
-    call's input is new to it, as activations are)."""
+    call's input is new to it, as activations are). Returns the two overheads in seconds."""
     f = lambda x: jnp.tanh(x) * 2  # noqa: E731
     t, u = torch.randn(8, 8), torch.randn(8, 8)
     a = jnp.asarray(t.numpy())
@@ -69,13 +69,16 @@ def small_overhead(repeat: int) -> None:
         turn.reverse()
         return converter.call_jax(f, turn[0])
 
+    overheads = []
     for name, call in [("same tensor", lambda: converter.call_jax(f, t)), ("new tensor", alternate)]:
         t_call, t_bare, lo, hi = paired(call, lambda: bare(a), repeat * 5)
+        overheads.append(t_call - t_bare)
         print(
             f"call_jax 8x8 ({name}) over jax.jit {(t_call - t_bare) * 1e6:14.1f} us  "
             f"({t_call / t_bare:.2f}x of {t_bare * 1e6:.1f} us; "
             f"pair differences p10..p90 {lo * 1e6:.1f}..{hi * 1e6:.1f} us)"
         )
+    return overheads
 
 
 def mlp(params: dict, x: jax.Array) -> jax.Array:
@@ -83,12 +86,14 @@ def mlp(params: dict, x: jax.Array) -> jax.Array:
     return jnp.tanh(jnp.tanh(x @ params["w1"]) @ params["w2"])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200)
-    repeat = ap.parse_args().repeat
+    ap.add_argument("--record", action="store_true", help="store the results in the performance tables")
+    args = ap.parse_args(argv)
+    repeat = args.repeat
     torch.set_num_threads(1)  # shared machines: threads fighting for cores make eager torch erratic
-    small_overhead(repeat)
+    same, new = small_overhead(repeat)
 
     rng = np.random.default_rng(0)
     p_np = {k: rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for k in ("w1", "w2")}
@@ -135,6 +140,31 @@ def main() -> None:
     ]
     for name, a, b in rows:
         print(f"{name:45s} {a / b:8.2f}x  ({a * 1e6:.0f} vs {b * 1e6:.0f} us)")
+    if args.record:
+        import perf_page  # benchmarks/: the script's directory
+
+        cmd = perf_page.command(__file__, argv)
+        perf_page.record(
+            "call_jax_overhead",
+            what="`call_jax` per call, one 8×8 tensor",
+            result=f"+{same * 1e6:.1f} µs (same tensor), +{new * 1e6:.1f} µs (new tensor); target ≤ 10 µs",
+            anchor="the bare `jax.jit` call",
+            command=cmd,
+        )
+        perf_page.record(
+            "call_jax_mlp",
+            what="`call_jax` MLP forward (`no_grad`)",
+            result=f"{t_nograd / t_jax:.2f}×",
+            anchor="`jax.jit` of the function",
+            command=cmd,
+        )
+        perf_page.record(
+            "call_torch_mlp",
+            what="`jax.jit` of `call_torch` of an MLP",
+            result=f"{t_torch_in_jax / t_torch:.2f}×",
+            anchor="eager torch (`no_grad`)",
+            command=cmd,
+        )
 
 
 if __name__ == "__main__":

@@ -31,6 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import perf_page  # noqa: E402  (benchmarks/: the script's directory)
+
 from examples import generate as gen  # noqa: E402
 
 
@@ -52,6 +54,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--torch-threads", type=int, default=1)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="store the result in the performance tables (benchmarks/perf_page.py)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.torch_threads)
     jax.config.update("jax_enable_x64", True)  # int64 ids under jax.jit: JAX narrows them otherwise
@@ -107,6 +114,14 @@ def main(argv: list[str] | None = None) -> None:
     jax_rate, eager_rate, gen_rate = rates.values()
     print(f"  jax / eager torch: {jax_rate / eager_rate:.2f}x", end="   ")
     print(f"jax / torch generate: {jax_rate / gen_rate:.2f}x")
+    if args.record:
+        perf_page.record(
+            "generate",
+            what=f"greedy decoding, converted decode step under `jax.jit` ({args.layers}-layer {args.arch})",
+            result=f"{jax_rate / eager_rate:.1f}×",
+            anchor="the eager torch decode step (tokens/s)",
+            command=perf_page.command(__file__, argv),
+        )
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--models", default="cnn,gpt2,bert")
+    parser.add_argument("--record", action="store_true", help="store the result in the performance tables")
     args = parser.parse_args(argv)
     factories = _factories()
     rows = [bench(n, factories[n], args.repeat) for n in args.models.split(",")]
@@ -143,6 +144,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{l_o / l_r:6.2f} {i_o / r['weights']:12.3f}"
         )
     print("(ratios: to_onnx / torch.onnx; targets: nodes and latency <= 1.2, init/weights <= 1.05)")
+    if args.record:
+        import perf_page  # benchmarks/
+
+        def span(ratios: list[float]) -> str:
+            lo, hi = min(ratios), max(ratios)
+            return f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
+
+        nodes = span([r["nodes"][0] / r["nodes"][1] for r in rows])
+        latency = span([r["latency"][0] / r["latency"][1] for r in rows])
+        names = ", ".join(r["name"].upper() if len(r["name"]) <= 4 else r["name"] for r in rows)
+        perf_page.record(
+            "onnx_export",
+            what=f"`to_onnx` of the {names} examples in onnxruntime",
+            result=f"nodes {nodes}, latency {latency} (target ≤ 1.2×)",
+            anchor="`torch.onnx.export(dynamo=True)`",
+            command=perf_page.command(__file__, argv),
+        )
     return 0
 
 

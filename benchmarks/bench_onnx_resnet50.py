@@ -22,6 +22,7 @@ import onnxruntime as ort
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import perf_page  # noqa: E402
 from bench_gpt2 import once, steady  # noqa: E402
 
 import converter  # noqa: E402
@@ -32,6 +33,11 @@ MODEL = Path(os.path.dirname(onnx.__file__)) / "backend/test/data/light/light_re
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="store the result in the performance tables (benchmarks/perf_page.py)",
+    )
     args = parser.parse_args(argv)
 
     model = onnx.load(MODEL)
@@ -59,6 +65,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  JAX first call (trace+compile)    {t_first:8.2f} s  = {t_first / t_jax:7.1f} x steady state")
     print(f"  JAX steady state                  {t_jax * 1e3:8.2f} ms = {t_jax / t_ort:7.2f} x onnxruntime")
     print(f"  onnxruntime steady state          {t_ort * 1e3:8.2f} ms")
+    if args.record:
+        perf_page.record(
+            "onnx_resnet50",
+            what="ONNX → JAX: ResNet-50, steady state",
+            result=f"{t_jax / t_ort:.2f}×",
+            anchor="onnxruntime",
+            command=perf_page.command(__file__, argv),
+        )
     return 0
 
 

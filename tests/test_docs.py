@@ -59,3 +59,18 @@ def test_site_builds_strict(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "index.html").read_text().count('id="converter.') > 20
+
+
+def test_performance_tables_are_current():
+    """docs/performance.md and the README hold the table ``benchmarks/perf_page.py`` renders
+    from ``benchmarks/results.json`` (run it after recording or editing a result)."""
+    spec = importlib.util.spec_from_file_location("perf_page", ROOT / "benchmarks" / "perf_page.py")
+    perf_page = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(perf_page)
+    table = perf_page.table()
+    assert table.count("\n") >= 10
+    for page in perf_page.PAGES:
+        text = page.read_text()
+        assert perf_page.replace_table(text, table) == text, (
+            f"{page.name}: run `python benchmarks/perf_page.py`"
+        )
