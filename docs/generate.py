@@ -110,7 +110,7 @@ def _opinfo_rows() -> list[str]:
         failing = sum(1 for k in mod.XFAILS if _key_suffix(k) == _pass_suffix(run))
         dtype, _, target = run.partition(">")
         title = f"PyTorch OpInfo, torch → {'StableHLO → torch' if target else 'JAX'}, {dtype}"
-        note = f" exportable of {r['entries']} ({r['shape_only']} by shape only; full run {r['date']})"
+        note = f" exportable of {r['entries']} ({r['shape_only']} by shape only)"
         rows.append(_row(title, r["exportable"], failing, path, note))
     return rows
 

@@ -171,7 +171,7 @@ class JaxFunction:
     JaxFunction of gradients) its weights are arguments of the program. ``jax.jit(f)`` itself
     closes over them: JAX traces the callable it is given as opaque, embeds closed-over arrays
     in the program as constants unless ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` was set
-    before JAX was imported (then they are arguments too; README, "Status and limitations"),
+    before JAX was imported (then they are arguments too; ``docs/limitations.md``),
     and caches that trace, so the jitted function keeps the weights of its first call. Prefer
     the argument form or :meth:`apply`. Embedding at least :data:`EMBED_WARN_BYTES` of
     parameters warns once (:class:`converter.errors.EmbeddedParamsWarning`); reassigning

@@ -769,7 +769,7 @@ def cmd_report(cfg: dict, args) -> None:
     lines = [
         "# Mutation testing report",
         "",
-        "Written by `tools/mutation/run.py report` (see the README's *Mutation testing* section).",
+        "Written by `tools/mutation/run.py report` (see *Mutation testing* in CONTRIBUTING.md).",
         f"Run: {report['sample']} of the {cfg['sample']}-mutant sample (cosmic-ray operators, seed",
         f"{cfg['seed']}, stratified by rule file), each against the tests of its family that ran its",
         "statement unmutated. *Before*: each mutant's first run; *after*: the survivors run again once",
