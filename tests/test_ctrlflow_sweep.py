@@ -6,7 +6,7 @@ TorchScript and dynamo exporters write), each through every path and compared wi
 source (``jax.jit``/``jax.grad``, eager torch, onnxruntime).
 
 Run only with ``SWEEP=ctrlflow`` (or ``SWEEP=all``): about 2 CPU minutes. ``KNOWN`` lists the
-paths that raise a typed error by design (README "Status and limitations").
+paths that raise a typed error by design (docs/limitations.md).
 """
 
 from __future__ import annotations

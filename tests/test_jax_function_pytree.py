@@ -50,7 +50,7 @@ def test_jit_with_function_argument_does_not_bake_weights(fx):
     weights = sum(np.asarray(v).nbytes for v in f.params.values())
     text = call.lower(f, x).as_text()
     assert len(text) < weights / 4, (len(text), weights)  # hex-encoded weights would be 2x
-    baked = jax.jit(f).lower(x).as_text()  # plain jax.jit(f) closes over them (see README)
+    baked = jax.jit(f).lower(x).as_text()  # plain jax.jit(f) closes over them (see docs/limitations.md)
     if not _jax_internal.constants_hoisted():  # unless JAX hoists constants (test below)
         assert len(baked) > weights
 
@@ -69,7 +69,7 @@ def test_grad_and_vmap_over_the_function(fx):
 
 def test_export_of_jit_f_and_from_jax_keep_working(fx):
     """jax.jit(f) closes over the weights (no mechanism of JAX 0.10.2 makes them arguments
-    without breaking these, README "Status and limitations"): jax.export of it and
+    without breaking these, docs/limitations.md): jax.export of it and
     from_jax(f, ...) run and match eager torch."""
     f, x, ref = fx
     exp = jax.export.export(jax.jit(f))(jax.ShapeDtypeStruct(x.shape, x.dtype))

@@ -5,7 +5,7 @@ nnx models, an optax step, lax control flow, custom rules, linalg, pytrees) thro
 them, each compared with ``jax.jit``/``jax.grad`` of the source.
 
 Run only with ``SWEEP=jax`` (or ``SWEEP=all``): about 6 CPU minutes. ``KNOWN`` lists the
-paths that raise a typed error by design (README "Status and limitations").
+paths that raise a typed error by design (docs/limitations.md).
 """
 
 from __future__ import annotations

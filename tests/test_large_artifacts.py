@@ -93,7 +93,7 @@ def test_jax_artifact_takes_its_weights_from_safetensors(external, tmp_path):
     cli.write_jax(module, out, argparse.Namespace(platforms=None))
     assert out.stat().st_size < 2**20  # the weights are not in it
     assert (tmp_path / "m.jax.safetensors").stat().st_size > converter.weights.nbytes(module.params) - 1
-    # what the README shows: JAX and safetensors only
+    # what docs/cli.md shows: JAX and safetensors only
     exported = jax.export.deserialize(bytearray(out.read_bytes()))
     weights = load_file(tmp_path / "m.jax.safetensors")
     _close(exported.call(weights, ids.numpy()), expected)

@@ -1,4 +1,4 @@
-"""StableHLO → JAX cases written for mutants that survived the mutation run (README,
+"""StableHLO → JAX cases written for mutants that survived the mutation run (CONTRIBUTING.md,
 *Mutation testing*; ``tools/mutation/survivors.toml`` names the mutant each one kills),
 compared with XLA running the same module."""
 

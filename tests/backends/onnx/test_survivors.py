@@ -1,4 +1,4 @@
-"""StableHLO → ONNX cases written for mutants that survived the mutation run (README,
+"""StableHLO → ONNX cases written for mutants that survived the mutation run (CONTRIBUTING.md,
 *Mutation testing*; ``tools/mutation/survivors.toml`` names the mutant each one kills),
 compared with ``jax.jit`` of the source function."""
 

@@ -1,4 +1,4 @@
-"""ONNX op-rule cases written for mutants that survived the mutation run (README, *Mutation
+"""ONNX op-rule cases written for mutants that survived the mutation run (CONTRIBUTING.md, *Mutation
 testing*; ``tools/mutation/survivors.toml`` names the mutant each one kills), against
 onnxruntime."""
 

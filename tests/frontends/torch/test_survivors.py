@@ -1,4 +1,4 @@
-"""ATen-rule cases written for mutants that survived the mutation run (README, *Mutation
+"""ATen-rule cases written for mutants that survived the mutation run (CONTRIBUTING.md, *Mutation
 testing*; ``tools/mutation/survivors.toml`` names the mutant each one kills), compared with
 eager torch on both backends."""
 
