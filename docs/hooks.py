@@ -7,6 +7,9 @@
   repository's ``CONTRIBUTING.md`` and ``CHANGELOG.md``, read at build time, with their links
   into ``docs/`` made relative to the site.
 
+* The docstrings use Sphinx roles (``:func:`load```); mkdocstrings renders them as the role's
+  name before the code, which is dropped here.
+
 Links between pages are left alone, so ``mkdocs build --strict`` still fails on a broken one.
 """
 
@@ -20,6 +23,7 @@ INCLUDED = {"contributing.md": "CONTRIBUTING.md", "changelog.md": "CHANGELOG.md"
 PAGE_OF = {"README.md": "index.md", **{v: k for k, v in INCLUDED.items()}}
 
 _OUTSIDE = re.compile(r"\[([^\]]+)\]\((\.\./[^)#\s]+)(#[^)\s]*)?\)")
+_ROLE = re.compile(r":(?:func|class|meth|attr|data|mod|exc|obj):(?=<code>)")
 _ROOT_LINK = re.compile(r"\[([^\]]+)\]\((?!https?:|#|mailto:)([^)#\s]+)(#[^)\s]*)?\)")
 
 
@@ -43,3 +47,7 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ARG001 (mkdocs hoo
     if source is not None:
         return _from_root((ROOT / source).read_text())
     return _OUTSIDE.sub(lambda m: m.group(1), markdown)
+
+
+def on_page_content(html, page, config, files):  # noqa: ARG001 (mkdocs hook signature)
+    return _ROLE.sub("", html)
