@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--size", choices=sorted(SIZES), default="small", help="GPT-2 shape (default small)")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated from {', '.join(MODES)}")
+    parser.add_argument("--record", action="store_true", help="store the result in the performance tables")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     print(f"GPT-2 {options.size}: peak resident memory as multiples of the parameter bytes")
+    ratios: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory() as workdir:
         for mode in modes:
             cmd = [sys.executable, __file__, "--size", options.size, "--child", mode, "--workdir", workdir]
@@ -185,7 +187,37 @@ def main(argv: list[str] | None = None) -> int:
             target = f"(target ≤ {TARGETS[mode]:.1f}×)" if mode in TARGETS else "(for scale)"
             gb = result["param_bytes"] / 1e9
             print(f"  {mode:<15} {ratio:5.2f}×  {target}   params {gb:.2f} GB", flush=True)
+            ratios[mode] = (ratio, gb)
+    if options.record:
+        record(options, ratios, argv)
     return 0
+
+
+def record(
+    options: argparse.Namespace, ratios: dict[str, tuple[float, float]], argv: list[str] | None
+) -> None:
+    """Store the ``convert-jax`` and ``jax`` peaks in the performance tables."""
+    import perf_page  # benchmarks/: the script's directory
+
+    command = perf_page.command(__file__, argv)
+    if "convert-jax" in ratios:
+        ratio, gb = ratios["convert-jax"]
+        floor = f", building the model alone {ratios['factory'][0]:.2f}×" if "factory" in ratios else ""
+        perf_page.record(
+            "memory_convert",
+            what=f"peak memory of `convert --to jax`, GPT-2 {options.size} (whole process)",
+            result=f"{ratio:.2f}× (target ≤ {TARGETS['convert-jax']:.1f}×){floor}",
+            anchor=f"the parameter bytes ({gb:.2f} GB)",
+            command=command,
+        )
+    if "jax" in ratios:
+        perf_page.record(
+            "memory_jax",
+            what="peak memory of `from_torch` + `to_jax` + one call, beyond the torch model",
+            result=f"{ratios['jax'][0]:.2f}× (target ≤ {TARGETS['jax']:.1f}×)",
+            anchor="the parameter bytes",
+            command=command,
+        )
 
 
 if __name__ == "__main__":
