@@ -78,9 +78,10 @@ def spread(times: list[float]) -> str:
     return f"{statistics.median(times):7.3f} s ({min(times):.3f}-{max(times):.3f})"
 
 
-def conversion_target(size: str, runs: int) -> None:
+def conversion_target(size: str, runs: int) -> tuple[float, int]:
     """Print ``from_torch(ExportedProgram)`` against ``torch.export.export`` on GPT-2
-    ``size``: medians of ``runs`` alternating runs, after one untimed run of each."""
+    ``size``: medians of ``runs`` alternating runs, after one untimed run of each. Returns
+    the ratio of their CPU times and the model's parameter count."""
     model, args = gpt2(size)
     ep = torch.export.export(model, args)
     converter.from_torch(ep)  # imports, rule tables, JAX's caches
@@ -101,6 +102,7 @@ def conversion_target(size: str, runs: int) -> None:
         f"  ratio from_torch(ep) / torch.export: {med(convert_w) / med(export_w):.2f}x wall, "
         f"{med(convert_c) / med(export_c):.2f}x CPU (target <= 1.0x)\n"
     )
+    return med(convert_c) / med(export_c), sum(p.numel() for p in model.parameters())
 
 
 def jit_target(size: str, repeat: int) -> None:
@@ -197,12 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="small", choices=sorted(SIZES), help="GPT-2 shape of the targets")
     parser.add_argument("--target-runs", type=int, default=5, help="runs per conversion-target timing")
     parser.add_argument("--jit", action="store_true", help="measure jax.jit(f) too (slow, memory-hungry)")
+    parser.add_argument("--record", action="store_true", help="store the results in the performance tables")
     options = parser.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     jax.config.update("jax_enable_x64", True)  # int64 token ids under jax.jit: JAX narrows them otherwise
 
     print(f"jax {jax.__version__}, torch {torch.__version__}, {torch.get_num_threads()} torch threads\n")
-    conversion_target(options.size, options.target_runs)
+    convert_ratio, params = conversion_target(options.size, options.target_runs)
     if options.jit:
         jit_target(options.size, options.repeat)
 
@@ -263,6 +266,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{head:<46} {'ms':>8}     vs torch   vs torch 1 thread")
     for label, secs in steady_rows:
         print(f"{label:<46} {secs * ms:8.3f}     {secs / t_torch:8.3g}x  {secs / t_torch_1:8.3g}x")
+    if options.record:
+        import perf_page  # benchmarks/: the script's directory
+
+        command = perf_page.command(__file__, argv)
+        perf_page.record(
+            "gpt2_convert",
+            what=f"`from_torch` of an `ExportedProgram`, GPT-2 {options.size} ({params / 1e6:.0f}M params)",
+            result=f"{convert_ratio:.2f}× CPU time (target ≤ 1.0×)",
+            anchor="`torch.export.export` of the same model",
+            command=command,
+        )
+        perf_page.record(
+            "gpt2_steady",
+            what="bundled GPT-2 as a jitted JAX function, steady state",
+            result=f"{t_jax / t_torch_1:.2f}×",
+            anchor="eager torch, one thread",
+            command=command,
+        )
     return 0
 
 
