@@ -262,7 +262,10 @@ def bench(
     factory=None,
     show_breakdown: bool = False,
     dynamic: bool = True,
-) -> None:
+) -> dict[str, float]:
+    """Measure and print one model; returns its headline ratios: ``eager`` (converted eager /
+    torch-written eager), ``compiled`` (both under torch.compile), ``jit`` (converted under
+    torch.compile / jax.jit)."""
     torch._dynamo.reset()  # each model compiled afresh (no cache entries of the previous ones)
     apply, params, args = (factory or flax_models.FACTORIES[name])()
     jitted = jax.jit(apply)
@@ -381,6 +384,48 @@ def bench(
         print(f"  {label:<40} {value:>12}{tail}")
     if show_breakdown and t["compiled"] < 1e-3:  # on ~ms calls the Python layers are noise
         breakdown(name, tm, targs, jitted, params, args, repeat, rounds)
+    return {
+        "eager": ratio(samples, "eager", "written"),
+        "compiled": ratio(samples, "compiled", "written_compiled"),
+        "jit": ratio(samples, "compiled", "jax"),
+    }
+
+
+def span(values: list[float]) -> str:
+    """``0.78–1.08×`` (or ``0.78×`` when all round alike)."""
+    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
+    return f"{lo}×" if lo == hi else f"{lo}–{hi}×"
+
+
+def record(results: dict[str, dict[str, float]], argv: list[str] | None) -> None:
+    """Store the headline ratios of ``results`` (model name → :func:`bench`'s ratios) in the
+    performance tables."""
+    import perf_page  # benchmarks/: the script's directory
+
+    command = perf_page.command(__file__, argv)
+    names = ", ".join(results)
+    perf_page.record(
+        "jax_to_torch_eager",
+        what=f"JAX → torch: converted module, eager ({names})",
+        result=f"{span([r['eager'] for r in results.values()])} (target ≤ 1.2×)",
+        anchor="the same model written in torch, eager",
+        command=command,
+    )
+    perf_page.record(
+        "jax_to_torch_compiled",
+        what="JAX → torch: converted module under `torch.compile`",
+        result=span([r["compiled"] for r in results.values()]),
+        anchor="the torch-written model under `torch.compile`",
+        command=command,
+    )
+    jit = ", ".join(f"{name} {r['jit']:.2f}×" for name, r in results.items())
+    perf_page.record(
+        "compile_vs_jit",
+        what="`torch.compile` of the converted module (`no_grad`)",
+        result=f"{jit} (target ≤ 1.1×)",
+        anchor="`jax.jit` of the source",
+        command=command,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -408,7 +453,9 @@ def main(argv: list[str] | None = None) -> int:
         "--no-dynamic", action="store_true", help="skip the shape-polymorphic (symbolic batch) compiled row"
     )
     parser.add_argument("--breakdown", action="store_true", help="profile one compiled call by layers")
+    parser.add_argument("--record", action="store_true", help="store the results in the performance tables")
     args = parser.parse_args(argv)
+    results: dict[str, dict[str, float]] = {}
     torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__} on {args.threads} thread(s), jax {jax.__version__} (XLA's thread pool); "
@@ -420,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "decoder_block":
             for size in args.decoder_sizes:
                 small = size == "2x7x32"
-                bench(
+                results[f"decoder {size}"] = bench(
                     f"decoder_block {size}",
                     args.repeat if small else max(3, args.repeat // 10),
                     args.rounds,
@@ -430,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                     dynamic=not args.no_dynamic,
                 )
         else:
-            bench(
+            results[name] = bench(
                 name,
                 args.repeat,
                 args.rounds,
@@ -438,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                 show_breakdown=args.breakdown,
                 dynamic=not args.no_dynamic,
             )
+    if args.record:
+        record(results, argv)
     return 0
 
 
