@@ -40,7 +40,7 @@ from converter.errors import NarrowingError
 from converter.module import Module
 from converter.signature import LeafSpec
 
-from ._ir import function_type, set_function_type
+from ._ir import set_function_type
 
 I32 = (-(2**31), 2**31 - 1)
 U32 = (0, 2**32 - 1)
@@ -147,6 +147,10 @@ def _rem(a: Range, b: Range) -> Range:
     lo = 0 if a[0] >= 0 else max(a[0], -m)
     hi = 0 if a[1] <= 0 else min(a[1], m)
     return (lo, hi)
+
+
+def _sign(x: int) -> int:
+    return (x > 0) - (x < 0)
 
 
 def _nonneg(r: Range) -> bool:
