@@ -241,6 +241,8 @@ class _Analysis:
         self.problems: list[str] = []
         self.dim_max = _dim_max(module, self.problems)
         self._called: dict[tuple, list[Range]] = {}
+        self.bad: dict[Any, tuple[ir.Operation, Range]] = {}  # 64-bit values out of range
+        self.select_ok: dict[tuple, bool] = {}  # (operand, select result): fits where picked
 
     def range(self, v: ir.Value) -> Range:
         if v in self.ranges:
@@ -304,17 +306,116 @@ class _Analysis:
                 if rng is not None and tr is not None and not (tr[0] <= rng[0] and rng[1] <= tr[1]):
                     self.ranges[r] = tr  # a narrower type wraps: its own range
                 continue
-            el = _bits(r.type)
-            if not _fits(rng, el):
-                operands_ok = all(
-                    _fits(x, _bits(v.type))
-                    for v, x in zip(op.operands, rs, strict=True)
-                    if _bits(v.type) in _WIDE_INT
-                )
-                if operands_ok and out is not None:  # report where the range is lost, once
-                    what = "an unbounded value" if rng is None else f"values in [{rng[0]}, {rng[1]}]"
-                    self.problem(op, f"may compute {what}, outside the 32-bit range")
+            if not _fits(rng, _bits(r.type)):  # judged once the uses are known (finish)
+                self.bad[r] = (op, rng)
                 self.ranges[r] = None
+
+    # ------------------------------------------------------------------ guards
+
+    def condition(self, pred: ir.Value) -> dict[Any, tuple[Range | str, Range | str]]:
+        """For ``pred = compare(dir, a, b)``: what ``a`` and ``b`` are known to lie in where
+        ``pred`` is true and where it is false (``"empty"``: never)."""
+        owner = pred.owner
+        if not isinstance(owner, ir.OpView) and not isinstance(owner, ir.Operation):
+            return {}
+        owner = owner.operation
+        if owner.name != "stablehlo.compare":
+            return {}
+        direction = mlir.Op(owner).attr("comparison_direction")
+        a, b = owner.operands
+        flip = {"LT": "GT", "GT": "LT", "LE": "GE", "GE": "LE", "EQ": "EQ", "NE": "NE"}
+        negate = {"LT": "GE", "GE": "LT", "LE": "GT", "GT": "LE", "EQ": "NE", "NE": "EQ"}
+        out = {}
+        for x, y, d in ((a, b, direction), (b, a, flip.get(direction))):
+            rx, ry = self.range(x), self.range(y)
+            if ry is None or d is None or _type_range(x.type) is None and _bits(x.type) not in _WIDE_INT:
+                continue
+            out[x] = (_refine(rx, d, ry), _refine(rx, negate[d], ry))
+        return out
+
+    def under(self, v: ir.Value, subst: dict, depth: int = 6) -> Range | str:
+        """``v``'s range where the values of ``subst`` lie in their given ranges, following
+        lane-wise (elementwise) ops only, so that a lane of ``v`` depends on the same lane of
+        the substituted values."""
+        if v in subst:
+            return subst[v]
+        owner = v.owner
+        if depth == 0 or not isinstance(owner, (ir.OpView, ir.Operation)):
+            return self.range(v)
+        op = owner.operation
+        shape = getattr(v.type, "shape", None)
+        if op.name == "stablehlo.convert" or _elementwise(op.name, [None, None, None]) is not False:
+            rs = []
+            for x in op.operands:
+                if getattr(x.type, "shape", None) != shape:
+                    rs.append(self.range(x))
+                    continue
+                r = self.under(x, subst, depth - 1)
+                if r == "empty":
+                    return "empty"
+                rs.append(r)
+            if op.name == "stablehlo.convert":
+                return (
+                    rs[0]
+                    if _bits(op.operands[0].type) in _WIDE_INT or _type_range(op.operands[0].type)
+                    else None
+                )
+            r = _elementwise(op.name, rs + [None] * (3 - len(rs)) if op.name == "stablehlo.clamp" else rs)
+            return None if r is False else r
+        return self.range(v)
+
+    def select(self, op: ir.Operation, rs: list[Range]) -> list[Range]:
+        """``select(pred, t, f)``: ``t`` matters only where ``pred`` holds, ``f`` where it
+        does not; with ``pred`` a comparison of ``x``, each branch's range is recomputed
+        with ``x`` restricted accordingly (JAX's negative-index wrap ``select(i < 0, i + n,
+        i)`` has ``i + n`` out of range only where it is not selected)."""
+        cond = self.condition(op.operands[0])
+        result = op.results[0]
+        out = []
+        for k, v in ((0, op.operands[1]), (1, op.operands[2])):
+            r = rs[k + 1]
+            if cond:
+                subst = {x: ranges[k] for x, ranges in cond.items()}
+                if all(sub != "empty" for sub in subst.values()):
+                    r2 = self.under(v, {x: sub for x, sub in subst.items() if sub is not None})
+                else:
+                    r2 = "empty"
+                if r2 == "empty":
+                    self.select_ok[(v, result)] = self.select_ok.get((v, result), True)
+                    continue  # this branch is never taken
+                if r2 is not None:
+                    r = r2 if r is None else (max(r[0], r2[0]), min(r[1], r2[1]))
+            if _bits(v.type) in _WIDE_INT:
+                self.select_ok[(v, result)] = self.select_ok.get((v, result), True) and _fits(
+                    r, _bits(v.type)
+                )
+            out.append(r)
+        return [_union(out)] if out else [(0, 0)]
+
+    def finish(self) -> None:
+        """Report each out-of-range 64-bit value that some use can observe (a value used
+        only by the branch of a ``select`` that never picks it out of range is fine), at the
+        op where the range is first lost."""
+        seen: dict[Any, bool] = {}
+
+        def ok(v: ir.Value) -> bool:
+            if v not in seen:
+                seen[v] = False  # a cycle: not proven
+                seen[v] = all(use_ok(v, use.owner) for use in v.uses)
+            return seen[v]
+
+        def use_ok(v: ir.Value, user: Any) -> bool:
+            user = user.operation
+            if user.name == "stablehlo.select" and list(user.operands)[0] != v:
+                return self.select_ok.get((v, user.results[0]), False)
+            lanewise = user.name == "stablehlo.convert" or _elementwise(user.name, [None] * 3) is not False
+            return lanewise and all(r in self.bad and ok(r) for r in user.results)
+
+        for v, (op, rng) in self.bad.items():
+            if ok(v) or any(x in self.bad for x in op.operands):
+                continue
+            what = "an unbounded value" if rng is None else f"values in [{rng[0]}, {rng[1]}]"
+            self.problem(op, f"may compute {what}, outside the 32-bit range")
 
     def rule(self, op: ir.Operation, rs: list[Range]) -> list[Range] | bool:
         """The result ranges of ``op``, or False without a rule."""
@@ -348,6 +449,8 @@ class _Analysis:
             return [r if tr is None or (r is not None and tr[0] <= r[0] and r[1] <= tr[1]) else tr]
         if name in _PASS_THROUGH:
             return [rs[0]] * n
+        if name == "stablehlo.select":
+            return self.select(op, rs)
         if name in _UNION:
             return [_union(rs[_UNION[name]])]
         if name == "stablehlo.optimization_barrier":
@@ -434,6 +537,25 @@ class _Analysis:
         return carried
 
 
+def _refine(r: Range, direction: str, bound: Range) -> Range | str:
+    """``r`` restricted to the values ``x`` with ``x <direction> y`` for some ``y`` in
+    ``bound``; ``"empty"`` when none."""
+    lo, hi = r if r is not None else (-(2**64), 2**64)
+    if direction == "LT":
+        hi = min(hi, bound[1] - 1)
+    elif direction == "LE":
+        hi = min(hi, bound[1])
+    elif direction == "GT":
+        lo = max(lo, bound[0] + 1)
+    elif direction == "GE":
+        lo = max(lo, bound[0])
+    elif direction == "EQ":
+        lo, hi = max(lo, bound[0]), min(hi, bound[1])
+    if lo > hi:
+        return "empty"
+    return None if (lo, hi) == (-(2**64), 2**64) or lo < -(2**63) or hi >= 2**64 else (lo, hi)
+
+
 def _dim_max(module: Module, problems: list[str]) -> int:
     """The largest size a dynamic dimension may take: the largest declared maximum of
     ``signature.extra["dim_ranges"]``, ``2**31 - 1`` when a range is open (JAX's 32-bit mode
@@ -487,6 +609,7 @@ def _analyse(module: Module) -> _Analysis:
     block = main.regions[0].blocks[0]
     args = [r if r is not None else _type_range(a.type) for r, a in zip(args, block.arguments, strict=True)]
     analysis.function(main, args)
+    analysis.finish()
     if analysis.problems:
         raise NarrowingError(dict.fromkeys(analysis.problems))
     return analysis
