@@ -610,6 +610,13 @@ def _analyse(module: Module) -> _Analysis:
     args = [r if r is not None else _type_range(a.type) for r, a in zip(args, block.arguments, strict=True)]
     analysis.function(main, args)
     analysis.finish()
+    open_dims = [k for k, (_, hi) in (sig.extra.get("dim_ranges") or {}).items() if hi is None]
+    if analysis.problems and open_dims:
+        analysis.problems.append(
+            f"dimension(s) {', '.join(map(repr, open_dims))} have no declared maximum, so their sizes "
+            "are taken up to 2**31 - 1; a declared one (torch Dim(max=...), a jax.export constraint "
+            "such as 'b <= 4096') may bound the size arithmetic"
+        )
     if analysis.problems:
         raise NarrowingError(dict.fromkeys(analysis.problems))
     return analysis
