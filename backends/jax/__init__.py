@@ -178,6 +178,12 @@ class JaxFunction:
     :attr:`params` after ``f`` was traced that way warns
     (:class:`converter.errors.ClosedOverParamsWarning`).
 
+    With x64 off, :func:`to_jax` gives by default the module's 32-bit form when it has an
+    exact one (``to_jax(x64=...)``; :mod:`converter.passes.narrow`): int64 inputs are then
+    int32 in :attr:`signature` (``signature.extra["narrowed"]`` keeps the source dtypes),
+    int64 arrays passed in are checked to fit (:class:`converter.errors.InputRangeError`)
+    and no x64 scope is needed. Otherwise (the 64-bit form):
+
     A module that computes with 64-bit types (int64 token ids, float64, an i64 constant
     inside an f32 model) runs each call, and its trace, under ``jax.enable_x64(True)`` when
     x64 is off (``enable_x64=False``: as the caller's setting is; ``call_torch`` checks it
@@ -199,7 +205,9 @@ class JaxFunction:
     Raises:
         SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
             (names the argument path, e.g. ``args[1]['mask']``), or 64-bit values JAX
-            narrowed while x64 is off.
+            narrowed while x64 is off; for the 32-bit form, a traced 64-bit value (its values
+            cannot be checked).
+        InputRangeError: for the 32-bit form, a 64-bit input value outside the 32-bit range.
     """
 
     def __init__(
@@ -219,7 +227,9 @@ class JaxFunction:
         self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
         # the 32-bit form (converter.passes.narrow): input names -> their source dtype
         narrowed = self.signature.extra.get("narrowed", {})
-        self._narrowed_inputs = {s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed}
+        self._narrowed_inputs = {
+            s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed
+        }
         self._why_64bit: str | None = None
         self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
