@@ -182,7 +182,8 @@ class JaxFunction:
     exact one (``to_jax(x64=...)``; :mod:`converter.passes.narrow`): int64 inputs are then
     int32 in :attr:`signature` (``signature.extra["narrowed"]`` keeps the source dtypes),
     int64 arrays passed in are checked to fit (:class:`converter.errors.InputRangeError`)
-    and no x64 scope is needed. Otherwise (the 64-bit form):
+    and no x64 scope is needed; int64 tracers (a transform traced with x64 on) run the
+    source's 64-bit module instead, whose values need no check. Otherwise (the 64-bit form):
 
     A module that computes with 64-bit types (int64 token ids, float64, an i64 constant
     inside an f32 model) runs each call, and its trace, under ``jax.enable_x64(True)`` when
@@ -230,7 +231,9 @@ class JaxFunction:
         self._narrowed_inputs = {
             s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed
         }
-        self._why_64bit: str | None = None
+        self._why_64bit: str | None = None  # to_jax's default kept the 64-bit form: why
+        self._source: Module | None = None  # the 32-bit form: the module it was narrowed from
+        self._wide_fn: JaxFunction | None = None
         self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
@@ -500,6 +503,8 @@ class JaxFunction:
         Raises:
             SignatureMismatchError: ``rng`` is missing for a module with random ops.
         """
+        if self._traced_64bit(args, kwargs):  # 64-bit tracers (x64 on): the source's own types
+            return self._wide().apply(self._widen(params), *args, rng=rng, mutable=mutable, **kwargs)
         if _has_kwarg(self.signature.in_tree, "mutable"):  # the model's own keyword argument
             kwargs, mutable = {**kwargs, "mutable": mutable}, False
         inputs = self._inputs(args, kwargs)
@@ -558,10 +563,44 @@ class JaxFunction:
                 updates state called under a JAX transform (use ``apply(..., mutable=True)``)
                 or with an immutable array where it updates an input.
         """
+        if not self.signature.mutations and self._traced_64bit(args, kwargs):
+            return self._wide().apply(self._widen(self.params), *args, rng=rng, **kwargs)
         inputs = self._inputs(args, kwargs)
         self._check_not_narrowed(self.params, [])  # the inputs: checked by _inputs
         with self._scope():
             return self._call(inputs, rng)
+
+    def _traced_64bit(self, args: tuple, kwargs: dict) -> bool:
+        """For the 32-bit form: whether x64 is on where it is called and a 64-bit integer
+        tracer arrives for a narrowed input (a transform traced under ``jax.enable_x64``),
+        whose values cannot be checked to fit; such calls run the source's 64-bit module."""
+        if self._source is None or not jax.config.jax_enable_x64:
+            return False
+        return any(
+            isinstance(v, _Tracer) and _dtype_name(v) in _NARROWED
+            for v in jax.tree_util.tree_leaves((args, kwargs))
+        )
+
+    def _wide(self) -> JaxFunction:
+        """The source's 64-bit module as a function sharing this one's state (no second copy
+        of the parameters: :meth:`_widen` passes them)."""
+        if self._wide_fn is None:
+            g = copy.copy(self)
+            g.module, g.signature, g._source = self._source, self._source.signature, None
+            g._x64 = needs_x64(self._source)
+            g._wide_params = [p for p in g.signature.params if p.dtype in _NARROWED]
+            g._narrowed_inputs, g._refined, g._exported_cache = {}, {}, None
+            g._jitted = jax.jit(g._run)
+            self._wide_fn = g
+        return self._wide_fn
+
+    def _widen(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the narrowed ones back in their source dtype (exact: widening)."""
+        narrowed = self.signature.extra.get("narrowed", {})
+        return {
+            k: v.astype(dtypes.to_numpy(narrowed[k])) if k in narrowed and hasattr(v, "astype") else v
+            for k, v in params.items()
+        }
 
     def _call(self, inputs: list[Any], rng: Any) -> Any:
         written = self._check_mutable_inputs(inputs)
@@ -689,7 +728,7 @@ def _to_32bit(path: str, value: Any, spec) -> Any:
     name = _dtype_name(value)
     if name not in _NARROWED or _NARROWED[name] != spec.dtype:
         return value
-    if isinstance(value, _Tracer):
+    if isinstance(value, _Tracer):  # a mutating module under a transform (else run 64-bit)
         raise SignatureMismatchError(
             f"{path}: a traced {name} value reaches a function converted for JAX's 32-bit mode "
             f"(it takes {spec.dtype}), where its values cannot be checked: cast it to {spec.dtype} "
@@ -816,9 +855,11 @@ def to_jax(
         NarrowingError: ``x64=False`` and the module cannot be computed in 32 bits exactly
             (every problem listed: op, source line, range; float64 values).
     """
-    module, why_64bit = _width(module, x64)
-    f = JaxFunction(module, device, seed, mesh=mesh)
+    narrowed, why_64bit = _width(module, x64)
+    f = JaxFunction(narrowed, device, seed, mesh=mesh)
     f._why_64bit = why_64bit
+    if narrowed is not module:
+        f._source = ensure_canonical(module)
     return f
 
 

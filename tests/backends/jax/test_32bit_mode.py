@@ -97,9 +97,15 @@ def test_out_of_range_ids_are_refused_never_wrapped(gpt2, x64_off):
     edge = gpt2.ids.copy()
     edge[0, 0] = 2**31 - 1  # fits: taken (the gather clamps the index, as in the source)
     assert np.isfinite(_logits(f(edge))).all()
-    # a traced int64 value (x64 switched on around the transform) cannot be checked
-    with jax.enable_x64(True), pytest.raises(SignatureMismatchError, match=r"traced int64 value"):
-        jax.jit(f)(gpt2.ids)
+
+
+def test_traced_int64_under_an_x64_scope_runs_the_64bit_module(gpt2, x64_off):
+    """x64 switched on around a transform: the ids arrive as int64 tracers, whose values
+    cannot be checked to fit, so the call runs the source's 64-bit module (exact)."""
+    f = gpt2.f
+    with jax.enable_x64(True):
+        for out in (jax.jit(f)(gpt2.ids), jax.jit(f.apply)(f.params, gpt2.ids)):
+            np.testing.assert_allclose(_logits(out), gpt2.logits, rtol=1e-5, atol=1e-5)
 
 
 def test_explicit_choices(gpt2, x64_off):
