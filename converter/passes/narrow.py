@@ -242,6 +242,7 @@ class _Analysis:
         self.dim_max = _dim_max(module, self.problems)
         self._called: dict[tuple, list[Range]] = {}
         self.bad: dict[Any, tuple[ir.Operation, Range]] = {}  # 64-bit values out of range
+        self.reported: set = set()  # results of ops already reported (no rule)
         self.select_ok: dict[tuple, bool] = {}  # (operand, select result): fits where picked
 
     def range(self, v: ir.Value) -> Range:
@@ -295,6 +296,7 @@ class _Analysis:
             )
             if (wide_in or any(wide_out)) and key not in _READERS:
                 self.problem(op, "has no 32-bit narrowing rule for its 64-bit integer values")
+                self.reported.update(results)  # bad (unbounded), and said once
             out = [None] * len(results)
             for region in op.regions:  # e.g. a custom region op: analyse what it nests
                 for b in region.blocks:
@@ -412,7 +414,7 @@ class _Analysis:
             return lanewise and all(r in self.bad and ok(r) for r in user.results)
 
         for v, (op, rng) in self.bad.items():
-            if ok(v) or any(x in self.bad for x in op.operands):
+            if v in self.reported or ok(v) or any(x in self.bad for x in op.operands):
                 continue
             what = "an unbounded value" if rng is None else f"values in [{rng[0]}, {rng[1]}]"
             self.problem(op, f"may compute {what}, outside the 32-bit range")
@@ -458,7 +460,10 @@ class _Analysis:
         if name == "stablehlo.compare":
             return [(0, 1)]
         if name == "func.call":
-            return self.call(mlir.Op(op).attr("callee"), rs)
+            out = self.call(mlir.Op(op).attr("callee"), rs)
+            return out if len(out) == n else [None] * n  # [] while a recursive call is analysed
+        if name == "stablehlo.dot_general":
+            return [self.dot(op, rs)]
         if name in ("stablehlo.reduce", "stablehlo.reduce_window"):
             return self.reduce(op, rs)
         if name == "stablehlo.sort":
@@ -476,6 +481,25 @@ class _Analysis:
         if r is False:
             return False
         return [r]
+
+    def dot(self, op: ir.Operation, rs: list[Range]) -> Range:
+        """An integer ``dot_general``: a sum of ``k`` products, ``k`` the contracted size
+        (a dynamic dimension counts at its largest)."""
+        if (
+            rs[0] is None
+            or rs[1] is None
+            or _type_range(op.results[0].type) is None
+            and (_bits(op.results[0].type) not in _WIDE_INT)
+        ):
+            return None
+        lhs = ir.RankedTensorType(op.operands[0].type)
+        dims = mlir.Op(op).attr("dot_dimension_numbers")
+        contracting = (dims or {}).get("lhs_contracting_dimensions")
+        if contracting is None:
+            return None
+        k = math.prod(self.dim_max if lhs.is_dynamic_dim(d) else lhs.shape[d] for d in contracting)
+        lo, hi = _corners(lambda x, y: x * y, rs[0], rs[1])
+        return (k * min(lo, 0), k * max(hi, 0))
 
     def block_args(self, region: ir.Region, rs: list[Range]) -> None:
         for a, r in zip(region.blocks[0].arguments, rs, strict=False):
@@ -531,9 +555,10 @@ class _Analysis:
         self.block(body_block)
         for i, (a, inv) in enumerate(zip(body_block.arguments, invariant, strict=True)):
             if not inv and _bits(a.type) in _WIDE_INT:
-                self.problem(
-                    op, f"carries a 64-bit integer (value {i}) whose range across iterations is not bounded"
-                )
+                self.problem(op, f"carries a 64-bit integer (value {i}) not bounded across iterations")
+                for v in (a, cond.blocks[0].arguments[i], op.results[i]):  # said once
+                    self.bad[v] = (op, None)
+                    self.reported.add(v)
         return carried
 
 
@@ -558,17 +583,16 @@ def _refine(r: Range, direction: str, bound: Range) -> Range | str:
 
 def _dim_max(module: Module, problems: list[str]) -> int:
     """The largest size a dynamic dimension may take: the largest declared maximum of
-    ``signature.extra["dim_ranges"]``, ``2**31 - 1`` when a range is open (JAX's 32-bit mode
-    computes sizes in int32); a declared maximum above that is a problem."""
+    ``signature.extra["dim_ranges"]``, ``2**31 - 1`` when a range is open; a declared
+    maximum above that is a problem."""
     ranges = module.signature.extra.get("dim_ranges") or {}
-    best = 0
     for name, (_, hi) in ranges.items():
-        if hi is None:
-            return I32[1] if best <= I32[1] else best
-        if hi > I32[1]:
+        if hi is not None and hi > I32[1]:
             problems.append(f"dimension {name!r}: its declared maximum {hi} does not fit in 32 bits")
-        best = max(best, hi)
-    return best if ranges and all(r[1] is not None for r in ranges.values()) else I32[1]
+    his = [hi for _, hi in ranges.values()]
+    if not his or any(hi is None for hi in his):
+        return I32[1]
+    return max(his)
 
 
 def _leaf_range(spec: LeafSpec, params: dict[str, np.ndarray]) -> Range:
