@@ -877,6 +877,10 @@ def _width(module: Module, x64: bool | None) -> tuple[Module, str | None]:
         if x64 is False:
             raise
         return module, "; ".join(e.problems[:3]) + (" ..." if len(e.problems) > 3 else "")
+    except Exception as e:  # noqa: BLE001 - the default keeps the exact 64-bit form, saying why
+        if x64 is False:
+            raise
+        return module, f"the 32-bit analysis failed ({type(e).__name__}: {e})"
 
 
 __all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]
