@@ -368,7 +368,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
             "convert the model in eval mode, or use converter.to_jax(module).apply(params, ..., "
             "mutable=True), which returns the new values"
         )
-    fn = module.to_jax()
+    fn = module.to_jax(x64=True)  # the artifact keeps the 64-bit types (x64_scope below)
     sig = fn.signature
     params = fn.params
     complex_params = {p.name for p in sig.params if dtypes.is_complex(p.dtype)}

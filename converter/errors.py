@@ -137,6 +137,40 @@ class SignatureMismatchError(ConversionError, ValueError):
     """
 
 
+class NarrowingError(ConversionError):
+    """A module's 64-bit types cannot be computed in 32 bits exactly
+    (:func:`converter.passes.narrow.narrow_64bit`, ``to_jax(x64=False)``): a constant or a
+    parameter value outside the 32-bit range, a declared dimension range above it, an integer
+    op whose result may leave it, a float64/complex128 value (float32 is not within float64's
+    tolerance), or an op without a narrowing rule that takes or makes 64-bit values.
+
+    Attributes:
+        problems: one line per offending op (op name, source location, why), or per
+            signature leaf (its name).
+    """
+
+    def __init__(self, problems: Iterable[str]):
+        self.problems = list(problems)
+        lines = [
+            f"this module cannot run in JAX's 32-bit mode without changing its numbers "
+            f"({len(self.problems)} problem(s)):"
+        ]
+        lines += [f"  {p}" for p in self.problems[:20]]
+        if len(self.problems) > 20:
+            lines.append(f"  ... and {len(self.problems) - 20} more")
+        lines.append(
+            "Use to_jax(x64=True), which runs the module with 64-bit types under a scoped "
+            "jax.enable_x64(True) (call it with NumPy arrays, or inside `with jax.enable_x64(True):`)"
+        )
+        super().__init__("\n".join(lines))
+
+
+class InputRangeError(SignatureMismatchError):
+    """A 64-bit integer input of a function converted to JAX's 32-bit form
+    (``to_jax(x64=False)``) holds a value outside the 32-bit range: it is refused, never
+    wrapped. The message names the argument path and the offending value."""
+
+
 class ParseError(ConversionError):
     """An input file or IR text could not be read (malformed StableHLO, corrupt archive)."""
 

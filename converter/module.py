@@ -103,11 +103,21 @@ class Module:
     # ------------------------------------------------------------------ backends
 
     @api
-    def to_jax(self, **kwargs) -> JaxFunction:
-        """A JAX callable of the user inputs; see :func:`backends.jax.to_jax`."""
+    def to_jax(self, *, x64: bool | None = None, **kwargs) -> JaxFunction:
+        """A JAX callable of the user inputs; see :func:`backends.jax.to_jax`.
+
+        ``x64`` chooses how 64-bit types run: ``False`` computes the module's 64-bit
+        integers in 32 bits where that is exact (JAX's default mode, ``jax_enable_x64``
+        off; :func:`converter.passes.narrow.narrow_64bit`), ``True`` keeps them (run under
+        a scoped ``jax.enable_x64(True)``), ``None`` follows ``jax_enable_x64`` where this
+        is called (off: the 32-bit form when the module narrows exactly).
+
+        Raises:
+            NarrowingError: ``x64=False`` and the module has no exact 32-bit form.
+        """
         from backends.jax import to_jax
 
-        return to_jax(self, **kwargs)
+        return to_jax(self, x64=x64, **kwargs)
 
     @api
     def to_torch(self, *, input_shapes: dict[str, tuple] | list[tuple] | None = None, **kwargs):

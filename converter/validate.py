@@ -596,7 +596,7 @@ def target_runner(target: str, module) -> Callable[[tuple, dict], list[np.ndarra
     outputs). Raises ``ImportError`` when the target's backend is not available."""
     sig = module.signature
     if target == "jax":
-        fn = module.to_jax()
+        fn = module.to_jax(x64=True)  # the module's own types, compared with the source's
         return lambda a, k: flat_outputs(fn(*a, **k), sig)
     if target == "torch":
         import torch
@@ -689,7 +689,7 @@ def reimport(via: str, module, example: tuple[tuple, dict]):
 
     args, kwargs = example
     if via == "jax":
-        fn = module.to_jax()
+        fn = module.to_jax(x64=True)  # traced under x64_scope below: the 64-bit types kept
         from backends.jax import x64_scope
 
         with x64_scope(module):  # the trace keeps 64-bit inputs; the process flag is left alone

@@ -178,6 +178,13 @@ class JaxFunction:
     :attr:`params` after ``f`` was traced that way warns
     (:class:`converter.errors.ClosedOverParamsWarning`).
 
+    With x64 off, :func:`to_jax` gives by default the module's 32-bit form when it has an
+    exact one (``to_jax(x64=...)``; :mod:`converter.passes.narrow`): int64 inputs are then
+    int32 in :attr:`signature` (``signature.extra["narrowed"]`` keeps the source dtypes),
+    int64 arrays passed in are checked to fit (:class:`converter.errors.InputRangeError`)
+    and no x64 scope is needed; int64 tracers (a transform traced with x64 on) run the
+    source's 64-bit module instead, whose values need no check. Otherwise (the 64-bit form):
+
     A module that computes with 64-bit types (int64 token ids, float64, an i64 constant
     inside an f32 model) runs each call, and its trace, under ``jax.enable_x64(True)`` when
     x64 is off (``enable_x64=False``: as the caller's setting is; ``call_torch`` checks it
@@ -199,7 +206,9 @@ class JaxFunction:
     Raises:
         SignatureMismatchError: on call, for inputs of the wrong structure, shape or dtype
             (names the argument path, e.g. ``args[1]['mask']``), or 64-bit values JAX
-            narrowed while x64 is off.
+            narrowed while x64 is off; for the 32-bit form, a traced 64-bit value (its values
+            cannot be checked).
+        InputRangeError: for the 32-bit form, a 64-bit input value outside the 32-bit range.
     """
 
     def __init__(
@@ -217,6 +226,14 @@ class JaxFunction:
         # call_torch passes enable_x64=False: it raises instead (converter.embed._check_x64)
         self._x64 = enable_x64 and needs_x64(module)
         self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
+        # the 32-bit form (converter.passes.narrow): input names -> their source dtype
+        narrowed = self.signature.extra.get("narrowed", {})
+        self._narrowed_inputs = {
+            s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed
+        }
+        self._why_64bit: str | None = None  # to_jax's default kept the 64-bit form: why
+        self._source: Module | None = None  # the 32-bit form: the module it was narrowed from
+        self._wide_fn: JaxFunction | None = None
         self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
@@ -334,6 +351,7 @@ class JaxFunction:
         ]
         if bad:
             what = ", ".join(f"{name} (expected {want}, got {got})" for name, want, got in bad)
+            why = getattr(self, "_why_64bit", None)
             raise SignatureMismatchError(
                 f"{what}: jax_enable_x64 is off, so JAX narrowed these 64-bit values to 32 bits "
                 "before the converted function saw them (arguments of an enclosing jax.jit/grad/vmap, "
@@ -341,6 +359,11 @@ class JaxFunction:
                 "for you. Enable it: jax.config.update('jax_enable_x64', True), JAX_ENABLE_X64=1, or "
                 "`with jax.enable_x64(True):` around the transform; or, calling the function "
                 "directly, pass NumPy arrays of the 64-bit type"
+                + (
+                    f". The module has no exact 32-bit form (to_jax(x64=False)): {why}"
+                    if why
+                    else ". Or convert it with to_jax(x64=False), JAX's 32-bit form"
+                )
             )
 
     def _constrain(self, values: list[Any], specs: Any) -> list[Any]:
@@ -363,6 +386,12 @@ class JaxFunction:
         # a typed PRNG key (jax.random.key) enters as its key data, as the module holds it
         leaves = [(p, jax.random.key_data(v) if _is_key(v) else v) for p, v in leaves]
         values = [v for _, v in leaves]
+        if self._narrowed_inputs:
+            values = [
+                _to_32bit(input_path(p), v, spec) if spec.name in self._narrowed_inputs else v
+                for (p, _), v, spec in zip(leaves, values, sig.inputs, strict=False)
+            ]
+            leaves = [(p, v) for (p, _), v in zip(leaves, values, strict=True)]
         self._check_not_narrowed({}, values)  # before check_leaf: the message says why
         for (path, value), spec in zip(leaves, sig.inputs, strict=True):
             check_leaf(input_path(path), value, spec)
@@ -474,6 +503,8 @@ class JaxFunction:
         Raises:
             SignatureMismatchError: ``rng`` is missing for a module with random ops.
         """
+        if self._traced_64bit(args, kwargs):  # 64-bit tracers (x64 on): the source's own types
+            return self._wide().apply(self._widen(params), *args, rng=rng, mutable=mutable, **kwargs)
         if _has_kwarg(self.signature.in_tree, "mutable"):  # the model's own keyword argument
             kwargs, mutable = {**kwargs, "mutable": mutable}, False
         inputs = self._inputs(args, kwargs)
@@ -532,10 +563,44 @@ class JaxFunction:
                 updates state called under a JAX transform (use ``apply(..., mutable=True)``)
                 or with an immutable array where it updates an input.
         """
+        if not self.signature.mutations and self._traced_64bit(args, kwargs):
+            return self._wide().apply(self._widen(self.params), *args, rng=rng, **kwargs)
         inputs = self._inputs(args, kwargs)
         self._check_not_narrowed(self.params, [])  # the inputs: checked by _inputs
         with self._scope():
             return self._call(inputs, rng)
+
+    def _traced_64bit(self, args: tuple, kwargs: dict) -> bool:
+        """For the 32-bit form: whether x64 is on where it is called and a 64-bit integer
+        tracer arrives for a narrowed input (a transform traced under ``jax.enable_x64``),
+        whose values cannot be checked to fit; such calls run the source's 64-bit module."""
+        if self._source is None or not jax.config.jax_enable_x64:
+            return False
+        return any(
+            isinstance(v, _Tracer) and _dtype_name(v) in _NARROWED
+            for v in jax.tree_util.tree_leaves((args, kwargs))
+        )
+
+    def _wide(self) -> JaxFunction:
+        """The source's 64-bit module as a function sharing this one's state (no second copy
+        of the parameters: :meth:`_widen` passes them)."""
+        if self._wide_fn is None:
+            g = copy.copy(self)
+            g.module, g.signature, g._source = self._source, self._source.signature, None
+            g._x64 = needs_x64(self._source)
+            g._wide_params = [p for p in g.signature.params if p.dtype in _NARROWED]
+            g._narrowed_inputs, g._refined, g._exported_cache = {}, {}, None
+            g._jitted = jax.jit(g._run)
+            self._wide_fn = g
+        return self._wide_fn
+
+    def _widen(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with the narrowed ones back in their source dtype (exact: widening)."""
+        narrowed = self.signature.extra.get("narrowed", {})
+        return {
+            k: v.astype(dtypes.to_numpy(narrowed[k])) if k in narrowed and hasattr(v, "astype") else v
+            for k, v in params.items()
+        }
 
     def _call(self, inputs: list[Any], rng: Any) -> Any:
         written = self._check_mutable_inputs(inputs)
@@ -601,6 +666,9 @@ class JaxFunction:
                 for name, v in params.items()
                 if name in keep
             }
+        for name, dtype in self.signature.extra.get("narrowed", {}).items():  # the 32-bit form
+            if name in out:  # back to the source's dtype (the values fit: narrow_64bit checked them)
+                out[name] = out[name].to(dtypes.torch_dtype(dtype))
         for alias, name in self.signature.extra.get("tied", {}).items():  # one tensor, every name
             if name in out:
                 out[alias] = out[name]
@@ -644,6 +712,40 @@ def _where(devices: set) -> str:
 def _dtype_name(value: Any) -> str | None:
     dtype = getattr(value, "dtype", None)
     return None if dtype is None else dtypes.name_of(dtype)
+
+
+def _to_32bit(path: str, value: Any, spec) -> Any:
+    """An input of a function in JAX's 32-bit form (``to_jax(x64=False)``) whose source
+    dtype is 64-bit: a 64-bit value is checked to fit the 32-bit spec and cast; anything
+    else (int32 arrays and tracers) is left to :func:`check_leaf`.
+
+    Raises:
+        InputRangeError: a value outside the 32-bit range (never wrapped).
+        SignatureMismatchError: a traced 64-bit value, whose values cannot be checked.
+    """
+    from converter.errors import InputRangeError
+
+    name = _dtype_name(value)
+    if name not in _NARROWED or _NARROWED[name] != spec.dtype:
+        return value
+    if isinstance(value, _Tracer):  # a mutating module under a transform (else run 64-bit)
+        raise SignatureMismatchError(
+            f"{path}: a traced {name} value reaches a function converted for JAX's 32-bit mode "
+            f"(it takes {spec.dtype}), where its values cannot be checked: cast it to {spec.dtype} "
+            "where they are known to fit, or convert with to_jax(x64=True)"
+        )
+    arr = np.asarray(jax.device_get(value) if isinstance(value, jax.Array) else value)
+    if arr.size:
+        info = np.iinfo(dtypes.to_numpy(spec.dtype))
+        lo, hi = arr.min(), arr.max()
+        if lo < info.min or hi > info.max:
+            bad = int(lo) if lo < info.min else int(hi)
+            raise InputRangeError(
+                f"{path}: holds {bad}, outside the {spec.dtype} range [{info.min}, {info.max}] of "
+                "this function's 32-bit form (to_jax with x64 off): it is not wrapped. Convert with "
+                "to_jax(x64=True) and call under jax.enable_x64(True) for such values"
+            )
+    return arr.astype(dtypes.to_numpy(spec.dtype))
 
 
 def _symbolic_args(flat: list[Any]) -> bool:
@@ -713,7 +815,12 @@ def _has_kwarg(in_tree: dict, name: str) -> bool:
 
 
 def to_jax(
-    module: Module, *, device: jax.Device | None = None, seed: int = 0, mesh: Any = None
+    module: Module,
+    *,
+    device: jax.Device | None = None,
+    seed: int = 0,
+    mesh: Any = None,
+    x64: bool | None = None,
 ) -> JaxFunction:
     """Convert a :class:`converter.Module` to a JAX callable.
 
@@ -728,13 +835,52 @@ def to_jax(
             on (same axis names and sizes; its axes are used as ``Auto``); default: one over
             the first devices of ``jax.devices()`` in order. Parameters are placed with their specs
             (``LeafSpec.sharding``), inputs and outputs are laid out as the source's were.
+        x64: how a module with 64-bit types (torch's int64 token ids, ``iota``s, index
+            arithmetic) runs. ``False``: JAX's 32-bit form, its 64-bit integers computed in
+            32 bits (:func:`converter.passes.narrow.narrow_64bit`, which proves it exact or
+            raises); the function then works under ``jax.jit``, ``grad``, ``vmap`` with
+            x64 off, takes int32 inputs, and int64 ones whose values fit (else
+            :class:`converter.errors.InputRangeError`), and returns int32 for int64
+            outputs. ``True``: the 64-bit form, run under a scoped ``jax.enable_x64(True)``
+            (see :class:`JaxFunction`). ``None`` (default): ``True`` when
+            ``jax_enable_x64`` is on where ``to_jax`` is called, else the 32-bit form when
+            the module narrows exactly and the 64-bit form otherwise (a 64-bit input that
+            JAX narrowed then raises naming why). A module without 64-bit types is the same
+            either way.
 
     Raises:
         UnsupportedOpError: listing every StableHLO op (and custom_call target) without a rule.
         ShardingError: a partitioned module and fewer devices than its mesh needs, or a
             ``mesh`` of another shape.
+        NarrowingError: ``x64=False`` and the module cannot be computed in 32 bits exactly
+            (every problem listed: op, source line, range; float64 values).
     """
-    return JaxFunction(module, device, seed, mesh=mesh)
+    narrowed, why_64bit = _width(module, x64)
+    f = JaxFunction(narrowed, device, seed, mesh=mesh)
+    f._why_64bit = why_64bit
+    if narrowed is not module:
+        f._source = ensure_canonical(module)
+    return f
+
+
+def _width(module: Module, x64: bool | None) -> tuple[Module, str | None]:
+    """The module to run for the ``x64`` choice of :func:`to_jax`, and, when the default
+    keeps a 64-bit module because it does not narrow exactly, why not."""
+    if x64 is True or (x64 is None and jax.config.jax_enable_x64) or not needs_x64(module):
+        return module, None
+    from converter.errors import NarrowingError
+    from converter.passes import NARROW_64BIT, run_passes
+
+    try:
+        return run_passes(module, [NARROW_64BIT]), None
+    except NarrowingError as e:
+        if x64 is False:
+            raise
+        return module, "; ".join(e.problems[:3]) + (" ..." if len(e.problems) > 3 else "")
+    except Exception as e:  # noqa: BLE001 - the default keeps the exact 64-bit form, saying why
+        if x64 is False:
+            raise
+        return module, f"the 32-bit analysis failed ({type(e).__name__}: {e})"
 
 
 __all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]

@@ -8,6 +8,9 @@ mutated). :data:`DEFAULT_PASSES` is what the frontends run on every module they 
 - ``placement`` (:func:`converter.passes.placement.normalize_placement`): outline host
   computation into private functions called with ``_xla_compute_type = "host"`` and put
   memory kinds on the signature.
+
+Not a default: ``narrow_64bit`` (:func:`converter.passes.narrow.narrow_64bit`), 64-bit
+integer types computed in 32 bits where that is exact, for JAX's default 32-bit mode.
 """
 
 from __future__ import annotations
@@ -81,19 +84,24 @@ def run_passes(module: Module, passes: Sequence[Pass] | None = None) -> Module:
 
 
 from .dead_args import eliminate_dead_arguments  # noqa: E402
+from .narrow import narrow_64bit  # noqa: E402
 from .placement import normalize_placement  # noqa: E402
 
 DEAD_ARGUMENTS = Pass("dead_arguments", eliminate_dead_arguments)
 PLACEMENT = Pass("placement", normalize_placement)
+#: not a default pass: ``to_jax`` runs it for JAX's 32-bit mode (:mod:`converter.passes.narrow`)
+NARROW_64BIT = Pass("narrow_64bit", narrow_64bit)
 DEFAULT_PASSES: list[Pass] = [PLACEMENT, DEAD_ARGUMENTS]
 
 __all__ = [
     "DEAD_ARGUMENTS",
     "DEFAULT_PASSES",
+    "NARROW_64BIT",
     "PLACEMENT",
     "Pass",
     "PassError",
     "eliminate_dead_arguments",
+    "narrow_64bit",
     "normalize_placement",
     "run_passes",
     "verify",
