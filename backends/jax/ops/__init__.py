@@ -2,6 +2,7 @@
 
 from . import (  # noqa: F401
     control_flow,
+    dynamic,
     elementwise,
     fft,
     indexing,

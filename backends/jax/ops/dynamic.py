@@ -1,0 +1,58 @@
+"""The shape computations of the StableHLO spec on the JAX backend: ``get_dimension_size``,
+``dynamic_iota``, ``dynamic_reshape`` (spec sections of those names).
+
+The JAX backend interprets a module with static shapes: a shape-polymorphic module is
+specialized to each call's shapes first (:func:`converter.passes.shapes.refine`), which turns
+these ops' results static. Here the result type's shape is therefore used; a shape operand
+that is a constant must agree with it (the spec's constraint), and a result dimension that is
+still dynamic takes its size from a constant shape operand or is refused (a shape that only
+a traced value knows cannot become a JAX array's shape).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from converter import dtypes
+
+from ..registry import register
+
+
+def _result_shape(interp, op, index: int) -> tuple[int, ...]:
+    """The result shape of a ``dynamic_*`` op whose operand ``index`` is the shape tensor."""
+    static = interp.static_operand(op, index)
+    shape = op.result_type.shape
+    if static is not None:
+        values = tuple(int(v) for v in np.asarray(static).reshape(-1))
+        known = [(d, v) for d, v in zip(shape, values, strict=True) if d is not None]
+        if any(d != v for d, v in known):
+            raise ValueError(f"shape operand {list(values)} disagrees with the result type {op.result_type}")
+        return values
+    if any(d is None for d in shape):
+        raise ValueError(
+            f"result type {op.result_type} has a dynamic dimension whose size only a traced value "
+            "knows; the JAX backend needs static shapes (convert with concrete input shapes)"
+        )
+    return tuple(shape)
+
+
+@register("stablehlo.get_dimension_size")
+def _get_dimension_size(interp, op, x):
+    """The size of dimension ``dimension`` of ``x`` as a 0-d ``i32`` (symbolic under
+    ``jax.export`` shape polymorphism)."""
+    return jnp.asarray(x.shape[op.attr("dimension")], dtype=dtypes.to_numpy(op.result_type.dtype))
+
+
+@register("stablehlo.dynamic_iota")
+def _dynamic_iota(interp, op, output_shape):
+    """``iota`` of shape ``output_shape`` counting along ``iota_dimension``."""
+    shape = _result_shape(interp, op, 0)
+    return lax.broadcasted_iota(dtypes.to_numpy(op.result_type.dtype), shape, op.attr("iota_dimension"))
+
+
+@register("stablehlo.dynamic_reshape")
+def _dynamic_reshape(interp, op, x, output_shape):
+    """``reshape`` of ``x`` to ``output_shape`` (row-major order, as ``reshape``)."""
+    return lax.reshape(x, _result_shape(interp, op, 1))
