@@ -19,7 +19,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from . import _jax_internal, dtypes
-from .errors import ParseError
+from .errors import MissingOp, ParseError, UnsupportedOpError
 
 _BYTECODE_MAGIC = b"ML\xefR"
 
@@ -40,6 +40,8 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
 
     Raises:
         ParseError: with the MLIR parser's line and column for malformed text.
+        UnsupportedOpError: text with uniform quantized types (``!quant.uniform``), which
+            jaxlib's MLIR has no dialect for: every op on such a line, with its location.
     """
     ctx = context()
     with ctx, ir.Location.unknown():
@@ -57,7 +59,33 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
         try:
             return ir.Module.parse(source)
         except ir.MLIRError as e:
+            quantized = _quantized_ops(source, filename) if _QUANT_DIALECT in _mlir_diag(e) else None
+            if quantized:
+                raise UnsupportedOpError(quantized, _QUANT_DIRECTION) from None
             raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+
+
+_QUANT_DIALECT = '`!"quant"<'  # how MLIR spells a type of the (unregistered) quant dialect
+_QUANT_DIRECTION = "StableHLO reader (uniform quantized types: jaxlib's MLIR bindings have no quant dialect)"
+_OP_NAME = re.compile(r'(?:^|=)\s*"?([a-z_][\w]*\.[\w.-]+)"?')
+
+
+def _quantized_ops(source: str, filename: str) -> list[MissingOp]:
+    """Every op of ``source`` whose line spells a ``!quant.`` type, with its count and first
+    ``file:line:column``: jaxlib's MLIR has no ``quant`` dialect, so a module with uniform
+    quantized types (``uniform_quantize``, ``uniform_dequantize``, quantized arithmetic)
+    cannot be read. A scan of the lines for the error message only, not a parse."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        column = line.find("!quant.")
+        if column < 0:
+            continue
+        m = _OP_NAME.search(line)
+        name = m.group(1) if m else "!quant type"
+        counts[name] = counts.get(name, 0) + 1
+        first.setdefault(name, f"{filename}:{number}:{(m.start(1) if m else column) + 1}")
+    return [MissingOp(name, n, first[name]) for name, n in counts.items()]
 
 
 def _mlir_diag(e: ir.MLIRError) -> str:

@@ -82,8 +82,15 @@ def from_stablehlo(source: str | bytes, *, filename: str = "<input>", normalize:
             signature, ``signature.extra["host_functions"]`` names the host functions.
             ``False`` keeps the module exactly as read.
 
+    A module may hold any number of functions: ``func.call`` and ``stablehlo.composite``
+    (whose ``decomposition`` function every backend runs) are evaluated as calls.
+
     Raises:
         ParseError: malformed text (with the parser's line and column) or bytes.
+        UnsupportedOpError: uniform quantized types (the ``quant`` dialect's
+            ``!quant.uniform``: ``uniform_quantize``, ``uniform_dequantize``, quantized
+            arithmetic), which jaxlib's MLIR bindings cannot represent; names every op on a
+            line with such a type, its count and first ``file:line:column``.
         PassError: the placement pass produced an invalid module.
     """
     module = mlir.parse_module(source, filename=filename)

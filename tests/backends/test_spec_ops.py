@@ -5,28 +5,10 @@ per case, the expected values taken from the spec's examples and semantics."""
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-import torch
 
-import converter
 from converter.errors import ConversionError, OpConversionError
-
-BACKENDS = ["jax", "torch", "onnx"]
-
-
-def run(text: str, backend: str, *args: np.ndarray) -> list[np.ndarray]:
-    """``text`` read by ``from_stablehlo`` and run on ``backend``; outputs as NumPy."""
-    m = converter.from_stablehlo(text)
-    if backend == "jax":
-        out = m.to_jax()(*args)
-    elif backend == "torch":
-        out = m.to_torch()(*[torch.from_numpy(a) for a in args])
-    else:
-        sess = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
-        out = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), args, strict=True)})
-    out = out if isinstance(out, (list, tuple)) else [out]
-    return [np.asarray(o) for o in out]
+from tests.backends.spec_helpers import BACKENDS, run
 
 
 def _main(args: str, result: str, body: str) -> str:
