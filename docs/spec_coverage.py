@@ -36,10 +36,6 @@ NOT_IN_SPEC = {
 _TOKENS = "tokens and host/peer I/O: a converted function of tensors has no channel to feed or drain"
 _COLLECTIVE_ONNX = "ONNX has no collective ops (an ONNX model is one device's program)"
 _DEPRECATED = "deprecated, outside the spec; JAX and torch.export never emit it (gap)"
-_REFINED = (
-    "gap: a shape-polymorphic module is refined to static shapes before the JAX backend runs it, "
-    "which removes this op; left in a static module it has no rule"
-)
 
 #: Why a backend lacks an op: ``{op: reason}`` for every backend lacking it, or
 #: ``{op: {backend: reason}}``. "gap" marks what a fix should add.
@@ -72,28 +68,22 @@ GAPS: dict[str, str | dict[str, str]] = {
     "cross-replica-sum": _DEPRECATED,
     "torch_index_select": _DEPRECATED,
     "set_dimension_size": _DEPRECATED,
-    "unary_einsum": _DEPRECATED,
-    "einsum": _DEPRECATED,
-    "dot": _DEPRECATED,
-    "batch_norm_grad": "gap: no rule (torch lowers it per the spec's formula)",
-    "batch_norm_inference": "gap: no rule (torch lowers it per the spec's formula)",
-    "batch_norm_training": "gap: no rule (torch lowers it per the spec's formula)",
-    "cholesky": "gap: no rule (JAX emits the LAPACK potrf custom call, which is supported)",
-    "triangular_solve": "gap: no rule (JAX emits the LAPACK trsm custom call, which is supported)",
-    "dynamic_broadcast_in_dim": _REFINED,
-    "dynamic_gather": _REFINED,
-    "dynamic_pad": _REFINED,
-    "real_dynamic_slice": _REFINED,
+    "cholesky": "gap: ONNX has no Cholesky op (JAX's LAPACK potrf custom call is supported)",
+    "triangular_solve": "gap: ONNX has no triangular solve (JAX's LAPACK trsm custom call is supported)",
+    "dynamic_gather": (
+        "gap: JAX refines a shape-polymorphic module to static shapes first, which removes it; "
+        "left in a static module it has no rule"
+    ),
     "dynamic_conv": "gap: no rule (neither JAX nor torch.export emit it)",
     "rng": "gap: no rule (its distribution is implementation-defined; JAX emits rng_bit_generator)",
     "rng_bit_generator": "gap: ONNX's random ops cannot reproduce the spec's Threefry/Philox bits",
     "uniform_quantize": (
         "jaxlib's MLIR bindings lack the quant dialect: from_stablehlo raises UnsupportedOpError "
-        "naming each quantized op (see validation.md)"
+        "naming each quantized op"
     ),
     "uniform_dequantize": (
         "jaxlib's MLIR bindings lack the quant dialect: from_stablehlo raises UnsupportedOpError "
-        "naming each quantized op (see validation.md)"
+        "naming each quantized op"
     ),
 }
 

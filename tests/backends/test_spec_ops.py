@@ -186,3 +186,187 @@ def test_jax_refuses_a_shape_only_a_traced_value_knows():
     )
     with pytest.raises(ConversionError, match="dynamic_iota"):
         run(text, "jax", np.array([3], np.int64))
+
+
+# --------------------------------------------------------------------------- further spec ops
+
+BN_OPERAND = np.array([[[1, 2], [3, 4]], [[3, 4], [1, 2]]], np.float32)
+T222, T2 = "tensor<2x2x2xf32>", "tensor<2xf32>"
+
+BATCH_NORM_INFERENCE = _main(
+    f"%x: {T222}, %scale: {T2}, %offset: {T2}, %mean: {T2}, %var: {T2}",
+    T222,
+    f"""  %0 = "stablehlo.batch_norm_inference"(%x, %scale, %offset, %mean, %var) {{
+    epsilon = 0.0 : f32, feature_index = 2 : i64
+  }} : ({T222}, {T2}, {T2}, {T2}, {T2}) -> {T222}
+  return %0 : {T222}""",
+)
+
+BATCH_NORM_TRAINING = _main(
+    f"%x: {T222}, %scale: {T2}, %offset: {T2}",
+    f"({T222}, {T2}, {T2})",
+    f"""  %0:3 = "stablehlo.batch_norm_training"(%x, %scale, %offset) {{
+    epsilon = 0.0 : f32, feature_index = 2 : i64
+  }} : ({T222}, {T2}, {T2}) -> ({T222}, {T2}, {T2})
+  return %0#0, %0#1, %0#2 : {T222}, {T2}, {T2}""",
+)
+
+BATCH_NORM_GRAD = _main(
+    f"%x: {T222}, %scale: {T2}, %mean: {T2}, %var: {T2}, %dy: {T222}",
+    f"({T222}, {T2}, {T2})",
+    f"""  %0:3 = "stablehlo.batch_norm_grad"(%x, %scale, %mean, %var, %dy) {{
+    epsilon = 0.0 : f32, feature_index = 2 : i64
+  }} : ({T222}, {T2}, {T2}, {T2}, {T222}) -> ({T222}, {T2}, {T2})
+  return %0#0, %0#1, %0#2 : {T222}, {T2}, {T2}""",
+)
+
+ONES2 = np.ones(2, np.float32)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_inference_spec_example(backend):
+    mean, var = np.array([2, 3], np.float32), ONES2
+    (out,) = run(BATCH_NORM_INFERENCE, backend, BN_OPERAND, ONES2, ONES2, mean, var)
+    np.testing.assert_allclose(out, [[[0, 0], [2, 2]], [[2, 2], [0, 0]]], atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_training_spec_example(backend):
+    out, mean, var = run(BATCH_NORM_TRAINING, backend, BN_OPERAND, ONES2, ONES2)
+    np.testing.assert_allclose(out, [[[0, 0], [2, 2]], [[2, 2], [0, 0]]], atol=1e-6)
+    np.testing.assert_allclose(mean, [2, 3], atol=1e-6)
+    np.testing.assert_allclose(var, [1, 1], atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_batch_norm_grad_spec_example(backend):
+    dy = np.full((2, 2, 2), 0.1, np.float32)
+    grad_x, grad_scale, grad_offset = run(
+        BATCH_NORM_GRAD, backend, BN_OPERAND, ONES2, np.array([2, 3], np.float32), ONES2, dy
+    )
+    np.testing.assert_allclose(grad_x, np.zeros((2, 2, 2)), atol=1e-6)
+    np.testing.assert_allclose(grad_scale, [0, 0], atol=1e-6)
+    np.testing.assert_allclose(grad_offset, [0.4, 0.4], atol=1e-6)
+
+
+def _cholesky(lower: bool) -> str:
+    flag = "true" if lower else "false"
+    return _main(
+        "%a: tensor<3x3xf64>",
+        "tensor<3x3xf64>",
+        f"""  %0 = stablehlo.cholesky %a, lower = {flag} : tensor<3x3xf64>
+  return %0 : tensor<3x3xf64>""",
+    )
+
+
+L = np.array([[1, 0, 0], [2, 4, 0], [3, 5, 6]], np.float64)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_cholesky_spec_example_reads_only_its_triangle(backend, lower):
+    a = L @ L.T  # the spec's [[1, 2, 3], [2, 20, 26], [3, 26, 70]]
+    junk = np.triu(np.full((3, 3), 99.0), 1)  # the unread triangle
+    a = a - np.triu(a, 1) + junk if lower else a - np.tril(a, -1) + junk.T
+    (out,) = run(_cholesky(lower), backend, a)
+    want = L if lower else L.T
+    keep = np.tril if lower else np.triu
+    np.testing.assert_allclose(keep(out), want, atol=1e-12)
+
+
+EINSUM = _main(
+    "%a: tensor<2x3xf32>, %b: tensor<3x2xf32>",
+    "(tensor<2x2xf32>, tensor<3x2xf32>)",
+    """  %0 = "stablehlo.einsum"(%a, %b) {einsum_config = "ab,bc->ac"}
+    : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %1 = "stablehlo.unary_einsum"(%a) {einsum_config = ",ab->ba"} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %0, %1 : tensor<2x2xf32>, tensor<3x2xf32>""",
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deprecated_einsum_ops(backend):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(6, dtype=np.float32).reshape(3, 2) - 2
+    mm, tr = run(EINSUM, backend, a, b)
+    np.testing.assert_allclose(mm, a @ b)
+    np.testing.assert_array_equal(tr, a.T)
+
+
+DYNAMIC_BROADCAST = _main(
+    "%x: tensor<1x3xi64>",
+    "tensor<2x3x2xi64>",
+    """  %s = stablehlo.constant dense<[2, 3, 2]> : tensor<3xi64>
+  %0 = "stablehlo.dynamic_broadcast_in_dim"(%x, %s) {broadcast_dimensions = array<i64: 2, 1>}
+    : (tensor<1x3xi64>, tensor<3xi64>) -> tensor<2x3x2xi64>
+  return %0 : tensor<2x3x2xi64>""",
+)
+
+DYNAMIC_PAD = _main(
+    "%x: tensor<2x3xi64>",
+    "tensor<5x9xi64>",
+    """  %v = stablehlo.constant dense<0> : tensor<i64>
+  %lo = stablehlo.constant dense<[0, 1]> : tensor<2xi64>
+  %hi = stablehlo.constant dense<[2, 1]> : tensor<2xi64>
+  %in = stablehlo.constant dense<[1, 2]> : tensor<2xi64>
+  %0 = stablehlo.dynamic_pad %x, %v, %lo, %hi, %in
+    : (tensor<2x3xi64>, tensor<i64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<5x9xi64>
+  return %0 : tensor<5x9xi64>""",
+)
+
+REAL_DYNAMIC_SLICE = _main(
+    "%x: tensor<2x4xi64>",
+    "tensor<2x2xi64>",
+    """  %s = stablehlo.constant dense<[0, 1]> : tensor<2xi64>
+  %l = stablehlo.constant dense<[2, 4]> : tensor<2xi64>
+  %k = stablehlo.constant dense<[1, 2]> : tensor<2xi64>
+  %0 = stablehlo.real_dynamic_slice %x, %s, %l, %k
+    : (tensor<2x4xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<2x2xi64>
+  return %0 : tensor<2x2xi64>""",
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_broadcast_in_dim_spec_example(backend):
+    (out,) = run(DYNAMIC_BROADCAST, backend, np.array([[1, 2, 3]], np.int64))
+    np.testing.assert_array_equal(out, [[[1, 1], [2, 2], [3, 3]], [[1, 1], [2, 2], [3, 3]]])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_pad_spec_example(backend):
+    (out,) = run(DYNAMIC_PAD, backend, X23)
+    want = [
+        [0, 1, 0, 0, 2, 0, 0, 3, 0],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0],
+        [0, 4, 0, 0, 5, 0, 0, 6, 0],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0],
+    ]
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_real_dynamic_slice(backend):
+    (out,) = run(REAL_DYNAMIC_SLICE, backend, np.arange(8, dtype=np.int64).reshape(2, 4))
+    np.testing.assert_array_equal(out, [[1, 3], [5, 7]])
+
+
+DOT = _main(
+    "%m: tensor<2x3xi32>, %v: tensor<3xi32>, %w: tensor<3x2xi32>",
+    "(tensor<2xi32>, tensor<i32>, tensor<2x2xi32>)",
+    """  %0 = "stablehlo.dot"(%m, %v) : (tensor<2x3xi32>, tensor<3xi32>) -> tensor<2xi32>
+  %1 = "stablehlo.dot"(%v, %v) : (tensor<3xi32>, tensor<3xi32>) -> tensor<i32>
+  %2 = "stablehlo.dot"(%m, %w) : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi32>
+  return %0, %1, %2 : tensor<2xi32>, tensor<i32>, tensor<2x2xi32>""",
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deprecated_dot(backend):
+    m = np.arange(6, dtype=np.int32).reshape(2, 3)
+    v = np.array([1, -2, 3], np.int32)
+    w = np.arange(6, dtype=np.int32).reshape(3, 2)
+    mv, vv, mw = run(DOT, backend, m, v, w)
+    np.testing.assert_array_equal(mv, m @ v)
+    assert vv.shape == () and vv == v @ v
+    np.testing.assert_array_equal(mw, m @ w)

@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     indexing,
     lapack,
     linalg,
+    normalization,
     placement,
     random,
     reductions,

@@ -1,5 +1,6 @@
 """The shape computations of the StableHLO spec on the JAX backend: ``get_dimension_size``,
-``dynamic_iota``, ``dynamic_reshape`` (spec sections of those names).
+``dynamic_iota``, ``dynamic_reshape``, ``dynamic_broadcast_in_dim``, ``dynamic_pad`` (spec
+sections of those names) and ``real_dynamic_slice``.
 
 The JAX backend interprets a module with static shapes: a shape-polymorphic module is
 specialized to each call's shapes first (:func:`converter.passes.shapes.refine`), which turns
@@ -38,6 +39,15 @@ def _result_shape(interp, op, index: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _static_ints(interp, op, index: int, what: str) -> list[int]:
+    """Operand ``index`` as Python ints, when it is a constant (through reshapes and
+    broadcasts); a traced value cannot set a JAX array's shape."""
+    static = interp.static_operand(op, index)
+    if static is None:
+        raise ValueError(f"{what} is computed at run time; the JAX backend needs it constant")
+    return [int(v) for v in np.asarray(static).reshape(-1)]
+
+
 @register("stablehlo.get_dimension_size")
 def _get_dimension_size(interp, op, x):
     """The size of dimension ``dimension`` of ``x`` as a 0-d ``i32`` (symbolic under
@@ -56,3 +66,30 @@ def _dynamic_iota(interp, op, output_shape):
 def _dynamic_reshape(interp, op, x, output_shape):
     """``reshape`` of ``x`` to ``output_shape`` (row-major order, as ``reshape``)."""
     return lax.reshape(x, _result_shape(interp, op, 1))
+
+
+@register("stablehlo.dynamic_broadcast_in_dim")
+def _dynamic_broadcast_in_dim(interp, op, x, output_dimensions):
+    """``broadcast_in_dim`` to ``output_dimensions`` (a size-1 operand dimension broadcasts)."""
+    shape = _result_shape(interp, op, 1)
+    return lax.broadcast_in_dim(x, shape, tuple(op.attr("broadcast_dimensions")))
+
+
+@register("stablehlo.dynamic_pad")
+def _dynamic_pad(interp, op, x, value, low, high, interior):
+    """``pad`` with the amounts from constant operands (negative edge amounts crop)."""
+    lo = _static_ints(interp, op, 2, "edge_padding_low")
+    hi = _static_ints(interp, op, 3, "edge_padding_high")
+    inner = _static_ints(interp, op, 4, "interior_padding")
+    return lax.pad(x, value, list(zip(lo, hi, inner, strict=True)))
+
+
+@register("stablehlo.real_dynamic_slice")
+def _real_dynamic_slice(interp, op, x, start, limit, strides):
+    """``slice`` with the bounds from constant operands."""
+    return lax.slice(
+        x,
+        _static_ints(interp, op, 1, "start_indices"),
+        _static_ints(interp, op, 2, "limit_indices"),
+        _static_ints(interp, op, 3, "strides"),
+    )

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..graph import onnx_dtype
 from ..registry import register
+from .shape import interior_pad
 
 _INT64 = 7  # TensorProto.INT64
 
@@ -89,11 +90,15 @@ def _dynamic_iota(interp, op, shape):
 @register("stablehlo.dynamic_pad", dynamic=True)
 def _dynamic_pad(interp, op, x, value, low, high, interior):
     """``Pad`` (constant mode) with ``Concat(low, high)``; negative amounts crop, as in both
-    specs. Interior padding must be a constant 0."""
+    specs. Interior padding must be constant: nonzero amounts are inserted first, as for
+    ``pad`` (:func:`backends.onnx.ops.shape.interior_pad`, static padded dimensions)."""
     folded = interp.static_operand(op, 4)
-    if folded is None or np.any(folded != 0):
-        raise NotImplementedError("dynamic_pad with interior padding (or padding not known at conversion)")
+    if folded is None:
+        raise NotImplementedError("dynamic_pad with interior padding not known at conversion")
     g = interp.graph
+    if np.any(folded != 0):
+        shape = op.operand_type(0).shape
+        x = interior_pad(g, x, value, shape, [int(v) for v in folded], op.result_type.dtype)
     pads = g.op(
         "Concat",
         [_int64(interp, low, op.operand_type(2)), _int64(interp, high, op.operand_type(3))],
