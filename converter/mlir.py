@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,9 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
 
     Raises:
         ParseError: with the MLIR parser's line and column for malformed text.
-        UnsupportedOpError: text with uniform quantized types (``!quant.uniform``), which
-            jaxlib's MLIR has no dialect for: every op on such a line, with its location.
+        UnsupportedOpError: text with uniform quantized types (``!quant.uniform``) when
+            jaxlib's MLIR cannot load the ``quant`` dialect: every op on such a line, with
+            its location.
     """
     ctx = context()
     with ctx, ir.Location.unknown():
@@ -59,22 +61,48 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
         try:
             return ir.Module.parse(source)
         except ir.MLIRError as e:
-            quantized = _quantized_ops(source, filename) if _QUANT_DIALECT in _mlir_diag(e) else None
-            if quantized:
-                raise UnsupportedOpError(quantized, _QUANT_DIRECTION) from None
-            raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+            if _QUANT_DIALECT not in _mlir_diag(e):
+                raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+        if _load_quant_dialect(ctx):  # uniform quantized types: parse again with the dialect
+            try:
+                return ir.Module.parse(source)
+            except ir.MLIRError as e:
+                if _QUANT_DIALECT not in _mlir_diag(e):
+                    raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+        raise UnsupportedOpError(_quantized_ops(source, filename), _QUANT_DIRECTION)
 
 
 _QUANT_DIALECT = '`!"quant"<'  # how MLIR spells a type of the (unregistered) quant dialect
-_QUANT_DIRECTION = "StableHLO reader (uniform quantized types: jaxlib's MLIR bindings have no quant dialect)"
+_QUANT_LOCK = threading.Lock()
+
+
+def _load_quant_dialect(ctx: ir.Context) -> bool:
+    """Load the ``quant`` dialect (uniform quantized types) into ``ctx``; whether it is
+    loaded. jaxlib's bindings do not register it, but its portable-artifact reader loads it
+    (VHLO has quantized types), so reading a trivial artifact once loads it."""
+    with _QUANT_LOCK:
+        try:
+            ctx.dialects["quant"]
+            return True
+        except Exception:  # noqa: BLE001 - not loaded yet
+            pass
+        try:
+            with ctx, ir.Location.unknown():
+                empty = ir.Module.parse("func.func @main() {\n  return\n}")
+                jax_mlir.deserialize_portable_artifact(serialize_portable(empty))
+            ctx.dialects["quant"]
+        except Exception:  # noqa: BLE001 - a jaxlib without it: the caller reports the ops
+            return False
+        return True
+_QUANT_DIRECTION = "StableHLO reader (uniform quantized types: jaxlib's MLIR has no quant dialect)"
 _OP_NAME = re.compile(r'(?:^|=)\s*"?([a-z_][\w]*\.[\w.-]+)"?')
 
 
 def _quantized_ops(source: str, filename: str) -> list[MissingOp]:
     """Every op of ``source`` whose line spells a ``!quant.`` type, with its count and first
-    ``file:line:column``: jaxlib's MLIR has no ``quant`` dialect, so a module with uniform
-    quantized types (``uniform_quantize``, ``uniform_dequantize``, quantized arithmetic)
-    cannot be read. A scan of the lines for the error message only, not a parse."""
+    ``file:line:column``, for the error when the ``quant`` dialect cannot be loaded (a
+    module with uniform quantized types cannot be read then). A scan of the lines for the
+    error message only, not a parse."""
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
     for number, line in enumerate(source.splitlines(), 1):

@@ -291,8 +291,8 @@ def static_trip_count(interp, op, max_trips: int | None = None) -> int | None:
 
 
 #: Ops that compute each result element from the operands' elements at the same index
-#: (the spec's elementwise ops, plus ``constant``): a body made of these alone gives the
-#: same numbers applied to whole tensors as to 0-d ones.
+#: (the spec's elementwise ops, ``constant``, and CHLO's elementwise functions): a body made
+#: of these alone gives the same numbers applied to whole tensors as to 0-d ones.
 ELEMENTWISE = frozenset(
     "stablehlo." + name
     for name in (
@@ -301,6 +301,12 @@ ELEMENTWISE = frozenset(
         "log_plus_one logistic maximum minimum multiply negate not or popcnt power real "
         "reduce_precision remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
         "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor return"
+    ).split()
+) | frozenset(
+    "chlo." + name
+    for name in (
+        "acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf "
+        "is_neg_inf is_pos_inf lgamma next_after polygamma sinh square tan zeta"
     ).split()
 )
 
