@@ -94,6 +94,8 @@ def _load_quant_dialect(ctx: ir.Context) -> bool:
         except Exception:  # noqa: BLE001 - a jaxlib without it: the caller reports the ops
             return False
         return True
+
+
 _QUANT_DIRECTION = "StableHLO reader (uniform quantized types: jaxlib's MLIR has no quant dialect)"
 _OP_NAME = re.compile(r'(?:^|=)\s*"?([a-z_][\w]*\.[\w.-]+)"?')
 
