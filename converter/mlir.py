@@ -445,3 +445,19 @@ def walk_ops(region_holder: ir.Operation):
             for op in block.operations:
                 yield op.operation
                 yield from walk_ops(op.operation)
+
+
+class OpWithAttrs:
+    """``op`` (an :class:`Op`) with some attributes replaced: a rule of one op reused for a
+    variant that carries an attribute as a constant operand (``dynamic_gather`` read as
+    ``gather`` with its ``slice_sizes``). Everything else is ``op``'s."""
+
+    def __init__(self, op: Op, overrides: dict[str, Any]):
+        self._op, self._overrides = op, dict(overrides)
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        """The overriding value for ``key``, else ``op.attr(key, default)``."""
+        return self._overrides[key] if key in self._overrides else self._op.attr(key, default)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)

@@ -70,10 +70,6 @@ GAPS: dict[str, str | dict[str, str]] = {
     "set_dimension_size": _DEPRECATED,
     "cholesky": "gap: ONNX has no Cholesky op (JAX's LAPACK potrf custom call is supported)",
     "triangular_solve": "gap: ONNX has no triangular solve (JAX's LAPACK trsm custom call is supported)",
-    "dynamic_gather": (
-        "gap: JAX refines a shape-polymorphic module to static shapes first, which removes it; "
-        "left in a static module it has no rule"
-    ),
     "dynamic_conv": "gap: no rule (neither JAX nor torch.export emit it)",
     "rng": "gap: no rule (its distribution is implementation-defined; JAX emits rng_bit_generator)",
     "rng_bit_generator": "gap: ONNX's random ops cannot reproduce the spec's Threefry/Philox bits",

@@ -370,3 +370,36 @@ def test_deprecated_dot(backend):
     np.testing.assert_array_equal(mv, m @ v)
     assert vv.shape == () and vv == v @ v
     np.testing.assert_array_equal(mw, m @ w)
+
+
+GATHER_DN = (
+    "#stablehlo.gather<offset_dims = [2, 3], collapsed_slice_dims = [0], start_index_map = [1, 0], "
+    "index_vector_dim = 2>"
+)
+DYNAMIC_GATHER = _main(
+    "%x: tensor<3x4x2xi64>, %i: tensor<2x3x2xi64>",
+    "tensor<2x3x2x2xi64>",
+    f"""  %s = stablehlo.constant dense<[1, 2, 2]> : tensor<3xi64>
+  %0 = "stablehlo.dynamic_gather"(%x, %i, %s) {{dimension_numbers = {GATHER_DN}}}
+    : (tensor<3x4x2xi64>, tensor<2x3x2xi64>, tensor<3xi64>) -> tensor<2x3x2x2xi64>
+  return %0 : tensor<2x3x2x2xi64>""",
+)
+
+
+ONNX_GATHER_WINDOWS = pytest.mark.xfail(
+    strict=True,
+    raises=OpConversionError,
+    reason="ONNX backend's gather: a window (slice size > 1) on an indexed dimension is not lowered",
+)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", pytest.param("onnx", marks=ONNX_GATHER_WINDOWS)])
+def test_dynamic_gather_is_gather_with_operand_slice_sizes(backend):
+    """The spec's gather example with ``slice_sizes`` as an operand: index ``(i, j)`` picks
+    ``operand[j, i:i+2, 0:2]`` (``start_index_map = [1, 0]``, dimension 0 collapsed)."""
+    x = np.arange(1, 25, dtype=np.int64).reshape(3, 4, 2)
+    idx = np.array([[[0, 0], [1, 0], [2, 1]], [[0, 1], [1, 1], [0, 2]]], np.int64)
+    (out,) = run(DYNAMIC_GATHER, backend, x, idx)
+    want = [[x[j, i : i + 2, 0:2] for i, j in row] for row in idx]
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(out[0, 2], [[13, 14], [15, 16]])

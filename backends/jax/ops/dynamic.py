@@ -1,6 +1,6 @@
 """The shape computations of the StableHLO spec on the JAX backend: ``get_dimension_size``,
-``dynamic_iota``, ``dynamic_reshape``, ``dynamic_broadcast_in_dim``, ``dynamic_pad`` (spec
-sections of those names) and ``real_dynamic_slice``.
+``dynamic_iota``, ``dynamic_reshape``, ``dynamic_broadcast_in_dim``, ``dynamic_pad``,
+``dynamic_gather`` (spec sections of those names) and ``real_dynamic_slice``.
 
 The JAX backend interprets a module with static shapes: a shape-polymorphic module is
 specialized to each call's shapes first (:func:`converter.passes.shapes.refine`), which turns
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from converter import dtypes
+from converter import dtypes, mlir
 
 from ..registry import register
 
@@ -93,3 +93,13 @@ def _real_dynamic_slice(interp, op, x, start, limit, strides):
         _static_ints(interp, op, 2, "limit_indices"),
         _static_ints(interp, op, 3, "strides"),
     )
+
+
+@register("stablehlo.dynamic_gather")
+def _dynamic_gather(interp, op, operand, start_indices, slice_sizes):
+    """``gather`` with ``slice_sizes`` from a constant operand (the spec: functionally
+    identical to ``gather`` otherwise)."""
+    from .indexing import _gather
+
+    sizes = _static_ints(interp, op, 2, "slice_sizes")
+    return _gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), operand, start_indices)

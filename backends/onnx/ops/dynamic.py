@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from converter import mlir
+
 from ..graph import onnx_dtype
 from ..registry import register
+from .indexing import _gather
 from .shape import interior_pad
 
 _INT64 = 7  # TensorProto.INT64
@@ -121,7 +124,13 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     """The one-slice form (``start_indices`` is a single index vector, no batch dimensions)
     that ``jax.export`` writes for slices of a dynamic dimension: a ``Slice`` starting at
     the clamped start indices (spec: ``clamp(0, start, operand_dim - slice_size)``), then
-    ``Squeeze`` of the collapsed dimensions."""
+    ``Squeeze`` of the collapsed dimensions. With static shapes and constant slice sizes,
+    any form: the ``gather`` rule with those sizes (the spec: functionally identical)."""
+    static = interp.static_operand(op, 2)
+    shapes = [op.operand_type(0).shape, op.operand_type(1).shape, op.result_type.shape]
+    if static is not None and all(d is not None for shape in shapes for d in shape):
+        sizes = [int(v) for v in static.reshape(-1)]
+        return _gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), x, indices)
     d = op.attr("dimension_numbers")
     rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
     if not d.get("operand_batching_dims") and list(d["offset_dims"]) != list(range(result.rank)):
