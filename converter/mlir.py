@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import stablehlo
 
 from . import _jax_internal, dtypes
-from .errors import ParseError
+from .errors import MissingOp, ParseError, UnsupportedOpError
 
 _BYTECODE_MAGIC = b"ML\xefR"
 
@@ -40,6 +41,9 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
 
     Raises:
         ParseError: with the MLIR parser's line and column for malformed text.
+        UnsupportedOpError: text with uniform quantized types (``!quant.uniform``) when
+            jaxlib's MLIR cannot load the ``quant`` dialect: every op on such a line, with
+            its location.
     """
     ctx = context()
     with ctx, ir.Location.unknown():
@@ -57,7 +61,61 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
         try:
             return ir.Module.parse(source)
         except ir.MLIRError as e:
-            raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+            if _QUANT_DIALECT not in _mlir_diag(e):
+                raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+        if _load_quant_dialect(ctx):  # uniform quantized types: parse again with the dialect
+            try:
+                return ir.Module.parse(source)
+            except ir.MLIRError as e:
+                if _QUANT_DIALECT not in _mlir_diag(e):
+                    raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
+        raise UnsupportedOpError(_quantized_ops(source, filename), _QUANT_DIRECTION)
+
+
+_QUANT_DIALECT = '`!"quant"<'  # how MLIR spells a type of the (unregistered) quant dialect
+_QUANT_LOCK = threading.Lock()
+
+
+def _load_quant_dialect(ctx: ir.Context) -> bool:
+    """Load the ``quant`` dialect (uniform quantized types) into ``ctx``; whether it is
+    loaded. jaxlib's bindings do not register it, but its portable-artifact reader loads it
+    (VHLO has quantized types), so reading a trivial artifact once loads it."""
+    with _QUANT_LOCK:
+        try:
+            ctx.dialects["quant"]
+            return True
+        except Exception:  # noqa: BLE001 - not loaded yet
+            pass
+        try:
+            with ctx, ir.Location.unknown():
+                empty = ir.Module.parse("func.func @main() {\n  return\n}")
+                jax_mlir.deserialize_portable_artifact(serialize_portable(empty))
+            ctx.dialects["quant"]
+        except Exception:  # noqa: BLE001 - a jaxlib without it: the caller reports the ops
+            return False
+        return True
+
+
+_QUANT_DIRECTION = "StableHLO reader (uniform quantized types: jaxlib's MLIR has no quant dialect)"
+_OP_NAME = re.compile(r'(?:^|=)\s*"?([a-z_][\w]*\.[\w.-]+)"?')
+
+
+def _quantized_ops(source: str, filename: str) -> list[MissingOp]:
+    """Every op of ``source`` whose line spells a ``!quant.`` type, with its count and first
+    ``file:line:column``, for the error when the ``quant`` dialect cannot be loaded (a
+    module with uniform quantized types cannot be read then). A scan of the lines for the
+    error message only, not a parse."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for number, line in enumerate(source.splitlines(), 1):
+        column = line.find("!quant.")
+        if column < 0:
+            continue
+        m = _OP_NAME.search(line)
+        name = m.group(1) if m else "!quant type"
+        counts[name] = counts.get(name, 0) + 1
+        first.setdefault(name, f"{filename}:{number}:{(m.start(1) if m else column) + 1}")
+    return [MissingOp(name, n, first[name]) for name, n in counts.items()]
 
 
 def _mlir_diag(e: ir.MLIRError) -> str:
@@ -387,3 +445,19 @@ def walk_ops(region_holder: ir.Operation):
             for op in block.operations:
                 yield op.operation
                 yield from walk_ops(op.operation)
+
+
+class OpWithAttrs:
+    """``op`` (an :class:`Op`) with some attributes replaced: a rule of one op reused for a
+    variant that carries an attribute as a constant operand (``dynamic_gather`` read as
+    ``gather`` with its ``slice_sizes``). Everything else is ``op``'s."""
+
+    def __init__(self, op: Op, overrides: dict[str, Any]):
+        self._op, self._overrides = op, dict(overrides)
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        """The overriding value for ``key``, else ``op.attr(key, default)``."""
+        return self._overrides[key] if key in self._overrides else self._op.attr(key, default)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)

@@ -288,3 +288,31 @@ def static_trip_count(interp, op, max_trips: int | None = None) -> int | None:
     if count is None or (max_trips is not None and count > max_trips):
         return None
     return count
+
+
+#: Ops that compute each result element from the operands' elements at the same index
+#: (the spec's elementwise ops, ``constant``, and CHLO's elementwise functions): a body made
+#: of these alone gives the same numbers applied to whole tensors as to 0-d ones.
+ELEMENTWISE = frozenset(
+    "stablehlo." + name
+    for name in (
+        "abs add and atan2 bitcast_convert cbrt ceil clamp compare complex constant convert cosine "
+        "count_leading_zeros divide exponential exponential_minus_one floor imag is_finite log "
+        "log_plus_one logistic maximum minimum multiply negate not or popcnt power real "
+        "reduce_precision remainder round_nearest_afz round_nearest_even rsqrt select shift_left "
+        "shift_right_arithmetic shift_right_logical sign sine sqrt subtract tan tanh xor return"
+    ).split()
+) | frozenset(
+    "chlo." + name
+    for name in (
+        "acos acosh asin asinh atan atanh bessel_i1e conj cosh digamma erf erf_inv erfc is_inf "
+        "is_neg_inf is_pos_inf lgamma next_after polygamma sinh square tan zeta"
+    ).split()
+)
+
+
+def first_non_elementwise(region: ir.Region) -> ir.Operation | None:
+    """The first op of ``region``'s body that is not in :data:`ELEMENTWISE` (``map`` bodies
+    applied to whole tensors need elementwise ops), or None."""
+    ops, _ = _body_ops(region)
+    return next((op for op in ops if op.name not in ELEMENTWISE), None)

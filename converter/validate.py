@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from . import dtypes
@@ -169,6 +170,56 @@ def close_scaled(ref: Any, got: Any) -> tuple[bool, Comparison]:
     scale = float(np.max(np.abs(finite), initial=1.0)) if finite.size else 1.0
     c = compare(r, got, Tolerance(tol.rtol, tol.atol * max(1.0, scale)), check_dtype=False)
     return c.passed, c
+
+
+# --------------------------------------------------------------------------- subnormals
+
+#: Sources whose reference runs on XLA's CPU client (JAX functions and ``.jax`` artifacts,
+#: StableHLO, ``.shlo`` Modules), and the targets that do (the JAX backend): XLA CPU flushes
+#: subnormal operands and results of these dtypes to zero (float16 it computes in float32,
+#: where its subnormals are normal, so they stay). docs/floating_point.md has the policy.
+XLA_FLUSHING = frozenset({"jax", "stablehlo", "module"})
+XLA_TARGETS = frozenset({"jax"})
+FLUSHED_DTYPES = frozenset({"float32", "float64", "bfloat16", "complex64", "complex128"})
+
+
+def _subnormal_mask(x: np.ndarray) -> np.ndarray | None:
+    """Where ``x`` (a NumPy array) is subnormal in its dtype, per real component; None for
+    a dtype XLA does not flush."""
+    if not isinstance(x, np.ndarray) or dtypes.name_of(x.dtype) not in FLUSHED_DTYPES:
+        return None
+    real = x.real if np.iscomplexobj(x) else x
+    tiny = float(ml_dtypes.finfo(real.dtype).tiny)
+    parts = (x.real, x.imag) if np.iscomplexobj(x) else (x,)
+    masks = [(p != 0) & (np.abs(p.astype(np.float64)) < tiny) for p in parts]
+    return masks[0] | masks[1] if len(masks) == 2 else masks[0]
+
+
+def flush_subnormals(x: Any) -> Any:
+    """``x`` with every subnormal value of a float32/float64/bfloat16 (or complex) array
+    replaced by a zero of the same sign, as XLA's CPU client treats it; other values and
+    leaves unchanged."""
+    mask = _subnormal_mask(x)
+    if mask is None or not mask.any():
+        return x
+    if np.iscomplexobj(x):
+        re, im = (flush_subnormals(np.ascontiguousarray(p)) for p in (x.real, x.imag))
+        return (re + 1j * im).astype(x.dtype)
+    return np.where(mask, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
+
+
+def count_subnormals(tree: Any) -> int:
+    """How many subnormal values (of the dtypes XLA flushes) the arrays of ``tree`` hold."""
+    total = 0
+
+    def visit(x):
+        nonlocal total
+        mask = _subnormal_mask(x)
+        total += 0 if mask is None else int(mask.sum())
+        return x
+
+    _tree_map(visit, tree)
+    return total
 
 
 # --------------------------------------------------------------------------- inputs
@@ -799,6 +850,8 @@ class Report:
     seed: int
     inputs: list[dict]
     targets: list[TargetResult] = field(default_factory=list)
+    #: the subnormal policy applied (see :func:`subnormal_policy`)
+    subnormals: str = ""
 
     @property
     def passed(self) -> bool:
@@ -932,6 +985,9 @@ def validate(
             args, kwargs = inputs
         else:
             args, kwargs = load_inputs(inputs, sig)
+        subnormal = count_subnormals((args, kwargs))
+        if from_ in XLA_FLUSHING:  # the inputs as the source sees them, for every target
+            args, kwargs = _tree_map(flush_subnormals, (args, kwargs))
         bar.step(f"running the source ({src.reference})")
         expected = src.run(args, kwargs)
         report = Report(
@@ -940,11 +996,30 @@ def validate(
             src.reference,
             seed,
             [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in sig.inputs],
+            subnormals=subnormal_policy(from_, subnormal),
         )
         for target in steps:
             bar.step(f"target {target}")
             report.targets.append(_run_target(src, target, (args, kwargs), expected))
     return report
+
+
+def subnormal_policy(from_: str, count: int) -> str:
+    """What :func:`validate` does with subnormal floats for a ``from_`` source whose inputs
+    hold ``count`` subnormal values (docs/floating_point.md).
+
+    A source compared as XLA runs it (:data:`XLA_FLUSHING`) flushes subnormal float32,
+    float64 and bfloat16 values to zero: its inputs are flushed before the source and every
+    target run (the source computes the same on either), and each target's outputs are
+    flushed before comparing. Any other source keeps subnormals, as torch and onnxruntime
+    do; a JAX target, which runs on XLA, then flushes what the source keeps, and a
+    mismatch of that target says so.
+    """
+    if from_ in XLA_FLUSHING:
+        flushed = f"; {count} subnormal input value(s) flushed to zero" if count else ""
+        return f"flushed to zero, as XLA's CPU client does (the source runs on XLA){flushed}"
+    held = f"; the inputs hold {count} subnormal value(s)" if count else ""
+    return f"kept, as the {from_} source does (a JAX target flushes them: XLA){held}"
 
 
 def _numpy_example(example):
@@ -966,7 +1041,19 @@ def _run_target(src: Source, target: str, inputs: tuple[tuple, dict], expected: 
         return TargetResult(target, "skipped", f"{type(e).__name__}: {e}")
     except Exception as e:  # noqa: BLE001 - reported as this target's failure, others still run
         return TargetResult(target, "failed", f"{type(e).__name__}: {e}", seconds=time.perf_counter() - start)
+    source_flushes = src.framework in XLA_FLUSHING
+    if source_flushes:  # compared as XLA would hold the target's values
+        actual = [flush_subnormals(as_numpy(a)) for a in actual]
     rows = compare_outputs(target, src.module.signature, expected, actual)
+    if source_flushes != (final in XLA_TARGETS):
+        why = (
+            "subnormals: the source flushes them to zero (XLA), this target keeps them"
+            if source_flushes
+            else "subnormals: the source keeps them, this target flushes them to zero (XLA)"
+        )
+        for r in rows:
+            if not r.passed:
+                r.note = f"{r.note}; {why}" if r.note else why
     result = TargetResult(target, "passed" if all(r.passed for r in rows) else "failed", rows=rows)
     if result.status == "failed" and not via:
         try:
@@ -1042,6 +1129,8 @@ def print_report(report: Report, console=None) -> None:
                 verdict,
             )
     console.print(table)
+    if report.subnormals:
+        console.print(f"subnormals: {escape(report.subnormals)}", highlight=False)
     for t in report.targets:
         if t.reason:
             console.print(f"[bold]{escape(t.target)}[/] {t.status}: {escape(t.reason)}", highlight=False)

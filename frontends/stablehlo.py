@@ -10,6 +10,7 @@ from jaxlib.mlir import ir
 from converter import mlir, sharding
 from converter.module import Module
 from converter.passes import PLACEMENT, run_passes
+from converter.passes.quant import lower_quantized
 from converter.signature import LEAF, LeafSpec, Signature, args_tree
 
 _NAME = re.compile(r'^loc\("([^"]+)"[)(]')  # a NameLoc, not a "file":line:col location
@@ -82,10 +83,20 @@ def from_stablehlo(source: str | bytes, *, filename: str = "<input>", normalize:
             signature, ``signature.extra["host_functions"]`` names the host functions.
             ``False`` keeps the module exactly as read.
 
+    A module may hold any number of functions: ``func.call`` and ``stablehlo.composite``
+    (whose ``decomposition`` function every backend runs) are evaluated as calls. Uniform
+    quantized types (``!quant.uniform``: ``uniform_quantize``, ``uniform_dequantize``,
+    quantized ``add``, ``dot_general``...) are lowered to integer and float arithmetic per
+    the spec's quantization semantics (:func:`converter.passes.quant.lower_quantized`);
+    quantized arguments and results become their storage type (``i8``...).
+
     Raises:
         ParseError: malformed text (with the parser's line and column) or bytes.
+        UnsupportedOpError: a uniform quantized op that StableHLO's lowering cannot
+            rewrite, or quantized types when jaxlib cannot load the ``quant`` dialect; names
+            every such op, its count and first location.
         PassError: the placement pass produced an invalid module.
     """
-    module = mlir.parse_module(source, filename=filename)
+    module = lower_quantized(mlir.parse_module(source, filename=filename), filename)
     out = Module(module, signature_of_main(module), {}, source="stablehlo")
     return run_passes(out, [PLACEMENT]) if normalize else out

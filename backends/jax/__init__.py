@@ -124,14 +124,20 @@ def _computes_64bit(module: Module) -> bool:
 def _check_supported(module: Any, ignore: frozenset = frozenset()) -> bool:
     """:meth:`JaxInterpreter.check_supported`, leaving out the op kinds in ``ignore`` (the
     shape computations that shape refinement removes, for a shape-polymorphic module).
-    Returns whether every op, ``ignore``'s included, has a rule."""
+    Returns whether every op has a rule and none is of a kind in ``ignore`` (the rules of the
+    shape computations need static result shapes: a module with them is specialized per
+    call rather than traced with symbolic shapes)."""
+    interp = JaxInterpreter(module)
     try:
-        JaxInterpreter(module).check_supported()
+        interp.check_supported()
     except UnsupportedOpError as e:
         missing = [m for m in e.missing if m.name not in ignore]
         if missing:
             raise UnsupportedOpError(missing, e.direction) from None
         return False
+    if ignore:
+        ops = (op for fn in interp.functions.values() for op in mlir.walk_ops(fn))
+        return not any(op.name in ignore for op in ops)
     return True
 
 

@@ -2,11 +2,13 @@
 
 from . import (  # noqa: F401
     control_flow,
+    dynamic,
     elementwise,
     fft,
     indexing,
     lapack,
     linalg,
+    normalization,
     placement,
     random,
     reductions,

@@ -1,8 +1,9 @@
-"""Control flow and structural ops: while, if, case, optimization_barrier, composite, and the
+"""Control flow and structural ops: while, if, case, map, optimization_barrier, composite, and the
 custom_call targets with a direct JAX meaning (StableHLO spec sections of those names)."""
 
 from __future__ import annotations
 
+import jax
 from jax import lax
 
 from converter.regions import static_trip_count
@@ -35,6 +36,23 @@ def _if(interp, op, pred):
 def _case(interp, op, index):
     branches = [interp.region_fn(r) for r in op.regions]
     return list(lax.switch(index, [lambda b=b: tuple(b()) for b in branches]))
+
+
+@register("stablehlo.map")
+def _map(interp, op, *xs):
+    """The body (a computation on 0-d tensors) applied at every index of the operands: the
+    body vectorized with ``jax.vmap`` once per dimension, so any body, not only an
+    elementwise one, gets each element's scalars (``dimensions`` is ``0..rank-1`` by the
+    spec's constraints)."""
+    body = interp.region_fn(op.regions[0])
+
+    def scalar(*elements):
+        return body(*elements)[0]
+
+    f = scalar
+    for _ in range(op.result_type.rank):
+        f = jax.vmap(f)
+    return f(*xs)
 
 
 @register("stablehlo.optimization_barrier")

@@ -1,7 +1,9 @@
-"""``dot_general`` and ``convolution`` (StableHLO spec sections of those names)."""
+"""``dot_general``, ``dot``, ``convolution``, ``triangular_solve``, ``cholesky`` and the deprecated
+``einsum``/``unary_einsum`` (StableHLO spec sections of those names)."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 from jax import lax
 from jaxlib.mlir import ir
 
@@ -125,3 +127,27 @@ def _triangular_solve(interp, op, a, b):
         conjugate_a=transpose == "ADJOINT",
         unit_diagonal=bool(op.attr("unit_diagonal")),
     )
+
+
+@register("stablehlo.cholesky")
+def _cholesky(interp, op, a):
+    """The Cholesky factor of each matrix of ``a``: lower-triangular ``L`` with ``a = L L^H``
+    when ``lower``, else upper ``U`` with ``a = U^H U``; only that triangle of ``a`` is read
+    (the spec's semantics; the other triangle of the result is zero)."""
+    lower = bool(op.attr("lower", False))
+    herm = lambda m: jnp.conj(jnp.swapaxes(m, -1, -2))  # noqa: E731
+    sym = jnp.tril(a) + herm(jnp.tril(a, -1)) if lower else jnp.triu(a) + herm(jnp.triu(a, 1))
+    factor = lax.linalg.cholesky(sym, symmetrize_input=False)
+    return factor if lower else herm(factor)
+
+
+@register("stablehlo.einsum")
+def _einsum(interp, op, lhs, rhs):
+    """The deprecated ``einsum``: ``jnp.einsum`` of its ``einsum_config``."""
+    return jnp.einsum(op.attr("einsum_config"), lhs, rhs)
+
+
+@register("stablehlo.unary_einsum")
+def _unary_einsum(interp, op, x):
+    """The deprecated ``unary_einsum`` (its config is written ``",ab->ba"``)."""
+    return jnp.einsum(op.attr("einsum_config").lstrip(","), x)

@@ -1,5 +1,6 @@
 """``while`` → ``Loop``, ``if`` → ``If``, ``case`` → nested ``If`` (an out-of-range index runs
-the last branch, per the StableHLO spec), ``composite`` → its decomposition inlined.
+the last branch, per the StableHLO spec), ``composite`` → its decomposition inlined,
+``map`` → its (elementwise) body on whole tensors.
 
 ONNX subgraphs may read values of the enclosing graph by name, which is exactly how
 StableHLO regions capture enclosing values, so regions are emitted as they are.
@@ -11,6 +12,7 @@ import numpy as np
 from onnx import helper
 
 from converter.mlir import TensorType
+from converter.regions import first_non_elementwise
 
 from ..graph import live, onnx_dtype
 from ..registry import register
@@ -104,3 +106,16 @@ def _case(interp, op, index):
 @register("stablehlo.composite", dynamic=True)
 def _composite(interp, op, *xs):
     return interp.call_function(interp.functions[op.attr("decomposition")], xs)
+
+
+@register("stablehlo.map")
+def _map(interp, op, *xs):
+    """The body applied to the whole operands at once, which equals applying it at every
+    index when its ops are elementwise (:func:`converter.regions.first_non_elementwise`);
+    a result that does not depend on the operands is ``Expand``-ed to the result shape.
+    Other bodies are refused (ONNX has no per-element map)."""
+    other = first_non_elementwise(op.regions[0])
+    if other is not None:
+        raise NotImplementedError(f"a map body with {other.name}: only elementwise bodies are supported")
+    out = interp.region_fn(op.regions[0])(*xs)[0]
+    return interp.graph.op("Expand", [out, interp.graph.ints(list(op.result_type.shape))])

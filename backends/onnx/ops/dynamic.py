@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from converter import mlir
+
 from ..graph import onnx_dtype
 from ..registry import register
+from .indexing import _gather
+from .shape import interior_pad
 
 _INT64 = 7  # TensorProto.INT64
 
@@ -89,11 +93,15 @@ def _dynamic_iota(interp, op, shape):
 @register("stablehlo.dynamic_pad", dynamic=True)
 def _dynamic_pad(interp, op, x, value, low, high, interior):
     """``Pad`` (constant mode) with ``Concat(low, high)``; negative amounts crop, as in both
-    specs. Interior padding must be a constant 0."""
+    specs. Interior padding must be constant: nonzero amounts are inserted first, as for
+    ``pad`` (:func:`backends.onnx.ops.shape.interior_pad`, static padded dimensions)."""
     folded = interp.static_operand(op, 4)
-    if folded is None or np.any(folded != 0):
-        raise NotImplementedError("dynamic_pad with interior padding (or padding not known at conversion)")
+    if folded is None:
+        raise NotImplementedError("dynamic_pad with interior padding not known at conversion")
     g = interp.graph
+    if np.any(folded != 0):
+        shape = op.operand_type(0).shape
+        x = interior_pad(g, x, value, shape, [int(v) for v in folded], op.result_type.dtype)
     pads = g.op(
         "Concat",
         [_int64(interp, low, op.operand_type(2)), _int64(interp, high, op.operand_type(3))],
@@ -116,7 +124,13 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     """The one-slice form (``start_indices`` is a single index vector, no batch dimensions)
     that ``jax.export`` writes for slices of a dynamic dimension: a ``Slice`` starting at
     the clamped start indices (spec: ``clamp(0, start, operand_dim - slice_size)``), then
-    ``Squeeze`` of the collapsed dimensions."""
+    ``Squeeze`` of the collapsed dimensions. With static shapes and constant slice sizes,
+    any form: the ``gather`` rule with those sizes (the spec: functionally identical)."""
+    static = interp.static_operand(op, 2)
+    shapes = [op.operand_type(0).shape, op.operand_type(1).shape, op.result_type.shape]
+    if static is not None and all(d is not None for shape in shapes for d in shape):
+        sizes = [int(v) for v in static.reshape(-1)]
+        return _gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), x, indices)
     d = op.attr("dimension_numbers")
     rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
     if not d.get("operand_batching_dims") and list(d["offset_dims"]) != list(range(result.rank)):

@@ -248,3 +248,29 @@ def _layout_shape(op, i):
             *d["kernel_spatial_dimensions"],
         ]
     return [shape[p] for p in perm]
+
+
+_DOT_EQUATIONS = {(1, 1): "a,a->", (2, 1): "ab,b->a", (1, 2): "a,ab->b", (2, 2): "ab,bc->ac"}
+
+
+@register("stablehlo.dot")
+def _dot(interp, op, lhs, rhs):
+    """The deprecated ``dot`` (vector or matrix operands, contracting the last dimension of
+    ``lhs`` with the first of ``rhs``) as one ``Einsum``."""
+    eq = _DOT_EQUATIONS[(op.operand_type(0).rank, op.operand_type(1).rank)]
+    lhs, rhs = _cast_to_result(interp, op, lhs, 0), _cast_to_result(interp, op, rhs, 1)
+    return interp.graph.op_as("Einsum", [lhs, rhs], op.result_type.dtype, data=(0, 1), equation=eq)
+
+
+@register("stablehlo.einsum")
+def _einsum(interp, op, lhs, rhs):
+    """The deprecated ``einsum``: ONNX ``Einsum`` with its ``einsum_config``."""
+    eq = op.attr("einsum_config")
+    return interp.graph.op_as("Einsum", [lhs, rhs], op.result_type.dtype, data=(0, 1), equation=eq)
+
+
+@register("stablehlo.unary_einsum")
+def _unary_einsum(interp, op, x):
+    """The deprecated ``unary_einsum`` (its config is written ``",ab->ba"``)."""
+    eq = op.attr("einsum_config").lstrip(",")
+    return interp.graph.op_as("Einsum", [x], op.result_type.dtype, equation=eq)

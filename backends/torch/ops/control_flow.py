@@ -24,7 +24,7 @@ from torch.fx.experimental import proxy_tensor
 
 from converter import mlir
 from converter.errors import ConversionError
-from converter.regions import static_trip_count
+from converter.regions import first_non_elementwise, static_trip_count
 
 from .. import recorder
 from ..registry import register
@@ -406,8 +406,16 @@ def _case(interp, op, index):
 
 @register("stablehlo.map")
 def _map(interp, op, *xs):
-    body = interp.region_fn(op.regions[0])
-    return body(*xs)
+    """The body applied to the whole operands at once, which equals applying it at every
+    index when its ops are elementwise (:func:`converter.regions.first_non_elementwise`);
+    a result that does not depend on the operands is broadcast to the result shape. Other
+    bodies are refused."""
+    other = first_non_elementwise(op.regions[0])
+    if other is not None:
+        raise NotImplementedError(f"a map body with {other.name}: only elementwise bodies are supported")
+    out = interp.region_fn(op.regions[0])(*xs)[0]
+    shape = xs[0].shape if xs else op.result_type.shape  # the operands' (common) shape
+    return out if out.shape == shape else out.expand(shape).clone()
 
 
 @register("stablehlo.optimization_barrier")

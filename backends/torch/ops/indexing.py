@@ -67,8 +67,11 @@ def _gather(interp, op, operand, indices):
 def _dynamic_gather(interp, op, operand, indices, slice_sizes):
     """``gather`` with the slice sizes as an operand (what ``jax.export`` writes for
     ``x[:, -1]`` of a symbolic ``x``); it is left only when the module runs on symbolic sizes
-    (``torch.export``/``torch.compile`` tracing), where the sizes are ints and ``SymInt``s."""
-    return gather(op, operand, indices, shape_list(slice_sizes))
+    (``torch.export``/``torch.compile`` tracing), where the sizes are ints and ``SymInt``s;
+    constant sizes are read at conversion."""
+    static = interp.static_operand(op, 2)
+    sizes = [int(v) for v in static.reshape(-1)] if static is not None else shape_list(slice_sizes)
+    return gather(op, operand, indices, sizes)
 
 
 def gather(op, operand, indices, sizes: list) -> torch.Tensor:

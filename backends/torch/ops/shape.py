@@ -162,17 +162,32 @@ def _dynamic_iota(interp, op, shape):
     return base.reshape(view).expand(out).clone()
 
 
+def _amounts(interp, op, index: int, value) -> list:
+    """Operand ``index`` of a ``dynamic_*`` op as ints: from its constant when it has one
+    (a traced constant has no symbolic form), else the values of its shape computation."""
+    static = interp.static_operand(op, index)
+    if static is not None:
+        return [int(v) for v in static.reshape(-1)]
+    return shape_list(value)
+
+
 @register("stablehlo.real_dynamic_slice")
 def _real_dynamic_slice(interp, op, x, start, limit, strides):
     """``x[start:limit:strides]`` on every axis (in bounds by the spec's constraints)."""
-    bounds = zip(shape_list(start), shape_list(limit), shape_list(strides), strict=True)
+    bounds = zip(
+        _amounts(interp, op, 1, start),
+        _amounts(interp, op, 2, limit),
+        _amounts(interp, op, 3, strides),
+        strict=True,
+    )
     return x[tuple(slice(s, e, k) for s, e, k in bounds)]
 
 
 @register("stablehlo.dynamic_pad")
 def _dynamic_pad(interp, op, x, value, low, high, interior):
     """:func:`pad` with the amounts from operands (negative amounts crop)."""
-    return pad(x, value, shape_list(low), shape_list(high), shape_list(interior))
+    amounts = [_amounts(interp, op, i, v) for i, v in ((2, low), (3, high), (4, interior))]
+    return pad(x, value, *amounts)
 
 
 @register("stablehlo.custom_call@shape_assertion")
