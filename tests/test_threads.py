@@ -266,3 +266,29 @@ def test_stop_gradient_marking_stays_in_its_thread():
     assert _jax_internal.STOP_GRADIENT_TARGET not in out[0][0]
     assert float(out[0][1]) == 5.0
     assert _jax_internal.STOP_GRADIENT_TARGET not in jax.jit(fn).lower(x).as_text()  # nor later
+
+
+def test_eager_dtype_check_leaves_other_threads_draws_alone():
+    """``call_torch`` runs a module eagerly to refuse what eager torch refuses (dtypes); its
+    random ops draw nothing then, and torch's global generator is not saved and restored: a
+    number another thread draws meanwhile is not drawn again afterwards."""
+    drawn: list[torch.Tensor] = []
+
+    class Drops(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2)
+
+        def forward(self, x):
+            other = threading.Thread(target=lambda: drawn.append(torch.rand(4)))
+            other.start()
+            other.join()
+            return torch.nn.functional.dropout(self.linear(x), 0.5, training=True)
+
+    torch.manual_seed(0)
+    with pytest.raises(converter.SignatureMismatchError, match="float64"):
+        converter.call_torch(Drops(), jnp.ones((3, 4), jnp.float64))  # float32 weights
+    after = torch.rand(4)
+    torch.manual_seed(0)
+    torch.nn.Linear(4, 2)  # the same draws as Drops() made
+    assert torch.equal(drawn[0], torch.rand(4)) and not torch.equal(after, drawn[0])
