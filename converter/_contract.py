@@ -126,10 +126,11 @@ def _refused_keyword(e: TypeError) -> str | None:
 #   :class:`logging.Filter` on each of those loggers (:func:`_cover_loggers`), which holds
 #   back records up to ERROR emitted by a thread inside :func:`quiet` (they become the
 #   error's ``diagnostics``) and lets every other record through;
-# * warnings through two entries added once, at import, to ``warnings.filters``, whose
-#   categories match only in a thread inside :func:`quiet` (their metaclass's
-#   ``__subclasscheck__`` asks): FutureWarnings and DeprecationWarnings, and any warning
-#   raised from the frameworks' modules. In every other thread they match nothing;
+# * warnings through two entries of ``warnings.filters`` (added at import, and again when
+#   found gone: :func:`_install_warning_filters`), whose categories match only in a thread
+#   inside :func:`quiet` (their metaclass's ``__subclasscheck__`` asks): FutureWarnings and
+#   DeprecationWarnings, and any warning raised from the frameworks' modules. In every
+#   other thread they match nothing;
 # * what torch.export prints on sys.stderr (a partial graph when export fails), through
 #   :func:`hold_print`, which ``frontends.torch._torch_internal`` installs as the ``print``
 #   of that torch module.
@@ -253,9 +254,18 @@ class _HeldFrameworkWarning(Warning, metaclass=_InQuietThread):
     matches = (Warning,)
 
 
+_FILTER_LOCK = threading.Lock()
+
+
 def _install_warning_filters() -> None:
-    """The two inert filters (see the section comment), added once, at import."""
-    if not any(f[2] in (_HeldDeprecation, _HeldFrameworkWarning) for f in warnings.filters):
+    """The two inert filters (see the section comment): added at import, and again by a
+    :func:`quiet` that finds them gone (a ``warnings.catch_warnings`` block that was open at
+    import restores, on exit, a filter list without them; so does ``resetwarnings``). They
+    match nothing outside a converting thread, so adding them changes no warning's fate."""
+    filters = warnings.filters
+    if any(f[2] is _HeldDeprecation for f in filters) and any(f[2] is _HeldFrameworkWarning for f in filters):
+        return
+    with _FILTER_LOCK:
         module = rf"({'|'.join(_FRAMEWORKS)})(\..*)?$"
         warnings.filterwarnings("ignore", category=_HeldFrameworkWarning, module=module)
         warnings.filterwarnings("ignore", category=_HeldDeprecation)
@@ -279,6 +289,7 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
         yield held.text
         return
     _cover_loggers()
+    _install_warning_filters()
     stack = getattr(_LOCAL, "held", None)
     if stack is None:
         stack = _LOCAL.held = []

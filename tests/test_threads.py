@@ -156,13 +156,15 @@ CALLS = [_from_torch, _from_jax, _from_onnx, _to_torch, _to_jax, _call_jax, _cal
 
 @pytest.fixture(scope="module")
 def modules():
-    """A converted module per thread for ``to_torch``/``to_jax``, and one run of every call
-    in this thread first: imports (and the third-party warning filters some add, such as
-    SymPy's) happen before the process state is compared."""
-    mods = [converter.from_jax(_jax_fn(i), _x(i)) for i in range(N)]
-    for call in CALLS:
-        call(0, mods)
-    return mods
+    """A converted module per thread for ``to_torch``/``to_jax``; the frontends and backends
+    are imported first (with the third-party warning filters some add, such as SymPy's)
+    before the process state is compared."""
+    import backends.onnx  # noqa: F401
+    import backends.torch  # noqa: F401
+    import frontends.onnx  # noqa: F401
+    import frontends.torch  # noqa: F401
+
+    return [converter.from_jax(_jax_fn(i), _x(i)) for i in range(N)]
 
 
 def _user_chatter(stop: threading.Event, logger: logging.Logger, counts: dict) -> None:
@@ -185,6 +187,12 @@ def test_every_entry_point_from_eight_threads(modules, capsys):
     logger = logging.getLogger("tests.user_app")
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
+    from converter import _contract
+
+    # the converter's two inert warning filters are in place (pytest's per-test
+    # catch_warnings restores a list from before converter was imported): from here on,
+    # nothing may change the process's logging, warning filters or stderr
+    _contract._install_warning_filters()
     disable, filters, stderr = logging.root.manager.disable, list(warnings.filters), sys.stderr
 
     def thread(i: int) -> list[str]:
