@@ -212,22 +212,36 @@ class _FrameworkRecords(logging.Filter):
 _RECORDS = _FrameworkRecords()
 _COVER_LOCK = threading.Lock()
 _covered: dict[str, logging.Logger] = {}
+_pending: set[str] = set()  # framework names that are still logging.PlaceHolders
+_seen = [0]  # len(loggerDict) at the last full scan
+
+
+def _cover(name: str, lg: Any) -> None:
+    if not isinstance(lg, logging.Logger):
+        _pending.add(name)
+        return
+    _pending.discard(name)
+    if _covered.get(name) is not lg:
+        if _RECORDS not in lg.filters:
+            lg.addFilter(_RECORDS)
+        _covered[name] = lg
 
 
 def _cover_loggers() -> None:
     """Add :data:`_RECORDS` to every framework logger that exists (a filter on a logger sees
     the records created there, not its children's: each one needs it). Loggers created
-    later are covered at the next :func:`quiet` (and when torch tracing starts)."""
+    later are covered at the next :func:`quiet`: a full scan when loggers were added, else a
+    look at the names that were placeholders (``getLogger`` turns one into a logger)."""
+    loggers = logging.root.manager.loggerDict
     with _COVER_LOCK:
-        for name, lg in list(logging.root.manager.loggerDict.items()):
-            if (
-                isinstance(lg, logging.Logger)
-                and _covered.get(name) is not lg
-                and name.partition(".")[0] in _FRAMEWORKS
-            ):
-                if _RECORDS not in lg.filters:
-                    lg.addFilter(_RECORDS)
-                _covered[name] = lg
+        if len(loggers) != _seen[0]:
+            for name, lg in list(loggers.items()):
+                if name.partition(".")[0] in _FRAMEWORKS:
+                    _cover(name, lg)
+            _seen[0] = len(loggers)
+        else:
+            for name in list(_pending):
+                _cover(name, loggers.get(name))
 
 
 class _InQuietThread(type):

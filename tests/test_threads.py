@@ -300,3 +300,43 @@ def test_eager_dtype_check_leaves_other_threads_draws_alone():
     torch.manual_seed(0)
     torch.nn.Linear(4, 2)  # the same draws as Drops() made
     assert torch.equal(drawn[0], torch.rand(4)) and not torch.equal(after, drawn[0])
+
+
+def test_framework_chatter_is_held_back_in_the_converting_thread_only():
+    """A framework logger's record and a FutureWarning are held back in a thread inside a
+    conversion (the record becomes the diagnostics), and arrive from any other thread
+    meanwhile, through the same logger and the same filters."""
+    from converter import _contract
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    framework = logging.getLogger("torch.tests_threads_probe")
+    framework.addHandler(handler)
+    framework.setLevel(logging.INFO)
+    inside, done, held = threading.Event(), threading.Event(), []
+
+    def converting():
+        with _contract.quiet() as text:
+            framework.warning("in the converting thread")
+            warnings.warn("framework future warning, converting", FutureWarning, stacklevel=1)
+            inside.set()
+            done.wait(10)
+        held.append(text.getvalue())
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            t = threading.Thread(target=converting)
+            t.start()
+            assert inside.wait(10)
+            framework.warning("in another thread")
+            warnings.warn("framework future warning, other", FutureWarning, stacklevel=1)
+            done.set()
+            t.join()
+    finally:
+        framework.removeHandler(handler)
+    assert [r.getMessage() for r in records] == ["in another thread"]
+    assert "in the converting thread" in held[0]
+    assert [str(w.message) for w in caught if "framework future" in str(w.message)] == [
+        "framework future warning, other"
+    ]
