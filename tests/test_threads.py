@@ -1,9 +1,10 @@
 """The public API from many threads at once (docs/design.md, "Threads"): 8 threads each
-run ``from_torch``, ``from_jax``, ``from_onnx``, ``to_torch``, ``to_jax``, ``call_jax`` and
-``call_torch`` on their own small model, some of them on inputs that must fail. Every
-success matches its source, every failure is the typed error of its own thread, and a user
-thread logging, warning and printing to stderr meanwhile loses nothing: no process-wide
-logging, warning-filter or stderr state is changed."""
+run ``from_torch``, ``from_jax``, ``from_onnx``, ``to_torch``, ``to_jax``, ``call_jax``,
+``call_torch``, ``to_onnx``, ``save``/``load`` and ``from_stablehlo`` on their own small
+model, some of them on inputs that must fail. Every success matches its source, every
+failure is the typed error of its own thread, and a user thread logging, warning and
+printing to stderr meanwhile loses nothing: no process-wide logging, warning-filter or
+stderr state is changed."""
 
 from __future__ import annotations
 
@@ -151,7 +152,51 @@ def _call_torch(i, modules):
     return "ok"
 
 
-CALLS = [_from_torch, _from_jax, _from_onnx, _to_torch, _to_jax, _call_jax, _call_torch]
+def _to_onnx(i, modules):
+    import onnxruntime as ort
+
+    if i in FAILING:
+        with pytest.raises(converter.InputValueError, match="opset"):
+            modules[i].to_onnx(opset=12)
+        return "InputValueError"
+    model = modules[i].to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = sess.run(None, {sess.get_inputs()[0].name: _x(i)})
+    _close(y, _jax_ref(i, _x(i)))
+    return "ok"
+
+
+def _save_load_from_stablehlo(i, modules):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/m{i}.shlo"
+        if i in FAILING:
+            with open(path, "wb") as f:
+                f.write(b"not a zip")
+            with pytest.raises(converter.ParseError):
+                converter.load(path)
+            with pytest.raises(converter.ParseError):
+                converter.from_stablehlo("func.func @main( {")
+            return "ParseError"
+        modules[i].save(path)
+        _close(converter.load(path).to_jax()(_x(i)), _jax_ref(i, _x(i)))
+    text = str(modules[i].mlir)
+    _close(converter.from_stablehlo(text).to_jax()(_x(i)), _jax_ref(i, _x(i)))
+    return "ok"
+
+
+CALLS = [
+    _from_torch,
+    _from_jax,
+    _from_onnx,
+    _to_torch,
+    _to_jax,
+    _call_jax,
+    _call_torch,
+    _to_onnx,
+    _save_load_from_stablehlo,
+]
 
 
 @pytest.fixture(scope="module")
