@@ -79,6 +79,18 @@ def hold_export_prints() -> None:
         trace.print = hold_print  # a module global shadows the builtin for that module only
 
 
+@contextlib.contextmanager
+def exporting() -> Iterator[None]:
+    """The context of every ``torch.export.export``/``torch.export.load`` the project runs:
+    one thread at a time (:data:`converter._threads.TORCH_TRACE`, re-entrant), with the
+    partial graph of a failed export held back in a quiet thread (:func:`hold_export_prints`)."""
+    from converter import _threads
+
+    with _threads.TORCH_TRACE:
+        hold_export_prints()
+        yield
+
+
 def lazy_clone(t: torch.Tensor) -> torch.Tensor | None:
     """A copy-on-write clone of ``t`` (``torch._lazy_clone``, torch >= 2.3): both tensors
     share ``t``'s memory until one of them is written in place (or its mutable data pointer
