@@ -18,7 +18,9 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
 
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
 pytree FutureWarnings) is held back: the error says what went wrong, and what was printed is
-its ``diagnostics`` attribute. Set ``CONVERTER_VERBOSE=1`` to let it through.
+its ``diagnostics`` attribute. Set ``CONVERTER_VERBOSE=1`` to let it through. The contract
+is per thread, and holding back touches no process-wide state (see :func:`quiet`): other
+threads' log records, warnings and stderr lines all arrive.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import re
 import sys
 import sysconfig
+import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -110,63 +113,220 @@ def _refused_keyword(e: TypeError) -> str | None:
     return found.group(1) if found else None
 
 
-_forced_verbose = False
+# --------------------------------------------------------------------------- per-thread state
+#
+# The contract is per thread: the nesting of API calls (the outer one classifies), the
+# ``verbose_mode`` flag and the chatter held back are this thread's. Nothing here changes
+# process-wide state while a conversion runs: no ``logging.disable``, no warning filters
+# pushed or popped, no ``sys.stderr`` replaced (all three are process globals that another
+# thread reads at the same time). Instead the frameworks' own chatter is held back at its
+# source, only in the threads inside :func:`quiet`:
+#
+# * log records of the frameworks' loggers (``torch.*``, ``jax.*``, ``onnx.*``...) through a
+#   :class:`logging.Filter` on each of those loggers (:func:`_cover_loggers`), which holds
+#   back records up to ERROR emitted by a thread inside :func:`quiet` (they become the
+#   error's ``diagnostics``) and lets every other record through;
+# * warnings through two entries of ``warnings.filters`` (added at import, and again when
+#   found gone: :func:`_install_warning_filters`), whose categories match only in a thread
+#   inside :func:`quiet` (their metaclass's ``__subclasscheck__`` asks): FutureWarnings and
+#   DeprecationWarnings, and any warning raised from the frameworks' modules. In every
+#   other thread they match nothing;
+# * what torch.export prints on sys.stderr (a partial graph when export fails), through
+#   :func:`hold_print`, which ``frontends.torch._torch_internal`` installs as the ``print``
+#   of that torch module.
+
+_LOCAL = threading.local()  # .depth: api nesting; .verbose: verbose_mode; .held: quiet scopes
+
+#: top-level packages whose loggers and warnings :func:`quiet` holds back
+_FRAMEWORKS = ("torch", "jax", "jaxlib", "onnx", "onnxruntime", "onnxscript")
 
 
 def verbose() -> bool:
     """Whether third-party chatter is let through: ``CONVERTER_VERBOSE`` is set to a
-    non-empty value other than ``0``, or inside :func:`verbose_mode` (``convert --verbose``)."""
-    return _forced_verbose or os.environ.get("CONVERTER_VERBOSE", "") not in ("", "0")
+    non-empty value other than ``0``, or this thread is inside :func:`verbose_mode`
+    (``convert --verbose``)."""
+    return getattr(_LOCAL, "verbose", False) or os.environ.get("CONVERTER_VERBOSE", "") not in ("", "0")
 
 
 @contextlib.contextmanager
 def verbose_mode(enabled: bool) -> Iterator[None]:
-    """Let third-party chatter through while the body runs, when ``enabled``."""
-    global _forced_verbose
-    previous, _forced_verbose = _forced_verbose, _forced_verbose or enabled
+    """Let third-party chatter through while the body runs in this thread, when ``enabled``."""
+    previous = getattr(_LOCAL, "verbose", False)
+    _LOCAL.verbose = previous or enabled
     try:
         yield
     finally:
-        _forced_verbose = previous
+        _LOCAL.verbose = previous
+
+
+class _Held:
+    """What one :func:`quiet` scope holds back in its thread: ``text`` (everything, the
+    error's ``diagnostics``) and ``printed`` (what the frameworks printed to stderr, written
+    out after a success)."""
+
+    __slots__ = ("text", "printed", "capture_stderr")
+
+    def __init__(self, capture_stderr: bool):
+        self.text = io.StringIO()
+        self.printed = io.StringIO()
+        self.capture_stderr = capture_stderr
+
+
+def _held() -> _Held | None:
+    """This thread's innermost :func:`quiet` scope, if any."""
+    stack = getattr(_LOCAL, "held", None)
+    return stack[-1] if stack else None
+
+
+def hold_print(
+    *values: Any, sep: str | None = " ", end: str | None = "\n", file: Any = None, **kw: Any
+) -> None:
+    """``print`` for framework modules that print diagnostics on ``sys.stderr``: in a thread
+    inside :func:`quiet` (with ``capture_stderr``), what goes to ``sys.stderr`` is held back
+    (the error's ``diagnostics``; written out after a success); anything else is printed."""
+    held = _held()
+    if held is None or not held.capture_stderr or file is not sys.stderr:
+        print(*values, sep=sep, end=end, file=file, **kw)
+        return
+    text = (" " if sep is None else sep).join(str(v) for v in values) + ("\n" if end is None else end)
+    held.text.write(text)
+    held.printed.write(text)
+
+
+class _FrameworkRecords(logging.Filter):
+    """On the frameworks' loggers: holds back the records up to ERROR that a thread inside
+    :func:`quiet` emits (kept as the error's ``diagnostics``); passes every other record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        held = _held()
+        if held is None or record.levelno > logging.ERROR:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is still held back
+            message = str(record.msg)
+        held.text.write(f"{record.levelname}:{record.name}:{message}\n")
+        return False
+
+
+_RECORDS = _FrameworkRecords()
+_COVER_LOCK = threading.Lock()
+_covered: dict[str, logging.Logger] = {}
+_pending: set[str] = set()  # framework names that are still logging.PlaceHolders
+_seen = [0]  # len(loggerDict) at the last full scan
+
+
+def _cover(name: str, lg: Any) -> None:
+    if not isinstance(lg, logging.Logger):
+        _pending.add(name)
+        return
+    _pending.discard(name)
+    if _covered.get(name) is not lg:
+        if _RECORDS not in lg.filters:
+            lg.addFilter(_RECORDS)
+        _covered[name] = lg
+
+
+def _cover_loggers() -> None:
+    """Add :data:`_RECORDS` to every framework logger that exists (a filter on a logger sees
+    the records created there, not its children's: each one needs it). Loggers created
+    later are covered at the next :func:`quiet`: a full scan when loggers were added, else a
+    look at the names that were placeholders (``getLogger`` turns one into a logger)."""
+    loggers = logging.root.manager.loggerDict
+    with _COVER_LOCK:
+        if len(loggers) != _seen[0]:
+            for name, lg in list(loggers.items()):
+                if name.partition(".")[0] in _FRAMEWORKS:
+                    _cover(name, lg)
+            _seen[0] = len(loggers)
+        else:
+            for name in list(_pending):
+                _cover(name, loggers.get(name))
+
+
+class _InQuietThread(type):
+    """Metaclass of warning categories that match (``issubclass``, which the warnings
+    machinery asks of each filter) only in a thread inside :func:`quiet`, and then the
+    classes in ``matches``."""
+
+    matches: tuple[type, ...] = ()
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        return _held() is not None and isinstance(sub, type) and issubclass(sub, cls.matches)
+
+
+class _HeldDeprecation(Warning, metaclass=_InQuietThread):
+    """Matches FutureWarning and DeprecationWarning in a thread inside :func:`quiet`."""
+
+    matches = (FutureWarning, DeprecationWarning)
+
+
+class _HeldFrameworkWarning(Warning, metaclass=_InQuietThread):
+    """Matches any warning in a thread inside :func:`quiet` (the filter adds: raised from a
+    framework module)."""
+
+    matches = (Warning,)
+
+
+_FILTER_LOCK = threading.Lock()
+
+
+def _install_warning_filters() -> None:
+    """The two inert filters (see the section comment): added at import, and again by a
+    :func:`quiet` that finds them gone (a ``warnings.catch_warnings`` block that was open at
+    import restores, on exit, a filter list without them; so does ``resetwarnings``). They
+    match nothing outside a converting thread, so adding them changes no warning's fate."""
+    filters = warnings.filters
+    if any(f[2] is _HeldDeprecation for f in filters) and any(f[2] is _HeldFrameworkWarning for f in filters):
+        return
+    with _FILTER_LOCK:
+        module = rf"({'|'.join(_FRAMEWORKS)})(\..*)?$"
+        warnings.filterwarnings("ignore", category=_HeldFrameworkWarning, module=module)
+        warnings.filterwarnings("ignore", category=_HeldDeprecation)
+
+
+_install_warning_filters()
 
 
 @contextlib.contextmanager
 def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.StringIO]:
-    """Hold back, while the body runs, log records up to ERROR (torch.export's graph dumps,
-    fake-tensor and symbolic-shape diagnostics come through torch's own loggers),
-    FutureWarnings, DeprecationWarnings and the warnings torch, jax and onnx raise, and (with
-    ``capture_stderr``) what is printed to stderr: yields that buffer, written out after a
-    success, kept back after a failure. A no-op when ``enabled`` is False."""
-    captured = io.StringIO()
+    """Hold back, while the body runs in this thread, the frameworks' chatter: log records up
+    to ERROR of torch's, JAX's and ONNX's loggers (torch.export's graph dumps, fake-tensor
+    and symbolic-shape diagnostics), FutureWarnings, DeprecationWarnings and the warnings
+    those frameworks raise, and (with ``capture_stderr``) the partial graph torch.export
+    prints to stderr. Yields the buffer of what was held back (an error's ``diagnostics``);
+    the printed part is written to stderr after a success (into the enclosing scope's
+    buffers when nested), kept back after a failure. Other threads' records, warnings and
+    stderr lines are untouched. A no-op when ``enabled`` is False."""
+    held = _Held(capture_stderr)
     if not enabled:
-        yield captured
+        yield held.text
         return
-    previous = logging.root.manager.disable
-    logging.disable(logging.ERROR)  # torch sets its own loggers' levels: disable them all
+    _cover_loggers()
+    _install_warning_filters()
+    stack = getattr(_LOCAL, "held", None)
+    if stack is None:
+        stack = _LOCAL.held = []
+    stack.append(held)
     failed = True
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            for mod in ("torch", "jax", "onnx", "onnxruntime"):
-                warnings.filterwarnings("ignore", module=rf"{mod}(\..*)?$")
-            redirect = contextlib.redirect_stderr(captured) if capture_stderr else contextlib.nullcontext()
-            with redirect:  # torch.export prints partial graphs there
-                yield captured
+        yield held.text
         failed = False
     finally:
-        logging.disable(previous)
-        if not failed and captured.getvalue():  # a success keeps what was printed
-            sys.stderr.write(captured.getvalue())
-
-
-_depth = 0
+        stack.pop()
+        outer = stack[-1] if stack else None
+        if outer is not None:  # the enclosing scope holds it in turn
+            outer.text.write(held.text.getvalue())
+            outer.printed.write(held.printed.getvalue())
+        elif not failed and held.printed.getvalue():  # a success keeps what was printed
+            sys.stderr.write(held.printed.getvalue())
 
 
 def nested() -> bool:
-    """Whether an :func:`api` function is running (its wrapper classifies what escapes):
-    for a per-call fast path that applies the contract itself, without the wrapper."""
-    return _depth > 0
+    """Whether an :func:`api` function is running in this thread (its wrapper classifies
+    what escapes): for a per-call fast path that applies the contract itself, without the
+    wrapper."""
+    return getattr(_LOCAL, "depth", 0) > 0
 
 
 def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> Any:
@@ -180,9 +340,9 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        global _depth
-        outer = _depth == 0
-        _depth += 1
+        depth = getattr(_LOCAL, "depth", 0)
+        outer = depth == 0
+        _LOCAL.depth = depth + 1
         try:
             if not (outer and hush) or verbose():  # nested calls: the outer one classifies
                 return fn(*args, **kwargs)
@@ -201,9 +361,9 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
             err.diagnostics = getattr(e, "diagnostics", "")  # type: ignore[attr-defined]
             raise err from e
         finally:
-            _depth -= 1
+            _LOCAL.depth = depth
 
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["api", "classify", "quiet", "verbose", "verbose_mode"]
+__all__ = ["api", "classify", "hold_print", "nested", "quiet", "verbose", "verbose_mode"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
+import jax
 from jax._src import core as _core
 from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
@@ -168,15 +169,18 @@ def shape_assertion(pred, message: str) -> None:
 STOP_GRADIENT_TARGET = "converter.stop_gradient"
 
 
-#: ``_MARKING.on`` is True in a thread inside :func:`stop_gradient_marked` (other threads
-#: lower ``stop_gradient`` as JAX does)
-_MARKING = threading.local()
+#: True in a thread inside :func:`stop_gradient_marked` (other threads lower
+#: ``stop_gradient`` as JAX does). A JAX user context (``jax.make_user_context``, made once,
+#: at import, as JAX asks): thread-local, and part of the key of JAX's tracing, lowering and
+#: compilation caches, so a marked lowering is never served to an unmarked trace (another
+#: thread's ``jax.jit``, or a later one) nor the reverse, and no cache is cleared.
+_MARKING = jax.make_user_context(False)
 _MARK_LOCK = threading.Lock()
 _mark_scopes = [0, None]  # [scopes open in any thread, JAX's own lowering rule]
 
 
 def _lower_stop_gradient(ctx, x):
-    if not getattr(_MARKING, "on", False):
+    if not _MARKING.value:
         return _mark_scopes[1].rule(ctx, x)
     (aval,) = ctx.avals_in
     shapes = None
@@ -196,27 +200,20 @@ def stop_gradient_marked():
     custom calls), which StableHLO's shape refinement reads.
 
     Thread-safe: the marking rule is installed while any thread has a scope open, and marks
-    only in the threads inside one (others get JAX's rule). JAX's global lowering cache
-    (``pxla._cached_lowering_to_hlo``, keyed by jaxpr) is cleared on entry and exit, so no
-    marked lowering reaches a later ``jax.jit`` (XLA has no such custom call) and no cached
-    unmarked one this export."""
+    only in the threads inside one (others get JAX's rule); the scope is a JAX user context
+    (:data:`_MARKING`), so JAX's caches keep marked and unmarked lowerings apart."""
     from jax._src import ad_util
-    from jax._src.interpreters import pxla
 
     with _MARK_LOCK:
         if _mark_scopes[0] == 0:
             _mark_scopes[1] = _mlir._lowerings[ad_util.stop_gradient_p]
             _mlir.register_lowering(ad_util.stop_gradient_p, _lower_stop_gradient)
         _mark_scopes[0] += 1
-    outer = getattr(_MARKING, "on", False)
-    _MARKING.on = True
-    pxla._cached_lowering_to_hlo.cache_clear()
     try:
-        yield
+        with _MARKING(True):
+            yield
     finally:
-        _MARKING.on = outer
         with _MARK_LOCK:
             _mark_scopes[0] -= 1
             if _mark_scopes[0] == 0:
                 _mlir._lowerings[ad_util.stop_gradient_p] = _mark_scopes[1]
-        pxla._cached_lowering_to_hlo.cache_clear()

@@ -173,10 +173,13 @@ def torch_export(model: Any, args: tuple, kwargs: dict, where: str, dynamic_shap
 
     if isinstance(model, torch.export.ExportedProgram):
         return model
+    from frontends.torch._torch_internal import exporting
+
     try:
-        if dynamic_shapes is not None:
-            return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
-        return torch.export.export(model, args, kwargs)
+        with exporting():  # one thread at a time (docs/design.md, "Threads")
+            if dynamic_shapes is not None:
+                return torch.export.export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+            return torch.export.export(model, args, kwargs)
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ExportError(
@@ -604,8 +607,11 @@ def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
     model = module.to_torch()
     args, kwargs = export_example(sig)
     dynamic = model.export_dynamic_shapes() if module_is_dynamic(module) else None
+    from frontends.torch._torch_internal import exporting
+
     try:
-        ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic)
+        with exporting():  # one thread at a time (docs/design.md, "Threads")
+            ep = torch.export.export(model, args, kwargs, dynamic_shapes=dynamic)
     except ConversionError:
         raise
     except Exception as e:

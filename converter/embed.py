@@ -31,6 +31,7 @@ import jax
 import jax.extend.core
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _contract, _jax_internal, dtypes
 from ._contract import api, quiet, verbose
@@ -1161,6 +1162,36 @@ def _check_x64(module: Any) -> None:
     )
 
 
+class _NoRandomDraws(TorchDispatchMode):
+    """While active (in this thread only: dispatch modes are thread-local), ATen's random
+    ops (tagged ``nondeterministic_seeded``: dropout, ``rand``, ``bernoulli_``...) draw
+    nothing: they return zeros of the shape and dtype their meta kernel gives (an in-place
+    one fills its tensor with zeros). :func:`check_dtypes_like_eager` runs the module for its
+    dtype checks only; torch's global generator, which other threads draw from, is neither
+    advanced nor saved and restored (``torch.random.fork_rng`` would roll back their draws)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.Tag.nondeterministic_seeded not in func.tags:
+            return func(*args, **kwargs)
+        if func._schema.is_mutable:  # bernoulli_, uniform_...: its tensor becomes zeros
+            return args[0].zero_()
+
+        def meta(x: Any) -> Any:
+            return x.to("meta") if isinstance(x, torch.Tensor) else x
+
+        tree = jax.tree_util
+        tensors = [x for x in tree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        device = tensors[0].device if tensors else torch.device(kwargs.get("device") or "cpu")
+        meta_kwargs = {**tree.tree_map(meta, kwargs), **({"device": "meta"} if "device" in kwargs else {})}
+        out = func(*tree.tree_map(meta, args), **meta_kwargs)
+
+        def zeros(t: Any) -> Any:
+            return torch.zeros(t.shape, dtype=t.dtype, device=device) if isinstance(t, torch.Tensor) else t
+
+        return tree.tree_map(zeros, out)
+
+
 def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     """Refuse what eager torch refuses: ``torch.export`` traces with meta kernels, which do
     not check dtypes, so a float64 input into a float32 ``Linear`` would convert (and compute
@@ -1184,7 +1215,7 @@ def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) 
         return
     state = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()}
     try:
-        with torch.no_grad(), torch.random.fork_rng():
+        with torch.no_grad(), _NoRandomDraws():
             torch.func.functional_call(module, state, args, kwargs)
     except RuntimeError as e:
         names = ", ".join(f"{p} ({str(d).removeprefix('torch.')})" for p, d in odd)

@@ -278,25 +278,19 @@ def load_pt2(path: str | os.PathLike, *, trust_pickle: bool = False):
         UntrustedInputError: the archive holds pickled payloads, code or shape expressions
             that would run code, and ``trust_pickle`` is False.
     """
-    import logging
-    import warnings
-
     import torch
 
+    from . import _threads
+    from ._contract import quiet
+
     check_pt2(path, trust_pickle=trust_pickle)
-    loggers = [logging.getLogger(n) for n in ("torch.export", "torch._export", "torch.export.pt2_archive")]
-    levels = [lg.level for lg in loggers]
     try:
-        for lg in loggers:
-            lg.setLevel(logging.CRITICAL)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        # held back in this thread only (never the process's loggers or warning filters);
+        # deserializing builds fake tensors: one thread at a time, as torch.export
+        with _threads.TORCH_TRACE, quiet():
             return torch.export.load(Path(path))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise ParseError(
             f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {first}"
         ) from e
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from converter import dtypes, mlir
+from converter import _threads, dtypes, mlir
 from converter.errors import ConversionError, DistributedError, DynamicDimensionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
@@ -235,18 +235,20 @@ def build_graph(
 
     examples = [_example(s, placer.device) for s in specs]
     gm = None
-    if comm is None and placer.device == CPU and recorder.can_record() and not _has_branches(module):
-        try:
-            with torch.no_grad():
-                gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
-        except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
-            if _error_behind(e, recorder.NeedsMakeFx) is None:
-                raise
-    if gm is None:
-        gm = _make_fx_graph(main, examples)
-    gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
-    gm = gm if placer.device == CPU else fold_constant_transfers(gm)
-    return simplify(gm)  # implicit broadcasts, dead code (native.py)
+    # make_fx's tracer globals and the recorder's fake-result memo: one thread at a time
+    with _threads.TORCH_TRACE:
+        if comm is None and placer.device == CPU and recorder.can_record() and not _has_branches(module):
+            try:
+                with torch.no_grad():
+                    gm = recorder.record(main, examples, recompile=False)  # simplify() recompiles
+            except Exception as e:  # noqa: BLE001 - a higher-order op: traced by make_fx below
+                if _error_behind(e, recorder.NeedsMakeFx) is None:
+                    raise
+        if gm is None:
+            gm = _make_fx_graph(main, examples)
+        gm = exact_control_flow_gradients(gm)  # while/cond: exact autograd (see ops/control_flow.py)
+        gm = gm if placer.device == CPU else fold_constant_transfers(gm)
+        return simplify(gm)  # implicit broadcasts, dead code (native.py)
 
 
 def _has_branches(module: Module) -> bool:
@@ -579,14 +581,19 @@ class TorchModule(torch.nn.Module):
         from converter.passes.shapes import check_dims, refine
 
         key = tuple(tuple(int(d) for d in v.shape) for v in flat)
-        if key not in self._graphs:
+        graph = self._graphs.get(key)
+        if graph is not None:
+            return graph
+        with _threads.TORCH_TRACE:  # threads calling with a new shape: one traces it
+            if key in self._graphs:
+                return self._graphs[key]
             check_dims(module, key)
             refined = refine(module.mlir, key)
             sig = _static_signature(module.signature, key, refined)
             static = Module(refined, sig, module.params, source=module.source, meta=module.meta)
             TorchInterpreter(static.mlir).check_supported()
             self._graphs[key] = build_graph(static, self.device)
-        return self._graphs[key]
+            return self._graphs[key]
 
     def _run_symbolic(self, flat: list[torch.Tensor]) -> list[Any]:
         """Run the shape-polymorphic module on inputs with symbolic sizes (``torch.export``

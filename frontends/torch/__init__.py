@@ -13,14 +13,14 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import _jax_internal, dtypes, mlir, progress
+from converter import _jax_internal, _threads, dtypes, mlir, progress
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
 from converter.weights import ALIGN, aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
-from ._torch_internal import cached_cia_ops, lazy_clone
+from ._torch_internal import cached_cia_ops, hold_export_prints, lazy_clone
 from .data_dependent import resolve_data_dependent
 from .decompose import decompose_graph, decomposition_table
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
@@ -38,9 +38,12 @@ _PARAM_KINDS = {
 def export(
     model: torch.nn.Module | ExportedProgram, args=(), kwargs=None, dynamic_shapes=None
 ) -> ExportedProgram:
-    """``torch.export.export`` (strict=False) then the Core ATen decompositions."""
-    ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
-    return _run_decompositions(ep)
+    """``torch.export.export`` (strict=False) then the Core ATen decompositions (one thread
+    at a time: :data:`converter._threads.TORCH_TRACE`)."""
+    with _threads.TORCH_TRACE:
+        hold_export_prints()
+        ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
+        return _run_decompositions(ep)
 
 
 def _run_decompositions(ep: ExportedProgram, core: bool | None = None) -> ExportedProgram:
@@ -367,7 +370,10 @@ def from_torch(
     stage = "Core ATen decompositions"
     if not isinstance(model, ExportedProgram):
         stage = "torch.export and " + stage
-    with progress.stage(stage):
+    # torch.export, its decompositions and the reading of its shape environment are not
+    # thread-safe: one thread at a time (converter._threads); the lowering below runs freely
+    with _threads.TORCH_TRACE, progress.stage(stage):
+        hold_export_prints()
         ep = model if isinstance(model, ExportedProgram) else _export(model, args, kwargs, dynamic_shapes)
         # node by node, cached; None: a graph it does not cover (or one already decomposed)
         core = _is_core_aten(ep.graph_module)
@@ -423,7 +429,8 @@ def from_torch(
     in_tree = treespec_to_json(ep.call_spec.in_spec, user_vals)
     paths = leaf_paths(in_tree)
     tensor_vals = [v for v in user_vals if isinstance(v, torch.Tensor)]
-    symbols, ranges = dynamic_dims(ep, tensor_vals)
+    with _threads.TORCH_TRACE:
+        symbols, ranges = dynamic_dims(ep, tensor_vals)
     input_specs = [
         _spec(_input_name(p), v, "input", symbols) for p, v in zip(paths, tensor_vals, strict=True)
     ]

@@ -8,6 +8,7 @@ function here falls back to the public behaviour when what it patches is missing
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -62,6 +63,32 @@ def cached_cia_ops() -> Iterator[None]:
         finally:
             for m in modules:
                 m._collect_all_valid_cia_ops = original
+
+
+def hold_export_prints() -> None:
+    """Route ``torch.export``'s own ``print`` (the partial graph it prints on ``sys.stderr``
+    when an export fails, ``torch.export._trace``) through
+    :func:`converter._contract.hold_print`: held back (an error's ``diagnostics``) in a thread
+    inside :func:`converter._contract.quiet`, printed as before in every other thread.
+    ``sys.stderr`` itself is never replaced. Idempotent; a torch without that module is left
+    alone."""
+    from converter._contract import hold_print
+
+    trace = sys.modules.get("torch.export._trace")
+    if trace is not None and getattr(trace, "print", None) is not hold_print:
+        trace.print = hold_print  # a module global shadows the builtin for that module only
+
+
+@contextlib.contextmanager
+def exporting() -> Iterator[None]:
+    """The context of every ``torch.export.export``/``torch.export.load`` the project runs:
+    one thread at a time (:data:`converter._threads.TORCH_TRACE`, re-entrant), with the
+    partial graph of a failed export held back in a quiet thread (:func:`hold_export_prints`)."""
+    from converter import _threads
+
+    with _threads.TORCH_TRACE:
+        hold_export_prints()
+        yield
 
 
 def lazy_clone(t: torch.Tensor) -> torch.Tensor | None:
