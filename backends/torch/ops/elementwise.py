@@ -330,6 +330,13 @@ def _power(interp, op, x, y):
     name = result_name(op)
     if not is_int(name):
         return torch.pow(x, y)
+    if name == "uint64":  # exponents from 2**63 up are stored negative: walk the 64 bits
+        result, base = torch.ones_like(x), x.clone()
+        for k in range(64):
+            bit = (y >> k) & 1
+            result = torch.where(bit == 1, result * base, result)
+            base = base * base
+        return result
     neg = y < 0
     p = torch.pow(x, torch.where(neg, torch.zeros_like(y), y))
     if is_unsigned(name):

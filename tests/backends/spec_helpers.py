@@ -1,0 +1,45 @@
+"""Run one small StableHLO module (written from the StableHLO spec's examples and semantics) on
+every backend: ``to_jax``, ``to_torch`` and ``to_onnx`` run by onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import converter
+from tests.backends.onnx.helpers import run_session
+from tests.backends.torch.helpers import numpy_of, torch_of
+
+BACKENDS = ("jax", "torch", "onnx")
+
+
+def run(text: str, backend: str, *args) -> list[np.ndarray]:
+    """The outputs of StableHLO ``text``'s ``@main`` on ``args`` (NumPy) through ``backend``."""
+    module = converter.from_stablehlo(text)
+    if backend == "jax":
+        out = module.to_jax()(*args)
+        return [np.asarray(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
+    if backend == "torch":
+        out = module.to_torch()(*[torch_of(a) for a in args])
+        return [numpy_of(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
+    model = module.to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return run_session(sess, list(args))
+
+
+def expect_eq(got: np.ndarray, want, dtype=None) -> None:
+    """``check.expect_eq_const``: same values (NaN == NaN, -0.0 != 0.0 for floats) and shape."""
+    want = np.asarray(want, dtype=dtype if dtype is not None else got.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if got.dtype.kind == "f" or want.dtype.kind == "f":
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w))
+        np.testing.assert_array_equal(np.where(np.isnan(g), 0, g), np.where(np.isnan(w), 0, w))
+        nan = np.isnan(w)  # a NaN's sign bit is not a value
+        np.testing.assert_array_equal(np.signbit(g)[~nan], np.signbit(w)[~nan])
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+backends = pytest.mark.parametrize("backend", BACKENDS)

@@ -1,0 +1,283 @@
+# ruff: noqa: E501 - one StableHLO op per line
+"""Element types and elementwise semantics the StableHLO spec defines, checked on every backend
+with one small module per case (the spec's examples; results as the spec and its reference
+interpreter state them): ``i1`` arithmetic, ``real``/``imag`` of real tensors, integer
+``power``, ``convert`` complex -> ``i1``, ``reduce_precision`` with no mantissa bits, sub-byte
+integers and the narrow float types (a backend that cannot hold a type refuses it by name)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from converter.errors import UnsupportedOpError
+from tests.backends.spec_helpers import backends, expect_eq, run
+
+
+def _binary(op, t, a, b):
+    return f"""func.func @main() -> tensor<4x{t}> {{
+  %a = stablehlo.constant dense<{a}> : tensor<4x{t}>
+  %b = stablehlo.constant dense<{b}> : tensor<4x{t}>
+  %r = stablehlo.{op} %a, %b : tensor<4x{t}>
+  return %r : tensor<4x{t}>
+}}"""
+
+
+_I1_A, _I1_B = "[false, false, true, true]", "[false, true, false, true]"
+
+
+@backends
+@pytest.mark.parametrize(
+    "op,want",
+    [
+        ("add", [False, True, True, True]),  # spec: logical OR on booleans
+        ("multiply", [False, False, False, True]),  # logical AND
+        ("maximum", [False, True, True, True]),
+        ("minimum", [False, False, False, True]),
+    ],
+)
+def test_i1_arithmetic(backend, op, want):
+    text = _binary(op, "i1", _I1_A, _I1_B)
+    (got,) = run(text, backend)
+    expect_eq(got, want, np.bool_)
+
+
+_REAL_IMAG = """func.func @main() -> (tensor<3xf32>, tensor<3xf32>) {
+  %a = stablehlo.constant dense<[1.5, -0.0, 0x7FC00000]> : tensor<3xf32>
+  %r = stablehlo.real %a : tensor<3xf32>
+  %i = stablehlo.imag %a : tensor<3xf32>
+  return %r, %i : tensor<3xf32>, tensor<3xf32>
+}"""
+
+
+@backends
+def test_real_imag_of_real_tensor(backend):
+    """Spec: ``real`` of a float tensor is the tensor, ``imag`` is zeros."""
+    re, im = run(_REAL_IMAG, backend)
+    expect_eq(re, [1.5, -0.0, np.nan], np.float32)
+    expect_eq(im, [0.0, 0.0, 0.0], np.float32)
+
+
+def _power_reference(x, y, dtype):
+    """The spec's reference interpreter: squaring with wrap-around; a signed negative
+    exponent gives 0 unless |x| == 1."""
+    info = np.iinfo(dtype)
+    out = []
+    for a, b in zip(x.tolist(), y.tolist(), strict=True):
+        if info.min < 0 and b < 0:
+            if abs(a) != 1:
+                out.append(0)
+                continue
+            b = -b
+        e, r, base, m = b % (1 << info.bits), 1, a, 1 << info.bits
+        while e:
+            if e & 1:
+                r = r * base % m
+            base, e = base * base % m, e >> 1
+        out.append(r)
+    return np.array([v % (1 << info.bits) for v in out], np.uint64).astype(dtype)
+
+
+_POWER_CASES = {
+    "i32": (
+        np.int32,
+        [-1, -1, -2, 0, 1, 2, 3, -3, 0, 5, -2147483648, 2],
+        [-3, -2, -1, -1, -5, 3, 21, 3, 0, 2, -2147483648, 31],
+    ),
+    "i8": (np.int8, [-1, 3, -2, 2, 0, 7], [-128, 5, 7, 8, -1, 127]),
+    "ui8": (np.uint8, [0, 1, 2, 3, 255, 2], [0, 255, 3, 5, 2, 8]),
+    "ui64": (np.uint64, [3, 1, 2, 0], [2**63 + 1, 2**64 - 1, 64, 0]),
+    "i64": (np.int64, [-1, 3, 2, -2], [-(2**63), 41, 63, -2]),
+}
+
+
+@backends
+@pytest.mark.parametrize("t", list(_POWER_CASES))
+def test_integer_power(backend, t):
+    """Spec ``power`` on integers (signed and unsigned, negative exponents, wrap-around); the
+    spec's example ``power([-2.0, -0.0, ...])`` covers floats, which every backend had."""
+    dtype, x, y = _POWER_CASES[t]
+    x, y = np.array(x, dtype), np.array(y, dtype)
+    n = x.size
+    text = f"""func.func @main(%a: tensor<{n}x{t}>, %b: tensor<{n}x{t}>) -> tensor<{n}x{t}> {{
+  %r = stablehlo.power %a, %b : tensor<{n}x{t}>
+  return %r : tensor<{n}x{t}>
+}}"""
+    (got,) = run(text, backend, x, y)
+    want = _power_reference(x, y, dtype)
+    expect_eq(got, want)
+    if t == "i32":  # a few values stated outright
+        expect_eq(got[:6], [-1, 1, 0, 0, 1, 8])
+
+
+_COMPLEX_TO_I1 = """func.func @main() -> tensor<5xi1> {
+  %a = stablehlo.constant dense<[(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (0.0, -0.0), (-0.0, 2.5)]> : tensor<5xcomplex<f32>>
+  %r = stablehlo.convert %a : (tensor<5xcomplex<f32>>) -> tensor<5xi1>
+  return %r : tensor<5xi1>
+}"""
+
+
+@backends
+def test_convert_complex_to_i1(backend):
+    """Spec ``convert``: to a boolean, zero is false and any nonzero value true (a complex
+    value is zero only when both parts are)."""
+    (got,) = run(_COMPLEX_TO_I1, backend)
+    expect_eq(got, [False, True, True, False, True], np.bool_)
+
+
+_REDUCE_PRECISION_F64 = """func.func @main(%a: tensor<8xf64>) -> tensor<8xf64> {
+  %r = stablehlo.reduce_precision %a, format = e11m0 : tensor<8xf64>
+  return %r : tensor<8xf64>
+}"""
+
+
+@backends
+def test_reduce_precision_f64_zero_mantissa_bits(backend):
+    """``reduce_precision`` to 0 mantissa bits keeps powers of two; others round to nearest,
+    ties to even (the even one is the power of two with the even exponent field)."""
+    x = np.array([1.0, 1.5, 3.0, 0.7, -2.9, 1e300, np.inf, np.nan], np.float64)
+    (got,) = run(_REDUCE_PRECISION_F64, backend, x)
+    expect_eq(got, [1.0, 2.0, 2.0, 0.5, -2.0, 2.0**996, np.inf, np.nan], np.float64)
+
+
+# --------------------------------------------------------------------------- sub-byte integers
+
+
+def _wrap(t):
+    return f"""func.func @main() -> (tensor<4x{t}>, tensor<4x{t}>, tensor<4xi32>) {{
+  %a = stablehlo.constant dense<A> : tensor<4x{t}>
+  %b = stablehlo.constant dense<B> : tensor<4x{t}>
+  %s = stablehlo.add %a, %b : tensor<4x{t}>
+  %p = stablehlo.multiply %a, %b : tensor<4x{t}>
+  %c = stablehlo.convert %s : (tensor<4x{t}>) -> tensor<4xi32>
+  return %s, %p, %c : tensor<4x{t}>, tensor<4x{t}>, tensor<4xi32>
+}}"""
+
+
+_NARROW_INT = {
+    # type: (a, b, a + b, a * b), wrapped modulo 2**bits
+    "i4": ([7, -8, 5, -3], [1, -1, 5, 3], [-8, 7, -6, 0], [7, 8 - 16, 25 - 32, -9 + 16]),
+    "ui4": ([15, 8, 3, 0], [1, 8, 4, 9], [0, 0, 7, 9], [15, 0, 12, 0]),
+    "i2": ([1, -2, 1, -1], [1, -1, -1, -1], [-2, 1, 0, -2], [1, -2, -1, 1]),
+    "ui2": ([3, 2, 1, 0], [1, 2, 1, 3], [0, 0, 2, 3], [3, 0, 1, 0]),
+}
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize("t", list(_NARROW_INT))
+def test_sub_byte_integer_arithmetic(backend, t):
+    """Sub-byte integers wrap modulo 2**bits (two's complement for ``i2``/``i4``); the torch
+    backend carries them in int8/uint8 and returns them so."""
+    a, b, s, p = _NARROW_INT[t]
+    text = _wrap(t).replace("dense<A>", f"dense<{a}>").replace("dense<B>", f"dense<{b}>")
+    got_s, got_p, got_c = run(text, backend)
+    expect_eq(got_s.astype(np.int32), s)
+    expect_eq(got_p.astype(np.int32), p)
+    expect_eq(got_c, s, np.int32)
+    if backend == "torch":
+        assert got_s.dtype == (np.int8 if t.startswith("i") else np.uint8)
+
+
+@pytest.mark.parametrize("t", ["i4", "ui2"])
+def test_sub_byte_integer_refused_by_onnx(t):
+    """ONNX models cannot compute on sub-byte integers in onnxruntime: refused by name."""
+    a, b, _, _ = _NARROW_INT[t]
+    text = _wrap(t).replace("dense<A>", f"dense<{a}>").replace("dense<B>", f"dense<{b}>")
+    with pytest.raises(UnsupportedOpError, match=r"stablehlo.add\[u?int[24]\]"):
+        run(text, "onnx")
+
+
+# --------------------------------------------------------------------------- narrow floats
+
+_NARROW_FLOAT = {
+    "f8E3M4": ml_dtypes.float8_e3m4,
+    "f8E4M3": ml_dtypes.float8_e4m3,
+    "f8E4M3B11FNUZ": ml_dtypes.float8_e4m3b11fnuz,
+    "f6E2M3FN": ml_dtypes.float6_e2m3fn,
+    "f6E3M2FN": ml_dtypes.float6_e3m2fn,
+    "f4E2M1FN": ml_dtypes.float4_e2m1fn,
+}
+
+
+def _narrow_module(t):
+    return f"""func.func @main(%x: tensor<6xf32>) -> (tensor<6xf32>, tensor<6xf32>) {{
+  %k = stablehlo.constant dense<[1.5, 0.5, -2.0, 3.0, 1.0, -0.5]> : tensor<6x{t}>
+  %a = stablehlo.convert %x : (tensor<6xf32>) -> tensor<6x{t}>
+  %s = stablehlo.add %a, %k : tensor<6x{t}>
+  %p = stablehlo.multiply %s, %k : tensor<6x{t}>
+  %r = stablehlo.convert %a : (tensor<6x{t}>) -> tensor<6xf32>
+  %q = stablehlo.convert %p : (tensor<6x{t}>) -> tensor<6xf32>
+  return %r, %q : tensor<6xf32>, tensor<6xf32>
+}}"""
+
+
+def _narrow_expected(t, x):
+    """Each op's exact result rounded to the type once (the spec's per-op semantics),
+    computed with ml_dtypes."""
+    ml = _NARROW_FLOAT[t]
+    k = np.array([1.5, 0.5, -2.0, 3.0, 1.0, -0.5], np.float64).astype(ml)
+    a = x.astype(ml)
+    s = (a.astype(np.float64) + k.astype(np.float64)).astype(ml)
+    p = (s.astype(np.float64) * k.astype(np.float64)).astype(ml)
+    return a.astype(np.float32), p.astype(np.float32)
+
+
+_X = np.array([0.3, 1.0, 2.7, -1.3, 0.0, 1.25], np.float32)
+
+
+def test_narrow_float_types_read():
+    """``from_stablehlo`` reads every float type of the spec (no internal KeyError)."""
+    import converter
+
+    for t, ml in _NARROW_FLOAT.items():
+        m = converter.from_stablehlo(_narrow_module(t))
+        assert m.signature.outputs[0].dtype == "float32"
+        assert np.dtype(ml).name in str(m.mlir) or t in str(m.mlir)
+
+
+@pytest.mark.parametrize("t", list(_NARROW_FLOAT))
+def test_narrow_float_arithmetic_torch(t):
+    """The torch backend carries narrow floats in float32, rounding after every op as
+    ml_dtypes (and XLA) convert: values agree exactly."""
+    want_a, want_p = _narrow_expected(t, _X)
+    got_a, got_p = run(_narrow_module(t), "torch", _X)
+    expect_eq(got_a, want_a)
+    expect_eq(got_p, want_p)
+
+
+@pytest.mark.parametrize("t", ["f8E3M4", "f8E4M3", "f8E4M3B11FNUZ", "f4E2M1FN"])
+def test_narrow_float_arithmetic_jax(t):
+    want_a, want_p = _narrow_expected(t, _X)
+    got_a, got_p = run(_narrow_module(t), "jax", _X)
+    expect_eq(got_a, want_a)
+    expect_eq(got_p, want_p)
+
+
+@pytest.mark.parametrize("t", ["f6E2M3FN", "f6E3M2FN"])
+def test_float6_refused_by_jax(t):
+    """XLA's CPU compiler cannot compile float6 (it aborts on a float6 constant): refused by
+    name before anything is compiled."""
+    with pytest.raises(UnsupportedOpError, match=r"\[float6_e"):
+        run(_narrow_module(t), "jax", _X)
+
+
+@pytest.mark.parametrize("t", ["f8E4M3", "f4E2M1FN"])
+def test_narrow_float_refused_by_onnx(t):
+    with pytest.raises(UnsupportedOpError, match=r"stablehlo.add\[float"):
+        run(_narrow_module(t), "onnx", _X)
+
+
+def test_narrow_float_rounding_edges_torch():
+    """Ties to even, overflow (f8E4M3 has inf; f4E2M1FN saturates), denormals and signed
+    zero, against ml_dtypes' conversion."""
+    x = [0.0, -0.0, 1e-9, -1e-9, 240.0, 248.0, 1e6, np.inf, -np.inf, np.nan, 1.0625, 1.1875, 7.0, 5.0, 2.5]
+    x = np.array(x, np.float32)
+    for t in ("f8E4M3", "f4E2M1FN", "f8E4M3B11FNUZ"):
+        text = f"""func.func @main(%x: tensor<15xf32>) -> tensor<15xf32> {{
+  %a = stablehlo.convert %x : (tensor<15xf32>) -> tensor<15x{t}>
+  %r = stablehlo.convert %a : (tensor<15x{t}>) -> tensor<15xf32>
+  return %r : tensor<15xf32>
+}}"""
+        (got,) = run(text, "torch", x)
+        expect_eq(got, x.astype(_NARROW_FLOAT[t]).astype(np.float32))
