@@ -11,6 +11,7 @@ fit), since ``jax.grad`` transposes a gather into a scatter outside the module's
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -19,14 +20,26 @@ from converter.regions import classify_combiner
 from ..registry import register
 
 
+def _clamped_starts(starts, shape, sizes):
+    """Spec: ``clamp(0, start, dim - size)`` per dimension. ``lax.dynamic_slice`` would first
+    add ``dim`` to a negative start (NumPy style: -1 is the last row), which the spec does not."""
+    out = []
+    for s, dim, size in zip(starts, shape, sizes, strict=True):
+        s = jnp.asarray(s)
+        hi = min(dim - size, int(jnp.iinfo(s.dtype).max))
+        out.append(lax.clamp(jnp.zeros((), s.dtype), s, jnp.asarray(hi, s.dtype)))
+    return out
+
+
 @register("stablehlo.dynamic_slice")
 def _dynamic_slice(interp, op, x, *starts):
-    return lax.dynamic_slice(x, starts, op.attr("slice_sizes"))
+    sizes = op.attr("slice_sizes")
+    return lax.dynamic_slice(x, _clamped_starts(starts, x.shape, sizes), sizes)
 
 
 @register("stablehlo.dynamic_update_slice")
 def _dynamic_update_slice(interp, op, x, update, *starts):
-    return lax.dynamic_update_slice(x, update, starts)
+    return lax.dynamic_update_slice(x, update, _clamped_starts(starts, x.shape, update.shape))
 
 
 @register("stablehlo.gather")
