@@ -46,6 +46,7 @@ from . import (
 )
 from ._util import (
     CARRIED,
+    ROUNDED,
     STORAGE,
     WIDENED,
     aligned,
@@ -131,10 +132,10 @@ class TorchInterpreter(Interpreter):
             names = [t.dtype for t in op.result_types]
             out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
         if op.name != "stablehlo.constant" and any(
-            r.dtype in CARRIED for r in self._result_types(op)
-        ):  # sub-byte integers and narrow floats torch lacks: back into their type
+            r.dtype in ROUNDED for r in self._result_types(op)
+        ):  # sub-byte integers and narrow floats: back into their type
             names = [t.dtype for t in op.result_types]
-            out = [wrap_carried(v, n) if n in CARRIED else v for v, n in zip(out, names, strict=False)]
+            out = [wrap_carried(v, n) if n in ROUNDED else v for v, n in zip(out, names, strict=False)]
         return out
 
     @staticmethod

@@ -6,14 +6,17 @@ Torch lacks arithmetic on ``uint16``/``uint32``/``uint64``, so those StableHLO t
 ops are masked back into range), and a ``ui64`` value is stored bit-for-bit in an ``int64``
 tensor (two's-complement wrap makes add/sub/mul exact; compare, convert and shifts reinterpret
 the bits). Element types torch declares but cannot compute with, or lacks, are *carried*
-(:data:`CARRIED`): ``int2``/``int4`` in ``int8`` and ``uint2``/``uint4`` in ``uint8``, wrapped
+(:data:`ROUNDED`): ``int2``/``int4`` in ``int8`` and ``uint2``/``uint4`` in ``uint8``, wrapped
 back into range (two's complement, modulo ``2**bits``) after every op that makes one; the
 narrow floats (``float8_e3m4``, ``float8_e4m3``, ``float8_e4m3b11fnuz``, ``float6_e2m3fn``,
-``float6_e3m2fn``, ``float4_e2m1fn``) in ``float32``, rounded to the format (to nearest, ties to
-even, its own overflow, NaN and signed-zero rules, as ml_dtypes and XLA convert) after every
-op that makes one: float32 holds every such value and the exact result of ``+ - *`` on two of
-them, and rounds ``/``/``sqrt`` innocuously (24 >= 2 * 5 + 2 bits). Inputs and outputs of
-carried types are their storage tensors. Every other dtype is stored as itself.
+``float6_e3m2fn``, ``float4_e2m1fn``, and torch's ``float8_e4m3fn``, ``float8_e5m2``,
+``float8_e4m3fnuz``, ``float8_e5m2fnuz``, on which torch's CPU kernels do no arithmetic) in
+``float32``, rounded to the format (to nearest, ties to even, its own overflow, NaN and
+signed-zero rules, as ml_dtypes and XLA convert) after every op that makes one: float32 holds
+every such value and the exact result of ``+ - *`` on two of them, and rounds ``/``/``sqrt``
+innocuously (24 >= 2 * 5 + 2 bits). Inputs and outputs of the types torch lacks
+(:data:`CARRIED`) are their storage tensors; torch's float8 types are returned in their own
+dtype. Every other dtype is stored as itself.
 """
 
 from __future__ import annotations
@@ -30,16 +33,24 @@ NARROW_INTS: dict[str, tuple[torch.dtype, int]] = {
     "int2": (torch.int8, 2), "int4": (torch.int8, 4), "uint2": (torch.uint8, 2), "uint4": (torch.uint8, 4),
 }  # fmt: skip
 #: floats torch lacks (ml_dtypes names), carried in float32
-NARROW_FLOATS = (
+_LACKED_FLOATS = (
     "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
 )  # fmt: skip
-CARRIED = frozenset((*NARROW_INTS, *NARROW_FLOATS))
+#: float8 types torch has but cannot compute with on CPU: carried likewise, returned in their dtype
+_TORCH_FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+#: every narrow float carried in float32 and rounded per op
+NARROW_FLOATS = (*_LACKED_FLOATS, *_TORCH_FLOAT8)
+#: carried types whose inputs and outputs are their storage tensors (torch has no such dtype,
+#: or none it can hold values of)
+CARRIED = frozenset((*NARROW_INTS, *_LACKED_FLOATS))
+#: types brought back into range after every op that makes one (:func:`wrap_carried`)
+ROUNDED = frozenset((*NARROW_INTS, *NARROW_FLOATS))
 STORAGE: dict[str, torch.dtype] = {
     "uint16": torch.int32, "uint32": torch.int64, "uint64": torch.int64,
     **{n: t for n, (t, _) in NARROW_INTS.items()}, **dict.fromkeys(NARROW_FLOATS, torch.float32),
 }  # fmt: skip
-#: float8 types torch has (computed with by upcasting), copied from NumPy through their bytes
-_TORCH_FLOAT8 = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu")
+#: float8 types torch has and passes through, copied from NumPy through their bytes
+_TORCH_FLOAT8_BYTES = ("float8_e8m0fnu",)
 WIDENED = {"uint16": 16, "uint32": 32}
 BITS = {
     "bool": 1, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "int32": 32, "uint32": 32,
@@ -141,9 +152,10 @@ def round_to_format(x: torch.Tensor, name: str) -> torch.Tensor:
     mids = torch.from_numpy(table["mids"].copy()).to(x.device)
     tie_up = torch.from_numpy(table["tie_up"].copy()).to(x.device)
     a = x.to(torch.float64).abs()
-    idx = torch.bucketize(a, mids).clamp(max=pos.numel() - 1)
-    up = (a == mids[idx]) & tie_up[idx]
-    r = pos[torch.where(up, (idx + 1).clamp(max=pos.numel() - 1), idx)]
+    # flat indices: a 0-d index tensor would read as a data-dependent Python int when traced
+    idx = torch.bucketize(a, mids).clamp(max=pos.numel() - 1).reshape(-1)
+    up = (a.reshape(-1) == mids[idx]) & tie_up[idx]
+    r = pos[torch.where(up, (idx + 1).clamp(max=pos.numel() - 1), idx)].reshape(a.shape)
     top = float(table["mids"][-1])
     over = (a > top) | ((a == top) & table["top_tie_over"])
     r = torch.where(over, torch.full_like(r, table["over"]), r)
@@ -190,7 +202,7 @@ def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
         return torch.from_numpy(arr.view(np.int64).copy())
     if name in NARROW_FLOATS:
         return torch.from_numpy(arr.astype(np.float32))
-    if name in _TORCH_FLOAT8:
+    if name in _TORCH_FLOAT8_BYTES:
         return torch.from_numpy(arr.view(np.uint8).copy()).view(dtypes.torch_dtype(name))
     if name in STORAGE:
         return torch.from_numpy(arr.astype(np.int64)).to(STORAGE[name])

@@ -3,9 +3,11 @@ every backend: ``to_jax``, ``to_torch`` and ``to_onnx`` run by onnxruntime."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnxruntime as ort
 import pytest
+import torch
 
 import converter
 from tests.backends.onnx.helpers import run_session
@@ -21,11 +23,28 @@ def run(text: str, backend: str, *args) -> list[np.ndarray]:
         out = module.to_jax()(*args)
         return [np.asarray(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
     if backend == "torch":
-        out = module.to_torch()(*[torch_of(a) for a in args])
-        return [numpy_of(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
+        out = module.to_torch()(*[_torch(a) for a in args])
+        return [_numpy(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
     model = module.to_onnx()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return run_session(sess, list(args))
+
+
+def _torch(a: np.ndarray):
+    """A NumPy input as torch; ml_dtypes' float8 arrays as torch's float8 through their bytes."""
+    a = np.asarray(a)
+    if a.dtype.name.startswith("float8"):
+        return torch.from_numpy(a.view(np.uint8).copy()).view(getattr(torch, a.dtype.name))
+    return torch_of(a)
+
+
+def _numpy(t) -> np.ndarray:
+    """A torch output as NumPy; torch's float8 types (which ``Tensor.numpy`` refuses) from
+    their bytes as ml_dtypes'."""
+    name = str(t.dtype).removeprefix("torch.")
+    if name.startswith("float8"):
+        return t.detach().view(torch.uint8).numpy().view(getattr(ml_dtypes, name))
+    return numpy_of(t)
 
 
 def expect_eq(got: np.ndarray, want, dtype=None) -> None:

@@ -191,6 +191,10 @@ def test_sub_byte_integer_refused_by_onnx(t):
 # --------------------------------------------------------------------------- narrow floats
 
 _NARROW_FLOAT = {
+    "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+    "f8E5M2": ml_dtypes.float8_e5m2,
+    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+    "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
     "f8E3M4": ml_dtypes.float8_e3m4,
     "f8E4M3": ml_dtypes.float8_e4m3,
     "f8E4M3B11FNUZ": ml_dtypes.float8_e4m3b11fnuz,
@@ -239,14 +243,15 @@ def test_narrow_float_types_read():
 @pytest.mark.parametrize("t", list(_NARROW_FLOAT))
 def test_narrow_float_arithmetic_torch(t):
     """The torch backend carries narrow floats in float32, rounding after every op as
-    ml_dtypes (and XLA) convert: values agree exactly."""
+    ml_dtypes (and XLA) convert: values agree exactly (torch's own float8 types too, on
+    which its CPU kernels do no arithmetic)."""
     want_a, want_p = _narrow_expected(t, _X)
     got_a, got_p = run(_narrow_module(t), "torch", _X)
     expect_eq(got_a, want_a)
     expect_eq(got_p, want_p)
 
 
-@pytest.mark.parametrize("t", ["f8E3M4", "f8E4M3", "f8E4M3B11FNUZ", "f4E2M1FN"])
+@pytest.mark.parametrize("t", ["f8E4M3FN", "f8E3M4", "f8E4M3", "f8E4M3B11FNUZ", "f4E2M1FN"])
 def test_narrow_float_arithmetic_jax(t):
     want_a, want_p = _narrow_expected(t, _X)
     got_a, got_p = run(_narrow_module(t), "jax", _X)
@@ -281,3 +286,25 @@ def test_narrow_float_rounding_edges_torch():
 }}"""
         (got,) = run(text, "torch", x)
         expect_eq(got, x.astype(_NARROW_FLOAT[t]).astype(np.float32))
+
+
+_F8_ROUND_TRIP = """func.func @main(%x: tensor<3xf8E4M3FN>) -> (tensor<3xf8E4M3FN>, tensor<f8E4M3FN>, tensor<0xf8E4M3FN>) {
+  %s = stablehlo.add %x, %x : tensor<3xf8E4M3FN>
+  %c = stablehlo.constant dense<1.5> : tensor<f8E4M3FN>
+  %d = stablehlo.multiply %c, %c : tensor<f8E4M3FN>
+  %e = stablehlo.constant dense<> : tensor<0xf8E4M3FN>
+  %f = stablehlo.add %e, %e : tensor<0xf8E4M3FN>
+  return %s, %d, %f : tensor<3xf8E4M3FN>, tensor<f8E4M3FN>, tensor<0xf8E4M3FN>
+}"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_float8_inputs_outputs_and_empty_operands(backend):
+    """float8_e4m3fn in and out (torch returns ``torch.float8_e4m3fn`` tensors), 0-d and
+    zero-size operands: 1.5 * 1.5 = 2.25 rounds to 2.25 (exact in e4m3), 240 + 240 to 448's
+    neighbour 480 -> NaN (no infinity in e4m3fn)."""
+    x = np.array([1.0, 240.0, -0.5], ml_dtypes.float8_e4m3fn)
+    s, d, f = run(_F8_ROUND_TRIP, backend, x)
+    assert s.dtype == np.dtype(ml_dtypes.float8_e4m3fn) and d.dtype == s.dtype and f.shape == (0,)
+    expect_eq(s.astype(np.float32), [2.0, np.nan, -1.0], np.float32)
+    expect_eq(d.astype(np.float32), 2.25, np.float32)

@@ -3,7 +3,8 @@
 per case from the spec's examples): ``case`` runs its last branch for an index outside
 ``[0, N)``; ``dynamic_slice``/``dynamic_update_slice`` clamp start indices into
 ``[0, dim - size]`` (negative and past-the-end starts too); ``gather`` clamps its start
-indices; ``scatter`` skips update windows outside the operand."""
+indices; ``scatter`` skips each update element outside the operand and applies the rest of
+its window."""
 
 from __future__ import annotations
 
@@ -106,7 +107,7 @@ def test_gather_clamps_start_indices(backend):
     expect_eq(got, want)
 
 
-_SCATTER = """func.func @main(%operand: tensor<4x4xi64>, %idx: tensor<4x2xi32>, %upd: tensor<4x2x2xi64>) -> tensor<4x4xi64> {
+_SCATTER = """func.func @main(%operand: tensor<4x4xi64>, %idx: tensor<6x2xi32>, %upd: tensor<6x2x2xi64>) -> tensor<4x4xi64> {
   %r = "stablehlo.scatter"(%operand, %idx, %upd) ({
   ^bb0(%x: tensor<i64>, %y: tensor<i64>):
     %s = stablehlo.add %x, %y : tensor<i64>
@@ -114,22 +115,24 @@ _SCATTER = """func.func @main(%operand: tensor<4x4xi64>, %idx: tensor<4x2xi32>, 
   }) {
     scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1, 2], inserted_window_dims = [], scatter_dims_to_operand_dims = [0, 1], index_vector_dim = 1>,
     indices_are_sorted = false, unique_indices = false
-  } : (tensor<4x4xi64>, tensor<4x2xi32>, tensor<4x2x2xi64>) -> tensor<4x4xi64>
+  } : (tensor<4x4xi64>, tensor<6x2xi32>, tensor<6x2x2xi64>) -> tensor<4x4xi64>
   return %r : tensor<4x4xi64>
 }"""
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])  # ONNX: windows along indexed dims refused (below)
-def test_scatter_skips_out_of_bounds_windows(backend):
-    """Spec ``scatter``: an update whose element lands outside the operand is skipped (the
-    start indices are not clamped): windows at negative or too-large starts change
-    nothing."""
-    idx = np.array([[0, 0], [-1, 0], [3, 3], [2, 1]], np.int32)
-    upd = np.full((4, 2, 2), 100, np.int64)
+def test_scatter_skips_out_of_bounds_elements(backend):
+    """Spec ``scatter``: each update element whose result index is outside the operand is
+    skipped, the start indices are not clamped, and the in-bounds elements of a window that
+    starts before or runs past the operand are applied (XLA would drop such a window whole)."""
+    idx = np.array([[0, 0], [-1, 0], [3, 3], [2, 1], [-2, 5], [40, -9]], np.int32)
+    upd = (np.arange(6 * 4, dtype=np.int64) * 100 + 100).reshape(6, 2, 2)
     (got,) = run(_SCATTER, backend, _OPERAND, idx, upd)
     want = _OPERAND.copy()
-    want[0:2, 0:2] += 100
-    want[2:4, 1:3] += 100
+    want[0:2, 0:2] += upd[0]
+    want[0, 0:2] += upd[1][1]  # window rows -1..0: only row 0 lands
+    want[3, 3] += upd[2][0, 0]  # window at (3, 3): only its first element lands
+    want[2:4, 1:3] += upd[3]
     expect_eq(got, want)
 
 
