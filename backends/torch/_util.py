@@ -94,12 +94,12 @@ def wrap_carried(x: torch.Tensor, name: str) -> torch.Tensor:
     modulo ``2**bits`` (sign-extended for ``int2``/``int4``), a narrow float rounded to its
     format (:func:`round_to_format`); widened unsigned types as :func:`wrap_unsigned`."""
     if name in NARROW_INTS:
-        _, bits = NARROW_INTS[name]
+        storage, bits = NARROW_INTS[name]
         mask = (1 << bits) - 1
         if name.startswith("uint"):
-            return x & mask
+            return (x & mask).to(storage)
         half = 1 << (bits - 1)
-        return ((x + half) & mask) - half
+        return (((x + half) & mask) - half).to(storage)
     if name in NARROW_FLOATS:
         return round_to_format(x, name)
     return wrap_unsigned(x, name)
