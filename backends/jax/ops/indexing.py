@@ -21,26 +21,23 @@ from converter.regions import classify_combiner
 from ..registry import register
 
 
-def _clamped_starts(starts, shape, sizes):
+def _clamped_starts(starts):
     """Spec: ``clamp(0, start, dim - size)`` per dimension. ``lax.dynamic_slice`` would first
-    add ``dim`` to a negative start (NumPy style: -1 is the last row), which the spec does not."""
-    out = []
-    for s, dim, size in zip(starts, shape, sizes, strict=True):
-        s = jnp.asarray(s)
-        hi = min(dim - size, int(jnp.iinfo(s.dtype).max))
-        out.append(lax.clamp(jnp.zeros((), s.dtype), s, jnp.asarray(hi, s.dtype)))
-    return out
+    add ``dim`` to a negative start (NumPy style: -1 is the last row), which the spec does
+    not: negative starts become 0 here, and lax clamps the upper end as the spec does (a
+    symbolic ``dim`` of a shape-polymorphic module included)."""
+    return [lax.max(jnp.asarray(s), jnp.zeros((), jnp.asarray(s).dtype)) for s in starts]
 
 
 @register("stablehlo.dynamic_slice")
 def _dynamic_slice(interp, op, x, *starts):
     sizes = op.attr("slice_sizes")
-    return lax.dynamic_slice(x, _clamped_starts(starts, x.shape, sizes), sizes)
+    return lax.dynamic_slice(x, _clamped_starts(starts), sizes)
 
 
 @register("stablehlo.dynamic_update_slice")
 def _dynamic_update_slice(interp, op, x, update, *starts):
-    return lax.dynamic_update_slice(x, update, _clamped_starts(starts, x.shape, update.shape))
+    return lax.dynamic_update_slice(x, update, _clamped_starts(starts))
 
 
 @register("stablehlo.gather")
@@ -157,6 +154,9 @@ def _pad_for_partial_windows(operand, indices, update_shape, dn):
         k = operand_window.index(dim) if dim in operand_window else None
         sizes.append(1 if k is None else int(update_shape[dn.update_window_dims[k]]))
     if all(size == 1 for size in sizes):
+        return operand, indices, None
+    if not all(isinstance(d, (int, np.integer)) for d in operand.shape):
+        # a symbolic dimension (jax.export shape polymorphism): XLA's whole-window dropping
         return operand, indices, None
     pads = [(0, 0, 0)] * operand.ndim
     crop = [slice(None)] * operand.ndim
