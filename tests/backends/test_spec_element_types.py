@@ -308,3 +308,28 @@ def test_float8_inputs_outputs_and_empty_operands(backend):
     assert s.dtype == np.dtype(ml_dtypes.float8_e4m3fn) and d.dtype == s.dtype and f.shape == (0,)
     expect_eq(s.astype(np.float32), [2.0, np.nan, -1.0], np.float32)
     expect_eq(d.astype(np.float32), 2.25, np.float32)
+
+
+_EMPTY_AND_0D = """func.func @main(%a: tensor<i4>, %b: tensor<0xui2>, %c: tensor<f32>) -> (tensor<i4>, tensor<i4>, tensor<0xui2>, tensor<f32>, tensor<0xf32>) {
+  %s = stablehlo.add %a, %a : tensor<i4>
+  %n = stablehlo.negate %s : tensor<i4>
+  %e = stablehlo.multiply %b, %b : tensor<0xui2>
+  %p = stablehlo.power %c, %c : tensor<f32>
+  %z = stablehlo.convert %b : (tensor<0xui2>) -> tensor<0xf32>
+  %q = stablehlo.sqrt %z : tensor<0xf32>
+  return %s, %n, %e, %p, %q : tensor<i4>, tensor<i4>, tensor<0xui2>, tensor<f32>, tensor<0xf32>
+}"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_zero_d_and_zero_size_operands(backend):
+    """0-d and zero-size operands of elementwise ops, sub-byte types included: 5 + 5 wraps to
+    -6 in i4, and -(-6) is 6."""
+    a = np.array(5, ml_dtypes.int4)
+    b = np.zeros((0,), ml_dtypes.uint2)
+    c = np.array(2.0, np.float32)
+    s, n, e, p, q = run(_EMPTY_AND_0D, backend, a, b, c)
+    assert s.shape == () and n.shape == () and e.shape == (0,) and q.shape == (0,)
+    expect_eq(s.astype(np.int32), -6, np.int32)
+    expect_eq(n.astype(np.int32), 6, np.int32)
+    expect_eq(p, 4.0, np.float32)
