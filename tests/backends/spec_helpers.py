@@ -3,6 +3,8 @@ every backend: ``to_jax``, ``to_torch`` and ``to_onnx`` run by onnxruntime."""
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 import onnxruntime as ort
@@ -17,17 +19,27 @@ BACKENDS = ("jax", "torch", "onnx")
 
 
 def run(text: str, backend: str, *args) -> list[np.ndarray]:
-    """The outputs of StableHLO ``text``'s ``@main`` on ``args`` (NumPy) through ``backend``."""
-    module = converter.from_stablehlo(text)
+    """The outputs of StableHLO ``text``'s ``@main`` on ``args`` (NumPy) through ``backend``
+    (each module converted once per backend: the cases of one module share it)."""
+    fn = _converted(text, backend)
     if backend == "jax":
-        out = module.to_jax()(*args)
+        out = fn(*args)
         return [np.asarray(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
     if backend == "torch":
-        out = module.to_torch()(*[_torch(a) for a in args])
+        out = fn(*[_torch(a) for a in args])
         return [_numpy(x) for x in (out if isinstance(out, (tuple, list)) else [out])]
+    return run_session(fn, list(args))
+
+
+@functools.lru_cache(maxsize=64)
+def _converted(text: str, backend: str):
+    module = converter.from_stablehlo(text)
+    if backend == "jax":
+        return module.to_jax()
+    if backend == "torch":
+        return module.to_torch()
     model = module.to_onnx()
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return run_session(sess, list(args))
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
 
 
 def _torch(a: np.ndarray):

@@ -14,33 +14,28 @@ import pytest
 from converter.errors import UnsupportedOpError
 from tests.backends.spec_helpers import backends, expect_eq, run
 
-
-def _binary(op, t, a, b):
-    return f"""func.func @main() -> tensor<4x{t}> {{
-  %a = stablehlo.constant dense<{a}> : tensor<4x{t}>
-  %b = stablehlo.constant dense<{b}> : tensor<4x{t}>
-  %r = stablehlo.{op} %a, %b : tensor<4x{t}>
-  return %r : tensor<4x{t}>
-}}"""
-
-
-_I1_A, _I1_B = "[false, false, true, true]", "[false, true, false, true]"
+_I1_OPS = {
+    "add": [False, True, True, True],  # spec: logical OR on booleans
+    "multiply": [False, False, False, True],  # logical AND
+    "maximum": [False, True, True, True],
+    "minimum": [False, False, False, True],
+}
+_I1 = """func.func @main() -> (tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xi1>) {
+  %a = stablehlo.constant dense<[false, false, true, true]> : tensor<4xi1>
+  %b = stablehlo.constant dense<[false, true, false, true]> : tensor<4xi1>
+  %r0 = stablehlo.add %a, %b : tensor<4xi1>
+  %r1 = stablehlo.multiply %a, %b : tensor<4xi1>
+  %r2 = stablehlo.maximum %a, %b : tensor<4xi1>
+  %r3 = stablehlo.minimum %a, %b : tensor<4xi1>
+  return %r0, %r1, %r2, %r3 : tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xi1>
+}"""
 
 
 @backends
-@pytest.mark.parametrize(
-    "op,want",
-    [
-        ("add", [False, True, True, True]),  # spec: logical OR on booleans
-        ("multiply", [False, False, False, True]),  # logical AND
-        ("maximum", [False, True, True, True]),
-        ("minimum", [False, False, False, True]),
-    ],
-)
-def test_i1_arithmetic(backend, op, want):
-    text = _binary(op, "i1", _I1_A, _I1_B)
-    (got,) = run(text, backend)
-    expect_eq(got, want, np.bool_)
+def test_i1_arithmetic(backend):
+    for got, (op, want) in zip(run(_I1, backend), _I1_OPS.items(), strict=True):
+        assert got.dtype == np.bool_, op
+        expect_eq(got, want, np.bool_)
 
 
 _REAL_IMAG = """func.func @main() -> (tensor<3xf32>, tensor<3xf32>) {
@@ -92,23 +87,35 @@ _POWER_CASES = {
 }
 
 
+def _power_module():
+    args, body, results = [], [], []
+    for i, (t, (_, x, _)) in enumerate(_POWER_CASES.items()):
+        ty = f"tensor<{len(x)}x{t}>"
+        args.append(f"%a{i}: {ty}, %b{i}: {ty}")
+        body.append(f"  %r{i} = stablehlo.power %a{i}, %b{i} : {ty}")
+        results.append((f"%r{i}", ty))
+    return (
+        f"func.func @main({', '.join(args)}) -> ({', '.join(ty for _, ty in results)}) {{\n"
+        + "\n".join(body)
+        + f"\n  return {', '.join(r for r, _ in results)} : {', '.join(ty for _, ty in results)}\n}}"
+    )
+
+
 @backends
-@pytest.mark.parametrize("t", list(_POWER_CASES))
-def test_integer_power(backend, t):
-    """Spec ``power`` on integers (signed and unsigned, negative exponents, wrap-around); the
-    spec's example ``power([-2.0, -0.0, ...])`` covers floats, which every backend had."""
-    dtype, x, y = _POWER_CASES[t]
-    x, y = np.array(x, dtype), np.array(y, dtype)
-    n = x.size
-    text = f"""func.func @main(%a: tensor<{n}x{t}>, %b: tensor<{n}x{t}>) -> tensor<{n}x{t}> {{
-  %r = stablehlo.power %a, %b : tensor<{n}x{t}>
-  return %r : tensor<{n}x{t}>
-}}"""
-    (got,) = run(text, backend, x, y)
-    want = _power_reference(x, y, dtype)
-    expect_eq(got, want)
-    if t == "i32":  # a few values stated outright
-        expect_eq(got[:6], [-1, 1, 0, 0, 1, 8])
+def test_integer_power(backend):
+    """Spec ``power`` on integers (signed and unsigned, negative exponents, wrap-around), one
+    module for every type; the spec's example ``power([-2.0, -0.0, ...])`` covers floats,
+    which every backend had."""
+    args, wants = [], []
+    for dtype, x, y in _POWER_CASES.values():
+        x, y = np.array(x, dtype), np.array(y, dtype)
+        args += [x, y]
+        wants.append(_power_reference(x, y, dtype))
+    outs = run(_power_module(), backend, *args)
+    for t, got, want in zip(_POWER_CASES, outs, wants, strict=True):
+        assert got.dtype == want.dtype, t
+        expect_eq(got, want)
+    expect_eq(outs[0][:6], [-1, 1, 0, 0, 1, 8])  # i32: a few values stated outright
 
 
 _COMPLEX_TO_I1 = """func.func @main() -> tensor<5xi1> {
@@ -204,16 +211,24 @@ _NARROW_FLOAT = {
 }
 
 
-def _narrow_module(t):
-    return f"""func.func @main(%x: tensor<6xf32>) -> (tensor<6xf32>, tensor<6xf32>) {{
-  %k = stablehlo.constant dense<[1.5, 0.5, -2.0, 3.0, 1.0, -0.5]> : tensor<6x{t}>
-  %a = stablehlo.convert %x : (tensor<6xf32>) -> tensor<6x{t}>
-  %s = stablehlo.add %a, %k : tensor<6x{t}>
-  %p = stablehlo.multiply %s, %k : tensor<6x{t}>
-  %r = stablehlo.convert %a : (tensor<6x{t}>) -> tensor<6xf32>
-  %q = stablehlo.convert %p : (tensor<6x{t}>) -> tensor<6xf32>
-  return %r, %q : tensor<6xf32>, tensor<6xf32>
-}}"""
+def _narrow_module(types):
+    """One module: for each type, ``r = convert(x)`` and ``q = (convert(x) + k) * k`` read back
+    as f32."""
+    body, rets = [], []
+    for i, t in enumerate(types):
+        body.append(f"""  %k{i} = stablehlo.constant dense<[1.5, 0.5, -2.0, 3.0, 1.0, -0.5]> : tensor<6x{t}>
+  %a{i} = stablehlo.convert %x : (tensor<6xf32>) -> tensor<6x{t}>
+  %s{i} = stablehlo.add %a{i}, %k{i} : tensor<6x{t}>
+  %p{i} = stablehlo.multiply %s{i}, %k{i} : tensor<6x{t}>
+  %r{i} = stablehlo.convert %a{i} : (tensor<6x{t}>) -> tensor<6xf32>
+  %q{i} = stablehlo.convert %p{i} : (tensor<6x{t}>) -> tensor<6xf32>""")
+        rets += [f"%r{i}", f"%q{i}"]
+    ty = ", ".join(["tensor<6xf32>"] * len(rets))
+    return (
+        f"func.func @main(%x: tensor<6xf32>) -> ({ty}) {{\n"
+        + "\n".join(body)
+        + f"\n  return {', '.join(rets)} : {ty}\n}}"
+    )
 
 
 def _narrow_expected(t, x):
@@ -234,29 +249,27 @@ def test_narrow_float_types_read():
     """``from_stablehlo`` reads every float type of the spec (no internal KeyError)."""
     import converter
 
-    for t, ml in _NARROW_FLOAT.items():
-        m = converter.from_stablehlo(_narrow_module(t))
-        assert m.signature.outputs[0].dtype == "float32"
-        assert np.dtype(ml).name in str(m.mlir) or t in str(m.mlir)
+    m = converter.from_stablehlo(_narrow_module(list(_NARROW_FLOAT)))
+    assert [o.dtype for o in m.signature.outputs] == ["float32"] * 2 * len(_NARROW_FLOAT)
 
 
-@pytest.mark.parametrize("t", list(_NARROW_FLOAT))
-def test_narrow_float_arithmetic_torch(t):
+def _check_narrow(backend, types):
+    outs = run(_narrow_module(types), backend, _X)
+    for i, t in enumerate(types):
+        want_a, want_p = _narrow_expected(t, _X)
+        expect_eq(outs[2 * i], want_a)
+        expect_eq(outs[2 * i + 1], want_p)
+
+
+def test_narrow_float_arithmetic_torch():
     """The torch backend carries narrow floats in float32, rounding after every op as
     ml_dtypes (and XLA) convert: values agree exactly (torch's own float8 types too, on
     which its CPU kernels do no arithmetic)."""
-    want_a, want_p = _narrow_expected(t, _X)
-    got_a, got_p = run(_narrow_module(t), "torch", _X)
-    expect_eq(got_a, want_a)
-    expect_eq(got_p, want_p)
+    _check_narrow("torch", list(_NARROW_FLOAT))
 
 
-@pytest.mark.parametrize("t", ["f8E4M3FN", "f8E3M4", "f8E4M3", "f8E4M3B11FNUZ", "f4E2M1FN"])
-def test_narrow_float_arithmetic_jax(t):
-    want_a, want_p = _narrow_expected(t, _X)
-    got_a, got_p = run(_narrow_module(t), "jax", _X)
-    expect_eq(got_a, want_a)
-    expect_eq(got_p, want_p)
+def test_narrow_float_arithmetic_jax():
+    _check_narrow("jax", ["f8E4M3FN", "f8E3M4", "f8E4M3", "f8E4M3B11FNUZ", "f4E2M1FN"])
 
 
 @pytest.mark.parametrize("t", ["f6E2M3FN", "f6E3M2FN"])
@@ -264,13 +277,13 @@ def test_float6_refused_by_jax(t):
     """XLA's CPU compiler cannot compile float6 (it aborts on a float6 constant): refused by
     name before anything is compiled."""
     with pytest.raises(UnsupportedOpError, match=r"\[float6_e"):
-        run(_narrow_module(t), "jax", _X)
+        run(_narrow_module([t]), "jax", _X)
 
 
 @pytest.mark.parametrize("t", ["f8E4M3", "f4E2M1FN"])
 def test_narrow_float_refused_by_onnx(t):
     with pytest.raises(UnsupportedOpError, match=r"stablehlo.add\[float"):
-        run(_narrow_module(t), "onnx", _X)
+        run(_narrow_module([t]), "onnx", _X)
 
 
 def test_narrow_float_rounding_edges_torch():
@@ -278,13 +291,15 @@ def test_narrow_float_rounding_edges_torch():
     zero, against ml_dtypes' conversion."""
     x = [0.0, -0.0, 1e-9, -1e-9, 240.0, 248.0, 1e6, np.inf, -np.inf, np.nan, 1.0625, 1.1875, 7.0, 5.0, 2.5]
     x = np.array(x, np.float32)
-    for t in ("f8E4M3", "f4E2M1FN", "f8E4M3B11FNUZ"):
-        text = f"""func.func @main(%x: tensor<15xf32>) -> tensor<15xf32> {{
-  %a = stablehlo.convert %x : (tensor<15xf32>) -> tensor<15x{t}>
-  %r = stablehlo.convert %a : (tensor<15x{t}>) -> tensor<15xf32>
-  return %r : tensor<15xf32>
-}}"""
-        (got,) = run(text, "torch", x)
+    types = ("f8E4M3", "f4E2M1FN", "f8E4M3B11FNUZ")
+    body = "\n".join(
+        f"""  %a{i} = stablehlo.convert %x : (tensor<15xf32>) -> tensor<15x{t}>
+  %r{i} = stablehlo.convert %a{i} : (tensor<15x{t}>) -> tensor<15xf32>"""
+        for i, t in enumerate(types)
+    )
+    ty = ", ".join(["tensor<15xf32>"] * len(types))
+    text = f"func.func @main(%x: tensor<15xf32>) -> ({ty}) {{\n{body}\n  return %r0, %r1, %r2 : {ty}\n}}"
+    for t, got in zip(types, run(text, "torch", x), strict=True):
         expect_eq(got, x.astype(_NARROW_FLOAT[t]).astype(np.float32))
 
 
