@@ -185,3 +185,32 @@ def test_onnx_refuses_windows_along_indexed_dims(text):
             np.zeros((3, 2) if text is _GATHER else (4, 2), np.int32),
             *([] if text is _GATHER else [np.zeros((4, 2, 2), np.int64)]),
         )
+
+
+_SELECT_AND_SCATTER = """func.func @main() -> tensor<4x2xi64> {
+  %operand = stablehlo.constant dense<[[1, 5], [2, 5], [3, 6], [4, 4]]> : tensor<4x2xi64>
+  %source = stablehlo.constant dense<[[5, 6], [7, 8]]> : tensor<2x2xi64>
+  %init_value = stablehlo.constant dense<0> : tensor<i64>
+  %result = "stablehlo.select_and_scatter"(%operand, %source, %init_value) ({
+    ^bb0(%arg0: tensor<i64>, %arg1: tensor<i64>):
+      %0 = stablehlo.compare GE, %arg0, %arg1 : (tensor<i64>, tensor<i64>) -> tensor<i1>
+      stablehlo.return %0 : tensor<i1>
+  }, {
+    ^bb0(%arg0: tensor<i64>, %arg1: tensor<i64>):
+      %0 = stablehlo.add %arg0, %arg1 : tensor<i64>
+      stablehlo.return %0 : tensor<i64>
+  }) {
+    window_dimensions = array<i64: 3, 1>,
+    window_strides = array<i64: 2, 1>,
+    padding = dense<[[0, 1], [0, 0]]> : tensor<2x2xi64>
+  } : (tensor<4x2xi64>, tensor<2x2xi64>, tensor<i64>) -> tensor<4x2xi64>
+  return %result : tensor<4x2xi64>
+}"""
+
+
+@backends
+def test_select_and_scatter_window_past_the_end(backend):
+    """The spec's example: the second window runs into the padding past the operand; padding
+    is never selected, its source value lands on the window's in-bounds maximum."""
+    (got,) = run(_SELECT_AND_SCATTER, backend)
+    expect_eq(got, [[0, 0], [0, 0], [5, 14], [7, 0]], np.int64)
