@@ -39,7 +39,7 @@ from converter.passes.placement import strip_placement
 from converter.weights import ALIGN, external_threshold
 
 from . import ops, patterns, widen  # noqa: F401 - ops registers the rules
-from .graph import GraphBuilder, live, onnx_dtype
+from .graph import ONNX_DTYPE, GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
@@ -63,6 +63,21 @@ class DynamicShapeError(UnsupportedOpError):
         self.args = (f"{self.args[0]}\nspecialize the module first: {specialize}",)
 
 
+def _without_onnx_type(op) -> str | None:
+    """The first element type of ``op``'s tensor operands and results that the backend has no
+    ONNX type for (``int4``, ``float8_e4m3``, ``float6_e2m3fn``...: onnxruntime computes with
+    none of them), or None. Such ops are refused by name, as ``stablehlo.add[int4]``."""
+    for v in (*op.operands, *op.results):
+        if isinstance(v.type, ir.RankedTensorType):
+            try:
+                name = mlir.tensor_type(v.type).dtype
+            except KeyError:
+                return str(ir.RankedTensorType(v.type).element_type)
+            if name not in ONNX_DTYPE:
+                return name
+    return None
+
+
 class OnnxInterpreter(Interpreter):
     """Emits ONNX nodes with :data:`backends.onnx.registry.ONNX_RULES`; values are ONNX
     value names and ``graph`` is the builder being written."""
@@ -80,6 +95,9 @@ class OnnxInterpreter(Interpreter):
         """The op's key; ``<key>[complex]`` (:func:`backends.onnx.ops.complex.complex_key`)
         for an op with a complex operand or result, whose values travel as real pairs."""
         key = super().dispatch_key(op)
+        narrow = _without_onnx_type(op)
+        if narrow is not None:  # no rule has this key: check_supported names the op and type
+            return f"{key}[{narrow}]"
         if key not in complex_ops.PASS_THROUGH and complex_ops.touches_complex(op):
             return complex_ops.complex_key(key)
         return key

@@ -44,7 +44,17 @@ from . import (
     recorder,
     symbolic,
 )
-from ._util import STORAGE, WIDENED, aligned, numpy_to_torch, storage_dtype, wrap_unsigned
+from ._util import (
+    CARRIED,
+    ROUNDED,
+    STORAGE,
+    WIDENED,
+    aligned,
+    numpy_to_torch,
+    storage_dtype,
+    wrap_carried,
+    wrap_unsigned,
+)
 from .native import simplify
 from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
@@ -121,7 +131,19 @@ class TorchInterpreter(Interpreter):
         if op.name in _WRAPPING:
             names = [t.dtype for t in op.result_types]
             out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
+        if op.name != "stablehlo.constant" and any(
+            r.dtype in ROUNDED for r in self._result_types(op)
+        ):  # sub-byte integers and narrow floats: back into their type
+            names = [t.dtype for t in op.result_types]
+            out = [wrap_carried(v, n) if n in ROUNDED else v for v, n in zip(out, names, strict=False)]
         return out
+
+    @staticmethod
+    def _result_types(op: mlir.Op) -> list:
+        try:
+            return op.result_types
+        except TypeError:  # tokens, tuples
+            return []
 
     def _shape_op(self, op: mlir.Op, operands: list[Any]) -> list[Any] | None:
         """``op`` computed on :class:`~backends.torch.symbolic.SymArray` shape values, or
@@ -554,7 +576,7 @@ class TorchModule(torch.nn.Module):
         else:
             outs = list(self._graph(flat)(*flat))
         for i, spec in enumerate(sig.outputs):
-            if spec.dtype in STORAGE:
+            if spec.dtype in STORAGE and spec.dtype not in CARRIED:  # carried types stay in storage
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
         user, new = sig.split_outputs(outs)
         for m, value in zip(sig.mutations, new, strict=True):

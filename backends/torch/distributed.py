@@ -29,7 +29,7 @@ from converter.module import Module
 from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
 
 from . import TorchModule, build_graph, input_tensor
-from ._util import STORAGE
+from ._util import CARRIED, STORAGE
 from .ops.collectives import Communicator
 
 
@@ -365,7 +365,7 @@ class DistributedTorchModule(TorchModule):
         with torch.no_grad():
             outs = list(self._rank_graph(rank)(*flat))
         for i, spec in enumerate(sig.outputs):
-            if spec.dtype in STORAGE:
+            if spec.dtype in STORAGE and spec.dtype not in CARRIED:  # carried types stay in storage
                 outs[i] = outs[i].to(dtypes.torch_dtype(spec.dtype))
         return unflatten(sig.out_tree, outs)
 

@@ -4,6 +4,7 @@ custom_call targets with a direct JAX meaning (StableHLO spec sections of those 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from jax import lax
 
 from converter.regions import static_trip_count
@@ -34,7 +35,11 @@ def _if(interp, op, pred):
 
 @register("stablehlo.case")
 def _case(interp, op, index):
+    """Spec: an index outside ``[0, len(branches))`` (negative too) runs the last branch
+    (``lax.switch`` would clamp a negative index to branch 0)."""
     branches = [interp.region_fn(r) for r in op.regions]
+    n = len(branches)
+    index = jnp.where((index < 0) | (index >= n), n - 1, index)
     return list(lax.switch(index, [lambda b=b: tuple(b()) for b in branches]))
 
 

@@ -15,7 +15,6 @@ from converter import dtypes
 from ..registry import register
 
 _UNARY = {
-    "abs": lax.abs,
     "negate": lax.neg,
     "exponential": lax.exp,
     "exponential_minus_one": lax.expm1,
@@ -37,20 +36,15 @@ _UNARY = {
     "popcnt": lax.population_count,
     "count_leading_zeros": lax.clz,
     "is_finite": lax.is_finite,
-    "real": lax.real,
-    "imag": lax.imag,
 }
 _UNARY["round_nearest_even"] = lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
 
 _BINARY = {
-    "add": lax.add,
     "subtract": lax.sub,
-    "multiply": lax.mul,
     "divide": lax.div,
     "remainder": lax.rem,
     "maximum": lax.max,
     "minimum": lax.min,
-    "power": lax.pow,
     "atan2": lax.atan2,
     "and": lax.bitwise_and,
     "or": lax.bitwise_or,
@@ -104,6 +98,75 @@ register("chlo.polygamma")(_binary_rule(lax.polygamma))
 register("chlo.zeta")(_binary_rule(lax.zeta))
 
 
+@register("stablehlo.abs")
+def _abs(interp, op, x):
+    """``lax.abs``; int2/int4 (for which JAX has no abs) by ``where(x < 0, -x, x)``."""
+    if x.dtype.itemsize == 1 and jnp.issubdtype(x.dtype, jnp.signedinteger) and jnp.iinfo(x.dtype).bits < 8:
+        return jnp.where(x < 0, lax.neg(x), x)
+    return lax.abs(x)
+
+
+@register("stablehlo.add")
+def _add(interp, op, x, y):
+    """Spec: on ``i1`` ``add`` is logical OR."""
+    return lax.bitwise_or(x, y) if x.dtype == jnp.bool_ else lax.add(x, y)
+
+
+@register("stablehlo.multiply")
+def _multiply(interp, op, x, y):
+    """Spec: on ``i1`` ``multiply`` is logical AND."""
+    return lax.bitwise_and(x, y) if x.dtype == jnp.bool_ else lax.mul(x, y)
+
+
+@register("stablehlo.real")
+def _real(interp, op, x):
+    """Spec: ``real`` of a floating-point tensor is the tensor itself."""
+    return lax.real(x) if jnp.iscomplexobj(x) else x
+
+
+@register("stablehlo.imag")
+def _imag(interp, op, x):
+    """Spec: ``imag`` of a floating-point tensor is zeros."""
+    return lax.imag(x) if jnp.iscomplexobj(x) else jnp.zeros_like(x)
+
+
+@register("stablehlo.power")
+def _power(interp, op, x, y):
+    """Floats and complex: ``lax.pow``. Integers (spec, as its reference interpreter): exponentiation
+    by squaring with wrap-around; a negative exponent of a signed type gives 0 unless
+    ``|x| == 1`` (``1`` stays ``1``, ``-1`` gives ``±1`` by the exponent's parity); an unsigned
+    exponent is never negative."""
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        return lax.pow(x, y)
+    return integer_power(x, y)
+
+
+def integer_power(x, y):
+    """``x ** y`` for integer tensors of one dtype by the spec's integer semantics (see
+    :func:`_power`); the exponent's bits are walked as unsigned, at most its bit width times."""
+    dtype = x.dtype
+    bits = jnp.iinfo(dtype).bits
+    signed = jnp.issubdtype(dtype, jnp.signedinteger)
+    one = jnp.ones_like(x)
+    neg = (y < 0) if signed else jnp.zeros(y.shape, jnp.bool_)
+    e = jnp.where(neg, -y, y)  # |y|; INT_MIN stays INT_MIN, whose bits read unsigned are even
+    e = lax.bitcast_convert_type(e, jnp.dtype(f"uint{bits}")) if signed else e
+    x, e = jnp.broadcast_arrays(x, e)
+    result = jnp.ones_like(x)
+    base = x
+
+    def step(_, carry):
+        r, b, e = carry
+        r = jnp.where((e & 1) == 1, r * b, r)
+        return r, b * b, e >> 1
+
+    result, _, _ = lax.fori_loop(0, bits, step, (result, base, e))
+    if signed:
+        unit = (x == one) | (x == -one)  # no jnp.abs: JAX has none for int2/int4
+        result = jnp.where(neg & ~unit, jnp.zeros_like(x), result)
+    return result
+
+
 @register("stablehlo.round_nearest_afz")
 def _round_afz(interp, op, x):
     return lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO)
@@ -111,7 +174,12 @@ def _round_afz(interp, op, x):
 
 @register("stablehlo.convert")
 def _convert(interp, op, x):
-    return lax.convert_element_type(x, dtypes.to_numpy(op.result_type.dtype))
+    """Spec: a conversion to ``i1`` is a nonzero test (a complex value is nonzero when either
+    part is; ``lax.convert_element_type`` reads only the real part)."""
+    dst = op.result_type.dtype
+    if dst == "bool" and jnp.iscomplexobj(x):
+        return (lax.real(x) != 0) | (lax.imag(x) != 0)
+    return lax.convert_element_type(x, dtypes.to_numpy(dst))
 
 
 @register("stablehlo.bitcast_convert")

@@ -2,7 +2,8 @@
 
 StableHLO ``gather``/``dynamic_slice`` clamp out-of-bounds start indices, so the rules use
 ``GatherScatterMode.CLIP``, which keeps that meaning explicit whatever JAX's default is.
-``scatter`` skips out-of-bounds updates (``FILL_OR_DROP``).
+``scatter`` skips out-of-bounds update elements (``FILL_OR_DROP``, with padding where a window
+could be partly in bounds: :func:`_pad_for_partial_windows`).
 
 64-bit gather indices are clamped here and narrowed to ``int32`` (exact: the clamped values
 fit), since ``jax.grad`` transposes a gather into a scatter outside the module's scoped
@@ -11,6 +12,7 @@ fit), since ``jax.grad`` transposes a gather into a scatter outside the module's
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
@@ -19,14 +21,23 @@ from converter.regions import classify_combiner
 from ..registry import register
 
 
+def _clamped_starts(starts):
+    """Spec: ``clamp(0, start, dim - size)`` per dimension. ``lax.dynamic_slice`` would first
+    add ``dim`` to a negative start (NumPy style: -1 is the last row), which the spec does
+    not: negative starts become 0 here, and lax clamps the upper end as the spec does (a
+    symbolic ``dim`` of a shape-polymorphic module included)."""
+    return [lax.max(jnp.asarray(s), jnp.zeros((), jnp.asarray(s).dtype)) for s in starts]
+
+
 @register("stablehlo.dynamic_slice")
 def _dynamic_slice(interp, op, x, *starts):
-    return lax.dynamic_slice(x, starts, op.attr("slice_sizes"))
+    sizes = op.attr("slice_sizes")
+    return lax.dynamic_slice(x, _clamped_starts(starts), sizes)
 
 
 @register("stablehlo.dynamic_update_slice")
 def _dynamic_update_slice(interp, op, x, update, *starts):
-    return lax.dynamic_update_slice(x, update, starts)
+    return lax.dynamic_update_slice(x, update, _clamped_starts(starts))
 
 
 @register("stablehlo.gather")
@@ -112,8 +123,9 @@ def _scatter(interp, op, *args):
         scatter_indices_batching_dims=tuple(d.get("scatter_indices_batching_dims", ())),
     )
     indices = _move_index_vector_dim(indices, d["index_vector_dim"])
-    return _SCATTERS[kind](
-        operands[0],
+    operand, indices, crop = _pad_for_partial_windows(operands[0], indices, updates[0].shape, dn)
+    out = _SCATTERS[kind](
+        operand,
         indices,
         updates[0],
         dn,
@@ -121,3 +133,40 @@ def _scatter(interp, op, *args):
         unique_indices=bool(op.attr("unique_indices", False)),
         mode=lax.GatherScatterMode.FILL_OR_DROP,
     )
+    return out if crop is None else out[crop]
+
+
+def _pad_for_partial_windows(operand, indices, update_shape, dn):
+    """Spec ``scatter`` skips each update *element* whose result index is out of bounds, so
+    the in-bounds part of a window that starts before or runs past the operand is applied;
+    XLA (``FILL_OR_DROP``) drops the whole window. Where a window is wider than 1 along an
+    indexed dimension, the operand is padded by the window size on both sides of it, the
+    start indices clamped to ``[-size, dim]`` (windows wholly outside stay wholly outside)
+    and shifted by the padding, and the result cropped back: every window then fits, and
+    what lands in the padding is dropped. Returns (operand, indices, crop or None)."""
+    operand_window = [
+        i
+        for i in range(operand.ndim)
+        if i not in dn.inserted_window_dims and i not in dn.operand_batching_dims
+    ]
+    sizes = []
+    for dim in dn.scatter_dims_to_operand_dims:
+        k = operand_window.index(dim) if dim in operand_window else None
+        sizes.append(1 if k is None else int(update_shape[dn.update_window_dims[k]]))
+    if all(size == 1 for size in sizes):
+        return operand, indices, None
+    if not all(isinstance(d, (int, np.integer)) for d in operand.shape):
+        # a symbolic dimension (jax.export shape polymorphism): XLA's whole-window dropping
+        return operand, indices, None
+    pads = [(0, 0, 0)] * operand.ndim
+    crop = [slice(None)] * operand.ndim
+    for dim, size in zip(dn.scatter_dims_to_operand_dims, sizes, strict=True):
+        pads[dim] = (size, size, 0)
+        crop[dim] = slice(size, size + operand.shape[dim])
+    wide = np.int64 if max(operand.shape) + 2 * max(sizes) > np.iinfo(np.int32).max else np.int32
+    idx = indices.astype(jnp.promote_types(indices.dtype, wide)) if indices.dtype != wide else indices
+    lo = np.array([-size for size in sizes], idx.dtype)
+    hi = np.array([operand.shape[dim] for dim in dn.scatter_dims_to_operand_dims], idx.dtype)
+    idx = jnp.clip(idx, lo, hi) + np.array(sizes, idx.dtype)
+    padded = lax.pad(operand, np.zeros((), operand.dtype), pads)
+    return padded, idx, tuple(crop)

@@ -229,7 +229,8 @@ def _select(interp, op, pred, on_true, on_false):
 @register_complex("stablehlo.convert")
 def _convert(interp, op, x):
     """complex → complex: both parts cast; real → complex: imaginary part 0; complex →
-    float or integer: the real part, as XLA converts (complex → bool is refused)."""
+    float or integer: the real part, as XLA converts; complex → bool: the spec's nonzero test
+    (true when either part is nonzero, NaN included)."""
     g = interp.graph
     src, dst = op.operand_type(0).dtype, op.result_type.dtype
     if src in COMPONENT and dst in COMPONENT:
@@ -239,7 +240,8 @@ def _convert(interp, op, x):
         zero = g.op("ConstantOfShape", [g.op("Shape", [re])], value=_zero_tensor(COMPONENT[dst]))
         return pair(g, re, zero)
     if dst == "bool":
-        raise NotImplementedError("convert complex → bool")
+        zero = g.const(0, COMPONENT[src])
+        return g.op("Or", [g.op("Not", [g.op("Equal", [part(g, x, i), zero])]) for i in (0, 1)])
     return g.cast(part(g, x, 0), dst)
 
 

@@ -29,12 +29,15 @@ from ..graph import onnx_dtype
 from ..registry import register
 
 _BINARY = {
-    "add": "Add",
     "subtract": "Sub",
-    "multiply": "Mul",
-    "maximum": "Max",
-    "minimum": "Min",
-    "power": "Pow",
+}
+#: ops whose ``i1`` form is a logical op (spec: ``add`` is OR, ``multiply`` AND; ``maximum``
+#: OR and ``minimum`` AND, as false < true)
+_ARITH_OR_LOGICAL = {
+    "add": ("Add", "Or"),
+    "multiply": ("Mul", "And"),
+    "maximum": ("Max", "Or"),
+    "minimum": ("Min", "And"),
 }
 _UNARY = {
     "abs": "Abs",
@@ -63,6 +66,64 @@ for _name, _t in _BINARY.items():
     register(f"stablehlo.{_name}", dynamic=True)(_binary(_t))
 for _name, _t in _UNARY.items():
     register(f"stablehlo.{_name}", dynamic=True)(_unary(_t))
+
+
+def _arith_or_logical(op_type, bool_op_type):
+    def rule(interp, op, x, y):
+        if op.result_type.dtype == "bool":
+            return interp.graph.op(bool_op_type, [x, y])
+        return interp.graph.op_as(op_type, [x, y], op.result_type.dtype, data=(0, 1))
+
+    return rule
+
+
+for _name, (_t, _b) in _ARITH_OR_LOGICAL.items():
+    register(f"stablehlo.{_name}", dynamic=True)(_arith_or_logical(_t, _b))
+
+
+@register("stablehlo.real", dynamic=True)
+def _real(interp, op, x):
+    """Spec: ``real`` of a floating-point tensor is the tensor (complex ones: :mod:`.complex`)."""
+    return interp.graph.op("Identity", [x])
+
+
+@register("stablehlo.imag", dynamic=True)
+def _imag(interp, op, x):
+    """Spec: ``imag`` of a floating-point tensor is zeros of its shape (NaN and inf too)."""
+    g = interp.graph
+    return g.op("Expand", [g.const(0, op.result_type.dtype), g.op("Shape", [x])])
+
+
+@register("stablehlo.power", dynamic=True)
+def _power(interp, op, x, y):
+    """Floats: ``Pow``. Integers, as the spec's reference interpreter: exponentiation by
+    squaring with wrap-around (in int64 bits, whose low bits every narrower type keeps), the
+    exponent's bits read unsigned; a negative exponent of a signed type gives 0 unless
+    ``|x| == 1`` (``-1`` then gives ``±1`` by the exponent's parity). ONNX ``Pow`` on
+    integers leaves overflow and negative exponents undefined."""
+    g = interp.graph
+    dtype = op.result_type.dtype
+    if not _is_int(dtype):
+        return g.op("Pow", [x, y])
+    bits = np.iinfo(dtypes.to_numpy(dtype)).bits
+    signed = not dtypes.is_unsigned(dtype)
+    wx, wy = g.cast(x, "int64"), g.cast(y, "int64")
+    zero, one = g.const(0, "int64"), g.const(1, "int64")
+    if signed:
+        neg = g.op("Less", [wy, zero])
+        wy = g.op("Where", [neg, g.op("Neg", [wy]), wy])
+    base = g.op("Add", [wx, g.op("Mul", [wy, zero])])  # broadcast to the common shape
+    result = g.op("Add", [one, g.op("Mul", [base, zero])])
+    for k in range(bits):
+        mask = g.const(np.array(1 << k, np.uint64).view(np.int64), "int64")
+        bit = g.op("Not", [g.op("Equal", [g.op("BitwiseAnd", [wy, mask]), zero])])
+        result = g.op("Where", [bit, g.op("Mul", [result, base]), result])
+        if k + 1 < bits:
+            base = g.op("Mul", [base, base])
+    if signed:
+        unit = g.op("Equal", [g.op("Abs", [wx]), one])
+        result = g.op("Where", [g.op("And", [neg, g.op("Not", [unit])]), zero, result])
+    return g.cast(result, dtype)
 
 
 def _is_int(dtype: str) -> bool:

@@ -17,12 +17,14 @@ Where torch and StableHLO disagree the rules follow StableHLO exactly:
 
 from __future__ import annotations
 
+import ml_dtypes
 import torch
 
 from converter import dtypes
 
 from .._util import (
     BITS,
+    NARROW_INTS,
     from_bits,
     is_float,
     is_int,
@@ -330,6 +332,13 @@ def _power(interp, op, x, y):
     name = result_name(op)
     if not is_int(name):
         return torch.pow(x, y)
+    if name == "uint64":  # exponents from 2**63 up are stored negative: walk the 64 bits
+        result, base = torch.ones_like(x), x.clone()
+        for k in range(64):
+            bit = (y >> k) & 1
+            result = torch.where(bit == 1, result * base, result)
+            base = base * base
+        return result
     neg = y < 0
     p = torch.pow(x, torch.where(neg, torch.zeros_like(y), y))
     if is_unsigned(name):
@@ -474,15 +483,14 @@ def convert(x: torch.Tensor, src: str, dst: str) -> torch.Tensor:
 def _float_to_int(x, dst):
     """Truncate toward zero, saturate at the range of ``dst``, NaN → 0 (XLA's convert).
 
-    Raises:
-        TypeError: ``dst`` is a sub-byte integer (int2/int4...): torch declares those dtypes
-            but cannot compute with them (``torch.iinfo`` refuses them, except after some
-            other code registered them: refused here whatever the process did before).
+    Sub-byte integers (int2/int4...) saturate at their own range (ml_dtypes' limits: torch
+    declares those dtypes but cannot compute with them) and are carried in int8/uint8.
     """
-    if dst not in BITS:
-        raise TypeError(f"torch.iinfo() has no {dst}: torch cannot compute with sub-byte integers")
-    info = torch.iinfo(dtypes.torch_dtype(dst))
-    lo, hi = info.min, info.max
+    if dst in NARROW_INTS:  # carried in int8/uint8; torch.iinfo has no sub-byte integers
+        info = ml_dtypes.iinfo(dtypes.to_numpy(dst))
+    else:
+        info = torch.iinfo(dtypes.torch_dtype(dst))
+    lo, hi = int(info.min), int(info.max)
     wide = x.to(torch.float64)
     t = torch.trunc(wide)
     target = storage_dtype(dst)

@@ -3,8 +3,9 @@
 Every rule builds explicit int64 index tensors and uses advanced indexing (``aten.index``,
 ``aten.index_put``, ``scatter_reduce``), so the graph is data-independent, differentiable and
 exportable. Semantics: ``gather``/``dynamic_slice``/``dynamic_update_slice`` clamp start
-indices so the slice stays in bounds; ``scatter`` skips an update whose window would leave
-the operand (XLA's behaviour, JAX's ``FILL_OR_DROP``).
+indices so the slice stays in bounds; ``scatter`` skips each update element whose result index
+is out of bounds and applies the rest of its window (the spec; XLA drops a partly out-of-bounds
+window whole).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def gather(op, operand, indices, sizes: list) -> torch.Tensor:
 
 def scatter_positions(op, operand_shape, indices, update_shape):
     """Linear positions into the flattened operand for every update element, and a mask of
-    updates whose window is in bounds."""
+    the elements whose result index is in bounds (spec ``scatter``: an element outside is
+    skipped, the rest of its window applied)."""
     d = op.attr("scatter_dimension_numbers")
     window_dims = list(d["update_window_dims"])
     inserted = set(d["inserted_window_dims"])
@@ -140,8 +142,8 @@ def scatter_positions(op, operand_shape, indices, update_shape):
             pos = _place(torch.arange(size), urank, [ud])
         if dim in to_operand:
             start = _place(idx[..., to_operand.index(dim)], urank, scatter_dims)
-            valid = valid & (start >= 0) & (start <= operand_shape[dim] - size)
-            pos = pos + start
+            pos = pos + start  # spec: each update element lands or is skipped on its own
+            valid = valid & (pos >= 0) & (pos < operand_shape[dim])
         elif dim in in_batch:
             bdim = newpos(idx_batch[in_batch.index(dim)])
             pos = pos + _place(torch.arange(idx.shape[bdim]), urank, [scatter_dims[bdim]])

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .helpers import assert_same
+from .helpers import assert_same, numpy_of, to_torch_module, torch_of
 
 A = np.arange(24, dtype=np.float32).reshape(4, 6)
 IDX = np.array([0, 3, -1, 7, 2], dtype=np.int32)
@@ -36,9 +36,10 @@ def test_scatter_kinds_and_out_of_bounds_drop():
     assert_same(f, A, np.array([0, 3, 1, 7, 2], dtype=np.int32), upd)
 
 
-def test_scatter_drops_windows_just_past_the_end():
-    """A scatter update is dropped when its window does not fit: a start index equal to the
-    dim's size (one element), and a two-element window starting at 5 of 6 (at 4 it fits)."""
+def test_scatter_drops_elements_just_past_the_end():
+    """A scatter update element is dropped when it lands outside the operand (StableHLO
+    spec ``scatter``): a start index equal to the dim's size (one element); a two-element
+    window starting at 5 of 6 keeps its first element (XLA would drop the window whole)."""
     dn = lax.ScatterDimensionNumbers(
         update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,)
     )
@@ -48,9 +49,18 @@ def test_scatter_drops_windows_just_past_the_end():
         window = lax.scatter_add(a[1], w, u, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
         return one, window
 
+    i = np.array([6, 5, 0], dtype=np.int32)
     w = np.array([[4], [5], [0]], dtype=np.int32)
     u = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
-    assert_same(f, A, np.array([6, 5, 0], dtype=np.int32), w, u)
+    got = to_torch_module(f, A, i, w, u)(*[torch_of(x) for x in (A, i, w, u)])
+    one = A[0].copy()
+    one[[5, 0]] += 1.0
+    window = A[1].copy()
+    window[4:6] += u[0]
+    window[5] += u[1][0]  # the window at 5: its element at 6 is outside, the one at 5 lands
+    window[0:2] += u[2]
+    np.testing.assert_array_equal(numpy_of(got[0]), one)
+    np.testing.assert_array_equal(numpy_of(got[1]), window)
 
 
 def test_dynamic_slice_clamps():

@@ -251,9 +251,18 @@ def run_case(name: str, backend: str = "jax") -> None:
     if backend == "jax":
         out = list(module.to_jax()(*args))
     elif backend == "torch":
+        from backends.torch._util import CARRIED
+        from converter import dtypes
+
         fn = module.to_torch()
-        out = fn(*[_to_torch(a) for a in args])
+        # types torch lacks (int4, float4_e2m1fn...) go in as NumPy and come out in their
+        # storage dtype (int8, float32...): read back as the declared type
+        out = fn(*[a if np.asarray(a).dtype.name in CARRIED else _to_torch(a) for a in args])
         out = [_from_torch(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
+        out = [
+            o.astype(dtypes.to_numpy(s.dtype)) if s.dtype in CARRIED and isinstance(o, np.ndarray) else o
+            for o, s in zip(out, module.signature.outputs, strict=False)
+        ]
     else:
         raise ValueError(backend)
     check_outputs(out, expected, case.rtol, case.atol)
