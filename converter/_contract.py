@@ -90,8 +90,23 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     after_ours = files[files.index(ours_last) + 1 :] if ours_last is not None else files
     model_code = what.rpartition(".")[2].startswith(("from_", "call_"))  # others run no model
     if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):
-        return ExportError(f"{what}: the source framework could not export or trace the model: {detail}")
+        where = _raised_at(str(e))
+        return ExportError(
+            f"{what}: the source framework could not export or trace the model: {detail}"
+            + (f" (at {where})" if where else "")
+        )
     return InternalError(f"{what}: unexpected {detail} (a bug in the converter; please report it)")
+
+
+def _raised_at(message: str) -> str:
+    """The model's source line torch.export names in its message ("The following call raised
+    this error:" then the file, line and code: a data-dependent ``if`` on a tensor's value,
+    dynamic NTK rope's ``if seq_len > max_seq_len_cached``), as ``file:line: code``; ``""``
+    when it names none."""
+    found = re.search(
+        r'The following call raised this error:\s*File "([^"]+)", line (\d+), in \S+\s*\n\s*(.+)', message
+    )
+    return f"{found.group(1)}:{found.group(2)}: {found.group(3).strip()}" if found else ""
 
 
 def _entered(e: BaseException, code: Any) -> bool:

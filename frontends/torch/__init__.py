@@ -195,10 +195,59 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
 
 
 def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -> ExportedProgram:
-    """``torch.export.export`` (strict=False), without decompositions."""
-    if dynamic_shapes is not None:
-        return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
-    return torch.export.export(model, tuple(args), kwargs or {})
+    """``torch.export.export`` (strict=False), without decompositions, leaving ``model`` as
+    it found it (:func:`_state_kept`)."""
+    with _state_kept(model):
+        if dynamic_shapes is not None:
+            return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
+        return torch.export.export(model, tuple(args), kwargs or {})
+
+
+@contextlib.contextmanager
+def _state_kept(model: torch.nn.Module):
+    """Put back every attribute, parameter, buffer and submodule entry of ``model`` and its
+    submodules that the traced ``forward`` added, replaced or removed.
+
+    ``torch.export`` runs ``forward`` on FakeTensors: whatever the forward stores on the
+    module (only warned about as "assigned during export") is a tracing placeholder left on
+    the user's model. Transformers' longrope (Phi-3) caches its long-context frequencies as
+    a plain attribute on the first call: after an export the eager model held a FakeTensor
+    there, its ``inv_freq.copy_(torch.where(...))`` from it copied nothing, and the eager
+    model kept the short-context frequencies past ``original_max_position_embeddings``
+    (off by up to 2.4 on the rotary embedding, ~5e-3 on Phi-3's logits) while the
+    converted module, which keeps the ``where`` on the length, was right.
+    """
+    saved = [
+        (
+            mod,
+            dict(vars(mod)),
+            dict(mod._parameters),
+            dict(mod._buffers),
+            dict(mod._modules),
+            set(mod._non_persistent_buffers_set),
+        )
+        for mod in model.modules()
+    ]
+    try:
+        yield
+    finally:
+        for mod, attrs, params, buffers, modules, transient in saved:
+            now = vars(mod)
+            for name in [k for k in now if k not in attrs]:
+                del now[name]
+            for name, value in attrs.items():
+                if now.get(name, _MISSING) is not value:
+                    now[name] = value
+            for live, old in ((mod._parameters, params), (mod._buffers, buffers), (mod._modules, modules)):
+                if live.keys() != old.keys() or any(live[k] is not v for k, v in old.items()):
+                    live.clear()
+                    live.update(old)
+            if mod._non_persistent_buffers_set != transient:
+                mod._non_persistent_buffers_set.clear()
+                mod._non_persistent_buffers_set.update(transient)
+
+
+_MISSING = object()
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
