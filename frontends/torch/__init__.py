@@ -253,8 +253,9 @@ _MISSING = object()
 def _tensor_key(t: torch.Tensor) -> tuple:
     """Tensors with equal keys are the same data (tied weights). ``const_data_ptr``: the
     mutable pointer would make a copy-on-write tensor (a parameter already converted with
-    ``copy=True``) copy itself."""
-    return (t.const_data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    ``copy=True``) copy itself. A conjugate or negative view of the same memory holds other
+    values (the conjugates, the negations): its lazy bits are part of the key."""
+    return (t.const_data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.is_conj(), t.is_neg())
 
 
 def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
@@ -266,13 +267,17 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     CPU tensor whose memory torch allocated is not copied: it becomes copy-on-write
     (:func:`._torch_internal.lazy_clone`) and the result is a read-only view of the memory
     the clone keeps; the first in-place write to the torch tensor afterwards copies that
-    tensor in torch. Other tensors are copied once, straight into an aligned array.
+    tensor in torch. Other tensors are copied once, straight into an aligned array; a
+    conjugate or negative view with its lazy bit applied (its memory holds the values
+    before conjugation or negation).
 
     Without ``copy``, never a copy: the same copy-on-write view where torch allows it (a
     plain view could point to freed memory once another conversion made the storage
     copy-on-write and the model then wrote it), else a read-only view of the tensor's memory
     (the torch model must not change afterwards)."""
     t = t.detach()
+    if t.is_conj() or t.is_neg():  # the values, not the memory: a copy, ours alone
+        t = t.resolve_conj().resolve_neg()
     if t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse and t.numel():
         if not copy or t.const_data_ptr() % ALIGN == 0:  # else JAX would copy: copy aligned here
             clone = lazy_clone(t)
