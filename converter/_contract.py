@@ -16,6 +16,9 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
   the caller gave).
 * :class:`InternalError`: anything else from the converter's own code: a bug.
 
+``MemoryError`` passes through unchanged: the machine ran out of memory, not the converter
+into a bug (the CLI reports it as the input's, exit status 2).
+
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
 pytree FutureWarnings) is held back: the error says what went wrong, and what was printed is
 its ``diagnostics`` attribute. Set ``CONVERTER_VERBOSE=1`` to let it through. The contract
@@ -93,8 +96,23 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     after_ours = files[files.index(ours_last) + 1 :] if ours_last is not None else files
     model_code = what.rpartition(".")[2].startswith(("from_", "call_"))  # others run no model
     if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):
-        return ExportError(f"{what}: the source framework could not export or trace the model: {detail}")
+        where = _raised_at(str(e))
+        return ExportError(
+            f"{what}: the source framework could not export or trace the model: {detail}"
+            + (f" (at {where})" if where else "")
+        )
     return InternalError(f"{what}: unexpected {detail} (a bug in the converter; please report it)")
+
+
+def _raised_at(message: str) -> str:
+    """The model's source line torch.export names in its message ("The following call raised
+    this error:" then the file, line and code: a data-dependent ``if`` on a tensor's value,
+    dynamic NTK rope's ``if seq_len > max_seq_len_cached``), as ``file:line: code``; ``""``
+    when it names none."""
+    found = re.search(
+        r'The following call raised this error:\s*File "([^"]+)", line (\d+), in \S+\s*\n\s*(.+)', message
+    )
+    return f"{found.group(1)}:{found.group(2)}: {found.group(3).strip()}" if found else ""
 
 
 def _entered(e: BaseException, code: Any) -> bool:
@@ -352,7 +370,7 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
                 except Exception as e:
                     e.diagnostics = captured.getvalue()  # type: ignore[attr-defined]
                     raise
-        except ConversionError:
+        except (ConversionError, MemoryError):  # running out of memory is not a converter bug
             raise
         except Exception as e:
             if not outer:

@@ -341,11 +341,17 @@ class _JaxEntry:
     def _import(self, i: int, t: torch.Tensor) -> jax.Array:
         """Input ``i`` by DLPack, remembered while ``t`` lives and is not written to (its
         version counter), given other storage or other strides: weights passed call after
-        call cross once.
+        call cross once. A tensor that crosses as a copy (non-contiguous, a conjugate or
+        negative view) is copied again on every call: its memory may change without its
+        version counter (``.data``, a NumPy view of it).
         The array shares ``t``'s memory, so remembering it copies nothing and keeps nothing
         alive beyond ``t`` (the weakref's callback forgets it)."""
-        array = self._dlpack(_crossable(t))
-        self._remember(i, t, array)
+        crossed = _crossable(t)
+        array = self._dlpack(crossed)
+        # only an array sharing t's memory is kept: a copy (t non-contiguous, a conjugate or
+        # negative view) would go stale when t's memory changes without its version counter
+        # (through .data, a NumPy view, DLPack), and the next call would compute with old values
+        self._remember(i, t, array if crossed.data_ptr() == t.data_ptr() else None)
         return array
 
     def _remember(self, i: int, t: torch.Tensor, array: jax.Array | None) -> None:

@@ -19,13 +19,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     Raises:
         OutputError: the directory cannot be created or written (read-only, a file standing
-            where a directory should be, a virtual file system such as ``/proc``), or
-            ``path`` is a directory; names the path and the system's reason.
+            where a directory should be, a virtual file system such as ``/proc``), ``path``
+            is a directory, or writing the temporary file failed (``OSError`` in the body: a
+            full disk); names the path and the system's reason.
     """
     target = Path(path)
     tmp_path = _temp_beside(target)
     try:
-        yield tmp_path
+        try:
+            yield tmp_path
+        except OSError as e:  # the write itself: a full disk, a quota, an I/O error
+            raise _output_error(target, e) from e
         try:
             if tmp_path.exists():  # mkstemp makes it 0600; give it the mode a plain open() would
                 os.chmod(tmp_path, 0o666 & ~_umask())

@@ -18,6 +18,7 @@ A tree spec is one of::
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -279,12 +280,13 @@ def flatten(obj: Any, spec: TreeSpec, path: str = "") -> list[tuple[str, Any]]:
 
 
 def _same_static(obj: Any, value: Any) -> bool:
-    """Whether ``obj`` is the specialized value ``value``: equal, and both bools or neither
-    (``True == 1`` in Python, but torch.export specializes them differently); an array or
-    tensor never is."""
+    """Whether ``obj`` is the specialized value ``value``: equal, and of the same number kind
+    (bool, integer, float, complex): ``True == 1 == 1.0`` in Python, but the model may
+    compute with the type (``isinstance``, the dtype of ``x + s``), and torch.export
+    specializes each differently; an array or tensor never is."""
     if hasattr(obj, "shape") or hasattr(obj, "__array__"):
         return False
-    if isinstance(obj, bool) != isinstance(value, bool):
+    if _number_kind(obj) != _number_kind(value):
         return False
     if isinstance(obj, float) and isinstance(value, float) and math.isnan(obj) and math.isnan(value):
         return True
@@ -292,6 +294,19 @@ def _same_static(obj: Any, value: Any) -> bool:
         return bool(obj == value)
     except Exception:  # noqa: BLE001 - an object without a truthy ==: not the value
         return False
+
+
+def _number_kind(v: Any) -> str | None:
+    """``bool``, ``int``, ``float`` or ``complex`` for a Python number, else None."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, numbers.Integral):
+        return "int"
+    if isinstance(v, numbers.Real):
+        return "float"
+    if isinstance(v, numbers.Complex):
+        return "complex"
+    return None
 
 
 def _describe_value(obj: Any) -> str:

@@ -404,6 +404,12 @@ class JaxFunction:
         leaves = flatten((args, kwargs), sig.in_tree)
         if len(leaves) != len(sig.inputs):
             raise ValueError(f"expected {len(sig.inputs)} input leaves, got {len(leaves)}")
+        for path, value in leaves:  # as jax.jit refuses them: not a JAX type
+            if type(value).__module__.partition(".")[0] == "torch":
+                raise SignatureMismatchError(
+                    f"{input_path(path)}: a {type(value).__name__}; the JAX function takes NumPy or JAX "
+                    "arrays (pass t.numpy(), or call the to_torch() module)"
+                )
         # a typed PRNG key (jax.random.key) enters as its key data, as the module holds it
         leaves = [(p, jax.random.key_data(v) if _is_key(v) else v) for p, v in leaves]
         values = [v for _, v in leaves]

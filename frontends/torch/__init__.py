@@ -198,17 +198,67 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
 
 
 def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -> ExportedProgram:
-    """``torch.export.export`` (strict=False), without decompositions."""
-    if dynamic_shapes is not None:
-        return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
-    return torch.export.export(model, tuple(args), kwargs or {})
+    """``torch.export.export`` (strict=False), without decompositions, leaving ``model`` as
+    it found it (:func:`_state_kept`)."""
+    with _state_kept(model):
+        if dynamic_shapes is not None:
+            return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
+        return torch.export.export(model, tuple(args), kwargs or {})
+
+
+@contextlib.contextmanager
+def _state_kept(model: torch.nn.Module):
+    """Put back every attribute, parameter, buffer and submodule entry of ``model`` and its
+    submodules that the traced ``forward`` added, replaced or removed.
+
+    ``torch.export`` runs ``forward`` on FakeTensors: whatever the forward stores on the
+    module (only warned about as "assigned during export") is a tracing placeholder left on
+    the user's model. Transformers' longrope (Phi-3) caches its long-context frequencies as
+    a plain attribute on the first call: after an export the eager model held a FakeTensor
+    there, its ``inv_freq.copy_(torch.where(...))`` from it copied nothing, and the eager
+    model kept the short-context frequencies past ``original_max_position_embeddings``
+    (off by up to 2.4 on the rotary embedding, ~5e-3 on Phi-3's logits) while the
+    converted module, which keeps the ``where`` on the length, was right.
+    """
+    saved = [
+        (
+            mod,
+            dict(vars(mod)),
+            dict(mod._parameters),
+            dict(mod._buffers),
+            dict(mod._modules),
+            set(mod._non_persistent_buffers_set),
+        )
+        for mod in model.modules()
+    ]
+    try:
+        yield
+    finally:
+        for mod, attrs, params, buffers, modules, transient in saved:
+            now = vars(mod)
+            for name in [k for k in now if k not in attrs]:
+                del now[name]
+            for name, value in attrs.items():
+                if now.get(name, _MISSING) is not value:
+                    now[name] = value
+            for live, old in ((mod._parameters, params), (mod._buffers, buffers), (mod._modules, modules)):
+                if live.keys() != old.keys() or any(live[k] is not v for k, v in old.items()):
+                    live.clear()
+                    live.update(old)
+            if mod._non_persistent_buffers_set != transient:
+                mod._non_persistent_buffers_set.clear()
+                mod._non_persistent_buffers_set.update(transient)
+
+
+_MISSING = object()
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
     """Tensors with equal keys are the same data (tied weights). ``const_data_ptr``: the
     mutable pointer would make a copy-on-write tensor (a parameter already converted with
-    ``copy=True``) copy itself."""
-    return (t.const_data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    ``copy=True``) copy itself. A conjugate or negative view of the same memory holds other
+    values (the conjugates, the negations): its lazy bits are part of the key."""
+    return (t.const_data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.is_conj(), t.is_neg())
 
 
 def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
@@ -220,13 +270,17 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     CPU tensor whose memory torch allocated is not copied: it becomes copy-on-write
     (:func:`._torch_internal.lazy_clone`) and the result is a read-only view of the memory
     the clone keeps; the first in-place write to the torch tensor afterwards copies that
-    tensor in torch. Other tensors are copied once, straight into an aligned array.
+    tensor in torch. Other tensors are copied once, straight into an aligned array; a
+    conjugate or negative view with its lazy bit applied (its memory holds the values
+    before conjugation or negation).
 
     Without ``copy``, never a copy: the same copy-on-write view where torch allows it (a
     plain view could point to freed memory once another conversion made the storage
     copy-on-write and the model then wrote it), else a read-only view of the tensor's memory
     (the torch model must not change afterwards)."""
     t = t.detach()
+    if t.is_conj() or t.is_neg():  # the values, not the memory: a copy, ours alone
+        t = t.resolve_conj().resolve_neg()
     if t.device.type == "cpu" and t.is_contiguous() and not t.is_sparse and t.numel():
         if not copy or t.const_data_ptr() % ALIGN == 0:  # else JAX would copy: copy aligned here
             clone = lazy_clone(t)

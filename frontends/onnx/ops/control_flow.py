@@ -27,11 +27,13 @@ def if_(ctx, cond, *, then_branch, else_branch):
     then_fn, else_fn = ctx.subgraph(then_branch), ctx.subgraph(else_branch)
     if is_known(cond):
         return tuple((then_fn if bool(np.asarray(cond).reshape(())) else else_fn)())
-    branches = (lambda: tuple(map(jnp.asarray, then_fn())), lambda: tuple(map(jnp.asarray, else_fn())))
+    # a sequence output stays a list (a pytree node), one array per element: jnp.asarray
+    # would stack it into one array
+    branches = (lambda: _arrays(then_fn()), lambda: _arrays(else_fn()))
     try:
         return tuple(lax.cond(jnp.asarray(cond).reshape(()), *branches))
     except TypeError:
-        then_s, else_s = ([a.shape for a in jax.eval_shape(b)] for b in branches)
+        then_s, else_s = (jax.tree_util.tree_map(lambda a: a.shape, jax.eval_shape(b)) for b in branches)
         if then_s == else_s:
             raise
         ctx.static(0)  # from graph inputs: specialized on their values at call time
@@ -39,6 +41,11 @@ def if_(ctx, cond, *, then_branch, else_branch):
             f"If whose branches give outputs of different shapes (then: {then_s}, else: {else_s}) on a "
             "condition computed from the data: the output shape would depend on it"
         ) from None
+
+
+def _arrays(outs) -> tuple:
+    """A branch's outputs as JAX arrays, a sequence (a list) as a list of arrays."""
+    return tuple(jax.tree_util.tree_map(jnp.asarray, list(outs)))
 
 
 @onnx_op("Loop", 1)

@@ -186,13 +186,19 @@ _NARROW_INT_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
 
 
 def _cast(x, dtype: np.dtype, saturate: int = 1):
-    """Cast as ONNX defines it: floats to float8 saturate (``saturate=1``), values to
-    4-/2-bit integers truncate toward zero and keep the low bits (two's complement wrap)."""
+    """Cast as ONNX defines it (Cast-21 to Cast-25 say the same): floats to float8 saturate
+    (``saturate=1``); integers to 4-/2-bit integers keep the low bits ("discard higher bits
+    and reinterpret", two's complement); floats to 4-/2-bit integers truncate toward zero,
+    and where the spec leaves an out-of-range value undefined they saturate to the type's
+    range (NaN to 0), as onnxruntime and XLA's float-to-integer conversions do."""
     x = jnp.asarray(x)
     bits = _NARROW_INT_BITS.get(dtype.name)
     if bits and x.dtype != dtype:
-        v = x.astype(np.int64)
         lo = -(1 << (bits - 1)) if dtype.name.startswith("int") else 0
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            v = jnp.clip(jnp.trunc(x), lo, lo + (1 << bits) - 1)
+            return jnp.where(jnp.isnan(v), 0, v).astype(np.int8).astype(dtype)
+        v = x.astype(np.int64)
         return (jnp.mod(v - lo, 1 << bits) + lo).astype(dtype)
     if dtype.name.startswith("float8") and saturate and jnp.issubdtype(x.dtype, jnp.floating):
         info = jnp.finfo(dtype)

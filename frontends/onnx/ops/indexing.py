@@ -128,20 +128,29 @@ def unique(ctx, x, *, axis=None, sorted=1):  # noqa: A002
 
 @onnx_op("MaxUnpool", 9)
 def max_unpool(ctx, x, indices, output_shape=None, *, kernel_shape, pads=None, strides=None):
-    """MaxUnpool: scatter ``x`` to the flat positions ``indices`` of a zero tensor whose
-    shape is ``output_shape`` or the inverse of MaxPool's formula."""
+    """MaxUnpool: scatter ``x`` to the flat positions ``indices`` of a zero tensor of the
+    shape MaxPool's formula inverts to; an ``output_shape`` larger than that (the spec's way to
+    disambiguate sizes) pads that tensor with zeros at the end of each axis, the indices still
+    counting positions in the inferred shape (the ONNX reference implementation and node tests).
+    An ``output_shape`` smaller than the inferred shape in some axis is refused (ValueError)."""
     n = len(kernel_shape)
     s = strides or [1] * n
     p = pads or [0] * (2 * n)
-    shape = ctx.static(2)
-    if shape is not None:
-        out_shape = [int(v) for v in np.asarray(shape).reshape(-1)]
-    else:
-        sp = [(x.shape[2 + i] - 1) * s[i] - p[i] - p[i + n] + kernel_shape[i] for i in range(n)]
-        out_shape = list(x.shape[:2]) + sp
-    flat = jnp.zeros(int(np.prod(out_shape)), x.dtype)
+    sp = [(x.shape[2 + i] - 1) * s[i] - p[i] - p[i + n] + kernel_shape[i] for i in range(n)]
+    inferred = list(x.shape[:2]) + sp
+    flat = jnp.zeros(int(np.prod(inferred)), x.dtype)
     flat = flat.at[jnp.asarray(indices).reshape(-1)].set(x.reshape(-1), mode="drop")
-    return flat.reshape(out_shape)
+    out = flat.reshape(inferred)
+    shape = ctx.static(2)
+    if shape is None:
+        return out
+    out_shape = [int(v) for v in np.asarray(shape).reshape(-1)]
+    if len(out_shape) != len(inferred) or any(o < i for o, i in zip(out_shape, inferred, strict=True)):
+        raise ValueError(
+            f"MaxUnpool output_shape {out_shape} is smaller than the unpooled shape {inferred} "
+            "(kernel_shape, strides and pads give it) in some axis"
+        )
+    return jnp.pad(out, [(0, o - i) for o, i in zip(out_shape, inferred, strict=True)])
 
 
 @onnx_op("Col2Im", 18)

@@ -31,10 +31,6 @@ MANUAL_REASONS = {
     "test_dft_inverse_opset19": "expected output carries float32 FFT noise 1.9e-7 > atol 1e-7; ours is 5e-15",
     "test_dft_irfft": "DFT inverse+onesided (complex-to-real irfft) is not implemented",
     "test_dft_irfft_opset19": "DFT inverse+onesided (complex-to-real irfft) is not implemented",
-    "test_if_opt": "If whose branches return optional sequences under a data-dependent condition",
-    "test_maxunpool_export_with_output_shape": (
-        "MaxUnpool with an output_shape larger than the pooled input: index remapping is not implemented"
-    ),
     "test_cast_e8m0_FLOAT_to_FLOAT8E8M0": (
         "Cast to float8e8m0 (round_mode=up, 0 → smallest power of two) unimplemented; XLA gives NaN for 0"
     ),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import pkgutil
+import re
 from functools import cache, lru_cache
 from pathlib import Path
 
@@ -173,7 +174,8 @@ def check_outputs(actual, expected, rtol: float, atol: float, where: str = "outp
     for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
         if isinstance(e, list) or e is None:
             assert (a is None) == (e is None), f"{where} {i}: {a!r}, expected {e!r}"
-            if e is not None:
+            if e is not None:  # a sequence is a list: not one array whose rows match
+                assert isinstance(a, (list, tuple)), f"{where} {i}: {type(a).__name__}, expected a sequence"
                 check_outputs(list(a), e, rtol, atol, f"{where} {i} element")
             continue
         a = np.asarray(a)
@@ -265,7 +267,31 @@ def run_case(name: str, backend: str = "jax") -> None:
         ]
     else:
         raise ValueError(backend)
-    check_outputs(out, expected, case.rtol, case.atol)
+    check_outputs(_spec_defined(name, feed, out, expected), expected, case.rtol, case.atol)
+
+
+#: Cast/CastLike from a floating type to a 4-/2-bit integer type (Cast-21 to Cast-25)
+_FLOAT_TO_NARROW = re.compile(
+    r"test_cast(?:like)?_(?:FLOAT|FLOAT16|BFLOAT16|DOUBLE)_to_(U?INT[24])(?:_expanded)?"
+)
+_NARROW_RANGE = {"INT4": (-8, 7), "UINT4": (0, 15), "INT2": (-2, 1), "UINT2": (0, 3)}
+
+
+def _spec_defined(name: str, feed: dict, out: list, expected: list) -> list:
+    """``out`` with the values the ONNX spec leaves undefined replaced by the expected ones,
+    so that only what the spec defines is compared. Cast's "floating point to fixed point:
+    undefined if OOR" (the same words in Cast-21 to Cast-25): the case's expected value for
+    an out-of-range float is whatever the installed ml_dtypes' ``astype`` gives (0 with
+    ml_dtypes 0.7; other versions wrap or saturate), not the spec's."""
+    found = _FLOAT_TO_NARROW.fullmatch(name)
+    if not found:
+        return out
+    lo, hi = _NARROW_RANGE[found.group(1)]
+    x = np.trunc(np.asarray(feed["input"]).astype(np.float64))
+    undefined = np.isnan(x) | (x < lo) | (x > hi)
+    got, want = np.asarray(out[0]), np.asarray(expected[0])
+    assert got.dtype == want.dtype and got.shape == want.shape == x.shape, (got.dtype, got.shape, x.shape)
+    return [np.where(undefined, want, got).astype(want.dtype), *out[1:]]
 
 
 if __name__ == "__main__":

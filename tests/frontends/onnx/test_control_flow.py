@@ -270,3 +270,42 @@ def test_if_branches_of_different_shapes_reusing_the_output_name():
     for x in (np.array([1.0, 2.0], np.float32), np.array([-1.0, -2.0], np.float32)):
         (got,) = f(x)
         np.testing.assert_array_equal(np.asarray(got), sess.run(None, {"x": x})[0])
+
+
+def test_if_on_a_runtime_condition_returns_a_sequence_as_a_list():
+    """An If whose branches give a sequence (``test_if_seq`` with the condition an input):
+    the output is a list of the sequence's tensors on every backend, never one array stacking
+    them (whose rows looked like the elements)."""
+    seq = helper.make_tensor_sequence_value_info
+    branch = [
+        helper.make_graph(
+            [helper.make_node("SequenceConstruct", list(order), ["s"])], name, [], [seq("s", F, [3])]
+        )
+        for name, order in (("then", "xy"), ("else", "yx"))
+    ]
+    node = helper.make_node("If", ["c"], ["out"], then_branch=branch[0], else_branch=branch[1])
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", F, [3]),
+            helper.make_tensor_value_info("y", F, [3]),
+        ],
+        [seq("out", F, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m = from_onnx(model)
+    x, y = np.arange(3, dtype=np.float32), np.arange(3, 6, dtype=np.float32)
+    f, t = m.to_jax(), m.to_torch()
+    for c, want in ((True, [x, y]), (False, [y, x])):
+        (got,) = f(np.array(c), x, y)
+        assert isinstance(got, list) and len(got) == 2, got
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), w)
+        import torch
+
+        (got_t,) = t(torch.tensor(c), torch.from_numpy(x), torch.from_numpy(y))
+        assert isinstance(got_t, list) and len(got_t) == 2, got_t
+        for g, w in zip(got_t, want, strict=True):
+            np.testing.assert_array_equal(g.numpy(), w)

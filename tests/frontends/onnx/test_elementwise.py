@@ -46,3 +46,36 @@ def test_clip_6_attribute_bounds():
     """Clip-6 (the rule of opsets 7 to 10) takes its bounds as attributes (Clip-11 on: inputs)."""
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
     check_node("Clip", {"x": x}, {"min": -1.5, "max": 2.0}, opset=10)
+
+
+_NARROW = {"int4": (22, -8, 7), "uint4": (21, 0, 15), "int2": (26, -2, 1), "uint2": (25, 0, 3)}
+
+
+@pytest.mark.parametrize("opset", [21, 25])
+@pytest.mark.parametrize("to", ["int4", "uint4", "int2", "uint2"])
+def test_cast_to_narrow_integers(to, opset):
+    """Cast-21..25 to 4-/2-bit integers. From integers the spec says: discard the higher bits
+    and reinterpret (two's complement wrap). From floats: truncate toward zero, and an
+    out-of-range value is undefined by the spec: this converter saturates it (NaN to 0), as
+    onnxruntime does; never a wrapped value of the other sign."""
+    import ml_dtypes
+    from onnx_oracle import single_node_model
+
+    from frontends.onnx import from_onnx
+
+    code, lo, hi = _NARROW[to]
+    if opset < 25 and "2" in to:
+        pytest.skip("INT2/UINT2 came with Cast-25")
+    dtype = np.dtype(getattr(ml_dtypes, to))
+    ints = np.arange(-20, 21, dtype=np.int32)
+    floats = [-1e30, -9.7, lo - 1, lo - 0.5, -1.9, -0.5, 0.5, 1.9, hi + 0.9, hi + 1, 37.2, 1e30, np.nan]
+    floats = np.array(floats, np.float32)
+    for x, want in (
+        (ints, (ints - lo) % (hi - lo + 1) + lo),
+        (floats, np.nan_to_num(np.clip(np.trunc(floats), lo, hi), nan=0.0)),
+    ):
+        model = single_node_model("Cast", {"x": x}, {"to": code}, opset=opset)
+        (got,) = from_onnx(model).to_jax()(x)
+        got = np.asarray(got)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.astype(np.int64), want.astype(np.int64), err_msg=f"{x.dtype}")

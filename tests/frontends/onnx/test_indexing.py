@@ -74,3 +74,41 @@ def test_scatter_elements_on_symbolic_dimensions():
             "u": np.zeros((n, 1), np.float32),
         }
         np.testing.assert_array_equal(np.asarray(f(*feeds.values())[0]), session.run(None, feeds)[0])
+
+
+def test_max_unpool_output_shape_pads_the_inferred_shape():
+    """MaxUnpool's indices count positions in the shape MaxPool's formula inverts to (4x4
+    here); a larger ``output_shape`` pads it with zeros at the end of each axis (the ONNX
+    reference implementation): values land at the same rows and columns, not at the flat
+    positions of the 5x5 output. A smaller ``output_shape`` is refused."""
+    import onnx
+    import pytest
+    from onnx.reference import ReferenceEvaluator
+
+    from converter.errors import ConversionError
+    from frontends.onnx import from_onnx
+
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 2, 2)
+    idx = np.array([5, 7, 13, 15, 16, 19, 28, 31], np.int64).reshape(1, 2, 2, 2)
+    attrs = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    for shape, ok in (([1, 2, 5, 6], True), ([1, 2, 4, 4], True), ([1, 2, 3, 5], False)):
+        node = onnx.helper.make_node("MaxUnpool", ["x", "i", "s"], ["y"], **attrs)
+        graph = onnx.helper.make_graph(
+            [node],
+            "g",
+            [
+                onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape),
+                onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, idx.shape),
+            ],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, None, None])],
+            initializer=[onnx.numpy_helper.from_array(np.array(shape, np.int64), "s")],
+        )
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 11)])
+        if not ok:
+            with pytest.raises(ConversionError, match="output_shape"):
+                from_onnx(model).to_jax()(x, idx)
+            continue
+        (want,) = ReferenceEvaluator(model).run(None, {"x": x, "i": idx})
+        (got,) = from_onnx(model).to_jax()(x, idx)
+        assert want.shape == tuple(shape)
+        np.testing.assert_array_equal(np.asarray(got), want)
