@@ -37,7 +37,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ConversionError, ExportError, InputTypeError, InputValueError, InternalError
+from .errors import (
+    ConversionError,
+    ExportError,
+    InputTypeError,
+    InputValueError,
+    InternalError,
+    OutOfMemoryError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,6 +78,11 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     ``keywords``); see the module docstring. A ``TypeError`` raised before ``code`` ran, or
     one refusing a keyword the caller gave (passed on as ``**options``), is the caller's:
     arguments the function does not take."""
+    if isinstance(e, MemoryError):
+        return OutOfMemoryError(
+            f"{what}: out of memory: the model, its inputs or a size a file declares do not fit this "
+            "machine (see docs/security.md for the memory budgets)"
+        )
     if isinstance(e, TypeError) and (
         (code is not None and not _entered(e, code)) or _refused_keyword(e) in keywords
     ):
@@ -163,6 +175,14 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
 _depth = 0
 
 
+def _init_backends_quietly() -> None:
+    """JAX's backends created with XLA's client log lines held back
+    (:func:`converter._jax_internal.init_backends_quietly`), before the first API call uses them."""
+    from . import _jax_internal
+
+    _jax_internal.init_backends_quietly()
+
+
 def nested() -> bool:
     """Whether an :func:`api` function is running (its wrapper classifies what escapes):
     for a per-call fast path that applies the contract itself, without the wrapper."""
@@ -184,6 +204,8 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
         outer = _depth == 0
         _depth += 1
         try:
+            if outer and not verbose():
+                _init_backends_quietly()
             if not (outer and hush) or verbose():  # nested calls: the outer one classifies
                 return fn(*args, **kwargs)
             with quiet() as captured:

@@ -122,19 +122,85 @@ def memory_bytes() -> int:
         return 1 << 40
 
 
-def check_size(nbytes: int, what: str) -> None:
-    """Refuse to allocate ``nbytes`` for ``what`` (a file member, a tensor a header
-    declares) when it exceeds this machine's physical memory: the input claims sizes it
-    cannot be holding, or this machine cannot load it.
+#: Default of :func:`inflate_budget`: 256 MiB.
+DEFAULT_INFLATE_BUDGET = 256 << 20
+
+
+def _env_bytes(name: str) -> int | None:
+    """The byte count in the environment variable ``name`` (``123``, ``512M``, ``4G``, ``1T``;
+    binary units), or None when unset or empty.
 
     Raises:
-        ParseError: naming ``what``, the claimed size and the memory available.
+        InputValueError: the value is not such a count (names the variable).
+    """
+    from .errors import InputValueError
+
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    scale = units.get(value[-1].upper(), 1)
+    digits = value[:-1] if value[-1].upper() in units else value
+    try:
+        count = int(digits) * scale
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise InputValueError(f"${name}={value!r}: not a byte count (such as 1073741824, 512M, 4G)")
+    return count
+
+
+def memory_budget() -> int:
+    """The most bytes a size declared by an input (a zip member, a tensor a header or config
+    declares, an input a signature describes) may claim: ``$CONVERTER_MAX_BYTES`` when set
+    (``512M``, ``8G``...), else this machine's physical memory."""
+    value = _env_bytes("CONVERTER_MAX_BYTES")
+    return memory_bytes() if value is None else value
+
+
+def inflate_budget() -> int:
+    """The most bytes an input may make the converter produce beyond what the file holds: the
+    declared sizes of an archive's compressed members (all of them together), and tensors a
+    ``.pt2`` declares without storing their data. ``$CONVERTER_MAX_INFLATE`` when set
+    (``1G``...), else :data:`DEFAULT_INFLATE_BUDGET` (the converter itself writes archives
+    uncompressed, and ``torch.export.save`` too, so only hand-made archives get near it); never
+    more than :func:`memory_budget`."""
+    value = _env_bytes("CONVERTER_MAX_INFLATE")
+    return min(DEFAULT_INFLATE_BUDGET if value is None else value, memory_budget())
+
+
+def check_size(nbytes: int, what: str, error: type[Exception] | None = None) -> None:
+    """Refuse to allocate ``nbytes`` for ``what`` (a file member, a tensor a header
+    declares, an input a signature describes) when it exceeds :func:`memory_budget`: the
+    input claims sizes it cannot be holding, or this machine cannot load it.
+
+    Raises:
+        ParseError (or ``error``): naming ``what``, the claimed size, the budget and how to
+            raise it.
     """
     from .errors import ParseError
 
-    limit = memory_bytes()
+    limit = memory_budget()
+    if nbytes < 0 or nbytes > limit:
+        raise (error or ParseError)(
+            f"{what} claims {nbytes:,} bytes, more than the memory budget ({limit:,} bytes: this "
+            "machine's memory, or $CONVERTER_MAX_BYTES); the file is corrupt or too large to load here"
+        )
+
+
+def check_inflate(nbytes: int, what: str) -> None:
+    """Refuse ``nbytes`` of data an input would make the converter decompress or materialize
+    beyond the bytes it holds (:func:`inflate_budget`) before any of it is produced.
+
+    Raises:
+        ParseError: naming ``what``, the claimed size, the budget and how to raise it.
+    """
+    from .errors import ParseError
+
+    limit = inflate_budget()
     if nbytes < 0 or nbytes > limit:
         raise ParseError(
-            f"{what} claims {nbytes:,} bytes, more than this machine's memory ({limit:,} bytes); "
-            "the file is corrupt or too large to load here"
+            f"{what} would expand to {nbytes:,} bytes, more than the {limit:,} bytes allowed for data "
+            "a file does not store as is (compressed members, tensors without data); a zip bomb, or "
+            "set $CONVERTER_MAX_INFLATE (such as 4G) to allow it"
         )

@@ -132,19 +132,25 @@ def save_safetensors(path: str | os.PathLike, params: Mapping[str, np.ndarray], 
 
 
 def read_safetensors(
-    path: str | os.PathLike, offset: int = 0, length: int | None = None
+    path: str | os.PathLike | IO[bytes], offset: int = 0, length: int | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Memory-map the safetensors data at ``offset`` (``length`` bytes, default to the end)
     of the file ``path``: ``(arrays by name, metadata)``. The arrays are read-only views of
     the mapping (pages are read on first touch and shared with the page cache; nothing is
-    copied), with the dtypes the ``"dtypes"`` metadata records.
+    copied), with the dtypes the ``"dtypes"`` metadata records. ``path`` may be an open
+    binary file (mapped through its descriptor).
 
     Raises:
         ModuleFormatError: the data is not safetensors (names the file).
     """
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    if hasattr(path, "fileno"):  # an open file (the one a check read): map it, not its path
+        size = os.fstat(path.fileno()).st_size
+        mm = mmap.mmap(path.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        path = getattr(path, "name", "<file>")
+    else:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     buf = np.frombuffer(mm, np.uint8) if size else np.zeros(0, np.uint8)
     end = size if length is None else offset + length
     return parse_safetensors(buf[offset:end], str(path))
@@ -193,9 +199,9 @@ def zip_member_offset(path: str | os.PathLike, zf: zipfile.ZipFile, name: str) -
     info = zf.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
         return None
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
+    f = zf.fp
+    f.seek(info.header_offset)
+    local = f.read(30)
     if local[:4] != b"PK\x03\x04":
         raise ModuleFormatError(f"{path}: bad zip local header for {name}")
     name_len, extra_len = struct.unpack("<HH", local[26:30])
