@@ -178,7 +178,7 @@ def test_sizes_a_pt2_cannot_hold_are_refused(good_pt2, tmp_path):
         return data
 
     evil = _rewrite(good_pt2, tmp_path / "huge.pt2", edit)
-    with pytest.raises(converter.ParseError, match="more than this machine's memory"):
+    with pytest.raises(converter.ParseError, match="more than the memory budget"):
         check_pt2(evil)
 
 
