@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(path)
     tmp_path = _temp_beside(target)
+    remove_stale_temps(target)
     try:
         yield tmp_path
         try:
@@ -69,11 +72,90 @@ def _temp_beside(target: Path) -> Path:
         raise _output_error(target, IsADirectoryError(21, "is a directory"))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent)
     except OSError as e:
         raise _output_error(target, e) from e
     os.close(fd)
     return Path(tmp)
+
+
+def _temp_prefix(target: Path) -> str:
+    """The start of the names of ``target``'s temporaries: ``.NAME.PID.``, so that a later
+    writer of ``target`` can tell those of a process that no longer runs (killed mid-write)."""
+    return f".{target.name}.{os.getpid()}."
+
+
+#: What follows ``.NAME.`` in a temporary of NAME: ``PID.RANDOM.tmp`` (a file),
+#: ``PID.RANDOMtmpdir`` (a staging directory); older versions wrote ``RANDOM.tmp`` and
+#: ``RANDOM`` (8 characters of ``tempfile``'s alphabet).
+_TEMP_NAME = re.compile(r"(?:(?P<pid>[0-9]+)\.[a-z0-9_]{8}(?:\.tmp|tmpdir)|[a-z0-9_]{8}(?:\.tmp)?)")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another thread of this process may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_temps(target: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries that writers of ``target`` left beside it when they were
+    killed mid-write (:func:`atomic_path`'s ``.NAME.PID.RANDOM.tmp`` files, the ONNX
+    backend's ``.NAME.PID.RANDOMtmpdir`` staging directories, and those of older versions):
+    the ones whose process no longer runs. Called by every writer of ``target`` before it
+    writes; returns what was removed. Errors removing them are ignored (the next writer
+    tries again)."""
+    target = Path(target)
+    prefix = f".{target.name}."
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        m = _TEMP_NAME.fullmatch(entry.name[len(prefix) :])
+        if m is None or (m.group("pid") is not None and _alive(int(m.group("pid")))):
+            continue
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if is_dir != entry.name.endswith("tmpdir") and m.group("pid") is not None:
+            continue
+        if m.group("pid") is None and is_dir == entry.name.endswith(".tmp"):
+            continue  # older versions: RANDOM.tmp files, RANDOM directories
+        try:
+            shutil.rmtree(entry.path) if is_dir else os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
+
+
+@contextlib.contextmanager
+def staging_dir(target: str | os.PathLike) -> Iterator[Path]:
+    """A temporary directory beside ``target`` (``.NAME.PID.RANDOMtmpdir``), removed on exit,
+    for writers that stage several files before renaming them into place; stale ones of
+    ``target`` are removed first (:func:`remove_stale_temps`).
+
+    Raises:
+        OutputError: as :func:`atomic_path`.
+    """
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=_temp_prefix(target), suffix="tmpdir", dir=target.parent)
+    except OSError as e:
+        raise _output_error(target, e) from e
+    remove_stale_temps(target)
+    try:
+        yield Path(staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def check_writable(path: str | os.PathLike) -> None:

@@ -211,8 +211,9 @@ def load(path: str | os.PathLike) -> Module:
                 check_size(info.file_size, f"{path}: member {info.filename}")
             manifest = json.loads(ziparchive.read_member(zf, "manifest.json", where))
             if not isinstance(manifest, dict):
+                kind = type(manifest).__name__
                 raise ModuleFormatError(
-                    f"{path}: corrupt {FORMAT_NAME} manifest (a JSON {type(manifest).__name__}, not an object)"
+                    f"{path}: corrupt {FORMAT_NAME} manifest (a JSON {kind}, not an object)"
                 )
             if manifest.get("format") != FORMAT_NAME:
                 raise ModuleFormatError(f"{path}: not a {FORMAT_NAME} file")

@@ -23,8 +23,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .errors import ParseError, UntrustedInputError
 from . import ziparchive
+from .errors import ParseError, UntrustedInputError
 from .fileio import check_inflate, check_size
 
 #: Names ``sympy.sympify`` may see in a shape expression besides shape symbols (``s0``, ``u3``):

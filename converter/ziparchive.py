@@ -133,7 +133,9 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
         rec = read(end64_offset, 56)
         if rec[:4] != _END64:
             raise _bad(where, "no zip64 end record where its locator points")
-        rec_size, _, _, disk, cd_disk, n_disk, n_total, cd_size, cd_offset = struct.unpack("<QHHIIQQQQ", rec[4:])
+        rec_size, _, _, disk, cd_disk, n_disk, n_total, cd_size, cd_offset = struct.unpack(
+            "<QHHIIQQQQ", rec[4:]
+        )
         if rec_size != 44 or end64_offset + 56 != cd_end - 20 or disk or cd_disk or n_disk != n_total:
             raise _bad(where, "a zip64 end record that is not right before its locator")
         cd_end = end64_offset
@@ -146,8 +148,11 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
                 raise _bad(where, "zip64 and zip end records that disagree")
             cd_end = end64_offset
     if cd_offset + cd_size != cd_end:
-        raise _bad(where, "bytes between the central directory and the end record, or a central "
-                   "directory that does not end where the end record starts")
+        raise _bad(
+            where,
+            "bytes between the central directory and the end record, or a central "
+            "directory that does not end where the end record starts",
+        )
 
     entries: list[Entry] = []
     cd = read(cd_offset, cd_size)
@@ -155,8 +160,8 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
     while pos < len(cd):
         if cd[pos : pos + 4] != _CENTRAL or pos + 46 > len(cd):
             raise _bad(where, f"a malformed central directory entry at offset {cd_offset + pos}")
-        (_, _, flags, method, _, _, crc, csize, usize, nlen, elen, clen, disk, _, _, offset) = struct.unpack_from(
-            "<HHHHHHIIIHHHHHII", cd, pos + 4
+        (_, _, flags, method, _, _, crc, csize, usize, nlen, elen, clen, disk, _, _, offset) = (
+            struct.unpack_from("<HHHHHHIIIHHHHHII", cd, pos + 4)
         )
         raw_name = cd[pos + 46 : pos + 46 + nlen]
         extra = cd[pos + 46 + nlen : pos + 46 + nlen + elen]
@@ -171,7 +176,9 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
             raise _bad(where, f"member {name!r} on another disk")
         entries.append(Entry(name, raw_name, flags, method, crc, csize, usize, offset))
     if len(entries) != n_total:
-        raise _bad(where, f"the end record counts {n_total} members, the central directory lists {len(entries)}")
+        raise _bad(
+            where, f"the end record counts {n_total} members, the central directory lists {len(entries)}"
+        )
 
     names: set[str] = set()
     raws: set[bytes] = set()
@@ -187,7 +194,11 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
     expected = 0
     for e in ordered:
         if e.offset != expected:
-            what = "overlaps the member before it" if e.offset < expected else "has bytes before it no member covers"
+            what = (
+                "overlaps the member before it"
+                if e.offset < expected
+                else "has bytes before it no member covers"
+            )
             raise _bad(where, f"member {e.name!r} (at offset {e.offset}) {what}")
         expected = _check_local(read, e, where)
     if expected != cd_offset:
@@ -251,7 +262,8 @@ def open_checked(f: IO[bytes], where: str) -> zipfile.ZipFile:
         zf.close()
         raise _bad(where, "Python's zip reader sees other members than the layout check")
     check_inflate(
-        sum(e.file_size for e in entries if e.method != zipfile.ZIP_STORED), f"{where}: its compressed members"
+        sum(e.file_size for e in entries if e.method != zipfile.ZIP_STORED),
+        f"{where}: its compressed members",
     )
     return zf
 

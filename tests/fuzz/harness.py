@@ -141,9 +141,10 @@ TORCH_PATHS: dict[str, Callable] = {
 @dataclass
 class Outcome:
     """One (case, path): ``status`` is ``pass``, ``skipped`` (the reference itself refused
-    the case: eager torch or ``jax.jit`` raised, so there is nothing to compare), ``refused`` (a ``ConversionError``: the
-    converter said no, which is allowed), ``error`` (any other exception, or a
-    ``ConversionError`` wrapping one: an op rule that crashed) or ``mismatch``."""
+    the case: eager torch or ``jax.jit`` raised, so there is nothing to compare),
+    ``refused`` (a ``ConversionError``: the converter said no, which is allowed),
+    ``error`` (any other exception, or a ``ConversionError`` wrapping one: an op rule that
+    crashed) or ``mismatch``."""
 
     path: str
     status: str
