@@ -34,7 +34,7 @@ import zlib
 from dataclasses import dataclass
 from typing import IO
 
-from .errors import ParseError
+from .errors import ParseError, UntrustedInputError
 from .fileio import check_inflate
 
 _LOCAL = b"PK\x03\x04"
@@ -88,8 +88,10 @@ def _has_zip64(extra: bytes) -> bool:
     return False
 
 
-def _bad(where: str, why: str) -> ParseError:
-    return ParseError(f"{where}: refused zip archive layout: {why}")
+def _bad(where: str, why: str) -> UntrustedInputError:
+    """A layout readers may read differently: crafted to show a check other bytes than the
+    loader reads, so refused as untrusted (no option loads it)."""
+    return UntrustedInputError(f"{where}: refused zip archive layout: {why}")
 
 
 def check_layout(f: IO[bytes], where: str) -> list[Entry]:
@@ -97,8 +99,9 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
     its members in file order. ``where`` names the file in errors.
 
     Raises:
-        ParseError: not a zip archive, or a layout readers may read differently (names the
-            file and what is wrong).
+        ParseError: not a zip archive.
+        UntrustedInputError: a layout readers may read differently (names the file and what
+            is wrong).
     """
     f.seek(0, os.SEEK_END)
     size = f.tell()
@@ -114,9 +117,10 @@ def check_layout(f: IO[bytes], where: str) -> list[Entry]:
         raise ParseError(f"{where}: not a zip file ({size} bytes)")
     end = read(size - 22, 22)
     if end[:4] != _END:
-        raise ParseError(
-            f"{where}: not a zip file, or a zip archive with a comment or data after its end record"
-        )
+        tail = read(max(0, size - (1 << 16) - 22), min(size, (1 << 16) + 22))
+        if _END in tail:  # zipfile would find it and ignore what follows
+            raise _bad(where, "an archive comment or data after the end record")
+        raise ParseError(f"{where}: not a zip file")
     disk, cd_disk, n_disk, n_total, cd_size, cd_offset, comment = struct.unpack("<HHHHIIH", end[4:])
     if comment or disk or cd_disk or n_disk != n_total:
         raise _bad(where, "a multi-disk archive or an archive comment")
