@@ -27,21 +27,19 @@ class Member:
     gap: bytes = b""
 
 
-def deflated(data_or_zeros: bytes | int) -> tuple[bytes, int, int]:
-    """``(raw deflate stream, crc32, size)`` of ``data``, or of that many zero bytes (made in
-    1 MiB steps, never held whole)."""
+def deflated(data: bytes) -> tuple[bytes, int, int]:
+    """``(raw deflate stream, crc32, size)`` of ``data``."""
     comp = zlib.compressobj(9, zlib.DEFLATED, -15)
-    if isinstance(data_or_zeros, bytes):
-        return comp.compress(data_or_zeros) + comp.flush(), zlib.crc32(data_or_zeros), len(data_or_zeros)
-    chunk = bytes(1 << 20)
-    out, crc, left = [], 0, data_or_zeros
-    while left:
-        piece = chunk[: min(left, len(chunk))]
-        out.append(comp.compress(piece))
-        crc = zlib.crc32(piece, crc)
-        left -= len(piece)
-    out.append(comp.flush())
-    return b"".join(out), crc, data_or_zeros
+    return comp.compress(data) + comp.flush(), zlib.crc32(data), len(data)
+
+
+def deflated_zeros(mib: int) -> bytes:
+    """A raw deflate stream of ``mib`` MiB of zero bytes (about 1 KiB per MiB), made from one
+    compressed MiB repeated (each ends with a full flush, so the copies stand alone); its
+    CRC is not computed (the archives holding it are refused before anything is read)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = comp.compress(bytes(1 << 20)) + comp.flush(zlib.Z_FULL_FLUSH)
+    return block * mib + comp.flush()
 
 
 def build(
