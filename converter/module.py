@@ -235,7 +235,10 @@ def load(path: str | os.PathLike) -> Module:
     except ModuleFormatError:
         raise
     except ParseError as e:  # the zip layout, a corrupt member, a budget
-        raise ModuleFormatError(str(e)) from e
+        detail = str(e)
+        if detail.startswith(f"{where}: not a zip file"):
+            detail = f"{where}: corrupt {FORMAT_NAME} file ({detail.removeprefix(f'{where}: ')})"
+        raise ModuleFormatError(detail) from e
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, RecursionError) as e:
         raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({type(e).__name__}: {e})") from e
     from .passes.placement import ensure_canonical
