@@ -223,6 +223,7 @@ def stop_gradient_marked():
 
 
 _backend_lock = threading.Lock()
+_backends_ready = False
 
 
 def backends_initialized() -> bool:
@@ -237,18 +238,27 @@ def init_backends_quietly() -> None:
     XLA client's C++ log lines (``pjrt_client.cc``'s device count) held back: file
     descriptor 2 is pointed at a temporary file for that one call, under a lock, and
     everything else written meanwhile (other threads' stderr) is written back to it after.
-    A no-op once the backends exist (whoever created them)."""
-    if backends_initialized():
+    A no-op once the backends exist (whoever created them), and while ``torch.compile``
+    traces the caller (the call is then part of a graph being captured)."""
+    global _backends_ready
+    if _backends_ready:
         return
     import os
     import re
     import sys
     import tempfile
 
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        return
     import jax
 
+    if backends_initialized():
+        _backends_ready = True
+        return
     with _backend_lock:
         if backends_initialized():
+            _backends_ready = True
             return
         try:
             sys.stderr.flush()
@@ -258,13 +268,12 @@ def init_backends_quietly() -> None:
             try:
                 saved = os.dup(2)
             except OSError:  # no file descriptor 2: nothing to hold back
-                jax.devices()
                 return
             try:
                 os.dup2(held.fileno(), 2)
                 try:
                     jax.devices()
-                except RuntimeError:  # no backend: the caller's own use reports it
+                except Exception:  # noqa: BLE001 - no backend: the caller's own use reports it
                     pass
             finally:
                 os.dup2(saved, 2)

@@ -351,6 +351,7 @@ def test_bombs_are_refused_within_300_mb(case, bombs):
     exit status 2 before anything is decompressed or allocated: the peak RSS while ``convert``
     handles it stays under 300 MB above the RSS before it."""
     result = bombs[0][case]
+    print(f"{case}: exit {result['rc']}, peak RSS +{result['peak'] / 2**20:.1f} MiB")
     assert result["rc"] == 2, result["err"]
     assert "$CONVERTER_MAX_INFLATE" in result["err"], result["err"]
     assert result["peak"] < 300 << 20, f"{case}: peak RSS {result['peak'] / 2**20:.0f} MiB above the start"
