@@ -14,6 +14,7 @@ memory-mapped read gives arrays JAX uses in place.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import struct
@@ -176,10 +177,9 @@ def parse_safetensors(buf: np.ndarray, where: str = "safetensors data") -> tuple
             begin, stop = info["data_offsets"]
             stored = np.dtype(dtypes.to_numpy(_FROM_CODE[info["dtype"]]))
             shape = tuple(info["shape"])
-            if (
-                start + stop > len(buf)
-                or stop - begin != int(np.prod(shape, dtype=np.int64)) * stored.itemsize
-            ):
+            if not all(isinstance(d, int) and d >= 0 for d in shape) or not 0 <= begin <= stop:
+                raise ValueError(f"tensor {name!r}: invalid shape {list(shape)} or offsets {[begin, stop]}")
+            if start + stop > len(buf) or stop - begin != math.prod(shape) * stored.itemsize:
                 raise ValueError(f"tensor {name!r}: data offsets {info['data_offsets']} do not fit")
             arr = buf[start + begin : start + stop].view(stored).reshape(shape)
             kind = kinds.get(name)
