@@ -43,7 +43,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ConversionError, ExportError, InputTypeError, InputValueError, InternalError
+from .errors import (
+    ConversionError,
+    ExportError,
+    InputTypeError,
+    InputValueError,
+    InternalError,
+    OutOfMemoryError,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -77,6 +84,11 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     ``keywords``); see the module docstring. A ``TypeError`` raised before ``code`` ran, or
     one refusing a keyword the caller gave (passed on as ``**options``), is the caller's:
     arguments the function does not take."""
+    if isinstance(e, MemoryError):
+        return OutOfMemoryError(
+            f"{what}: out of memory: the model, its inputs or a size a file declares do not fit this "
+            "machine (see docs/security.md for the memory budgets)"
+        )
     if isinstance(e, TypeError) and (
         (code is not None and not _entered(e, code)) or _refused_keyword(e) in keywords
     ):
@@ -340,6 +352,14 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
             sys.stderr.write(held.printed.getvalue())
 
 
+def _init_backends_quietly() -> None:
+    """JAX's backends created with XLA's client log lines held back
+    (:func:`converter._jax_internal.init_backends_quietly`), before the first API call uses them."""
+    from . import _jax_internal
+
+    _jax_internal.init_backends_quietly()
+
+
 def nested() -> bool:
     """Whether an :func:`api` function is running in this thread (its wrapper classifies
     what escapes): for a per-call fast path that applies the contract itself, without the
@@ -362,6 +382,8 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
         outer = depth == 0
         _LOCAL.depth = depth + 1
         try:
+            if outer and not verbose():
+                _init_backends_quietly()
             if not (outer and hush) or verbose():  # nested calls: the outer one classifies
                 return fn(*args, **kwargs)
             with quiet() as captured:

@@ -217,3 +217,70 @@ def stop_gradient_marked():
             _mark_scopes[0] -= 1
             if _mark_scopes[0] == 0:
                 _mlir._lowerings[ad_util.stop_gradient_p] = _mark_scopes[1]
+
+
+_backend_lock = threading.Lock()
+_backends_ready = False
+
+
+def backends_initialized() -> bool:
+    """Whether JAX has created its backends (XLA clients) in this process."""
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()
+
+
+def init_backends_quietly() -> None:
+    """Create JAX's backends (``jax.devices()``, under the user's JAX configuration) with the
+    XLA client's C++ log lines (``pjrt_client.cc``'s device count) held back: file
+    descriptor 2 is pointed at a temporary file for that one call, under a lock, and
+    everything else written meanwhile (other threads' stderr) is written back to it after.
+    A no-op once the backends exist (whoever created them), and while ``torch.compile``
+    traces the caller (the call is then part of a graph being captured)."""
+    global _backends_ready
+    if _backends_ready:
+        return
+    import os
+    import re
+    import sys
+    import tempfile
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        return
+    import jax
+
+    if backends_initialized():
+        _backends_ready = True
+        return
+    with _backend_lock:
+        if backends_initialized():
+            _backends_ready = True
+            return
+        try:
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+        with tempfile.TemporaryFile() as held:
+            try:
+                saved = os.dup(2)
+            except OSError:  # no file descriptor 2: nothing to hold back
+                return
+            try:
+                os.dup2(held.fileno(), 2)
+                try:
+                    jax.devices()
+                except Exception:  # noqa: BLE001 - no backend: the caller's own use reports it
+                    pass
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            held.seek(0)
+            text = held.read()
+        keep = b"".join(
+            line
+            for line in text.splitlines(keepends=True)
+            if not re.match(rb"[IW]\d{4} [\d:.]+\s+\d+ pjrt_client\.cc:\d+\]", line)
+        )
+        if keep:
+            os.write(2, keep)

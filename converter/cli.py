@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 import time
 import traceback
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _contract, progress
-from .errors import ConversionError, ExportError, InternalError, ParseError
+from .errors import ConversionError, ExportError, InternalError, OutOfMemoryError, ParseError
 from .fileio import atomic_path, atomic_write, check_writable
 from .module import Module
 
@@ -819,6 +820,7 @@ def convert(options: argparse.Namespace) -> float:
     if getattr(options, "dims", None) and source != "onnx":
         raise CliError(f"--dim applies to --from onnx only, not --from {source}")
     parse_dims(getattr(options, "dims", None))  # a malformed --dim fails before loading
+    _check_not_input(Path(options.input), Path(options.output))
     check_writable(options.output)  # an unwritable OUT fails before a long conversion
     start = time.perf_counter()
     with progress.reporting(not getattr(options, "quiet", False) and not options.verbose):
@@ -842,6 +844,30 @@ def convert(options: argparse.Namespace) -> float:
             WRITERS[target].write(module, out, options)
             info["detail"] = progress.size_text(sum(f.stat().st_size for f in written_files(out)))
     return time.perf_counter() - start
+
+
+def _check_not_input(source: Path, out: Path) -> None:
+    """Refuse an OUT (or a file written beside it) that is the input file itself, or its
+    external weights, by path, symbolic link or hard link: the conversion would replace the
+    file it reads.
+
+    Raises:
+        CliError: names both paths.
+    """
+    factory = split_factory(str(source))
+    inputs = [factory[0]] if factory else [source, weights_path(source)]
+    outputs = [out, weights_path(out), out.with_name(out.name + ".data")]
+    for o in outputs:
+        for i in inputs:
+            try:
+                same = o.exists() and i.exists() and os.path.samefile(o, i)
+            except OSError:
+                same = False
+            if same:
+                raise CliError(
+                    f"{o} is the input file {i}: writing it would replace the file being converted; "
+                    "choose another output path"
+                )
 
 
 def written_files(out: Path) -> list[Path]:
@@ -868,10 +894,13 @@ def _guarded(body: Callable[[], int], verbose: bool) -> int:
     try:
         with _contract.verbose_mode(verbose), _contract.quiet(not verbose, capture_stderr=False):
             return body()
-    except InternalError as e:
-        _report(e, verbose, "internal error")
-        return EXIT_INTERNAL
     except ConversionError as e:
+        if _out_of_memory(e) and not isinstance(e, OutOfMemoryError):
+            _report(ParseError(f"out of memory: {_OOM}"), verbose, "error")
+            return EXIT_BAD_INPUT
+        if isinstance(e, InternalError):
+            _report(e, verbose, "internal error")
+            return EXIT_INTERNAL
         _report(e, verbose, "error")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
@@ -881,7 +910,7 @@ def _guarded(body: Callable[[], int], verbose: bool) -> int:
         _report(ParseError(f"the model's code called sys.exit({e.code!r})"), verbose, "error")
         return EXIT_BAD_INPUT
     except MemoryError:
-        _report(ParseError("out of memory: the model or its inputs do not fit this machine"), False, "error")
+        _report(ParseError(f"out of memory: {_OOM}"), False, "error")
         return EXIT_BAD_INPUT
     except OSError as e:  # the environment: unreadable input, full disk, missing permissions
         where = f" ({e.filename})" if e.filename else ""
@@ -890,6 +919,20 @@ def _guarded(body: Callable[[], int], verbose: bool) -> int:
     except Exception as e:  # noqa: BLE001 - the top level: any other failure is our bug
         _report(e, verbose, "internal error (a bug in the converter; please report it)")
         return EXIT_INTERNAL
+
+
+_OOM = "the model or its inputs do not fit this machine"
+
+
+def _out_of_memory(e: BaseException) -> bool:
+    """Whether a ``MemoryError`` is in ``e``'s chain of causes (an error wrapping it)."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, MemoryError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
 
 
 def _report(e: BaseException, verbose: bool, kind: str) -> None:

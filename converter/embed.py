@@ -1201,8 +1201,10 @@ class _NoRandomDraws(TorchDispatchMode):
 def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
     """Refuse what eager torch refuses: ``torch.export`` traces with meta kernels, which do
     not check dtypes, so a float64 input into a float32 ``Linear`` would convert (and compute
-    in float64) where eager torch raises. When a floating input has a dtype none of the
-    module's floating parameters and buffers has, the module runs once eagerly on the
+    in float64), an int32 one would compute in integers, where eager torch raises. When an
+    input has a dtype none of the module's floating parameters and buffers has (another
+    floating type, or an integer, bool or complex one: token ids of an ``Embedding`` pass
+    this run), the module runs once eagerly on the
     example (zero) tensors, with copies of its state and torch's RNG state restored, and an
     error there is raised as the conversion's.
 
@@ -1215,7 +1217,7 @@ def check_dtypes_like_eager(module: torch.nn.Module, args: tuple, kwargs: dict) 
     odd = [
         (input_path(jax.tree_util.keystr(p)), t.dtype)
         for p, t in leaves
-        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype not in own
+        if isinstance(t, torch.Tensor) and not (t.is_floating_point() and t.dtype in own)
     ]
     if not own or not odd:
         return

@@ -205,6 +205,11 @@ class InputValueError(InputError, ValueError):
     """An argument value the call refuses (``to_onnx(opset=12)``). Also a ``ValueError``."""
 
 
+class OutOfMemoryError(ConversionError, MemoryError):
+    """The machine ran out of memory (a ``MemoryError`` anywhere in the conversion): the model
+    or its inputs are too large for it. Also a ``MemoryError``. The CLI's exit status 2."""
+
+
 class OutputError(ConversionError):
     """An output cannot be written: its directory is read-only, not a directory, or on a
     file system that takes no new files. Names the path and the system's reason."""

@@ -50,10 +50,16 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
         if isinstance(source, (bytes, bytearray)):
             data = bytes(source)
             if data.startswith(_BYTECODE_MAGIC):
+                # the deserializer reports through the context's diagnostics (printed on
+                # stderr by MLIR's default handler): held here, in the error if parsing fails
+                held: list[str] = []
+                handler = ctx.attach_diagnostic_handler(lambda d: held.append(str(d.message)) or True)
                 try:
                     return jax_mlir.deserialize_portable_artifact(data)
                 except Exception:  # noqa: BLE001 - plain (non-VHLO) bytecode, parsed below
                     pass
+                finally:
+                    handler.detach()
             try:
                 return ir.Module.parse(data)
             except ir.MLIRError as e:

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from jaxlib.mlir import ir
 
-from . import mlir, weights
+from . import mlir, weights, ziparchive
 from ._contract import api
-from .errors import ModuleFormatError
+from .errors import ModuleFormatError, ParseError
 from .fileio import atomic_path, check_size
 from .signature import Signature
 
@@ -214,28 +214,43 @@ def load(path: str | os.PathLike) -> Module:
         ModuleFormatError: the file is missing, not a Module archive, corrupt, or of a newer
             format version.
     """
+    where = str(path)
     try:
-        with zipfile.ZipFile(path) as zf:
+        with open(path, "rb") as f, ziparchive.open_checked(f, where) as zf:
             for info in zf.infolist():  # a member's declared size, before reading it
                 check_size(info.file_size, f"{path}: member {info.filename}")
-            manifest = json.loads(zf.read("manifest.json"))
+            manifest = json.loads(ziparchive.read_member(zf, "manifest.json", where))
+            if not isinstance(manifest, dict):
+                kind = type(manifest).__name__
+                raise ModuleFormatError(
+                    f"{path}: corrupt {FORMAT_NAME} manifest (a JSON {kind}, not an object)"
+                )
             if manifest.get("format") != FORMAT_NAME:
                 raise ModuleFormatError(f"{path}: not a {FORMAT_NAME} file")
-            if manifest.get("version", 0) > FORMAT_VERSION:
-                raise ModuleFormatError(
-                    f"{path}: format version {manifest['version']} is newer than {FORMAT_VERSION}"
-                )
-            module = mlir.parse_module(zf.read("module.mlirbc"), filename=str(path))
-            where = weights.zip_member_offset(path, zf, "params.safetensors")
-            if where is None:  # a compressed archive: read (a copy) rather than map
-                data = zf.read("params.safetensors")
-                params, _ = weights.parse_safetensors(np.frombuffer(data, np.uint8), f"{path}")
-        if where is not None:
-            params, _ = weights.read_safetensors(path, *where)
+            version = manifest.get("version", 0)
+            if not isinstance(version, int) or isinstance(version, bool):
+                raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} manifest (version {version!r})")
+            if version > FORMAT_VERSION:
+                raise ModuleFormatError(f"{path}: format version {version} is newer than {FORMAT_VERSION}")
+            module = mlir.parse_module(ziparchive.read_member(zf, "module.mlirbc", where), filename=where)
+            where_params = weights.zip_member_offset(path, zf, "params.safetensors")
+            if where_params is None:  # a compressed archive: read (a copy) rather than map
+                data = ziparchive.read_member(zf, "params.safetensors", where)
+                params, _ = weights.parse_safetensors(np.frombuffer(data, np.uint8), where)
+            # mapped while the checked file is still open: the same file, not a replacement
+            else:
+                params, _ = weights.read_safetensors(f, *where_params)
     except FileNotFoundError:
         raise ModuleFormatError(f"{path}: no such file") from None
-    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError) as e:
-        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({e})") from e
+    except ModuleFormatError:
+        raise
+    except ParseError as e:  # the zip layout, a corrupt member, a budget
+        detail = str(e)
+        if detail.startswith(f"{where}: not a zip file"):
+            detail = f"{where}: corrupt {FORMAT_NAME} file ({detail.removeprefix(f'{where}: ')})"
+        raise ModuleFormatError(detail) from e
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError, OSError, RecursionError) as e:
+        raise ModuleFormatError(f"{path}: corrupt {FORMAT_NAME} file ({type(e).__name__}: {e})") from e
     from .passes.placement import ensure_canonical
 
     try:

@@ -23,8 +23,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from . import ziparchive
 from .errors import ParseError, UntrustedInputError
-from .fileio import check_size
+from .fileio import check_inflate, check_size
 
 #: Names ``sympy.sympify`` may see in a shape expression besides shape symbols (``s0``, ``u3``):
 #: torch writes them with ``sympy.srepr`` (``Add(Symbol('s0', positive=True, integer=True),
@@ -173,15 +174,40 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
         UntrustedInputError: a payload would run code; names the member.
     """
     path = Path(path)
+    with _open_pt2(path) as f:
+        _check_open(f, path, trust_pickle)
+
+
+def _open_pt2(path: Path):
+    """``path`` opened for reading, after the checks that need no reading.
+
+    Raises:
+        ParseError: no such file, or an empty one.
+    """
     if not path.is_file():
         raise ParseError(f"{path}: no such file")
     if path.stat().st_size == 0:
         raise ParseError(f"{path}: empty file, not a readable torch.export archive (.pt2)")
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise ParseError(f"{path}: not a readable torch.export archive (.pt2): not a zip file ({e})") from e
-    with zf:
+        return open(path, "rb")
+    except OSError as e:
+        raise ParseError(f"{path}: cannot be read ({e.strerror or e})") from e
+
+
+def _open_zip(f, path: Path) -> zipfile.ZipFile:
+    """The checked zip archive of the open ``.pt2`` ``f`` (:func:`converter.ziparchive.open_checked`)."""
+    try:
+        return ziparchive.open_checked(f, str(path))
+    except ParseError as e:
+        if isinstance(e, UntrustedInputError) or "not a zip file" not in str(e):
+            raise
+        detail = str(e).removeprefix(f"{path}: ")
+        raise ParseError(f"{path}: not a readable torch.export archive (.pt2): {detail}") from e
+
+
+def _check_open(f, path: Path, trust_pickle: bool) -> None:
+    """:func:`check_pt2` of the ``.pt2`` archive open as ``f``."""
+    with _open_zip(f, path) as zf:
         infos = {i.filename: i for i in zf.infolist()}
         check_size(sum(i.file_size for i in infos.values()), f"{path}: its members")
         models = [n for n in infos if re.search(r"(^|/)models/[^/]+\.json$", n)]
@@ -191,13 +217,15 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
         refused: list[str] = []
         if not trust_pickle:
             refused += [n for n in infos if "/data/aotinductor/" in f"/{n}"][:1]
-        for name, info in infos.items():
+        for name in infos:
             if not name.endswith(".json"):
                 continue
             try:
-                tree = json.loads(zf.read(info))
-            except (ValueError, zipfile.BadZipFile) as e:
+                tree = json.loads(ziparchive.read_member(zf, name, str(path)))
+            except ValueError as e:
                 raise ParseError(f"{path}: member {name} is not valid JSON ({e})") from e
+            except RecursionError as e:
+                raise ParseError(f"{path}: member {name} nests JSON too deeply") from e
             for expr in _expr_strings(tree):
                 if not _safe_expr(expr):
                     raise UntrustedInputError(
@@ -212,8 +240,11 @@ def check_pt2(path: str | os.PathLike, *, trust_pickle: bool = False) -> None:
             if name.endswith(("_weights_config.json", "_constants_config.json")):
                 refused += _check_payload_config(path, zf, infos, name, tree, trust_pickle)
         for name in infos:
-            if name.endswith((".pt", ".pkl")) and not trust_pickle and name not in refused:
-                if not _loads_restricted(zf.read(name)):
+            if name.endswith((".pt", ".pkl")):
+                data = ziparchive.read_member(zf, name, str(path))
+                if ziparchive.is_zip(data):  # torch.save's format: a zip archive, read by torch's reader
+                    ziparchive.check_layout(io.BytesIO(data), f"{path}: member {name}")
+                if not trust_pickle and name not in refused and not _loads_restricted(data):
                     refused.append(name)
     if refused:
         raise UntrustedInputError(
@@ -233,6 +264,7 @@ def _check_payload_config(
     if not isinstance(config, dict):
         raise ParseError(f"{path}: member {name} is not a payload config")
     pickled = []
+    unbacked = 0
     for fqn, meta in config.items():
         if not isinstance(meta, dict) or not isinstance(meta.get("path_name"), str):
             raise ParseError(f"{path}: member {name}: entry {fqn!r} has no path_name")
@@ -250,8 +282,10 @@ def _check_payload_config(
             raise ParseError(f"{path}: member {name}: entry {fqn!r} has malformed sizes ({e})") from e
         held = infos[member].file_size if member in infos else 0
         if held == 0 and numel > 0:
-            # torch.zeros(sizes) for an empty record: refuse claims beyond the machine's memory
+            # torch.zeros(sizes) for an empty record: bytes the file does not hold
             check_size(numel * itemsize, f"{path}: {fqn} ({member})")
+            unbacked += numel * itemsize
+            check_inflate(unbacked, f"{path}: tensors declared without data ({fqn}, {member})")
     return pickled if not trust_pickle else []
 
 
@@ -283,14 +317,20 @@ def load_pt2(path: str | os.PathLike, *, trust_pickle: bool = False):
     from . import _threads
     from ._contract import quiet
 
-    check_pt2(path, trust_pickle=trust_pickle)
-    try:
-        # held back in this thread only (never the process's loggers or warning filters);
-        # deserializing builds fake tensors: one thread at a time, as torch.export
-        with _threads.TORCH_TRACE, quiet():
-            return torch.export.load(Path(path))
-    except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        raise ParseError(
-            f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {first}"
-        ) from e
+    path = Path(path)
+    with _open_pt2(path) as f:
+        _check_open(f, path, trust_pickle)
+        f.seek(0)
+        try:
+            # held back in this thread only (never the process's loggers or warning filters);
+            # deserializing builds fake tensors: one thread at a time, as torch.export.
+            # The open file that was checked, not the path (which could be replaced meanwhile).
+            with _threads.TORCH_TRACE, quiet():
+                return torch.export.load(f)
+        except MemoryError:
+            raise
+        except Exception as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise ParseError(
+                f"{path}: not a readable torch.export archive (.pt2): {type(e).__name__}: {first}"
+            ) from e

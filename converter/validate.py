@@ -31,7 +31,7 @@ from .arrays import to_torch_tree
 from .arrays import tree_map as _tree_map
 from .bisect import bisect
 from .errors import ConversionError, ExportError, InputError
-from .fileio import atomic_write
+from .fileio import atomic_write, check_size
 from .signature import flatten
 
 # --------------------------------------------------------------------------- tolerances
@@ -266,6 +266,10 @@ def make_inputs(signature, example: tuple | None = None, seed: int = 0) -> tuple
         example: the example ``(args, kwargs)`` the module was converted with; its values
             set the ranges of integer inputs (see :func:`random_leaf`).
         seed: NumPy ``default_rng`` seed.
+
+    Raises:
+        InputError: the inputs' shapes claim more memory than the budget
+            (:func:`converter.fileio.check_size`), e.g. a dimension of ``INT64_MAX``.
     """
     from .signature import unflatten
 
@@ -273,6 +277,11 @@ def make_inputs(signature, example: tuple | None = None, seed: int = 0) -> tuple
     examples: list[Any] = [None] * len(signature.inputs)
     if example is not None:
         examples = [v for _, v in flatten(example, signature.in_tree)]
+    total = 0
+    for s, ex in zip(signature.inputs, examples, strict=True):
+        numel = math.prod(d if isinstance(d, int) else 1 for d in _concrete(s.shape, ex))
+        total += numel * 16  # the float64 (complex128) draw, then the cast
+        check_size(total, f"random input {s.name} ({s.dtype}{list(s.shape)})", InputError)
     leaves = [
         random_leaf(_concrete(s.shape, ex), s.dtype, rng, ex)
         for s, ex in zip(signature.inputs, examples, strict=True)
@@ -300,14 +309,25 @@ def load_inputs(path: str | os.PathLike, signature) -> tuple[tuple, dict]:
             unknown keys, or an array's shape or dtype differs from its input's; names the
             file and the input.
     """
+    from . import ziparchive
+    from .errors import ParseError
     from .signature import unflatten
 
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"--inputs {path}: a single array, not an .npz archive of the inputs")
-            arrays = {k: data[k] for k in data.files}
+        with open(path, "rb") as f:
+            if ziparchive.is_zip(f.read(4)):  # the layout and sizes numpy's zip reader will read
+                try:
+                    ziparchive.open_checked(f, f"--inputs {path}").close()
+                except ParseError as e:
+                    raise InputError(str(e)) from e
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as data:
+                if not hasattr(data, "files"):
+                    raise InputError(f"--inputs {path}: a single array, not an .npz archive of the inputs")
+                arrays = {k: data[k] for k in data.files}
     except InputError:
+        raise
+    except MemoryError:
         raise
     except FileNotFoundError as e:
         raise InputError(f"--inputs {path}: no such file") from e
@@ -980,7 +1000,11 @@ def validate(
         src = load_source(source, from_, dims, trust_pickle=trust_pickle)
         sig = src.module.signature
         if inputs is None:
-            args, kwargs = make_inputs(sig, _numpy_example(src.example), seed)
+            try:
+                args, kwargs = make_inputs(sig, _numpy_example(src.example), seed)
+            except InputError as e:
+                where = f"{source}: " if isinstance(source, str) else ""
+                raise InputError(f"{where}{e}") from e
         elif isinstance(inputs, tuple):
             args, kwargs = inputs
         else:

@@ -14,6 +14,7 @@ memory-mapped read gives arrays JAX uses in place.
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import struct
@@ -132,19 +133,25 @@ def save_safetensors(path: str | os.PathLike, params: Mapping[str, np.ndarray], 
 
 
 def read_safetensors(
-    path: str | os.PathLike, offset: int = 0, length: int | None = None
+    path: str | os.PathLike | IO[bytes], offset: int = 0, length: int | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Memory-map the safetensors data at ``offset`` (``length`` bytes, default to the end)
     of the file ``path``: ``(arrays by name, metadata)``. The arrays are read-only views of
     the mapping (pages are read on first touch and shared with the page cache; nothing is
-    copied), with the dtypes the ``"dtypes"`` metadata records.
+    copied), with the dtypes the ``"dtypes"`` metadata records. ``path`` may be an open
+    binary file (mapped through its descriptor).
 
     Raises:
         ModuleFormatError: the data is not safetensors (names the file).
     """
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    if hasattr(path, "fileno"):  # an open file (the one a check read): map it, not its path
+        size = os.fstat(path.fileno()).st_size
+        mm = mmap.mmap(path.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        path = getattr(path, "name", "<file>")
+    else:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     buf = np.frombuffer(mm, np.uint8) if size else np.zeros(0, np.uint8)
     end = size if length is None else offset + length
     return parse_safetensors(buf[offset:end], str(path))
@@ -170,10 +177,9 @@ def parse_safetensors(buf: np.ndarray, where: str = "safetensors data") -> tuple
             begin, stop = info["data_offsets"]
             stored = np.dtype(dtypes.to_numpy(_FROM_CODE[info["dtype"]]))
             shape = tuple(info["shape"])
-            if (
-                start + stop > len(buf)
-                or stop - begin != int(np.prod(shape, dtype=np.int64)) * stored.itemsize
-            ):
+            if not all(isinstance(d, int) and d >= 0 for d in shape) or not 0 <= begin <= stop:
+                raise ValueError(f"tensor {name!r}: invalid shape {list(shape)} or offsets {[begin, stop]}")
+            if start + stop > len(buf) or stop - begin != math.prod(shape) * stored.itemsize:
                 raise ValueError(f"tensor {name!r}: data offsets {info['data_offsets']} do not fit")
             arr = buf[start + begin : start + stop].view(stored).reshape(shape)
             kind = kinds.get(name)
@@ -193,9 +199,9 @@ def zip_member_offset(path: str | os.PathLike, zf: zipfile.ZipFile, name: str) -
     info = zf.getinfo(name)
     if info.compress_type != zipfile.ZIP_STORED:
         return None
-    with open(path, "rb") as f:
-        f.seek(info.header_offset)
-        local = f.read(30)
+    f = zf.fp
+    f.seek(info.header_offset)
+    local = f.read(30)
     if local[:4] != b"PK\x03\x04":
         raise ModuleFormatError(f"{path}: bad zip local header for {name}")
     name_len, extra_len = struct.unpack("<HH", local[26:30])

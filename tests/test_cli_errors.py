@@ -5,6 +5,7 @@ lines, its exit status) is the point."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,7 +78,47 @@ def work(tmp_path_factory) -> Path:
     np.savez(d / "objects.npz", np.array([{"a": 1}], dtype=object))
     np.savez(d / "wrong_shape.npz", np.ones((5, 3), np.float32))
     np.savez(d / "wrong_dtype.npz", np.ones((2, 3), np.int32))
+    _shlo_with_manifest(d / "good.shlo", d / "manifest_list.shlo", b"[]")
+    manifest = json.loads(zipfile.ZipFile(d / "good.shlo").read("manifest.json"))
+    _shlo_with_manifest(d / "good.shlo", d / "string_version.shlo", json.dumps({**manifest, "version": "9"}))
+    _shlo_with_manifest(d / "good.shlo", d / "bad_deflate.shlo", json.dumps(manifest), corrupt=True)
+    data = zipfile.ZipFile(d / "good.shlo").read("module.mlirbc")
+    (d / "truncated.mlirbc").write_bytes(data[: len(data) // 2])
+    _onnx_with_huge_dim(d / "huge_dim.onnx")
+    (d / "link.pt2").symlink_to(d / "good.pt2")
+    os.link(d / "good.pt2", d / "hard.pt2")
     return d
+
+
+def _shlo_with_manifest(src: Path, dst: Path, manifest, corrupt: bool = False) -> None:
+    """A copy of the archive ``src`` with its manifest replaced; ``corrupt``: deflated, with
+    bytes of the deflate stream flipped."""
+    from tests.zipcraft import Member, build, deflated
+
+    with zipfile.ZipFile(src) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    manifest = manifest.encode() if isinstance(manifest, str) else manifest
+    out = []
+    for name, data in members.items():
+        if name != "manifest.json":
+            out.append(Member(name, data))
+        elif corrupt:
+            raw, crc, size = deflated(manifest)
+            out.append(Member(name, raw[:4] + bytes(b ^ 0x5A for b in raw[4:24]) + raw[24:], 8, crc, size))
+        else:
+            out.append(Member(name, manifest))
+    dst.write_bytes(build(out))
+
+
+def _onnx_with_huge_dim(path: Path) -> None:
+    """An ONNX model whose input has a dimension of INT64_MAX."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**63 - 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**63 - 1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
 
 
 def _onnx_reading_outside(path: Path) -> None:
@@ -284,6 +325,62 @@ CASES = [
         "cannot tell the source format",
     ),
     Case("inspect-missing", "inspect a missing file", ("inspect", "{d}/missing.shlo"), 2, "no such file"),
+    Case(
+        "shlo-manifest-list",
+        ".shlo whose manifest is a JSON list",
+        ("{d}/manifest_list.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "manifest_list.shlo: corrupt converter.Module manifest (a JSON list, not an object)",
+    ),
+    Case(
+        "shlo-string-version",
+        ".shlo whose manifest version is a string",
+        ("{d}/string_version.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "string_version.shlo: corrupt converter.Module manifest (version '9')",
+    ),
+    Case(
+        "shlo-bad-deflate",
+        ".shlo with a corrupted deflate member",
+        ("{d}/bad_deflate.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "bad_deflate.shlo: member manifest.json is corrupt",
+    ),
+    Case(
+        "truncated-mlirbc",
+        "truncated .mlirbc",
+        ("{d}/truncated.mlirbc", "-o", "{d}/o.shlo"),
+        2,
+        "truncated.mlirbc: not StableHLO bytecode",
+    ),
+    Case(
+        "validate-huge-dim",
+        "validate an ONNX model whose input dimension is INT64_MAX",
+        ("validate", "{d}/huge_dim.onnx", "--quiet"),
+        2,
+        "huge_dim.onnx: random input x (float32[9223372036854775807]) claims",
+    ),
+    Case(
+        "output-is-input",
+        "OUT is the input file",
+        ("{d}/good.pt2", "-o", "{d}/good.pt2"),
+        2,
+        "good.pt2 is the input file",
+    ),
+    Case(
+        "output-is-input-link",
+        "OUT is a symbolic link to the input",
+        ("{d}/good.pt2", "-o", "{d}/link.pt2"),
+        2,
+        "link.pt2 is the input file",
+    ),
+    Case(
+        "output-is-input-hard-link",
+        "OUT is a hard link to the input",
+        ("{d}/hard.pt2", "-o", "{d}/good.pt2"),
+        2,
+        "good.pt2 is the input file",
+    ),
 ]
 
 
@@ -426,3 +523,130 @@ def test_outputs_are_byte_identical_across_runs(work: Path):
         assert runs[0][name] == runs[1][name], f"{name} differs between two identical runs"
     with zipfile.ZipFile(work / "run0" / "m.shlo") as zf:
         assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+# --------------------------------------------------------------------------- contract leaks
+
+
+@pytest.mark.parametrize(
+    "target, argv, api",
+    [
+        ("converter.weights.parse_safetensors", ("{d}/good.shlo", "-o", "{d}/o.mlir"), "load"),
+        ("converter.pt2._loads_restricted", ("{d}/good.pt2", "-o", "{d}/o.shlo"), "load_pt2"),
+        ("converter.mlir.parse_module", ("inspect", "{d}/good.shlo"), "load"),
+    ],
+)
+def test_memory_error_anywhere_is_exit_2(target, argv, api, work: Path, capsys, monkeypatch):
+    """A ``MemoryError`` raised deep in the load path: exit status 2, "out of memory"; the
+    API raises ``OutOfMemoryError`` (a ``ConversionError`` and a ``MemoryError``)."""
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(target, exhausted)
+    assert cli.main([a.format(d=work) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("convert: error: ") and "out of memory" in err and "Traceback" not in err, err
+    with pytest.raises(converter.OutOfMemoryError, match="out of memory"):
+        getattr(converter, api)(work / ("good.shlo" if api == "load" else "good.pt2"))
+
+
+def test_mlir_diagnostics_are_held_back(work: Path, capfd):
+    """MLIR's C++ diagnostics for a truncated portable artifact go into the error, not
+    onto stderr."""
+    with pytest.raises(converter.ParseError, match="attempting to parse"):
+        converter.from_stablehlo((work / "truncated.mlirbc").read_bytes(), filename="t.mlirbc")
+    out, err = capfd.readouterr()
+    assert "attempting to parse" not in out + err and "failed to deserialize" not in err, err
+
+
+def test_apply_names_missing_parameters():
+    f = converter.from_torch(torch.nn.Linear(3, 2), (torch.ones(1, 3),)).to_jax()
+    with pytest.raises(
+        converter.SignatureMismatchError, match=r"lacks 1 of the module's 2 parameters: 'bias'"
+    ):
+        f.apply({"weight": f.params["weight"]}, np.ones((1, 3), np.float32))
+    with pytest.raises(converter.SignatureMismatchError, match="mapping"):
+        f.apply([f.params["weight"]], np.ones((1, 3), np.float32))
+
+
+def test_call_torch_refuses_dtypes_eager_torch_refuses():
+    linear = torch.nn.Linear(3, 2)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        linear(torch.ones(1, 3, dtype=torch.int32))  # eager torch
+    with pytest.raises(converter.SignatureMismatchError, match=r"args\[0\] \(int32\).*same dtype"):
+        converter.call_torch(linear, np.ones((1, 3), np.int32))
+    emb = torch.nn.Embedding(5, 2)  # integer token ids: eager torch takes them, and so does call_torch
+    got = converter.call_torch(emb, np.array([[1, 4]], np.int32))
+    np.testing.assert_allclose(np.asarray(got), emb(torch.tensor([[1, 4]])).detach().numpy(), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- interrupted writes
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize(
+    "out, stale",
+    [
+        ("o.shlo", [".o.shlo.{pid}.abcd1234.tmp", ".o.shlo.k2j3h4g5.tmp"]),
+        ("o.jax", [".o.jax.{pid}.abcd1234.tmp", ".o.jax.safetensors.{pid}.abcd1234.tmp"]),
+        ("o.onnx", [".o.onnx.{pid}.abcd1234tmpdir/", ".o.onnx.k2j3h4g5/"]),
+    ],
+)
+def test_stale_temps_of_out_are_removed(out, stale, work: Path, tmp_path, capsys):
+    """Temporaries left by writers of OUT that were killed (their process is gone; older
+    versions' names too) are removed by the next write of OUT; a live process's, another
+    file's and the user's own files stay."""
+    pid = _dead_pid()
+    planted = []
+    for name in stale:
+        path = tmp_path / name.format(pid=pid).rstrip("/")
+        if name.endswith("/"):
+            path.mkdir()
+            (path / out).write_text("partial")
+        else:
+            path.write_text("partial")
+        planted.append(path)
+    kept = [
+        tmp_path / f".{out}.1.abcd1234.tmp",
+        tmp_path / f".other.{pid}.abcd1234.tmp",
+        tmp_path / f".{out}.notes",
+    ]
+    for path in kept:
+        path.write_text("keep")
+    options = ["--external-weights"] if out == "o.jax" else []
+    assert cli.main([str(work / "good.shlo"), "-o", str(tmp_path / out), *options]) == 0, (
+        capsys.readouterr().err
+    )
+    assert not [p for p in planted if p.exists()] and all(p.exists() for p in kept)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert all(not n.startswith(f".{out}.") or tmp_path / n in kept for n in left), left
+
+
+def test_a_killed_writer_leaves_a_temp_the_next_write_removes(tmp_path):
+    """SIGKILL in the middle of a write: OUT is not there, the temporary is; the next write
+    of OUT removes it."""
+    out = tmp_path / "o.shlo"
+    fileio = ROOT / "converter" / "fileio.py"
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, os, signal
+        spec = importlib.util.spec_from_file_location("fileio", {str(fileio)!r})
+        fileio = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fileio)
+        with fileio.atomic_path({str(out)!r}) as tmp:
+            tmp.write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert proc.returncode == -9
+    temps = [p for p in tmp_path.iterdir() if p.name.startswith(".o.shlo.")]
+    assert len(temps) == 1 and not out.exists()
+    converter.from_torch(torch.nn.Linear(2, 2), (torch.ones(1, 2),)).save(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["o.shlo"]

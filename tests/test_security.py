@@ -178,7 +178,7 @@ def test_sizes_a_pt2_cannot_hold_are_refused(good_pt2, tmp_path):
         return data
 
     evil = _rewrite(good_pt2, tmp_path / "huge.pt2", edit)
-    with pytest.raises(converter.ParseError, match="more than this machine's memory"):
+    with pytest.raises(converter.ParseError, match="more than the memory budget"):
         check_pt2(evil)
 
 
@@ -244,3 +244,120 @@ def test_graph_nodes_calling_python_callables_are_refused(good_pt2, tmp_path):
     evil = _rewrite(good_pt2, tmp_path / "target.pt2", edit)
     with pytest.raises(converter.UntrustedInputError, match="graph node target torch.hub.load"):
         check_pt2(evil)
+
+
+# --------------------------------------------------------------------------- bombs
+
+_MEASURE = r"""
+import contextlib, io, json, sys
+import numpy as np
+import converter
+from converter import cli
+
+def status(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
+
+converter.from_jax(lambda x: x + 1, np.ones(2, np.float32))  # the API's first use of XLA
+cases, warm = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+for argv in warm:  # imports, XLA and torch set up before measuring
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli.main(argv) == 0, argv
+out = {}
+for name, argv in cases.items():
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # VmHWM restarts from the current RSS
+    base = status("VmRSS:")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = cli.main(argv)
+    out[name] = {"rc": rc, "peak": status("VmHWM:") - base, "err": err.getvalue()}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def bombs(good_pt2, tmp_path_factory):
+    """Each bomb (files of about 1 MB declaring 1 GiB or more) run by ``convert`` in one fresh
+    process: ``{case: {"rc", "peak" (bytes of RSS above the RSS before it), "err"}}``, and
+    that process's own stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.zipcraft import Member, build, deflated_zeros
+
+    d = tmp_path_factory.mktemp("bombs")
+    zeros = deflated_zeros(1024)  # 1 GiB of zeros in about 1 MB
+    big = 1 << 30
+    shlo = d / "good.shlo"
+    converter.from_torch(_Tiny(), (torch.randn(3, 4),)).save(shlo)
+    with zipfile.ZipFile(shlo) as zf:
+        shlo_members = {i.filename: zf.read(i) for i in zf.infolist()}
+    with zipfile.ZipFile(good_pt2) as zf:
+        pt2_members = {i.filename: zf.read(i) for i in zf.infolist()}
+
+    def with_bomb(members: dict, target: str) -> bytes:
+        return build(
+            [
+                Member(n, zeros, method=8, crc=0, size=big) if n.endswith(target) else Member(n, data)
+                for n, data in members.items()
+            ]
+        )
+
+    (d / "manifest.shlo").write_bytes(with_bomb(shlo_members, "manifest.json"))
+    (d / "params.shlo").write_bytes(with_bomb(shlo_members, "params.safetensors"))
+    (d / "json.pt2").write_bytes(with_bomb(pt2_members, "models/model.json"))
+    (d / "weight.pt2").write_bytes(with_bomb(pt2_members, "data/weights/weight_0"))
+    (d / "inputs.npz").write_bytes(build([Member("arr_0.npy", zeros, method=8, crc=0, size=big)]))
+
+    def no_data(name: str, data: bytes) -> bytes:  # a 1 GiB tensor declared without its bytes
+        if name.endswith("_weights_config.json"):
+            config = json.loads(data)
+            config["config"]["lin.bias"]["tensor_meta"]["sizes"] = [{"as_int": 1 << 14}, {"as_int": 1 << 14}]
+            return json.dumps(config).encode()
+        return b"" if name.endswith("data/weights/weight_1") else data
+
+    _rewrite(good_pt2, d / "nodata.pt2", no_data)
+    cases = {
+        "shlo-manifest": [str(d / "manifest.shlo"), "-o", str(d / "o.mlir")],
+        "shlo-params": [str(d / "params.shlo"), "-o", str(d / "o.mlir")],
+        "pt2-json": [str(d / "json.pt2"), "-o", str(d / "o.shlo")],
+        "pt2-weight": [str(d / "weight.pt2"), "-o", str(d / "o.shlo")],
+        "pt2-no-data": [str(d / "nodata.pt2"), "-o", str(d / "o.shlo")],
+        "pt2-inspect": ["inspect", str(d / "json.pt2")],
+        "npz-inputs": ["validate", str(shlo), "--to", "jax", "--inputs", str(d / "inputs.npz"), "--quiet"],
+    }
+    warm = [["inspect", str(good_pt2)], ["inspect", str(shlo)]]  # imports (torch), the loaders
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "CONVERTER_VERBOSE")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, json.dumps(cases), json.dumps(warm)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["shlo-manifest", "shlo-params", "pt2-json", "pt2-weight", "pt2-no-data", "pt2-inspect", "npz-inputs"],
+)
+def test_bombs_are_refused_within_300_mb(case, bombs):
+    """A 1 MB file declaring 1 GiB (deflated zeros, or a tensor without data) is refused with
+    exit status 2 before anything is decompressed or allocated: the peak RSS while ``convert``
+    handles it stays under 300 MB above the RSS before it."""
+    result = bombs[0][case]
+    print(f"{case}: exit {result['rc']}, peak RSS +{result['peak'] / 2**20:.1f} MiB")
+    assert result["rc"] == 2, result["err"]
+    assert "$CONVERTER_MAX_INFLATE" in result["err"], result["err"]
+    assert result["peak"] < 300 << 20, f"{case}: peak RSS {result['peak'] / 2**20:.0f} MiB above the start"
+
+
+def test_api_use_prints_no_xla_client_lines(bombs):
+    """The first API call creates XLA's client: its ``pjrt_client.cc`` lines are held back
+    (in a process whose ``TF_CPP_MIN_LOG_LEVEL`` is not set)."""
+    assert "pjrt_client.cc" not in bombs[1], bombs[1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -350,6 +351,25 @@ class JaxFunction:
         ``jax.jit`` keeps them inside the function too)."""
         return _x64_on(self._x64)
 
+    def _check_params(self, params: Any) -> None:
+        """Refuse ``params`` that are not a mapping holding every parameter of the signature.
+
+        Raises:
+            SignatureMismatchError: names the missing parameters (and how many there are).
+        """
+        if not isinstance(params, Mapping):
+            raise SignatureMismatchError(
+                f"params must be a mapping of parameter names to arrays (as f.params), not a "
+                f"{type(params).__name__}"
+            )
+        missing = [p.name for p in self.signature.params if p.name not in params]
+        if missing:
+            shown = ", ".join(repr(n) for n in missing[:10]) + (", ..." if len(missing) > 10 else "")
+            raise SignatureMismatchError(
+                f"params lacks {len(missing)} of the module's {len(self.signature.params)} parameters: "
+                f"{shown} (pass every parameter, e.g. {{**f.params, **updated}})"
+            )
+
     def _check_not_narrowed(self, params: dict[str, Any], inputs: list[Any]) -> None:
         """With x64 off, a 64-bit input or parameter that arrives as its 32-bit narrowing
         (an argument of an enclosing ``jax.jit``/``grad``/``vmap`` traced with x64 off, or an
@@ -535,6 +555,7 @@ class JaxFunction:
         if _has_kwarg(self.signature.in_tree, "mutable"):  # the model's own keyword argument
             kwargs, mutable = {**kwargs, "mutable": mutable}, False
         inputs = self._inputs(args, kwargs)
+        self._check_params(params)
         self._check_not_narrowed(params, [])  # the inputs: checked by _inputs
         with self._scope():
             outputs, updates = self._run(params, inputs, self._key_arg(rng, required=True))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from onnx import helper, numpy_helper
 
 from converter import dtypes, mlir, onnx_skeleton
 from converter.errors import MissingOp, UnsupportedOpError
-from converter.fileio import atomic_path
+from converter.fileio import atomic_path, staging_dir
 from converter.interpreter import Interpreter
 from converter.module import Module
 from converter.passes.placement import strip_placement
@@ -369,8 +368,7 @@ def _write(model: onnx.ModelProto, params: dict[str, np.ndarray], path: Path, *,
     """Write ``model`` to ``path`` atomically, its parameters inline or (``external``)
     streamed to ``<path>.data``; the checker runs on the written file before it appears."""
     data_name = path.name + ".data"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as staging:
+    with staging_dir(path) as staging:
         staged = Path(staging) / path.name
         inits = [t for t in model.graph.initializer if t.name in params]
         if external:
@@ -458,7 +456,7 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
     copy = onnx.ModelProto()
     copy.CopyFrom(model)  # saving as external data rewrites the proto it is given
     model = copy
-    with tempfile.TemporaryDirectory(dir=path.parent or ".") as staging:
+    with staging_dir(path) as staging:
         staged = Path(staging) / path.name
         onnx.save_model(
             model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=data_name

@@ -140,9 +140,11 @@ TORCH_PATHS: dict[str, Callable] = {
 
 @dataclass
 class Outcome:
-    """One (case, path): ``status`` is ``pass``, ``refused`` (a ``ConversionError``: the
-    converter said no, which is allowed), ``error`` (any other exception, or a
-    ``ConversionError`` wrapping one: an op rule that crashed) or ``mismatch``."""
+    """One (case, path): ``status`` is ``pass``, ``skipped`` (the reference itself refused
+    the case: eager torch or ``jax.jit`` raised, so there is nothing to compare),
+    ``refused`` (a ``ConversionError``: the converter said no, which is allowed),
+    ``error`` (any other exception, or a ``ConversionError`` wrapping one: an op rule that
+    crashed) or ``mismatch``."""
 
     path: str
     status: str
@@ -183,7 +185,7 @@ class Recorder:
     def record(self, kind: str, source: str, outcomes: list[Outcome]) -> None:
         for o in outcomes:
             self.counts[o.status] = self.counts.get(o.status, 0) + 1
-            if o.status in ("error", "mismatch", "refused"):
+            if o.status in ("error", "mismatch", "refused", "skipped"):
                 entry = {"kind": kind, "source": source, **asdict(o)}
                 self.findings.append(entry)
                 if self.report:
