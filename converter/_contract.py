@@ -16,8 +16,9 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
   the caller gave).
 * :class:`InternalError`: anything else from the converter's own code: a bug.
 
-``MemoryError`` passes through unchanged: the machine ran out of memory, not the converter
-into a bug (the CLI reports it as the input's, exit status 2).
+A ``MemoryError`` becomes :class:`OutOfMemoryError` (a ``ConversionError`` and a
+``MemoryError``): the machine ran out of memory, not a converter bug (the CLI reports it as
+the input's, exit status 2, "out of memory").
 
 Torch's and JAX's own chatter while they fail (torch.export's graph dumps, fake-tensor logs,
 pytree FutureWarnings) is held back: the error says what went wrong, and what was printed is
@@ -392,7 +393,7 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
                 except Exception as e:
                     e.diagnostics = captured.getvalue()  # type: ignore[attr-defined]
                     raise
-        except (ConversionError, MemoryError):  # running out of memory is not a converter bug
+        except ConversionError:
             raise
         except Exception as e:
             if not outer:
