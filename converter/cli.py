@@ -216,7 +216,7 @@ def load_jax(source: str, options: argparse.Namespace) -> Module:
     factory = split_factory(source)
     if factory is None:
         path = Path(source)
-        exported = _read_exported(path)
+        exported = read_exported(path)
         if weights_path(path).exists():  # an artifact with external weights (write_jax)
             from .weights import read_safetensors
 
@@ -227,7 +227,7 @@ def load_jax(source: str, options: argparse.Namespace) -> Module:
     return converter.from_jax(fn, *args, **kwargs)
 
 
-def _read_exported(path: Path):
+def read_exported(path: Path):
     import jax
 
     _check_file(path)

@@ -817,9 +817,9 @@ def _torch_size(d: Any, env: dict[str, Any]) -> Any:
     names) as a torch size (``torch.SymInt`` arithmetic on the inputs' sizes)."""
     if isinstance(d, int):
         return d
-    from converter.passes.shapes import _eval_dim, _parse_dim
+    from converter.dims import eval_dim, parse_dim
 
-    return _eval_dim(_parse_dim(str(d)), env, calls={"max": torch.sym_max, "min": torch.sym_min})
+    return eval_dim(parse_dim(str(d)), env, calls={"max": torch.sym_max, "min": torch.sym_min})
 
 
 def _handle(entry: _PolyEntry) -> str:
@@ -1145,14 +1145,14 @@ def _check_x64(module: Any) -> None:
     Raises:
         ConversionError: naming the 64-bit arguments and how to enable x64.
     """
-    from backends.jax import _WIDE, needs_x64
+    from backends.jax import WIDE_DTYPES, needs_x64
 
     from .errors import ConversionError
 
     if jax.config.jax_enable_x64 or not needs_x64(module):
         return
     sig = module.signature
-    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in _WIDE]
+    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in WIDE_DTYPES]
     raise ConversionError(
         f"the torch code computes with 64-bit types ({', '.join(wide[:4]) or 'inside the graph'}), "
         "which JAX narrows to 32 bits unless jax_enable_x64 is on; call_torch does not change "

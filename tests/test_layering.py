@@ -16,6 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: modules below the frontends and backends: importing them loads neither
 CORE = [
     "converter",
+    "converter.dims",
     "converter.dtypes",
     "converter.errors",
     "converter.interpreter",

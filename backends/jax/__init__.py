@@ -75,7 +75,7 @@ class JaxInterpreter(Interpreter):
 
 _Tracer = jax.core.Tracer
 
-_WIDE = {"int64", "uint64", "float64", "complex128"}
+WIDE_DTYPES = {"int64", "uint64", "float64", "complex128"}
 _WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
 
 
@@ -103,7 +103,7 @@ def needs_x64(module: Module) -> bool:
     """Whether the module has 64-bit types in its signature or computes with them anywhere
     (the condition under which :func:`x64_scope` scopes ``jax_enable_x64`` on)."""
     sig = module.signature
-    return any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
+    return any(leaf.dtype in WIDE_DTYPES for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
 
 
 def _computes_64bit(module: Module) -> bool:

@@ -670,7 +670,7 @@ def _dim_ident(d: Any, where: tuple[int, int]) -> str:
 def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
     """Per input: ``(axis, name or None, parsed expression or None)`` of each dynamic
     dimension (a derived one has an expression)."""
-    from converter.passes.shapes import _parse_dim
+    from converter.dims import parse_dim
 
     out = []
     for i, spec in enumerate(sig.inputs):
@@ -678,7 +678,7 @@ def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
         for a, d in enumerate(spec.shape):
             if isinstance(d, int):
                 continue
-            tree = None if d is None or d.isidentifier() else _parse_dim(d)
+            tree = None if d is None or d.isidentifier() else parse_dim(d)
             dims.append((a, _dim_ident(d, (i, a)) if tree is None else None, tree))
         out.append(dims)
     return out
@@ -754,14 +754,14 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
     (which ``torch.export`` specializes), distinct names distinct sizes where the ranges
     allow (so the trace relates no two dimensions by their example sizes), derived
     dimensions the size of their expression."""
-    from converter.passes.shapes import _eval_dim, _names
+    from converter.dims import dim_names, eval_dim
 
     ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.extra.get("dim_ranges") or {}).items()}
     per_input = _dims_of(sig)
     names: list[str] = []
     for dims in per_input:
         for _, name, tree in dims:
-            for n in [name] if tree is None else sorted(_names(tree)):
+            for n in [name] if tree is None else sorted(dim_names(tree)):
                 if n not in names:
                     names.append(n)
     sizes: dict[str, int] = {}
@@ -773,7 +773,7 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
     for spec, dims in zip(sig.inputs, per_input, strict=True):
         shape = list(spec.shape)
         for a, name, tree in dims:
-            shape[a] = sizes[name] if tree is None else _eval_dim(tree, sizes)
+            shape[a] = sizes[name] if tree is None else eval_dim(tree, sizes)
         leaves.append(torch.zeros(shape, dtype=dtypes.torch_dtype(spec.dtype)))
     args, kwargs = unflatten(sig.in_tree, leaves)
     return tuple(args), dict(kwargs)

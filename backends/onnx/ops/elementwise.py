@@ -422,7 +422,7 @@ def _total_order(interp, op, x, y, direction):
         NotImplementedError: an operand is not canonicalized (ONNX cannot read the sign of
             a NaN or tell -0.0 from +0.0 in a comparison).
     """
-    if not all(_canonical(interp, v) for v in op.operands):
+    if not all(is_canonical(interp, v) for v in op.operands):
         raise NotImplementedError("compare TOTALORDER on floats that may hold -0.0 or negative NaNs")
     g = interp.graph
     nx, ny = g.op("IsNaN", [x]), g.op("IsNaN", [y])
@@ -433,7 +433,7 @@ def _total_order(interp, op, x, y, direction):
     return table[direction] if direction in table else g.op("Not", [eq])
 
 
-def _canonical(interp, value) -> bool:
+def is_canonical(interp, value) -> bool:
     """``value`` is ``select(a != a, +NaN, select(b == 0, +0.0, c))`` (constants possibly
     broadcast): it holds no -0.0 and no negative NaN."""
     nan_sel = _defining(value, "stablehlo.select")
