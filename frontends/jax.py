@@ -18,6 +18,7 @@ from jaxlib.mlir import ir
 
 from converter import _jax_internal, dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
@@ -232,7 +233,7 @@ def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
     ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
     gradients of the converted module then flowed where the source's stop;
     :func:`converter._jax_internal.stop_gradient_marked`), on static and symbolic shapes."""
-    allow = [jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)]
+    allow = [jax.export.DisabledSafetyCheck.custom_call(STOP_GRADIENT_TARGET)]
     with _jax_internal.stop_gradient_marked():
         return jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
 

@@ -20,6 +20,7 @@ CORE = [
     "converter.dtypes",
     "converter.errors",
     "converter.interpreter",
+    "converter.markers",
     "converter.mlir",
     "converter.module",
     "converter.placement",
@@ -33,7 +34,9 @@ CORE = [
 ]
 #: files that must not import a frontend or a backend anywhere, not even inside a function
 NEVER_UPWARD = [
+    "converter/dims.py",
     "converter/dtypes.py",
+    "converter/markers.py",
     "converter/interpreter.py",
     "converter/placement.py",
     "converter/regions.py",

@@ -31,7 +31,7 @@ from jaxlib.mlir import ir
 
 from converter import mlir
 from converter.interpreter import fold_constant
-from converter.passes.markers import STOP_GRADIENT_TARGET
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.regions import classify_combiner
 
 #: Element types the fused operators are emitted for (onnxruntime's CPU kernels).

@@ -14,6 +14,7 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from converter import _jax_internal, dtypes, mlir, progress
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
@@ -481,7 +482,7 @@ def from_torch(
     with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info, marked:
         with jax.enable_x64(True):
             if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-                marker = jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)
+                marker = jax.export.DisabledSafetyCheck.custom_call(STOP_GRADIENT_TARGET)
                 exported = jax.export.export(jax.jit(fn, keep_unused=True), disabled_checks=[marker])(*avals)
                 module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
                 output_specs = [

@@ -24,6 +24,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
+from converter.markers import STOP_GRADIENT_KEY
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -742,7 +743,7 @@ def _round_mantissa(g, a, man_bits, emin):
     return g.op("Mul", [rounded, ulp])
 
 
-@register("stablehlo.custom_call@converter.stop_gradient", dynamic=True)
+@register(STOP_GRADIENT_KEY, dynamic=True)
 def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ONNX has no gradients."""
     return interp.graph.op("Identity", [x])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from converter import dtypes
+from converter.markers import STOP_GRADIENT_KEY
 
 from .._util import (
     BITS,
@@ -577,7 +578,7 @@ def _polygamma(interp, op, n, x):
     return torch.special.polygamma(orders.pop(), x)
 
 
-@register("stablehlo.custom_call@converter.stop_gradient")
+@register(STOP_GRADIENT_KEY)
 def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ``detach``."""
     return x.detach()
