@@ -383,7 +383,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
 
     from .passes.shapes import symbolic_shapes
 
-    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.extra.get("dim_ranges"))
+    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.dim_ranges)
     structs = [
         jax.ShapeDtypeStruct(shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_leaf_sharding(s, fn))
         for shape, s in zip(shapes, sig.inputs, strict=True)

@@ -27,6 +27,13 @@ from .errors import SignatureMismatchError
 TreeSpec = dict[str, Any]
 LEAF: TreeSpec = {"kind": "leaf"}
 
+#: :class:`Signature` fields that manifests written before they existed kept in ``extra``
+_TYPED_EXTRA = ("dim_ranges", "narrowed", "tied", "frozen", "non_persistent", "training", "host_functions")
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
 
 @dataclass(frozen=True)
 class LeafSpec:
@@ -136,6 +143,22 @@ class Signature:
             order (``{"x": 4, "y": 2}``: 8 devices, device ``k`` at position ``k`` of the
             row-major grid), read from its ``sdy.mesh``; None for a one-device module.
             Each leaf's :attr:`LeafSpec.sharding` is a partition spec over it.
+        dim_ranges: ``{dimension name: [lower, upper or None]}``, the declared ranges of
+            the symbolic dimensions (``torch.export.Dim(min=, max=)``, ``jax.export``
+            constraints) tighter than the implicit ``>= 1``/unbounded; empty when none.
+        narrowed: ``{leaf name: source dtype}`` of the leaves a 64-bit → 32-bit pass
+            narrowed (:mod:`converter.passes.narrow`); the backends cast them back.
+        tied: ``{alias: parameter name}``: a second name of one tensor (tied weights such as
+            GPT-2's embedding and LM head), restored under each name in state dicts.
+        frozen: parameters that take no gradient (``requires_grad=False`` in torch).
+        non_persistent: buffers left out of a torch ``state_dict()`` (``persistent=False``).
+        training: the train/eval mode a torch source's mode-dependent layers (BatchNorm,
+            dropout) were traced in, or None when the computation does not depend on it.
+        host_functions: the functions of the module that run on the host
+            (:mod:`converter.passes.placement`).
+        extra: other metadata, JSON-serializable; the typed fields above were keys of it
+            before, and reading such a dict (:meth:`from_json`, or ``extra=`` given to the
+            constructor) moves those keys into their fields.
     """
 
     params: tuple[LeafSpec, ...]
@@ -148,6 +171,30 @@ class Signature:
     extra: dict = field(default_factory=dict)
     mutations: tuple[Mutation, ...] = ()
     mesh: dict[str, int] | None = None
+    dim_ranges: dict[str, list[int | None]] = field(default_factory=dict)
+    narrowed: dict[str, str] = field(default_factory=dict)
+    tied: dict[str, str] = field(default_factory=dict)
+    frozen: tuple[str, ...] = ()
+    non_persistent: tuple[str, ...] = ()
+    training: bool | None = None
+    host_functions: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # metadata that used to be ``extra`` keys (saved manifests, callers passing ``extra=``)
+        extra = dict(self.extra or {})
+        moved = {k: extra.pop(k) for k in _TYPED_EXTRA if k in extra}
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        set_("extra", extra)
+        for name, value in moved.items():
+            if value is not None and not getattr(self, name):
+                set_(name, value)
+        set_("dim_ranges", {str(k): list(v) for k, v in (self.dim_ranges or {}).items()})
+        set_("narrowed", {str(k): str(v) for k, v in (self.narrowed or {}).items()})
+        set_("tied", {str(k): str(v) for k, v in (self.tied or {}).items()})
+        for name in ("frozen", "non_persistent", "host_functions"):
+            set_(name, tuple(getattr(self, name) or ()))
+        if self.training is not None:
+            set_("training", bool(self.training))
 
     @property
     def num_devices(self) -> int:
@@ -191,6 +238,7 @@ class Signature:
             "extra": self.extra,
             **({"mutations": [m.to_json() for m in self.mutations]} if self.mutations else {}),
             **({"mesh": dict(self.mesh)} if self.mesh else {}),
+            **{k: v for k in _TYPED_EXTRA if (v := _jsonable(getattr(self, k))) not in (None, {}, [])},
         }
 
     @staticmethod
@@ -207,6 +255,7 @@ class Signature:
             extra=d.get("extra", {}),
             mutations=tuple(Mutation.from_json(m) for m in d.get("mutations", ())),
             mesh={str(k): int(v) for k, v in d["mesh"].items()} if d.get("mesh") else None,
+            **{k: d[k] for k in _TYPED_EXTRA if d.get(k) is not None},
         )
 
     def replace(self, **changes) -> Signature:

@@ -368,7 +368,7 @@ def from_jax(
         out_tree=out_tree,
         kept_var_idx=None if len(kept) == n_args else kept,
         mesh=mesh,
-        extra={"dim_ranges": ranges} if (ranges := _dim_ranges(exp.in_avals)) else {},
+        dim_ranges=_dim_ranges(exp.in_avals),
     )
     values = {
         s.name: np.asarray(jax.device_get(jax.random.key_data(v) if is_key(v) else v))

@@ -90,6 +90,42 @@ def test_signature_json_round_trip():
     assert Signature.from_json(sig.to_json()) == sig
 
 
+def _typed_signature(**fields) -> Signature:
+    leaf = LeafSpec("args[0]", ("batch", 3), "int64")
+    return Signature(params=(), inputs=(leaf,), outputs=(leaf,), in_tree=TREE, out_tree=LEAF, **fields)
+
+
+TYPED = {
+    "dim_ranges": {"batch": [2, None]},
+    "narrowed": {"args[0]": "int64"},
+    "tied": {"lm_head.weight": "wte.weight"},
+    "frozen": ("wte.weight",),
+    "non_persistent": ("mask",),
+    "training": False,
+    "host_functions": ("host_computation_0",),
+}
+
+
+def test_typed_metadata_round_trips_through_json():
+    sig = _typed_signature(**TYPED, extra={"note": 1})
+    text = json.dumps(sig.to_json())
+    back = Signature.from_json(json.loads(text))
+    assert back == sig
+    assert {k: getattr(back, k) for k in TYPED} == TYPED
+    assert back.extra == {"note": 1}
+    assert Signature.from_json(_typed_signature().to_json()).training is None
+
+
+def test_manifests_written_with_extra_keys_read_into_the_fields():
+    """A manifest saved before the typed fields kept them as keys of ``extra``."""
+    old = _typed_signature().to_json()
+    old["extra"] = {k: list(v) if isinstance(v, tuple) else v for k, v in TYPED.items()} | {"note": 1}
+    sig = Signature.from_json(json.loads(json.dumps(old)))
+    assert {k: getattr(sig, k) for k in TYPED} == TYPED
+    assert sig.extra == {"note": 1}
+    assert _typed_signature(extra={"training": True}).training is True
+
+
 # --------------------------------------------------------------------------- strict calls
 
 

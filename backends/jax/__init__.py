@@ -186,7 +186,7 @@ class JaxFunction:
 
     With x64 off, :func:`to_jax` gives by default the module's 32-bit form when it has an
     exact one (``to_jax(x64=...)``; :mod:`converter.passes.narrow`): int64 inputs are then
-    int32 in :attr:`signature` (``signature.extra["narrowed"]`` keeps the source dtypes),
+    int32 in :attr:`signature` (``signature.narrowed`` keeps the source dtypes),
     int64 arrays passed in are checked to fit (:class:`converter.errors.InputRangeError`)
     and no x64 scope is needed; int64 tracers (a transform traced with x64 on) run the
     source's 64-bit module instead, whose values need no check. Otherwise (the 64-bit form):
@@ -233,14 +233,14 @@ class JaxFunction:
         self._x64 = enable_x64 and needs_x64(module)
         self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
         # the 32-bit form (converter.passes.narrow): input names -> their source dtype
-        narrowed = self.signature.extra.get("narrowed", {})
+        narrowed = self.signature.narrowed
         self._narrowed_inputs = {
             s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed
         }
         self._why_64bit: str | None = None  # to_jax's default kept the 64-bit form: why
         self._source: Module | None = None  # the 32-bit form: the module it was narrowed from
         self._wide_fn: JaxFunction | None = None
-        self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
+        self._frozen = frozenset(self.signature.frozen)  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
@@ -460,7 +460,7 @@ class JaxFunction:
             sig = self.signature
             kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
             args = [sig.all_args[i] for i in kept]
-            ranges = sig.extra.get("dim_ranges")
+            ranges = sig.dim_ranges
             shapes = symbolic_shapes([a.shape for a in args] + [o.shape for o in sig.outputs], ranges)
             specs = [*args, *sig.outputs]
             avals = [(shp, np.dtype(dtypes.to_numpy(s.dtype))) for shp, s in zip(shapes, specs, strict=True)]
@@ -494,7 +494,7 @@ class JaxFunction:
 
         Parameters the module does not use get zero gradients of their shape, as with
         ``jax.grad`` of the source; so do the parameters the source froze
-        (``requires_grad=False``, ``signature.extra["frozen"]``): autograd gives them none.
+        (``requires_grad=False``, ``signature.frozen``): autograd gives them none.
         :meth:`partition` splits ``params`` into what to train and the rest. A module with
         random ops (``signature.rng``) needs ``rng``: a ``jax.random`` key (raw
         ``uint32[2]`` or typed) or an int seed.
@@ -602,7 +602,7 @@ class JaxFunction:
 
     def _widen(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the narrowed ones back in their source dtype (exact: widening)."""
-        narrowed = self.signature.extra.get("narrowed", {})
+        narrowed = self.signature.narrowed
         return {
             k: v.astype(dtypes.to_numpy(narrowed[k])) if k in narrowed and hasattr(v, "astype") else v
             for k, v in params.items()
@@ -657,14 +657,14 @@ class JaxFunction:
     def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
         by name, for ``torch_model.load_state_dict(f.state_dict(trained))`` on a module
-        converted from that torch model: a tied weight (``signature.extra["tied"]``) under
+        converted from that torch model: a tied weight (``signature.tied``) under
         each of its names, as torch's ``state_dict()`` lists it. Lifted constants and
-        non-persistent buffers (``signature.extra["non_persistent"]``) are left out, as
+        non-persistent buffers (``signature.non_persistent``) are left out, as
         torch's ``state_dict()`` leaves them out."""
         import torch
 
         params = self.params if params is None else params
-        transient = set(self.signature.extra.get("non_persistent", ()))  # not in torch's state_dict()
+        transient = set(self.signature.non_persistent)  # not in torch's state_dict()
         keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")} - transient
         with self._scope():  # int64 buffers stay int64
             out = {
@@ -672,10 +672,10 @@ class JaxFunction:
                 for name, v in params.items()
                 if name in keep
             }
-        for name, dtype in self.signature.extra.get("narrowed", {}).items():  # the 32-bit form
+        for name, dtype in self.signature.narrowed.items():  # the 32-bit form
             if name in out:  # back to the source's dtype (the values fit: narrow_64bit checked them)
                 out[name] = out[name].to(dtypes.torch_dtype(dtype))
-        for alias, name in self.signature.extra.get("tied", {}).items():  # one tensor, every name
+        for alias, name in self.signature.tied.items():  # one tensor, every name
             if name in out:
                 out[alias] = out[name]
         return out
@@ -684,7 +684,7 @@ class JaxFunction:
         """``params`` (default :attr:`params`) split as ``(trainable, state)``, ``{**trainable,
         **state}`` being all of them: ``trainable`` holds what the source's optimizer trains
         (floating parameters, ``kind == "parameter"``, less those the source froze:
-        ``requires_grad=False`` in torch, ``signature.extra["frozen"]``), ``state`` the
+        ``requires_grad=False`` in torch, ``signature.frozen``), ``state`` the
         buffers (BatchNorm statistics, Flax collections other than ``params``), lifted
         constants, integer parameters and frozen parameters. Differentiate and update
         ``trainable`` only::

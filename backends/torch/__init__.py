@@ -308,9 +308,9 @@ class TorchModule(torch.nn.Module):
 
     Parameters: floating/complex entries of ``signature.params`` of kind ``parameter`` are
     ``nn.Parameter``s (``requires_grad=False`` for those the source froze,
-    ``signature.extra["frozen"]``), others (buffers, lifted constants, integers) buffers,
+    ``signature.frozen``), others (buffers, lifted constants, integers) buffers,
     non-persistent (left out of ``state_dict()``) for the source's non-persistent ones
-    (``signature.extra["non_persistent"]``). Their attribute names are the original names
+    (``signature.non_persistent``). Their attribute names are the original names
     with ``.``/brackets mangled to ``_``
     (see :func:`param_attr_names`); :attr:`param_names` maps attribute name → original name, and
     :meth:`source_state_dict` returns the values under their original names. The traced graph
@@ -361,8 +361,8 @@ class TorchModule(torch.nn.Module):
         self._mode_error: str | None = None  # see train()
         self._checked: tuple | None = None  # see _fast_params
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
-        frozen = set(self.signature.extra.get("frozen", ()))
-        transient = set(self.signature.extra.get("non_persistent", ()))  # not in state_dict()
+        frozen = set(self.signature.frozen)
+        transient = set(self.signature.non_persistent)  # not in state_dict()
         for spec in self.signature.params:
             value = place_parameter(
                 aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
@@ -376,15 +376,15 @@ class TorchModule(torch.nn.Module):
             else:
                 self.register_buffer(attrs[spec.name], value, persistent=spec.name not in transient)
         self._fast = self._fast_call_plan()
-        if self.signature.extra.get("training") is not None:  # the mode the source computes in
-            super().train(self.signature.extra["training"])
+        if self.signature.training is not None:  # the mode the source computes in
+            super().train(self.signature.training)
 
     def source_state_dict(self) -> dict[str, torch.Tensor]:
         """Parameter and buffer values keyed by their names in ``signature.params``, a tied
-        weight under each of its names (``signature.extra["tied"]``), for the source
+        weight under each of its names (``signature.tied``), for the source
         model's ``load_state_dict``."""
         out = {self.param_names[a]: getattr(self, a) for a in self._attrs}
-        for alias, name in self.signature.extra.get("tied", {}).items():
+        for alias, name in self.signature.tied.items():
             if name in out:
                 out[alias] = out[name]
         return out
@@ -495,10 +495,10 @@ class TorchModule(torch.nn.Module):
     def train(self, mode: bool = True) -> TorchModule:
         """``nn.Module.train``. The computation is the source's in the mode it was converted
         in: a torch source whose result depends on the mode (dropout, BatchNorm:
-        ``signature.extra["training"]`` records its mode) cannot switch. The mode is set
+        ``signature.training`` records its mode) cannot switch. The mode is set
         (a parent's ``.eval()`` reaches this module too), and calling the module in the
         other mode raises instead of silently computing in the converted one."""
-        fixed = self.signature.extra.get("training")
+        fixed = self.signature.training
         self._mode_error = None
         if fixed is not None and bool(mode) != fixed:
             was, asked = ("training", "eval") if fixed else ("eval", "training")
@@ -620,7 +620,7 @@ class TorchModule(torch.nn.Module):
     def export_dynamic_shapes(self) -> dict[str, Any]:
         """``dynamic_shapes`` for ``torch.export.export(self, args, kwargs, dynamic_shapes=...)``
         keeping the module's dimensions symbolic: ``torch.export.Dim``s named as the module's
-        dimensions with their ranges (``signature.extra["dim_ranges"]``), derived dimensions
+        dimensions with their ranges (``signature.dim_ranges``), derived dimensions
         (``2*seq``) as expressions of them, keyed by the parameters of :meth:`forward` the
         inputs bind: ``{"args": (...), "input_ids": ..., "attention_mask": ...}`` (each keyword
         input by its name, as :meth:`forward`'s signature lists them; no ``"args"`` for a module
@@ -720,7 +720,7 @@ def export_dynamic_shapes(sig: Signature) -> dict[str, Any]:
     :meth:`TorchModule.export_dynamic_shapes`)."""
     from torch.export import Dim
 
-    ranges = sig.extra.get("dim_ranges") or {}
+    ranges = sig.dim_ranges
     idents = {_dim_ident(k, (0, 0)): v for k, v in ranges.items()}
     made: dict[str, Any] = {}
 
@@ -756,7 +756,7 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
     dimensions the size of their expression."""
     from converter.dims import dim_names, eval_dim
 
-    ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.extra.get("dim_ranges") or {}).items()}
+    ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.dim_ranges).items()}
     per_input = _dims_of(sig)
     names: list[str] = []
     for dims in per_input:

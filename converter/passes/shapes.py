@@ -72,7 +72,7 @@ def bind_dims(
     A dimension that is a ``jax.export`` expression of names (``2*seq``, ``seq + 1``: a
     torch derived ``Dim``, an output of ``from_jax``) is checked against the sizes of its
     names (a single unknown name of a linear expression is solved for). ``ranges`` (a
-    signature's ``extra["dim_ranges"]``, ``{"batch": [2, 64]}``, a None bound is open) are
+    signature's ``dim_ranges``, ``{"batch": [2, 64]}``, a None bound is open) are
     checked too.
 
     Raises:
@@ -205,14 +205,14 @@ def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] |
 def check_dims(module: Module, arg_shapes: Sequence[Sequence[int]]) -> dict[str, int]:
     """:func:`bind_dims` for the kept ``@main`` arguments of ``module`` (params, inputs, key
     as ``signature.kept_var_idx`` keeps them) and ``arg_shapes``, with the signature's
-    ``extra["dim_ranges"]``.
+    ``signature.dim_ranges``.
 
     Raises:
         SignatureMismatchError: as :func:`bind_dims`.
     """
     sig = module.signature
     kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
-    return bind_dims([sig.all_args[i] for i in kept], arg_shapes, sig.extra.get("dim_ranges"))
+    return bind_dims([sig.all_args[i] for i in kept], arg_shapes, sig.dim_ranges)
 
 
 def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
@@ -379,7 +379,7 @@ def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Seque
     args = [*sig.params, *(replace(s, shape=shp) for s, shp in zip(sig.inputs, shapes, strict=True))]
     if sig.rng is not None:
         args.append(sig.rng)
-    bind_dims(sig.inputs, shapes, sig.extra.get("dim_ranges"))
+    bind_dims(sig.inputs, shapes, sig.dim_ranges)
     bad = [a.name for a in args if is_dynamic(a.shape)]
     if bad:
         raise ConversionError(f"no concrete shape for {bad}")

@@ -330,13 +330,13 @@ def from_torch(
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
         are one parameter, named as ``named_parameters()`` names it; its other names are
-        ``signature.extra["tied"]``, ``{alias: parameter name}``), then the user tensor
+        ``signature.tied``, ``{alias: parameter name}``), then the user tensor
         inputs. Parameters with ``requires_grad=False`` are listed in
-        ``signature.extra["frozen"]``: the backends give them no gradient, as autograd does;
-        buffers registered with ``persistent=False`` in ``signature.extra["non_persistent"]``
+        ``signature.frozen``: the backends give them no gradient, as autograd does;
+        buffers registered with ``persistent=False`` in ``signature.non_persistent``
         (left out of ``state_dict()``, as torch leaves them out). A model whose result
         depends on its training mode (dropout, BatchNorm) records the mode it was converted
-        in as ``signature.extra["training"]``: ``to_torch()``'s module starts in it and
+        in as ``signature.training``: ``to_torch()``'s module starts in it and
         raises when called in the other. Non-tensor inputs are
         specialized and recorded as ``static`` in the signature.
 
@@ -344,7 +344,7 @@ def from_torch(
         shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
         automatic and ``.pt2`` dimensions; a derived one is an expression, ``2*seq``). The
         signature records them as these strings and their ranges in
-        ``signature.extra["dim_ranges"]`` (``{"batch": [2, 64]}``, ``None`` for no upper
+        ``signature.dim_ranges`` (``{"batch": [2, 64]}``, ``None`` for no upper
         bound); the StableHLO carries them as ``jax.export`` constraints.
 
         A model with random ops (dropout in training mode, ``torch.rand``...)
@@ -503,13 +503,11 @@ def from_torch(
         out_tree=out_tree,
         rng=rng,
         mutations=tuple(mutations),
-        extra={
-            **({"dim_ranges": ranges} if ranges else {}),
-            **({"tied": tied} if tied else {}),
-            **({"frozen": frozen} if frozen else {}),
-            **({"non_persistent": transient} if transient else {}),
-            **({"training": model.training} if _mode_dependent(model, rng, mutations) else {}),
-        },
+        dim_ranges=ranges or {},
+        tied=tied,
+        frozen=tuple(frozen),
+        non_persistent=tuple(transient),
+        training=model.training if _mode_dependent(model, rng, mutations) else None,
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     if symbols:
