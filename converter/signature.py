@@ -18,11 +18,15 @@ A tree spec is one of::
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import jax
+import numpy as np
+
 from . import dtypes
-from .errors import SignatureMismatchError
+from .errors import InputTypeError, SignatureMismatchError
 
 TreeSpec = dict[str, Any]
 LEAF: TreeSpec = {"kind": "leaf"}
@@ -401,6 +405,80 @@ def leaf_paths(spec: TreeSpec, prefix: str = "") -> list[str]:
 def args_tree(args_spec: TreeSpec, kwargs_spec: TreeSpec) -> TreeSpec:
     """The ``(args, kwargs)`` input tree."""
     return {"kind": "tuple", "children": [args_spec, kwargs_spec]}
+
+
+#: Python values a tree spec keeps as ``static`` leaves (specialized at conversion time)
+STATIC_TYPES = (bool, int, float, complex, str)
+
+
+def is_array(x: Any) -> bool:
+    """True for the array-like leaves JAX traces (jax/NumPy arrays, ``ShapeDtypeStruct``,
+    NumPy scalars, any object with ``shape`` and ``dtype``); Python scalars and strings are
+    static."""
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, STATIC_TYPES)
+    )
+
+
+def tree_spec(
+    obj: Any,
+    *,
+    leaf: Callable[[Any], bool] = is_array,
+    pytree_nodes: bool = True,
+    path: str = "",
+) -> TreeSpec:
+    """The JSON tree spec of a pytree, in JAX's leaf order (dict keys sorted): the one
+    builder for ``from_jax``'s inputs and outputs and ``call_jax``/``call_torch``'s trees.
+
+    Objects ``leaf`` accepts (default :func:`is_array`) become ``leaf``; None becomes
+    ``none``; bool, int, float, complex and str (:data:`STATIC_TYPES`) become ``static``
+    with their value; tuples, lists and dicts their kinds. With ``pytree_nodes``, other
+    JAX-registered pytree nodes (named tuples, dataclasses, flax structs) become dicts of
+    their children keyed by JAX's key paths and tagged with their type name.
+
+    Raises:
+        InputTypeError: (a ``TypeError``) an object that is none of those, naming its path
+            in the ``(args, kwargs)`` tree (``args[1]['mask']``).
+    """
+    if leaf(obj):
+        return dict(LEAF)
+    if obj is None:
+        return {"kind": "none"}
+    if isinstance(obj, STATIC_TYPES):
+        return {"kind": "static", "value": obj}
+    sub = lambda c, key: tree_spec(c, leaf=leaf, pytree_nodes=pytree_nodes, path=f"{path}[{key!r}]")  # noqa: E731
+    if type(obj) in (tuple, list):
+        return {"kind": type(obj).__name__, "children": [sub(c, i) for i, c in enumerate(obj)]}
+    if type(obj) is dict:
+        keys = sorted(obj)
+        return {"kind": "dict", "keys": keys, "children": [sub(obj[k], k) for k in keys]}
+    children = None
+    if pytree_nodes:
+        children, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
+        if len(children) == 1 and children[0][0] == ():  # not a registered pytree node
+            children = None
+    if children is None:
+        nodes = ", dict or a JAX pytree node" if pytree_nodes else " or dict"
+        raise InputTypeError(
+            f"{input_path(path) or 'input'}: unsupported type {type(obj).__name__} "
+            f"(expected an array, None, bool, int, float, complex, str, tuple, list{nodes})"
+        )
+    keys = [_key_name(kp[0]) for kp, _ in children]
+    return {
+        "kind": "dict",
+        "keys": keys,
+        "children": [sub(c, k) for k, (_, c) in zip(keys, children, strict=True)],
+        "type": type(obj).__name__,
+    }
+
+
+def _key_name(key: Any) -> Any:
+    """The name of one JAX key-path entry (``DictKey.key``, ``GetAttrKey.name``,
+    ``SequenceKey.idx``)."""
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return getattr(key, attr)
+    return str(key)
 
 
 def input_path(path: str) -> str:

@@ -21,70 +21,15 @@ from converter.errors import SignatureMismatchError
 from converter.markers import STOP_GRADIENT_TARGET
 from converter.module import Module
 from converter.passes import run_passes
-from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
-
-_STATIC_TYPES = (bool, int, float, complex, str)
-
-
-def is_array(x: Any) -> bool:
-    """True for the array-like leaves JAX traces (jax/NumPy arrays, ``ShapeDtypeStruct``,
-    NumPy scalars); Python scalars and strings are static."""
-    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)) or (
-        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, _STATIC_TYPES)
-    )
-
-
-def tree_spec(obj: Any, *, leaf: Callable[[Any], bool] = is_array, path: str = "") -> TreeSpec:
-    """The JSON tree spec of a JAX pytree, in JAX's leaf order (dict keys sorted).
-
-    Array leaves (``leaf(x)``) become ``leaf``; None becomes ``none``; bool, int, float,
-    complex and str become ``static`` with their value; JAX-registered custom nodes (named
-    tuples, dataclasses, flax structs) become dicts tagged with their type name.
-
-    Raises:
-        TypeError: a leaf that is neither an array nor a static value, naming its path.
-    """
-    if leaf(obj):
-        return dict(LEAF)
-    if obj is None:
-        return {"kind": "none"}
-    if isinstance(obj, _STATIC_TYPES):
-        return {"kind": "static", "value": obj}
-    if type(obj) in (tuple, list):
-        kind = "tuple" if type(obj) is tuple else "list"
-        return {
-            "kind": kind,
-            "children": [tree_spec(c, leaf=leaf, path=f"{path}[{i}]") for i, c in enumerate(obj)],
-        }
-    if type(obj) is dict:
-        keys = sorted(obj)
-        return {
-            "kind": "dict",
-            "keys": keys,
-            "children": [tree_spec(obj[k], leaf=leaf, path=f"{path}[{k!r}]") for k in keys],
-        }
-    children, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
-    if len(children) == 1 and children[0][0] == ():  # not a registered pytree node
-        raise TypeError(
-            f"{input_path(path) or 'input'}: unsupported leaf of type {type(obj).__name__} "
-            "(expected an array, None, bool, int, float, str, tuple, list, dict or a JAX pytree node)"
-        )
-    keys = [_key_name(kp[0]) for kp, _ in children]
-    return {
-        "kind": "dict",
-        "keys": keys,
-        "children": [
-            tree_spec(c, leaf=leaf, path=f"{path}[{k!r}]") for k, (_, c) in zip(keys, children, strict=True)
-        ],
-        "type": type(obj).__name__,
-    }
-
-
-def _key_name(key: Any) -> Any:
-    for attr in ("key", "name", "idx"):
-        if hasattr(key, attr):
-            return getattr(key, attr)
-    return str(key)
+from converter.signature import (
+    LeafSpec,
+    Signature,
+    TreeSpec,
+    input_path,
+    is_array,
+    leaf_paths,
+    tree_spec,
+)
 
 
 def _is_output_leaf(x: Any) -> bool:

@@ -239,3 +239,38 @@ def test_call_torch_refuses_unknown_kwargs(masked):
     model, x, _, _ = masked
     with pytest.raises(SignatureMismatchError, match=r"Masked\(x, mask=None, scale=2.0\).*'maks'"):
         call_torch(model, x.numpy(), maks=np.zeros((2, 3), np.float32))
+
+
+# --------------------------------------------------------------------------- tree specs
+
+
+def test_tree_spec_is_the_one_builder_for_jax_and_embed_trees():
+    import collections
+
+    import frontends.jax
+    from converter import embed
+    from converter.errors import InputTypeError
+    from converter.signature import tree_spec
+
+    assert frontends.jax.tree_spec is tree_spec
+    point = collections.namedtuple("Point", "y x")
+    tree = ((np.zeros(2), {"b": 1.5, "a": None}), {"p": point(np.ones(1), 2j)})
+    assert tree_spec(tree) == {
+        "kind": "tuple",
+        "children": [
+            {"kind": "tuple", "children": [LEAF, {"kind": "dict", "keys": ["a", "b"],
+             "children": [{"kind": "none"}, {"kind": "static", "value": 1.5}]}]},
+            {"kind": "dict", "keys": ["p"], "children": [
+                {"kind": "dict", "keys": ["y", "x"], "type": "Point",
+                 "children": [LEAF, {"kind": "static", "value": 2j}]}]},
+        ],
+    }  # fmt: skip
+    # call_jax's torch-side tree: tensors are leaves, NumPy arrays and pytree nodes are refused
+    assert embed.torch_tree(((torch.zeros(1),), {})) == {
+        "kind": "tuple",
+        "children": [{"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}],
+    }
+    with pytest.raises(InputTypeError, match=r"args\[0\]\['m'\]: unsupported type ndarray"):
+        embed.torch_tree((({"m": np.zeros(1)},), {}))
+    with pytest.raises(InputTypeError, match=r"kwargs\['p'\]: unsupported type Point"):
+        embed.torch_tree(((), {"p": point(torch.zeros(1), 1)}))
