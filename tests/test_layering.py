@@ -89,3 +89,41 @@ def test_placement_rules_read_the_vocabulary_not_the_pass(path):
     only canonicalizing a module (a transformation) goes through the pass."""
     assert "converter.passes.placement" not in _imported(path)
     assert "converter.placement" in _imported(path)
+
+
+#: passes a backend may run only through its declared ``PREPARE`` (``converter.passes.prepare``)
+_PASS_FUNCTIONS = {
+    "ensure_canonical",
+    "normalize_placement",
+    "strip_placement",
+    "without_stop_gradient_markers",
+    "narrow_64bit",
+    "eliminate_dead_arguments",
+}
+
+
+def _py_files(top: str) -> list[str]:
+    out = []
+    for base, _, files in os.walk(os.path.join(ROOT, top)):
+        out += [os.path.relpath(os.path.join(base, f), ROOT) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def test_backends_run_passes_only_through_their_declared_preparation():
+    import backends.jax
+    import backends.onnx
+    import backends.torch
+    from converter.passes import Pass
+
+    for backend in (backends.jax, backends.onnx, backends.torch):
+        assert backend.PREPARE and all(isinstance(p, Pass) for p in backend.PREPARE), backend.__name__
+    calls = []
+    for path in _py_files("backends"):
+        with open(os.path.join(ROOT, path)) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in _PASS_FUNCTIONS:
+                    calls.append(f"{path}:{node.lineno} {name}()")
+    assert not calls, f"backends call passes outside their PREPARE lists: {calls}"

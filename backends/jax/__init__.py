@@ -24,8 +24,8 @@ from converter.errors import (
 )
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes import CANONICAL_PLACEMENT, Pass, prepare
 from converter.passes.markers import without_stop_gradient_markers
-from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, dimension_values, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
 from converter.sharding import auto_mesh, check_mesh, jax_mesh, partition_spec
@@ -74,6 +74,14 @@ class JaxInterpreter(Interpreter):
 
 
 _Tracer = jax.core.Tracer
+
+#: the passes this backend runs on the module it is given, at its entry points
+#: (:func:`converter.passes.prepare`): host computation outlined into the canonical form its
+#: placement rules read (a no-op on what the frontends produce)
+PREPARE: list[Pass] = [CANONICAL_PLACEMENT]
+#: the passes run on the module before XLA compiles it as it stands (the ``jax.export`` path
+#: of a shape-polymorphic module): XLA knows no ``@converter.stop_gradient`` marker
+EXPORT_PREPARE: list[Pass] = [Pass("without_stop_gradient_markers", without_stop_gradient_markers)]
 
 WIDE_DTYPES = {"int64", "uint64", "float64", "complex128"}
 _WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
@@ -226,7 +234,7 @@ class JaxFunction:
         enable_x64: bool = True,
         mesh: Any = None,
     ):
-        module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
+        module = prepare(module, PREPARE)
         self.module = module
         self.signature = module.signature
         # call_torch passes enable_x64=False: it raises instead (converter.embed._check_x64)
@@ -467,7 +475,7 @@ class JaxFunction:
             self._exported_cache = _jax_internal.exported_from_stablehlo(
                 "converted",
                 # XLA knows no stop_gradient marker; this Exported has no VJP (grad refuses)
-                without_stop_gradient_markers(self.module).bytecode(),
+                prepare(self.module, EXPORT_PREPARE).bytecode(),
                 avals[: len(args)],
                 avals[len(args) :],
                 jax.default_backend(),
@@ -861,11 +869,12 @@ def to_jax(
         NarrowingError: ``x64=False`` and the module cannot be computed in 32 bits exactly
             (every problem listed: op, source line, range; float64 values).
     """
+    module = prepare(module, PREPARE)
     narrowed, why_64bit = _width(module, x64)
     f = JaxFunction(narrowed, device, seed, mesh=mesh)
     f._why_64bit = why_64bit
     if narrowed is not module:
-        f._source = ensure_canonical(module)
+        f._source = module
     return f
 
 
@@ -889,4 +898,4 @@ def _width(module: Module, x64: bool | None) -> tuple[Module, str | None]:
         return module, f"the 32-bit analysis failed ({type(e).__name__}: {e})"
 
 
-__all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]
+__all__ = ["JaxFunction", "JaxInterpreter", "PREPARE", "raw_key", "to_jax", "dtypes"]

@@ -34,6 +34,7 @@ from converter import dtypes, mlir
 from converter.errors import ConversionError, DistributedError, DynamicDimensionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes import CANONICAL_PLACEMENT, Pass, prepare
 from converter.placement import is_host
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
 
@@ -51,7 +52,6 @@ from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
     Placer,
-    canonical,
     check_device,
     check_parameter,
     fold_constant_transfers,
@@ -60,6 +60,11 @@ from .placement import (
     resolve_device,
 )
 from .registry import TORCH_RULES
+
+#: the passes this backend runs on the module it is given, at :func:`to_torch`
+#: (:func:`converter.passes.prepare`): host computation outlined into the canonical form its
+#: placement reads (a no-op on what the frontends produce)
+PREPARE: list[Pass] = [CANONICAL_PLACEMENT]
 
 # ops whose result may leave the range of an emulated (widened) unsigned type
 _WRAPPING = {
@@ -879,7 +884,7 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
 
     from .distributed import partition_plan, to_torch_distributed
 
-    module = canonical(module)  # host ops inlined by a module read without passes: outlined
+    module = prepare(module, PREPARE)
     plan = partition_plan(module)
     if plan is not None:
         if module_is_dynamic(module):
@@ -909,4 +914,4 @@ def _check_supported_dynamic(module: Module) -> None:
             raise UnsupportedOpError(missing, e.direction) from None
 
 
-__all__ = ["TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]
+__all__ = ["PREPARE", "TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]

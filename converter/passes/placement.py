@@ -253,8 +253,9 @@ def normalize_placement(module: Module) -> Module:
 
 def ensure_canonical(module: Module) -> Module:
     """``module`` itself when it has no :func:`loose_host_ops`, else
-    :func:`normalize_placement` of it. Backends call it on what they are given, so a Module
-    built without the frontends' passes still places its host computation."""
+    :func:`normalize_placement` of it. The backends' preparation runs it
+    (:data:`converter.passes.CANONICAL_PLACEMENT` in their ``PREPARE``), so a Module built
+    without the frontends' passes still places its host computation."""
     return normalize_placement(module) if loose_host_ops(module.mlir) else module
 
 
