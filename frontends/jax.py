@@ -18,7 +18,7 @@ from jaxlib.mlir import ir
 
 from converter import _jax_internal, dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
-from converter.markers import STOP_GRADIENT_TARGET
+from converter.lowering import export as export_flat
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import (
@@ -168,19 +168,9 @@ def _export(
         return out
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
-    exp = _export_marked(jax.jit(flat_fn), avals, {})
+    exp = export_flat(jax.jit(flat_fn), *avals)
     out_tree = out_spec[-1]
     return exp, in_tree, out_tree, custom_vjps(jax.make_jaxpr(flat_fn)(*avals).jaxpr)
-
-
-def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
-    """``jax.export.export(jitted)(*args, **kwargs)`` with each ``lax.stop_gradient`` kept as
-    ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
-    gradients of the converted module then flowed where the source's stop;
-    :func:`converter._jax_internal.stop_gradient_marked`), on static and symbolic shapes."""
-    allow = [jax.export.DisabledSafetyCheck.custom_call(STOP_GRADIENT_TARGET)]
-    with _jax_internal.stop_gradient_marked():
-        return jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
 
 
 def _custom_vjp_name(params: dict) -> str:
@@ -278,7 +268,7 @@ def from_jax(
         # memory kinds when exported directly
         lead = () if params is None else (jax.tree_util.tree_map(_abstract, params),)
         a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
-        exp = _export_marked(fn, (*lead, *a), kw)
+        exp = export_flat(fn, *lead, *a, **kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
         vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:

@@ -127,3 +127,16 @@ def test_backends_run_passes_only_through_their_declared_preparation():
                 if name in _PASS_FUNCTIONS:
                     calls.append(f"{path}:{node.lineno} {name}()")
     assert not calls, f"backends call passes outside their PREPARE lists: {calls}"
+
+
+_FRONTENDS = ["frontends/jax.py", "frontends/torch/__init__.py", "frontends/onnx/__init__.py"]
+
+
+@pytest.mark.parametrize("path", _FRONTENDS)
+def test_frontends_lower_through_the_one_lowering_function(path):
+    """``converter.lowering`` is the one "flat function -> StableHLO" path (static or symbolic)."""
+    with open(os.path.join(ROOT, path)) as f:
+        source = f.read()
+    assert "converter.lowering" in _imported(path)
+    for direct in ("jax.export.export(", ").lower(", "compiler_ir("):
+        assert direct not in source, f"{path} lowers by itself ({direct})"

@@ -1,6 +1,6 @@
 """ONNX → StableHLO: ONNX nodes lower to JAX through :data:`ONNX_RULES`, and the whole graph
-is lowered with ``jax.jit(...).lower()`` (``jax.export`` when a graph input keeps a symbolic
-dimension) to a :class:`converter.Module`.
+is lowered by :func:`converter.lowering.lower` (``jax.jit`` lowering, ``jax.export`` when a
+graph input keeps a symbolic dimension) to a :class:`converter.Module`.
 
 Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operator pages
 (https://onnx.ai/onnx/operators/).
@@ -23,7 +23,7 @@ import onnx.defs
 import onnx.shape_inference
 from onnx import numpy_helper
 
-from converter import _jax_internal, dtypes, mlir, onnx_skeleton
+from converter import dtypes, onnx_skeleton
 from converter.errors import (
     ConversionError,
     DimensionsUnifiedWarning,
@@ -32,6 +32,7 @@ from converter.errors import (
     ParseError,
     UnsupportedOpError,
 )
+from converter.lowering import lower as lower_flat
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
@@ -546,16 +547,8 @@ def _from_onnx(
         jax.ShapeDtypeStruct(tuple(symbols.get(d, d) for d in s.shape), dtypes.to_numpy(s.dtype))
         for s in (*param_specs, *input_specs)
     ]
-    with jax.enable_x64(True):
-        if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-            exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
-            ir_module = mlir.parse_module(exported.mlir_module_serialized, filename=graph.name or "<onnx>")
-            out_avals = exported.out_avals
-        else:
-            with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
-                lowered = jax.jit(fn, keep_unused=True).lower(*avals)
-            ir_module = lowered.compiler_ir("stablehlo")
-            out_avals = jax.tree.leaves(lowered.out_info)
+    # symbolic: shape-polymorphic StableHLO, as jax.export writes it
+    ir_module, out_avals = lower_flat(fn, avals, symbolic=bool(symbols), filename=graph.name or "<onnx>")
     trees, names = outputs
     output_specs = [
         LeafSpec(

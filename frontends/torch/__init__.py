@@ -1,9 +1,8 @@
 """PyTorch → StableHLO: ``torch.export``, Core ATen decompositions, ATen → JAX rules, and
-``jax.jit(...).lower()`` to StableHLO."""
+:func:`converter.lowering.lower` to StableHLO."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from typing import Any
 
@@ -13,8 +12,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import _jax_internal, dtypes, mlir, progress
-from converter.markers import STOP_GRADIENT_TARGET
+from converter import dtypes, progress
+from converter.lowering import lower as lower_flat
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
@@ -478,21 +477,20 @@ def from_torch(
     # a Tensor.detach() has no StableHLO op: kept as a marker (the lowering's other
     # stop_gradients, as softmax's max, are marked too: gradient-neutral either way)
     detaches = sum(1 for g in graphs(graph) for n in g.nodes if n.target is torch.ops.aten.detach.default)
-    marked = _jax_internal.stop_gradient_marked() if detaches else contextlib.nullcontext()
-    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info, marked:
-        with jax.enable_x64(True):
-            if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-                marker = jax.export.DisabledSafetyCheck.custom_call(STOP_GRADIENT_TARGET)
-                exported = jax.export.export(jax.jit(fn, keep_unused=True), disabled_checks=[marker])(*avals)
-                module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
-                output_specs = [
-                    LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
-                    for s, a in zip(output_specs, exported.out_avals, strict=True)
-                ]
-            else:
-                with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
-                    lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
-                module = lowered.compiler_ir("stablehlo")
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+        # symbolic: shape-polymorphic StableHLO, as jax.export writes it
+        module, out_avals = lower_flat(
+            fn,
+            avals,
+            symbolic=bool(symbols),
+            filename=type(model).__name__,
+            mark_stop_gradients=bool(detaches),
+        )
+        if symbols:
+            output_specs = [
+                LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
+                for s, a in zip(output_specs, out_avals, strict=True)
+            ]
         size = sum(a.nbytes for a in params.values())
         info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
     signature = Signature(
