@@ -56,6 +56,8 @@ from .module import Module, load  # noqa: E402
 from .signature import LeafSpec, Signature  # noqa: E402
 
 if _typing.TYPE_CHECKING:  # for type checkers and the API reference; loaded on first use below
+    from frontends.onnx.values import ValueSpecializedModel
+
     from .embed import call_jax
 
 __version__ = "0.1.0"
@@ -101,8 +103,11 @@ def from_jax(fn, *example_args, params=None, **example_kwargs) -> Module:
 
 
 @api
-def from_onnx(model, **options) -> Module:
-    """See :func:`frontends.onnx.from_onnx`."""
+def from_onnx(model, **options) -> Module | ValueSpecializedModel:
+    """See :func:`frontends.onnx.from_onnx`: a :class:`Module`, or a
+    :class:`frontends.onnx.values.ValueSpecializedModel` for a model whose shapes are computed
+    from the values of graph inputs (specialized per value at call time, as ``jax.jit``'s
+    static arguments)."""
     from frontends.onnx import from_onnx as _from_onnx
 
     return _from_onnx(model, **options)

@@ -13,6 +13,8 @@ from jax._src import core as _core
 from jax._src.interpreters import mlir as _mlir
 from jax._src.interpreters import partial_eval as _pe
 
+from .markers import STOP_GRADIENT_TARGET
+
 
 def max_dim(a, b):
     """``max(a, b)`` of ints or ``jax.export`` symbolic dimensions, as a dimension expression
@@ -163,10 +165,6 @@ def shape_assertion(pred, message: str) -> None:
     from jax._src.export import shape_poly
 
     shape_poly.shape_assertion(pred, error_message=message)
-
-
-#: custom-call target that marks ``lax.stop_gradient`` in modules ``from_jax`` exports
-STOP_GRADIENT_TARGET = "converter.stop_gradient"
 
 
 #: True in a thread inside :func:`stop_gradient_marked` (other threads lower

@@ -220,7 +220,7 @@ def load_jax(source: str, options: argparse.Namespace) -> Module:
     factory = split_factory(source)
     if factory is None:
         path = Path(source)
-        exported = _read_exported(path)
+        exported = read_exported(path)
         if weights_path(path).exists():  # an artifact with external weights (write_jax)
             from .weights import read_safetensors
 
@@ -231,7 +231,7 @@ def load_jax(source: str, options: argparse.Namespace) -> Module:
     return converter.from_jax(fn, *args, **kwargs)
 
 
-def _read_exported(path: Path):
+def read_exported(path: Path):
     import jax
 
     _check_file(path)
@@ -387,7 +387,7 @@ def export_jax(module: Module, platforms: Sequence[str] | None = None, *, extern
 
     from .passes.shapes import symbolic_shapes
 
-    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.extra.get("dim_ranges"))
+    shapes = symbolic_shapes([s.shape for s in sig.inputs], sig.dim_ranges)
     structs = [
         jax.ShapeDtypeStruct(shape, np.dtype(dtypes.to_numpy(s.dtype)), sharding=_leaf_sharding(s, fn))
         for shape, s in zip(shapes, sig.inputs, strict=True)

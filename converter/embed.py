@@ -36,9 +36,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import _contract, _jax_internal, dtypes
 from ._contract import api, quiet, verbose
 from .errors import ConversionError, InputTypeError, SignatureMismatchError
-from .signature import TreeSpec, input_path, unflatten
+from .signature import STATIC_TYPES, TreeSpec, input_path, tree_spec, unflatten
 
-_STATIC = (bool, int, float, str)
+_STATIC = STATIC_TYPES
 
 
 # --------------------------------------------------------------------------- DLPack
@@ -87,34 +87,14 @@ def to_torch_tensor(a: jax.Array) -> torch.Tensor:
 # --------------------------------------------------------------------------- trees
 
 
-def torch_tree(obj: Any, path: str = "") -> TreeSpec:
-    """The JSON tree spec of a pytree of torch tensors and jax Arrays (JAX leaf order: dict
-    keys sorted, matching how the JAX function will flatten them).
+def torch_tree(obj: Any) -> TreeSpec:
+    """The tree spec of ``call_jax``'s ``(args, kwargs)``: torch tensors and jax Arrays are
+    leaves (:func:`converter.signature.tree_spec`, JAX's leaf order, no custom nodes).
 
     Raises:
-        TypeError: a leaf that is not a tensor, None, bool, int, float or str, naming its
-            path (``args[1]['mask']``).
+        InputTypeError: a leaf of another type, naming its path (``args[1]['mask']``).
     """
-    if isinstance(obj, (torch.Tensor, jax.Array)):
-        return {"kind": "leaf"}
-    if obj is None:
-        return {"kind": "none"}
-    if isinstance(obj, _STATIC):
-        return {"kind": "static", "value": obj}
-    if type(obj) in (tuple, list):
-        kind = "tuple" if type(obj) is tuple else "list"
-        return {"kind": kind, "children": [torch_tree(c, f"{path}[{i}]") for i, c in enumerate(obj)]}
-    if type(obj) is dict:
-        keys = sorted(obj)
-        return {
-            "kind": "dict",
-            "keys": keys,
-            "children": [torch_tree(obj[k], f"{path}[{k!r}]") for k in keys],
-        }
-    raise InputTypeError(
-        f"{input_path(path) or 'argument'}: unsupported type {type(obj).__name__} "
-        "(expected a torch.Tensor, jax.Array, None, bool, int, float, str, list, tuple or dict)"
-    )
+    return tree_spec(obj, leaf=lambda x: isinstance(x, (torch.Tensor, jax.Array)), pytree_nodes=False)
 
 
 def check_call(fn: Callable, args: tuple, kwargs: dict, name: str) -> None:
@@ -824,9 +804,9 @@ def _torch_size(d: Any, env: dict[str, Any]) -> Any:
     names) as a torch size (``torch.SymInt`` arithmetic on the inputs' sizes)."""
     if isinstance(d, int):
         return d
-    from converter.passes.shapes import _eval_dim, _parse_dim
+    from converter.dims import eval_dim, parse_dim
 
-    return _eval_dim(_parse_dim(str(d)), env, calls={"max": torch.sym_max, "min": torch.sym_min})
+    return eval_dim(parse_dim(str(d)), env, calls={"max": torch.sym_max, "min": torch.sym_min})
 
 
 def _handle(entry: _PolyEntry) -> str:
@@ -925,8 +905,6 @@ def _compiled_handle(fn: Callable, spec: TreeSpec, in_dtypes: tuple) -> str:
     ``in_dtypes``, made while Dynamo traces (it runs this as a constant: the entry is Python
     state, not graph), kept in ``fn``'s entry cache (as long as ``fn`` lives). Checks that
     the arguments bind to ``fn`` first."""
-    from frontends.jax import tree_spec
-
     cache = _entries_of(fn)[1]
     key = ("torch.compile", json.dumps(spec, default=repr), in_dtypes)
     if key in cache:
@@ -986,8 +964,6 @@ _TORCH_CACHE_STRONG: dict = {}
 
 
 def _jax_tree(obj: Any, path: str = "") -> TreeSpec:
-    from frontends.jax import tree_spec
-
     return tree_spec(obj, leaf=lambda x: isinstance(x, (jax.Array, np.ndarray, jax.core.Tracer)), path=path)
 
 
@@ -1152,14 +1128,14 @@ def _check_x64(module: Any) -> None:
     Raises:
         ConversionError: naming the 64-bit arguments and how to enable x64.
     """
-    from backends.jax import _WIDE, needs_x64
+    from backends.jax import WIDE_DTYPES, needs_x64
 
     from .errors import ConversionError
 
     if jax.config.jax_enable_x64 or not needs_x64(module):
         return
     sig = module.signature
-    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in _WIDE]
+    wide = [f"{s.name} ({s.dtype})" for s in sig.all_args + sig.outputs if s.dtype in WIDE_DTYPES]
     raise ConversionError(
         f"the torch code computes with 64-bit types ({', '.join(wide[:4]) or 'inside the graph'}), "
         "which JAX narrows to 32 bits unless jax_enable_x64 is on; call_torch does not change "

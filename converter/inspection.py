@@ -14,6 +14,7 @@ import json
 import math
 from typing import Any
 
+from .errors import ConversionError
 from .module import Module
 
 HELP = "Print a file's signature, placements, mesh and partition specs, parameters and op histogram."
@@ -44,8 +45,19 @@ def load_any(path: str, source: str | None = None, options: argparse.Namespace |
 
 
 def report(module: Module, top: int = 20) -> dict[str, Any]:
-    """The inspection report as plain data (what ``--json`` prints)."""
+    """The inspection report as plain data (what ``--json`` prints).
+
+    Raises:
+        ConversionError: ``module`` is no :class:`Module` (an ONNX model whose shapes come from
+            input values has no single StableHLO program to inspect).
+    """
     from .placement import host_functions
+
+    if not isinstance(module, Module):
+        raise ConversionError(
+            f"{module!r} has no single StableHLO program to inspect: specialize it first "
+            "(from_onnx(..., static_inputs={name: array}) or specialize_values)"
+        )
 
     sig = module.signature
     kept = set(range(len(sig.all_args))) if sig.kept_var_idx is None else set(sig.kept_var_idx)

@@ -73,7 +73,7 @@ class Interpreter:
         time (a ``constant`` seen through ``broadcast_in_dim``, ``reshape``, ``convert``),
         else ``None``. Backends use it where the target needs a static value (an init value
         a target op must recognize, a shape)."""
-        return _fold(op.operands[index])
+        return fold_constant(op.operands[index])
 
     # ------------------------------------------------------------------ walk
 
@@ -176,13 +176,13 @@ class Interpreter:
 def static_value(value: ir.Value) -> np.ndarray | None:
     """``value`` as a NumPy array when it is a ``constant`` seen through ``broadcast_in_dim``,
     ``reshape`` and ``convert``, else None (see :meth:`Interpreter.static_operand`)."""
-    return _fold(value)
+    return fold_constant(value)
 
 
 _FOLDABLE = {"stablehlo.constant", "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert"}
 
 
-def _fold(value: ir.Value) -> np.ndarray | None:
+def fold_constant(value: ir.Value) -> np.ndarray | None:
     owner = value.owner
     if not isinstance(owner, ir.Operation) and hasattr(owner, "operation"):
         owner = owner.operation
@@ -191,7 +191,7 @@ def _fold(value: ir.Value) -> np.ndarray | None:
     op = mlir.Op(owner)
     if op.name == "stablehlo.constant":
         return op.attr("value")
-    inner = _fold(owner.operands[0])
+    inner = fold_constant(owner.operands[0])
     if inner is None:
         return None
     t = op.result_type

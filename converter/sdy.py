@@ -1,17 +1,23 @@
-"""Reading Shardy meshes and shardings from a StableHLO module (for the backends that run
-a partitioned module one partition per process).
+"""Reading Shardy meshes and shardings from a StableHLO module: the converter's one reader of
+the ``sdy`` dialect's attributes, through jaxlib's Shardy bindings (Shardy dialect reference:
+openxla.org/shardy, ``MeshAttr``/``TensorShardingAttr``).
 
-JAX lowers ``jax.jit(shard_map(f, mesh, in_specs, out_specs))`` with Shardy: the module has
-``mhlo.num_partitions = N``, an ``sdy.mesh @name = <["x"=2, "y"=2]>`` symbol and, in
-``@main``, an ``sdy.manual_computation`` whose ``in_shardings``/``out_shardings`` say how
-each operand and result is split over the mesh axes (``<@mesh, [{"x"}, {}]>``: dimension 0
-split over ``x``, dimension 1 whole). The MLIR bindings expose these attributes only as their
-text, so this module decodes that text (Shardy dialect reference: openxla.org/shardy).
+JAX lowers a sharded program with Shardy: the module has ``mhlo.num_partitions = N``, an
+``sdy.mesh @name = <["x"=2, "y"=2]>`` symbol, ``sdy.sharding`` attributes on ``@main``'s
+arguments and results, and ``sdy.manual_computation`` ops (``shard_map``) whose
+``in_shardings``/``out_shardings`` say how each operand and result is split over the mesh
+axes (``<@mesh, [{"x"}, {}]>``: dimension 0 split over ``x``, dimension 1 whole). A module
+exported in Shardy's round-trip form keeps the same attributes as text in
+``mhlo.frontend_attributes`` (``xla.sdy.meshes``, ``xla.sdy.sharding``...); the functions
+below take an attribute or its text.
 
-Partition ``p`` (the value of ``stablehlo.partition_id``, and the ids in ``replica_groups``
-and ``source_target_pairs``) sits at the mesh position whose device id is ``p``: position
-``p`` itself for a mesh without ``device_ids``, else ``device_ids.index(p)``; positions are
-row-major over the mesh axes (the order of ``jax.sharding.Mesh.devices.flat``).
+Device ids follow Shardy's ``MeshAttr``: a mesh without ``device_ids`` has the devices
+``iota(product of axis sizes)`` in row-major order over its axes (the order of
+``jax.sharding.Mesh.devices.flat``); with ``device_ids`` (a permutation of that iota, never
+iota itself), position ``i`` holds device ``device_ids[i]``. A mesh without axes is maximal:
+one device, ``device_ids[0]`` (any non-negative id) or 0. Partition ``p`` (the value of
+``stablehlo.partition_id``, and the ids in ``replica_groups`` and ``source_target_pairs``)
+runs on the mesh position holding device ``p``.
 """
 
 from __future__ import annotations
@@ -21,11 +27,10 @@ import re
 from dataclasses import dataclass
 
 from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import sdy as _sdy
 
-from .errors import DistributedError
+from .errors import DistributedError, ShardingError
 
-_AXIS = re.compile(r'"([^"]*)"\s*=\s*(\d+)')
-_DEVICE_IDS = re.compile(r"device_ids\s*=\s*\[([^\]]*)\]")
 _QUOTED = re.compile(r'"([^"]*)"')
 
 
@@ -33,22 +38,45 @@ _QUOTED = re.compile(r'"([^"]*)"')
 class Mesh:
     """A Shardy mesh: ``axes`` as ``(name, size)`` pairs, major to minor, and the device id
     at each row-major position (``device_ids``; ``None`` means position ``i`` is device
-    ``i``)."""
+    ``i``). A maximal mesh has no axes and one device id."""
 
     axes: tuple[tuple[str, int], ...]
     device_ids: tuple[int, ...] | None = None
 
     @property
     def size(self) -> int:
+        """The number of devices."""
         return math.prod(s for _, s in self.axes)
 
+    @property
+    def maximal(self) -> bool:
+        """True for a mesh of one device without axes (``<[], device_ids=[3]>``)."""
+        return not self.axes
+
+    @property
+    def shape(self) -> dict[str, int]:
+        """``{axis name: size}`` in mesh order."""
+        return dict(self.axes)
+
     def coordinates(self, partition: int) -> dict[str, int]:
-        """The mesh coordinate of partition ``partition``, by axis name."""
-        pos = partition if self.device_ids is None else self.device_ids.index(partition)
+        """The mesh coordinate of the device ``partition``, by axis name.
+
+        Raises:
+            ShardingError: the mesh has no device ``partition``.
+        """
+        ids = self.device_ids if self.device_ids is not None else range(self.size)
+        if partition not in ids:
+            raise ShardingError(f"device {partition} is not in the mesh {self}")
+        pos = list(ids).index(partition)
         out = {}
         for name, size in reversed(self.axes):
             pos, out[name] = divmod(pos, size)
         return out
+
+    def __str__(self) -> str:
+        axes = ", ".join(f'"{a}"={s}' for a, s in self.axes)
+        ids = "" if self.device_ids is None else f", device_ids={list(self.device_ids)}"
+        return f"<[{axes}]{ids}>"
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,12 @@ class Sharding:
     mesh: str
     dims: tuple[tuple[str, ...], ...]
 
+    @property
+    def spec(self) -> tuple:
+        """The ``jax.sharding.PartitionSpec`` entries: per dimension None (not split), an
+        axis name, or a tuple of axis names."""
+        return tuple(None if not a else a[0] if len(a) == 1 else a for a in self.dims)
+
     def counts(self, mesh: Mesh) -> tuple[int, ...]:
         """Number of shards along each dimension."""
         sizes = dict(mesh.axes)
@@ -68,8 +102,8 @@ class Sharding:
         """The shape of one shard of a value of global ``shape``.
 
         Raises:
-            DistributedError: a dimension is not divisible by its number of shards (names
-                ``what``).
+            DistributedError: the ranks differ or a dimension is not divisible by its number
+                of shards (names ``what``).
         """
         if len(shape) != len(self.dims):
             raise DistributedError(
@@ -85,7 +119,7 @@ class Sharding:
         return tuple(out)
 
     def shard_index(self, mesh: Mesh, partition: int) -> tuple[int, ...]:
-        """Which shard partition ``partition`` holds along each dimension."""
+        """Which shard the device ``partition`` holds along each dimension."""
         coord = mesh.coordinates(partition)
         sizes = dict(mesh.axes)
         out = []
@@ -101,106 +135,125 @@ class Sharding:
         return f"<@{self.mesh}, [{dims}]>"
 
 
-def meshes(module: ir.Module) -> dict[str, Mesh]:
-    """The ``sdy.mesh`` symbols of ``module`` by name.
+def _attribute(value: ir.Attribute | str, prefix: str) -> ir.Attribute:
+    """``value`` as an attribute: text is parsed (``prefix`` added to Shardy's short form,
+    ``<@mesh, [...]>`` → ``#sdy.sharding<@mesh, [...]>``) in the current MLIR context, or
+    the converter's when there is none."""
+    if isinstance(value, ir.Attribute):
+        return value
+    text = str(value).strip()
+    if text.startswith("<"):
+        text = prefix + text
+    try:
+        ctx = ir.Context.current
+    except ValueError:
+        ctx = None
+    if ctx is None:
+        from .mlir import context
+
+        ctx = context()
+    with ctx:
+        try:
+            return ir.Attribute.parse(text)
+        except ir.MLIRError as e:
+            raise ShardingError(f"cannot read the Shardy attribute {text!r}: {e}") from None
+
+
+def parse_mesh(value: ir.Attribute | str, name: str = "mesh") -> Mesh:
+    """A :class:`Mesh` from an ``#sdy.mesh<...>`` attribute or its text
+    (``#sdy.mesh<["x"=2], device_ids=[1, 0]>``).
 
     Raises:
-        DistributedError: a mesh the text cannot be read from.
+        ShardingError: the text is no Shardy mesh; device ids that break Shardy's rules
+            (a maximal mesh of several devices, ids that are not a permutation of the mesh's
+            devices), named with ``name``.
+    """
+    attr = _attribute(value, "#sdy.mesh")
+    if not _sdy.MeshAttr.isinstance(attr):
+        raise ShardingError(f"mesh @{name}: {attr} is not an #sdy.mesh")
+    mesh = _sdy.MeshAttr(attr)
+    axes = tuple((_sdy.MeshAxisAttr(a).name, int(_sdy.MeshAxisAttr(a).size)) for a in mesh.axes)
+    ids = tuple(int(i) for i in mesh.device_ids)
+    if not ids:
+        return Mesh(axes)
+    n = math.prod(s for _, s in axes)
+    ok = (len(ids) == 1 and ids[0] >= 0) if not axes else sorted(ids) == list(range(n))
+    if not ok:
+        raise ShardingError(f"mesh @{name}: device_ids {list(ids)} are not a permutation of its {n} devices")
+    return Mesh(axes, None if axes and list(ids) == list(range(n)) else ids)
+
+
+def meshes(module: ir.Module) -> dict[str, Mesh]:
+    """The ``sdy.mesh`` symbols of ``module`` by name, from the ops or from Shardy's round-trip
+    form (``mhlo.frontend_attributes = {xla.sdy.meshes = "{mesh = #sdy.mesh<...>}"}``).
+
+    Raises:
+        ShardingError: a mesh :func:`parse_mesh` refuses.
     """
     out = {}
     for op in module.body.operations:
         op = op.operation
-        if op.name != "sdy.mesh":
-            continue
-        name = ir.StringAttr(op.attributes["sym_name"]).value
-        out[name] = parse_mesh(str(op.attributes["mesh"]), name)
+        if op.name == "sdy.mesh":
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            out[name] = parse_mesh(op.attributes["mesh"], name)
     attrs = module.operation.attributes
-    if "mhlo.frontend_attributes" in attrs:  # Shardy's round-trip form (a serialized module)
+    if "mhlo.frontend_attributes" in attrs:
         frontend = ir.DictAttr(attrs["mhlo.frontend_attributes"])
         if "xla.sdy.meshes" in frontend:
-            text = ir.StringAttr(frontend["xla.sdy.meshes"]).value.strip()
-            for item in _split_top(text[1:-1]):
-                name, _, mesh = item.partition("=")
-                out[name.strip()] = parse_mesh(mesh.strip(), name.strip())
+            with module.context:
+                table = ir.DictAttr(ir.Attribute.parse(ir.StringAttr(frontend["xla.sdy.meshes"]).value))
+            for i in range(len(table)):
+                out[table[i].name] = parse_mesh(table[i].attr, table[i].name)
     return out
 
 
-def parse_mesh(text: str, name: str = "mesh") -> Mesh:
-    """A :class:`Mesh` from its attribute text (``#sdy.mesh<["x"=2], device_ids=[1, 0]>``)."""
-    ids = _DEVICE_IDS.search(text)
-    body = text[: ids.start()] if ids else text
-    axes = tuple((a, int(s)) for a, s in _AXIS.findall(body))
-    device_ids = None
-    if ids:
-        device_ids = tuple(int(v) for v in ids.group(1).replace(" ", "").split(",") if v)
-        if sorted(device_ids) != list(range(math.prod(s for _, s in axes))):
-            raise DistributedError(
-                f"mesh @{name}: device_ids {list(device_ids)} are not a permutation of the mesh"
-            )
-    return Mesh(axes, device_ids)
-
-
-def _split_top(text: str) -> list[str]:
-    """The comma-separated items of ``text`` at bracket depth 0."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<[{(":
-            depth += 1
-        elif ch in ">]})":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    if text[start:].strip():
-        items.append(text[start:].strip())
-    return items
-
-
-def parse_sharding(text: str) -> Sharding:
-    """A :class:`Sharding` from a tensor sharding's text (``<@mesh, [{"x"}, {}]>``, with or
-    without ``#sdy.sharding``).
+def parse_sharding(value: ir.Attribute | str) -> Sharding:
+    """A :class:`Sharding` from an ``#sdy.sharding<@mesh, [{"x"}, {}]>`` attribute or its text
+    (with or without ``#sdy.sharding``). Open dimensions (``{?}``, ``{"x", ?}``) read as their
+    axes; ``replicated`` axes as not splitting anything.
 
     Raises:
-        DistributedError: forms this reader does not handle: an inline mesh, sub-axes
-            (``"x":(1)2``) or ``unreduced`` axes, each named.
+        ShardingError: forms the converter does not run, each named: an inline mesh,
+            sub-axes (``"x":(1)2``), ``unreduced`` axes.
     """
-    body = text.strip()
-    body = body.removeprefix("#sdy.sharding")
-    if not (body.startswith("<") and body.endswith(">")):
-        raise DistributedError(f"cannot read the sharding {text!r}")
-    items = _split_top(body[1:-1])
-    if not items or not items[0].startswith("@"):
-        raise DistributedError(f"sharding {text!r}: only shardings over a named mesh (@name) are supported")
-    mesh = items[0][1:]
-    dims_text = items[1] if len(items) > 1 else "[]"
-    for extra in items[2:]:
-        if extra.startswith("unreduced") and _QUOTED.search(extra):
-            raise DistributedError(f"sharding {text!r}: unreduced axes are not supported")
+    attr = _attribute(value, "#sdy.sharding")
+    if not _sdy.TensorShardingAttr.isinstance(attr):
+        raise ShardingError(f"{attr} is not an #sdy.sharding")
+    sharding = _sdy.TensorShardingAttr(attr)
+    mesh = sharding.mesh_or_ref
+    if not isinstance(mesh, ir.FlatSymbolRefAttr):
+        raise ShardingError(f"sharding {attr}: only shardings over a named mesh (@name) are supported")
+    if len(list(sharding.unreduced_axes)):
+        raise ShardingError(f"sharding {attr}: unreduced axes are not supported")
     dims = []
-    for dim in _split_top(dims_text.strip()[1:-1]):
-        inner = dim[dim.index("{") + 1 : dim.rindex("}")]
+    for dim in sharding.dimension_shardings:
         axes = []
-        for tok in _split_top(inner):
-            if tok == "?":
-                continue
-            if ":" in tok:
-                raise DistributedError(f"sharding {text!r}: sub-axes ({tok}) are not supported")
-            axes.append(_QUOTED.fullmatch(tok).group(1))
+        for a in _sdy.DimensionShardingAttr(dim).axes:
+            ref = _sdy.AxisRefAttr(a)
+            if ref.sub_axis_info is not None:
+                raise ShardingError(f"sharding {attr}: sub-axes ({ref}) are not supported")
+            axes.append(ref.name)
         dims.append(tuple(axes))
-    return Sharding(mesh, tuple(dims))
+    return Sharding(mesh.value, tuple(dims))
 
 
-def parse_sharding_list(text: str) -> list[Sharding]:
-    """The shardings of ``#sdy.sharding_per_value<[<...>, <...>]>`` (an op's
-    ``in_shardings``/``out_shardings``)."""
-    body = text.strip().removeprefix("#sdy.sharding_per_value")
-    body = body[body.index("[") + 1 : body.rindex("]")]
-    return [parse_sharding(item) for item in _split_top(body)]
+def parse_sharding_list(value: ir.Attribute | str) -> list[Sharding]:
+    """The shardings of an ``#sdy.sharding_per_value<[<...>, <...>]>`` attribute or its text
+    (an op's ``in_shardings``/``out_shardings``).
+
+    Raises:
+        ShardingError: as :func:`parse_sharding`.
+    """
+    attr = _attribute(value, "#sdy.sharding_per_value")
+    if not _sdy.TensorShardingPerValueAttr.isinstance(attr):
+        raise ShardingError(f"{attr} is not an #sdy.sharding_per_value")
+    return [parse_sharding(s) for s in _sdy.TensorShardingPerValueAttr(attr).shardings]
 
 
-def manual_axes(text: str) -> tuple[str, ...]:
-    """The axis names of ``#sdy<manual_axes{"x", "y"}>``."""
-    return tuple(_QUOTED.findall(text))
+def manual_axes(value: ir.Attribute | str) -> tuple[str, ...]:
+    """The axis names of ``#sdy<manual_axes{"x", "y"}>`` (the bindings expose this attribute
+    only as its text: its quoted axis names, in order)."""
+    return tuple(_QUOTED.findall(str(value)))
 
 
 def num_partitions(module: ir.Module) -> int:

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 from jaxlib.mlir import ir
-from jaxlib.mlir.dialects import sdy
 
+from . import sdy
 from .errors import ShardingError
 
 #: A leaf's partition spec as stored in a signature: one entry per dimension.
@@ -36,26 +36,25 @@ Spec = tuple
 
 
 def module_meshes(module: ir.Module) -> dict[str, dict[str, int]]:
-    """Every ``sdy.mesh`` symbol of ``module``: ``{symbol name: {axis: size}}`` (axis order kept).
+    """Every ``sdy.mesh`` symbol of ``module`` with axes: ``{symbol name: {axis: size}}``
+    (axis order kept), read by :func:`converter.sdy.meshes`. Maximal meshes (one device, no
+    axes: ``<[], device_ids=[3]>``) shard nothing and are left out.
 
     Raises:
         ShardingError: a mesh with explicit ``device_ids`` (a device order other than
-            ``0..N-1``), which the converter does not reproduce.
+            ``0..N-1``): a signature's mesh is ``{axis: size}`` over devices in order, so
+            the converter does not reproduce another order.
     """
     out: dict[str, dict[str, int]] = {}
-    for op in module.body.operations:
-        if op.operation.name != "sdy.mesh":
+    for name, mesh in sdy.meshes(module).items():
+        if mesh.maximal:
             continue
-        name = ir.StringAttr(op.operation.attributes["sym_name"]).value
-        mesh = sdy.MeshAttr(op.operation.attributes["mesh"])
-        ids = list(mesh.device_ids)
-        axes = {sdy.MeshAxisAttr(a).name: int(sdy.MeshAxisAttr(a).size) for a in mesh.axes}
-        if ids and ids != list(range(math.prod(axes.values()) or 1)):
+        if mesh.device_ids is not None:
             raise ShardingError(
-                f"sdy.mesh @{name} has device_ids={ids}: only meshes over devices 0..N-1 in order "
-                "are supported"
+                f"sdy.mesh @{name} has device_ids={list(mesh.device_ids)}: only meshes over devices "
+                "0..N-1 in order are supported"
             )
-        out[name] = axes
+        out[name] = mesh.shape
     return out
 
 
@@ -66,7 +65,7 @@ def module_mesh(module: ir.Module) -> dict[str, int] | None:
     Raises:
         ShardingError: the module has several different meshes.
     """
-    meshes = {k: v for k, v in module_meshes(module).items() if v}
+    meshes = module_meshes(module)
     shapes = {tuple(v.items()) for v in meshes.values()}
     if len(shapes) > 1:
         raise ShardingError(f"the module uses several meshes {meshes}; one mesh is supported")
@@ -75,35 +74,25 @@ def module_mesh(module: ir.Module) -> dict[str, int] | None:
 
 def decode_sharding(attr: ir.Attribute) -> Spec:
     """A ``#sdy.sharding<@mesh, [{"x"}, {}, {"y", "z"}]>`` attribute as a spec tuple
-    (``("x", None, ("y", "z"))``). Open dimensions (``{?}``, ``{"x", ?}``) read as their
-    axes; the ``replicated`` axes as not sharded.
+    (``("x", None, ("y", "z"))``), read by :func:`converter.sdy.parse_sharding`. Open
+    dimensions (``{?}``, ``{"x", ?}``) read as their axes; the ``replicated`` axes as not
+    sharded.
 
     Raises:
-        ShardingError: a dimension over a sub-axis (``"x":(1)2``) or ``unreduced`` axes.
+        ShardingError: a dimension over a sub-axis (``"x":(1)2``), ``unreduced`` axes or an
+            inline mesh.
     """
-    sharding = sdy.TensorShardingAttr(attr)
-    if list(sharding.unreduced_axes):
-        raise ShardingError(f"{attr}: unreduced axes are not supported")
-    spec = []
-    for dim in sharding.dimension_shardings:
-        names = []
-        for a in sdy.DimensionShardingAttr(dim).axes:
-            ref = sdy.AxisRefAttr(a)
-            if ref.sub_axis_info is not None:
-                raise ShardingError(f"{attr}: sub-axis shardings are not supported")
-            names.append(ref.name)
-        spec.append(None if not names else names[0] if len(names) == 1 else tuple(names))
-    return tuple(spec)
+    return sdy.parse_sharding(attr).spec
 
 
 def decode_shardings(attr: ir.Attribute) -> list[Spec]:
     """The specs of a ``#sdy.sharding_per_value<[...]>`` attribute (manual computations)."""
-    return [decode_sharding(s) for s in sdy.TensorShardingPerValueAttr(attr).shardings]
+    return [s.spec for s in sdy.parse_sharding_list(attr)]
 
 
 def decode_manual_axes(attr: ir.Attribute) -> list[str]:
     """The axis names of a ``#sdy<manual_axes{"x", "y"}>`` attribute."""
-    return re.findall(r'"([^"]+)"', str(attr))
+    return list(sdy.manual_axes(attr))
 
 
 def func_shardings(fn: ir.Operation, key: str, count: int) -> list[Spec | None]:

@@ -19,14 +19,25 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import jax
+import numpy as np
+
 from . import dtypes
-from .errors import SignatureMismatchError
+from .errors import InputTypeError, SignatureMismatchError
 
 TreeSpec = dict[str, Any]
 LEAF: TreeSpec = {"kind": "leaf"}
+
+#: :class:`Signature` fields that manifests written before they existed kept in ``extra``
+_TYPED_EXTRA = ("dim_ranges", "narrowed", "tied", "frozen", "non_persistent", "training", "host_functions")
+
+
+def _jsonable(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
@@ -137,6 +148,22 @@ class Signature:
             order (``{"x": 4, "y": 2}``: 8 devices, device ``k`` at position ``k`` of the
             row-major grid), read from its ``sdy.mesh``; None for a one-device module.
             Each leaf's :attr:`LeafSpec.sharding` is a partition spec over it.
+        dim_ranges: ``{dimension name: [lower, upper or None]}``, the declared ranges of
+            the symbolic dimensions (``torch.export.Dim(min=, max=)``, ``jax.export``
+            constraints) tighter than the implicit ``>= 1``/unbounded; empty when none.
+        narrowed: ``{leaf name: source dtype}`` of the leaves a 64-bit → 32-bit pass
+            narrowed (:mod:`converter.passes.narrow`); the backends cast them back.
+        tied: ``{alias: parameter name}``: a second name of one tensor (tied weights such as
+            GPT-2's embedding and LM head), restored under each name in state dicts.
+        frozen: parameters that take no gradient (``requires_grad=False`` in torch).
+        non_persistent: buffers left out of a torch ``state_dict()`` (``persistent=False``).
+        training: the train/eval mode a torch source's mode-dependent layers (BatchNorm,
+            dropout) were traced in, or None when the computation does not depend on it.
+        host_functions: the functions of the module that run on the host
+            (:mod:`converter.passes.placement`).
+        extra: other metadata, JSON-serializable; the typed fields above were keys of it
+            before, and reading such a dict (:meth:`from_json`, or ``extra=`` given to the
+            constructor) moves those keys into their fields.
     """
 
     params: tuple[LeafSpec, ...]
@@ -149,6 +176,30 @@ class Signature:
     extra: dict = field(default_factory=dict)
     mutations: tuple[Mutation, ...] = ()
     mesh: dict[str, int] | None = None
+    dim_ranges: dict[str, list[int | None]] = field(default_factory=dict)
+    narrowed: dict[str, str] = field(default_factory=dict)
+    tied: dict[str, str] = field(default_factory=dict)
+    frozen: tuple[str, ...] = ()
+    non_persistent: tuple[str, ...] = ()
+    training: bool | None = None
+    host_functions: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # metadata that used to be ``extra`` keys (saved manifests, callers passing ``extra=``)
+        extra = dict(self.extra or {})
+        moved = {k: extra.pop(k) for k in _TYPED_EXTRA if k in extra}
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen)
+        set_("extra", extra)
+        for name, value in moved.items():
+            if value is not None and not getattr(self, name):
+                set_(name, value)
+        set_("dim_ranges", {str(k): list(v) for k, v in (self.dim_ranges or {}).items()})
+        set_("narrowed", {str(k): str(v) for k, v in (self.narrowed or {}).items()})
+        set_("tied", {str(k): str(v) for k, v in (self.tied or {}).items()})
+        for name in ("frozen", "non_persistent", "host_functions"):
+            set_(name, tuple(getattr(self, name) or ()))
+        if self.training is not None:
+            set_("training", bool(self.training))
 
     @property
     def num_devices(self) -> int:
@@ -192,6 +243,7 @@ class Signature:
             "extra": self.extra,
             **({"mutations": [m.to_json() for m in self.mutations]} if self.mutations else {}),
             **({"mesh": dict(self.mesh)} if self.mesh else {}),
+            **{k: v for k in _TYPED_EXTRA if (v := _jsonable(getattr(self, k))) not in (None, {}, [])},
         }
 
     @staticmethod
@@ -208,6 +260,7 @@ class Signature:
             extra=d.get("extra", {}),
             mutations=tuple(Mutation.from_json(m) for m in d.get("mutations", ())),
             mesh={str(k): int(v) for k, v in d["mesh"].items()} if d.get("mesh") else None,
+            **{k: d[k] for k in _TYPED_EXTRA if d.get(k) is not None},
         )
 
     def replace(self, **changes) -> Signature:
@@ -367,6 +420,80 @@ def leaf_paths(spec: TreeSpec, prefix: str = "") -> list[str]:
 def args_tree(args_spec: TreeSpec, kwargs_spec: TreeSpec) -> TreeSpec:
     """The ``(args, kwargs)`` input tree."""
     return {"kind": "tuple", "children": [args_spec, kwargs_spec]}
+
+
+#: Python values a tree spec keeps as ``static`` leaves (specialized at conversion time)
+STATIC_TYPES = (bool, int, float, complex, str)
+
+
+def is_array(x: Any) -> bool:
+    """True for the array-like leaves JAX traces (jax/NumPy arrays, ``ShapeDtypeStruct``,
+    NumPy scalars, any object with ``shape`` and ``dtype``); Python scalars and strings are
+    static."""
+    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)) or (
+        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, STATIC_TYPES)
+    )
+
+
+def tree_spec(
+    obj: Any,
+    *,
+    leaf: Callable[[Any], bool] = is_array,
+    pytree_nodes: bool = True,
+    path: str = "",
+) -> TreeSpec:
+    """The JSON tree spec of a pytree, in JAX's leaf order (dict keys sorted): the one
+    builder for ``from_jax``'s inputs and outputs and ``call_jax``/``call_torch``'s trees.
+
+    Objects ``leaf`` accepts (default :func:`is_array`) become ``leaf``; None becomes
+    ``none``; bool, int, float, complex and str (:data:`STATIC_TYPES`) become ``static``
+    with their value; tuples, lists and dicts their kinds. With ``pytree_nodes``, other
+    JAX-registered pytree nodes (named tuples, dataclasses, flax structs) become dicts of
+    their children keyed by JAX's key paths and tagged with their type name.
+
+    Raises:
+        InputTypeError: (a ``TypeError``) an object that is none of those, naming its path
+            in the ``(args, kwargs)`` tree (``args[1]['mask']``).
+    """
+    if leaf(obj):
+        return dict(LEAF)
+    if obj is None:
+        return {"kind": "none"}
+    if isinstance(obj, STATIC_TYPES):
+        return {"kind": "static", "value": obj}
+    sub = lambda c, key: tree_spec(c, leaf=leaf, pytree_nodes=pytree_nodes, path=f"{path}[{key!r}]")  # noqa: E731
+    if type(obj) in (tuple, list):
+        return {"kind": type(obj).__name__, "children": [sub(c, i) for i, c in enumerate(obj)]}
+    if type(obj) is dict:
+        keys = sorted(obj)
+        return {"kind": "dict", "keys": keys, "children": [sub(obj[k], k) for k in keys]}
+    children = None
+    if pytree_nodes:
+        children, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
+        if len(children) == 1 and children[0][0] == ():  # not a registered pytree node
+            children = None
+    if children is None:
+        nodes = ", dict or a JAX pytree node" if pytree_nodes else " or dict"
+        raise InputTypeError(
+            f"{input_path(path) or 'input'}: unsupported type {type(obj).__name__} "
+            f"(expected an array, None, bool, int, float, complex, str, tuple, list{nodes})"
+        )
+    keys = [_key_name(kp[0]) for kp, _ in children]
+    return {
+        "kind": "dict",
+        "keys": keys,
+        "children": [sub(c, k) for k, (_, c) in zip(keys, children, strict=True)],
+        "type": type(obj).__name__,
+    }
+
+
+def _key_name(key: Any) -> Any:
+    """The name of one JAX key-path entry (``DictKey.key``, ``GetAttrKey.name``,
+    ``SequenceKey.idx``)."""
+    for attr in ("key", "name", "idx"):
+        if hasattr(key, attr):
+            return getattr(key, attr)
+    return str(key)
 
 
 def input_path(path: str) -> str:

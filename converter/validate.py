@@ -576,9 +576,9 @@ def jax_export_source(path: str | os.PathLike) -> Source:
     the reference is ``Exported.call`` (XLA)."""
     import converter
 
-    from .cli import _read_exported
+    from .cli import read_exported
 
-    exported = _read_exported(Path(path))
+    exported = read_exported(Path(path))
     module = converter.from_jax(exported)
 
     def run(a: tuple, k: dict) -> list[np.ndarray]:

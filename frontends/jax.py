@@ -18,72 +18,18 @@ from jaxlib.mlir import ir
 
 from converter import _jax_internal, dtypes, mlir, sharding
 from converter.errors import SignatureMismatchError
+from converter.lowering import export as export_flat
 from converter.module import Module
 from converter.passes import run_passes
-from converter.signature import LEAF, LeafSpec, Signature, TreeSpec, input_path, leaf_paths
-
-_STATIC_TYPES = (bool, int, float, complex, str)
-
-
-def is_array(x: Any) -> bool:
-    """True for the array-like leaves JAX traces (jax/NumPy arrays, ``ShapeDtypeStruct``,
-    NumPy scalars); Python scalars and strings are static."""
-    return isinstance(x, (jax.Array, np.ndarray, np.generic, jax.ShapeDtypeStruct)) or (
-        hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, _STATIC_TYPES)
-    )
-
-
-def tree_spec(obj: Any, *, leaf: Callable[[Any], bool] = is_array, path: str = "") -> TreeSpec:
-    """The JSON tree spec of a JAX pytree, in JAX's leaf order (dict keys sorted).
-
-    Array leaves (``leaf(x)``) become ``leaf``; None becomes ``none``; bool, int, float,
-    complex and str become ``static`` with their value; JAX-registered custom nodes (named
-    tuples, dataclasses, flax structs) become dicts tagged with their type name.
-
-    Raises:
-        TypeError: a leaf that is neither an array nor a static value, naming its path.
-    """
-    if leaf(obj):
-        return dict(LEAF)
-    if obj is None:
-        return {"kind": "none"}
-    if isinstance(obj, _STATIC_TYPES):
-        return {"kind": "static", "value": obj}
-    if type(obj) in (tuple, list):
-        kind = "tuple" if type(obj) is tuple else "list"
-        return {
-            "kind": kind,
-            "children": [tree_spec(c, leaf=leaf, path=f"{path}[{i}]") for i, c in enumerate(obj)],
-        }
-    if type(obj) is dict:
-        keys = sorted(obj)
-        return {
-            "kind": "dict",
-            "keys": keys,
-            "children": [tree_spec(obj[k], leaf=leaf, path=f"{path}[{k!r}]") for k in keys],
-        }
-    children, _ = jax.tree_util.tree_flatten_with_path(obj, is_leaf=lambda x: x is not obj)
-    if len(children) == 1 and children[0][0] == ():  # not a registered pytree node
-        raise TypeError(
-            f"{input_path(path) or 'input'}: unsupported leaf of type {type(obj).__name__} "
-            "(expected an array, None, bool, int, float, str, tuple, list, dict or a JAX pytree node)"
-        )
-    keys = [_key_name(kp[0]) for kp, _ in children]
-    return {
-        "kind": "dict",
-        "keys": keys,
-        "children": [
-            tree_spec(c, leaf=leaf, path=f"{path}[{k!r}]") for k, (_, c) in zip(keys, children, strict=True)
-        ],
-        "type": type(obj).__name__,
-    }
-
-
-def _key_name(key: Any) -> Any:
-    for attr in ("key", "name", "idx"):
-        if hasattr(key, attr):
-            return getattr(key, attr)
-    return str(key)
+from converter.signature import (
+    LeafSpec,
+    Signature,
+    TreeSpec,
+    input_path,
+    is_array,
+    leaf_paths,
+    tree_spec,
+)
 
 
 def _is_output_leaf(x: Any) -> bool:
@@ -222,19 +168,9 @@ def _export(
         return out
 
     avals = [_abstract(v) for v in p_leaves] + [_abstract(leaves[i]) for i in arrays]
-    exp = _export_marked(jax.jit(flat_fn), avals, {})
+    exp = export_flat(jax.jit(flat_fn), *avals)
     out_tree = out_spec[-1]
     return exp, in_tree, out_tree, custom_vjps(jax.make_jaxpr(flat_fn)(*avals).jaxpr)
-
-
-def _export_marked(jitted: Any, args: Any, kwargs: dict) -> jax.export.Exported:
-    """``jax.export.export(jitted)(*args, **kwargs)`` with each ``lax.stop_gradient`` kept as
-    ``custom_call @converter.stop_gradient`` (StableHLO has no such op: JAX drops it, and
-    gradients of the converted module then flowed where the source's stop;
-    :func:`converter._jax_internal.stop_gradient_marked`), on static and symbolic shapes."""
-    allow = [jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)]
-    with _jax_internal.stop_gradient_marked():
-        return jax.export.export(jitted, disabled_checks=allow)(*args, **kwargs)
 
 
 def _custom_vjp_name(params: dict) -> str:
@@ -332,7 +268,7 @@ def from_jax(
         # memory kinds when exported directly
         lead = () if params is None else (jax.tree_util.tree_map(_abstract, params),)
         a, kw = jax.tree_util.tree_map(_abstract, (example_args, example_kwargs))
-        exp = _export_marked(fn, (*lead, *a), kw)
+        exp = export_flat(fn, *lead, *a, **kw)
         in_tree, out_tree = _exported_specs(exp, params is not None)
         vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:
@@ -367,7 +303,7 @@ def from_jax(
         out_tree=out_tree,
         kept_var_idx=None if len(kept) == n_args else kept,
         mesh=mesh,
-        extra={"dim_ranges": ranges} if (ranges := _dim_ranges(exp.in_avals)) else {},
+        dim_ranges=_dim_ranges(exp.in_avals),
     )
     values = {
         s.name: np.asarray(jax.device_get(jax.random.key_data(v) if is_key(v) else v))

@@ -80,7 +80,7 @@ def from_stablehlo(source: str | bytes, *, filename: str = "<input>", normalize:
             host-marked ops loose in a function (``compute_on`` without an inner ``jit``,
             also inside ``while``/``if``/``case`` regions) are outlined into host calls,
             memory kinds of ``@main`` and of ``annotate_device_placement`` results go on the
-            signature, ``signature.extra["host_functions"]`` names the host functions.
+            signature, ``signature.host_functions`` names the host functions.
             ``False`` keeps the module exactly as read.
 
     A module may hold any number of functions: ``func.call`` and ``stablehlo.composite``

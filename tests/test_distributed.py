@@ -180,5 +180,5 @@ def test_sharding_text():
     assert s.shard_index(mesh, 1) == (1, 0, 0) and s.counts(mesh) == (4, 1, 1)
     permuted = sdy.parse_mesh('#sdy.mesh<["x"=2, "y"=2], device_ids=[3, 2, 1, 0]>')
     assert permuted.coordinates(3) == {"x": 0, "y": 0}
-    with pytest.raises(converter.DistributedError, match="sub-axes"):
+    with pytest.raises(converter.ShardingError, match="sub-axes"):
         sdy.parse_sharding('<@mesh, [{"x":(1)2}]>')

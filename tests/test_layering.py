@@ -16,14 +16,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: modules below the frontends and backends: importing them loads neither
 CORE = [
     "converter",
+    "converter.dims",
     "converter.dtypes",
     "converter.errors",
     "converter.interpreter",
+    "converter.lowering",
+    "converter.markers",
     "converter.mlir",
     "converter.module",
     "converter.placement",
     "converter.regions",
     "converter.registry",
+    "converter.sdy",
     "converter.signature",
     "converter.passes",
     "converter.passes.dead_args",
@@ -32,10 +36,15 @@ CORE = [
 ]
 #: files that must not import a frontend or a backend anywhere, not even inside a function
 NEVER_UPWARD = [
+    "converter/dims.py",
     "converter/dtypes.py",
+    "converter/markers.py",
     "converter/interpreter.py",
+    "converter/lowering.py",
     "converter/placement.py",
     "converter/regions.py",
+    "converter/sdy.py",
+    "converter/signature.py",
     "converter/passes/__init__.py",
     "converter/passes/_ir.py",
     "converter/passes/dead_args.py",
@@ -85,3 +94,54 @@ def test_placement_rules_read_the_vocabulary_not_the_pass(path):
     only canonicalizing a module (a transformation) goes through the pass."""
     assert "converter.passes.placement" not in _imported(path)
     assert "converter.placement" in _imported(path)
+
+
+#: passes a backend may run only through its declared ``PREPARE`` (``converter.passes.prepare``)
+_PASS_FUNCTIONS = {
+    "ensure_canonical",
+    "normalize_placement",
+    "strip_placement",
+    "without_stop_gradient_markers",
+    "narrow_64bit",
+    "eliminate_dead_arguments",
+}
+
+
+def _py_files(top: str) -> list[str]:
+    out = []
+    for base, _, files in os.walk(os.path.join(ROOT, top)):
+        out += [os.path.relpath(os.path.join(base, f), ROOT) for f in files if f.endswith(".py")]
+    return sorted(out)
+
+
+def test_backends_run_passes_only_through_their_declared_preparation():
+    import backends.jax
+    import backends.onnx
+    import backends.torch
+    from converter.passes import Pass
+
+    for backend in (backends.jax, backends.onnx, backends.torch):
+        assert backend.PREPARE and all(isinstance(p, Pass) for p in backend.PREPARE), backend.__name__
+    calls = []
+    for path in _py_files("backends"):
+        with open(os.path.join(ROOT, path)) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in _PASS_FUNCTIONS:
+                    calls.append(f"{path}:{node.lineno} {name}()")
+    assert not calls, f"backends call passes outside their PREPARE lists: {calls}"
+
+
+_FRONTENDS = ["frontends/jax.py", "frontends/torch/__init__.py", "frontends/onnx/__init__.py"]
+
+
+@pytest.mark.parametrize("path", _FRONTENDS)
+def test_frontends_lower_through_the_one_lowering_function(path):
+    """``converter.lowering`` is the one "flat function -> StableHLO" path (static or symbolic)."""
+    with open(os.path.join(ROOT, path)) as f:
+        source = f.read()
+    assert "converter.lowering" in _imported(path)
+    for direct in ("jax.export.export(", ").lower(", "compiler_ir("):
+        assert direct not in source, f"{path} lowers by itself ({direct})"

@@ -530,3 +530,40 @@ def test_signature_json_keeps_mesh_and_specs_and_reads_older_files():
     assert back.mesh is None and back.inputs[0].sharding is None and back.num_devices == 1
     plain = Signature((), (LeafSpec("x", (2,), "float32"),), (), {"kind": "leaf"}, {"kind": "leaf"})
     assert "mesh" not in plain.to_json() and "sharding" not in plain.to_json()["inputs"][0]
+
+
+# --------------------------------------------------------------------------- the Shardy reader
+
+
+def test_one_shardy_reader_reads_device_ids_per_the_spec():
+    """Shardy's ``MeshAttr``: without ``device_ids`` the devices are iota in row-major order;
+    with them, position ``i`` holds device ``device_ids[i]``; a mesh without axes is maximal
+    (one device of any id). The signature's mesh is over devices in order, so a permuted
+    mesh is refused there, by name, and a maximal mesh ignored."""
+    from converter import mlir, sdy, sharding
+
+    permuted = sdy.parse_mesh('#sdy.mesh<["x"=2, "y"=3], device_ids=[5, 4, 3, 2, 1, 0]>')
+    assert permuted.device_ids == (5, 4, 3, 2, 1, 0) and permuted.size == 6
+    assert permuted.coordinates(5) == {"x": 0, "y": 0} and permuted.coordinates(0) == {"x": 1, "y": 2}
+    maximal = sdy.parse_mesh("#sdy.mesh<[], device_ids=[3]>")
+    assert maximal.maximal and maximal.size == 1 and maximal.coordinates(3) == {}
+    assert sdy.parse_mesh('#sdy.mesh<["x"=2]>').device_ids is None
+    with pytest.raises(ShardingError, match="device 7 is not in the mesh"):
+        permuted.coordinates(7)
+    with pytest.raises(ShardingError, match="cannot read the Shardy attribute"):
+        sdy.parse_mesh('#sdy.mesh<["x"=2], device_ids=[0, 0]>')  # Shardy's verifier: not a permutation
+
+    def module(meshes: str) -> object:
+        return mlir.parse_module(
+            f"module {{\n{meshes}\n  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {{\n"
+            "    return %a : tensor<4xf32>\n  }\n}"
+        )
+
+    both = module('  sdy.mesh @maximal = <[], device_ids=[3]>\n  sdy.mesh @mesh = <["x"=2, "y"=2]>')
+    assert set(sdy.meshes(both)) == {"maximal", "mesh"}
+    assert sharding.module_mesh(both) == {"x": 2, "y": 2}
+    order = module('  sdy.mesh @mesh = <["x"=2, "y"=2], device_ids=[3, 2, 1, 0]>')
+    assert sdy.meshes(order)["mesh"].device_ids == (3, 2, 1, 0)
+    with pytest.raises(ShardingError, match=r"@mesh has device_ids=\[3, 2, 1, 0\]"):
+        sharding.module_mesh(order)
+    assert sdy.parse_sharding('<@mesh, [{"x", "y"}, {}, {"y", ?}]>').spec == (("x", "y"), None, "y")

@@ -90,6 +90,42 @@ def test_signature_json_round_trip():
     assert Signature.from_json(sig.to_json()) == sig
 
 
+def _typed_signature(**fields) -> Signature:
+    leaf = LeafSpec("args[0]", ("batch", 3), "int64")
+    return Signature(params=(), inputs=(leaf,), outputs=(leaf,), in_tree=TREE, out_tree=LEAF, **fields)
+
+
+TYPED = {
+    "dim_ranges": {"batch": [2, None]},
+    "narrowed": {"args[0]": "int64"},
+    "tied": {"lm_head.weight": "wte.weight"},
+    "frozen": ("wte.weight",),
+    "non_persistent": ("mask",),
+    "training": False,
+    "host_functions": ("host_computation_0",),
+}
+
+
+def test_typed_metadata_round_trips_through_json():
+    sig = _typed_signature(**TYPED, extra={"note": 1})
+    text = json.dumps(sig.to_json())
+    back = Signature.from_json(json.loads(text))
+    assert back == sig
+    assert {k: getattr(back, k) for k in TYPED} == TYPED
+    assert back.extra == {"note": 1}
+    assert Signature.from_json(_typed_signature().to_json()).training is None
+
+
+def test_manifests_written_with_extra_keys_read_into_the_fields():
+    """A manifest saved before the typed fields kept them as keys of ``extra``."""
+    old = _typed_signature().to_json()
+    old["extra"] = {k: list(v) if isinstance(v, tuple) else v for k, v in TYPED.items()} | {"note": 1}
+    sig = Signature.from_json(json.loads(json.dumps(old)))
+    assert {k: getattr(sig, k) for k in TYPED} == TYPED
+    assert sig.extra == {"note": 1}
+    assert _typed_signature(extra={"training": True}).training is True
+
+
 # --------------------------------------------------------------------------- strict calls
 
 
@@ -203,3 +239,38 @@ def test_call_torch_refuses_unknown_kwargs(masked):
     model, x, _, _ = masked
     with pytest.raises(SignatureMismatchError, match=r"Masked\(x, mask=None, scale=2.0\).*'maks'"):
         call_torch(model, x.numpy(), maks=np.zeros((2, 3), np.float32))
+
+
+# --------------------------------------------------------------------------- tree specs
+
+
+def test_tree_spec_is_the_one_builder_for_jax_and_embed_trees():
+    import collections
+
+    import frontends.jax
+    from converter import embed
+    from converter.errors import InputTypeError
+    from converter.signature import tree_spec
+
+    assert frontends.jax.tree_spec is tree_spec
+    point = collections.namedtuple("Point", "y x")
+    tree = ((np.zeros(2), {"b": 1.5, "a": None}), {"p": point(np.ones(1), 2j)})
+    assert tree_spec(tree) == {
+        "kind": "tuple",
+        "children": [
+            {"kind": "tuple", "children": [LEAF, {"kind": "dict", "keys": ["a", "b"],
+             "children": [{"kind": "none"}, {"kind": "static", "value": 1.5}]}]},
+            {"kind": "dict", "keys": ["p"], "children": [
+                {"kind": "dict", "keys": ["y", "x"], "type": "Point",
+                 "children": [LEAF, {"kind": "static", "value": 2j}]}]},
+        ],
+    }  # fmt: skip
+    # call_jax's torch-side tree: tensors are leaves, NumPy arrays and pytree nodes are refused
+    assert embed.torch_tree(((torch.zeros(1),), {})) == {
+        "kind": "tuple",
+        "children": [{"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}],
+    }
+    with pytest.raises(InputTypeError, match=r"args\[0\]\['m'\]: unsupported type ndarray"):
+        embed.torch_tree((({"m": np.zeros(1)},), {}))
+    with pytest.raises(InputTypeError, match=r"kwargs\['p'\]: unsupported type Point"):
+        embed.torch_tree(((), {"p": point(torch.zeros(1), 1)}))

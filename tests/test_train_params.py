@@ -74,7 +74,7 @@ def test_torch_module_trains_what_torch_trains(net):
     grad = {tm.param_names[a]: p.requires_grad for a, p in tm.named_parameters()}
     assert grad == {n: p.requires_grad for n, p in model.named_parameters()}  # bn stats are buffers
     assert "scale" not in tm.state_dict() and "scale" in dict(tm.named_buffers())
-    assert m.signature.extra["training"] is False and not tm.training  # BatchNorm: mode-dependent
+    assert m.signature.training is False and not tm.training  # BatchNorm: mode-dependent
     tm.eval()
     parent = torch.nn.Sequential(tm).train()  # a parent's mode switch reaches it: allowed
     with pytest.raises(converter.ConversionError, match="convert the model in training mode"):

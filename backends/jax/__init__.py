@@ -25,8 +25,8 @@ from converter.errors import (
 )
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes import CANONICAL_PLACEMENT, Pass, prepare
 from converter.passes.markers import without_stop_gradient_markers
-from converter.passes.placement import ensure_canonical
 from converter.passes.shapes import SHAPE_OPS, check_dims, dimension_values, module_is_dynamic, refine
 from converter.placement import HOST_KINDS, is_host
 from converter.sharding import auto_mesh, check_mesh, jax_mesh, partition_spec
@@ -91,7 +91,15 @@ _Tracer = jax.core.Tracer
 #: element types XLA's CPU backend cannot compile (StableHLO spelling -> canonical name)
 _XLA_CPU_LACKS = {"f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn"}
 
-_WIDE = {"int64", "uint64", "float64", "complex128"}
+#: the passes this backend runs on the module it is given, at its entry points
+#: (:func:`converter.passes.prepare`): host computation outlined into the canonical form its
+#: placement rules read (a no-op on what the frontends produce)
+PREPARE: list[Pass] = [CANONICAL_PLACEMENT]
+#: the passes run on the module before XLA compiles it as it stands (the ``jax.export`` path
+#: of a shape-polymorphic module): XLA knows no ``@converter.stop_gradient`` marker
+EXPORT_PREPARE: list[Pass] = [Pass("without_stop_gradient_markers", without_stop_gradient_markers)]
+
+WIDE_DTYPES = {"int64", "uint64", "float64", "complex128"}
 _WIDE_MLIR = {"i64", "ui64", "f64", "complex<f64>"}
 
 
@@ -119,7 +127,7 @@ def needs_x64(module: Module) -> bool:
     """Whether the module has 64-bit types in its signature or computes with them anywhere
     (the condition under which :func:`x64_scope` scopes ``jax_enable_x64`` on)."""
     sig = module.signature
-    return any(leaf.dtype in _WIDE for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
+    return any(leaf.dtype in WIDE_DTYPES for leaf in sig.all_args + sig.outputs) or _computes_64bit(module)
 
 
 def _computes_64bit(module: Module) -> bool:
@@ -202,7 +210,7 @@ class JaxFunction:
 
     With x64 off, :func:`to_jax` gives by default the module's 32-bit form when it has an
     exact one (``to_jax(x64=...)``; :mod:`converter.passes.narrow`): int64 inputs are then
-    int32 in :attr:`signature` (``signature.extra["narrowed"]`` keeps the source dtypes),
+    int32 in :attr:`signature` (``signature.narrowed`` keeps the source dtypes),
     int64 arrays passed in are checked to fit (:class:`converter.errors.InputRangeError`)
     and no x64 scope is needed; int64 tracers (a transform traced with x64 on) run the
     source's 64-bit module instead, whose values need no check. Otherwise (the 64-bit form):
@@ -242,21 +250,21 @@ class JaxFunction:
         enable_x64: bool = True,
         mesh: Any = None,
     ):
-        module = ensure_canonical(module)  # loose host ops (a Module built without passes): outlined
+        module = prepare(module, PREPARE)
         self.module = module
         self.signature = module.signature
         # call_torch passes enable_x64=False: it raises instead (converter.embed._check_x64)
         self._x64 = enable_x64 and needs_x64(module)
         self._wide_params = [p for p in self.signature.params if p.dtype in _NARROWED]
         # the 32-bit form (converter.passes.narrow): input names -> their source dtype
-        narrowed = self.signature.extra.get("narrowed", {})
+        narrowed = self.signature.narrowed
         self._narrowed_inputs = {
             s.name: narrowed[s.name] for s in self.signature.inputs if s.name in narrowed
         }
         self._why_64bit: str | None = None  # to_jax's default kept the 64-bit form: why
         self._source: Module | None = None  # the 32-bit form: the module it was narrowed from
         self._wide_fn: JaxFunction | None = None
-        self._frozen = frozenset(self.signature.extra.get("frozen", ()))  # requires_grad=False
+        self._frozen = frozenset(self.signature.frozen)  # requires_grad=False
         self._dynamic = module_is_dynamic(module)
         self._refined: dict[tuple, Any] = {}  # argument shapes -> static ir.Module
         # A shape-polymorphic module whose every op has a rule also traces under symbolic shapes.
@@ -501,14 +509,14 @@ class JaxFunction:
             sig = self.signature
             kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
             args = [sig.all_args[i] for i in kept]
-            ranges = sig.extra.get("dim_ranges")
+            ranges = sig.dim_ranges
             shapes = symbolic_shapes([a.shape for a in args] + [o.shape for o in sig.outputs], ranges)
             specs = [*args, *sig.outputs]
             avals = [(shp, np.dtype(dtypes.to_numpy(s.dtype))) for shp, s in zip(shapes, specs, strict=True)]
             self._exported_cache = _jax_internal.exported_from_stablehlo(
                 "converted",
                 # XLA knows no stop_gradient marker; this Exported has no VJP (grad refuses)
-                without_stop_gradient_markers(self.module).bytecode(),
+                prepare(self.module, EXPORT_PREPARE).bytecode(),
                 avals[: len(args)],
                 avals[len(args) :],
                 jax.default_backend(),
@@ -535,7 +543,7 @@ class JaxFunction:
 
         Parameters the module does not use get zero gradients of their shape, as with
         ``jax.grad`` of the source; so do the parameters the source froze
-        (``requires_grad=False``, ``signature.extra["frozen"]``): autograd gives them none.
+        (``requires_grad=False``, ``signature.frozen``): autograd gives them none.
         :meth:`partition` splits ``params`` into what to train and the rest. A module with
         random ops (``signature.rng``) needs ``rng``: a ``jax.random`` key (raw
         ``uint32[2]`` or typed) or an int seed.
@@ -644,7 +652,7 @@ class JaxFunction:
 
     def _widen(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with the narrowed ones back in their source dtype (exact: widening)."""
-        narrowed = self.signature.extra.get("narrowed", {})
+        narrowed = self.signature.narrowed
         return {
             k: v.astype(dtypes.to_numpy(narrowed[k])) if k in narrowed and hasattr(v, "astype") else v
             for k, v in params.items()
@@ -699,14 +707,14 @@ class JaxFunction:
     def state_dict(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Parameters and buffers (``params``, default :attr:`params`) as CPU torch tensors
         by name, for ``torch_model.load_state_dict(f.state_dict(trained))`` on a module
-        converted from that torch model: a tied weight (``signature.extra["tied"]``) under
+        converted from that torch model: a tied weight (``signature.tied``) under
         each of its names, as torch's ``state_dict()`` lists it. Lifted constants and
-        non-persistent buffers (``signature.extra["non_persistent"]``) are left out, as
+        non-persistent buffers (``signature.non_persistent``) are left out, as
         torch's ``state_dict()`` leaves them out."""
         import torch
 
         params = self.params if params is None else params
-        transient = set(self.signature.extra.get("non_persistent", ()))  # not in torch's state_dict()
+        transient = set(self.signature.non_persistent)  # not in torch's state_dict()
         keep = {p.name for p in self.signature.params if p.kind in ("parameter", "buffer")} - transient
         with self._scope():  # int64 buffers stay int64
             out = {
@@ -714,10 +722,10 @@ class JaxFunction:
                 for name, v in params.items()
                 if name in keep
             }
-        for name, dtype in self.signature.extra.get("narrowed", {}).items():  # the 32-bit form
+        for name, dtype in self.signature.narrowed.items():  # the 32-bit form
             if name in out:  # back to the source's dtype (the values fit: narrow_64bit checked them)
                 out[name] = out[name].to(dtypes.torch_dtype(dtype))
-        for alias, name in self.signature.extra.get("tied", {}).items():  # one tensor, every name
+        for alias, name in self.signature.tied.items():  # one tensor, every name
             if name in out:
                 out[alias] = out[name]
         return out
@@ -726,7 +734,7 @@ class JaxFunction:
         """``params`` (default :attr:`params`) split as ``(trainable, state)``, ``{**trainable,
         **state}`` being all of them: ``trainable`` holds what the source's optimizer trains
         (floating parameters, ``kind == "parameter"``, less those the source froze:
-        ``requires_grad=False`` in torch, ``signature.extra["frozen"]``), ``state`` the
+        ``requires_grad=False`` in torch, ``signature.frozen``), ``state`` the
         buffers (BatchNorm statistics, Flax collections other than ``params``), lifted
         constants, integer parameters and frozen parameters. Differentiate and update
         ``trainable`` only::
@@ -903,11 +911,12 @@ def to_jax(
         NarrowingError: ``x64=False`` and the module cannot be computed in 32 bits exactly
             (every problem listed: op, source line, range; float64 values).
     """
+    module = prepare(module, PREPARE)
     narrowed, why_64bit = _width(module, x64)
     f = JaxFunction(narrowed, device, seed, mesh=mesh)
     f._why_64bit = why_64bit
     if narrowed is not module:
-        f._source = ensure_canonical(module)
+        f._source = module
     return f
 
 
@@ -931,4 +940,4 @@ def _width(module: Module, x64: bool | None) -> tuple[Module, str | None]:
         return module, f"the 32-bit analysis failed ({type(e).__name__}: {e})"
 
 
-__all__ = ["JaxFunction", "JaxInterpreter", "raw_key", "to_jax", "dtypes"]
+__all__ = ["JaxFunction", "JaxInterpreter", "PREPARE", "raw_key", "to_jax", "dtypes"]

@@ -34,7 +34,7 @@ from converter.errors import MissingOp, UnsupportedOpError
 from converter.fileio import atomic_path, staging_dir
 from converter.interpreter import Interpreter
 from converter.module import Module
-from converter.passes.placement import strip_placement
+from converter.passes import Pass, prepare, strip_placement_for
 from converter.weights import ALIGN, external_threshold
 
 from . import ops, patterns, widen  # noqa: F401 - ops registers the rules
@@ -43,6 +43,11 @@ from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
 from .simplify import simplify
+
+#: the passes this backend runs on the module it is given, at :func:`to_onnx`
+#: (:func:`converter.passes.prepare`): ONNX cannot place computation on the host, so host
+#: placement is removed (warning :class:`~converter.passes.placement.PlacementStrippedWarning`)
+PREPARE: list[Pass] = [strip_placement_for("onnx")]
 
 DEFAULT_OPSET = 18
 MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to it
@@ -235,7 +240,7 @@ def to_onnx(
     """
     if not DEFAULT_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
-    module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
+    module = prepare(module, PREPARE)  # no warning when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
     if optimize:
         interp.patterns = patterns.find(module.mlir, opset)
@@ -477,4 +482,12 @@ def _dims(shape):
     return [d if isinstance(d, int) else (d or None) for d in shape]
 
 
-__all__ = ["DynamicShapeError", "OnnxInterpreter", "to_onnx", "save_onnx", "DEFAULT_OPSET", "MAX_OPSET"]
+__all__ = [
+    "DEFAULT_OPSET",
+    "MAX_OPSET",
+    "PREPARE",
+    "DynamicShapeError",
+    "OnnxInterpreter",
+    "save_onnx",
+    "to_onnx",
+]

@@ -30,8 +30,8 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter import mlir
-from converter.interpreter import _fold
-from converter.passes.markers import STOP_GRADIENT_TARGET
+from converter.interpreter import fold_constant
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.regions import classify_combiner
 
 #: Element types the fused operators are emitted for (onnxruntime's CPU kernels).
@@ -133,7 +133,7 @@ class _Matcher:
             op, inner = self.scope.owner(op.operands[0], inner)
         if op is None:
             return False
-        folded = _fold(op.results[0]) if op.name != "func.call" else None
+        folded = fold_constant(op.results[0]) if op.name != "func.call" else None
         if folded is None or folded.size == 0:
             return False
         flat = np.asarray(folded, np.float64).reshape(-1)
@@ -194,7 +194,7 @@ def _reduce(m: _Matcher, v, amap, kind: str):
     operands, inner, op = got
     if len(operands) != 2 or classify_combiner(op.regions[0]) != kind:
         return None
-    init = _fold(operands[1])
+    init = fold_constant(operands[1])
     ident = 0.0 if kind == "add" else -np.inf
     if init is None or float(np.asarray(init)) != ident:
         return None
@@ -293,7 +293,7 @@ def _normalized(m: _Matcher, v, amap):
         for var, eps in ((p, q), (q, p)):
             eps_v, eps_map = m.strip(eps, ain)
             op, _ = m.scope.owner(eps_v, eps_map)
-            folded = _fold(op.results[0]) if op is not None and op.name != "func.call" else None
+            folded = fold_constant(op.results[0]) if op is not None and op.name != "func.call" else None
             if folded is None or folded.size == 0 or not np.all(folded == folded.reshape(-1)[0]):
                 continue
             var_v, var_map = m.strip(var, ain)
@@ -543,7 +543,7 @@ def _avg_pool(m: _Matcher, operation, dtype, opset):
     view = mlir.Op(op)
     if len(operands) != 2 or classify_combiner(op.regions[0]) != "add":
         return None
-    init = _fold(operands[1])
+    init = fold_constant(operands[1])
     if init is None or float(np.asarray(init)) != 0.0:
         return None
     shape = list(operands[0].type.shape)
@@ -565,7 +565,7 @@ def _avg_pool(m: _Matcher, operation, dtype, opset):
         if not m.const(den, {}, float(math.prod(win))):
             return None
     else:
-        divisor = _fold(den)
+        divisor = fold_constant(den)
         out = list(operation.results[0].type.shape)
         if divisor is None or list(divisor.shape) != out:
             return None

@@ -34,6 +34,7 @@ from converter import _threads, dtypes, mlir
 from converter.errors import ConversionError, DistributedError, DynamicDimensionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module
+from converter.passes import CANONICAL_PLACEMENT, Pass, prepare
 from converter.placement import is_host
 from converter.signature import LeafSpec, Signature, check_leaf, flatten, input_path, unflatten
 
@@ -61,7 +62,6 @@ from .ops.control_flow import exact_control_flow_gradients
 from .placement import (
     CPU,
     Placer,
-    canonical,
     check_device,
     check_parameter,
     fold_constant_transfers,
@@ -70,6 +70,11 @@ from .placement import (
     resolve_device,
 )
 from .registry import TORCH_RULES
+
+#: the passes this backend runs on the module it is given, at :func:`to_torch`
+#: (:func:`converter.passes.prepare`): host computation outlined into the canonical form its
+#: placement reads (a no-op on what the frontends produce)
+PREPARE: list[Pass] = [CANONICAL_PLACEMENT]
 
 # ops whose result may leave the range of an emulated (widened) unsigned type
 _WRAPPING = {
@@ -332,9 +337,9 @@ class TorchModule(torch.nn.Module):
 
     Parameters: floating/complex entries of ``signature.params`` of kind ``parameter`` are
     ``nn.Parameter``s (``requires_grad=False`` for those the source froze,
-    ``signature.extra["frozen"]``), others (buffers, lifted constants, integers) buffers,
+    ``signature.frozen``), others (buffers, lifted constants, integers) buffers,
     non-persistent (left out of ``state_dict()``) for the source's non-persistent ones
-    (``signature.extra["non_persistent"]``). Their attribute names are the original names
+    (``signature.non_persistent``). Their attribute names are the original names
     with ``.``/brackets mangled to ``_``
     (see :func:`param_attr_names`); :attr:`param_names` maps attribute name → original name, and
     :meth:`source_state_dict` returns the values under their original names. The traced graph
@@ -385,8 +390,8 @@ class TorchModule(torch.nn.Module):
         self._mode_error: str | None = None  # see train()
         self._checked: tuple | None = None  # see _fast_params
         state = {m.target for m in self.signature.mutations if m.kind == "buffer"}
-        frozen = set(self.signature.extra.get("frozen", ()))
-        transient = set(self.signature.extra.get("non_persistent", ()))  # not in state_dict()
+        frozen = set(self.signature.frozen)
+        transient = set(self.signature.non_persistent)  # not in state_dict()
         for spec in self.signature.params:
             value = place_parameter(
                 aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
@@ -400,15 +405,15 @@ class TorchModule(torch.nn.Module):
             else:
                 self.register_buffer(attrs[spec.name], value, persistent=spec.name not in transient)
         self._fast = self._fast_call_plan()
-        if self.signature.extra.get("training") is not None:  # the mode the source computes in
-            super().train(self.signature.extra["training"])
+        if self.signature.training is not None:  # the mode the source computes in
+            super().train(self.signature.training)
 
     def source_state_dict(self) -> dict[str, torch.Tensor]:
         """Parameter and buffer values keyed by their names in ``signature.params``, a tied
-        weight under each of its names (``signature.extra["tied"]``), for the source
+        weight under each of its names (``signature.tied``), for the source
         model's ``load_state_dict``."""
         out = {self.param_names[a]: getattr(self, a) for a in self._attrs}
-        for alias, name in self.signature.extra.get("tied", {}).items():
+        for alias, name in self.signature.tied.items():
             if name in out:
                 out[alias] = out[name]
         return out
@@ -519,10 +524,10 @@ class TorchModule(torch.nn.Module):
     def train(self, mode: bool = True) -> TorchModule:
         """``nn.Module.train``. The computation is the source's in the mode it was converted
         in: a torch source whose result depends on the mode (dropout, BatchNorm:
-        ``signature.extra["training"]`` records its mode) cannot switch. The mode is set
+        ``signature.training`` records its mode) cannot switch. The mode is set
         (a parent's ``.eval()`` reaches this module too), and calling the module in the
         other mode raises instead of silently computing in the converted one."""
-        fixed = self.signature.extra.get("training")
+        fixed = self.signature.training
         self._mode_error = None
         if fixed is not None and bool(mode) != fixed:
             was, asked = ("training", "eval") if fixed else ("eval", "training")
@@ -649,7 +654,7 @@ class TorchModule(torch.nn.Module):
     def export_dynamic_shapes(self) -> dict[str, Any]:
         """``dynamic_shapes`` for ``torch.export.export(self, args, kwargs, dynamic_shapes=...)``
         keeping the module's dimensions symbolic: ``torch.export.Dim``s named as the module's
-        dimensions with their ranges (``signature.extra["dim_ranges"]``), derived dimensions
+        dimensions with their ranges (``signature.dim_ranges``), derived dimensions
         (``2*seq``) as expressions of them, keyed by the parameters of :meth:`forward` the
         inputs bind: ``{"args": (...), "input_ids": ..., "attention_mask": ...}`` (each keyword
         input by its name, as :meth:`forward`'s signature lists them; no ``"args"`` for a module
@@ -699,7 +704,7 @@ def _dim_ident(d: Any, where: tuple[int, int]) -> str:
 def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
     """Per input: ``(axis, name or None, parsed expression or None)`` of each dynamic
     dimension (a derived one has an expression)."""
-    from converter.passes.shapes import _parse_dim
+    from converter.dims import parse_dim
 
     out = []
     for i, spec in enumerate(sig.inputs):
@@ -707,7 +712,7 @@ def _dims_of(sig: Signature) -> list[list[tuple[int, Any, Any]]]:
         for a, d in enumerate(spec.shape):
             if isinstance(d, int):
                 continue
-            tree = None if d is None or d.isidentifier() else _parse_dim(d)
+            tree = None if d is None or d.isidentifier() else parse_dim(d)
             dims.append((a, _dim_ident(d, (i, a)) if tree is None else None, tree))
         out.append(dims)
     return out
@@ -749,7 +754,7 @@ def export_dynamic_shapes(sig: Signature) -> dict[str, Any]:
     :meth:`TorchModule.export_dynamic_shapes`)."""
     from torch.export import Dim
 
-    ranges = sig.extra.get("dim_ranges") or {}
+    ranges = sig.dim_ranges
     idents = {_dim_ident(k, (0, 0)): v for k, v in ranges.items()}
     made: dict[str, Any] = {}
 
@@ -783,14 +788,14 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
     (which ``torch.export`` specializes), distinct names distinct sizes where the ranges
     allow (so the trace relates no two dimensions by their example sizes), derived
     dimensions the size of their expression."""
-    from converter.passes.shapes import _eval_dim, _names
+    from converter.dims import dim_names, eval_dim
 
-    ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.extra.get("dim_ranges") or {}).items()}
+    ranges = {_dim_ident(k, (0, 0)): v for k, v in (sig.dim_ranges).items()}
     per_input = _dims_of(sig)
     names: list[str] = []
     for dims in per_input:
         for _, name, tree in dims:
-            for n in [name] if tree is None else sorted(_names(tree)):
+            for n in [name] if tree is None else sorted(dim_names(tree)):
                 if n not in names:
                     names.append(n)
     sizes: dict[str, int] = {}
@@ -802,7 +807,7 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
     for spec, dims in zip(sig.inputs, per_input, strict=True):
         shape = list(spec.shape)
         for a, name, tree in dims:
-            shape[a] = sizes[name] if tree is None else _eval_dim(tree, sizes)
+            shape[a] = sizes[name] if tree is None else eval_dim(tree, sizes)
         leaves.append(torch.zeros(shape, dtype=dtypes.torch_dtype(spec.dtype)))
     args, kwargs = unflatten(sig.in_tree, leaves)
     return tuple(args), dict(kwargs)
@@ -908,7 +913,7 @@ def to_torch(module: Module, *, device: torch.device | str | None = None) -> Tor
 
     from .distributed import partition_plan, to_torch_distributed
 
-    module = canonical(module)  # host ops inlined by a module read without passes: outlined
+    module = prepare(module, PREPARE)
     plan = partition_plan(module)
     if plan is not None:
         if module_is_dynamic(module):
@@ -938,4 +943,4 @@ def _check_supported_dynamic(module: Module) -> None:
             raise UnsupportedOpError(missing, e.direction) from None
 
 
-__all__ = ["TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]
+__all__ = ["PREPARE", "TorchInterpreter", "TorchModule", "build_graph", "param_attr_names", "to_torch"]

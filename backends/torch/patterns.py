@@ -43,7 +43,7 @@ from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
 from converter.interpreter import static_value
-from converter.passes.markers import STOP_GRADIENT_TARGET
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.regions import classify_combiner
 
 _FLOATS = {"float16", "bfloat16", "float32", "float64"}

@@ -32,22 +32,11 @@ from typing import Any
 import torch
 
 from converter.errors import ConversionError, SignatureMismatchError
-from converter.module import Module
-from converter.passes.placement import ensure_canonical
 from converter.placement import HOST_KINDS
 from converter.signature import LeafSpec
 
 CPU = torch.device("cpu")
 aten = torch.ops.aten
-
-
-def canonical(module: Module) -> Module:
-    """``module`` with its host computation in calls
-    (:func:`converter.passes.placement.ensure_canonical`): a Module built without the
-    frontends' passes may carry host-marked ops inlined into their caller, which only a host
-    call places on CPU here. Returns ``module`` itself when there are none. (Host ops the
-    interpreter still meets outside a host call are placed one by one by :class:`Placer`.)"""
-    return ensure_canonical(module)
 
 
 def resolve_device(device: torch.device | str | None) -> torch.device:
@@ -220,7 +209,6 @@ __all__ = [
     "CPU",
     "HOST_KINDS",
     "Placer",
-    "canonical",
     "check_device",
     "check_parameter",
     "fold_constant_transfers",

@@ -11,6 +11,11 @@ mutated). :data:`DEFAULT_PASSES` is what the frontends run on every module they 
 
 Not a default: ``narrow_64bit`` (:func:`converter.passes.narrow.narrow_64bit`), 64-bit
 integer types computed in 32 bits where that is exact, for JAX's default 32-bit mode.
+
+Each backend declares the passes it needs on what it is given as a ``PREPARE`` list
+(``backends.jax.PREPARE``...), run by :func:`prepare` at its entry point; no backend runs a
+pass otherwise (shape refinement per call, :mod:`converter.passes.shapes`, is specialization,
+not preparation).
 """
 
 from __future__ import annotations
@@ -83,17 +88,44 @@ def run_passes(module: Module, passes: Sequence[Pass] | None = None) -> Module:
     return module
 
 
+def prepare(module: Module, passes: Sequence[Pass]) -> Module:
+    """A backend's preparation: ``passes`` (its ``PREPARE`` list) run in order on the module it
+    was given, each followed by :func:`verify` when it changed the module (a pass with
+    nothing to do returns its input, which needs no second check).
+
+    Raises:
+        PassError: a pass produced an invalid module.
+    """
+    for p in passes:
+        out = p(module)
+        if out is not module:
+            verify(out, p.name)
+        module = out
+    return module
+
+
 from .dead_args import eliminate_dead_arguments  # noqa: E402
 from .narrow import narrow_64bit  # noqa: E402
-from .placement import normalize_placement  # noqa: E402
+from .placement import ensure_canonical, normalize_placement, strip_placement  # noqa: E402
 
 DEAD_ARGUMENTS = Pass("dead_arguments", eliminate_dead_arguments)
 PLACEMENT = Pass("placement", normalize_placement)
 #: not a default pass: ``to_jax`` runs it for JAX's 32-bit mode (:mod:`converter.passes.narrow`)
 NARROW_64BIT = Pass("narrow_64bit", narrow_64bit)
 DEFAULT_PASSES: list[Pass] = [PLACEMENT, DEAD_ARGUMENTS]
+#: a backends' preparation: host computation outlined (:func:`placement.ensure_canonical`) when
+#: the module was built without :data:`PLACEMENT` (a no-op otherwise)
+CANONICAL_PLACEMENT = Pass("canonical_placement", ensure_canonical)
+
+
+def strip_placement_for(target: str) -> Pass:
+    """A backends' preparation: host placement removed for ``target``, which cannot express
+    it (:func:`placement.strip_placement`; warns when there was some)."""
+    return Pass(f"strip_placement[{target}]", lambda module: strip_placement(module, target))
+
 
 __all__ = [
+    "CANONICAL_PLACEMENT",
     "DEAD_ARGUMENTS",
     "DEFAULT_PASSES",
     "NARROW_64BIT",
@@ -103,6 +135,8 @@ __all__ = [
     "eliminate_dead_arguments",
     "narrow_64bit",
     "normalize_placement",
+    "prepare",
     "run_passes",
+    "strip_placement_for",
     "verify",
 ]

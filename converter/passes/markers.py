@@ -8,10 +8,8 @@ XLA and other StableHLO consumers know no such call.
 from __future__ import annotations
 
 from converter import mlir
+from converter.markers import STOP_GRADIENT_TARGET
 from converter.module import Module
-
-#: the custom-call target of a JAX source's ``lax.stop_gradient``
-STOP_GRADIENT_TARGET = "converter.stop_gradient"
 
 
 def without_stop_gradient_markers(module: Module) -> Module:

@@ -9,7 +9,7 @@ interval analysis over the module proves:
   minimum and maximum; an ``iota`` ``[0, n - 1]``; an input the whole 32-bit range (the
   backend refuses at call time an input value outside it, :class:`InputRangeError`); a
   dimension size (``get_dimension_size``, a dynamic ``iota``) ``[0, max]`` with ``max`` the
-  largest declared maximum of ``signature.extra["dim_ranges"]``, ``2**31 - 1`` when one is
+  largest declared maximum of ``signature.dim_ranges``, ``2**31 - 1`` when one is
   open; an op with a rule (``add``, ``multiply``, ``select``, ``convert``, ``reduce`` with an
   ``add`` body, ``reduce_window`` (cumsum), ``func.call``...) the range its operands allow;
 - a 64-bit value whose range leaves the 32-bit one makes the module refuse
@@ -22,7 +22,7 @@ interval analysis over the module proves:
 
 When the analysis finds nothing, each 64-bit integer type becomes its 32-bit counterpart
 (results, block arguments, constants, function types, the signature's leaves and the
-parameter values), and ``signature.extra["narrowed"]`` maps each narrowed leaf name to its
+parameter values), and ``signature.narrowed`` maps each narrowed leaf name to its
 source dtype (``{"args[0]": "int64"}``).
 """
 
@@ -583,9 +583,9 @@ def _refine(r: Range, direction: str, bound: Range) -> Range | str:
 
 def _dim_max(module: Module, problems: list[str]) -> int:
     """The largest size a dynamic dimension may take: the largest declared maximum of
-    ``signature.extra["dim_ranges"]``, ``2**31 - 1`` when a range is open; a declared
+    ``signature.dim_ranges``, ``2**31 - 1`` when a range is open; a declared
     maximum above that is a problem."""
-    ranges = module.signature.extra.get("dim_ranges") or {}
+    ranges = module.signature.dim_ranges
     for name, (_, hi) in ranges.items():
         if hi is not None and hi > I32[1]:
             problems.append(f"dimension {name!r}: its declared maximum {hi} does not fit in 32 bits")
@@ -634,7 +634,7 @@ def _analyse(module: Module) -> _Analysis:
     args = [r if r is not None else _type_range(a.type) for r, a in zip(args, block.arguments, strict=True)]
     analysis.function(main, args)
     analysis.finish()
-    open_dims = [k for k, (_, hi) in (sig.extra.get("dim_ranges") or {}).items() if hi is None]
+    open_dims = [k for k, (_, hi) in (sig.dim_ranges).items() if hi is None]
     if analysis.problems and open_dims:
         analysis.problems.append(
             f"dimension(s) {', '.join(map(repr, open_dims))} have no declared maximum, so their sizes "
@@ -692,7 +692,7 @@ def narrow_64bit(module: Module) -> Module:
     Returns:
         A new Module (the input is not mutated): ``int64``/``uint64`` leaves of the
         signature and parameter values become ``int32``/``uint32``;
-        ``signature.extra["narrowed"]`` maps each narrowed leaf's name to its source dtype.
+        ``signature.narrowed`` maps each narrowed leaf's name to its source dtype.
 
     Raises:
         NarrowingError: a constant, parameter or declared dimension range outside the 32-bit
@@ -711,14 +711,13 @@ def narrow_64bit(module: Module) -> Module:
         dt = _NARROW_DTYPE.get(leaf.dtype)
         return leaf if dt is None else LeafSpec(**{**leaf.__dict__, "dtype": dt})
 
-    narrowed = dict(sig.extra.get("narrowed", {}))
+    narrowed = dict(sig.narrowed)
     narrowed.update({leaf.name: leaf.dtype for leaf in wide})
-    extra = {**sig.extra, "narrowed": narrowed} if narrowed else sig.extra
     new_sig = sig.replace(
         params=tuple(narrow(p) for p in sig.params),
         inputs=tuple(narrow(p) for p in sig.inputs),
         outputs=tuple(narrow(p) for p in sig.outputs),
-        extra=extra,
+        narrowed=narrowed,
     )
     params = {
         k: (

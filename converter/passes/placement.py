@@ -17,7 +17,7 @@ Canonical form, produced by :func:`normalize_placement`:
   ``annotate_device_placement`` gets that placement as its memory kind, and the custom
   call, now redundant, is removed (one in the middle of a function, read by other ops too,
   stays: the backends have rules for it);
-- ``signature.extra["host_functions"]`` names the functions called for the host;
+- ``signature.host_functions`` names the functions called for the host;
 - ``sdy.sharding_constraint`` ops of a one-partition module (no-ops) are removed.
 
 Backends then place host calls on the host: the JAX backend re-emits them under
@@ -235,7 +235,7 @@ def normalize_placement(module: Module) -> Module:
     values it reads as call operands).
 
     Returns:
-        A new Module; the input is not mutated. ``signature.extra["host_functions"]`` lists
+        A new Module; the input is not mutated. ``signature.host_functions`` lists
         the host-called functions (absent when there are none).
     """
     ir_module = mlir.clone_module(module.mlir)
@@ -247,18 +247,15 @@ def normalize_placement(module: Module) -> Module:
                 _outline_block(ir_module, fn.regions[0].blocks[0], name)
         sig = _memory_kinds(ir_module, module.signature)
         _drop_single_device_constraints(ir_module)
-    extra = {k: v for k, v in sig.extra.items() if k != "host_functions"}
-    names = host_functions(ir_module)
-    if names:
-        extra["host_functions"] = names
-    sig = sig.replace(extra=extra)
+    sig = sig.replace(host_functions=tuple(host_functions(ir_module)))
     return Module(ir_module, sig, module.params, source=module.source, meta=module.meta)
 
 
 def ensure_canonical(module: Module) -> Module:
     """``module`` itself when it has no :func:`loose_host_ops`, else
-    :func:`normalize_placement` of it. Backends call it on what they are given, so a Module
-    built without the frontends' passes still places its host computation."""
+    :func:`normalize_placement` of it. The backends' preparation runs it
+    (:data:`converter.passes.CANONICAL_PLACEMENT` in their ``PREPARE``), so a Module built
+    without the frontends' passes still places its host computation."""
     return normalize_placement(module) if loose_host_ops(module.mlir) else module
 
 
@@ -298,7 +295,7 @@ def strip_placement(module: Module, target: str) -> Module:
     kinds = sorted({s.memory_kind for s in sig.all_args + sig.outputs if s.memory_kind})
     clear = lambda specs: tuple(replace(s, memory_kind=None) for s in specs)  # noqa: E731
     sig = sig.replace(params=clear(sig.params), inputs=clear(sig.inputs), outputs=clear(sig.outputs))
-    sig = sig.replace(extra={k: v for k, v in sig.extra.items() if k != "host_functions"})
+    sig = sig.replace(host_functions=())
     meta = dict(module.meta)
     if stripped or kinds:
         msg = (

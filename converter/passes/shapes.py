@@ -12,15 +12,15 @@ assertions and drops them, and verifies that no dynamic shape is left.
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jaxlib.mlir import ir, passmanager
 from jaxlib.mlir.dialects import stablehlo
 
 from converter import mlir
+from converter.dims import dim_names, eval_dim, parse_dim
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.signature import LeafSpec
 
@@ -72,7 +72,7 @@ def bind_dims(
     A dimension that is a ``jax.export`` expression of names (``2*seq``, ``seq + 1``: a
     torch derived ``Dim``, an output of ``from_jax``) is checked against the sizes of its
     names (a single unknown name of a linear expression is solved for). ``ranges`` (a
-    signature's ``extra["dim_ranges"]``, ``{"batch": [2, 64]}``, a None bound is open) are
+    signature's ``dim_ranges``, ``{"batch": [2, 64]}``, a None bound is open) are
     checked too.
 
     Raises:
@@ -85,7 +85,7 @@ def bind_dims(
         for d, n in zip(spec.shape, shape, strict=False):
             if not isinstance(d, str):
                 continue
-            if not d.isidentifier() and _parse_dim(d) is not None:
+            if not d.isidentifier() and parse_dim(d) is not None:
                 derived.append((d, int(n), spec.name))
                 continue
             if d in sizes and sizes[d][0] != n:
@@ -93,18 +93,18 @@ def bind_dims(
                     f"dimension {d!r} is {sizes[d][0]} in {sizes[d][1]} but {n} in {spec.name}"
                 )
             sizes.setdefault(d, (int(n), spec.name))
-    for d, n, where in sorted(derived, key=lambda t: len(_names(_parse_dim(t[0])))):
-        tree = _parse_dim(d)
-        unknown = sorted(_names(tree) - set(sizes))
+    for d, n, where in sorted(derived, key=lambda t: len(dim_names(parse_dim(t[0])))):
+        tree = parse_dim(d)
+        unknown = sorted(dim_names(tree) - set(sizes))
         env = {k: v for k, (v, _) in sizes.items()}
         if len(unknown) == 1:  # solve a linear a*x + b = n for the one unknown name
-            b = _eval_dim(tree, {**env, unknown[0]: 0})
-            a = _eval_dim(tree, {**env, unknown[0]: 1}) - b
-            if a and (n - b) % a == 0 and _eval_dim(tree, {**env, unknown[0]: (n - b) // a}) == n:
+            b = eval_dim(tree, {**env, unknown[0]: 0})
+            a = eval_dim(tree, {**env, unknown[0]: 1}) - b
+            if a and (n - b) % a == 0 and eval_dim(tree, {**env, unknown[0]: (n - b) // a}) == n:
                 sizes[unknown[0]] = ((n - b) // a, where)
                 continue
-        if unknown or _eval_dim(tree, env) != n:
-            known = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if k in _names(tree))
+        if unknown or eval_dim(tree, env) != n:
+            known = ", ".join(f"{k}={v}" for k, v in sorted(env.items()) if k in dim_names(tree))
             raise SignatureMismatchError(
                 f"dimension {d!r} of {where} is {n}, which no sizes of its dimensions make"
                 + (f" ({known})" if known else "")
@@ -120,16 +120,6 @@ def bind_dims(
                 f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
             )
     return {d: n for d, (n, _) in sizes.items()}
-
-
-_DIM_CALLS = {"floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min}
-_DIM_BINOPS = {
-    ast.Add: lambda a, b: a + b,
-    ast.Sub: lambda a, b: a - b,
-    ast.Mult: lambda a, b: a * b,
-    ast.FloorDiv: lambda a, b: a // b,
-    ast.Mod: lambda a, b: a % b,
-}
 
 
 #: Ops that carry a dimension size computation through (``jax.export``'s dimension variables:
@@ -176,53 +166,6 @@ def dimension_values(fn: ir.Operation) -> set:
     return dims
 
 
-def _parse_dim(text: str) -> ast.AST | None:
-    """The expression tree of a ``jax.export`` dimension expression (ints, names, ``+ - *``,
-    ``floordiv``/``mod``/``max``/``min`` calls), or None when ``text`` is not one (an ONNX
-    ``dim_param`` such as ``batch-size`` is a name, not a subtraction: only text without
-    ``-`` between names is taken as an expression)."""
-    try:
-        tree = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        ok = (
-            isinstance(node, (ast.Name, ast.Load, ast.USub, *_DIM_BINOPS))
-            or (isinstance(node, ast.Constant) and type(node.value) is int)
-            or (isinstance(node, ast.BinOp) and type(node.op) in _DIM_BINOPS)
-            or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub))
-            or (isinstance(node, ast.Call) and getattr(node.func, "id", None) in _DIM_CALLS)
-        )
-        if not ok:
-            return None
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub) and isinstance(node.right, ast.Name):
-            return None  # ``batch-size``: a name with a dash
-    return tree
-
-
-def _names(tree: ast.AST) -> set[str]:
-    return {
-        n.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Name) and not any(n is getattr(c, "func", None) for c in ast.walk(tree))
-    }
-
-
-def _eval_dim(tree: ast.AST, env: Mapping[str, Any], calls: Mapping[str, Callable] | None = None) -> Any:
-    """The value of a parsed dimension expression with the names ``env`` gives; ``calls``
-    overrides functions of :data:`_DIM_CALLS` (``torch.sym_max`` for ``max`` of sizes)."""
-    if isinstance(tree, ast.Constant):
-        return tree.value
-    if isinstance(tree, ast.Name):
-        return env[tree.id]
-    if isinstance(tree, ast.UnaryOp):
-        return -_eval_dim(tree.operand, env, calls)
-    if isinstance(tree, ast.BinOp):
-        return _DIM_BINOPS[type(tree.op)](_eval_dim(tree.left, env, calls), _eval_dim(tree.right, env, calls))
-    fn = (calls or {}).get(tree.func.id) or _DIM_CALLS[tree.func.id]
-    return fn(*(_eval_dim(a, env, calls) for a in tree.args))
-
-
 def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] | None = None) -> list[tuple]:
     """Signature shapes as ``jax.export`` symbolic shapes, in one ``SymbolicScope`` whose
     constraints are ``ranges`` (``{"batch": [2, 64]}``): a named dimension is one variable
@@ -238,7 +181,7 @@ def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] |
             return str(d)
         if d is None:
             return f"d{i}_{axis}"
-        if d.isidentifier() or _parse_dim(d) is None:
+        if d.isidentifier() or parse_dim(d) is None:
             ident = re.sub(r"\W", "_", d)
             return ident if ident and not ident[0].isdigit() else f"d_{ident}"
         return d
@@ -262,14 +205,14 @@ def symbolic_shapes(shapes: Sequence[Sequence], ranges: Mapping[str, Sequence] |
 def check_dims(module: Module, arg_shapes: Sequence[Sequence[int]]) -> dict[str, int]:
     """:func:`bind_dims` for the kept ``@main`` arguments of ``module`` (params, inputs, key
     as ``signature.kept_var_idx`` keeps them) and ``arg_shapes``, with the signature's
-    ``extra["dim_ranges"]``.
+    ``signature.dim_ranges``.
 
     Raises:
         SignatureMismatchError: as :func:`bind_dims`.
     """
     sig = module.signature
     kept = range(len(sig.all_args)) if sig.kept_var_idx is None else sig.kept_var_idx
-    return bind_dims([sig.all_args[i] for i in kept], arg_shapes, sig.extra.get("dim_ranges"))
+    return bind_dims([sig.all_args[i] for i in kept], arg_shapes, sig.dim_ranges)
 
 
 def refine(module: ir.Module, arg_shapes: Sequence[Sequence[int]]) -> ir.Module:
@@ -436,7 +379,7 @@ def specialize(module: Module, input_shapes: Mapping[str, Sequence[int]] | Seque
     args = [*sig.params, *(replace(s, shape=shp) for s, shp in zip(sig.inputs, shapes, strict=True))]
     if sig.rng is not None:
         args.append(sig.rng)
-    bind_dims(sig.inputs, shapes, sig.extra.get("dim_ranges"))
+    bind_dims(sig.inputs, shapes, sig.dim_ranges)
     bad = [a.name for a in args if is_dynamic(a.shape)]
     if bad:
         raise ConversionError(f"no concrete shape for {bad}")

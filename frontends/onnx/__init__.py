@@ -1,6 +1,6 @@
 """ONNX → StableHLO: ONNX nodes lower to JAX through :data:`ONNX_RULES`, and the whole graph
-is lowered with ``jax.jit(...).lower()`` (``jax.export`` when a graph input keeps a symbolic
-dimension) to a :class:`converter.Module`.
+is lowered by :func:`converter.lowering.lower` (``jax.jit`` lowering, ``jax.export`` when a
+graph input keeps a symbolic dimension) to a :class:`converter.Module`.
 
 Follows the ONNX IR spec (https://onnx.ai/onnx/repo-docs/IR.html) and the operator pages
 (https://onnx.ai/onnx/operators/).
@@ -23,7 +23,7 @@ import onnx.defs
 import onnx.shape_inference
 from onnx import numpy_helper
 
-from converter import _jax_internal, dtypes, mlir, onnx_skeleton
+from converter import dtypes, onnx_skeleton
 from converter.errors import (
     ConversionError,
     DimensionsUnifiedWarning,
@@ -32,6 +32,7 @@ from converter.errors import (
     ParseError,
     UnsupportedOpError,
 )
+from converter.lowering import lower as lower_flat
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import LEAF, LeafSpec, Mutation, Signature, args_tree
@@ -40,7 +41,7 @@ from . import ops  # noqa: F401 - registers the rules
 from .graph import NO_FOLD, GraphRunner, StaticValueRequired, is_known, np_dtype, topologically_sorted
 from .registry import DEFAULT_DOMAIN, ONNX_RULES, canonical_domain, lookup, schema_function
 from .symbolic import materialize
-from .values import ValueDependentModule
+from .values import ValueDependentModule, ValueSpecializedModel
 
 MAX_OPSET = onnx.defs.onnx_opset_version()
 MIN_OPSET = 7
@@ -259,8 +260,10 @@ def from_onnx(
     static_inputs: dict[str, Any] | None = None,
     check: bool = True,
     values_at_call: bool = True,
-) -> Module:
-    """Convert an ONNX model to a :class:`converter.Module`.
+) -> Module | ValueSpecializedModel:
+    """Convert an ONNX model to a :class:`converter.Module`, or to a
+    :class:`~frontends.onnx.values.ValueSpecializedModel` when its shapes are computed from
+    the values of graph inputs (see ``values_at_call``).
 
     The module's ``@main`` takes the initializers first (as parameters named after them,
     ``kind="parameter"``), then large floating-point tensors computed at conversion time
@@ -289,10 +292,11 @@ def from_onnx(
         check: run ``onnx.checker.check_model`` first.
         values_at_call: when a shape, axes, count or size is computed from graph inputs
             not in ``static_inputs`` (``Reshape`` with a shape input, ``TopK`` with a ``k``
-            input...), return a :class:`frontends.onnx.values.ValueDependentModule` whose
-            ``to_jax``/``to_torch`` specialize on those inputs' values at call time (cached
-            per value, as ``jax.jit``'s static arguments); False raises
-            :class:`StaticValueRequired` instead.
+            input...), return a :class:`frontends.onnx.values.ValueSpecializedModel` (not a
+            Module: it has no single StableHLO program) whose ``to_jax``/``to_torch``
+            specialize on those inputs' values at call time (cached per value, as
+            ``jax.jit``'s static arguments) and whose ``specialize_values`` gives the Module
+            of given values; False raises :class:`StaticValueRequired` instead.
 
     Raises:
         ParseError: unreadable file, or ``onnx.checker`` rejects the graph.
@@ -357,12 +361,12 @@ def _value_dependent(
     dims: dict[str, int] | None,
     input_shapes: dict[str, tuple] | None,
     static_inputs: dict[str, Any] | None,
-) -> Module:
-    """The :class:`~frontends.onnx.values.ValueDependentModule` of ``model``, whose
+) -> ValueSpecializedModel:
+    """The :class:`~frontends.onnx.values.ValueSpecializedModel` of ``model``, whose
     conversion raised ``error``: the graph inputs it comes from are value inputs (re-raised
     when it comes from none, a value computed from symbolic dimensions, or when a graph input
     or output is a sequence or optional, which it does not take)."""
-    from .values import ValueDependentModule, graph_input_sources
+    from .values import graph_input_sources
 
     graph = model.graph
     params = {t.name: _weight_array(t, None) for t in graph.initializer}
@@ -414,7 +418,7 @@ def _value_dependent(
         )
 
     meta = {"onnx_version": onnx.__version__, "producer": model.producer_name, "graph": graph.name}
-    return ValueDependentModule(model, signature, params, sources, convert, meta)
+    return ValueSpecializedModel(model, signature, params, sources, convert, meta)
 
 
 def _from_onnx(
@@ -543,16 +547,8 @@ def _from_onnx(
         jax.ShapeDtypeStruct(tuple(symbols.get(d, d) for d in s.shape), dtypes.to_numpy(s.dtype))
         for s in (*param_specs, *input_specs)
     ]
-    with jax.enable_x64(True):
-        if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-            exported = jax.export.export(jax.jit(fn, keep_unused=True))(*avals)
-            ir_module = mlir.parse_module(exported.mlir_module_serialized, filename=graph.name or "<onnx>")
-            out_avals = exported.out_avals
-        else:
-            with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
-                lowered = jax.jit(fn, keep_unused=True).lower(*avals)
-            ir_module = lowered.compiler_ir("stablehlo")
-            out_avals = jax.tree.leaves(lowered.out_info)
+    # symbolic: shape-polymorphic StableHLO, as jax.export writes it
+    ir_module, out_avals = lower_flat(fn, avals, symbolic=bool(symbols), filename=graph.name or "<onnx>")
     trees, names = outputs
     output_specs = [
         LeafSpec(
@@ -748,6 +744,7 @@ __all__ = [
     "ONNX_RULES",
     "StaticValueRequired",
     "ValueDependentModule",
+    "ValueSpecializedModel",
     "check_supported",
     "from_onnx",
     "load_model",

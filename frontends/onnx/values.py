@@ -4,12 +4,14 @@ An ONNX graph may compute a shape, axes, a count or sizes from a graph *input*'s
 ``Reshape(x, shape)``, ``Expand``, ``ConstantOfShape``, ``Slice`` with ``starts``/``ends``
 inputs, ``TopK`` with a ``k`` input, ``Resize`` with ``sizes``. StableHLO (like ``jax.jit``)
 needs those values at compile time. :func:`frontends.onnx.from_onnx` then returns a
-:class:`ValueDependentModule`: the model converts, and :meth:`ValueDependentModule.to_jax` /
-:meth:`~ValueDependentModule.to_torch` take those inputs' *values* at call time and
+:class:`ValueSpecializedModel` instead of a :class:`converter.Module`: it has no single
+StableHLO module (so no ``mlir``/``text``/``save``), but :meth:`ValueSpecializedModel.to_jax`
+/ :meth:`~ValueSpecializedModel.to_torch` take those inputs' *values* at call time and
 specialize on them, as ``jax.jit``'s static arguments: one conversion
-(``from_onnx(..., static_inputs=values)``) per distinct value, cached; the other inputs are
-ordinary arrays. Under ``jax.jit`` or ``torch.export`` tracing such an input must be a
-concrete array (a tracer raises :class:`converter.errors.SignatureMismatchError` naming it).
+(``from_onnx(..., static_inputs=values)``, a :class:`~converter.Module`) per distinct value,
+cached; the other inputs are ordinary arrays. Under ``jax.jit`` or ``torch.export`` tracing
+such an input must be a concrete array (a tracer raises
+:class:`converter.errors.SignatureMismatchError` naming it).
 """
 
 from __future__ import annotations
@@ -94,21 +96,28 @@ def _concrete(path: str, name: str, value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-class ValueDependentModule(Module):
+class ValueSpecializedModel:
     """An ONNX model whose shapes (axes, counts, sizes) are computed from the values of some
-    graph inputs, :attr:`value_inputs` (see the module docstring).
+    graph inputs, :attr:`value_inputs` (see the module docstring): what
+    :func:`frontends.onnx.from_onnx` returns for such a model instead of a
+    :class:`converter.Module`, as ``jax.jit`` with static arguments is a function of their
+    values rather than one compiled program.
 
-    :meth:`specialize_values` converts it for given values of those inputs (cached per
-    value); :meth:`to_jax` and :meth:`to_torch` do so at each call. :meth:`to_onnx` returns
-    the source model (already ONNX). It has no single StableHLO module: :attr:`mlir`,
-    :meth:`text` and :meth:`save` raise :class:`ConversionError` naming the inputs
-    (``from_onnx(..., static_inputs=...)`` gives one).
+    :meth:`specialize_values` converts it for given values of those inputs into a
+    :class:`~converter.Module` (cached per value); :meth:`to_jax` and :meth:`to_torch` do so
+    at each call. :meth:`to_onnx` returns the source model (already ONNX). It is not a
+    Module: it has no single StableHLO module, so no ``mlir``, ``text``, ``save`` or
+    ``specialize`` (``from_onnx(..., static_inputs=...)`` gives a Module).
 
     Attributes:
         value_inputs: the graph inputs whose values the conversion needs (grows when a
             specialization finds another).
         signature: every graph input (``signature.inputs``) and the parameters; the outputs
             as ONNX shape inference declares them (a dimension it cannot tell is None).
+        params: the ONNX initializers by name.
+        onnx_model: the source ``onnx.ModelProto``.
+        source: ``"onnx"``.
+        meta: provenance (``onnx_version``, ``producer``, ``graph``, ``value_inputs``).
     """
 
     def __init__(
@@ -130,40 +139,17 @@ class ValueDependentModule(Module):
         self._convert = convert
         self._cache: dict[tuple, Module] = {}
 
-    @property
-    def mlir(self) -> Any:  # type: ignore[override]
-        raise self._no_stablehlo("has no single StableHLO module")
-
-    @mlir.setter
-    def mlir(self, value: Any) -> None:
-        raise AttributeError("a ValueDependentModule has no StableHLO module to set")
-
-    def _no_stablehlo(self, what: str) -> ConversionError:
+    def _not_one_module(self, what: str) -> ConversionError:
         return ConversionError(
             f"this ONNX model computes shapes from the values of inputs {self.value_inputs}, so it {what}: "
             "call to_jax()/to_torch() (specialized per value at call time), or convert with "
             "from_onnx(..., static_inputs={name: array}) / specialize_values({name: array})"
         )
 
-    def text(self, *, debug_info: bool = True) -> str:
-        raise self._no_stablehlo("has no single StableHLO text")
-
-    def op_histogram(self):
-        raise self._no_stablehlo("has no single StableHLO module")
-
-    def bytecode(self) -> bytes:
-        raise self._no_stablehlo("has no single StableHLO module")
-
-    def save(self, path: Any) -> None:
-        raise self._no_stablehlo("cannot be saved as one Module file")
-
-    def specialize(self, input_shapes: Any) -> Module:
-        raise self._no_stablehlo("cannot be specialized by shapes alone")
-
     def __repr__(self) -> str:
         s = self.signature
         return (
-            f"<converter.ValueDependentModule from onnx: {len(s.params)} params, {len(s.inputs)} inputs, "
+            f"<converter.ValueSpecializedModel from onnx: {len(s.params)} params, {len(s.inputs)} inputs, "
             f"shapes from the values of {self.value_inputs}>"
         )
 
@@ -240,7 +226,7 @@ class ValueDependentModule(Module):
             ConversionError: ``input_shapes`` given (the shapes depend on values).
         """
         if input_shapes is not None:
-            raise self._no_stablehlo("cannot be specialized by shapes alone")
+            raise self._not_one_module("cannot be specialized by shapes alone")
         from .values_torch import ValueSpecializedTorchModule
 
         return ValueSpecializedTorchModule(self, kwargs)
@@ -256,7 +242,7 @@ class ValueDependentModule(Module):
         out.CopyFrom(self.onnx_model)
         have = next((o.version for o in out.opset_import if o.domain in ("", "ai.onnx")), None)
         if opset is not None and opset != have:
-            raise self._no_stablehlo(f"is not converted to opset {opset} (it is opset {have})")
+            raise self._not_one_module(f"is not converted to opset {opset} (it is opset {have})")
         if path is not None:
             from converter.fileio import atomic_path
 
@@ -266,11 +252,11 @@ class ValueDependentModule(Module):
 
 
 class ValueSpecializedFunction:
-    """``ValueDependentModule.to_jax()``: ``f(*inputs)`` specializes on the values of the
-    module's :attr:`~ValueDependentModule.value_inputs` (one conversion and one JAX function
+    """``ValueSpecializedModel.to_jax()``: ``f(*inputs)`` specializes on the values of the
+    model's :attr:`~ValueSpecializedModel.value_inputs` (one conversion and one JAX function
     per distinct value, cached in :attr:`functions`) and returns that function's outputs."""
 
-    def __init__(self, module: ValueDependentModule, options: dict[str, Any]):
+    def __init__(self, module: ValueSpecializedModel, options: dict[str, Any]):
         self.module = module
         self.options = options
         self.functions: dict[int, Any] = {}
@@ -283,4 +269,8 @@ class ValueSpecializedFunction:
         return fn(*rest)
 
 
-__all__ = ["ValueDependentModule", "ValueSpecializedFunction", "graph_input_sources"]
+#: the former name of :class:`ValueSpecializedModel` (a Module subclass until it became a
+#: type of its own)
+ValueDependentModule = ValueSpecializedModel
+
+__all__ = ["ValueDependentModule", "ValueSpecializedFunction", "ValueSpecializedModel", "graph_input_sources"]

@@ -1,4 +1,4 @@
-"""``ValueDependentModule.to_torch()``: a ``torch.nn.Module`` specializing on input values
+"""``ValueSpecializedModel.to_torch()``: a ``torch.nn.Module`` specializing on input values
 (see :mod:`frontends.onnx.values`); imported only when asked for, so the ONNX frontend does
 not load torch."""
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from .values import ValueDependentModule
+    from .values import ValueSpecializedModel
 
 
 class ValueSpecializedTorchModule(torch.nn.Module):
@@ -24,7 +24,7 @@ class ValueSpecializedTorchModule(torch.nn.Module):
     values are its own.
     """
 
-    def __init__(self, module: ValueDependentModule, options: dict[str, Any]):
+    def __init__(self, module: ValueSpecializedModel, options: dict[str, Any]):
         super().__init__()
         self.module = module
         self.options = options

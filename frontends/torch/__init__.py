@@ -1,5 +1,5 @@
 """PyTorch → StableHLO: ``torch.export``, Core ATen decompositions, ATen → JAX rules, and
-``jax.jit(...).lower()`` to StableHLO."""
+:func:`converter.lowering.lower` to StableHLO."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
-from converter import _jax_internal, _threads, dtypes, mlir, progress
+from converter import _threads, dtypes, progress
+from converter.lowering import lower as lower_flat
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
@@ -386,13 +387,13 @@ def from_torch(
         A Module whose ``@main`` takes the parameters, buffers and lifted constants first,
         one argument per distinct tensor (tied weights such as GPT-2's embedding and LM head
         are one parameter, named as ``named_parameters()`` names it; its other names are
-        ``signature.extra["tied"]``, ``{alias: parameter name}``), then the user tensor
+        ``signature.tied``, ``{alias: parameter name}``), then the user tensor
         inputs. Parameters with ``requires_grad=False`` are listed in
-        ``signature.extra["frozen"]``: the backends give them no gradient, as autograd does;
-        buffers registered with ``persistent=False`` in ``signature.extra["non_persistent"]``
+        ``signature.frozen``: the backends give them no gradient, as autograd does;
+        buffers registered with ``persistent=False`` in ``signature.non_persistent``
         (left out of ``state_dict()``, as torch leaves them out). A model whose result
         depends on its training mode (dropout, BatchNorm) records the mode it was converted
-        in as ``signature.extra["training"]``: ``to_torch()``'s module starts in it and
+        in as ``signature.training``: ``to_torch()``'s module starts in it and
         raises when called in the other. Non-tensor inputs are
         specialized and recorded as ``static`` in the signature.
 
@@ -400,7 +401,7 @@ def from_torch(
         shapes named as torch named them: the ``Dim`` name, or torch's ``s0``/``s77`` for
         automatic and ``.pt2`` dimensions; a derived one is an expression, ``2*seq``). The
         signature records them as these strings and their ranges in
-        ``signature.extra["dim_ranges"]`` (``{"batch": [2, 64]}``, ``None`` for no upper
+        ``signature.dim_ranges`` (``{"batch": [2, 64]}``, ``None`` for no upper
         bound); the StableHLO carries them as ``jax.export`` constraints.
 
         A model with random ops (dropout in training mode, ``torch.rand``...)
@@ -538,21 +539,20 @@ def from_torch(
     # a Tensor.detach() has no StableHLO op: kept as a marker (the lowering's other
     # stop_gradients, as softmax's max, are marked too: gradient-neutral either way)
     detaches = sum(1 for g in graphs(graph) for n in g.nodes if n.target is torch.ops.aten.detach.default)
-    marked = _jax_internal.stop_gradient_marked() if detaches else contextlib.nullcontext()
-    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info, marked:
-        with jax.enable_x64(True):
-            if symbols:  # shape-polymorphic StableHLO, as jax.export writes it
-                marker = jax.export.DisabledSafetyCheck.custom_call(_jax_internal.STOP_GRADIENT_TARGET)
-                exported = jax.export.export(jax.jit(fn, keep_unused=True), disabled_checks=[marker])(*avals)
-                module = mlir.parse_module(exported.mlir_module_serialized, filename=type(model).__name__)
-                output_specs = [
-                    LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
-                    for s, a in zip(output_specs, exported.out_avals, strict=True)
-                ]
-            else:
-                with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
-                    lowered = jax.jit(fn, keep_unused=True).lower(*avals)  # dropped by the pass below
-                module = lowered.compiler_ir("stablehlo")
+    with progress.stage(f"lowering {len(graph.nodes)} ATen nodes to StableHLO") as info:
+        # symbolic: shape-polymorphic StableHLO, as jax.export writes it
+        module, out_avals = lower_flat(
+            fn,
+            avals,
+            symbolic=bool(symbols),
+            filename=type(model).__name__,
+            mark_stop_gradients=bool(detaches),
+        )
+        if symbols:
+            output_specs = [
+                LeafSpec(s.name, tuple(_dim_spec(d) for d in a.shape), s.dtype, s.kind)
+                for s, a in zip(output_specs, out_avals, strict=True)
+            ]
         size = sum(a.nbytes for a in params.values())
         info["detail"] = f"{len(params)} parameters, {progress.size_text(size)}"
     signature = Signature(
@@ -563,13 +563,11 @@ def from_torch(
         out_tree=out_tree,
         rng=rng,
         mutations=tuple(mutations),
-        extra={
-            **({"dim_ranges": ranges} if ranges else {}),
-            **({"tied": tied} if tied else {}),
-            **({"frozen": frozen} if frozen else {}),
-            **({"non_persistent": transient} if transient else {}),
-            **({"training": model.training} if _mode_dependent(model, rng, mutations) else {}),
-        },
+        dim_ranges=ranges or {},
+        tied=tied,
+        frozen=tuple(frozen),
+        non_persistent=tuple(transient),
+        training=model.training if _mode_dependent(model, rng, mutations) else None,
     )
     meta = {"torch_version": torch.__version__, "model": type(model).__name__}
     if symbols:

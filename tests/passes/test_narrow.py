@@ -52,7 +52,7 @@ def test_index_arithmetic_is_narrowed_and_computes_the_same():
     n = narrow_64bit(m)
     assert "i64>" not in n.text(debug_info=False).replace("array<i64", "").replace("tensor<2x2xi64>", "")
     assert [s.dtype for s in n.signature.inputs + n.signature.outputs] == ["int32"] * 3
-    assert n.signature.extra["narrowed"] == {"args[0]": "int64", "outputs[0]": "int64", "outputs[1]": "int64"}
+    assert n.signature.narrowed == {"args[0]": "int64", "outputs[0]": "int64", "outputs[1]": "int64"}
     assert m.signature.inputs[0].dtype == "int64" and "i32" not in m.text()  # the input is not mutated
     ids = np.array([[3, 0, -2, 5], [1, 1, 0, 2]], np.int64)
     with jax.enable_x64(True):
@@ -167,7 +167,7 @@ func.func @main(%w: tensor<3xi64>, %x: tensor<3xi64>) -> tensor<3xi64> {
     big = Module(m.mlir, as_param, {"w": np.array([1, 2**40, 9], np.int64)})
     with pytest.raises(NarrowingError, match=r"w: its values \[1, 1099511627776\] do not fit"):
         narrow_64bit(big)
-    ranged = Module(m.mlir, as_param.replace(extra={"dim_ranges": {"b": [1, 2**40]}}), small.params)
+    ranged = Module(m.mlir, as_param.replace(dim_ranges={"b": [1, 2**40]}), small.params)
     with pytest.raises(NarrowingError, match=r"dimension 'b': its declared maximum 1099511627776"):
         narrow_64bit(ranged)
 

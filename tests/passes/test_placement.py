@@ -51,7 +51,7 @@ def _main_ops(m):
 
 def test_loose_host_ops_are_outlined():
     m = converter.from_jax(loose, X)
-    assert m.signature.extra["host_functions"] == ["host_computation_0"]
+    assert m.signature.host_functions == ("host_computation_0",)
     calls = [op for op in _main_ops(m) if op.name == "func.call"]
     assert len(calls) == 1 and is_host(calls[0])
     assert not any(is_host(op) for op in _main_ops(m) if op.name != "func.call")
@@ -73,7 +73,7 @@ def test_placement_needs_the_pass_and_survives_compile():
 
 def test_host_calls_survive_jit_export_and_compile():
     m = converter.from_jax(called, X)
-    assert len(m.signature.extra["host_functions"]) == 2  # forward and backward host calls
+    assert len(m.signature.host_functions) == 2  # forward and backward host calls
     f = m.to_jax()
     np.testing.assert_allclose(f(X), called(X), rtol=1e-6)
     assert HOST in _compiled_text(f)
@@ -123,7 +123,7 @@ def test_strip_placement_warns_and_records():
     with pytest.warns(PlacementStrippedWarning, match="onnx has no host placement"):
         s = strip_placement(m, "onnx")
     assert s.meta["warnings"] and "host" in s.meta["warnings"][0]
-    assert "host_functions" not in s.signature.extra
+    assert s.signature.host_functions == ()
     assert not host_functions(s.mlir)
     f = s.to_jax()
     np.testing.assert_allclose(f(X), loose(X), rtol=1e-6)
@@ -136,7 +136,7 @@ def test_normalize_is_idempotent_and_saved(tmp_path):
     assert str(again) == str(m)
     m.save(tmp_path / "m.shlo")
     loaded = converter.load(tmp_path / "m.shlo")
-    assert loaded.signature.extra["host_functions"] == ["host_computation_0"]
+    assert loaded.signature.host_functions == ("host_computation_0",)
     assert HOST in _compiled_text(loaded.to_jax())
 
 
@@ -219,7 +219,7 @@ def _loose_placed(x):  # a pinned_host argument, host ops loose in @main (no out
 
 def _check_canonical(m, want):
     assert not loose_host_ops(m.mlir)
-    assert m.signature.extra["host_functions"] == ["host_computation_0"]
+    assert m.signature.host_functions == ("host_computation_0",)
     assert [s.memory_kind for s in m.signature.inputs] == ["pinned_host"]
     main = mlir.main_function(m.mlir)
     assert mlir.decode_attribute(main.attributes["arg_attrs"])[0]["mhlo.memory_kind"] == "pinned_host"
@@ -312,7 +312,7 @@ def test_host_ops_in_regions_stay_on_host(case):
     ((region, call),) = _region_calls(m)
     assert region == f"stablehlo.{case}"
     assert not loose_host_ops(m.mlir)
-    assert m.signature.extra["host_functions"] == [mlir.Op(call).attr("callee")]
+    assert m.signature.host_functions == (mlir.Op(call).attr("callee"),)
     f = m.to_jax()
     np.testing.assert_allclose(f(*args), want, rtol=1e-6)
     assert _host_sine_compiled(jax.jit(lambda *a: f(*a)).lower(*args).compile().as_text())
@@ -345,6 +345,6 @@ def test_jax_artifact_keeps_input_memory_kinds(tmp_path):
     back = cli.load_input(str(tmp_path / "p.jax"), None, argparse.Namespace(verbose=False))
     assert [s.memory_kind for s in back.signature.inputs] == ["pinned_host", None]
     assert [s.memory_kind for s in back.signature.outputs] == ["pinned_host", "device"]  # jax.jit names it
-    assert back.signature.extra["host_functions"]
+    assert back.signature.host_functions
     out = back.to_jax()(x, w)
     assert out[0].sharding.memory_kind == "pinned_host"

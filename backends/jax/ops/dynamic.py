@@ -99,7 +99,7 @@ def _real_dynamic_slice(interp, op, x, start, limit, strides):
 def _dynamic_gather(interp, op, operand, start_indices, slice_sizes):
     """``gather`` with ``slice_sizes`` from a constant operand (the spec: functionally
     identical to ``gather`` otherwise)."""
-    from .indexing import _gather
+    from .indexing import gather
 
     sizes = _static_ints(interp, op, 2, "slice_sizes")
-    return _gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), operand, start_indices)
+    return gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), operand, start_indices)

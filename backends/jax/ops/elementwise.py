@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from converter import dtypes
+from converter.markers import STOP_GRADIENT_KEY
 
 from ..registry import register
 
@@ -222,7 +223,7 @@ def _reduce_precision(interp, op, x):
     return lax.reduce_precision(x, op.attr("exponent_bits"), op.attr("mantissa_bits"))
 
 
-@register("stablehlo.custom_call@converter.stop_gradient")
+@register(STOP_GRADIENT_KEY)
 def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it: StableHLO has no op)."""
     return lax.stop_gradient(x)

@@ -41,7 +41,7 @@ def _dynamic_update_slice(interp, op, x, update, *starts):
 
 
 @register("stablehlo.gather")
-def _gather(interp, op, operand, indices):
+def gather(interp, op, operand, indices):
     d = op.attr("dimension_numbers")
     dn = lax.GatherDimensionNumbers(
         offset_dims=tuple(d["offset_dims"]),

@@ -38,7 +38,7 @@ from converter.regions import classify_combiner
 from ..graph import RetypedOp
 from ..realpairs import to_pairs
 from ..registry import ONNX_RULES, register
-from .linalg import _dot_general
+from .linalg import dot_general
 
 #: Ops handled the same whatever their element types: the walker's own (calls, tuples,
 #: region terminators) pass values through untouched.
@@ -465,7 +465,7 @@ def _dot(interp, op, lhs, rhs):
     which lose accuracy); two when one operand is real."""
     g = interp.graph
     views = [ComponentView(op, 0), ComponentView(op, 1)]
-    dot = lambda x, y: _dot_general(interp, views[0], x, y)  # noqa: E731
+    dot = lambda x, y: dot_general(interp, views[0], x, y)  # noqa: E731
     lc, rc = _is_complex(op.operands[0]), _is_complex(op.operands[1])
     a, b = _parts(g, lhs) if lc else (lhs, None)
     c, d = _parts(g, rhs) if rc else (rhs, None)

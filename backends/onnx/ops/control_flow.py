@@ -17,14 +17,14 @@ from converter.regions import first_non_elementwise
 from ..graph import live, onnx_dtype
 from ..registry import register
 
-_I64, _BOOL = TensorType((), "int64"), TensorType((), "bool")
+I64_SCALAR, BOOL_SCALAR = TensorType((), "int64"), TensorType((), "bool")
 
 
 def _value_info(name: str, ttype: TensorType):
     return helper.make_tensor_value_info(name, onnx_dtype(ttype.dtype), list(ttype.shape))
 
 
-def _subgraph(interp, name, inputs, emit):
+def subgraph(interp, name, inputs, emit):
     """A subgraph with ``inputs`` (``[(name, TensorType)]``) whose body is whatever
     ``emit()`` writes into ``interp.graph``; ``emit`` returns ``[(value, TensorType)]``."""
     sub = interp.graph.child()
@@ -52,16 +52,16 @@ def _while(interp, op, *init):
 
     def emit():
         new = body(*(n for n, _ in carried))
-        return [(cond(*new)[0], _BOOL)] + list(zip(new, types, strict=True))
+        return [(cond(*new)[0], BOOL_SCALAR)] + list(zip(new, types, strict=True))
 
-    inputs = [(g.fresh("iter"), _I64), (g.fresh("cond_in"), _BOOL), *carried]
-    graph = _subgraph(interp, "while_body", inputs, emit)
+    inputs = [(g.fresh("iter"), I64_SCALAR), (g.fresh("cond_in"), BOOL_SCALAR), *carried]
+    graph = subgraph(interp, "while_body", inputs, emit)
     out = g.op("Loop", ["", cond(*init)[0], *init], len(init), body=graph)
     return out if isinstance(out, list) else [out]
 
 
 def _branch(interp, fn, types, name):
-    return _subgraph(interp, name, [], lambda: list(zip(fn(), types, strict=True)))
+    return subgraph(interp, name, [], lambda: list(zip(fn(), types, strict=True)))
 
 
 def _if_node(interp, pred, then_g, else_g, n):

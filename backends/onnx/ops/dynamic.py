@@ -21,7 +21,7 @@ from converter import mlir
 
 from ..graph import onnx_dtype
 from ..registry import register
-from .indexing import _gather
+from .indexing import gather
 from .shape import interior_pad
 
 _INT64 = 7  # TensorProto.INT64
@@ -130,7 +130,7 @@ def _dynamic_gather(interp, op, x, indices, slice_sizes):
     shapes = [op.operand_type(0).shape, op.operand_type(1).shape, op.result_type.shape]
     if static is not None and all(d is not None for shape in shapes for d in shape):
         sizes = [int(v) for v in static.reshape(-1)]
-        return _gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), x, indices)
+        return gather(interp, mlir.OpWithAttrs(op, {"slice_sizes": sizes}), x, indices)
     d = op.attr("dimension_numbers")
     rank, itype, result = op.operand_type(0).rank, op.operand_type(1), op.result_type
     if not d.get("operand_batching_dims") and list(d["offset_dims"]) != list(range(result.rank)):

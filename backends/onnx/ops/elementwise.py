@@ -24,6 +24,7 @@ import numpy as np
 from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
+from converter.markers import STOP_GRADIENT_KEY
 
 from ..graph import onnx_dtype
 from ..registry import register
@@ -483,7 +484,7 @@ def _total_order(interp, op, x, y, direction):
         NotImplementedError: an operand is not canonicalized (ONNX cannot read the sign of
             a NaN or tell -0.0 from +0.0 in a comparison).
     """
-    if not all(_canonical(interp, v) for v in op.operands):
+    if not all(is_canonical(interp, v) for v in op.operands):
         raise NotImplementedError("compare TOTALORDER on floats that may hold -0.0 or negative NaNs")
     g = interp.graph
     nx, ny = g.op("IsNaN", [x]), g.op("IsNaN", [y])
@@ -494,7 +495,7 @@ def _total_order(interp, op, x, y, direction):
     return table[direction] if direction in table else g.op("Not", [eq])
 
 
-def _canonical(interp, value) -> bool:
+def is_canonical(interp, value) -> bool:
     """``value`` is ``select(a != a, +NaN, select(b == 0, +0.0, c))`` (constants possibly
     broadcast): it holds no -0.0 and no negative NaN."""
     nan_sel = _defining(value, "stablehlo.select")
@@ -803,7 +804,7 @@ def _round_mantissa(g, a, man_bits, emin):
     return g.op("Mul", [rounded, ulp])
 
 
-@register("stablehlo.custom_call@converter.stop_gradient", dynamic=True)
+@register(STOP_GRADIENT_KEY, dynamic=True)
 def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ONNX has no gradients."""
     return interp.graph.op("Identity", [x])

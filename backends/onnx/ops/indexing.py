@@ -79,7 +79,7 @@ def _check_point_indexing(shape, indexed, sizes, what, whole_dynamic=False):
 
 
 @register("stablehlo.gather", dynamic=True)
-def _gather(interp, op, operand, indices):
+def gather(interp, op, operand, indices):
     """Point indexing as ``GatherND``; dynamic dimensions may be indexed ones (clamped to
     their run-time size) or batch dimensions of the indices."""
     g = interp.graph

@@ -25,7 +25,7 @@ def _cast_to_result(interp, op, x, i):
 
 
 @register("stablehlo.dot_general", dynamic=True)
-def _dot_general(interp, op, lhs, rhs):
+def dot_general(interp, op, lhs, rhs):
     """Any dimension numbers as one Einsum: batch dims, then lhs free, then rhs free dims
     (the result order the StableHLO spec defines)."""
     d = op.attr("dot_dimension_numbers")

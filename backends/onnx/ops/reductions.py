@@ -14,9 +14,8 @@ from converter.regions import classify_combiner, classify_sort_keys
 from ..graph import onnx_dtype
 from ..registry import register
 from ..widen import NARROW, WIDE, WidenedOp
-from .control_flow import _BOOL as _BOOL_T
-from .control_flow import _I64, _subgraph
-from .elementwise import BITCAST_OPSET, _canonical
+from .control_flow import BOOL_SCALAR, I64_SCALAR, subgraph
+from .elementwise import BITCAST_OPSET, is_canonical
 
 _REDUCE = {"add": "ReduceSum", "max": "ReduceMax", "min": "ReduceMin", "mul": "ReduceProd"}
 _COMBINE = {"add": "Add", "max": "Max", "min": "Min", "mul": "Mul"}
@@ -116,9 +115,9 @@ def _reduce_loop(interp, op, xs, inits):
         new = [
             sub.cast(v, t.dtype) if r != t.dtype else v for v, t, r in zip(new, types, returned, strict=True)
         ]
-        return [(cond, _BOOL_T), *zip(new, types, strict=True)]
+        return [(cond, BOOL_SCALAR), *zip(new, types, strict=True)]
 
-    graph = _subgraph(interp, "reduce_body", [(it, _I64), (cond, _BOOL_T), *carried], emit)
+    graph = subgraph(interp, "reduce_body", [(it, I64_SCALAR), (cond, BOOL_SCALAR), *carried], emit)
     starts = [g.op("Expand", [init, g.shape_vector(out_sizes)]) for init in inits]
     trips = (
         g.const(np.int64(reduced)) if isinstance(reduced, int) else g.op("Squeeze", [reduced, g.ints([0])])
@@ -218,9 +217,9 @@ def _scan_loop(interp, op, x, init, axis, reverse):
         pos = sub.op("Sub", [sub.const(np.int64(n - 1)), it]) if reverse else it
         (new,) = body(acc, sub.op("Gather", [moved, pos], axis=0))
         new = new if returned == slice_type.dtype else sub.cast(new, slice_type.dtype)
-        return [(cond, _BOOL_T), (new, slice_type), (new, slice_type)]
+        return [(cond, BOOL_SCALAR), (new, slice_type), (new, slice_type)]
 
-    graph = _subgraph(interp, "scan_body", [(it, _I64), (cond, _BOOL_T), (acc, slice_type)], emit)
+    graph = subgraph(interp, "scan_body", [(it, I64_SCALAR), (cond, BOOL_SCALAR), (acc, slice_type)], emit)
     start = g.op("Expand", [init, g.ints(slice_type.shape)])
     _, stacked = g.op("Loop", [g.const(np.int64(n)), "", start], 2, body=graph)
     if reverse:
@@ -461,7 +460,7 @@ def _key_passes(interp, op, key, operands) -> list[tuple[str, str, str]]:
     order)``. Only a float ``TOTALORDER`` key the comparator does not canonicalize needs more
     than its operand (see :func:`_sort`)."""
     x, dtype = operands[key.operand], op.operand_type(key.operand).dtype
-    if key.compare_type != "TOTALORDER" or not dtypes.is_floating(dtype) or _canonical(interp, key.value):
+    if key.compare_type != "TOTALORDER" or not dtypes.is_floating(dtype) or is_canonical(interp, key.value):
         return [(x, dtype, key.direction)]
     g = interp.graph
     pairs = [v for operand in operands for v in (operand, operand)]  # both elements: the operand

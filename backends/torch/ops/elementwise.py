@@ -21,6 +21,7 @@ import ml_dtypes
 import torch
 
 from converter import dtypes
+from converter.markers import STOP_GRADIENT_KEY
 
 from .._util import (
     BITS,
@@ -585,7 +586,7 @@ def _polygamma(interp, op, n, x):
     return torch.special.polygamma(orders.pop(), x)
 
 
-@register("stablehlo.custom_call@converter.stop_gradient")
+@register(STOP_GRADIENT_KEY)
 def _stop_gradient(interp, op, x, *shape):
     """``lax.stop_gradient`` of a JAX source (``from_jax`` marks it): ``detach``."""
     return x.detach()

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..registry import ONNX_RULES
-from .quantize import _saturate
+from .quantize import saturate_cast
 
 MS = "com.microsoft"
 
@@ -64,7 +64,7 @@ def _dq(x, scale, zp):
 
 def _q(v, scale, zp, dtype):
     """``saturate(round_half_even(v / scale) + zero_point)``."""
-    return _saturate(jnp.round(v / jnp.asarray(scale, np.float32)) + _zp(zp), dtype)
+    return saturate_cast(jnp.round(v / jnp.asarray(scale, np.float32)) + _zp(zp), dtype)
 
 
 def _binary(fn):
@@ -96,10 +96,10 @@ contrib_op("QLinearLeakyRelu")(_unary(lambda v, alpha=0.01: jnp.where(v >= 0, v,
 def qlinear_softmax(ctx, x, x_scale, x_zp=None, y_scale=None, y_zp=None, *, axis=-1, opset):
     """Softmax of the dequantized input along ``axis`` (flattened to 2-D at ``axis`` when
     the original Softmax's ``opset`` is below 13), quantized to ``y``."""
-    from .reductions import _coerced, _softmax
+    from .reductions import coerced, softmax
 
     v = _dq(x, x_scale, x_zp)
-    s = _coerced(_softmax, v, axis) if opset < 13 else _softmax(v, axis=axis)
+    s = coerced(softmax, v, axis) if opset < 13 else softmax(v, axis=axis)
     return _q(s, y_scale, y_zp, _out_dtype(y_zp, x))
 
 
@@ -149,7 +149,7 @@ def qgemm(
     if y_scale is None:
         return acc.astype(np.float32) * scale
     v = jnp.round(acc.astype(np.float32) * (scale / jnp.asarray(y_scale, np.float32))) + _zp(y_zp)
-    return _saturate(v, _out_dtype(y_zp, a))
+    return saturate_cast(v, _out_dtype(y_zp, a))
 
 
 # --- transformer fusions (onnxruntime.transformers.optimizer) ---

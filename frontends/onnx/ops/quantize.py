@@ -37,7 +37,7 @@ def _is_int(dtype) -> bool:
     return np.dtype(dtype).name.startswith(("int", "uint"))
 
 
-def _saturate(v, dtype):
+def saturate_cast(v, dtype):
     dtype = np.dtype(dtype)
     if _is_int(dtype):
         info = ml_dtypes.iinfo(dtype)
@@ -67,7 +67,7 @@ def quantize_linear(
     if zero_point is not None:
         v = v + _expand(zero_point, x, axis, block_size).astype(calc)
     if _is_int(dtype) or saturate:
-        return _saturate(v, dtype)
+        return saturate_cast(v, dtype)
     return v.astype(dtype)
 
 
@@ -114,7 +114,7 @@ def qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp):
     a_s = a_s.reshape(-1, 1) if a_s.ndim == 1 and a_s.size > 1 else a_s
     v = acc * a_s * jnp.asarray(b_scale, np.float32) / jnp.asarray(y_scale, np.float32)
     v = jnp.round(v) + jnp.asarray(y_zp).astype(np.float32)
-    return _saturate(v, y_zp.dtype)
+    return saturate_cast(v, y_zp.dtype)
 
 
 @onnx_op("ConvInteger", 10)
@@ -146,4 +146,4 @@ def qlinear_conv(ctx, x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b=None,
     ws = ws.reshape((1, -1) + (1,) * (x.ndim - 2)) if ws.ndim == 1 else ws
     v = acc.astype(np.float32) * jnp.asarray(x_scale, np.float32) * ws / jnp.asarray(y_scale, np.float32)
     v = jnp.round(v) + jnp.asarray(y_zp).astype(np.float32)
-    return _saturate(v, y_zp.dtype)
+    return saturate_cast(v, y_zp.dtype)

@@ -101,7 +101,7 @@ onnx_op("ArgMax", 1)(_arg(jnp.argmax))
 onnx_op("ArgMin", 1)(_arg(jnp.argmin))
 
 
-def _coerced(fn, x, axis):
+def coerced(fn, x, axis):
     """Opset < 13 softmax flattens to 2-D at ``axis``."""
     shape = x.shape
     axis = axis % x.ndim
@@ -127,7 +127,7 @@ def _shifted(x, axis):
     return d - lax.stop_gradient(jnp.max(d, axis=axis, keepdims=True))
 
 
-def _softmax(x, axis):
+def softmax(x, axis):
     """Softmax (``exp(x - max) / sum``) along ``axis``, robust to XLA's recomputation of the
     shift (see :func:`_shifted`)."""
     e = jnp.exp(_shifted(x, axis))
@@ -140,10 +140,10 @@ def _log_softmax(x, axis):
     return d - jnp.log(jnp.sum(jnp.exp(d), axis=axis, keepdims=True))
 
 
-for _name, _fn in {"Softmax": _softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax}.items():
+for _name, _fn in {"Softmax": softmax, "LogSoftmax": _log_softmax, "Hardmax": _hardmax}.items():
 
     def _old(ctx, x, *, axis=1, _fn=_fn):
-        return _coerced(_fn, x, axis)
+        return coerced(_fn, x, axis)
 
     def _new(ctx, x, *, axis=-1, _fn=_fn):
         return _fn(x, axis=axis)

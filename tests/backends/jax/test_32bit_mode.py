@@ -66,7 +66,7 @@ def _unreverse(out: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("form", FORMS)
 def test_gpt2_forms_match_torch(gpt2, x64_off, form):
     assert gpt2.f.signature.inputs[0].dtype == "int32"
-    assert gpt2.f.signature.extra["narrowed"] == {"args[0]": "int64"}
+    assert gpt2.f.signature.narrowed == {"args[0]": "int64"}
     got = FORMS[form](gpt2.f, gpt2.ids)
     assert got.dtype == np.float32
     want = gpt2.logits if got.ndim == 3 else np.stack([gpt2.logits, gpt2.logits])  # vmap: 2 batches

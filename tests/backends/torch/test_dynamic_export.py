@@ -72,7 +72,7 @@ def test_exported_program_converts_back_with_the_names(mlp):
     model, module, ep = mlp
     again = converter.from_torch(ep)
     assert again.signature.inputs[0].shape == ("batch", 6)
-    assert again.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    assert again.signature.dim_ranges == {"batch": [2, 64]}
     x = torch.randn(11, 6)
     for got, want in zip(again.to_jax()(x.numpy()), _eager(model, x), strict=True):
         np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-5, atol=1e-6)

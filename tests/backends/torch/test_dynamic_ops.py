@@ -31,7 +31,7 @@ def test_real_dynamic_slice_and_dynamic_pad_under_torch_export():
     text = exp.mlir_module()
     assert "stablehlo.real_dynamic_slice" in text and "stablehlo.dynamic_pad" in text
     m = converter.from_jax(exp)
-    assert m.signature.extra["dim_ranges"] == {"n": [4, 64]}  # the constraints' bounds
+    assert m.signature.dim_ranges == {"n": [4, 64]}  # the constraints' bounds
     t = m.to_torch()
     assert str(t.export_dynamic_shapes()) == str({"args": ({0: Dim("n", min=4, max=64)},)})
     ep = torch.export.export(t, (torch.randn(5, 4),), dynamic_shapes=t.export_dynamic_shapes())

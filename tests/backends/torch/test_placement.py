@@ -48,7 +48,7 @@ def module():
     m = converter.from_jax(placed, jax.device_put(X, HOST), W)
     assert [s.memory_kind for s in m.signature.inputs] == ["pinned_host", None]
     assert m.signature.outputs[0].memory_kind == "pinned_host"
-    assert m.signature.extra["host_functions"] == ["_host_fn"]
+    assert m.signature.host_functions == ("_host_fn",)
     return m
 
 
@@ -130,7 +130,7 @@ def test_consecutive_host_calls_do_not_round_trip():
         return _host_fn(_host_fn(jnp.cos(x))) + 1
 
     m = converter.from_jax(twice, X)
-    assert len(m.signature.extra["host_functions"]) == 1
+    assert len(m.signature.host_functions) == 1
     gm = build_graph(m, "meta")
     assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
     got = to_torch(m)(torch.from_numpy(X))
@@ -144,7 +144,7 @@ def test_host_ops_of_a_module_read_without_passes():
         return jnp.cos(y).sum()
 
     raw = converter.from_stablehlo(jax.jit(loose).lower(X).as_text(), normalize=False)  # no passes run
-    assert "host_functions" not in raw.signature.extra
+    assert raw.signature.host_functions == ()
     gm = to_torch(raw, device="meta").graph_module
     assert [_device(n) for n in _copies(gm)] == ["cpu", "meta"]
     assert {_device(n) for n in gm.graph.nodes if aten_target(n) is aten.sin.default} == {"cpu"}

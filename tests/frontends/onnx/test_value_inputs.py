@@ -1,6 +1,6 @@
 """ONNX models whose shapes, axes or counts come from graph input *values* (``Reshape`` with
 a shape input, ``Expand``, ``ConstantOfShape``, ``Slice`` with starts/ends inputs, ``TopK``
-with a ``k`` input, ``Resize`` with ``sizes``) convert to a ``ValueDependentModule``; its
+with a ``k`` input, ``Resize`` with ``sizes``) convert to a ``ValueSpecializedModel``; its
 ``to_jax``/``to_torch`` specialize on those values at call time (one conversion per value),
 compared with onnxruntime on the same inputs."""
 
@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import converter
 from converter.errors import ConversionError, SignatureMismatchError
-from frontends.onnx import StaticValueRequired, ValueDependentModule, from_onnx
+from frontends.onnx import StaticValueRequired, ValueDependentModule, ValueSpecializedModel, from_onnx
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -39,7 +39,7 @@ def _out(name, dtype, rank):
 def _check(model, feeds_list):
     """``to_jax`` and ``to_torch`` equal onnxruntime for each feed (dict by input name)."""
     m = from_onnx(model)
-    assert isinstance(m, ValueDependentModule)
+    assert isinstance(m, ValueSpecializedModel)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     names = [s.name for s in m.signature.inputs]
     f, t = m.to_jax(), m.to_torch()
@@ -149,8 +149,16 @@ def test_old_behaviour_and_no_single_stablehlo():
     with pytest.raises(StaticValueRequired, match="'s'"):
         from_onnx(model, values_at_call=False)
     m = converter.from_onnx(model)
+    # value specialization is a type of its own, not a Module whose StableHLO methods raise
+    assert isinstance(m, ValueSpecializedModel) and not isinstance(m, converter.Module)
+    assert not any(hasattr(m, a) for a in ("mlir", "text", "save", "specialize"))
+    assert ValueDependentModule is ValueSpecializedModel  # the former name
     with pytest.raises(ConversionError, match=r"values of inputs \['s'\].*static_inputs"):
-        m.text()
+        m.to_torch(input_shapes={"x": (6,)})
+    with pytest.raises(ConversionError, match=r"\['s'\]> has no single StableHLO program to inspect"):
+        from converter import inspection
+
+        inspection.report(m)
     spec = m.specialize_values({"s": np.array([3, 2])})
     assert [s.name for s in spec.signature.inputs] == ["x"] and spec.signature.outputs[0].shape == (3, 2)
     assert m.to_onnx().graph.node[0].op_type == "Reshape"  # the source model
@@ -202,7 +210,7 @@ def test_onnx_node_cases_with_value_inputs():
             m = from_onnx(case.model)
         except StaticValueRequired:  # sequence outputs (SplitToSequence): not specialized
             continue
-        if not isinstance(m, ValueDependentModule):
+        if not isinstance(m, ValueSpecializedModel):
             continue
         ran += 1
         try:

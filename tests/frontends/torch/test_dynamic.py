@@ -61,7 +61,7 @@ def test_signature_names_dims_and_ranges(mlp):
     _, m = mlp
     assert m.signature.inputs[0].shape == ("batch", 6)
     assert m.signature.outputs[0].shape == ("batch", 3)
-    assert m.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    assert m.signature.dim_ranges == {"batch": [2, 64]}
     assert "tensor<?x6xf32>" in m.text(debug_info=False)
 
 
@@ -95,7 +95,7 @@ def test_saved_module_keeps_dims_and_ranges(mlp, tmp_path):
     model, m = mlp
     m.save(tmp_path / "mlp.shlo")
     loaded = converter.load(tmp_path / "mlp.shlo")
-    assert loaded.signature.extra["dim_ranges"] == {"batch": [2, 64]}
+    assert loaded.signature.dim_ranges == {"batch": [2, 64]}
     f = loaded.to_jax()
     x = torch.randn(13, 6)
     np.testing.assert_allclose(np.asarray(f(x.numpy())), _torch_out(model, x).numpy(), rtol=1e-5, atol=1e-6)
@@ -255,7 +255,7 @@ def test_auto_dims_related_by_a_guard_convert(model, example, rows):
     m = converter.from_torch(model, example, dynamic_shapes=({0: Dim.AUTO},) * len(example))
     (a, *_), (b, *_) = (s.shape for s in m.signature.inputs)
     assert isinstance(a, str) and b in (a, f"2*{a}")
-    assert list(m.signature.extra["dim_ranges"]) == [a]
+    assert list(m.signature.dim_ranges) == [a]
     f, t = m.to_jax(), m.to_torch()
     for n in (2, 5, 11):
         args = [torch.randn(*shape) for shape in rows(n)]
