@@ -44,7 +44,7 @@ from . import (
     recorder,
     symbolic,
 )
-from ._util import STORAGE, WIDENED, aligned, numpy_to_torch, storage_dtype, wrap_unsigned
+from ._util import STORAGE, WIDENED, numpy_to_torch, storage_dtype, weight_to_torch, wrap_unsigned
 from .native import simplify
 from .ops.collectives import Communicator
 from .ops.control_flow import exact_control_flow_gradients
@@ -365,7 +365,7 @@ class TorchModule(torch.nn.Module):
         transient = set(self.signature.extra.get("non_persistent", ()))  # not in state_dict()
         for spec in self.signature.params:
             value = place_parameter(
-                aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
+                weight_to_torch(np.asarray(module.params[spec.name]), spec.dtype), spec, self.device
             )
             floating = dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype)
             # buffers (updated in place or not) and constants stay buffers, as in the source:
