@@ -14,7 +14,8 @@ installed, else by the project's own ``to_onnx``, which the output names):
   the initializers (``numpy_helper.to_array``) and copying them into torch tensors.
 * ONNX → JAX CNN, jitted steady state, against onnxruntime (default and one thread) and the
   floor: the same network written by hand with ``jax.lax`` (NCHW, the same weights), jitted.
-* ONNX → torch eager CNN, against onnx2torch and the torch model the ONNX file came from.
+* ONNX → torch eager CNN (one torch thread), against onnx2torch and the torch model the ONNX
+  file came from.
 * ``jax.jit(f.apply)`` per call on a tiny MLP (from ``from_torch``), against the floor: a
   hand-written ``jax.jit`` MLP of the same weights; torchax's ``jit`` when importable.
 * ``call_jax`` per call with a new 8x8 tensor each call, over the bare ``jax.jit`` call.
@@ -271,15 +272,20 @@ def main(argv: list[str] | None = None) -> int:
     if o2t is not None:
         o2t_cnn = o2t.convert(cnn_onnx).eval()
         fns.append(lambda: o2t_cnn(x_t))
-    with torch.no_grad():
-        times = interleaved(fns, args.repeat)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # several threads on a shared 2-core machine make eager torch erratic
+    try:
+        with torch.no_grad():
+            times = interleaved(fns, args.repeat)
+    finally:
+        torch.set_num_threads(threads)
     versus = f"{times[0] / times[2]:.2f}× onnx2torch, " if o2t else ""
     print(
         f"ONNX -> torch CNN eager: {times[0] * 1e3:.3f} ms = {versus}{times[0] / times[1]:.2f}x "
         "the source torch model"
     )
     rows["anchors_onnx_torch_cnn"] = dict(
-        what="ONNX → torch: CNN example, eager (`no_grad`)",
+        what="ONNX → torch: CNN example, eager (`no_grad`, one thread)",
         result=f"{versus}{times[0] / times[1]:.2f}× the source model"
         + ("" if o2t else " (onnx2torch absent)"),
         anchor="onnx2torch; floor: the torch model the ONNX file came from",
