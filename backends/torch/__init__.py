@@ -53,6 +53,7 @@ from ._util import (
     aligned,
     numpy_to_torch,
     storage_dtype,
+    weight_to_torch,
     wrap_carried,
     wrap_unsigned,
 )
@@ -394,7 +395,7 @@ class TorchModule(torch.nn.Module):
         transient = set(self.signature.non_persistent)  # not in state_dict()
         for spec in self.signature.params:
             value = place_parameter(
-                aligned(numpy_to_torch(np.asarray(module.params[spec.name]), spec.dtype)), spec, self.device
+                weight_to_torch(np.asarray(module.params[spec.name]), spec.dtype), spec, self.device
             )
             floating = dtypes.is_floating(spec.dtype) or dtypes.is_complex(spec.dtype)
             # buffers (updated in place or not) and constants stay buffers, as in the source:

@@ -209,6 +209,21 @@ def numpy_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
     return torch.from_numpy(arr.copy())
 
 
+def weight_to_torch(arr: np.ndarray, name: str) -> torch.Tensor:
+    """:func:`numpy_to_torch` of a weight, then :func:`aligned`, in one copy where it can: an
+    array of a dtype torch holds as it is is copied into memory torch allocates (aligned),
+    not copied by NumPy and then again by :func:`aligned` (two copies of every
+    weight were a third of converting GPT-2 small). ``torch.tensor`` copies a read-only array
+    too, without ``torch.from_numpy``'s warning. Not for use while tracing."""
+    arr = dtypes.contiguous(arr)
+    if name in STORAGE or name in ("bfloat16", "uint64") or arr.dtype not in _PLAIN:
+        return aligned(numpy_to_torch(arr, name))
+    return aligned(torch.tensor(arr))
+
+
+_PLAIN = {np.dtype(n) for n in BITS if n not in STORAGE and n not in ("bfloat16", "uint64")}
+
+
 def aligned(value: torch.Tensor) -> torch.Tensor:
     """``value``, or a copy in memory torch allocated when ``value``'s data is not
     :data:`converter.weights.ALIGN`-aligned (64 bytes, as torch's CPU allocator gives; a

@@ -421,3 +421,29 @@ def test_compile_fullgraph_without_recompiling_on_new_weights():
     with torch.no_grad():
         np.testing.assert_allclose(got2, tm(tx).numpy(), rtol=1e-6, atol=1e-6)
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["float32", "float16", "bfloat16", "complex64", "bool", "int8", "uint8", "uint16", "uint32", "uint64"],
+)
+def test_weights_are_copied_once_aligned_and_exact(name):
+    """A weight becomes a tensor holding the same values as ``numpy_to_torch`` gives (storage
+    dtype included), in its own 64-byte aligned memory, from a read-only array (as
+    ``from_onnx``'s parameters are) without a warning."""
+    import warnings
+
+    import ml_dtypes
+
+    from backends.torch._util import numpy_to_torch, weight_to_torch
+
+    dtype = ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
+    arr = (np.arange(-6, 6) % 5).astype(dtype).reshape(3, 4)
+    arr.flags.writeable = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = weight_to_torch(arr, name)
+    want = numpy_to_torch(arr, name)
+    assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
+    assert got.data_ptr() % 64 == 0
+    assert not np.shares_memory(got.view(torch.int16).numpy() if name == "bfloat16" else got.numpy(), arr)
