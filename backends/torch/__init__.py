@@ -50,7 +50,6 @@ from ._util import (
     ROUNDED,
     STORAGE,
     WIDENED,
-    aligned,
     numpy_to_torch,
     storage_dtype,
     weight_to_torch,
