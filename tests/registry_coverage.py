@@ -217,7 +217,7 @@ _DECOMPOSED_BEFORE_LOWERING = [
 #: kernel (decomposed), or no result and no effect FX keeps (``_assert_async`` without a
 #: message: eliminated as dead code). Each shares its rule function with a key a default-run
 #: case reaches (``narrow_copy``, ``view``, ``_conj_physical``, ``_assert_async.msg``).
-#: Checked by tests/frontends/torch/test_rule_gaps.py.
+#: Checked by tests/test_registry_coverage.py::test_rules_the_decompositions_always_replace.
 _REPLACED_BEFORE_LOWERING = [
     "aten._assert_async.default",
     "aten.conj_physical.default",

@@ -7,6 +7,7 @@ import pytest
 from jax import lax
 
 import converter
+from converter.validate import xla_runner
 
 from .helpers import assert_same
 
@@ -144,3 +145,24 @@ def test_chlo_and_rare_ops_in_one_module():
     text = cb.module_text(cb.JAX_BACKEND)
     got = [np.asarray(g) for g in converter.from_stablehlo(text).to_jax()(*cb.args())]
     assert_outputs_close(got, cb.xla_outputs(text), 1e-5, 1e-6)
+
+
+TOTAL_ORDER = """
+func.func public @main(%a: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<8xi1>, tensor<8xi1>) {
+  %0 = stablehlo.compare LT, %a, %b, TOTALORDER : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>
+  %1 = stablehlo.compare GT, %a, %b, TOTALORDER : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xi1>
+  return %0, %1 : tensor<8xi1>, tensor<8xi1>
+}
+"""
+
+
+def test_total_order_compare_among_negative_floats():
+    """IEEE totalOrder between negatives (-inf < -2 < -1 < -0.0 < 0.0, negative NaN first):
+    the key flips a negative float's magnitude bits."""
+    a = np.array([-2.0, -1.0, -np.inf, -0.0, -3.5, -1.0, -np.nan, 0.0], np.float32)
+    b = np.array([-1.0, -2.0, -1e30, 0.0, -3.25, -1.0, -1.0, -0.0], np.float32)
+    want = xla_runner(converter.from_stablehlo(TOTAL_ORDER, normalize=False), TOTAL_ORDER)((a, b), {})
+    got = converter.from_stablehlo(TOTAL_ORDER).to_jax()(a, b)
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)

@@ -34,3 +34,8 @@ def test_iota_and_constants():
         ),
         A,
     )
+
+
+def test_pad_by_one_on_the_high_side():
+    """High padding of exactly one element (and a low one of one) on each dim."""
+    assert_same(lambda a: lax.pad(a, jnp.float32(-2), [(0, 1, 0), (1, 1, 0), (1, 0, 0)]), A)

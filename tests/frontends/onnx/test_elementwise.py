@@ -79,3 +79,9 @@ def test_cast_to_narrow_integers(to, opset):
         got = np.asarray(got)
         assert got.dtype == dtype
         np.testing.assert_array_equal(got.astype(np.int64), want.astype(np.int64), err_msg=f"{x.dtype}")
+
+
+def test_elu_without_alpha_takes_the_default():
+    """Elu's ``alpha`` attribute omitted: the schema's default 1.0 (the node suite's default
+    run has only the case with an explicit alpha)."""
+    check_node("Elu", {"x": np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)})

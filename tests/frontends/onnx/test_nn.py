@@ -99,3 +99,25 @@ def test_resize_10_and_upsample_7():
     (got,) = from_onnx(model, static_inputs={"sc": scales}).to_jax()(x)
     np.testing.assert_array_equal(np.asarray(got), want)
     check_node("Upsample", {"x": x}, {"scales": [1.0, 1.0, 2.0, 2.0], "mode": "nearest"}, opset=7)
+
+
+def test_conv_transpose_3d_with_explicit_asymmetric_pads():
+    """ConvTranspose over 3 spatial dims with ``pads`` given (begin then end of each dim): the
+    end pad of dim ``i`` is ``pads[i + 3]``."""
+    r = np.random.default_rng(2)
+    inputs = {
+        "x": r.standard_normal((1, 2, 3, 4, 3)).astype(np.float32),
+        "w": r.standard_normal((2, 2, 2, 3, 2)).astype(np.float32),
+    }
+    check_node("ConvTranspose", inputs, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}, static=("w",))
+
+
+def test_deform_conv_with_strides_differing_per_dim():
+    """DeformConv-19 with strides (2, 1): each output dim from its own stride."""
+    r = np.random.default_rng(3)
+    inputs = {
+        "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
+        "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
+        "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
+    }
+    check_node("DeformConv", inputs, {"strides": [2, 1]}, opset=19, static=("w",))

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
+import converter
 from frontends.onnx import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -140,3 +141,34 @@ def test_integer_linear_resize_truncates_like_onnxruntime():
             rtol=0,
             atol=0,
         )
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_resize_antialias_up_and_down(mode):
+    """Resize-18 ``linear`` and ``cubic`` with ``antialias=1``: the kernel is stretched only
+    when downsampling (an upsampling scale leaves it as is)."""
+    x = np.arange(2 * 6 * 6, dtype=np.float32).reshape(1, 2, 6, 6) % 7
+    for scales in ([1, 1, 1.5, 1.75], [1, 1, 0.5, 0.75]):
+        consts = [
+            helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name))
+            for name, value in (("roi", np.array([], np.float32)), ("scales", np.array(scales, np.float32)))
+        ]
+        node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode=mode, antialias=1)
+        graph = helper.make_graph(
+            [*consts, node],
+            "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+            [
+                helper.make_tensor_value_info(
+                    "y", onnx.TensorProto.FLOAT, [int(d * f) for d, f in zip(x.shape, scales, strict=True)]
+                )
+            ],
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        model.ir_version = 8
+        (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": x}
+        )
+        (got,) = converter.from_onnx(model).to_jax()(x)
+        assert np.asarray(got).shape == want.shape
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=str(scales))

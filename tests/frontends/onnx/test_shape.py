@@ -101,3 +101,10 @@ def test_center_crop_pad_crops_and_pads():
     check_node(
         "CenterCropPad", {"x": x, "shape": np.array([3, 7], np.int64)}, {"axes": [1, 2]}, static=("shape",)
     )
+
+
+def test_depth_to_space_with_blocksize_3():
+    """DepthToSpace in both modes with a block of 3 (the output depth is ``C // 9``)."""
+    x = np.arange(1 * 18 * 2 * 3, dtype=np.float32).reshape(1, 18, 2, 3)
+    for mode in ("DCR", "CRD"):
+        check_node("DepthToSpace", {"x": x}, {"blocksize": 3, "mode": mode})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.frontends.torch.both_targets import check_targets
+
 X = torch.randn(2, 3)
 
 
@@ -75,3 +77,25 @@ def test_tri_indices(check):
         )
 
     check(fn, X, ops=["aten.triu_indices.default", "aten.tril_indices.default"])
+
+
+def test_strided_empties_copies_and_value_asserts():
+    """``empty_strided``/``new_empty_strided`` (filled, so defined), ``slice_copy.Tensor``
+    with a step, ``split_copy.Tensor`` with a short last piece, and ``_assert_async.msg`` (no
+    value, and no effect on the outputs; the message-less overload is decomposed into it)."""
+
+    def fn(x):
+        torch._assert_async(x.abs().sum() >= 0, "sums are never negative")
+        e = torch.empty_strided((2, 3), (3, 1), dtype=torch.float64).fill_(2.5)
+        n = x.new_empty_strided((3, 2), (2, 1)).fill_(-1.0)
+        return (e, n, torch.slice_copy(x, 0, 1, 6, 2), *torch.split_copy(x, 3, 1))
+
+    x = torch.arange(7 * 8, dtype=torch.float32).reshape(7, 8)
+    ops = [
+        "aten._assert_async.msg",
+        "aten.empty_strided.default",
+        "aten.new_empty_strided.default",
+        "aten.slice_copy.Tensor",
+        "aten.split_copy.Tensor",
+    ]
+    check_targets(fn, x, ops=ops, rtol=0, atol=0)

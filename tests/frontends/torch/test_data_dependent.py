@@ -13,7 +13,9 @@ import torch
 
 import converter
 from converter.errors import ConversionError, DataDependentShapeError
+from frontends.torch.registry import ATEN_RULES
 from tests.frontends.torch.both_targets import check_targets
+from tests.frontends.torch.conftest import Fn
 
 
 class Dynamic(torch.nn.Module):
@@ -194,3 +196,19 @@ def test_while_loop_carrying_a_python_int_is_named():
     ) as info:
         converter.from_torch(Counter(), (torch.rand(3),))
     assert "torch.tensor(0)" in str(info.value)
+
+
+def test_data_dependent_size_checks_are_refused_first():
+    """``sym_constrain_range_for_size`` (``torch._check_is_size``) has no rule: it only
+    constrains a data-dependent size, which conversion refuses before any rule runs."""
+
+    def fn(x):
+        v = x.sum().int().item()
+        torch._check_is_size(v)
+        torch._check(v < 100)
+        return x * v
+
+    with pytest.raises(converter.DataDependentShapeError, match="_local_scalar_dense"):
+        converter.from_torch(Fn(fn), (torch.ones(4, 2),))
+    for key in ("aten.sym_constrain_range_for_size.default", "aten.sym_numel.default", "torch.sym_int"):
+        assert key not in ATEN_RULES, key

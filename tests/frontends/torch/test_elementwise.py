@@ -7,6 +7,9 @@ import pytest
 import torch
 
 import converter
+from tests.frontends.torch.both_targets import check_targets
+
+aten = torch.ops.aten
 
 torch.manual_seed(0)
 X = torch.randn(3, 5)
@@ -344,3 +347,41 @@ def test_scalar_overloads_in_one_module():
     assert len(got) == len(want)
     for n, (g_, w) in enumerate(zip(got, want, strict=True)):
         assert compare(w, np.asarray(g_)).passed, f"output {n}: {np.asarray(g_)} vs {w}"
+
+
+def test_scalar_first_shift_and_rounding_overloads():
+    """``bitwise_*.Scalar_Tensor`` (the scalar first), the shifts' Tensor_Scalar and dunder
+    forms (arithmetic right shift of negatives), ``div.Scalar_mode`` and
+    ``prims.convert_element_type``."""
+
+    def fn(a, s, x):
+        return (
+            torch.bitwise_and(0b1011, a),
+            torch.bitwise_or(0b1010, a),
+            torch.bitwise_xor(0b0110, a),
+            torch.bitwise_right_shift(-77, s),
+            torch.bitwise_right_shift(a, 2),
+            torch.bitwise_left_shift(a, 3),
+            a.__lshift__(s),
+            a.__rshift__(s),
+            aten.div.Scalar_mode(x, 2.5, rounding_mode="floor"),
+            aten.div.Scalar_mode(x, -2.5, rounding_mode="trunc"),
+            torch.ops.prims.convert_element_type.default(x, torch.float64),
+        )
+
+    a = torch.tensor([-9, -8, -3, -1, 0, 1, 5, 6, 13, 100], dtype=torch.int32)
+    s = torch.tensor([0, 1, 2, 3, 4, 5, 1, 2, 3, 4], dtype=torch.int32)
+    x = torch.tensor([-7.6, -5.0, -2.5, -1.2, -0.0, 0.4, 2.5, 3.7, 6.25, 11.9])
+    ops = [
+        "aten.bitwise_and.Scalar_Tensor",
+        "aten.bitwise_or.Scalar_Tensor",
+        "aten.bitwise_xor.Scalar_Tensor",
+        "aten.bitwise_right_shift.Scalar_Tensor",
+        "aten.bitwise_right_shift.Tensor_Scalar",
+        "aten.bitwise_left_shift.Tensor_Scalar",
+        "aten.__lshift__.Tensor",
+        "aten.__rshift__.Tensor",
+        "aten.div.Scalar_mode",
+        "prims.convert_element_type.default",
+    ]
+    check_targets(fn, a, s, x, ops=ops, rtol=0, atol=0)

@@ -17,6 +17,8 @@ import converter
 from converter.errors import SignatureMismatchError
 from converter.signature import RNG_KEY
 from converter.validate import as_numpy
+from frontends.torch import export
+from tests.frontends.torch.conftest import Fn, graph_ops
 
 
 class _Fn(torch.nn.Module):
@@ -187,3 +189,85 @@ def test_rng_input_names_a_bad_key(dropout_model):
     module, x = dropout_model
     with pytest.raises(SignatureMismatchError, match="rng"):
         module.to_jax()(x.numpy(), rng=np.zeros(3, np.float32))
+
+
+N_OVERLOADS = 40_000  # the draws of each remaining overload
+
+
+@pytest.fixture(scope="module")
+def random_overloads():
+    """One program drawing with every remaining overload, run once on one key; and the eager
+    torch outputs of the same program (for their shapes and dtypes)."""
+
+    def fn(x, p):
+        return (
+            torch.randn(N_OVERLOADS),
+            torch.randint(7, (N_OVERLOADS,)),
+            torch.randint_like(x, 7),
+            torch.randint_like(x, -3, 4, dtype=torch.int32),
+            torch.normal(x + 2.0, p * 10),  # Tensor_Tensor: mean 2, std 3
+            torch.normal(x - 1.0, 0.5),  # Tensor_float
+            torch.normal(4.0, p * 5),  # float_Tensor: std 1.5
+            torch.normal(-2.0, 2.0, (N_OVERLOADS,)),  # float_float
+            x.clone().bernoulli_(p),  # bernoulli.Tensor: p = 0.3
+            torch.nn.functional.rrelu(x - 1.0, training=True),  # rrelu_with_noise_functional
+            torch.bernoulli(x, 0.7),  # bernoulli.p
+        )
+
+    x = torch.zeros(N_OVERLOADS)
+    p = torch.full((N_OVERLOADS,), 0.3)
+    ep = export(Fn(fn), (x, p))
+    present = graph_ops(ep)
+    module = converter.from_torch(ep)
+    got = [np.asarray(o) for o in module.to_jax()(x.numpy(), p.numpy(), rng=0)]
+    with torch.no_grad():
+        ref = [t.numpy() for t in fn(x, p)]
+    return present, got, ref
+
+
+def test_random_overloads_are_in_the_graph_with_torch_shapes_and_dtypes(random_overloads):
+    present, got, ref = random_overloads
+    for op in (
+        "aten.randn.default",
+        "aten.randint.default",
+        "aten.randint_like.default",
+        "aten.randint_like.low_dtype",
+        "aten.normal.Tensor_Tensor",
+        "aten.normal.Tensor_float",
+        "aten.normal.float_Tensor",
+        "aten.normal.float_float",
+        "aten.bernoulli.Tensor",
+        "aten.rrelu_with_noise_functional.default",
+        "aten.bernoulli.p",
+    ):
+        assert op in present, (op, sorted(present))
+    assert [(g.shape, g.dtype) for g in got] == [(r.shape, r.dtype) for r in ref]
+
+
+def _moments(v: np.ndarray, mean: float, std: float) -> None:
+    se = std / np.sqrt(v.size)
+    assert abs(v.mean() - mean) < 6 * se, (v.mean(), mean)
+    assert abs(v.std() / std - 1) < 0.05, (v.std(), std)
+
+
+def test_random_overloads_distributions(random_overloads):
+    _, got, _ = random_overloads
+    randn, randint, randint_like, randint_low, n_tt, n_tf, n_ft, n_ff, bern, rrelu, bern_p = got
+    _moments(randn, 0.0, 1.0)
+    _moments(n_tt, 2.0, 3.0)
+    _moments(n_tf, -1.0, 0.5)
+    _moments(n_ft, 4.0, 1.5)
+    _moments(n_ff, -2.0, 2.0)
+    for v, lo, hi in ((randint, 0, 7), (randint_like, 0, 7), (randint_low, -3, 4)):
+        assert np.array_equal(v, np.round(v)) and v.min() == lo and v.max() == hi - 1, (v.min(), v.max())
+        counts = np.bincount((v - lo).astype(np.int64), minlength=hi - lo)
+        expected = v.size / (hi - lo)
+        assert np.all(np.abs(counts - expected) < 6 * np.sqrt(expected)), counts
+    assert set(np.unique(bern)) == {0.0, 1.0}
+    _moments(bern, 0.3, np.sqrt(0.21))
+    assert set(np.unique(bern_p)) == {0.0, 1.0}
+    _moments(bern_p, 0.7, np.sqrt(0.21))
+    # rrelu of x - 1 = -1 everywhere: -a with a ~ U(1/8, 1/3)
+    a = -rrelu
+    assert a.min() >= 1 / 8 and a.max() <= 1 / 3, (a.min(), a.max())
+    _moments(a, (1 / 8 + 1 / 3) / 2, (1 / 3 - 1 / 8) / np.sqrt(12))

@@ -1,0 +1,57 @@
+"""Rules of frontends/onnx/ops/sampling.py (GridSample, RoiAlign) against onnxruntime (cases
+the node suite's default run misses)."""
+
+import os
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from converter import from_onnx
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_oracle import check_node  # noqa: E402
+
+
+def test_grid_sample_align_corners():
+    """GridSample-16 with ``align_corners=1`` (-1 and 1 are the centres of the corner pixels),
+    bilinear, nearest and bicubic, some samples outside [-1, 1]."""
+    r = np.random.default_rng(6)
+    x = r.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    grid = (r.random((1, 3, 2, 2)) * 2.4 - 1.2).astype(np.float32)
+    for mode in ("bilinear", "nearest", "bicubic"):
+        attrs = {"align_corners": 1, "mode": mode}
+        check_node("GridSample", {"x": x, "grid": grid}, attrs, opset=16, atol=1e-5)
+
+
+def test_roi_align_adaptive_sampling_grid():
+    """RoiAlign-16 with ``sampling_ratio=0``: ``ceil(roi_size / output_size)`` samples per
+    bin, here ceil(5 / 3) = 2 across and ceil(3.5 / 2) = 2 down; the third ROI reaches more
+    than a pixel past the map on every side (its samples there read 0)."""
+    r = np.random.default_rng(8)
+    inputs = {
+        "x": r.standard_normal((1, 2, 8, 9)).astype(np.float32),
+        "rois": np.array([[0.5, 1.0, 5.5, 4.5], [2.0, 0.25, 8.0, 7.0], [-3.0, -2.5, 12.0, 10.5]], np.float32),
+        "batch_indices": np.array([0, 0, 0], np.int64),
+    }
+    attrs = {"output_height": 2, "output_width": 3, "sampling_ratio": 0}
+    check_node("RoiAlign", inputs, attrs, opset=16, atol=1e-5)
+
+
+@pytest.mark.parametrize("attrs", [{"coordinate_transformation_mode": "align_corners"}, {"mode": "min"}])
+def test_roi_align_refuses_values_outside_the_spec(attrs):
+    """An attribute value RoiAlign-16 does not define is an error naming it (it was taken as
+    ``output_half_pixel`` / ``avg``), as onnxruntime refuses it."""
+    from converter.errors import ConversionError
+
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 4, 4])
+    b = helper.make_tensor_value_info("b", onnx.TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, 1, 1])
+    rois = numpy_helper.from_array(np.array([[0, 0, 2, 2]], np.float32), "rois")
+    node = helper.make_node("RoiAlign", ["x", "rois", "b"], ["y"], name="roi", **attrs)
+    graph = helper.make_graph([node], "g", [x, b], [y], [rois])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+    with pytest.raises(ConversionError, match=f"roi.*{next(iter(attrs.values()))!r}"):
+        from_onnx(model, static_inputs={"b": np.zeros(1, np.int64)})
