@@ -18,7 +18,7 @@ def _quiet_xla_for_cli() -> None:
     variable is read once, when jaxlib loads, which importing this package does."""
     argv = list(getattr(_sys, "orig_argv", _sys.argv))
     cli = _os.path.basename(_sys.argv[0]) == "convert" or any(
-        a == "-m" and b == "converter.cli" for a, b in zip(argv, argv[1:], strict=False)
+        a == "-m" and b in ("converter", "converter.cli") for a, b in zip(argv, argv[1:], strict=False)
     )
     if cli and not {"-v", "--verbose"} & set(argv):
         _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -27,6 +27,7 @@ def _quiet_xla_for_cli() -> None:
 _quiet_xla_for_cli()
 
 from ._contract import api  # noqa: E402
+from ._version import __version__  # noqa: E402, F401
 from .errors import (  # noqa: E402
     ClosedOverParamsWarning,
     ConversionError,
@@ -39,6 +40,7 @@ from .errors import (  # noqa: E402
     InputTypeError,
     InputValueError,
     InternalError,
+    MissingDependencyError,
     ModuleFormatError,
     OpConversionError,
     OutputError,
@@ -50,8 +52,6 @@ from .errors import (  # noqa: E402
 )
 from .module import Module, load  # noqa: E402
 from .signature import LeafSpec, Signature  # noqa: E402
-
-__version__ = "0.1.0"
 
 
 @api
@@ -95,7 +95,14 @@ def from_jax(fn, *example_args, params=None, **example_kwargs) -> Module:
 
 @api
 def from_onnx(model, **options) -> Module:
-    """See :func:`frontends.onnx.from_onnx`."""
+    """See :func:`frontends.onnx.from_onnx`.
+
+    Raises:
+        MissingDependencyError: ``onnx`` is not installed (``pip install 'converter[onnx]'``).
+    """
+    from ._optional import require
+
+    require("onnx", "from_onnx")
     from frontends.onnx import from_onnx as _from_onnx
 
     return _from_onnx(model, **options)
@@ -149,6 +156,7 @@ __all__ = [
     "InputTypeError",
     "InputValueError",
     "InternalError",
+    "MissingDependencyError",
     "OutputError",
     "UntrustedInputError",
     "load_pt2",

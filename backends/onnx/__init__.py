@@ -43,7 +43,7 @@ from .graph import GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
-from .simplify import simplify
+from .simplify import require_runtime, simplify
 
 DEFAULT_OPSET = 18
 MAX_OPSET = 26  # ONNX BitCast's opset; onnxruntime 1.32 runs the models up to it
@@ -212,12 +212,16 @@ def to_onnx(
         DynamicShapeError: (an ``UnsupportedOpError``) ops on dynamic shapes whose rules
             need static ones; names them and the ``Module.specialize`` call to make first.
         OpConversionError: a rule cannot express one op's form (names the op and its loc).
+        MissingDependencyError: ``optimize`` and onnxruntime, which folds the constants, is
+            not installed (``pip install 'converter[onnx]'``; never a model folded less).
 
     Warns:
         PlacementStrippedWarning: the module has host placement, which ONNX cannot express.
     """
     if not DEFAULT_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
+    if optimize:
+        require_runtime()  # before any work: without it, the folding would silently differ
     module = strip_placement(module, "onnx")  # no-op (no warning) when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
     if optimize:
