@@ -32,7 +32,7 @@ import jax.extend.core
 import numpy as np
 import torch
 
-from . import _contract, _jax_internal, dtypes
+from . import _contract, _jax_internal, _torch_internal, dtypes
 from ._contract import api, quiet, verbose
 from .errors import ConversionError, InputTypeError, SignatureMismatchError
 from .signature import TreeSpec, input_path, unflatten
@@ -167,12 +167,7 @@ _NUMPY_VIEWS = {
 }  # fmt: skip
 
 
-_FUNCTORCH_PROBE = getattr(torch._C, "_are_functorch_transforms_active", None)
-
-
-def _functorch_active() -> bool:
-    """Whether a ``torch.func`` transform (grad, vjp, vmap, jacrev...) is running."""
-    return True if _FUNCTORCH_PROBE is None else bool(_FUNCTORCH_PROBE())
+_functorch_active = _torch_internal.functorch_active  # a torch.func transform is running
 
 
 def _leaf_sig(leaves: list[Any]) -> tuple:
@@ -502,7 +497,7 @@ class _CallJax(torch.autograd.Function):
 def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
     """Run ``entry`` on ``leaves``: directly when nothing is differentiated or transformed
     (the cheap path), else as a :class:`_CallJax` autograd op."""
-    transformed = _FUNCTORCH_PROBE is None or _FUNCTORCH_PROBE()
+    transformed = _functorch_active()
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
         if transformed:
             return list(_CallJax.apply(entry, _Residuals(), *leaves))

@@ -14,13 +14,19 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from converter import _jax_internal, dtypes, mlir, progress
+from converter._torch_internal import (
+    HigherOrderOperator,
+    OperatorBase,
+    OpOverload,
+    cached_cia_ops,
+    lazy_clone,
+)
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
 from converter.weights import ALIGN, aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
-from ._torch_internal import cached_cia_ops, lazy_clone
 from .data_dependent import resolve_data_dependent
 from .decompose import decompose_graph, decomposition_table
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
@@ -127,7 +133,7 @@ def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bo
             continue
         g, edited = sub.graph, False
         for node in list(g.nodes):
-            if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+            if node.op != "call_function" or not isinstance(node.target, HigherOrderOperator):
                 continue
             args, seen = list(node.args), set()
             for pos in _HOP_OPERANDS.get(node.target.name(), ()):
@@ -137,7 +143,7 @@ def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bo
                 for i, o in enumerate(operands):
                     if not isinstance(o, torch.fx.Node):
                         continue
-                    is_view = isinstance(o.target, torch._ops.OpOverload) and o.target.is_view
+                    is_view = isinstance(o.target, OpOverload) and o.target.is_view
                     if is_view or o in seen:
                         if dry_run:
                             return True
@@ -183,13 +189,13 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
         if node.op != "call_function":
             continue
         target = node.target
-        if isinstance(target, torch._ops.OpOverload):
+        if isinstance(target, OpOverload):
             if torch.Tag.core in target.tags and not target._schema.is_mutable:
                 continue
             if target.name() in _KEPT_BY_DECOMPOSITION:  # "aten::sym_size.int"
                 continue
             return False
-        if isinstance(target, torch._ops.OperatorBase):  # higher-order ops and the like
+        if isinstance(target, OperatorBase):  # higher-order ops and the like
             return False
     return True
 

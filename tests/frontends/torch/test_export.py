@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from frontends.torch import _is_core_aten, export
-from frontends.torch._torch_internal import _CACHE, cached_cia_ops
+from converter._torch_internal import _CACHE, cached_cia_ops
 
 
 class _Net(torch.nn.Module):
