@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 from typing import Any
 
 import jax
@@ -21,6 +22,7 @@ from converter._torch_internal import (
     cached_cia_ops,
     lazy_clone,
 )
+from converter.errors import ExportError
 from converter.module import Module
 from converter.passes import run_passes
 from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Signature, leaf_paths
@@ -200,11 +202,32 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
     return True
 
 
+#: torch.export's refusal of an output type without a pytree registration
+_UNKNOWN_OUTPUT = re.compile(r"Found <class '(?:[\w.]+\.)?(\w+)'> in output")
+
+
 def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -> ExportedProgram:
-    """``torch.export.export`` (strict=False), without decompositions."""
-    if dynamic_shapes is not None:
-        return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
-    return torch.export.export(model, tuple(args), kwargs or {})
+    """``torch.export.export`` (strict=False), without decompositions.
+
+    Raises:
+        ExportError: the model returns a Hugging Face key/value cache (a decoder at its
+            default ``use_cache=True``); the message names ``use_cache=False``.
+    """
+    try:
+        if dynamic_shapes is not None:
+            return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
+        return torch.export.export(model, tuple(args), kwargs or {})
+    except RuntimeError as e:
+        found = _UNKNOWN_OUTPUT.search(str(e))
+        if found is None or not found.group(1).endswith("Cache"):
+            raise
+        raise ExportError(
+            f"{type(model).__name__} returns a {found.group(1)} (a transformers key/value cache: the "
+            "model runs with use_cache=True, its config's default), which is no tensor output. "
+            "Convert without it: pass kwargs={'use_cache': False} (or set model.config.use_cache = "
+            "False before converting). To keep the cache, give it as explicit tensor inputs and "
+            "outputs (a StaticCache, as examples/generate.py does)."
+        ) from e
 
 
 def _tensor_key(t: torch.Tensor) -> tuple:
