@@ -56,3 +56,29 @@ def test_fnet_dynamic_length_is_a_dynamic_dimension_error():
     assert "modeling_fnet.py:" in e.value.location
     assert e.value.dims == ("L",)
     assert "StableHLO fft needs static lengths" in str(e.value)
+
+
+def test_beit_with_a_dynamic_batch_converts_to_onnx():
+    """BEiT's relative position index is built by a ``slice_scatter`` (a scatter with a static
+    window on its indexed dim); with a dynamic batch, ``to_onnx`` converts it and onnxruntime
+    matches torch at another batch size."""
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(0)
+    cfg = transformers.BeitConfig(
+        image_size=16,
+        patch_size=8,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        use_relative_position_bias=True,
+    )
+    model = transformers.BeitModel(cfg).eval()
+    batch = torch.export.Dim("B", min=1, max=8)
+    module = converter.from_torch(model, (torch.randn(2, 3, 16, 16),), dynamic_shapes=({0: batch},))
+    session = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    x = torch.randn(3, 3, 16, 16)
+    (hidden, *_) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with torch.no_grad():
+        expected = model(x).last_hidden_state.numpy()
+    np.testing.assert_allclose(hidden, expected, rtol=1e-5, atol=1e-5)
