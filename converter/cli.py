@@ -261,9 +261,11 @@ def load_onnx(source: str, options: argparse.Namespace) -> Module:
     """``--from onnx``: an ``.onnx`` file (external data beside it), by :func:`converter.from_onnx`,
     with the symbolic dimensions ``--dim NAME=SIZE`` sizes (``from_onnx(dims=)``; an unknown
     NAME raises :class:`ConversionError` listing the graph inputs' ``dim_param`` names)."""
-    import onnx
-
     import converter
+
+    from ._optional import require
+
+    onnx = require("onnx", "convert --from onnx")
 
     path = Path(source)
     _check_file(path)

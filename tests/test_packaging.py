@@ -99,3 +99,15 @@ def test_folding_needs_onnxruntime_even_when_called_directly(monkeypatch):
     _without(monkeypatch, "onnxruntime")
     with pytest.raises(MissingDependencyError):
         simplify._run_constants(None, [])
+
+
+def test_cli_from_onnx_without_onnx_names_the_extra(tmp_path, monkeypatch, capsys):
+    from converter import cli
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    _without(monkeypatch, "onnx", "onnxruntime")
+    status = cli.main(["--from", "onnx", "--to", "jax", str(model), "-o", str(tmp_path / "m.jax")])
+    assert status == cli.EXIT_BAD_INPUT
+    assert "pip install 'converter[onnx]'" in capsys.readouterr().err
+    assert not (tmp_path / "m.jax").exists()
