@@ -244,7 +244,7 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     With ``copy`` a snapshot: later in-place updates of the torch model (an optimizer step,
     batch-norm running statistics) must not change the converted parameters. A contiguous
     CPU tensor whose memory torch allocated is not copied: it becomes copy-on-write
-    (:func:`._torch_internal.lazy_clone`) and the result is a read-only view of the memory
+    (:func:`converter._torch_internal.lazy_clone`) and the result is a read-only view of the memory
     the clone keeps; the first in-place write to the torch tensor afterwards copies that
     tensor in torch. Other tensors are copied once, straight into an aligned array.
 
