@@ -94,7 +94,9 @@ def torch_tree(obj: Any, path: str = "") -> TreeSpec:
         TypeError: a leaf that is not a tensor, None, bool, int, float or str, naming its
             path (``args[1]['mask']``).
     """
-    if isinstance(obj, (torch.Tensor, jax.Array)):
+    # tensors first, on their own: Dynamo (torch 2.14) refuses isinstance of a tensor against
+    # jax.Array, whose metaclass has its own __instancecheck__
+    if isinstance(obj, torch.Tensor) or isinstance(obj, jax.Array):  # noqa: SIM101
         return {"kind": "leaf"}
     if obj is None:
         return {"kind": "none"}
