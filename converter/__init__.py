@@ -19,7 +19,7 @@ def _quiet_xla_for_cli() -> None:
     variable is read once, when jaxlib loads, which importing this package does."""
     argv = list(getattr(_sys, "orig_argv", _sys.argv))
     cli = _os.path.basename(_sys.argv[0]) == "convert" or any(
-        a == "-m" and b == "converter.cli" for a, b in zip(argv, argv[1:], strict=False)
+        a == "-m" and b in ("converter", "converter.cli") for a, b in zip(argv, argv[1:], strict=False)
     )
     if cli and not {"-v", "--verbose"} & set(argv):
         _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
@@ -28,6 +28,7 @@ def _quiet_xla_for_cli() -> None:
 _quiet_xla_for_cli()
 
 from ._contract import api  # noqa: E402
+from ._version import __version__  # noqa: E402, F401
 from .errors import (  # noqa: E402
     ClosedOverParamsWarning,
     ConversionError,
@@ -41,6 +42,7 @@ from .errors import (  # noqa: E402
     InputTypeError,
     InputValueError,
     InternalError,
+    MissingDependencyError,
     ModuleFormatError,
     NarrowingError,
     OpConversionError,
@@ -59,8 +61,6 @@ if _typing.TYPE_CHECKING:  # for type checkers and the API reference; loaded on 
     from frontends.onnx.values import ValueSpecializedModel
 
     from .embed import call_jax
-
-__version__ = "0.1.0"
 
 
 @api
@@ -107,7 +107,14 @@ def from_onnx(model, **options) -> Module | ValueSpecializedModel:
     """See :func:`frontends.onnx.from_onnx`: a :class:`Module`, or a
     :class:`frontends.onnx.values.ValueSpecializedModel` for a model whose shapes are computed
     from the values of graph inputs (specialized per value at call time, as ``jax.jit``'s
-    static arguments)."""
+    static arguments).
+
+    Raises:
+        MissingDependencyError: ``onnx`` is not installed (``pip install 'converter[onnx]'``).
+    """
+    from ._optional import require
+
+    require("onnx", "from_onnx")
     from frontends.onnx import from_onnx as _from_onnx
 
     return _from_onnx(model, **options)
@@ -162,6 +169,7 @@ __all__ = [
     "InputTypeError",
     "InputValueError",
     "InternalError",
+    "MissingDependencyError",
     "OutOfMemoryError",
     "OutputError",
     "UntrustedInputError",

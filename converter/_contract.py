@@ -8,7 +8,8 @@ raised and re-raised as a subclass with the original chained (``raise ... from e
   model's ``forward``, the JAX function) or from ``torch.export``/``jax`` tracing on the
   user's behalf, i.e. the source framework refused the model
   (``GuardOnDataDependentSymNode``, unflattenable outputs such as a ``DynamicCache``, a
-  shape error in the model).
+  shape error in the model). JAX is the converter's own tool when it converts a torch or an
+  ONNX model: a failure inside JAX there is no :class:`ExportError`.
 * :class:`InputTypeError` / :class:`InputValueError` (also ``TypeError`` / ``ValueError``):
   the converter's own code refused an argument with an explicit ``raise TypeError`` or
   ``raise ValueError`` (an unsupported leaf type, an opset out of range), or the call
@@ -105,7 +106,12 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
         return (InputTypeError if isinstance(e, TypeError) else InputValueError)(str(e))
     ours_last = next((f for f in reversed(files) if f.startswith(_OURS)), None)
     user = any(_is_user(f) for f in files)
-    tracing = any(t in f.replace(os.sep, "/") for f in files for t in _TRACING)
+    # converting a torch or ONNX model, JAX is the converter's own tool: a failure in it is a
+    # conversion failure (the rules' job), never the source framework refusing the model
+    own_jax = what.rpartition(".")[2] in ("from_torch", "from_onnx", "load_pt2")
+    tracing = any(
+        t in f.replace(os.sep, "/") for f in files for t in _TRACING if not (own_jax and t == "jax/")
+    )
     after_ours = files[files.index(ours_last) + 1 :] if ours_last is not None else files
     model_code = what.rpartition(".")[2].startswith(("from_", "call_"))  # others run no model
     if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):

@@ -180,7 +180,8 @@ def torch_node_values(ep, args: tuple, kwargs: dict) -> dict[Any, Any]:
     """Every node's value when the ``ExportedProgram``'s graph runs on ``(args, kwargs)``."""
     import torch
     from torch.export.graph_signature import InputKind
-    from torch.utils import _pytree as pytree
+
+    from ._torch_internal import pytree
 
     state = {**ep.state_dict, **ep.constants}
     user = iter(pytree.tree_leaves(to_torch_tree((tuple(args), dict(kwargs)))))

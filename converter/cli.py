@@ -174,7 +174,7 @@ def torch_export(model: Any, args: tuple, kwargs: dict, where: str, dynamic_shap
 
     if isinstance(model, torch.export.ExportedProgram):
         return model
-    from frontends.torch._torch_internal import exporting
+    from converter._torch_internal import exporting
 
     try:
         with exporting():  # one thread at a time (docs/design.md, "Threads")
@@ -265,9 +265,11 @@ def load_onnx(source: str, options: argparse.Namespace) -> Module:
     """``--from onnx``: an ``.onnx`` file (external data beside it), by :func:`converter.from_onnx`,
     with the symbolic dimensions ``--dim NAME=SIZE`` sizes (``from_onnx(dims=)``; an unknown
     NAME raises :class:`ConversionError` listing the graph inputs' ``dim_param`` names)."""
-    import onnx
-
     import converter
+
+    from ._optional import require
+
+    onnx = require("onnx", "convert --from onnx")
 
     path = Path(source)
     _check_file(path)
@@ -608,7 +610,7 @@ def write_torch(module: Module, out: Path, options: argparse.Namespace) -> None:
     model = module.to_torch()
     args, kwargs = export_example(sig)
     dynamic = model.export_dynamic_shapes() if module_is_dynamic(module) else None
-    from frontends.torch._torch_internal import exporting
+    from converter._torch_internal import exporting
 
     try:
         with exporting():  # one thread at a time (docs/design.md, "Threads")

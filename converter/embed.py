@@ -31,9 +31,8 @@ import jax
 import jax.extend.core
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _contract, _jax_internal, dtypes
+from . import _contract, _jax_internal, _torch_internal, dtypes
 from ._contract import api, quiet, verbose
 from .errors import ConversionError, InputTypeError, SignatureMismatchError
 from .signature import STATIC_TYPES, TreeSpec, input_path, tree_spec, unflatten
@@ -94,7 +93,13 @@ def torch_tree(obj: Any) -> TreeSpec:
     Raises:
         InputTypeError: a leaf of another type, naming its path (``args[1]['mask']``).
     """
-    return tree_spec(obj, leaf=lambda x: isinstance(x, (torch.Tensor, jax.Array)), pytree_nodes=False)
+    # torch.Tensor and jax.Array checked apart: Dynamo (torch 2.14) refuses isinstance of a
+    # tensor against a tuple holding jax.Array, whose metaclass has its own __instancecheck__
+    return tree_spec(
+        obj,
+        leaf=lambda x: isinstance(x, torch.Tensor) or isinstance(x, jax.Array),
+        pytree_nodes=False,  # noqa: SIM101
+    )
 
 
 def check_call(fn: Callable, args: tuple, kwargs: dict, name: str) -> None:
@@ -148,12 +153,7 @@ _NUMPY_VIEWS = {
 }  # fmt: skip
 
 
-_FUNCTORCH_PROBE = getattr(torch._C, "_are_functorch_transforms_active", None)
-
-
-def _functorch_active() -> bool:
-    """Whether a ``torch.func`` transform (grad, vjp, vmap, jacrev...) is running."""
-    return True if _FUNCTORCH_PROBE is None else bool(_FUNCTORCH_PROBE())
+_functorch_active = _torch_internal.functorch_active  # a torch.func transform is running
 
 
 def _leaf_sig(leaves: list[Any]) -> tuple:
@@ -489,7 +489,7 @@ class _CallJax(torch.autograd.Function):
 def _apply(entry: _JaxEntry, leaves: list[Any]) -> list[torch.Tensor]:
     """Run ``entry`` on ``leaves``: directly when nothing is differentiated or transformed
     (the cheap path), else as a :class:`_CallJax` autograd op."""
-    transformed = _FUNCTORCH_PROBE is None or _FUNCTORCH_PROBE()
+    transformed = _functorch_active()
     if torch.is_grad_enabled() and any(isinstance(x, torch.Tensor) and x.requires_grad for x in leaves):
         if transformed:
             return list(_CallJax.apply(entry, _Residuals(), *leaves))
@@ -1144,7 +1144,7 @@ def _check_x64(module: Any) -> None:
     )
 
 
-class _NoRandomDraws(TorchDispatchMode):
+class _NoRandomDraws(_torch_internal.TorchDispatchMode):
     """While active (in this thread only: dispatch modes are thread-local), ATen's random
     ops (tagged ``nondeterministic_seeded``: dropout, ``rand``, ``bernoulli_``...) draw
     nothing: they return zeros of the shape and dtype their meta kernel gives (an in-place

@@ -222,6 +222,25 @@ class DistributedError(ConversionError):
     the module's partitions. Names the op, argument or sizes at fault."""
 
 
+class MissingDependencyError(ConversionError, ImportError):
+    """An optional dependency the call needs is not installed (``onnx``/``onnxruntime`` for
+    ``from_onnx``, ``to_onnx``, ONNX validation). The message names the package and the extra
+    that installs it (``pip install converter[onnx]``). Also an ``ImportError``.
+
+    Attributes:
+        package: the missing distribution (``"onnxruntime"``).
+        extra: the project extra that provides it (``"onnx"``).
+    """
+
+    def __init__(self, package: str, extra: str, purpose: str):
+        self.package = package
+        self.extra = extra
+        super().__init__(
+            f"{purpose} needs {package}, which is not installed: pip install 'converter[{extra}]'",
+            name=package,
+        )
+
+
 class InternalError(ConversionError):
     """An unexpected failure inside the converter (a bug): the public API raises it, wrapping
     the original exception (the ``__cause__``), so callers can catch

@@ -153,7 +153,16 @@ class Module:
     def to_onnx(self, **kwargs):
         """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`. ONNX has no host
         placement: it is stripped with a recorded warning
-        (:func:`converter.passes.placement.strip_placement`)."""
+        (:func:`converter.passes.placement.strip_placement`).
+
+        Raises:
+            MissingDependencyError: ``onnx`` is not installed, or ``onnxruntime`` (which
+                the default ``optimize=True`` folds constants with) is not: ``pip install
+                'converter[onnx]'``, or ``optimize=False`` for the unfolded graph.
+        """
+        from ._optional import require
+
+        require("onnx", "to_onnx")
         from backends.onnx import to_onnx
 
         return to_onnx(self, **kwargs)  # it strips the placement

@@ -475,7 +475,9 @@ def jax_source(fn: Callable, args: tuple, kwargs: dict | None = None) -> Source:
 def onnx_source(path: str | os.PathLike, dims: dict[str, int] | None = None) -> Source:
     """An ``.onnx`` file; the reference is onnxruntime (CPU). ``dims`` sizes symbolic
     dimensions (``from_onnx(dims=)``)."""
-    import onnxruntime as ort
+    from ._optional import require
+
+    ort = require("onnxruntime", "validating an ONNX model (its reference run)")
 
     import converter
 
@@ -680,7 +682,9 @@ def target_runner(target: str, module) -> Callable[[tuple, dict], list[np.ndarra
 
         return run
     if target == "onnx":
-        import onnxruntime as ort
+        from ._optional import require
+
+        ort = require("onnxruntime", "the onnx target")
 
         proto, narrow = float32_boundary(module.to_onnx())
         session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -821,7 +825,8 @@ def backend_available(target: str) -> str | None:
         try:
             mod = importlib.import_module(name)
         except Exception as e:  # noqa: BLE001 - any import failure means "not available"
-            return f"{name} is not importable ({type(e).__name__}: {e})"
+            fix = "; pip install 'converter[onnx]'" if final == "onnx" or via == "onnx" else ""
+            return f"{name} is not importable ({type(e).__name__}: {e}){fix}"
         short = name.rpartition(".")[2]
         if name.startswith("backends.") and not hasattr(mod, f"to_{short}"):
             return f"{name} has no to_{short} yet"

@@ -42,7 +42,7 @@ from .graph import ONNX_DTYPE, GraphBuilder, live, onnx_dtype
 from .ops import complex as complex_ops
 from .realpairs import COMPLEX_AS_REAL_KEY
 from .registry import DYNAMIC_SHAPES, ONNX_RULES
-from .simplify import simplify
+from .simplify import require_runtime, simplify
 
 #: the passes this backend runs on the module it is given, at :func:`to_onnx`
 #: (:func:`converter.passes.prepare`): ONNX cannot place computation on the host, so host
@@ -234,12 +234,16 @@ def to_onnx(
         DynamicShapeError: (an ``UnsupportedOpError``) ops on dynamic shapes whose rules
             need static ones; names them and the ``Module.specialize`` call to make first.
         OpConversionError: a rule cannot express one op's form (names the op and its loc).
+        MissingDependencyError: ``optimize`` and onnxruntime, which folds the constants, is
+            not installed (``pip install 'converter[onnx]'``; never a model folded less).
 
     Warns:
         PlacementStrippedWarning: the module has host placement, which ONNX cannot express.
     """
     if not DEFAULT_OPSET <= opset <= MAX_OPSET:
         raise ValueError(f"opset {opset} is outside the supported {DEFAULT_OPSET}..{MAX_OPSET}")
+    if optimize:
+        require_runtime()  # before any work: without it, the folding would silently differ
     module = prepare(module, PREPARE)  # no warning when already stripped
     interp = (interpreter or OnnxInterpreter)(module.mlir, opset)
     if optimize:

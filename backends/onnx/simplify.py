@@ -43,6 +43,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from converter._optional import require
+from converter.errors import MissingDependencyError
+
 from .graph import GraphBuilder, compressed, used_names
 
 #: Largest folded constant stored (bytes, after compression).
@@ -68,10 +71,19 @@ _NOT_FOLDED = {
 }
 
 
+def require_runtime():
+    """The ``onnxruntime`` module, which folds the constants.
+
+    Raises:
+        MissingDependencyError: onnxruntime is not installed (names the ``onnx`` extra).
+    """
+    return require("onnxruntime", "to_onnx's constant folding (optimize=True)")
+
+
 def _run_constants(model: onnx.ModelProto, outputs: list) -> list:
     """The values ``outputs`` (ValueInfoProtos) of ``model``, a graph of constants, as
     onnxruntime computes them without its own graph optimizations."""
-    import onnxruntime as ort
+    ort = require_runtime()
 
     model.graph.output.extend(outputs)
     opts = ort.SessionOptions()
@@ -257,6 +269,8 @@ def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np
         del model.graph.node[:]
         model.graph.node.extend(n for n in nodes if id(n) in ids)
         results = _run_constants(model, [types[v] for v in frontier])
+    except MissingDependencyError:
+        raise  # never a model folded less than with onnxruntime
     except Exception:  # noqa: BLE001 - an optimization: a subgraph onnxruntime cannot run stays
         return None
     return dict(zip(frontier, results, strict=True))
@@ -535,6 +549,8 @@ def _known_values(g, names, producer, params, param_data, opset) -> dict[str, np
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
         types = {vi.name: vi for vi in inferred.graph.value_info}
         results = _run_constants(model, [types[v] for v in computed])
+    except MissingDependencyError:
+        raise
     except Exception:  # noqa: BLE001 - an optimization: what onnxruntime cannot compute stays
         return None
     return {**direct, **dict(zip(computed, results, strict=True))}

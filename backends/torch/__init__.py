@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.fx.experimental.proxy_tensor import make_fx
 
 from converter import _threads, dtypes, mlir
+from converter._torch_internal import make_fx
 from converter.errors import ConversionError, DistributedError, DynamicDimensionError, SignatureMismatchError
 from converter.interpreter import Interpreter
 from converter.module import Module

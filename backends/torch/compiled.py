@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch._subclasses.fake_tensor import is_fake
+
+from converter._torch_internal import is_fake
 
 
 def traceable(module: Any) -> Callable[..., tuple[torch.Tensor, ...]]:

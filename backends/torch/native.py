@@ -23,7 +23,7 @@ then is what the torch-written model traces to, and ``torch.compile`` gets one g
 inputs are the user inputs and the parameters.
 
 :func:`native_calls` then makes each node call the public torch function (``torch.add``,
-``Tensor.view``, ``F.gelu``'s ``torch._C._nn.gelu``) instead of the ATen ``OpOverload``
+``Tensor.view``, ``F.gelu``'s ``nn_functions.gelu``) instead of the ATen ``OpOverload``
 (``torch.ops.aten.add.Tensor``): both run the same kernel, but an ``OpOverload`` call goes
 through the operator registry's boxed calling convention, about twice the per-call cost of
 the generated Python binding, which is what dominates small eager models. The original
@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import torch
 from torch.fx import GraphModule, Node
+
+from converter._torch_internal import OpOverload, nn_functions
 
 from ._util import aligned
 
@@ -135,11 +137,11 @@ _PUBLIC = {
             "_log_softmax",
         )
     },
-    "scaled_dot_product_attention": torch._C._nn.scaled_dot_product_attention,
-    "gelu": torch._C._nn.gelu, "avg_pool2d": torch._C._nn.avg_pool2d,
-    "avg_pool3d": torch._C._nn.avg_pool3d,
-    "max_pool2d_with_indices": torch._C._nn.max_pool2d_with_indices,
-    "max_pool3d_with_indices": torch._C._nn.max_pool3d_with_indices,
+    "scaled_dot_product_attention": nn_functions.scaled_dot_product_attention,
+    "gelu": nn_functions.gelu, "avg_pool2d": nn_functions.avg_pool2d,
+    "avg_pool3d": nn_functions.avg_pool3d,
+    "max_pool2d_with_indices": nn_functions.max_pool2d_with_indices,
+    "max_pool3d_with_indices": nn_functions.max_pool3d_with_indices,
 }  # fmt: skip
 
 
@@ -147,7 +149,7 @@ def native_calls(gm: GraphModule) -> None:
     """Point each ATen node at the op's public torch binding (see the module doc)."""
     for node in gm.graph.nodes:
         target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        if node.op != "call_function" or not isinstance(target, OpOverload):
             continue
         public = _PUBLIC.get(target._opname) if target.namespace == "aten" else None
         if target is aten.view.dtype:  # a bitcast, not a reshape
@@ -308,11 +310,7 @@ def fold_constants(gm: GraphModule) -> None:
             if isinstance(value, torch.Tensor):
                 values[node] = value
             continue
-        if (
-            node.op != "call_function"
-            or node.is_impure()
-            or not isinstance(node.target, torch._ops.OpOverload)
-        ):
+        if node.op != "call_function" or node.is_impure() or not isinstance(node.target, OpOverload):
             continue
         if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
             continue
@@ -364,7 +362,7 @@ def _computed_constant(gm: GraphModule, node: object) -> torch.Tensor | None:
     value = _constant(gm, node)
     if value is not None or not isinstance(node, Node) or node.op != "call_function":
         return value
-    if node.is_impure() or not isinstance(node.target, torch._ops.OpOverload):
+    if node.is_impure() or not isinstance(node.target, OpOverload):
         return None
     if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
         return None
@@ -505,7 +503,7 @@ def align_constants(gm: GraphModule) -> None:
 
 def _mutates(node: Node) -> bool:
     """``node`` may write to its operands (a mutable schema, or an impure non-ATen call)."""
-    if isinstance(node.target, torch._ops.OpOverload):
+    if isinstance(node.target, OpOverload):
         return node.target._schema.is_mutable
     return node.op != "output" and node.is_impure()
 

@@ -32,15 +32,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._subclasses.fake_impls import fast_detach
-from torch._subclasses.fake_tensor import (
+
+from converter._torch_internal import (
+    COMPOSITE_IMPLICIT,
     FakeTensor,
     FakeTensorMode,
+    OpOverload,
+    ShapeEnv,
+    TorchDispatchMode,
+    backend_dispatch_key,
+    current_dispatch_mode,
+    fake_or_proxy_mode_active,
+    fast_detach,
+    has_kernel,
     in_kernel_invocation_manager,
     unset_fake_temporarily,
 )
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
-from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 aten = torch.ops.aten
 
@@ -71,9 +78,7 @@ def active() -> bool:
 def can_record() -> bool:
     """No other dispatch mode (an outer ``FakeTensorMode``, a ``make_fx`` trace) is active:
     the recorder would not see the calls alone."""
-    fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
-    proxy = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY)
-    return fake is None and proxy is None and _get_current_dispatch_mode() is None
+    return not fake_or_proxy_mode_active() and current_dispatch_mode() is None
 
 
 class Recorder(TorchDispatchMode):
@@ -135,14 +140,12 @@ class Recorder(TorchDispatchMode):
         key = (func, device)
         hit = self._decomposes.get(key)
         if hit is None:
-            implicit = torch._C.DispatchKey.CompositeImplicitAutograd
+            implicit = COMPOSITE_IMPLICIT
             hit = func not in _SIZE_QUERIES and (
-                implicit in func.py_kernels
-                or torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), implicit)
+                implicit in func.py_kernels or has_kernel(func.name(), implicit)
             )
             if hit and device is not None:
-                backend = torch._C._parse_dispatch_key(torch._C._dispatch_key_for_device(device))
-                hit = not torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), backend)
+                hit = not has_kernel(func.name(), backend_dispatch_key(device))
             self._decomposes[key] = hit
         return hit
 
@@ -270,7 +273,7 @@ def _memo_kind(func: Any) -> str:
     """How :meth:`Recorder._fake_result` may remember ``func``'s results: ``"fresh"``,
     ``"view"`` or ``""`` (never: not an ATen op, mutating, several aliasing results, a
     result shape that depends on values)."""
-    if not isinstance(func, torch._ops.OpOverload) or func.namespace != "aten":
+    if not isinstance(func, OpOverload) or func.namespace != "aten":
         return ""
     if func in FakeTensorMode.lift_fns or func is aten.as_strided.default:
         return ""
@@ -313,7 +316,7 @@ def _value_key(mode: FakeTensorMode, a: Any) -> Any:
     if isinstance(a, (list, tuple)):
         parts = tuple(_value_key(mode, b) for b in a)
         return _NO_KEY if _NO_KEY in parts else (type(a), parts)
-    if isinstance(a, _SCALARS) or isinstance(a, torch._ops.OpOverload):
+    if isinstance(a, _SCALARS) or isinstance(a, OpOverload):
         return (type(a), a)
     return _NO_KEY
 

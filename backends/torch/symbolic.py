@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from converter import dtypes, mlir
+from converter._torch_internal import GuardOnDataDependentSymNode
 
 #: integer / bool ops computed on :class:`SymArray` operands (StableHLO spec sections of the
 #: same names); ``convert`` to a floating type, and any other op, materializes instead.
@@ -158,7 +158,7 @@ def _trem(a: Any, b: Any) -> Any:
 def _known_true(cond: Any) -> bool:
     if isinstance(cond, (bool, np.bool_)):
         return bool(cond)
-    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    from converter._torch_internal import statically_known_true
 
     return statically_known_true(cond)
 

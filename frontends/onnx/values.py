@@ -83,7 +83,7 @@ def _concrete(path: str, name: str, value: Any) -> np.ndarray:
         import torch
 
         if isinstance(value, torch.Tensor):
-            from torch._subclasses.fake_tensor import FakeTensor
+            from converter._torch_internal import FakeTensor
 
             if isinstance(value, FakeTensor) or value.device.type == "meta":
                 raise SignatureMismatchError(

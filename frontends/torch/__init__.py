@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 from typing import Any
 
 import jax
@@ -14,6 +15,15 @@ from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind, OutputKind
 
 from converter import _threads, dtypes, progress
+from converter._torch_internal import (
+    HigherOrderOperator,
+    OperatorBase,
+    OpOverload,
+    cached_cia_ops,
+    hold_export_prints,
+    lazy_clone,
+)
+from converter.errors import ExportError
 from converter.lowering import lower as lower_flat
 from converter.module import Module
 from converter.passes import run_passes
@@ -21,7 +31,6 @@ from converter.signature import RNG_KEY, UPDATE_PREFIX, LeafSpec, Mutation, Sign
 from converter.weights import ALIGN, aligned_copy, aligned_empty
 
 from . import ops  # noqa: F401 - registers the rules
-from ._torch_internal import cached_cia_ops, hold_export_prints, lazy_clone
 from .data_dependent import resolve_data_dependent
 from .decompose import decompose_graph, decomposition_table
 from .lowering import check_supported, graphs, interpret, jax_dim, op_name, symbolic_dims
@@ -131,7 +140,7 @@ def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bo
             continue
         g, edited = sub.graph, False
         for node in list(g.nodes):
-            if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+            if node.op != "call_function" or not isinstance(node.target, HigherOrderOperator):
                 continue
             args, seen = list(node.args), set()
             for pos in _HOP_OPERANDS.get(node.target.name(), ()):
@@ -141,7 +150,7 @@ def _unalias_hop_operands(gm: torch.fx.GraphModule, dry_run: bool = False) -> bo
                 for i, o in enumerate(operands):
                     if not isinstance(o, torch.fx.Node):
                         continue
-                    is_view = isinstance(o.target, torch._ops.OpOverload) and o.target.is_view
+                    is_view = isinstance(o.target, OpOverload) and o.target.is_view
                     if is_view or o in seen:
                         if dry_run:
                             return True
@@ -187,24 +196,45 @@ def _is_core_aten(gm: torch.fx.GraphModule) -> bool:
         if node.op != "call_function":
             continue
         target = node.target
-        if isinstance(target, torch._ops.OpOverload):
+        if isinstance(target, OpOverload):
             if torch.Tag.core in target.tags and not target._schema.is_mutable:
                 continue
             if target.name() in _KEPT_BY_DECOMPOSITION:  # "aten::sym_size.int"
                 continue
             return False
-        if isinstance(target, torch._ops.OperatorBase):  # higher-order ops and the like
+        if isinstance(target, OperatorBase):  # higher-order ops and the like
             return False
     return True
 
 
+#: torch.export's refusal of an output type without a pytree registration
+_UNKNOWN_OUTPUT = re.compile(r"Found <class '(?:[\w.]+\.)?(\w+)'> in output")
+
+
 def _export(model: torch.nn.Module, args=(), kwargs=None, dynamic_shapes=None) -> ExportedProgram:
     """``torch.export.export`` (strict=False), without decompositions, leaving ``model`` as
-    it found it (:func:`_state_kept`)."""
-    with _state_kept(model):
-        if dynamic_shapes is not None:
-            return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
-        return torch.export.export(model, tuple(args), kwargs or {})
+    it found it (:func:`_state_kept`).
+
+    Raises:
+        ExportError: the model returns a Hugging Face key/value cache (a decoder at its
+            default ``use_cache=True``); the message names ``use_cache=False``.
+    """
+    try:
+        with _state_kept(model):
+            if dynamic_shapes is not None:
+                return torch.export.export(model, tuple(args), kwargs or {}, dynamic_shapes=dynamic_shapes)
+            return torch.export.export(model, tuple(args), kwargs or {})
+    except RuntimeError as e:
+        found = _UNKNOWN_OUTPUT.search(str(e))
+        if found is None or not found.group(1).endswith("Cache"):
+            raise
+        raise ExportError(
+            f"{type(model).__name__} returns a {found.group(1)} (a transformers key/value cache: the "
+            "model runs with use_cache=True, its config's default), which is no tensor output. "
+            "Convert without it: pass kwargs={'use_cache': False} (or set model.config.use_cache = "
+            "False before converting). To keep the cache, give it as explicit tensor inputs and "
+            "outputs (a StaticCache, as examples/generate.py does)."
+        ) from e
 
 
 @contextlib.contextmanager
@@ -269,7 +299,7 @@ def _to_numpy(t: torch.Tensor, copy: bool = True) -> np.ndarray:
     With ``copy`` a snapshot: later in-place updates of the torch model (an optimizer step,
     batch-norm running statistics) must not change the converted parameters. A contiguous
     CPU tensor whose memory torch allocated is not copied: it becomes copy-on-write
-    (:func:`._torch_internal.lazy_clone`) and the result is a read-only view of the memory
+    (:func:`converter._torch_internal.lazy_clone`) and the result is a read-only view of the memory
     the clone keeps; the first in-place write to the torch tensor afterwards copies that
     tensor in torch. Other tensors are copied once, straight into an aligned array; a
     conjugate or negative view with its lazy bit applied (its memory holds the values

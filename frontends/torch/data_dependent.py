@@ -31,8 +31,8 @@ import operator
 
 import torch
 from torch.export import ExportedProgram
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from converter._torch_internal import free_unbacked_symbols
 from converter.errors import DataDependentOp, DataDependentShapeError
 
 from .lowering import graphs, node_location, op_name

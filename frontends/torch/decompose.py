@@ -23,7 +23,8 @@ from typing import Any
 
 import torch
 from torch.export import ExportedProgram
-from torch.utils import _pytree as pytree
+
+from converter._torch_internal import OpOverload, has_kernel, pytree
 
 from .registry import ATEN_RULES, key_of
 
@@ -93,7 +94,7 @@ def _decompose(graph: torch.fx.Graph) -> torch.fx.Graph:
                 env[node] = new.node_copy(node, env.__getitem__)
         else:
             target = node.target
-            if not isinstance(target, torch._ops.OpOverload):
+            if not isinstance(target, OpOverload):
                 raise _Unsupported(f"call of {key_of(target)}")
             if target._schema.is_mutable:
                 raise _Unsupported(f"in-place op {target}")
@@ -108,11 +109,11 @@ def _decompose(graph: torch.fx.Graph) -> torch.fx.Graph:
     return new
 
 
-def _implicit(op: torch._ops.OpOverload) -> bool:
+def _implicit(op: OpOverload) -> bool:
     """Whether ``op`` has a CompositeImplicitAutograd kernel (``run_decompositions``
     decomposes those too, table or not)."""
     if op not in _IMPLICIT:
-        _IMPLICIT[op] = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd")
+        _IMPLICIT[op] = has_kernel(op.name(), "CompositeImplicitAutograd")
     return _IMPLICIT[op]
 
 
@@ -172,8 +173,7 @@ def _traced(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule | None:
         return _CACHE[key]
     leaves, spec = pytree.tree_flatten((node.args, node.kwargs))
     tensors = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.fx.Node)]
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.proxy_tensor import make_fx
+    from converter._torch_internal import FakeTensorMode, make_fx
 
     target = node.target
 
@@ -195,7 +195,7 @@ def _traced(node: torch.fx.Node, table: dict) -> torch.fx.GraphModule | None:
     for n in gm.graph.nodes:
         if n.op not in ("placeholder", "call_function", "output"):
             raise _Unsupported(f"the decomposition of {target} has a {n.op} node")
-        if isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
+        if isinstance(n.target, OpOverload) and n.target._schema.is_mutable:
             raise _Unsupported(f"the decomposition of {target} is in place ({n.target})")
         if (
             n.op == "call_function"

@@ -20,6 +20,7 @@ import torch
 from torch.fx.node import map_arg
 
 from converter import dtypes
+from converter._torch_internal import HigherOrderOperator
 from converter.errors import DynamicDimensionError, MissingOp, OpConversionError, UnsupportedOpError
 
 from .registry import ATEN_RULES, key_of
@@ -60,7 +61,7 @@ def op_name(node: torch.fx.Node) -> str:
     ``with_effects`` node, the key of the op it wraps."""
     if node.target is WITH_EFFECTS:
         return key_of(node.args[1])
-    if isinstance(node.target, torch._ops.HigherOrderOperator):
+    if isinstance(node.target, HigherOrderOperator):
         return f"higher_order.{node.target.name()}"
     return key_of(node.target)
 
@@ -330,7 +331,10 @@ def jax_dim(d: Any, symbols: dict | None = None) -> Any:
 
 def _eval_expr(e: Any, symbols: dict) -> Any:
     import sympy
-    from torch.utils._sympy import functions as sf
+
+    from converter._torch_internal import sympy_functions
+
+    sf = sympy_functions()
 
     if isinstance(e, (int, np.integer)) or getattr(e, "is_Integer", False):
         return int(e)

@@ -63,8 +63,12 @@ def _check_point_indexing(shape, indexed, sizes, what, whole_dynamic=False):
     """Every indexed dimension has slice size 1, every other is taken whole. With
     ``whole_dynamic`` (scatter) a dynamic dimension whose window is dynamic too is taken
     whole: ``ScatterND`` checks the update's run-time size against the operand's, so a
-    partial window raises in onnxruntime (never written as a whole one)."""
+    partial window raises in onnxruntime (never written as a whole one); and an indexed
+    dimension may have a static window of several elements (``slice_scatter``: expanded
+    into one index row per element by :func:`_expand_windows`)."""
     for dim, size in enumerate(sizes):
+        if dim in indexed and whole_dynamic and isinstance(size, int) and size >= 1:
+            continue
         if dim in indexed and size != 1:
             raise NotImplementedError(f"{what}: indexed dimension {dim} has slice size {size}")
         if dim not in indexed and shape[dim] is None and size is None and whole_dynamic:
@@ -164,22 +168,43 @@ def _in_bounds(indices, index_vector_dim, bounds) -> bool:
     return bool(np.all((idx >= 0) & (idx < np.asarray(bounds))))
 
 
-def _spill_slot(interp, op, data, idx, bounds):
+def _spill_slot(interp, op, data, idx, bounds, windows=None):
     """StableHLO skips scatter updates whose index is out of bounds; onnxruntime rejects them
     and ONNX wraps negative ones. The indexed (leading) dimensions of ``data`` get one more
-    slot each, every out-of-bounds index row is sent to that corner, and the caller slices
-    it off after ``ScatterND``."""
+    slot each (``windows[j]`` more for a window of that many elements), every index row
+    whose window does not lie inside is sent to that corner (the whole window is skipped,
+    as XLA does), and the caller slices it off after ``ScatterND``."""
     g = interp.graph
     k = len(bounds)
+    windows = windows or [1] * k
     rank = op.operand_type(0).rank
-    pads = [1 if i < k else 0 for i in range(rank)]
+    pads = [windows[i] if i < k else 0 for i in range(rank)]
     data = g.op_as("Pad", [data, g.ints([0] * rank + pads)], op.operand_type(0).dtype, mode="constant")
     limit = g.shape_vector(bounds)  # ints, or int64 [1] run-time sizes
-    outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, limit])])
+    if any(w != 1 for w in windows):  # the last valid start of a window: bound - window
+        last = g.op("Sub", [limit, g.ints([w - 1 for w in windows])])
+    else:
+        last = limit
+    outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, last])])
     any_outside = g.op(
         "Cast", [g.op("ReduceMax", [g.op("Cast", [outside], to=_UINT8), g.ints([-1])])], to=_BOOL
     )
     return data, g.op("Where", [any_outside, limit, idx])
+
+
+def _expand_windows(interp, idx, windows):
+    """Index rows ``[batch..., K]`` of windows (``windows[j]`` elements along column ``j``)
+    as point rows ``[batch..., w..., K]``: one new axis per column with a window, holding
+    the start plus 0, 1, ... ``w - 1`` in that column."""
+    g = interp.graph
+    k = len(windows)
+    for j, w in enumerate(windows):
+        if w == 1:
+            continue
+        offsets = np.zeros((w, k), np.int64)
+        offsets[:, j] = np.arange(w)
+        idx = g.op("Add", [g.op("Unsqueeze", [idx, g.ints([-2])]), g.const(offsets)])
+    return idx
 
 
 def _numpy_dtype(name: str):
@@ -204,7 +229,10 @@ def _propagate_nan(g, data, idx, upd, out):
 def _scatter(interp, op, operand, indices, updates, *more):
     """Point scatters as ``ScatterND``. Dynamic dimensions: the indexed dimensions of the
     operand (bounds read with ``Shape``) and the batch dimensions of the indices and updates
-    (a histogram of a dynamic number of values, ``x[perm] = v`` on a dynamic ``x``)."""
+    (a histogram of a dynamic number of values, ``x[perm] = v`` on a dynamic ``x``). An
+    indexed dimension with a static window of several elements (``slice_scatter``,
+    ``dynamic_update_slice`` as a scatter) scatters one point per window element; a window
+    that does not fit inside the operand is skipped whole."""
     if more:
         raise NotImplementedError("scatter with several operands")
     kind = classify_combiner(op.regions[0])
@@ -233,22 +261,28 @@ def _scatter(interp, op, operand, indices, updates, *more):
     )
     rest = [i for i in range(len(shape)) if i not in index_map]
     data = g.op("Transpose", [operand], perm=index_map + rest)
+    windows = [sizes[i] for i in index_map]  # 1 but for windowed indexed dimensions
     bounds = [shape[i] for i in index_map]
-    spill = None in bounds or not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], bounds)
+    starts = [b - w + 1 if b is not None else None for b, w in zip(bounds, windows, strict=True)]
+    spill = None in bounds or not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], starts)
     if None in bounds:  # run-time sizes of the indexed dimensions
         bounds = [g.dim(operand, i) if shape[i] is None else shape[i] for i in index_map]
     if spill:
-        data, idx = _spill_slot(interp, op, data, idx, bounds)
+        data, idx = _spill_slot(interp, op, data, idx, bounds, windows)
+    idx = _expand_windows(interp, idx, windows)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
-    perm = scatter_dims + window_dims
+    expanded = [window_dims[kept.index(i)] for i in index_map if sizes[i] != 1]
+    perm = scatter_dims + expanded + [a for a in window_dims if a not in expanded]
     # a rank-0 update (``x.at[i].set(v)`` on a vector) has no dims to permute
     upd = g.op("Transpose", [updates], perm=perm) if perm != sorted(perm) else updates
     batch_shape = [utype.shape[i] for i in scatter_dims]
     batch_shape = [n if n is not None else g.dim(upd, k) for k, n in enumerate(batch_shape)]
+    batch_shape += [sizes[i] for i in index_map if sizes[i] != 1]
     # a dynamic dimension taken whole keeps the update's own run-time size: ScatterND checks
     # it against the operand's (a partial window raises, never scatters as a whole one)
-    first = len(scatter_dims)
-    rest_sizes = [shape[i] if shape[i] is not None else g.dim(upd, first + kept.index(i)) for i in rest]
+    rest_sizes = [
+        shape[i] if shape[i] is not None else g.dim(upd, perm.index(window_dims[kept.index(i)])) for i in rest
+    ]
     upd = g.op("Reshape", [upd, g.shape_vector(batch_shape + rest_sizes)])
     # onnxruntime's ScatterND reductions have no float16 kernel: float32, rounded back once
     # (as bfloat16 computes; an index hit several times adds its updates unrounded)

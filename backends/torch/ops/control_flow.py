@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import torch
 from jaxlib.mlir import ir
-from torch._subclasses.fake_tensor import is_fake
-from torch.fx.experimental import proxy_tensor
 
 from converter import mlir
+from converter._torch_internal import is_fake, proxy_tensor
 from converter.errors import ConversionError
 from converter.regions import first_non_elementwise, static_trip_count
 

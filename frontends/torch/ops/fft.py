@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
+from ..lowering import _NoSymbolicForm
 from ..registry import register
 from ._util import dims as _dims
 
@@ -47,6 +48,22 @@ def _axes(dim: Sequence[int], ndim: int) -> tuple[int, ...]:
     return out
 
 
+def _static_lengths(op: str, sizes: Sequence) -> None:
+    """StableHLO ``fft`` takes its ``fft_length`` as an attribute (static); a transformed
+    dim that is dynamic cannot convert (JAX's lowering refuses it, on every platform).
+
+    Raises:
+        _NoSymbolicForm: a length is symbolic; names it (the frontend reports a
+            :class:`~converter.errors.DynamicDimensionError` with the op and its line).
+    """
+    dynamic = [str(s) for s in sizes if jax.export.is_symbolic_dim(s)]
+    if dynamic:
+        raise _NoSymbolicForm(
+            f"{op} transforms a dynamic dim ({', '.join(dynamic)}): StableHLO fft needs static "
+            "lengths (fft_length is an attribute)"
+        )
+
+
 @register(aten._fft_r2c.default)
 def fft_r2c(x: jax.Array, dim: Sequence[int], normalization: int, onesided: bool) -> jax.Array:
     """Forward transform of a real tensor over ``dim``: float32 → complex64 (float64 →
@@ -55,6 +72,7 @@ def fft_r2c(x: jax.Array, dim: Sequence[int], normalization: int, onesided: bool
     axes = _axes(dim, x.ndim)
     if not axes:
         return x.astype(jnp.result_type(x.dtype, jnp.complex64))
+    _static_lengths("_fft_r2c", [x.shape[a] for a in axes])
     norm = _norm(normalization, forward=True)
     if onesided:
         return jnp.fft.rfftn(x, axes=axes, norm=norm)
@@ -68,6 +86,7 @@ def fft_c2c(x: jax.Array, dim: Sequence[int], normalization: int, forward: bool)
     axes = _axes(dim, x.ndim)
     if not axes:
         return x
+    _static_lengths("_fft_c2c", [x.shape[a] for a in axes])
     norm = _norm(normalization, forward)
     fn = jnp.fft.fftn if forward else jnp.fft.ifftn
     return fn(x, axes=axes, norm=norm)
@@ -83,5 +102,6 @@ def fft_c2r(x: jax.Array, dim: Sequence[int], normalization: int, last_dim_size:
     axes = _axes(dim, x.ndim)
     if not axes:
         raise ValueError("_fft_c2r needs at least one dim")
+    _static_lengths("_fft_c2r", [*(x.shape[a] for a in axes[:-1]), last_dim_size])
     sizes = [x.shape[a] for a in axes[:-1]] + [int(last_dim_size)]
     return jnp.fft.irfftn(x, s=sizes, axes=axes, norm=_norm(normalization, forward=False))

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from converter._torch_internal import aten_op
 from converter.lapack import cholesky_info, lu_info
 
 from ..registry import register
@@ -71,10 +72,14 @@ def linalg_cholesky_ex(a, upper=False, check_errors=False):
     return factor, cholesky_info(a, factor, lower=not upper)
 
 
-@register(aten.cholesky.default)
 def cholesky_rule(a, upper=False):
-    """``torch.cholesky``: the factor of :func:`cholesky`."""
+    """``torch.cholesky``: the factor of :func:`cholesky` (``aten.cholesky`` exists up to
+    torch 2.13; later ``torch.cholesky`` traces to ``linalg_cholesky_ex``)."""
     return cholesky(a, upper)
+
+
+if (_cholesky_op := aten_op("cholesky")) is not None:
+    register(_cholesky_op)(cholesky_rule)
 
 
 @register(aten.cholesky_inverse.default)

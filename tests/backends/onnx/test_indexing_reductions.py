@@ -531,3 +531,46 @@ def test_top_k_total_order_opset26(dtype):
     x = np.array(TOTAL_ORDER_SPECIALS, dtype)
     got, want = run_onnx(lambda x: (lax.top_k(x, 10), lax.top_k(x, 3)), x, opset=26)
     assert_bits_equal(got, want)
+
+
+_WINDOWED = lax.ScatterDimensionNumbers(
+    update_window_dims=(0, 1), inserted_window_dims=(), scatter_dims_to_operand_dims=(1,)
+)
+
+
+@pytest.mark.parametrize("mode", ["set", "add"])
+def test_scatter_with_a_static_window_on_an_indexed_dim(mode):
+    """``slice_scatter``'s form (BEiT's relative position index, DeepSeek-V3): the indexed
+    dimension 1 takes a window of 3 at a start read at run time; a window that does not fit
+    (starts 4 and -1 into 6 columns) is skipped whole, as XLA does."""
+    combine = lax.scatter if mode == "set" else lax.scatter_add
+    u = np.arange(2 * 5 * 3, dtype=np.float32).reshape(2, 5, 3)
+
+    def f(a, i):
+        # two windows (batch axis of the indices): updates (2, 5, 3) -> window dims 1 and 2
+        dn = lax.ScatterDimensionNumbers(
+            update_window_dims=(1, 2), inserted_window_dims=(), scatter_dims_to_operand_dims=(1,)
+        )
+        return combine(a, i.reshape(2, 1), u, dn, mode="drop")
+
+    for starts in ([1, 2], [3, 0], [4, 1], [-1, 3]):
+        assert_onnx_same(f, A[0], np.array(starts, np.int32))
+    # one window, no batch axis (torch's slice_scatter as exported)
+    assert_onnx_same(lambda a, i: combine(a, i, u[0], _WINDOWED, mode="drop"), A[0], np.array([2], np.int32))
+
+
+def test_scatter_window_with_a_dynamic_batch():
+    """The window's non-indexed dimension is a dynamic batch (BEiT with a dynamic batch)."""
+    (b,) = jax.export.symbolic_shape("B")
+    m = converter.from_jax(
+        lambda a, u: lax.scatter(a, np.array([1], np.int32), u, _WINDOWED, mode="drop"),
+        jax.ShapeDtypeStruct((b, 6), np.float32),
+        jax.ShapeDtypeStruct((b, 3), np.float32),
+    )
+    sess = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    for b in (1, 4):
+        a, u = A[0][:b].copy(), np.full((b, 3), 7.0, np.float32)
+        (out,) = sess.run(None, {i.name: v for i, v in zip(sess.get_inputs(), (a, u), strict=True)})
+        expected = a.copy()
+        expected[:, 1:4] = 7.0
+        np.testing.assert_array_equal(out, expected)

@@ -1,13 +1,13 @@
 """``frontends.torch.export``: torch.export then the Core ATen decompositions, skipped for a
 program already in Core ATen, with the CompositeImplicitAutograd op set cached per op
-registration state (:mod:`frontends.torch._torch_internal`)."""
+registration state (:mod:`converter._torch_internal`)."""
 
 from __future__ import annotations
 
 import torch
 
+from converter._torch_internal import _CACHE, cached_cia_ops
 from frontends.torch import _is_core_aten, export
-from frontends.torch._torch_internal import _CACHE, cached_cia_ops
 
 
 class _Net(torch.nn.Module):

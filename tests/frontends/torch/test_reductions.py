@@ -177,7 +177,11 @@ def test_vector_norm():
 
     ords = (2, 1, 0, 3.5, float("inf"), float("-inf"))
     cases = {f"ord={o}": (functools.partial(fn, ord=o), (X,)) for o in ords}
-    run_check_batch(cases, ops="aten.linalg_vector_norm.default", rtol=1e-5)
+    # torch 2.14's Core ATen table decomposes it (abs, pow, sum, amax): the rule is then unused
+    from frontends.torch.decompose import decomposition_table
+
+    kept = torch.ops.aten.linalg_vector_norm.default not in decomposition_table()
+    run_check_batch(cases, ops="aten.linalg_vector_norm.default" if kept else (), rtol=1e-5)
 
 
 def test_bucketize_logcumsumexp(check):

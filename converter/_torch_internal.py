@@ -1,0 +1,213 @@
+"""The only module that touches private torch internals: ``torch._ops``, ``torch._C``,
+``torch._subclasses``, ``torch.fx.experimental``, ``torch.utils._pytree``/``_sympy``/
+``_python_dispatch``, ``torch.export``'s internals, the copy-on-write clone. Every other
+module imports them from here.
+
+Supported: torch 2.13, 2.14 and 2.15 (``pyproject.toml``: ``torch>=2.13,<2.16``). A torch
+upgrade that moves an internal breaks this file and nothing else; where an API moved or
+went away between those versions there is a branch on :data:`TORCH_VERSION` (or a probe of
+what the installed torch has), and the functions that patch torch fall back to the public
+behaviour when what they patch is missing. What changed in the supported range:
+
+* 2.14 removed the deprecated ``aten.cholesky`` operator (``torch.cholesky`` now traces to
+  ``aten.linalg_cholesky_ex``): :func:`aten_op` is None for it there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import threading
+from collections.abc import Iterator
+
+import torch
+import torch.utils._pytree as pytree  # noqa: F401 - re-exported
+from torch._ops import HigherOrderOperator, OperatorBase, OpOverload  # noqa: F401 - re-exported
+from torch._subclasses.fake_impls import fast_detach  # noqa: F401 - re-exported
+from torch._subclasses.fake_tensor import (  # noqa: F401 - re-exported
+    FakeTensor,
+    FakeTensorMode,
+    in_kernel_invocation_manager,
+    is_fake,
+    unset_fake_temporarily,
+)
+from torch.fx.experimental import proxy_tensor  # noqa: F401 - re-exported
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: F401 - re-exported
+from torch.fx.experimental.symbolic_shapes import (  # noqa: F401 - re-exported
+    GuardOnDataDependentSymNode,
+    ShapeEnv,
+    free_unbacked_symbols,
+    statically_known_true,
+)
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: F401 - re-exported
+from torch.utils._python_dispatch import _get_current_dispatch_mode as current_dispatch_mode  # noqa: F401
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = re.match(r"(\d+)\.(\d+)", text).groups()
+    return int(major), int(minor)
+
+
+#: ``(major, minor)`` of the installed torch.
+TORCH_VERSION: tuple[int, int] = _version(torch.__version__)
+
+#: ``F.gelu``'s and friends' C entry points (``torch._C._nn``), by ATen name.
+nn_functions = torch._C._nn
+
+
+def aten_op(packet: str, overload: str = "default") -> OpOverload | None:
+    """``torch.ops.aten.<packet>.<overload>``, or None where the installed torch has no such
+    operator (``cholesky`` from torch 2.14 on): a rule for it is then not registered."""
+    try:
+        return getattr(getattr(torch.ops.aten, packet), overload)
+    except AttributeError:
+        return None
+
+
+def has_kernel(op_name: str, dispatch_key: str | torch._C.DispatchKey) -> bool:
+    """Whether the operator ``op_name`` (``aten::add.Tensor``) has a kernel registered to
+    ``dispatch_key`` itself (``"CompositeImplicitAutograd"``)."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op_name, dispatch_key)
+
+
+def backend_dispatch_key(device: str) -> torch._C.DispatchKey:
+    """The backend dispatch key of a device type (``"cpu"`` → ``DispatchKey.CPU``)."""
+    return torch._C._parse_dispatch_key(torch._C._dispatch_key_for_device(device))
+
+
+#: ``DispatchKey.CompositeImplicitAutograd``.
+COMPOSITE_IMPLICIT = torch._C.DispatchKey.CompositeImplicitAutograd
+
+
+def fake_or_proxy_mode_active() -> bool:
+    """A ``FakeTensorMode`` or a ``make_fx`` proxy mode is on the dispatch mode stack."""
+    fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
+    proxy = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY)
+    return fake is not None or proxy is not None
+
+
+_FUNCTORCH_PROBE = getattr(torch._C, "_are_functorch_transforms_active", None)
+
+
+def functorch_active() -> bool:
+    """Whether a ``torch.func`` transform (grad, vjp, vmap, jacrev...) is running (True when
+    the torch cannot tell: callers then take the path that is safe under transforms)."""
+    return True if _FUNCTORCH_PROBE is None else bool(_FUNCTORCH_PROBE())
+
+
+def sympy_functions():
+    """``torch.utils._sympy.functions``: the sympy functions of torch's size expressions
+    (``FloorDiv``, ``Mod``...)."""
+    from torch.utils._sympy import functions
+
+    return functions
+
+
+# Where ``ExportedProgram.run_decompositions`` looks the collector up (torch 2.13): the
+# table's ``materialize()`` and the CIA/Python split each call it once per decomposition.
+_USERS = ("torch.export.exported_program", "torch.export.decomp_utils")
+_LOCK = threading.RLock()
+_CACHE: dict[tuple, frozenset] = {}
+
+
+def _registration_key() -> tuple:
+    """What the set of CompositeImplicitAutograd ops depends on: the ops registered to the
+    dispatch key in C++ and the op namespaces known to Python (a new custom op or library
+    changes one or the other)."""
+    regs = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
+    return (tuple(regs), tuple(torch.ops._dir))
+
+
+@contextlib.contextmanager
+def cached_cia_ops() -> Iterator[None]:
+    """Within the block, ``run_decompositions`` reuses the set of preservable
+    CompositeImplicitAutograd ops computed for the same op registrations instead of
+    re-enumerating every op namespace (about 35 ms per call, twice per decomposition: most
+    of a small model's conversion). The set is recomputed whenever an op registration
+    changes, so custom ops defined later are seen."""
+    import importlib
+
+    from torch._export import utils
+
+    original = getattr(utils, "_collect_all_valid_cia_ops", None)
+    modules = [importlib.import_module(name) for name in _USERS]
+    if original is None or any(
+        getattr(m, "_collect_all_valid_cia_ops", None) is not original for m in modules
+    ):
+        yield  # another torch: leave it alone
+        return
+
+    def collect() -> set:
+        key = _registration_key()
+        if key not in _CACHE:
+            _CACHE.clear()
+            _CACHE[key] = frozenset(original())
+        return set(_CACHE[key])
+
+    with _LOCK:
+        for m in modules:
+            m._collect_all_valid_cia_ops = collect
+        try:
+            yield
+        finally:
+            for m in modules:
+                m._collect_all_valid_cia_ops = original
+
+
+def lazy_clone(t: torch.Tensor) -> torch.Tensor | None:
+    """A copy-on-write clone of ``t`` (``torch._lazy_clone``, torch >= 2.3): both tensors
+    share ``t``'s memory until one of them is written in place (or its mutable data pointer
+    is taken: ``data_ptr()``, ``.numpy()``, DLPack), when that one copies its storage first.
+    ``t``'s storage becomes copy-on-write itself, so later in-place updates of ``t`` leave the
+    clone's bytes alone; reading either (``const_data_ptr()``, torch's kernels) copies nothing.
+
+    Returns None where torch cannot clone lazily: a storage it did not allocate itself
+    (``torch.from_numpy``, a memory-mapped or DLPack-imported tensor), a torch without the
+    function, a tensor subclass; and where other tensors than ``t`` and the one it was
+    detached from share the storage (views, a NumPy array from ``.numpy()``, a DLPack
+    export: each holds a tensor). Copy-on-write moves the storage of whoever writes first,
+    so such a view would stop seeing the model's updates, and once the clone is freed it
+    would point to freed memory."""
+    clone = getattr(torch, "_lazy_clone", None)
+    use_count = getattr(torch._C, "_storage_Use_Count", None)
+    if clone is None or use_count is None or type(t) is not torch.Tensor:
+        return None
+    storage = t.untyped_storage()
+    if use_count(storage._cdata) - 1 > 2:  # minus ``storage`` itself
+        return None
+    del storage
+    try:
+        out = clone(t)
+    except RuntimeError:  # "Expected storage != nullptr": a storage with its own deleter
+        return None
+    is_cow = getattr(torch._C, "_is_cow_tensor", None)
+    if is_cow is not None and not is_cow(out):  # pragma: no cover - a torch that copied instead
+        return None
+    return out
+
+
+def hold_export_prints() -> None:
+    """Route ``torch.export``'s own ``print`` (the partial graph it prints on ``sys.stderr``
+    when an export fails, ``torch.export._trace``) through
+    :func:`converter._contract.hold_print`: held back (an error's ``diagnostics``) in a thread
+    inside :func:`converter._contract.quiet`, printed as before in every other thread.
+    ``sys.stderr`` itself is never replaced. Idempotent; a torch without that module is left
+    alone."""
+    from converter._contract import hold_print
+
+    trace = sys.modules.get("torch.export._trace")
+    if trace is not None and getattr(trace, "print", None) is not hold_print:
+        trace.print = hold_print  # a module global shadows the builtin for that module only
+
+
+@contextlib.contextmanager
+def exporting() -> Iterator[None]:
+    """The context of every ``torch.export.export``/``torch.export.load`` the project runs:
+    one thread at a time (:data:`converter._threads.TORCH_TRACE`, re-entrant), with the
+    partial graph of a failed export held back in a quiet thread (:func:`hold_export_prints`)."""
+    from converter import _threads
+
+    with _threads.TORCH_TRACE:
+        hold_export_prints()
+        yield
