@@ -168,24 +168,20 @@ def _in_bounds(indices, index_vector_dim, bounds) -> bool:
     return bool(np.all((idx >= 0) & (idx < np.asarray(bounds))))
 
 
-def _spill_slot(interp, op, data, idx, bounds, windows=None):
+def _spill_slot(interp, op, data, idx, bounds):
     """StableHLO skips scatter updates whose index is out of bounds; onnxruntime rejects them
     and ONNX wraps negative ones. The indexed (leading) dimensions of ``data`` get one more
-    slot each (``windows[j]`` more for a window of that many elements), every index row
-    whose window does not lie inside is sent to that corner (the whole window is skipped,
-    as XLA does), and the caller slices it off after ``ScatterND``."""
+    slot each, every point row (a window's element, after :func:`_expand_windows`) outside
+    the operand is sent to that corner, and the caller slices it off after ``ScatterND``:
+    each update element outside is skipped and the rest of its window applied, as the spec
+    says (XLA drops a window that does not fit whole)."""
     g = interp.graph
     k = len(bounds)
-    windows = windows or [1] * k
     rank = op.operand_type(0).rank
-    pads = [windows[i] if i < k else 0 for i in range(rank)]
+    pads = [1 if i < k else 0 for i in range(rank)]
     data = g.op_as("Pad", [data, g.ints([0] * rank + pads)], op.operand_type(0).dtype, mode="constant")
     limit = g.shape_vector(bounds)  # ints, or int64 [1] run-time sizes
-    if any(w != 1 for w in windows):  # the last valid start of a window: bound - window
-        last = g.op("Sub", [limit, g.ints([w - 1 for w in windows])])
-    else:
-        last = limit
-    outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, last])])
+    outside = g.op("Or", [g.op("Less", [idx, g.const(np.int64(0))]), g.op("GreaterOrEqual", [idx, limit])])
     any_outside = g.op(
         "Cast", [g.op("ReduceMax", [g.op("Cast", [outside], to=_UINT8), g.ints([-1])])], to=_BOOL
     )
@@ -231,8 +227,8 @@ def _scatter(interp, op, operand, indices, updates, *more):
     operand (bounds read with ``Shape``) and the batch dimensions of the indices and updates
     (a histogram of a dynamic number of values, ``x[perm] = v`` on a dynamic ``x``). An
     indexed dimension with a static window of several elements (``slice_scatter``,
-    ``dynamic_update_slice`` as a scatter) scatters one point per window element; a window
-    that does not fit inside the operand is skipped whole."""
+    ``dynamic_update_slice`` as a scatter) scatters one point per window element, and the
+    elements outside the operand are skipped one by one (StableHLO spec, ``scatter``)."""
     if more:
         raise NotImplementedError("scatter with several operands")
     kind = classify_combiner(op.regions[0])
@@ -267,9 +263,9 @@ def _scatter(interp, op, operand, indices, updates, *more):
     spill = None in bounds or not _in_bounds(interp.static_operand(op, 1), d["index_vector_dim"], starts)
     if None in bounds:  # run-time sizes of the indexed dimensions
         bounds = [g.dim(operand, i) if shape[i] is None else shape[i] for i in index_map]
-    if spill:
-        data, idx = _spill_slot(interp, op, data, idx, bounds, windows)
-    idx = _expand_windows(interp, idx, windows)
+    idx = _expand_windows(interp, idx, windows)  # one point row per window element
+    if spill:  # per point: the spec skips each update element outside the operand
+        data, idx = _spill_slot(interp, op, data, idx, bounds)
     scatter_dims = [i for i in range(utype.rank) if i not in window_dims]
     expanded = [window_dims[kept.index(i)] for i in index_map if sizes[i] != 1]
     perm = scatter_dims + expanded + [a for a in window_dims if a not in expanded]
