@@ -568,8 +568,6 @@ def test_scatter_with_a_static_window_on_an_indexed_dim(mode):
                     expected[:, start + c] = col if mode == "set" else expected[:, start + c] + col
         names = [i.name for i in sess.get_inputs()]
         feeds = dict(zip(names, (A[0], np.array(starts, np.int32)), strict=True))
-            zip([i.name for i in sess.get_inputs()], (A[0], np.array(starts, np.int32)), strict=True)
-        )
         np.testing.assert_allclose(sess.run(None, feeds)[0], expected, rtol=1e-6)
     # one window, no batch axis (torch's slice_scatter as exported)
     assert_onnx_same(lambda a, i: combine(a, i, u[0], _WINDOWED, mode="drop"), A[0], np.array([2], np.int32))
