@@ -45,7 +45,8 @@ import jax
 import torch
 
 import converter
-from converter import _jax_internal, cli
+from converter import _jax_internal
+from converter.tools import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"small": (12, 768, 12), "medium": (24, 1024, 16), "tiny": (2, 256, 4)}

@@ -112,7 +112,7 @@ def run_mode(mode: str, workdir: Path) -> dict:
     import transformers  # noqa: F401
 
     import converter
-    from converter import cli
+    from converter.tools import cli
 
     warnings.simplefilter("ignore")
     jax.config.update("jax_enable_x64", True)

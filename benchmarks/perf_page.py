@@ -6,7 +6,7 @@ Every benchmark measures a ratio against an anchor timed in the same run (machin
 noisy; seconds from different runs do not compare). A benchmark run with ``--record`` stores
 its ratios in ``benchmarks/results.json`` through :func:`record`; this script renders that
 file as one Markdown table (one row per result, with the command that produced it) between
-the ``<!-- perf-table -->`` markers of each page. ``tests/test_docs.py`` checks the pages hold
+the ``<!-- perf-table -->`` markers of each page. ``tests/core/test_docs.py`` checks the pages hold
 the current table.
 """
 

@@ -1,9 +1,9 @@
-"""``python -m converter``: the ``convert`` command (see :mod:`converter.cli`), for
+"""``python -m converter``: the ``convert`` command (see :mod:`converter.tools.cli`), for
 environments where the console script is not on ``PATH``."""
 
 import sys
 
-from converter.cli import main
+from converter.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

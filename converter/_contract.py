@@ -169,7 +169,7 @@ def _refused_keyword(e: TypeError) -> str | None:
 #   DeprecationWarnings, and any warning raised from the frameworks' modules. In every
 #   other thread they match nothing;
 # * what torch.export prints on sys.stderr (a partial graph when export fails), through
-#   :func:`hold_print`, which ``frontends.torch._torch_internal`` installs as the ``print``
+#   :func:`hold_print`, which ``converter.frontends.torch._torch_internal`` installs as the ``print``
 #   of that torch module.
 
 _LOCAL = threading.local()  # .depth: api nesting; .verbose: verbose_mode; .held: quiet scopes

@@ -1,4 +1,4 @@
-"""Small array-tree helpers shared by :mod:`converter.validate` and :mod:`converter.bisect`
+"""Small array-tree helpers shared by :mod:`converter.tools.validate` and :mod:`converter.tools.bisect`
 (which must not import each other's modules both ways: validate depends on bisect)."""
 
 from __future__ import annotations

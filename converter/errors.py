@@ -271,5 +271,5 @@ class EmbeddedParamsWarning(UserWarning):
     closing over a converted function's parameters, and this JAX embeds closed-over arrays
     in the program as constants: the first call lowers and compiles every weight into the
     program (slow, about twice the weights' memory). Raised once per function, for at least
-    :data:`backends.jax.EMBED_WARN_BYTES` of parameters, unless JAX hoists such constants
+    :data:`converter.backends.jax.function.EMBED_WARN_BYTES` of parameters, unless JAX hoists such constants
     into arguments (``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` set before JAX is imported)."""

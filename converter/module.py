@@ -18,7 +18,7 @@ from .fileio import atomic_path, check_size
 from .signature import Signature
 
 if TYPE_CHECKING:
-    from backends.jax import JaxFunction
+    from converter.backends.jax import JaxFunction
 
 FORMAT_NAME = "converter.Module"
 #: Version 2 adds ``signature.mutations`` (state the module updates in place). A module
@@ -104,7 +104,7 @@ class Module:
 
     @api
     def to_jax(self, *, x64: bool | None = None, **kwargs) -> JaxFunction:
-        """A JAX callable of the user inputs; see :func:`backends.jax.to_jax`.
+        """A JAX callable of the user inputs; see :func:`converter.backends.jax.to_jax`.
 
         ``x64`` chooses how 64-bit types run: ``False`` computes the module's 64-bit
         integers in 32 bits where that is exact (JAX's default mode, ``jax_enable_x64``
@@ -115,13 +115,13 @@ class Module:
         Raises:
             NarrowingError: ``x64=False`` and the module has no exact 32-bit form.
         """
-        from backends.jax import to_jax
+        from converter.backends.jax import to_jax
 
         return to_jax(self, x64=x64, **kwargs)
 
     @api
     def to_torch(self, *, input_shapes: dict[str, tuple] | list[tuple] | None = None, **kwargs):
-        """A native ``torch.nn.Module``; see :func:`backends.torch.to_torch`.
+        """A native ``torch.nn.Module``; see :func:`converter.backends.torch.to_torch`.
 
         A module with dynamic dimensions runs any size its dimension names and ranges allow
         (specialized per call shape, once per shape); with ``input_shapes`` (concrete shapes
@@ -130,7 +130,7 @@ class Module:
         Raises:
             ConversionError: ``input_shapes`` contradict the module's dimensions.
         """
-        from backends.torch import to_torch
+        from converter.backends.torch import to_torch
 
         if input_shapes is not None:
             return to_torch(self.specialize(input_shapes), **kwargs)
@@ -151,7 +151,7 @@ class Module:
 
     @api
     def to_onnx(self, **kwargs):
-        """An ``onnx.ModelProto``; see :func:`backends.onnx.to_onnx`. ONNX has no host
+        """An ``onnx.ModelProto``; see :func:`converter.backends.onnx.to_onnx`. ONNX has no host
         placement: it is stripped with a recorded warning
         (:func:`converter.passes.placement.strip_placement`).
 
@@ -163,7 +163,7 @@ class Module:
         from ._optional import require
 
         require("onnx", "to_onnx")
-        from backends.onnx import to_onnx
+        from converter.backends.onnx import to_onnx
 
         return to_onnx(self, **kwargs)  # it strips the placement
 

@@ -22,9 +22,9 @@ from converter import dtypes
 from converter.interpreter import _BUILTIN_OPS
 
 BACKENDS = [
-    ("JAX", "backends.jax.registry", "JAX_RULES"),
-    ("torch", "backends.torch.registry", "TORCH_RULES"),
-    ("ONNX", "backends.onnx.registry", "ONNX_RULES"),
+    ("JAX", "converter.backends.jax.registry", "JAX_RULES"),
+    ("torch", "converter.backends.torch.registry", "TORCH_RULES"),
+    ("ONNX", "converter.backends.onnx.registry", "ONNX_RULES"),
 ]
 
 #: Ops of the dialect that the spec does not define (deprecated, or XLA-internal).

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 import converter
-from converter import cli
 from converter.fileio import atomic_write
+from converter.tools import cli
 
 HERE = Path(__file__).resolve().parent
 RTOL = ATOL = 1e-5

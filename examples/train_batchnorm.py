@@ -91,7 +91,7 @@ def train_jax(model: nn.Module, x: np.ndarray, y: np.ndarray, steps: int = STEPS
 
     Returns:
         ``(losses, f, params, state)``: the loss of each step, the converted
-        :class:`backends.jax.JaxFunction`, the trained parameters and the final buffers.
+        :class:`converter.backends.jax.JaxFunction`, the trained parameters and the final buffers.
     """
     model.train()
     f = converter.from_torch(model, (torch.from_numpy(batches(x, y, 1)[0][0]),)).to_jax()

@@ -67,7 +67,7 @@ def train_jax(model: nn.Module, opt: str, x: np.ndarray, y: np.ndarray, steps: i
 
     Returns:
         ``(losses, f, params)``: the loss before each step, the converted
-        :class:`backends.jax.JaxFunction`, and the trained parameters by torch name.
+        :class:`converter.backends.jax.JaxFunction`, and the trained parameters by torch name.
     """
     f = converter.from_torch(model, (torch.from_numpy(x),)).to_jax()
     tx = {"sgd": optax.sgd, "adam": optax.adam}[opt](LR[opt])

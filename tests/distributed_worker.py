@@ -1,4 +1,4 @@
-"""One process of the multi-process tests in ``tests/test_distributed.py`` (not a test file).
+"""One process of the multi-process tests in ``tests/core/test_distributed.py`` (not a test file).
 
 ``python tests/distributed_worker.py torch N RANK PORT HITS`` runs rank ``RANK`` of N: it
 lowers a ``shard_map`` program on N forced host devices with JAX (the reference), converts
@@ -133,9 +133,9 @@ def torch_four():
 
 def run_torch() -> None:
     import torch.distributed as dist
+    from converter.backends.torch.distributed import local_shard
 
     import converter
-    from backends.torch.distributed import local_shard
 
     module, args, want = torch_two() if N == 2 else torch_four()
     tm = module.to_torch()
@@ -229,11 +229,11 @@ def fork_ranks(directory: str) -> int:
     import signal
     import traceback
 
+    import converter.backends.torch.distributed  # noqa: F401
     import torch.distributed  # noqa: F401 - imported once, before the forks
     from jax import shard_map  # noqa: F401
     from jax.experimental import multihost_utils  # noqa: F401
 
-    import backends.torch.distributed  # noqa: F401
     import converter  # noqa: F401
 
     sys.stdout.flush()

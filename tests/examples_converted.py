@@ -1,5 +1,5 @@
 """The torch example models (:mod:`examples.models`) converted once per test process:
-``tests/test_models.py`` and ``tests/test_roundtrip.py`` start from the same conversions."""
+``tests/models/test_models.py`` and ``tests/models/test_roundtrip.py`` start from the same conversions."""
 
 from __future__ import annotations
 

@@ -68,16 +68,16 @@ def install() -> None:
 
 def registries() -> list[Registry]:
     """Every direction's registry, with all its rules imported."""
-    import backends.jax  # noqa: F401 - importing a package registers its rules
-    import backends.onnx  # noqa: F401
-    import backends.torch  # noqa: F401
-    import frontends.onnx  # noqa: F401
-    import frontends.torch  # noqa: F401
-    from backends.jax.registry import JAX_RULES
-    from backends.onnx.registry import ONNX_RULES as ONNX_BACKEND
-    from backends.torch.registry import TORCH_RULES
-    from frontends.onnx.registry import ONNX_RULES as ONNX_FRONTEND
-    from frontends.torch.registry import ATEN_RULES
+    import converter.backends.jax  # noqa: F401 - importing a package registers its rules
+    import converter.backends.onnx  # noqa: F401
+    import converter.backends.torch  # noqa: F401
+    import converter.frontends.onnx  # noqa: F401
+    import converter.frontends.torch  # noqa: F401
+    from converter.backends.jax.registry import JAX_RULES
+    from converter.backends.onnx.registry import ONNX_RULES as ONNX_BACKEND
+    from converter.backends.torch.registry import TORCH_RULES
+    from converter.frontends.onnx.registry import ONNX_RULES as ONNX_FRONTEND
+    from converter.frontends.torch.registry import ATEN_RULES
 
     return [ATEN_RULES, ONNX_FRONTEND, JAX_RULES, TORCH_RULES, ONNX_BACKEND]
 
@@ -217,7 +217,7 @@ _DECOMPOSED_BEFORE_LOWERING = [
 #: kernel (decomposed), or no result and no effect FX keeps (``_assert_async`` without a
 #: message: eliminated as dead code). Each shares its rule function with a key a default-run
 #: case reaches (``narrow_copy``, ``view``, ``_conj_physical``, ``_assert_async.msg``).
-#: Checked by tests/test_registry_coverage.py::test_rules_the_decompositions_always_replace.
+#: Checked by tests/core/test_registry_coverage.py::test_rules_the_decompositions_always_replace.
 _REPLACED_BEFORE_LOWERING = [
     "aten._assert_async.default",
     "aten.conj_physical.default",

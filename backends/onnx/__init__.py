@@ -8,7 +8,7 @@ names. The model targets the default domain at ``opset`` (18 unless asked) and p
 Shape-polymorphic modules (``tensor<?x...>``: ``from_onnx`` of a model whose inputs keep a
 ``dim_param``, ``from_jax`` with symbolic dimensions) stay dynamic: graph inputs and outputs
 keep the signature's dimension names as ``dim_param``s, and the shape computations lower to
-ONNX ``Shape``/``Expand``/``Reshape``/``Range``/``Slice`` (:mod:`backends.onnx.ops.dynamic`).
+ONNX ``Shape``/``Expand``/``Reshape``/``Range``/``Slice`` (:mod:`converter.backends.onnx.ops.dynamic`).
 Ops whose rules need static shapes raise :class:`DynamicShapeError` (``Module.specialize``
 first).
 
@@ -83,7 +83,7 @@ def _without_onnx_type(op) -> str | None:
 
 
 class OnnxInterpreter(Interpreter):
-    """Emits ONNX nodes with :data:`backends.onnx.registry.ONNX_RULES`; values are ONNX
+    """Emits ONNX nodes with :data:`converter.backends.onnx.registry.ONNX_RULES`; values are ONNX
     value names and ``graph`` is the builder being written."""
 
     registry = ONNX_RULES
@@ -96,7 +96,7 @@ class OnnxInterpreter(Interpreter):
         self.patterns: dict = {}  # root value -> patterns.Match (set by to_onnx(optimize=True))
 
     def dispatch_key(self, op) -> str:
-        """The op's key; ``<key>[complex]`` (:func:`backends.onnx.ops.complex.complex_key`)
+        """The op's key; ``<key>[complex]`` (:func:`converter.backends.onnx.ops.complex.complex_key`)
         for an op with a complex operand or result, whose values travel as real pairs."""
         key = super().dispatch_key(op)
         narrow = _without_onnx_type(op)
@@ -108,7 +108,7 @@ class OnnxInterpreter(Interpreter):
 
     def static_operand(self, op, index: int) -> np.ndarray | None:
         """As :meth:`Interpreter.static_operand`; a complex value read through a
-        :class:`~backends.onnx.ops.complex.ComponentView` gives that view's part."""
+        :class:`~converter.backends.onnx.ops.complex.ComponentView` gives that view's part."""
         value = super().static_operand(op, index)
         component = getattr(op, "component", None)
         if value is not None and component is not None and np.iscomplexobj(value):
@@ -116,8 +116,8 @@ class OnnxInterpreter(Interpreter):
         return value
 
     def run_op(self, op, operands, env):
-        """Ops on bfloat16 compute in float32 (:mod:`backends.onnx.widen`); ops on complex
-        values go to their real-pair rules (:mod:`backends.onnx.ops.complex`)."""
+        """Ops on bfloat16 compute in float32 (:mod:`converter.backends.onnx.widen`); ops on complex
+        values go to their real-pair rules (:mod:`converter.backends.onnx.ops.complex`)."""
         empty = self._empty_results(op)
         if empty is not None:
             return empty
@@ -131,7 +131,7 @@ class OnnxInterpreter(Interpreter):
         )
 
     def _emit_pattern(self, op, match, env) -> str:
-        """The ONNX operator of a matched pattern (:mod:`backends.onnx.patterns`)."""
+        """The ONNX operator of a matched pattern (:mod:`converter.backends.onnx.patterns`)."""
         g = self.graph
         inputs = [None if v is None else env[v] for v in match.inputs]
         if match.op_type == "LayerNormalization":
@@ -194,8 +194,8 @@ def to_onnx(
             to that file (``onnx.load(path)`` and
             ``onnxruntime.InferenceSession(path)`` read it) and holds no weights itself.
         optimize: emit idiomatic ONNX (default): multi-op patterns as one operator
-            (:mod:`backends.onnx.patterns`) and the graph clean-ups of
-            :mod:`backends.onnx.simplify` (constants folded, implicit broadcasting, no
+            (:mod:`converter.backends.onnx.patterns`) and the graph clean-ups of
+            :mod:`converter.backends.onnx.simplify` (constants folded, implicit broadcasting, no
             reshape chains or copies), all exact. Integer buffers the model never updates
             count as constants there (what is computed from them alone is folded). A
             per-channel scale and shift after a ``Conv`` (eval-mode batch norm) are folded
@@ -215,9 +215,9 @@ def to_onnx(
     parameter of shape ``S`` is a float32 (float64) tensor of shape ``S + [2]``, real part
     then imaginary part on the last axis (``torch.view_as_real``'s layout). The model's
     ``metadata_props`` entry ``converter.complex_as_real`` names them (JSON ``{"inputs":
-    [...], "outputs": [...], "initializers": [...]}``); :mod:`backends.onnx.realpairs`
+    [...], "outputs": [...], "initializers": [...]}``); :mod:`converter.backends.onnx.realpairs`
     converts feeds and results. Ops on complex values have real-pair rules
-    (:mod:`backends.onnx.ops.complex`); one without is reported as ``<op>[complex]``.
+    (:mod:`converter.backends.onnx.ops.complex`); one without is reported as ``<op>[complex]``.
 
     State the source updates in place (``signature.mutations``: BatchNorm's running
     statistics in training mode, inputs torch mutates) is returned: after the model's outputs
@@ -423,7 +423,7 @@ def _complex_as_real(sig) -> dict[str, list[str]]:
 
 def _check_dynamic(interp: OnnxInterpreter, module: Module) -> None:
     """Raise :class:`DynamicShapeError` naming every op with a dynamic operand or result
-    type whose key is not in :data:`~backends.onnx.registry.DYNAMIC_SHAPES`."""
+    type whose key is not in :data:`~converter.backends.onnx.registry.DYNAMIC_SHAPES`."""
     counts: dict[str, int] = {}
     first: dict[str, str] = {}
     for fn in interp.functions.values():

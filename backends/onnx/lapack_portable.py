@@ -22,7 +22,7 @@ LAPACK, defined up to sign.
 ``info`` follows LAPACK for ``?getrf`` (first exactly-zero pivot, 1-based) and ``?potrf``
 (order of the first leading minor that is not positive definite); for the iterative routines
 (``?syevd``, ``?gesdd``) it is 0 when the results are finite and 1 otherwise, as
-:mod:`backends.jax.ops.lapack` reports them (JAX turns a nonzero ``info`` into NaN results).
+:mod:`converter.backends.jax.ops.lapack` reports them (JAX turns a nonzero ``info`` into NaN results).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Frameworks lower ``softmax``, ``layer_norm``, ``gelu`` and ``relu`` into several StableHLO
 ops; ONNX has one operator for each. :func:`find` matches the decompositions before
-emission; :meth:`backends.onnx.OnnxInterpreter.run_op` emits the operator at the pattern's
+emission; :meth:`converter.backends.onnx.OnnxInterpreter.run_op` emits the operator at the pattern's
 last op (its *root*), and the pattern's inner ops, which nothing else reads, are pruned
 with the dead nodes. A pattern fires only where the operator computes the same function
 within the dtype's tolerance, on float32 (and float64 where onnxruntime has the kernel):

@@ -1,6 +1,6 @@
 """Complex values at an ONNX model's boundary, carried as real pairs.
 
-:func:`backends.onnx.to_onnx` gives a complex input, output or initializer of shape ``S``
+:func:`converter.backends.onnx.to_onnx` gives a complex input, output or initializer of shape ``S``
 as a float tensor of shape ``S + [2]`` (complex64 → float32, complex128 → float64; real part
 then imaginary part on the last axis, ``torch.view_as_real``'s layout) and names them in the
 model's ``metadata_props`` entry :data:`COMPLEX_AS_REAL_KEY` (JSON ``{"inputs": [...],

@@ -1,11 +1,11 @@
 """The StableHLO → ONNX rule table.
 
 A rule is ``rule(interp, op, *operands) -> name | [names]``: operands are ONNX value names,
-and the rule emits nodes through ``interp.graph`` (a :class:`backends.onnx.graph.GraphBuilder`).
+and the rule emits nodes through ``interp.graph`` (a :class:`converter.backends.onnx.graph.GraphBuilder`).
 
 Rules registered with ``dynamic=True`` (:data:`DYNAMIC_SHAPES`) also take operands and
 results with dynamic dimensions (``tensor<?x...>``): they read no static size of those
-dimensions, or compute it with ONNX ``Shape``. :func:`backends.onnx.to_onnx` refuses a
+dimensions, or compute it with ONNX ``Shape``. :func:`converter.backends.onnx.to_onnx` refuses a
 shape-polymorphic module that uses any other rule on a dynamic shape.
 """
 

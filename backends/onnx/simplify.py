@@ -8,7 +8,7 @@ graph computes are bit for bit those it computed before):
 - **constant folding**: values computed from constants only (masks, position tables,
   index grids) are computed once with onnxruntime at conversion time and stored, when that
   takes fewer nodes and at most :data:`FOLD_BYTES` bytes (large repeating values are
-  stored compressed: :func:`backends.onnx.graph.compressed`); parameters are never folded
+  stored compressed: :func:`converter.backends.onnx.graph.compressed`); parameters are never folded
   into (their initializers keep their names, and a caller may replace them);
 - **implicit broadcasting**: an ``Expand`` (or a ``Reshape`` that only prepends 1s) whose
   consumers broadcast multidirectionally (``Add``, ``Where``, ``Equal``, ...) is skipped

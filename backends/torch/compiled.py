@@ -1,7 +1,7 @@
-"""A shape-polymorphic :class:`~backends.torch.TorchModule` under ``torch.compile``.
+"""A shape-polymorphic :class:`~converter.backends.torch.TorchModule` under ``torch.compile``.
 
 Such a module builds one graph per input shape from its StableHLO (``refine``, then
-:func:`~backends.torch.build_graph`), Python that Dynamo cannot trace (MLIR objects). Under
+:func:`~converter.backends.torch.build_graph`), Python that Dynamo cannot trace (MLIR objects). Under
 Dynamo its call is one function Dynamo writes into its graph without tracing into it
 (``torch.compiler.allow_in_graph``); AOTAutograd then traces that function's body as it
 traces any ATen code, on fake inputs (sizes that are ``SymInt``s or ints): the module

@@ -8,7 +8,7 @@ each rank of ``torch.distributed``'s default process group (world size N) calls 
 shards and which returns its own result shards. Rank ``r`` runs partition ``r``: its shards
 are those of the mesh position whose device id is ``r`` (position ``r`` unless the mesh has
 ``device_ids``), as JAX assigns ``mesh.devices.flat[r]``. The collectives in the body are
-``torch.distributed`` functional collectives (:mod:`backends.torch.ops.collectives`).
+``torch.distributed`` functional collectives (:mod:`converter.backends.torch.ops.collectives`).
 
 Only programs whose ``@main`` is manual computations are run: an op between them or around
 them works on whole (global) arrays, which XLA would partition itself; this backend refuses it
@@ -28,8 +28,8 @@ from converter.errors import DistributedError, SignatureMismatchError
 from converter.module import Module
 from converter.signature import Signature, check_leaf, flatten, input_path, unflatten
 
-from . import TorchModule, build_graph, input_tensor
 from ._util import CARRIED, STORAGE
+from .module import TorchModule, build_graph, input_tensor
 from .ops.collectives import Communicator
 
 

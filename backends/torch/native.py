@@ -1,7 +1,7 @@
 """Clean-up passes on the traced FX graph, so it runs as hand-written torch would.
 
 The rules emit StableHLO's explicit forms: every implicit broadcast is a ``broadcast_in_dim``
-(a ``view`` + ``expand``), and a pattern rewritten by :mod:`backends.torch.patterns` leaves its
+(a ``view`` + ``expand``), and a pattern rewritten by :mod:`converter.backends.torch.patterns` leaves its
 original ops behind. :func:`simplify` removes what torch does implicitly or never needs:
 
 - an ``expand`` (and the ``view`` before it that only adds leading 1s) feeding an elementwise
@@ -17,7 +17,7 @@ allow more: a sum pooling divided by the window size → the pooling with that d
 (:func:`pool_divisors`); SDPA with a causal constant
 mask → ``is_causal`` (:func:`causal_attention`) and with constant-scaled queries → that
 ``scale`` (:func:`attention_scale`); unread constants are dropped, and the remaining ones
-(and the parameters, in :class:`backends.torch.TorchModule`) are 64-byte aligned, since
+(and the parameters, in :class:`converter.backends.torch.TorchModule`) are 64-byte aligned, since
 inductor copies a misaligned parameter on every call (:func:`align_constants`). The graph
 then is what the torch-written model traces to, and ``torch.compile`` gets one graph whose
 inputs are the user inputs and the parameters.
@@ -31,7 +31,7 @@ overload is kept in ``node.meta["aten"]`` (:func:`aten_target`).
 
 Each change keeps the graph's values identical (not just within tolerance), except
 :func:`attention_scale`, which rounds the scaling once differently (as the SDPA rewrite of
-:mod:`backends.torch.patterns` it completes).
+:mod:`converter.backends.torch.patterns` it completes).
 """
 
 from __future__ import annotations
@@ -494,7 +494,7 @@ def drop_unread_constants(gm: GraphModule) -> None:
 
 def align_constants(gm: GraphModule) -> None:
     """Tensor constants the graph reads (``get_attr``) in 64-byte aligned memory
-    (:func:`backends.torch._util.aligned`: the trace keeps NumPy-backed constants)."""
+    (:func:`converter.backends.torch._util.aligned`: the trace keeps NumPy-backed constants)."""
     for node in gm.graph.nodes:
         value = _constant(gm, node)
         if value is not None and "." not in node.target and aligned(value) is not value:

@@ -5,7 +5,7 @@ in :data:`ROOTS`, whether the op is the last one of a known pattern; if so it re
 pattern's value computed by one torch function from values the interpreter already holds,
 and the rule is not run. The ops inside the pattern were evaluated already (the interpreter
 walks in order) but nothing reads them any more, so the FX dead-code pass of
-:func:`backends.torch.native.simplify` removes them (those read elsewhere stay).
+:func:`converter.backends.torch.native.simplify` removes them (those read elsewhere stay).
 
 Patterns (each matched op by op: op names, operand order up to commutativity, reduction
 dimensions and bodies, broadcast dimensions, constants compared in the value's dtype):
@@ -25,7 +25,7 @@ dimensions and bodies, broadcast dimensions, constants compared in the value's d
 - **attention**: ``softmax(q . k)`` (optionally ``where(mask, q . k, c)`` with ``c <= -1e30``)
   contracted with ``v`` → ``F.scaled_dot_product_attention`` with the mask as an additive
   bias (``s + c == c``: a fully masked row stays uniform). Once constants are folded,
-  :mod:`backends.torch.native` turns a causal mask into ``is_causal`` and a constant
+  :mod:`converter.backends.torch.native` turns a causal mask into ``is_causal`` and a constant
   scaling of the queries into SDPA's ``scale``.
 
 Only floating dtypes; a mismatch anywhere means no rewrite (the ops run one by one).

@@ -4,9 +4,9 @@ A module with symbolic dimensions (``tensor<?x...>``: ``from_torch(dynamic_shape
 ONNX ``dim_param``) reads its dimensions with ``get_dimension_size`` and computes the shapes
 of its ``dynamic_*`` ops with integer ops on small tensors. Run as torch tensors those values
 would be data: ``torch.export`` would see sizes read back from a tensor (unbacked symbols)
-and lose their relation to the input sizes. When :class:`backends.torch.TorchInterpreter`
+and lose their relation to the input sizes. When :class:`converter.backends.torch.TorchInterpreter`
 runs such a module on inputs whose sizes are ``torch.SymInt`` (``torch.export`` or
-``torch.compile`` tracing :class:`backends.torch.TorchModule`), the shape computations run in
+``torch.compile`` tracing :class:`converter.backends.torch.TorchModule`), the shape computations run in
 Python instead, on :class:`SymArray` values holding ints and ``SymInt``s, so every size of
 the traced graph is an expression of the input sizes (``s0 * 2``), and the module's
 dimension constraints (``custom_call @shape_assertion``) become ``torch._check`` calls.

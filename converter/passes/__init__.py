@@ -13,7 +13,7 @@ Not a default: ``narrow_64bit`` (:func:`converter.passes.narrow.narrow_64bit`), 
 integer types computed in 32 bits where that is exact, for JAX's default 32-bit mode.
 
 Each backend declares the passes it needs on what it is given as a ``PREPARE`` list
-(``backends.jax.PREPARE``...), run by :func:`prepare` at its entry point; no backend runs a
+(``converter.backends.jax.PREPARE``...), run by :func:`prepare` at its entry point; no backend runs a
 pass otherwise (shape refinement per call, :mod:`converter.passes.shapes`, is specialization,
 not preparation).
 """

@@ -1,5 +1,5 @@
 """Write the supported-op table of ``docs/onnx.md`` from the registry:
-``python -m frontends.onnx.docs docs/onnx.md`` replaces the text between the
+``python -m converter.frontends.onnx.docs docs/onnx.md`` replaces the text between the
 ``<!-- ops:begin -->`` and ``<!-- ops:end -->`` markers."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import onnx.defs
 
 from converter.fileio import atomic_path
 
-from . import MAX_OPSET, supported_ops
+from .convert import MAX_OPSET, supported_ops
 from .registry import schema_function
 
 BEGIN, END = "<!-- ops:begin -->", "<!-- ops:end -->"

@@ -8,7 +8,7 @@ registry has only an older version than that schema, the node is unsupported rat
 converted with possibly different semantics.
 
 A rule is called as ``rule(ctx, *inputs, **attributes)``: ``ctx`` is a
-:class:`frontends.onnx.graph.NodeContext`, ``inputs`` are ``jax.Array``/``np.ndarray``
+:class:`converter.frontends.onnx.graph.NodeContext`, ``inputs`` are ``jax.Array``/``np.ndarray``
 values (``None`` for an omitted optional input; trailing omitted inputs are not passed), and
 ``attributes`` are the node's attributes decoded with ``onnx.helper.get_attribute_value``
 (strings decoded to ``str``). It returns one value, or a tuple with one value per output

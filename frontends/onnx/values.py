@@ -3,7 +3,7 @@
 An ONNX graph may compute a shape, axes, a count or sizes from a graph *input*'s value:
 ``Reshape(x, shape)``, ``Expand``, ``ConstantOfShape``, ``Slice`` with ``starts``/``ends``
 inputs, ``TopK`` with a ``k`` input, ``Resize`` with ``sizes``. StableHLO (like ``jax.jit``)
-needs those values at compile time. :func:`frontends.onnx.from_onnx` then returns a
+needs those values at compile time. :func:`converter.frontends.onnx.from_onnx` then returns a
 :class:`ValueSpecializedModel` instead of a :class:`converter.Module`: it has no single
 StableHLO module (so no ``mlir``/``text``/``save``), but :meth:`ValueSpecializedModel.to_jax`
 / :meth:`~ValueSpecializedModel.to_torch` take those inputs' *values* at call time and
@@ -99,7 +99,7 @@ def _concrete(path: str, name: str, value: Any) -> np.ndarray:
 class ValueSpecializedModel:
     """An ONNX model whose shapes (axes, counts, sizes) are computed from the values of some
     graph inputs, :attr:`value_inputs` (see the module docstring): what
-    :func:`frontends.onnx.from_onnx` returns for such a model instead of a
+    :func:`converter.frontends.onnx.from_onnx` returns for such a model instead of a
     :class:`converter.Module`, as ``jax.jit`` with static arguments is a function of their
     values rather than one compiled program.
 

@@ -1,5 +1,5 @@
 """``ValueSpecializedModel.to_torch()``: a ``torch.nn.Module`` specializing on input values
-(see :mod:`frontends.onnx.values`); imported only when asked for, so the ONNX frontend does
+(see :mod:`converter.frontends.onnx.values`); imported only when asked for, so the ONNX frontend does
 not load torch."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class ValueSpecializedTorchModule(torch.nn.Module):
     """``forward(*inputs)``: the graph inputs in order; the values of
     ``module.value_inputs`` select (and on first sight build) a specialization, a
-    :class:`backends.torch.TorchModule` held in :attr:`specializations`, which runs on the
+    :class:`converter.backends.torch.TorchModule` held in :attr:`specializations`, which runs on the
     other inputs.
 
     Parameters: the ONNX initializers (``signature.params`` of kind ``parameter``) are one

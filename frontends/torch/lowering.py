@@ -164,7 +164,7 @@ def _symbolic_cause(e: BaseException, args: Any) -> list[str] | None:
     if not symbols:
         return None
     names = sorted({str(v) for v in symbols.values()})
-    if type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, _NoSymbolicForm):
+    if type(e).__name__ == "InconclusiveDimensionOperation" or isinstance(e, NoSymbolicForm):
         return [n for n in names if re.search(rf"\b{re.escape(n)}\b", str(e))]
     leaves = jax.tree.leaves(args)
     sizes = [v for v in leaves if jax.export.is_symbolic_dim(v)]
@@ -175,7 +175,7 @@ def _symbolic_cause(e: BaseException, args: Any) -> list[str] | None:
     return [n for n in names if re.search(rf"\b{re.escape(n)}\b", text)]
 
 
-class _NoSymbolicForm(ValueError):
+class NoSymbolicForm(ValueError):
     """A torch size expression has no ``jax.export`` symbolic form."""
 
 
@@ -247,7 +247,7 @@ class SymbolicRatio:
     def __truediv__(self, other: Any) -> SymbolicRatio:
         o = SymbolicRatio.of(other)
         if _symbolic(o.num):
-            raise _NoSymbolicForm(f"({self}) / ({o}) has no jax.export symbolic form")
+            raise NoSymbolicForm(f"({self}) / ({o}) has no jax.export symbolic form")
         if o.num == 0:
             raise ZeroDivisionError("division by zero")
         return SymbolicRatio(self.num * o.den, self.den * int(o.num))
@@ -344,7 +344,7 @@ def _eval_expr(e: Any, symbols: dict) -> Any:
         return SymbolicRatio.of(float(e))
     if isinstance(e, sympy.Symbol):
         if e not in symbols:
-            raise _NoSymbolicForm(f"the size {e} is no dimension of the graph inputs")
+            raise NoSymbolicForm(f"the size {e} is no dimension of the graph inputs")
         return symbols[e]
     args = [_eval_expr(a, symbols) for a in e.args]
     if any(isinstance(a, SymbolicRatio) for a in args) and isinstance(e, (sympy.Add, sympy.Mul)):
@@ -383,7 +383,7 @@ def _eval_expr(e: Any, symbols: dict) -> Any:
         for a in args[1:]:
             out = fold(out, a)
         return out
-    raise _NoSymbolicForm(f"the size {e} has no jax.export symbolic form")
+    raise NoSymbolicForm(f"the size {e} has no jax.export symbolic form")
 
 
 def conform(out: Any, val: Any) -> Any:

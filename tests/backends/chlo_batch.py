@@ -1,7 +1,7 @@
 """One hand-written StableHLO module per backend holding the CHLO ops and the rarer
 StableHLO ops JAX does not emit on CPU (or emits only from functions the backends' tests do
 not otherwise run), checked against XLA compiling the same text
-(:func:`converter.validate.xla_runner`): each backend converts and runs one module instead
+(:func:`converter.tools.validate.xla_runner`): each backend converts and runs one module instead
 of one per op. :func:`module_text` assembles the snippets a backend supports.
 """
 
@@ -168,7 +168,7 @@ def args() -> list[np.ndarray]:
 def xla_outputs(text: str) -> list[np.ndarray]:
     """XLA's results of the module ``text`` on :func:`args` (the reference)."""
     import converter
-    from converter.validate import xla_runner
+    from converter.tools.validate import xla_runner
 
     return xla_runner(converter.from_stablehlo(text, normalize=False), text)(tuple(args()), {})
 

@@ -177,7 +177,9 @@ def run_onnx(cid: str, c: Case, dtype) -> list[np.ndarray]:
     args, _, text = lowering(cid, c, dtype)
     model = converter.from_stablehlo(text).to_onnx(opset=OPSET.get(cid, DEFAULT_OPSET), check=False)
     onnx.checker.check_model(model, full_check=True)
-    return run_session(_session(model), args)  # complex values as real pairs (backends.onnx.realpairs)
+    return run_session(
+        _session(model), args
+    )  # complex values as real pairs (converter.backends.onnx.realpairs)
 
 
 def _check_torch(c: Case, got: list[np.ndarray], want: list[np.ndarray]) -> None:

@@ -9,10 +9,10 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from converter.frontends.jax import tree_spec
 
 import converter
 from converter import SignatureMismatchError
-from frontends.jax import tree_spec
 
 
 def _close(a, b):
@@ -262,7 +262,7 @@ def test_stop_gradient_is_kept(tmp_path):
     np.testing.assert_allclose(next(t.parameters()).grad.numpy(), want, rtol=1e-5, atol=1e-6)
     session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
     np.testing.assert_allclose(session.run(None, {"args[0]": x})[0], np.asarray(jax.jit(fn)(w, x)), rtol=1e-6)
-    from converter import cli  # --to stablehlo writes no marker other consumers would not know
+    from converter.tools import cli  # --to stablehlo writes no marker other consumers would not know
 
     cli.write_stablehlo(m, tmp_path / "f.mlir", None)
     assert (

@@ -10,7 +10,7 @@ the reference is ``jax.jit`` of the function. Paths of a torch module
 :func:`compare` is the fuzzer's comparator: shapes and dtypes equal; integers and bools
 exactly; floats with NaN where the reference has NaN, infinities equal (sign included) and
 finite values within ``atol + rtol * |expected| + slack`` where ``rtol``/``atol`` are
-:data:`converter.validate.TOLERANCES` of the dtype and ``slack`` the difference two correct
+:data:`converter.tools.validate.TOLERANCES` of the dtype and ``slack`` the difference two correct
 implementations may show for this value (``4 * Value.err``, see :mod:`tests.fuzz.programs`).
 """
 
@@ -30,7 +30,7 @@ import torch
 import converter
 from converter import dtypes
 from converter.errors import ConversionError
-from converter.validate import as_numpy, to_torch_tree, tolerance
+from converter.tools.validate import as_numpy, to_torch_tree, tolerance
 from tests.backends.onnx.helpers import run_session
 
 # --------------------------------------------------------------------------- comparison

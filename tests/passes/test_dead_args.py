@@ -143,7 +143,7 @@ def test_save_load_keeps_dropped_convention(tmp_path):
 
 
 def test_torch_backend_accepts_full_signature():
-    backends_torch = pytest.importorskip("backends.torch", reason="torch backend not available")
+    backends_torch = pytest.importorskip("converter.backends.torch", reason="torch backend not available")
     del backends_torch
 
     def apply(p, x, unused_x):

@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from converter.backends.jax import JaxInterpreter
 from jax.experimental.compute_on import compute_on
 from jax.sharding import SingleDeviceSharding
 
 import converter
-from backends.jax import JaxInterpreter
 from converter import mlir
 from converter.passes.placement import (
     PlacementStrippedWarning,
@@ -162,9 +162,9 @@ def test_single_device_sharding_constraints_removed():
 
 
 def test_onnx_target_strips_placement_with_warning():
-    pytest.importorskip("backends.onnx", reason="ONNX backend not available")
+    pytest.importorskip("converter.backends.onnx", reason="ONNX backend not available")
     ort = pytest.importorskip("onnxruntime")
-    from backends.onnx import WARNINGS_KEY, to_onnx
+    from converter.backends.onnx import WARNINGS_KEY, to_onnx
 
     m = converter.from_jax(loose, X)
     for convert in (m.to_onnx, lambda: to_onnx(m)):  # the Module method and the backend itself
@@ -192,7 +192,7 @@ def _placed(x, w):  # host call, host-memory argument and result
 
 
 def test_inspect_reports_host_functions_and_memory_kinds(tmp_path, capsys):
-    from converter import cli
+    from converter.tools import cli
 
     host = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
     x = jax.device_put(X.reshape(1, 3), host)
@@ -230,7 +230,7 @@ def _check_canonical(m, want):
 
 
 def test_stablehlo_files_load_in_canonical_form(tmp_path, capsys):
-    from converter import cli
+    from converter.tools import cli
 
     x = jax.device_put(X, SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host"))
     want = jax.jit(_loose_placed)(x)
@@ -331,7 +331,7 @@ def test_region_outlining_is_idempotent():
 
 
 def test_jax_artifact_keeps_input_memory_kinds(tmp_path):
-    from converter import cli
+    from converter.tools import cli
 
     host = SingleDeviceSharding(jax.devices()[0], memory_kind="pinned_host")
     x, w = jax.device_put(X.reshape(1, 3), host), X.reshape(1, 3)

@@ -53,7 +53,7 @@ def _type_text(t: mlir.TensorType) -> str:
 
 def _one_op_function(op) -> str:
     """``func.func @decomposition`` holding ``op`` alone (generic form), on the operand and
-    result types the rule sees (float32 for a bfloat16 op: see backends.onnx.widen)."""
+    result types the rule sees (float32 for a bfloat16 op: see converter.backends.onnx.widen)."""
     n_in, n_out = len(op.operands), len(op.results)
     ins = [_type_text(op.operand_type(i)) for i in range(n_in)]
     outs = [_type_text(t) for t in op.result_types]

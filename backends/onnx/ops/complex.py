@@ -5,7 +5,7 @@ tensor, so a complex value of shape ``S`` travels as a float tensor of shape ``S
 (complex64 → float32, complex128 → float64; real part at index 0 of the last axis, imaginary
 part at index 1: ``torch.view_as_real``'s layout, the convention of torch.onnx's exporter).
 
-The interpreter (:meth:`backends.onnx.OnnxInterpreter.dispatch_key`) sends every op with a
+The interpreter (:meth:`converter.backends.onnx.OnnxInterpreter.dispatch_key`) sends every op with a
 complex operand or result to the rule registered under :func:`complex_key` of its name, so
 an op without a real-pair rule is reported by ``check_supported`` with every other missing
 op, as ``stablehlo.xxx[complex]``. Rules receive complex operands as real-pair value names
@@ -107,7 +107,7 @@ def _c(g, value: float, dtype: str) -> str:
 class ComponentView(RetypedOp):
     """A view of an :class:`converter.mlir.Op` whose complex operand and result types read as
     their component type (complex64 → float32); ``component`` says which part (0 real, 1
-    imaginary) the rule computes, so :meth:`backends.onnx.OnnxInterpreter.static_operand`
+    imaginary) the rule computes, so :meth:`converter.backends.onnx.OnnxInterpreter.static_operand`
     folds complex constants to that part."""
 
     def __init__(self, op: mlir.Op, component: int):

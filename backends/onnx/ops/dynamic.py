@@ -94,7 +94,7 @@ def _dynamic_iota(interp, op, shape):
 def _dynamic_pad(interp, op, x, value, low, high, interior):
     """``Pad`` (constant mode) with ``Concat(low, high)``; negative amounts crop, as in both
     specs. Interior padding must be constant: nonzero amounts are inserted first, as for
-    ``pad`` (:func:`backends.onnx.ops.shape.interior_pad`, static padded dimensions)."""
+    ``pad`` (:func:`converter.backends.onnx.ops.shape.interior_pad`, static padded dimensions)."""
     folded = interp.static_operand(op, 4)
     if folded is None:
         raise NotImplementedError("dynamic_pad with interior padding not known at conversion")

@@ -665,7 +665,7 @@ def _bitcast_convert(interp, op, x):
     from the bit fields (:func:`_bits_to_float`; a NaN payload is not kept).
 
     Shapes: the operand's, with a trailing dimension of ``wider / narrower`` added (to a
-    narrower type) or removed (to a wider one). The op is in :data:`backends.onnx.widen.DIRECT`:
+    narrower type) or removed (to a wider one). The op is in :data:`converter.backends.onnx.widen.DIRECT`:
     bfloat16 operands and results are bits here, never float32 casts.
 
     Raises:
@@ -755,7 +755,7 @@ def _reduce_precision(interp, op, x):
     ``2**(bias + 1)`` up overflow to infinity and those below ``2**(1 - bias)`` flush to zero
     (``bias = 2**(exponent_bits - 1) - 1``: the format has no subnormals, as in XLA). The sign
     is applied by a multiply (-0.0 stays); NaN and infinities pass through unchanged.
-    bfloat16 arrives as float32 (:mod:`backends.onnx.widen`), where rounding it is exact.
+    bfloat16 arrives as float32 (:mod:`converter.backends.onnx.widen`), where rounding it is exact.
 
     Raises:
         NotImplementedError: a non-float operand.

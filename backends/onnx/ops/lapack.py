@@ -4,11 +4,11 @@
 ONNX has no matrix decomposition or triangular solve operators. Each custom call that JAX
 emits for ``jnp.linalg``/``jax.scipy.linalg`` on CPU (``?getrf``, ``?trsm``, ``?potrf``,
 ``?geqrf``, ``?orgqr``, ``?ormqr``, ``?syevd``, ``?gesdd``, ``?gesvd``) is replaced by the
-StableHLO of its LAPACK-equivalent JAX function (:mod:`backends.onnx.lapack_portable`, lowered
+StableHLO of its LAPACK-equivalent JAX function (:mod:`converter.backends.onnx.lapack_portable`, lowered
 for the op's operand types and ``mhlo.backend_config`` flags), whose ops this backend's rules
 emit like any others: the loops become ONNX ``Loop`` nodes. ``?geev`` (real ``a``,
 eigenvalues only: its eigenvector results are complex zeros, which travel as real pairs like
-any complex value, :mod:`backends.onnx.ops.complex`) expands to a Hessenberg reduction and
+any complex value, :mod:`converter.backends.onnx.ops.complex`) expands to a Hessenberg reduction and
 the Francis double-shift QR algorithm; ``?geev`` with eigenvectors and the complex routines
 (``c``, ``z``) are not expanded.
 """

@@ -109,7 +109,7 @@ _CONV_TYPES = ("float32", "float16")
 def _convolution(interp, op, lhs, rhs):
     """StableHLO spec: convolution, as ONNX ``Conv`` on ``[N, C, spatial...]`` and
     ``[O, I, spatial...]`` transposes of the operands; ``lhs_dilation`` inserts zeros first
-    (:func:`~backends.onnx.ops.shape.interior_pad`), negative padding crops with ``Pad``.
+    (:func:`~converter.backends.onnx.ops.shape.interior_pad`), negative padding crops with ``Pad``.
     float64 and integer convolutions, which onnxruntime's ``Conv`` cannot run (ONNX ``Conv``
     takes no integers; onnxruntime has no float64 kernel), go through :func:`_conv_im2col`.
 

@@ -13,7 +13,7 @@ module (``interp.comm`` is ``None``) only one-partition collectives run: identit
 torch's process groups order their members by rank, StableHLO's ``replica_groups`` by their
 listing: results are put in the listing's order (the chunks of ``all_gather``, what each
 member of ``reduce_scatter``/``all_to_all`` receives). Modules with more than one replica
-(``mhlo.num_replicas``) are refused before tracing (:mod:`backends.torch.distributed`).
+(``mhlo.num_replicas``) are refused before tracing (:mod:`converter.backends.torch.distributed`).
 """
 
 from __future__ import annotations
@@ -273,7 +273,7 @@ def partition_id(interp, op):
 @register("sdy.manual_computation")
 def manual_computation(interp, op, *operands):
     """The body run on this partition's local shards (the operands are already local:
-    :mod:`backends.torch.distributed` hands each rank its shards)."""
+    :mod:`converter.backends.torch.distributed` hands each rank its shards)."""
     return interp.region_fn(op.regions[0])(*operands)
 
 

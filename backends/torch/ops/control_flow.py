@@ -79,7 +79,7 @@ def _value_of(interp, v: ir.Value):
 def closed_region(interp, region: ir.Region):
     """``(fn, captured)``: ``fn(*block_args, *captured)`` evaluates ``region``; ``captured``
     are the current tensor values of the region's free variables. Shape values
-    (:class:`~backends.torch.symbolic.SymArray`: sizes of a module traced on symbolic sizes,
+    (:class:`~converter.backends.torch.symbolic.SymArray`: sizes of a module traced on symbolic sizes,
     such as a ``lax.scan``'s symbolic length) are closed over instead, as the higher-order
     ops take only tensors."""
     free = free_values(region)

@@ -2,7 +2,7 @@
 ``jax.device_put(x, <memory kind>)`` inside ``jit`` on TPU/GPU and around ``compute_on``
 results. Normalization (:mod:`converter.passes.placement`) turns one that only feeds
 ``@main``'s return into the result's memory kind; one in the middle of a function stays and
-is run here, with the torch devices of :mod:`backends.torch.placement`."""
+is run here, with the torch devices of :mod:`converter.backends.torch.placement`."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 
-from ..lowering import _NoSymbolicForm
+from ..lowering import NoSymbolicForm
 from ..registry import register
 from ._util import dims as _dims
 
@@ -53,12 +53,12 @@ def _static_lengths(op: str, sizes: Sequence) -> None:
     dim that is dynamic cannot convert (JAX's lowering refuses it, on every platform).
 
     Raises:
-        _NoSymbolicForm: a length is symbolic; names it (the frontend reports a
+        NoSymbolicForm: a length is symbolic; names it (the frontend reports a
             :class:`~converter.errors.DynamicDimensionError` with the op and its line).
     """
     dynamic = [str(s) for s in sizes if jax.export.is_symbolic_dim(s)]
     if dynamic:
-        raise _NoSymbolicForm(
+        raise NoSymbolicForm(
             f"{op} transforms a dynamic dim ({', '.join(dynamic)}): StableHLO fft needs static "
             "lengths (fft_length is an attribute)"
         )

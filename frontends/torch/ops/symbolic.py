@@ -10,7 +10,7 @@ shapes of ``view``/``expand``/``full`` stay symbolic:
 * ``+ - * // % **``, ``neg`` and ``sym_max``/``sym_min`` (``max(n, m)``, a ``jax.export``
   expression) give dimensions;
 * a size through a float (``sym_float(n)``, ``n / 3``, ``n * 0.5``) stays an exact
-  :class:`~frontends.torch.lowering.SymbolicRatio`, and ``math.floor``/``ceil``/``trunc`` of
+  :class:`~converter.frontends.torch.lowering.SymbolicRatio`, and ``math.floor``/``ceil``/``trunc`` of
   it (``int(...)``, ``torch.sym_int`` of a float record ``math.trunc``) a dimension again
   (``ceil(n / 3)`` is ``-(-n // 3)``); used as an ATen op's scalar it is its run-time value;
 * comparisons (``== != < <= > >=``) and their ``&``/``|``/``sym_not`` are Python bools when

@@ -7,7 +7,7 @@ import pytest
 from jax import lax
 
 import converter
-from converter.validate import xla_runner
+from converter.tools.validate import xla_runner
 
 from .helpers import assert_same
 

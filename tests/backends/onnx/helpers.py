@@ -7,9 +7,9 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
+from converter.backends.onnx import realpairs
 
 import converter
-from backends.onnx import realpairs
 from tests.compare import assert_outputs_close
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from converter.backends.onnx import realpairs
 from jax import lax
 
 import converter
-from backends.onnx import realpairs
 from converter.errors import OpConversionError, UnsupportedOpError
 
 from .helpers import run_onnx, run_session

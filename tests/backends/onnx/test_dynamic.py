@@ -11,11 +11,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from converter.backends.onnx import DynamicShapeError
+from converter.frontends.onnx import from_onnx
 from jax import lax
 
 import converter
-from backends.onnx import DynamicShapeError
-from frontends.onnx import from_onnx
 from tests.frontends.onnx.test_dynamic import CASES, _cnn
 
 

@@ -1,5 +1,5 @@
 """LAPACK custom calls in the ONNX backend, and the portable routines behind them
-(:mod:`backends.onnx.lapack_portable`).
+(:mod:`converter.backends.onnx.lapack_portable`).
 
 The routines are checked against SciPy's LAPACK (``scipy.linalg.lapack``, the same
 reference routines jaxlib calls) in float32 and float64, batched, on singular and
@@ -15,11 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from converter.backends.onnx import lapack_portable as lp
 from scipy.linalg import blas, lapack
 from scipy.optimize import linear_sum_assignment
 
 import converter
-from backends.onnx import lapack_portable as lp
 from converter.errors import ConversionError
 
 from .helpers import run_onnx

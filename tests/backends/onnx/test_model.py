@@ -7,9 +7,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from converter.backends.onnx import save_onnx
 
 import converter
-from backends.onnx import save_onnx
 from converter.errors import UnsupportedOpError
 
 

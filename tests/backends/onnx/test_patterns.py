@@ -360,7 +360,7 @@ def test_embedding_lookup_is_gather():
 
 
 def test_large_constant_values_stay_computed(monkeypatch):
-    simplify = importlib.import_module("backends.onnx.simplify")  # the package exports the function
+    simplify = importlib.import_module("converter.backends.onnx.simplify")  # the package exports the function
 
     def fn(s):
         i = lax.broadcasted_iota(jnp.int32, (8, 8), 0)

@@ -14,7 +14,7 @@ def test_while_fori_and_scan():
     """A counted loop (unrolled), a data-dependent one and a counted one whose unrolled body
     would pass ``MAX_UNROLLED_OPS`` (4000 trips of 8 ops): both stay loops, ``while_loop``
     HOPs with their exact gradient, not a graph of 4000 copies of the body; a scan."""
-    from backends.torch.ops.control_flow import while_loop_exact_grad
+    from converter.backends.torch.ops.control_flow import while_loop_exact_grad
 
     assert_same(lambda x: lax.fori_loop(0, 5, lambda i, c: c * 1.5 + i, x), X)
     f = lambda x: (  # noqa: E731
@@ -156,9 +156,9 @@ def test_while_backward_failure_names_the_loop():
     place) is re-raised naming the loop's StableHLO location."""
     import pytest
     import torch
+    from converter.backends.torch.ops.control_flow import WhileLoopGradientError
 
     import converter
-    from backends.torch.ops.control_flow import WhileLoopGradientError
 
     module = converter.from_jax(_decay, _Y).to_torch()
     h = torch.tensor(_Y, requires_grad=True) * 1.0

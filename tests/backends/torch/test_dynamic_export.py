@@ -12,7 +12,7 @@ import torch
 from torch.export import Dim
 
 import converter
-from converter import cli
+from converter.tools import cli
 from tests.frontends.onnx.test_dynamic import _cnn
 
 
@@ -151,7 +151,7 @@ def test_onnx_dim_param_to_pt2(tmp_path):
 def test_size_without_a_symbolic_form_names_the_dimension():
     """A shape computation the symbolic sizes cannot express raises naming the dimension,
     the op and its location, rather than specializing the export."""
-    from backends.torch import symbolic
+    from converter.backends.torch import symbolic
 
     with pytest.raises(symbolic.SymbolicSizeError, match="unknown sign"):
         shape_env = torch.fx.experimental.symbolic_shapes.ShapeEnv()

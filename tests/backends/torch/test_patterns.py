@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from converter.backends.torch import patterns
+from converter.backends.torch.native import aten_target
 
 import converter
-from backends.torch import patterns
-from backends.torch.native import aten_target
 from examples import flax_models
 
 aten = torch.ops.aten
@@ -434,8 +434,7 @@ def test_weights_are_copied_once_aligned_and_exact(name):
     import warnings
 
     import ml_dtypes
-
-    from backends.torch._util import numpy_to_torch, weight_to_torch
+    from converter.backends.torch._util import numpy_to_torch, weight_to_torch
 
     dtype = ml_dtypes.bfloat16 if name == "bfloat16" else np.dtype(name)
     arr = (np.arange(-6, 6) % 5).astype(dtype).reshape(3, 4)

@@ -12,13 +12,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
+from converter.backends.torch import TorchInterpreter, build_graph, to_torch
+from converter.backends.torch.native import aten_target
 from jax.experimental.compute_on import compute_on
 from jax.sharding import SingleDeviceSharding
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import converter
-from backends.torch import TorchInterpreter, build_graph, to_torch
-from backends.torch.native import aten_target
 from converter import mlir
 from converter.errors import ConversionError, SignatureMismatchError
 from converter.placement import is_host

@@ -1,16 +1,16 @@
 """The lean ATen recorder (backends/torch/recorder.py) that build_graph uses instead of make_fx."""
 
+import converter.backends.torch as torch_backend
 import jax
 import numpy as np
 import pytest
 import torch
+from converter.backends.torch import recorder
+from converter.backends.torch.ops.control_flow import while_loop_exact_grad
 from jax import lax
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import backends.torch as torch_backend
 import converter
-from backends.torch import recorder
-from backends.torch.ops.control_flow import while_loop_exact_grad
 
 from .helpers import assert_same
 

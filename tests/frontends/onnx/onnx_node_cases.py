@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from converter.frontends.onnx import StaticValueRequired, from_onnx
 from onnx import numpy_helper
 from onnx.backend.test.loader import load_model_tests
 
-from frontends.onnx import StaticValueRequired, from_onnx
 from tests.compare import assert_complex_close
 
 #: ``{"onnx": version, "cases": {name: [module, [[domain, op_type, since_version], ...]]}}``,
@@ -43,7 +43,7 @@ def node_ops(case) -> list[tuple[str, str, int]]:
     """The ``(domain, op_type, since_version)`` of ``case``'s top-level nodes at the model's
     opset for the node's domain (``ai.onnx`` for ``""``), sorted, each once; nodes of an
     operator ``onnx.defs`` does not know are left out."""
-    from frontends.onnx.registry import canonical_domain
+    from converter.frontends.onnx.registry import canonical_domain
 
     model = case.model
     opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
@@ -253,7 +253,8 @@ def run_case(name: str, backend: str = "jax") -> None:
     if backend == "jax":
         out = list(module.to_jax()(*args))
     elif backend == "torch":
-        from backends.torch._util import CARRIED
+        from converter.backends.torch._util import CARRIED
+
         from converter import dtypes
 
         fn = module.to_torch()

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
+from converter.frontends.onnx import from_onnx
 from onnx import helper
-
-from frontends.onnx import from_onnx
 
 
 def single_node_model(

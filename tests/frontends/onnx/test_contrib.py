@@ -8,9 +8,8 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
+from converter.frontends.onnx import from_onnx
 from onnx import helper, numpy_helper
-
-from frontends.onnx import from_onnx
 
 MS = "com.microsoft"
 

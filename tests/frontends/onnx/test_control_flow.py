@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from frontends.onnx import from_onnx  # noqa: E402
+from converter.frontends.onnx import from_onnx  # noqa: E402
 
 F = TensorProto.FLOAT
 

@@ -12,6 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
+from converter.frontends.onnx import from_onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import converter
@@ -21,7 +22,6 @@ from converter.errors import (
     OpConversionError,
     SignatureMismatchError,
 )
-from frontends.onnx import from_onnx
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(0)

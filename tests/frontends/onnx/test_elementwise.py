@@ -59,9 +59,8 @@ def test_cast_to_narrow_integers(to, opset):
     out-of-range value is undefined by the spec: this converter saturates it (NaN to 0), as
     onnxruntime does; never a wrapped value of the other sign."""
     import ml_dtypes
+    from converter.frontends.onnx import from_onnx
     from onnx_oracle import single_node_model
-
-    from frontends.onnx import from_onnx
 
     code, lo, hi = _NARROW[to]
     if opset < 25 and "2" in to:

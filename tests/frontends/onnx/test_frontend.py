@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from converter.frontends.onnx import StaticValueRequired, from_onnx
+from converter.frontends.onnx.registry import lookup
 from onnx import TensorProto, helper, numpy_helper
 
 from converter.errors import ParseError, UnsupportedOpError
-from frontends.onnx import StaticValueRequired, from_onnx
-from frontends.onnx.registry import lookup
 
 F = TensorProto.FLOAT
 
@@ -321,7 +321,7 @@ def test_large_folded_tensors_are_constant_parameters(monkeypatch):
     want = np.repeat(x @ np.full((64, 32), 0.02, np.float32), 2, axis=1)
     np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)
     # a rule that needs a lifted value at conversion time (Upsample's scales) still gets it
-    monkeypatch.setattr("frontends.onnx.LIFT_MIN_ELEMENTS", 2)
+    monkeypatch.setattr("converter.frontends.onnx.convert.LIFT_MIN_ELEMENTS", 2)
     m = from_onnx(_fill_weights())
     assert {p.name for p in m.signature.params if p.kind == "constant"} == {"wshape", "W", "scales"}
     np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), want, rtol=1e-5)

@@ -49,9 +49,8 @@ def test_scatter_elements_on_symbolic_dimensions():
     """``x[:, 0] = fill`` as the dynamo exporter writes ``select_scatter`` (BART's
     ``shift_tokens_right``), batch ``N`` and length ``S`` symbolic."""
     import onnxruntime as ort
+    from converter.frontends.onnx import from_onnx
     from onnx import TensorProto, helper
-
-    from frontends.onnx import from_onnx
 
     node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1)
     graph = helper.make_graph(
@@ -83,10 +82,10 @@ def test_max_unpool_output_shape_pads_the_inferred_shape():
     positions of the 5x5 output. A smaller ``output_shape`` is refused."""
     import onnx
     import pytest
+    from converter.frontends.onnx import from_onnx
     from onnx.reference import ReferenceEvaluator
 
     from converter.errors import ConversionError
-    from frontends.onnx import from_onnx
 
     x = np.arange(1, 9, dtype=np.float32).reshape(1, 2, 2, 2)
     idx = np.array([5, 7, 13, 15, 16, 19, 28, 31], np.int64).reshape(1, 2, 2, 2)

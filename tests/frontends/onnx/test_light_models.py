@@ -74,7 +74,7 @@ def _run(module: converter.Module, feeds: list[np.ndarray], backend: str) -> np.
     return (out[0] if isinstance(out, (tuple, list)) else out).numpy()
 
 
-#: The default run leaves out the three models ``tests/test_roundtrip.py`` converts through
+#: The default run leaves out the three models ``tests/models/test_roundtrip.py`` converts through
 #: the same backends (with random weights instead of fills; AlexNet, Inception v2 and
 #: DenseNet-121 are also the heaviest); ``LIGHT_MODELS=all`` runs all nine.
 NAMES = sorted(

@@ -48,7 +48,7 @@ def expected_reason(name: str, backend: str) -> str:
 def rule_units(name: str) -> set[tuple]:
     """The ONNX → JAX rules case ``name``'s top-level nodes use: ``(domain, op_type, rule)``
     at the model's opset for the node's domain (nodes with no rule: none)."""
-    from frontends.onnx.registry import ONNX_RULES
+    from converter.frontends.onnx.registry import ONNX_RULES
 
     out = set()
     for key in case_ops(name):

@@ -7,10 +7,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from converter.frontends.onnx import from_onnx
 from onnx import helper, numpy_helper
 
 import converter
-from frontends.onnx import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnx_oracle import check_node  # noqa: E402
@@ -104,7 +104,7 @@ def _symbolic_resizes() -> onnx.ModelProto:
 def test_symbolic_dimensions_stay_dynamic():
     """The resized sizes stay symbolic (``2 * H``, ``H + 3``...); ``to_jax`` and the
     ``to_onnx`` model (a ``Gather`` per tap on dynamic shapes) match onnxruntime (the
-    sweep, ``examples/onnx_sweep.py``, runs ``to_torch`` on exported convnets)."""
+    sweep, ``tests/sweeps/onnx_sweep.py``, runs ``to_torch`` on exported convnets)."""
     model = _symbolic_resizes()
     m = from_onnx(model)
     assert m.signature.inputs[0].shape == ("N", 2, "H", "W")

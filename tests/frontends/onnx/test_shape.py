@@ -6,9 +6,8 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+from converter.frontends.onnx import from_onnx
 from onnx import helper, numpy_helper
-
-from frontends.onnx import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnx_oracle import check_node  # noqa: E402

@@ -13,11 +13,12 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from converter.frontends.onnx import StaticValueRequired, ValueDependentModule, from_onnx
+from converter.frontends.onnx.convert import ValueSpecializedModel
 from onnx import TensorProto, helper, numpy_helper
 
 import converter
 from converter.errors import ConversionError, SignatureMismatchError
-from frontends.onnx import StaticValueRequired, ValueDependentModule, ValueSpecializedModel, from_onnx
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -156,7 +157,7 @@ def test_old_behaviour_and_no_single_stablehlo():
     with pytest.raises(ConversionError, match=r"values of inputs \['s'\].*static_inputs"):
         m.to_torch(input_shapes={"x": (6,)})
     with pytest.raises(ConversionError, match=r"\['s'\]> has no single StableHLO program to inspect"):
-        from converter import inspection
+        from converter.tools import inspection
 
         inspection.report(m)
     spec = m.specialize_values({"s": np.array([3, 2])})
@@ -165,7 +166,7 @@ def test_old_behaviour_and_no_single_stablehlo():
 
 
 def test_cli_names_the_value_inputs(tmp_path, capsys):
-    from converter import cli
+    from converter.tools import cli
 
     model = _model(
         [helper.make_node("Reshape", ["x", "s"], ["y"])],

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from converter.frontends.torch import export
 from torch.utils._pytree import tree_leaves
 
 import converter
-from frontends.torch import export
 from tests.compare import assert_complex_close
 from tests.frontends.torch.conftest import Fn, convert_batch, graph_ops, to_numpy
 

@@ -47,9 +47,8 @@ def entry_keys(op) -> list[str]:
     """The ATen rule keys of the entry's first three float32 samples' decomposed graphs."""
     import test_opinfo as T
     import torch
+    from converter.frontends.torch.lowering import op_name
     from torch.utils import _pytree as pytree
-
-    from frontends.torch.lowering import op_name
 
     acc: set[str] = set()
 

@@ -13,6 +13,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
+from converter.frontends.torch import export
+from converter.frontends.torch.registry import ATEN_RULES
 from torch._higher_order_ops.associative_scan import associative_scan
 from torch._higher_order_ops.map import map as torch_map
 from torch._higher_order_ops.scan import scan
@@ -22,8 +24,6 @@ from torch.utils._pytree import tree_leaves
 
 import converter
 from converter.errors import UnsupportedOpError
-from frontends.torch import export
-from frontends.torch.registry import ATEN_RULES
 from tests.frontends.torch.conftest import graph_ops
 
 
@@ -208,7 +208,7 @@ def test_generic_associative_scan_on_every_backend():
 def test_pointwise_associative_scan_hop_matches_torch():
     # torch emits the associative_scan HOP only for combine_mode="pointwise" on CUDA/XPU, so
     # the graph is built by hand here: a combine traced on single slices, as torch traces it
-    from frontends.torch.lowering import interpret
+    from converter.frontends.torch.lowering import interpret
 
     def combine(a1, b1, a2, b2):  # composing affine maps x -> a x + b: associative
         return a1 * a2, b1 * a2 + b2
@@ -335,7 +335,7 @@ def test_vmap_of_converted_cond_takes_each_examples_branch(cond_module):
 @pytest.mark.parametrize("pred", [True, False])
 def test_cond_with_a_python_bool_predicate_picks_the_branch_at_conversion(pred):
     # a predicate on sizes (symbolic dims the walker decides) reaches the rule as a Python bool
-    from frontends.torch.lowering import interpret
+    from converter.frontends.torch.lowering import interpret
 
     root = torch.nn.Module()
     root.true_graph_0 = make_fx(lambda x: (x.sin(),))(torch.randn(3))

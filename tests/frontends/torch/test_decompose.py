@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import decompose
+from converter.frontends.torch.decompose import decompose_graph
 from torch.export import Dim
 
 import converter
-from frontends.torch import decompose
-from frontends.torch.decompose import decompose_graph
 
 
 class Block(torch.nn.Module):

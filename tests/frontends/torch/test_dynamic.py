@@ -18,8 +18,8 @@ from torch.export import Dim
 from torch.utils._pytree import tree_leaves
 
 import converter
-from converter import cli
 from converter.errors import DynamicDimensionError, SignatureMismatchError
+from converter.tools import cli
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
@@ -327,7 +327,7 @@ def test_gpt2_dynamic_sequence_length(gpt2):
 
 
 def test_validate_takes_dynamic_shapes():
-    from converter import validate as V
+    from converter.tools import validate as V
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Tanh()).eval()

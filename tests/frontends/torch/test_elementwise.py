@@ -334,8 +334,9 @@ class _ScalarOverloads(torch.nn.Module):
 
 def test_scalar_overloads_in_one_module():
     """Nine rules reached only with a Python-number operand, in one conversion, against eager torch."""
-    from converter.validate import as_numpy, compare
-    from frontends.torch import export
+    from converter.frontends.torch import export
+
+    from converter.tools.validate import as_numpy, compare
 
     g = torch.Generator().manual_seed(3)
     x, y = torch.randn(4, 4, generator=g), torch.rand(4, 4, generator=g) + 0.5

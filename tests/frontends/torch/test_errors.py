@@ -8,10 +8,10 @@ import inspect
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch.registry import ATEN_RULES
 
 import converter
 from converter.errors import SignatureMismatchError, UnsupportedOpError
-from frontends.torch.registry import ATEN_RULES
 
 
 class TwoMissingOps(torch.nn.Module):

@@ -1,13 +1,14 @@
-"""``frontends.torch.export``: torch.export then the Core ATen decompositions, skipped for a
+"""``converter.frontends.torch.export``: torch.export then the Core ATen decompositions, skipped for a
 program already in Core ATen, with the CompositeImplicitAutograd op set cached per op
 registration state (:mod:`converter._torch_internal`)."""
 
 from __future__ import annotations
 
 import torch
+from converter.frontends.torch import export
+from converter.frontends.torch.convert import _is_core_aten
 
 from converter._torch_internal import _CACHE, cached_cia_ops
-from frontends.torch import _is_core_aten, export
 
 
 class _Net(torch.nn.Module):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from converter.validate import as_numpy
+from converter.tools.validate import as_numpy
 
 from .conftest import assert_jax_matches, convert_batch
 

@@ -265,11 +265,11 @@ def test_boolean_mask_index_is_refused():
     data-dependent shape before lowering, and the ``aten.index`` rule itself refuses a
     boolean index rather than index with its 0/1 values."""
     import jax.numpy as jnp
+    from converter.frontends.torch import export
+    from converter.frontends.torch.ops.indexing import index
 
     import converter
     from converter.errors import DataDependentShapeError
-    from frontends.torch import export
-    from frontends.torch.ops.indexing import index
 
     class Masked(torch.nn.Module):
         def forward(self, x, m):

@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import export
 
 import converter
 from converter._torch_internal import aten_op
-from frontends.torch import export
 
 torch.manual_seed(0)
 TOL = dict(rtol=1e-4, atol=1e-5)

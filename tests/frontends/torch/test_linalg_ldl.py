@@ -61,8 +61,9 @@ def test_ldl_solve(check):
 
 def test_ldl_through_to_torch_and_empty_batches():
     """The torch backend runs the while loops too; empty batches (no loop) on both targets."""
+    from converter.frontends.torch import export
+
     import converter
-    from frontends.torch import export
 
     class Fn(torch.nn.Module):
         def forward(self, a, b):

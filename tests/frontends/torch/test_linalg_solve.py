@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import export
 from torch.export.graph_signature import InputKind, OutputKind
 
 import converter
-from converter.validate import as_numpy
-from frontends.torch import export
+from converter.tools.validate import as_numpy
 
 torch.manual_seed(0)
 TOL = dict(rtol=1e-4, atol=1e-5)

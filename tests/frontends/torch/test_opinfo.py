@@ -6,7 +6,7 @@ Each entry is one test (``test_opinfo[<op>-float32]``). By default a CI-sized sl
 ``OPINFO_ENTRIES=abs,add`` the named entries. It takes the entry's first ``OPINFO_SAMPLES``
 sample inputs (default 3; ``OPINFO_SAMPLES=all`` for every sample), wraps
 the op in an ``nn.Module`` whose inputs are the sample's tensors, and compares the converted
-module's outputs with eager torch within :data:`converter.validate.TOLERANCES`.
+module's outputs with eager torch within :data:`converter.tools.validate.TOLERANCES`.
 
 - entries ``torch.export`` cannot capture are skipped, with its error as the reason;
 - entries whose output is not determined by their inputs (random, uninitialised memory) are
@@ -37,7 +37,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from converter.errors import ConversionError, UnsupportedOpError
-from converter.validate import as_numpy, compare, tolerance
+from converter.tools.validate import as_numpy, compare, tolerance
 
 sys.path.insert(0, os.path.dirname(__file__))
 from opinfo_index import entry, entry_id, entry_ids, indexed_ids, op_db  # noqa: E402

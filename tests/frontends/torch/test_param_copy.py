@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch.convert import _to_numpy
 
 import converter
-from frontends.torch import _to_numpy
 
 DTYPES = [
     torch.float32,

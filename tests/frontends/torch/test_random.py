@@ -12,12 +12,12 @@ import jax
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import export
 
 import converter
 from converter.errors import SignatureMismatchError
 from converter.signature import RNG_KEY
-from converter.validate import as_numpy
-from frontends.torch import export
+from converter.tools.validate import as_numpy
 from tests.frontends.torch.conftest import Fn, graph_ops
 
 

@@ -178,7 +178,7 @@ def test_vector_norm():
     ords = (2, 1, 0, 3.5, float("inf"), float("-inf"))
     cases = {f"ord={o}": (functools.partial(fn, ord=o), (X,)) for o in ords}
     # torch 2.14's Core ATen table decomposes it (abs, pow, sum, amax): the rule is then unused
-    from frontends.torch.decompose import decomposition_table
+    from converter.frontends.torch.decompose import decomposition_table
 
     kept = torch.ops.aten.linalg_vector_norm.default not in decomposition_table()
     run_check_batch(cases, ops="aten.linalg_vector_norm.default" if kept else (), rtol=1e-5)
@@ -321,9 +321,10 @@ def test_mode_ties_and_nan_follow_the_cpu_kernel():
 
 
 def test_mode_rows_longer_than_16_raise():
+    from converter.frontends.torch import export
+
     import converter
     from converter.errors import OpConversionError
-    from frontends.torch import export
     from tests.frontends.torch.conftest import Fn
 
     ep = export(Fn(lambda v: torch.mode(v, 0)), (torch.zeros(17, 2),))

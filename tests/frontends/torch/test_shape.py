@@ -192,8 +192,7 @@ def test_lift_fresh_copy_rule_is_a_copy_of_its_input():
     the rule is called directly here, against eager torch."""
     import jax.numpy as jnp
     import numpy as np
-
-    from frontends.torch.registry import ATEN_RULES
+    from converter.frontends.torch.registry import ATEN_RULES
 
     t = torch.arange(6.0).reshape(2, 3)
     rule = ATEN_RULES.get("aten.lift_fresh_copy.default")

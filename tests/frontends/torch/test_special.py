@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import export
 
 import converter
-from converter.validate import TOLERANCES, as_numpy
-from frontends.torch import export
+from converter.tools.validate import TOLERANCES, as_numpy
 
 from .conftest import Fn, assert_jax_matches, convert_batch
 

@@ -10,11 +10,11 @@ import operator
 import numpy as np
 import pytest
 import torch
+from converter.frontends.torch import export
+from converter.frontends.torch.registry import ATEN_RULES, key_of
 from torch.export import Dim
 
 import converter
-from frontends.torch import export
-from frontends.torch.registry import ATEN_RULES, key_of
 from tests.frontends.torch.conftest import graph_ops
 
 
@@ -99,7 +99,7 @@ def test_symbolic_ratio_rounds_as_python():
     do (concrete numerators of both signs here; the test above runs symbolic ones)."""
     from fractions import Fraction
 
-    from frontends.torch.lowering import SymbolicRatio
+    from converter.frontends.torch.lowering import SymbolicRatio
 
     for num in range(-7, 8):
         for den in (1, 2, 3, -4):

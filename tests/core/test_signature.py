@@ -1,0 +1,277 @@
+"""Signature pytrees: flattening order, static leaves, argument-path errors, JSON round trip."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import converter
+from converter.errors import SignatureMismatchError
+from converter.signature import (
+    LEAF,
+    LeafSpec,
+    Signature,
+    args_tree,
+    check_leaf,
+    flatten,
+    input_path,
+    leaf_paths,
+    num_leaves,
+    unflatten,
+)
+
+TREE = args_tree(
+    {
+        "kind": "tuple",
+        "children": [LEAF, {"kind": "dict", "keys": ["mask", "ids"], "children": [LEAF, LEAF]}],
+    },
+    {
+        "kind": "dict",
+        "keys": ["scale", "extra"],
+        "children": [{"kind": "static", "value": 2.0}, {"kind": "none"}],
+    },
+)
+
+
+def test_flatten_keeps_source_key_order_not_sorted():
+    a, m, i = np.zeros(1), np.ones(2), np.arange(3)
+    leaves = flatten(((a, {"ids": i, "mask": m}), {"scale": 2.0, "extra": None}), TREE)
+    assert [p for p, _ in leaves] == ["[0][0]", "[0][1]['mask']", "[0][1]['ids']"]
+    assert leaves[1][1] is m and leaves[2][1] is i
+
+
+def test_unflatten_inverts_flatten():
+    vals = ["a", "m", "i"]
+    args, kwargs = unflatten(TREE, vals)
+    assert args == ("a", {"mask": "m", "ids": "i"})
+    assert kwargs == {"scale": 2.0, "extra": None}
+    assert num_leaves(TREE) == 3
+
+
+def test_missing_key_names_path():
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: missing key.*'ids'"):
+        flatten(((0, {"mask": 1}), {"scale": 2.0, "extra": None}), TREE)
+
+
+def test_static_leaf_mismatch_names_kwarg():
+    with pytest.raises(SignatureMismatchError, match=r"kwargs\['scale'\].*specialized to 2.0.*3.0"):
+        flatten(((0, {"mask": 1, "ids": 2}), {"scale": 3.0, "extra": None}), TREE)
+
+
+def test_wrong_arity_is_reported():
+    with pytest.raises(SignatureMismatchError, match="expected a tuple of 2"):
+        flatten(((0,), {"scale": 2.0, "extra": None}), TREE)
+
+
+def test_leaf_paths_render_as_user_paths():
+    assert [input_path(p) for p in leaf_paths(TREE)] == ["args[0]", "args[1]['mask']", "args[1]['ids']"]
+
+
+def test_check_leaf_message_has_path_shapes_and_dtypes():
+    spec = LeafSpec("args[1]['mask']", (2, 3), "float32")
+    check_leaf("args[1]['mask']", np.zeros((2, 3), np.float32), spec)
+    with pytest.raises(SignatureMismatchError) as e:
+        check_leaf("args[1]['mask']", np.zeros((2, 4), np.int32), spec)
+    msg = str(e.value)
+    assert "args[1]['mask']" in msg and "[2, 3]" in msg and "[2, 4]" in msg
+    assert "float32" in msg and "int32" in msg
+
+
+def test_signature_json_round_trip():
+    sig = Signature(
+        params=(LeafSpec("w", (2, 2), "bfloat16", "parameter"),),
+        inputs=(LeafSpec("args[0]", (None, 3), "int64", memory_kind="pinned_host"),),
+        outputs=(LeafSpec("outputs", (3,), "float32", "output"),),
+        in_tree=TREE,
+        out_tree=LEAF,
+        kept_var_idx=(1,),
+    )
+    assert Signature.from_json(sig.to_json()) == sig
+
+
+def _typed_signature(**fields) -> Signature:
+    leaf = LeafSpec("args[0]", ("batch", 3), "int64")
+    return Signature(params=(), inputs=(leaf,), outputs=(leaf,), in_tree=TREE, out_tree=LEAF, **fields)
+
+
+TYPED = {
+    "dim_ranges": {"batch": [2, None]},
+    "narrowed": {"args[0]": "int64"},
+    "tied": {"lm_head.weight": "wte.weight"},
+    "frozen": ("wte.weight",),
+    "non_persistent": ("mask",),
+    "training": False,
+    "host_functions": ("host_computation_0",),
+}
+
+
+def test_typed_metadata_round_trips_through_json():
+    sig = _typed_signature(**TYPED, extra={"note": 1})
+    text = json.dumps(sig.to_json())
+    back = Signature.from_json(json.loads(text))
+    assert back == sig
+    assert {k: getattr(back, k) for k in TYPED} == TYPED
+    assert back.extra == {"note": 1}
+    assert Signature.from_json(_typed_signature().to_json()).training is None
+
+
+def test_manifests_written_with_extra_keys_read_into_the_fields():
+    """A manifest saved before the typed fields kept them as keys of ``extra``."""
+    old = _typed_signature().to_json()
+    old["extra"] = {k: list(v) if isinstance(v, tuple) else v for k, v in TYPED.items()} | {"note": 1}
+    sig = Signature.from_json(json.loads(json.dumps(old)))
+    assert {k: getattr(sig, k) for k in TYPED} == TYPED
+    assert sig.extra == {"note": 1}
+    assert _typed_signature(extra={"training": True}).training is True
+
+
+# --------------------------------------------------------------------------- strict calls
+
+
+def test_unknown_and_misspelled_kwargs_are_refused():
+    good = ((0, {"mask": 1, "ids": 2}), {"scale": 2.0, "extra": None})
+    assert len(flatten(good, TREE)) == 3
+    with pytest.raises(SignatureMismatchError, match=r"kwargs: unexpected keyword argument\(s\) \['maks'\]"):
+        flatten(((0, {"mask": 1, "ids": 2}), {"scale": 2.0, "extra": None, "maks": 0}), TREE)
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\]: unexpected key\(s\) \['pos'\]"):
+        flatten(((0, {"mask": 1, "ids": 2, "pos": 3}), {"scale": 2.0, "extra": None}), TREE)
+
+
+def test_extra_positional_argument_is_refused():
+    with pytest.raises(SignatureMismatchError, match=r"args: expected a tuple of 2 positional.*tuple of 3"):
+        flatten(((0, {"mask": 1, "ids": 2}, 5), {"scale": 2.0, "extra": None}), TREE)
+
+
+@pytest.mark.parametrize("value", [np.float32(3.0), np.array(2.0), True, "2.0"])
+def test_static_leaf_refuses_other_values_and_arrays(value):
+    with pytest.raises(SignatureMismatchError, match=r"kwargs\['scale'\]: this input was specialized to 2.0"):
+        flatten(((0, {"mask": 1, "ids": 2}), {"scale": value, "extra": None}), TREE)
+
+
+def test_mutations_json_round_trip():
+    from converter.signature import Mutation
+
+    sig = Signature(
+        params=(LeafSpec("bn.running_mean", (2,), "float32", "buffer"),),
+        inputs=(LeafSpec("args[0]", (2,), "float32"),),
+        outputs=(
+            LeafSpec("outputs", (2,), "float32", "output"),
+            LeafSpec("updated:bn.running_mean", (2,), "float32", "update"),
+        ),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+        mutations=(Mutation("buffer", "bn.running_mean"),),
+    )
+    back = Signature.from_json(json.loads(json.dumps(sig.to_json())))
+    assert back == sig
+    assert back.user_outputs == sig.outputs[:1]
+    assert "mutations" not in sig.replace(mutations=()).to_json()  # unchanged JSON without state
+
+
+# --------------------------------------------------------------------------- converted callables
+
+
+class Masked(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x, mask=None, scale=2.0):
+        y = self.lin(x) * scale
+        return y if mask is None else y * mask
+
+
+@pytest.fixture(scope="module")
+def masked():
+    torch.manual_seed(0)
+    model = Masked().eval()
+    x = torch.randn(2, 4)
+    module = converter.from_torch(model, (x,), {"scale": 2.0})
+    return model, x, module.to_jax(), module.to_torch()
+
+
+@pytest.mark.parametrize("target", ["jax", "torch"])
+def test_converted_model_refuses_what_it_was_not_converted_with(masked, target):
+    model, x, jf, tm = masked
+    fn = jf if target == "jax" else tm
+    xin = x.numpy() if target == "jax" else x
+    with torch.no_grad():
+        np.testing.assert_allclose(np.asarray(fn(xin, scale=2.0)), model(x, scale=2.0).numpy(), rtol=1e-6)
+    zeros = xin[:, :3] * 0
+    with pytest.raises(SignatureMismatchError, match=r"kwargs: unexpected keyword argument\(s\) \['mask'\]"):
+        fn(xin, mask=zeros, scale=2.0)
+    with pytest.raises(SignatureMismatchError, match=r"\['maks'\]"):
+        fn(xin, maks=zeros, scale=2.0)
+    with pytest.raises(SignatureMismatchError, match=r"args: expected a tuple of 1 positional"):
+        fn(xin, zeros, scale=2.0)
+    with pytest.raises(
+        SignatureMismatchError, match=r"kwargs\['scale'\]: this input was specialized to 2.0 .*got 3.0"
+    ):
+        fn(xin, scale=3.0)
+
+
+def test_apply_refuses_unknown_kwargs(masked):
+    _, x, jf, _ = masked
+    with pytest.raises(SignatureMismatchError, match=r"\['maks'\]"):
+        jf.apply(jf.params, x.numpy(), scale=2.0, maks=1)
+
+
+def test_call_jax_refuses_unknown_kwargs_and_extra_args():
+    from converter.tools.embed import call_jax
+
+    def fn(x, scale=1.0):
+        return x * scale
+
+    x = torch.ones(2)
+    assert torch.equal(call_jax(fn, x, scale=3.0), torch.full((2,), 3.0))
+    with pytest.raises(SignatureMismatchError, match=r"fn\(x, scale=1.0\).*'scael'"):
+        call_jax(fn, x, scael=3.0)
+    with pytest.raises(SignatureMismatchError, match="too many positional"):
+        call_jax(fn, x, 2.0, x)
+
+
+def test_call_torch_refuses_unknown_kwargs(masked):
+    from converter.tools.embed import call_torch
+
+    model, x, _, _ = masked
+    with pytest.raises(SignatureMismatchError, match=r"Masked\(x, mask=None, scale=2.0\).*'maks'"):
+        call_torch(model, x.numpy(), maks=np.zeros((2, 3), np.float32))
+
+
+# --------------------------------------------------------------------------- tree specs
+
+
+def test_tree_spec_is_the_one_builder_for_jax_and_embed_trees():
+    import collections
+
+    import converter.frontends.jax
+
+    from converter.errors import InputTypeError
+    from converter.signature import tree_spec
+    from converter.tools import embed
+
+    assert converter.frontends.jax.tree_spec is tree_spec
+    point = collections.namedtuple("Point", "y x")
+    tree = ((np.zeros(2), {"b": 1.5, "a": None}), {"p": point(np.ones(1), 2j)})
+    assert tree_spec(tree) == {
+        "kind": "tuple",
+        "children": [
+            {"kind": "tuple", "children": [LEAF, {"kind": "dict", "keys": ["a", "b"],
+             "children": [{"kind": "none"}, {"kind": "static", "value": 1.5}]}]},
+            {"kind": "dict", "keys": ["p"], "children": [
+                {"kind": "dict", "keys": ["y", "x"], "type": "Point",
+                 "children": [LEAF, {"kind": "static", "value": 2j}]}]},
+        ],
+    }  # fmt: skip
+    # call_jax's torch-side tree: tensors are leaves, NumPy arrays and pytree nodes are refused
+    assert embed.torch_tree(((torch.zeros(1),), {})) == {
+        "kind": "tuple",
+        "children": [{"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}],
+    }
+    with pytest.raises(InputTypeError, match=r"args\[0\]\['m'\]: unsupported type ndarray"):
+        embed.torch_tree((({"m": np.zeros(1)},), {}))
+    with pytest.raises(InputTypeError, match=r"kwargs\['p'\]: unsupported type Point"):
+        embed.torch_tree(((), {"p": point(torch.zeros(1), 1)}))

@@ -1,0 +1,652 @@
+"""Every bad-input class ``convert`` meets: the exit status and the one-paragraph message
+now given. :data:`CASES` is the table ``docs/errors.md`` shows (a test checks both list the
+same cases). In-process (``cli.main``) except where the real process's behaviour (XLA's log
+lines, its exit status) is the point."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import converter
+from converter.tools import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FACTORIES = textwrap.dedent(
+    """
+    import sys
+    import torch
+
+    def factory():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2).eval(), (torch.randn(2, 3),)
+
+    def bf16():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 2).to(torch.bfloat16).eval(), (torch.randn(2, 3, dtype=torch.bfloat16),)
+
+    def raises():
+        raise RuntimeError("weights not found")
+
+    def exits():
+        sys.exit(3)
+
+    def wrong():
+        return "model"
+
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum().item()))
+
+    def data_dependent():
+        return DataDependent(), (torch.ones(3),)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A directory with the factories, a good .pt2, .shlo and .jax of them, and bad files."""
+    d = tmp_path_factory.mktemp("cli_errors")
+    (d / "models.py").write_text(FACTORIES)
+    (d / "import_fails.py").write_text("import no_such_module_anywhere\n")
+    (d / "import_exits.py").write_text("import sys\nsys.exit(4)\n")
+    model, args, _ = cli.load_factory(d / "models.py", "factory")
+    torch.export.save(torch.export.export(model, args), d / "good.pt2")
+    converter.from_torch(model, args).save(d / "good.shlo")
+    assert cli.main([str(d / "good.shlo"), "-o", str(d / "good.jax")]) == 0
+    (d / "empty.pt2").write_bytes(b"")
+    (d / "truncated.pt2").write_bytes((d / "good.pt2").read_bytes()[:1500])
+    (d / "bad.shlo").write_bytes(b"PK\x03\x04 truncated")
+    (d / "bad.onnx").write_bytes(b"\x08\x07garbage" * 5)
+    (d / "bad.mlir").write_text("func.func @main(%x: tensor<2xf32>) { garbage }")
+    (d / "bad.jax").write_bytes(b"not flatbuffers")
+    (d / "model.txt").write_text("?")
+    (d / "a_file").write_text("")
+    _onnx_reading_outside(d / "outside.onnx")
+    np.savez(d / "objects.npz", np.array([{"a": 1}], dtype=object))
+    np.savez(d / "wrong_shape.npz", np.ones((5, 3), np.float32))
+    np.savez(d / "wrong_dtype.npz", np.ones((2, 3), np.int32))
+    _shlo_with_manifest(d / "good.shlo", d / "manifest_list.shlo", b"[]")
+    manifest = json.loads(zipfile.ZipFile(d / "good.shlo").read("manifest.json"))
+    _shlo_with_manifest(d / "good.shlo", d / "string_version.shlo", json.dumps({**manifest, "version": "9"}))
+    _shlo_with_manifest(d / "good.shlo", d / "bad_deflate.shlo", json.dumps(manifest), corrupt=True)
+    data = zipfile.ZipFile(d / "good.shlo").read("module.mlirbc")
+    (d / "truncated.mlirbc").write_bytes(data[: len(data) // 2])
+    _onnx_with_huge_dim(d / "huge_dim.onnx")
+    (d / "link.pt2").symlink_to(d / "good.pt2")
+    os.link(d / "good.pt2", d / "hard.pt2")
+    return d
+
+
+def _shlo_with_manifest(src: Path, dst: Path, manifest, corrupt: bool = False) -> None:
+    """A copy of the archive ``src`` with its manifest replaced; ``corrupt``: deflated, with
+    bytes of the deflate stream flipped."""
+    from tests.zipcraft import Member, build, deflated
+
+    with zipfile.ZipFile(src) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    manifest = manifest.encode() if isinstance(manifest, str) else manifest
+    out = []
+    for name, data in members.items():
+        if name != "manifest.json":
+            out.append(Member(name, data))
+        elif corrupt:
+            raw, crc, size = deflated(manifest)
+            out.append(Member(name, raw[:4] + bytes(b ^ 0x5A for b in raw[4:24]) + raw[24:], 8, crc, size))
+        else:
+            out.append(Member(name, manifest))
+    dst.write_bytes(build(out))
+
+
+def _onnx_with_huge_dim(path: Path) -> None:
+    """An ONNX model whose input has a dimension of INT64_MAX."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2**63 - 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2**63 - 1])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+
+
+def _onnx_reading_outside(path: Path) -> None:
+    """An ONNX model whose external data points outside its directory."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.data_location = TensorProto.EXTERNAL
+    w.ClearField("raw_data")
+    entry = w.external_data.add()
+    entry.key, entry.value = "location", "../../../../etc/hostname"
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [], [y], [w])
+    onnx.save(helper.make_model(graph), path)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad-input class: ``argv`` (``{d}`` is the work directory), the exit status and a
+    phrase of the message."""
+
+    id: str
+    what: str
+    argv: tuple[str, ...]
+    status: int
+    needle: str
+
+
+CASES = [
+    Case("missing-input", "input file missing", ("{d}/missing.pt2", "-o", "{d}/o.shlo"), 2, "no such file"),
+    Case("empty-pt2", "empty .pt2", ("{d}/empty.pt2", "-o", "{d}/o.shlo"), 2, "empty file"),
+    Case(
+        "truncated-pt2",
+        "truncated .pt2",
+        ("{d}/truncated.pt2", "-o", "{d}/o.shlo"),
+        2,
+        "not a readable torch.export archive (.pt2)",
+    ),
+    Case(
+        "corrupt-shlo",
+        "corrupt .shlo",
+        ("{d}/bad.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "corrupt converter.Module file",
+    ),
+    Case(
+        "corrupt-onnx", "corrupt .onnx", ("{d}/bad.onnx", "-o", "{d}/o.shlo"), 2, "not a readable ONNX model"
+    ),
+    Case(
+        "onnx-data-outside",
+        ".onnx whose external data lies outside its directory",
+        ("{d}/outside.onnx", "-o", "{d}/o.shlo"),
+        2,
+        "points outside the directory",
+    ),
+    Case("corrupt-mlir", "malformed StableHLO text", ("{d}/bad.mlir", "-o", "{d}/o.shlo"), 2, "bad.mlir"),
+    Case(
+        "corrupt-jax",
+        "corrupt .jax",
+        ("{d}/bad.jax", "-o", "{d}/o.shlo"),
+        2,
+        "not a serialized jax.export.Exported",
+    ),
+    Case(
+        "unknown-input-suffix",
+        "input suffix says nothing",
+        ("{d}/model.txt", "-o", "{d}/o.shlo"),
+        2,
+        "cannot tell the input format",
+    ),
+    Case(
+        "unknown-output-suffix",
+        "output suffix says nothing",
+        ("{d}/good.shlo", "-o", "{d}/o.bin"),
+        2,
+        "cannot tell the output format",
+    ),
+    Case(
+        "unknown-from",
+        "unknown --from",
+        ("--from", "tf", "{d}/good.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "unknown --from",
+    ),
+    Case("no-output", "no -o", ("{d}/good.shlo",), 2, "the following arguments are required: -o"),
+    Case(
+        "factory-missing",
+        "factory not defined",
+        ("{d}/models.py:nope", "-o", "{d}/o.shlo"),
+        2,
+        "has no function 'nope'",
+    ),
+    Case(
+        "factory-import-fails",
+        "factory file fails to import",
+        ("{d}/import_fails.py:factory", "-o", "{d}/o.shlo"),
+        2,
+        "importing it failed: ModuleNotFoundError",
+    ),
+    Case(
+        "factory-import-exits",
+        "factory file calls sys.exit on import",
+        ("{d}/import_exits.py:factory", "-o", "{d}/o.shlo"),
+        2,
+        "importing it called sys.exit(4)",
+    ),
+    Case(
+        "factory-raises",
+        "factory raises",
+        ("{d}/models.py:raises", "-o", "{d}/o.shlo"),
+        2,
+        "raises() failed: RuntimeError: weights not found",
+    ),
+    Case(
+        "factory-exits",
+        "factory calls sys.exit(3)",
+        ("{d}/models.py:exits", "-o", "{d}/o.shlo"),
+        2,
+        "exits() called sys.exit(3)",
+    ),
+    Case(
+        "factory-wrong",
+        "factory returns no model",
+        ("{d}/models.py:wrong", "-o", "{d}/o.shlo"),
+        2,
+        "must return",
+    ),
+    Case(
+        "export-fails",
+        "torch.export refuses the model",
+        ("{d}/models.py:data_dependent", "-o", "{d}/o.shlo"),
+        2,
+        "torch.export could not export DataDependent",
+    ),
+    Case(
+        "output-parent-is-file",
+        "a file where the output's directory should be",
+        ("{d}/good.shlo", "-o", "{d}/a_file/o.mlir"),
+        2,
+        "a_file is a file, not a directory",
+    ),
+    Case(
+        "output-virtual-fs",
+        "output on a virtual file system",
+        ("{d}/good.shlo", "-o", "/proc/o.mlir"),
+        2,
+        "cannot write /proc/o.mlir",
+    ),
+    Case(
+        "output-is-dir",
+        "output is a directory",
+        ("{d}/good.shlo", "-o", "{d}", "--to", "stablehlo"),
+        2,
+        "is a directory",
+    ),
+    Case(
+        "dim-not-onnx",
+        "--dim with a non-ONNX source",
+        ("{d}/good.shlo", "-o", "{d}/o.mlir", "--dim", "N"),
+        2,
+        "--dim applies",
+    ),
+    Case(
+        "bad-opset",
+        "--opset out of range",
+        ("{d}/good.shlo", "-o", "{d}/o.onnx", "--opset", "9"),
+        2,
+        "--opset 9",
+    ),
+    Case(
+        "validate-inputs-objects",
+        "validate --inputs with an object array",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/objects.npz"),
+        2,
+        "not an .npz of numeric arrays",
+    ),
+    Case(
+        "validate-inputs-shape",
+        "validate --inputs with a wrong shape",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/wrong_shape.npz"),
+        2,
+        "input args[0] is float32[5, 3], the model takes float32[2, 3]",
+    ),
+    Case(
+        "validate-inputs-dtype",
+        "validate --inputs with a wrong dtype",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/wrong_dtype.npz"),
+        2,
+        "input args[0] is int32[2, 3]",
+    ),
+    Case(
+        "validate-inputs-missing",
+        "validate --inputs file missing",
+        ("validate", "{d}/good.shlo", "--to", "jax", "--inputs", "{d}/none.npz"),
+        2,
+        "no such file",
+    ),
+    Case(
+        "validate-unknown-suffix",
+        "validate input suffix says nothing",
+        ("validate", "{d}/model.txt"),
+        2,
+        "cannot tell the source format",
+    ),
+    Case("inspect-missing", "inspect a missing file", ("inspect", "{d}/missing.shlo"), 2, "no such file"),
+    Case(
+        "shlo-manifest-list",
+        ".shlo whose manifest is a JSON list",
+        ("{d}/manifest_list.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "manifest_list.shlo: corrupt converter.Module manifest (a JSON list, not an object)",
+    ),
+    Case(
+        "shlo-string-version",
+        ".shlo whose manifest version is a string",
+        ("{d}/string_version.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "string_version.shlo: corrupt converter.Module manifest (version '9')",
+    ),
+    Case(
+        "shlo-bad-deflate",
+        ".shlo with a corrupted deflate member",
+        ("{d}/bad_deflate.shlo", "-o", "{d}/o.mlir"),
+        2,
+        "bad_deflate.shlo: member manifest.json is corrupt",
+    ),
+    Case(
+        "truncated-mlirbc",
+        "truncated .mlirbc",
+        ("{d}/truncated.mlirbc", "-o", "{d}/o.shlo"),
+        2,
+        "truncated.mlirbc: not StableHLO bytecode",
+    ),
+    Case(
+        "validate-huge-dim",
+        "validate an ONNX model whose input dimension is INT64_MAX",
+        ("validate", "{d}/huge_dim.onnx", "--quiet"),
+        2,
+        "huge_dim.onnx: random input x (float32[9223372036854775807]) claims",
+    ),
+    Case(
+        "output-is-input",
+        "OUT is the input file",
+        ("{d}/good.pt2", "-o", "{d}/good.pt2"),
+        2,
+        "good.pt2 is the input file",
+    ),
+    Case(
+        "output-is-input-link",
+        "OUT is a symbolic link to the input",
+        ("{d}/good.pt2", "-o", "{d}/link.pt2"),
+        2,
+        "link.pt2 is the input file",
+    ),
+    Case(
+        "output-is-input-hard-link",
+        "OUT is a hard link to the input",
+        ("{d}/hard.pt2", "-o", "{d}/good.pt2"),
+        2,
+        "good.pt2 is the input file",
+    ),
+]
+
+
+def _argv(case: Case, d: Path) -> list[str]:
+    return [a.format(d=d) for a in case.argv]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_bad_input(case: Case, work: Path, capsys):
+    rc = cli.main(_argv(case, work))
+    err = capsys.readouterr().err
+    assert rc == case.status, err
+    assert case.needle in err, err
+    assert "Traceback" not in err and "\n\n" not in err.strip()
+    assert err.startswith(("convert: error: ", "usage: convert"))
+    assert not any(p.name.startswith(("o.", ".o.")) for p in work.iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_output_directory(work: Path, capsys):
+    ro = work / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert cli.main([str(work / "good.shlo"), "-o", str(ro / "o.mlir")]) == 2
+        assert "Permission denied" in capsys.readouterr().err
+    finally:
+        ro.chmod(0o755)
+
+
+def test_a_bug_is_exit_1(work: Path, capsys, monkeypatch):
+    def broken(module, out, options):
+        raise KeyError("a converter bug")
+
+    monkeypatch.setitem(cli.WRITERS, "stablehlo", cli.Writer(broken, "x", (".mlir",)))
+    assert cli.main([str(work / "good.shlo"), "-o", str(work / "o.mlir")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("convert: internal error") and "KeyError" in err and "Traceback" not in err
+
+
+def test_missing_output_directories_are_created(work: Path, capsys):
+    out = work / "new" / "sub" / "x.mlir"
+    assert cli.main([str(work / "good.shlo"), "-o", str(out)]) == 0
+    assert out.is_file()
+
+
+def test_errors_page_lists_every_case():
+    page = (ROOT / "docs" / "errors.md").read_text()
+    for case in CASES:
+        assert f"`{case.id}`" in page, f"docs/errors.md has no row for {case.id}"
+
+
+# --------------------------------------------------------------------------- validate
+
+
+@pytest.mark.parametrize("name", ["good.pt2", "good.jax", "good.shlo"])
+def test_validate_takes_what_convert_takes(name, work: Path, capsys):
+    """--from inferred from the suffix; .pt2 with its saved example inputs."""
+    assert cli.main(["validate", str(work / name), "--to", "jax", "--quiet"]) == 0, capsys.readouterr().err
+
+
+def test_validate_compares_bfloat16_onnx_through_a_float32_view(work: Path):
+    """onnxruntime's NumPy bridge has no bfloat16: the ONNX row is run with float32 at the
+    graph's boundary (exact) and compared, never a false "failed"."""
+    from converter.tools import validate as V
+
+    report = V.validate(f"{work}/models.py:bf16", targets=("jax", "onnx"), progress=False)
+    rows = {t.target: t for t in report.targets}
+    assert rows["onnx"].status == "passed", rows["onnx"].reason
+    assert [r.dtype for r in rows["onnx"].rows] == ["bfloat16"]
+    assert report.passed
+
+
+def test_api_errors_are_conversion_errors(capfd):
+    class DataDependent(torch.nn.Module):
+        def forward(self, x):
+            return torch.zeros(int(x.sum().item()))
+
+    with pytest.raises(converter.ExportError, match="GuardOnDataDependentSymNode") as info:
+        converter.from_torch(DataDependent(), (torch.ones(3),))
+    assert info.value.__cause__ is not None and "def forward" in info.value.diagnostics
+    with pytest.raises(converter.ExportError) as info:
+        converter.call_torch(torch.nn.Linear(4, 2), np.ones((3, 5), np.float32))
+    assert isinstance(info.value.__cause__, RuntimeError)
+    out, err = capfd.readouterr()
+    assert "def forward" not in out + err and "fake_tensor" not in err, err  # torch's chatter held back
+
+
+# --------------------------------------------------------------------------- the real process
+
+
+def _process(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "CONVERTER_VERBOSE")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "converter.tools.cli", *argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_process_prints_one_paragraph_and_no_library_logs(work: Path):
+    ok = _process(str(work / "good.shlo"), "-o", str(work / "p.mlir"), cwd=work)
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr  # no XLA INFO lines, no warnings
+    bad = _process(str(work / "truncated.pt2"), "-o", str(work / "p.shlo"), cwd=work)
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert lines[0].startswith("convert: error: ") and len(lines) == 2, bad.stderr
+    exits = _process(f"{work}/models.py:exits", "-o", str(work / "p.shlo"), cwd=work)
+    assert exits.returncode == 2 and "sys.exit(3)" in exits.stderr
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.build_parser().parse_args(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"convert {converter.__version__} (torch ")
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "PyTorch, JAX, ONNX and StableHLO" in out
+    for name in ("torch", "jax", "onnx", "stablehlo", "module", ".onnx", ".jax", ".shlo", ".pt2"):
+        assert name in out
+
+
+# --------------------------------------------------------------------------- reproducible outputs
+
+
+def test_outputs_are_byte_identical_across_runs(work: Path):
+    runs = []
+    for i in range(2):
+        out = work / f"run{i}"
+        for suffix in ("shlo", "onnx", "jax"):
+            assert cli.main([f"{work}/models.py:factory", "-o", str(out / f"m.{suffix}")]) == 0
+        runs.append({p.name: p.read_bytes() for p in out.iterdir()})
+    assert runs[0].keys() == {"m.shlo", "m.onnx", "m.jax"}
+    for name in runs[0]:
+        assert runs[0][name] == runs[1][name], f"{name} differs between two identical runs"
+    with zipfile.ZipFile(work / "run0" / "m.shlo") as zf:
+        assert {i.date_time for i in zf.infolist()} == {(1980, 1, 1, 0, 0, 0)}
+
+
+# --------------------------------------------------------------------------- contract leaks
+
+
+@pytest.mark.parametrize(
+    "target, argv, api",
+    [
+        ("converter.weights.parse_safetensors", ("{d}/good.shlo", "-o", "{d}/o.mlir"), "load"),
+        ("converter.tools.pt2._loads_restricted", ("{d}/good.pt2", "-o", "{d}/o.shlo"), "load_pt2"),
+        ("converter.mlir.parse_module", ("inspect", "{d}/good.shlo"), "load"),
+    ],
+)
+def test_memory_error_anywhere_is_exit_2(target, argv, api, work: Path, capsys, monkeypatch):
+    """A ``MemoryError`` raised deep in the load path: exit status 2, "out of memory"; the
+    API raises ``OutOfMemoryError`` (a ``ConversionError`` and a ``MemoryError``)."""
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(target, exhausted)
+    assert cli.main([a.format(d=work) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("convert: error: ") and "out of memory" in err and "Traceback" not in err, err
+    with pytest.raises(converter.OutOfMemoryError, match="out of memory"):
+        getattr(converter, api)(work / ("good.shlo" if api == "load" else "good.pt2"))
+
+
+def test_mlir_diagnostics_are_held_back(work: Path, capfd):
+    """MLIR's C++ diagnostics for a truncated portable artifact go into the error, not
+    onto stderr."""
+    with pytest.raises(converter.ParseError, match="attempting to parse"):
+        converter.from_stablehlo((work / "truncated.mlirbc").read_bytes(), filename="t.mlirbc")
+    out, err = capfd.readouterr()
+    assert "attempting to parse" not in out + err and "failed to deserialize" not in err, err
+
+
+def test_apply_names_missing_parameters():
+    f = converter.from_torch(torch.nn.Linear(3, 2), (torch.ones(1, 3),)).to_jax()
+    with pytest.raises(
+        converter.SignatureMismatchError, match=r"lacks 1 of the module's 2 parameters: 'bias'"
+    ):
+        f.apply({"weight": f.params["weight"]}, np.ones((1, 3), np.float32))
+    with pytest.raises(converter.SignatureMismatchError, match="mapping"):
+        f.apply([f.params["weight"]], np.ones((1, 3), np.float32))
+
+
+def test_call_torch_refuses_dtypes_eager_torch_refuses():
+    linear = torch.nn.Linear(3, 2)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        linear(torch.ones(1, 3, dtype=torch.int32))  # eager torch
+    with pytest.raises(converter.SignatureMismatchError, match=r"args\[0\] \(int32\).*same dtype"):
+        converter.call_torch(linear, np.ones((1, 3), np.int32))
+    emb = torch.nn.Embedding(5, 2)  # integer token ids: eager torch takes them, and so does call_torch
+    got = converter.call_torch(emb, np.array([[1, 4]], np.int32))
+    np.testing.assert_allclose(np.asarray(got), emb(torch.tensor([[1, 4]])).detach().numpy(), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- interrupted writes
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize(
+    "out, stale",
+    [
+        ("o.shlo", [".o.shlo.{pid}.abcd1234.tmp", ".o.shlo.k2j3h4g5.tmp"]),
+        ("o.jax", [".o.jax.{pid}.abcd1234.tmp", ".o.jax.safetensors.{pid}.abcd1234.tmp"]),
+        ("o.onnx", [".o.onnx.{pid}.abcd1234tmpdir/", ".o.onnx.k2j3h4g5/"]),
+    ],
+)
+def test_stale_temps_of_out_are_removed(out, stale, work: Path, tmp_path, capsys):
+    """Temporaries left by writers of OUT that were killed (their process is gone; older
+    versions' names too) are removed by the next write of OUT; a live process's, another
+    file's and the user's own files stay."""
+    pid = _dead_pid()
+    planted = []
+    for name in stale:
+        path = tmp_path / name.format(pid=pid).rstrip("/")
+        if name.endswith("/"):
+            path.mkdir()
+            (path / out).write_text("partial")
+        else:
+            path.write_text("partial")
+        planted.append(path)
+    kept = [
+        tmp_path / f".{out}.1.abcd1234.tmp",
+        tmp_path / f".other.{pid}.abcd1234.tmp",
+        tmp_path / f".{out}.notes",
+    ]
+    for path in kept:
+        path.write_text("keep")
+    options = ["--external-weights"] if out == "o.jax" else []
+    assert cli.main([str(work / "good.shlo"), "-o", str(tmp_path / out), *options]) == 0, (
+        capsys.readouterr().err
+    )
+    assert not [p for p in planted if p.exists()] and all(p.exists() for p in kept)
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert all(not n.startswith(f".{out}.") or tmp_path / n in kept for n in left), left
+
+
+def test_a_killed_writer_leaves_a_temp_the_next_write_removes(tmp_path):
+    """SIGKILL in the middle of a write: OUT is not there, the temporary is; the next write
+    of OUT removes it."""
+    out = tmp_path / "o.shlo"
+    fileio = ROOT / "converter" / "fileio.py"
+    script = textwrap.dedent(
+        f"""
+        import importlib.util, os, signal
+        spec = importlib.util.spec_from_file_location("fileio", {str(fileio)!r})
+        fileio = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fileio)
+        with fileio.atomic_path({str(out)!r}) as tmp:
+            tmp.write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], timeout=60)
+    assert proc.returncode == -9
+    temps = [p for p in tmp_path.iterdir() if p.name.startswith(".o.shlo.")]
+    assert len(temps) == 1 and not out.exists()
+    converter.from_torch(torch.nn.Linear(2, 2), (torch.ones(1, 2),)).save(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["o.shlo"]
