@@ -4,9 +4,11 @@ the ``onnx`` extra (a missing onnx/onnxruntime is an error naming it, never a di
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +34,47 @@ def test_python_dash_m_converter_version():
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"convert {__version__} (torch "), run.stdout
+
+
+def test_wheel_installs_everything_inside_the_converter_package(tmp_path):
+    """The wheel holds one top-level package, ``converter``: the repository's ``frontends/``
+    and ``backends/`` folders land as ``converter/frontends`` and ``converter/backends`` (no
+    top-level ``frontends``/``backends``, which would shadow other distributions), every
+    package folder of the repository is in it, and nothing else is (no tests, no examples).
+    Built from a copy of the sources, so the checkout gets no build/ or egg-info."""
+    src = tmp_path / "src"
+    for name in ("converter", "frontends", "backends"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.py", "pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        "dist",
+        str(src),
+    ]
+    built = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"converter", f"converter-{__version__}.dist-info"}
+    for folder, package in (
+        ("converter", "converter"),
+        ("frontends", "converter/frontends"),
+        ("backends", "converter/backends"),
+    ):
+        for init in (ROOT / folder).rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            rel = init.relative_to(ROOT / folder).as_posix()
+            assert f"{package}/{rel}" in names, f"{folder}/{rel} is not in the wheel"
+    assert "converter/frontends/torch/convert.py" in names and "converter/backends/jax/function.py" in names
 
 
 def test_one_version_source():
