@@ -124,7 +124,7 @@ def test_views_of_one_buffer_are_not_tied_weights():
     x = torch.tensor([[1.0, 2.0], [3.0, -1.0]])
     want = model(x)
     module = converter.from_torch(model, (x,))
-    assert not module.signature.extra.get("tied")
+    assert not module.signature.tied
     for got in (module.to_jax()(x.numpy()), module.to_torch()(x)):
         for g, w in zip(got, want, strict=True):
             np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-6)
@@ -135,7 +135,7 @@ def test_tied_weights_still_tie():
     lin = torch.nn.Linear(3, 3, bias=False)
     model = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
     module = converter.from_torch(model, (torch.randn(2, 3),))
-    assert module.signature.extra.get("tied") == {"2.weight": "0.weight"}
+    assert module.signature.tied == {"2.weight": "0.weight"}
 
 
 def test_snapshot_of_a_view_parameter_ignores_later_updates():

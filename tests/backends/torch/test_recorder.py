@@ -1,6 +1,6 @@
 """The lean ATen recorder (backends/torch/recorder.py) that build_graph uses instead of make_fx."""
 
-import converter.backends.torch as torch_backend
+import converter.backends.torch.module as torch_backend
 import jax
 import numpy as np
 import pytest

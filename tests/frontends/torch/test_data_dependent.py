@@ -93,7 +93,7 @@ def test_nonzero_bounded_by_torch_check_converts_padded(bounded, x):
     want = torch.nonzero_static(x, size=4, fill_value=-1).numpy()
     n = int(torch.count_nonzero(x))
     np.testing.assert_array_equal(want[:n], torch.nonzero(x).numpy())  # torch's own rows first
-    for target, run in converter.backends.items():
+    for target, run in backends.items():
         idx, doubled = run(x)
         assert idx.dtype == np.int64, target
         np.testing.assert_array_equal(idx, want, err_msg=target)
@@ -145,7 +145,7 @@ def test_bounded_nonzero_inside_the_graph_matches_torch(gathered, x):
     with torch.no_grad():
         want = [t.numpy() for t in Gathered()(x, v)]
     n = want[-1].shape[0]
-    for target, run in converter.backends.items():
+    for target, run in backends.items():
         got = run(x)
         for w, g in zip(want[:-1], got[:-1], strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=target)
