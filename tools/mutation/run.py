@@ -40,6 +40,7 @@ import json
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import testmap  # noqa: E402 - beside this script
 
 # --------------------------------------------------------------------------- the family table
 
@@ -166,7 +170,9 @@ DIRECTIONS = {
 
 
 def direction(path: str) -> str:
-    return next(name for prefix, name in DIRECTIONS.items() if path.startswith(prefix))
+    """The conversion direction of a source file; ``core`` for the files of no one direction
+    (``converter/``, the frontends' and backends' shared modules)."""
+    return next((name for prefix, name in DIRECTIONS.items() if path.startswith(prefix)), "core")
 
 
 # --------------------------------------------------------------------------- mutants
@@ -420,11 +426,29 @@ def scratch_dir(cfg: dict) -> Path:
     return Path(cfg["scratch"].format(tree=ROOT.name))
 
 
-def candidate_files(rel: str, cfg: dict) -> list[str]:
-    """The test files whose tests may be run against a mutant of ``rel``: its family's, and
-    (``direction_tests`` in the settings) its direction's conformance suite."""
-    out = [NODE_FILE if entry == NODE else entry for entry in FAMILY_TESTS[rel]]
-    if not cfg.get("direction_tests", True):
+_TEST_MAP: dict[Path, testmap.TestMap] = {}
+
+
+def test_map(tree: Path = ROOT) -> testmap.TestMap:
+    """The source file -> test files map of ``tree`` (:mod:`testmap`), built once per tree."""
+    if tree not in _TEST_MAP:
+        _TEST_MAP[tree] = testmap.build(tree)
+    return _TEST_MAP[tree]
+
+
+def candidate_files(rel: str, cfg: dict, tree: Path = ROOT) -> list[str]:
+    """The test files whose tests may be run against a mutant of ``rel``, most specific first:
+    those the derived map links to it (:mod:`testmap`), then the hand table's (``FAMILY_TESTS``,
+    the entries whose files still exist), the ONNX node cases for an ONNX frontend op-rule file,
+    and (``direction_tests`` in the settings) its direction's conformance suite."""
+    out = list(test_map(tree).tests(rel))
+    for entry in FAMILY_TESTS.get(rel, []):
+        f = NODE_FILE if entry == NODE else entry
+        if f not in out and (tree / f).exists():
+            out.append(f)
+    if rel.startswith("frontends/onnx/ops/") and NODE_FILE not in out and (tree / NODE_FILE).exists():
+        out.append(NODE_FILE)
+    if not cfg.get("direction_tests", True) or not rel.startswith(tuple(DIRECTIONS)):
         return out
     return out + [f for f in DIRECTION_TESTS.get(direction(rel), []) if f not in out]
 
@@ -499,22 +523,72 @@ def tail_of(path: Path, n: int = 8) -> str:
     return "\n".join(lines[-n:])
 
 
+def changed_files(base: str, root: Path = ROOT) -> list[str]:
+    """The source files (``converter/``, ``frontends/``, ``backends/``) that ``git diff BASE``
+    touches (committed since ``BASE`` or not yet committed) and that still exist."""
+    out = subprocess.run(
+        ["git", "diff", "--name-only", base, "--", *testmap.SOURCE_DIRS],
+        cwd=root, check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    return sorted(f for f in out if f.endswith(".py") and (root / f).is_file())
+
+
+def fresh_sample(mutants: dict[str, list[Mutant]], n: int, seed: int) -> list[Mutant]:
+    """``n`` mutants drawn uniformly from all of ``mutants`` (every mutant of every file equally
+    likely, so files weigh by their number of mutants, i.e. their size), in the draw's order:
+    every prefix of the order (a run cut short) is itself a uniform random sample."""
+    pool = [m for f in sorted(mutants) for m in mutants[f]]
+    return random.Random(seed).sample(pool, min(n, len(pool)))
+
+
+def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
+    """``(mode, run record, the sample in its order, results file)`` of ``run``'s arguments."""
+    scratch = scratch_dir(cfg)
+    exclude = set(cfg["exclude_operators"])
+    n = args.sample or cfg.get("fresh_sample", 300)
+    if args.fixed:
+        muts = enumerate_mutants(tree, rule_files(), exclude)
+        order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
+        return "fixed", {"seed": cfg["seed"], "files": rule_files()}, order, scratch / "results.jsonl"
+    if args.changed is not None:
+        files, mode = changed_files(args.changed), "changed"
+        if not files:
+            raise SystemExit(f"git diff {args.changed} touches no file under {', '.join(testmap.SOURCE_DIRS)}/")
+    else:
+        files, mode = testmap.source_files(tree), "fresh"
+    seed = args.seed if args.seed is not None else secrets.randbits(31)
+    muts = enumerate_mutants(tree, files, exclude)
+    order = fresh_sample(muts, n, seed)
+    rec = {"kind": "run", "mode": mode, "seed": seed, "sample": len(order), "base": args.changed,
+           "files": files, "mutants_per_file": {f: len(ms) for f, ms in muts.items()},
+           "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+    return mode, rec, order, scratch / "runs" / f"{mode}-{seed}.jsonl"
+
+
 def cmd_run(cfg: dict, args) -> None:
     scratch = scratch_dir(cfg)
     tree = scratch / "tree"
-    results_path = scratch / "results.jsonl"
     covdir = scratch / "lines"
     logdir = scratch / "logs"
-    for d in (scratch, covdir, logdir):
+    for d in (scratch, covdir, logdir, scratch / "runs"):
         d.mkdir(parents=True, exist_ok=True)
     copy_tree(tree)
     thash, shash = tree_hash(tree), source_hash(tree)
-    for rel in rule_files():
-        assert (tree / rel).exists(), rel
-        for f in candidate_files(rel, cfg):
+    mode, run_rec, order, results_path = plan(cfg, args, tree)
+    print(f"mode {mode}, seed {run_rec['seed']}, {len(order)} mutants sampled from "
+          f"{len(run_rec['files'])} files; results: {results_path}", flush=True)  # fmt: skip
+    tm = test_map(tree)
+    if mode != "fixed":
+        unmapped = [f for f in run_rec["files"] if not tm.links.get(f)]
+        run_rec["unmapped"] = unmapped
+        run_rec["package_only"] = [f for f in run_rec["files"] if f in tm.package_only()]
+        if not results_path.exists():
+            with results_path.open("a") as log:
+                log.write(json.dumps(run_rec) + "\n")
+        print(f"files with no test mapped: {unmapped or 'none'}", flush=True)
+    for m in order:
+        for f in candidate_files(m.file, cfg, tree):
             assert (tree / f).exists(), f
-    muts = enumerate_mutants(tree, rule_files(), set(cfg["exclude_operators"]))
-    order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
     if args.limit:
         order = order[: args.limit]
     results = read_results(results_path)
@@ -544,7 +618,11 @@ def cmd_run(cfg: dict, args) -> None:
     print(f"{len(order)} mutants to run; tree {thash}", flush=True)
     server = ForkServer(cfg, tree)
     coverage: dict[str, dict] = {}
-    rules = rule_files()
+    rules = rule_files() if mode == "fixed" else testmap.source_files(tree)
+    min_collect = cfg["collect_min_mutants"] if mode == "fixed" else cfg.get("fresh_collect_min_mutants", 5)
+    if args.collect_min is not None:
+        min_collect = args.collect_min
+    node_ids: dict[str, list[str]] | None = None
 
     def lines_path(test_file: str) -> Path:
         return covdir / f"{test_file.replace('/', '__')}.{coverage_key(tree, test_file, shash)}.json"
@@ -589,9 +667,17 @@ def cmd_run(cfg: dict, args) -> None:
                 continue
             span = set(statement_lines(original, m.line))
             selected, whole, cpu, failing, unrecorded = [], [], 0.0, [], []
-            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg))
-            for test_file in candidate_files(m.file, cfg):
-                if not has_lines(test_file) and need[test_file] < cfg["collect_min_mutants"]:
+            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg, tree))
+            for test_file in candidate_files(m.file, cfg, tree):
+                if test_file == NODE_FILE and not has_lines(test_file) and need[test_file] < min_collect:
+                    # the default-run ONNX node cases using this file's rules, not the whole suite
+                    if node_ids is None:
+                        node_ids = node_case_ids(cfg, tree)
+                    selected += node_ids.get(m.file, [])
+                    unrecorded.append(test_file)
+                    cpu += cfg["unrecorded_cpu"]
+                    continue
+                if not has_lines(test_file) and need[test_file] < min_collect:
                     whole.append(test_file)  # cheaper to run whole for the few mutants needing it
                     unrecorded.append(test_file)
                     cpu += cfg["unrecorded_cpu"]
@@ -621,14 +707,19 @@ def cmd_run(cfg: dict, args) -> None:
             mlog = logdir / "mutant.log"
             try:
                 path.write_text(mutated, encoding="utf-8")
-                res = server.run(
-                    pargs, mlog, cpu=budget, wall=max(cfg["min_wall"], cfg["wall_factor"] * budget)
-                )
+                wall = max(cfg["min_wall"], cfg["wall_factor"] * budget)
+                if mode != "fixed":
+                    wall = min(wall, args.mutant_wall or cfg.get("fresh_wall", 1200))
+                res = server.run(pargs, mlog, cpu=budget, wall=wall)
             finally:
                 path.write_text(original, encoding="utf-8")
             rc = res["rc"]
             if rc == 0:
                 status, outcome = "survived", "passed"
+            elif rc == "timeout" and mode != "fixed":
+                # out of wall time on a loaded machine is no evidence either way (CPU-time
+                # limits, load-independent, still count as kills): left out of the score
+                status, outcome = "undecided", "wall-timeout"
             elif rc in ("timeout", "cpu-limit"):
                 status, outcome = "killed", rc
             elif rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
@@ -803,7 +894,23 @@ def main(argv: list[str] | None = None) -> None:
     ls.add_argument("--sample", type=int)
     ls.add_argument("--show", type=int, default=20)
     r = sub.add_parser("run", help="run the sampled mutants not run yet")
-    r.add_argument("--sample", type=int, help="sample size (default: config.toml)")
+    r.add_argument("--sample", type=int, help="sample size (default: config.toml's fresh_sample / sample)")
+    how = r.add_mutually_exclusive_group()
+    how.add_argument(
+        "--fresh", action="store_true", help="(the default) a new random sample over every file under "
+        "converter/, frontends/, backends/, with a new seed (printed, and recorded with the results)",
+    )  # fmt: skip
+    how.add_argument(
+        "--changed", nargs="?", const="main", metavar="BASE",
+        help="a new random sample over only the source files `git diff BASE` touches (default BASE: main)",
+    )  # fmt: skip
+    how.add_argument("--fixed", action="store_true", help="the fixed sample of the rule files (config seed)")
+    r.add_argument("--seed", type=int, help="the seed of a fresh/changed run (default: a new random one)")
+    r.add_argument("--mutant-wall", type=float, help="wall seconds a mutant may take (fresh/changed runs)")
+    r.add_argument(
+        "--collect-min", type=int, help="record a test file's lines only when this many mutants "
+        "still to run need it (default: config.toml's collect_min_mutants / fresh_collect_min_mutants)",
+    )  # fmt: skip
     r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
     r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
     r.add_argument("--rerun-survivors", action="store_true")
