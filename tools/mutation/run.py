@@ -322,11 +322,10 @@ _NODE_IDS_SCRIPT = r"""
 import json, sys
 sys.path.insert(0, "tests/frontends/onnx")
 import test_node_conformance as t
-from onnx_node_cases import node_cases
 out = {}
 for param in t._params():
     name, backend = param.values
-    for _domain, _op, rule in t.rule_units(node_cases()[name]):
+    for _domain, _op, rule in t.rule_units(name):
         mod = getattr(rule, "__wrapped__", rule).__module__
         out.setdefault(mod, []).append(f"{t.__file__}::test_node[{param.id}]")
 print(json.dumps(out))
@@ -553,7 +552,9 @@ def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
     if args.changed is not None:
         files, mode = changed_files(args.changed), "changed"
         if not files:
-            raise SystemExit(f"git diff {args.changed} touches no file under {', '.join(testmap.SOURCE_DIRS)}/")
+            raise SystemExit(
+                f"git diff {args.changed} touches no file under {', '.join(testmap.SOURCE_DIRS)}/"
+            )
     else:
         files, mode = testmap.source_files(tree), "fresh"
     seed = args.seed if args.seed is not None else secrets.randbits(31)
@@ -795,7 +796,135 @@ def _pct(score: float | None) -> str:
     return "-" if score is None else f"{100 * score:.1f}%"
 
 
+FRESH_BEGIN, FRESH_END = "<!-- fresh sample: run.py report --run -->", "<!-- end of the fresh sample -->"
+
+
+def load_classes() -> dict[str, dict]:
+    cpath = HERE / "survivors.toml"
+    if not cpath.exists():
+        return {}
+    with open(cpath, "rb") as f:
+        return tomllib.load(f).get("survivor", {})
+
+
+def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
+    """The score of one fresh or changed run (its ``run`` record and its mutants' last results)."""
+    head = next(r for r in results if r["kind"] == "run")
+    latest: dict[str, dict] = {}
+    first: dict[str, dict] = {}
+    for r in results:
+        if r["kind"] == "mutant":
+            first.setdefault(r["id"], r)
+            latest[r["id"]] = r
+    equivalent = {i for i, c in classes.items() if c.get("class", "").startswith("equivalent")}
+
+    def score(recs: list[dict]) -> dict:
+        decided = [r for r in recs if r["status"] in ("killed", "survived")]
+        killed = sum(r["status"] == "killed" for r in decided)
+        eq = sum(r["status"] == "survived" and r["id"] in equivalent for r in decided)
+        n = len(decided)
+        return {
+            "run": len(recs), "decided": n, "killed": killed, "score": round(killed / n, 3) if n else None,
+            "undecided": len(recs) - n, "equivalent": eq,
+            "score_without_equivalent": round(killed / (n - eq), 3) if n - eq else None,
+            "cpu_limit": sum(r.get("outcome") == "cpu-limit" for r in decided),
+        }  # fmt: skip
+
+    recs = list(latest.values())
+    firsts = list(first.values())
+    groups = sorted({direction(r["file"]) for r in recs})
+    out = {
+        "mode": head["mode"], "seed": head["seed"], "base": head.get("base"), "at": head["at"],
+        "population_files": len(head["files"]), "population_mutants": sum(head["mutants_per_file"].values()),
+        "sample": head["sample"], "unmapped": head.get("unmapped", []),
+        "package_only": head.get("package_only", []),
+        "before": {"all": score(firsts), **{g: score([r for r in firsts if direction(r["file"]) == g])
+                                            for g in groups}},
+        "after": {"all": score(recs), **{g: score([r for r in recs if direction(r["file"]) == g])
+                                         for g in groups}},
+        "files": {}, "survivors": [],
+    }  # fmt: skip
+    for r in sorted(recs, key=lambda r: (r["file"], r["line"])):
+        f = out["files"].setdefault(r["file"], {"run": 0, "killed": 0})
+        f["run"] += 1
+        f["killed"] += r["status"] == "killed"
+        if first[r["id"]]["status"] in ("survived", "undecided"):
+            c = classes.get(r["id"], {})
+            out["survivors"].append({
+                "id": r["id"], "where": f"{r['file']}:{r['line']}", "diff": r["diff"],
+                "first": first[r["id"]]["status"], "now": r["status"], "outcome": r.get("outcome", ""),
+                "class": c.get("class", "unclassified"), "note": c.get("note", ""),
+            })  # fmt: skip
+    return out
+
+
+def fresh_markdown(rep: dict) -> list[str]:
+    what = "every file under converter/, frontends/, backends/" if rep["mode"] == "fresh" else (
+        f"the files `git diff {rep['base']}` touches")  # fmt: skip
+    a, b = rep["after"]["all"], rep["before"]["all"]
+    lines = [
+        FRESH_BEGIN,
+        f"## Fresh sample: seed {rep['seed']} ({rep['mode']}, {rep['at']})",
+        "",
+        f"`run.py run` drew seed **{rep['seed']}** and sampled {rep['sample']} mutants uniformly from all",
+        f"{rep['population_mutants']} mutants of {what} ({rep['population_files']} files; each mutant",
+        "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
+        "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
+        f"to its file, with `pytest -x`, at `nice -n 19`. **{a['run']} of the {rep['sample']} ran** before",
+        f"the deadline; {a['undecided']} of them ran out of wall time on the loaded machine (undecided,",
+        "left out of the score); running out of CPU time counts as a kill.",
+        "",
+        f"**Killed: {a['killed']} / {a['decided']} = {_pct(a['score'])}** (first run: {b['killed']} / "
+        f"{b['decided']} = {_pct(b['score'])}); without the {a['equivalent']} equivalent mutants: "
+        f"{_pct(a['score_without_equivalent'])}.",
+        "",
+        "| direction | run | decided | killed | score | equivalent | score w/o equivalent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for g, sc in rep["after"].items():
+        if g == "all":
+            continue
+        lines.append(f"| {g} | {sc['run']} | {sc['decided']} | {sc['killed']} | {_pct(sc['score'])} | "
+                     f"{sc['equivalent']} | {_pct(sc['score_without_equivalent'])} |")  # fmt: skip
+    lines.append(f"| all | {a['run']} | {a['decided']} | {a['killed']} | {_pct(a['score'])} | "
+                 f"{a['equivalent']} | {_pct(a['score_without_equivalent'])} |")  # fmt: skip
+    lines += ["", "Files the mutants that ran came from (killed / run): " + ", ".join(
+        f"`{f}` {v['killed']}/{v['run']}" for f, v in rep["files"].items()) + "."]  # fmt: skip
+    lines += ["", "Files with no test mapped: " + (", ".join(f"`{f}`" for f in rep["unmapped"]) or "none")
+              + "; mapped only by package (no test file of their own): "
+              + (", ".join(f"`{f}`" for f in rep["package_only"]) or "none") + "."]  # fmt: skip
+    lines += [
+        "",
+        "| where | mutation | first run | now | class | note |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in rep["survivors"]:
+        old = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "-").replace("|", "\\|")
+        new = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "+").replace("|", "\\|")
+        lines.append(f"| `{s['where']}` | `{old}` → `{new}` | {s['first']} ({s['outcome']}) | {s['now']} | "
+                     f"{s['class']} | {s['note']} |")  # fmt: skip
+    return [*lines, "", FRESH_END]
+
+
+def cmd_report_fresh(cfg: dict, args) -> None:
+    rep = fresh_report(read_results(Path(args.run)), load_classes())
+    (HERE / "report-fresh.json").write_text(json.dumps(rep, indent=1) + "\n")
+    out = ROOT / "docs" / "mutation-report.md"
+    text = out.read_text() if out.exists() else "# Mutation testing report\n"
+    block = "\n".join(fresh_markdown(rep))
+    if FRESH_BEGIN in text:
+        pre, rest = text.split(FRESH_BEGIN, 1)
+        text = pre + block + rest.split(FRESH_END, 1)[1]
+    else:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{block}\n{rest}"
+    out.write_text(text)
+    print(block)
+
+
 def cmd_report(cfg: dict, args) -> None:
+    if args.run:
+        return cmd_report_fresh(cfg, args)
     results = read_results(Path(args.results or scratch_dir(cfg) / "results.jsonl"))
     # a family that failed unmutated in some tree voids the kills made in that tree
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
@@ -926,6 +1055,9 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("tests", nargs="*")
     rp = sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
     rp.add_argument("--results", help="results.jsonl to read (default: the scratch directory's)")
+    rp.add_argument(
+        "--run", help="the results of a fresh or changed run (<scratch>/runs/<mode>-<seed>.jsonl)"
+    )
     args = p.parse_args(argv)
     cfg = load_config()
     {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](

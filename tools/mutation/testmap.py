@@ -28,9 +28,10 @@ three rules, strongest first:
     one, found as text in the test files of the matching ``tests/`` directory tree (the
     ``MAX_OP`` files naming most of them).
 ``package``
-    None of the above: the ``MAX_PACKAGE`` smallest test files of the ``tests/`` directory
-    matching the source file's package (``backends/onnx/simplify.py`` ->
-    ``tests/backends/onnx/``). A file linked only this way has *no test of its own*, and the
+    None of the above: the ``MAX_PACKAGE`` smallest test files of the most specific ``tests/``
+    directory matching the source file's package (``backends/onnx/simplify.py`` ->
+    ``tests/backends/onnx/``; a ``converter/`` file: ``tests/`` or a directory naming no
+    direction, such as ``tests/core``). A file linked only this way has *no test of its own*, and the
     map says so.
 
 A file with no link at all is *unmapped* (reported; its sampled mutants survive unrun). The ONNX
@@ -169,6 +170,23 @@ def _compatible(test_dir: tuple[str, ...], src_dir: tuple[str, ...]) -> bool:
     return set(test_dir) <= set(src_dir)
 
 
+def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict) -> list[str]:
+    """The light test files of the most specific ``tests/`` directory for a source directory:
+    one whose parts are all the source's (for a frontend or backend, not ``tests/`` itself), else,
+    for ``converter/``, any directory naming no direction (``tests/``, ``tests/core``)."""
+    direction = src_dir[0] in ("frontends", "backends")
+    dirs = sorted(
+        (d for d in by_dir if _compatible(d, src_dir) and (d or not direction)), key=lambda d: -len(d)
+    )
+    if not direction:
+        dirs += sorted(d for d in by_dir if not set(d) & DIRECTION_WORDS and d not in dirs)
+    for d in dirs:
+        light = sorted((t for t in by_dir[d] if not _heavy(t)), key=lambda t: (size[t], t))
+        if light:
+            return light
+    return []
+
+
 def build(root: Path) -> TestMap:
     sources = source_files(root)
     tests = test_files(root)
@@ -228,9 +246,9 @@ def build(root: Path) -> TestMap:
             pats = [re.compile(r"(?<![\w.])" + re.escape(o) + r"(?![\w])") for o in ops]
             hits = []
             for t in tests:
-                if _heavy(t) or not _compatible(Path(t).parent.parts[1:len(home) + 1], home):
+                if _heavy(t) or not _compatible(Path(t).parent.parts[1 : len(home) + 1], home):
                     continue
-                if tuple(Path(t).parent.parts[1:]) [: len(home)] != home:
+                if tuple(Path(t).parent.parts[1:])[: len(home)] != home:
                     continue
                 text = texts.setdefault(t, (root / t).read_text(encoding="utf-8", errors="replace"))
                 n = sum(1 for pat in pats if pat.search(text))
@@ -242,11 +260,7 @@ def build(root: Path) -> TestMap:
         for t in imps[:MAX_IMPORTERS]:
             add(t, "import")
         if not links:
-            home = tuple(x for x in src_dir if x != "ops")
-            while home and home not in by_dir:
-                home = home[:-1]
-            cands = sorted((t for t in by_dir.get(home, []) if not _heavy(t)), key=lambda t: (size[t], t))
-            for t in cands[:MAX_PACKAGE]:
+            for t in package_tests(src_dir, by_dir, size)[:MAX_PACKAGE]:
                 add(t, "package")
         tm.links[src] = links
     return tm
@@ -257,7 +271,9 @@ def main() -> None:
     tm = build(root)
     for src, links in tm.links.items():
         print(f"{src}: " + (", ".join(f"{t} ({why})" for t, why in links) or "UNMAPPED"))
-    print(f"\n{len(tm.links)} source files; package-only: {len(tm.package_only())}; unmapped: {tm.unmapped()}")
+    print(
+        f"\n{len(tm.links)} source files; package-only: {len(tm.package_only())}; unmapped: {tm.unmapped()}"
+    )
 
 
 if __name__ == "__main__":
