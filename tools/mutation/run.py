@@ -350,11 +350,11 @@ def node_case_ids(cfg: dict, tree: Path) -> dict[str, list[str]]:
     return out
 
 
-def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]]) -> list[list[str]]:
-    """The pytest commands of ``rel``'s family."""
+def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]], tree: Path = ROOT) -> list[list[str]]:
+    """The pytest commands of the test files mapped to ``rel`` (:func:`candidate_files`)."""
     out = []
-    for entry in FAMILY_TESTS[rel]:
-        targets = node_ids.get(rel, []) if entry == NODE else [entry]
+    for entry in candidate_files(rel, cfg, tree):
+        targets = node_ids.get(rel, []) if entry == NODE_FILE else [entry]
         if targets:
             out.append(
                 ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *targets]
@@ -780,7 +780,8 @@ def cmd_check(cfg: dict, args) -> None:
     if args.tests:
         cmds = [["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *args.tests]]
     else:
-        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if NODE in FAMILY_TESTS[rel] else {})
+        wants_nodes = NODE_FILE in candidate_files(rel, cfg, tree)
+        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if wants_nodes else {}, tree)
     outcome, secs, tail = run_commands(cmds, tree, cfg["min_wall"])
     print(f"{'survived' if outcome == 'passed' else 'killed'} ({outcome}, {secs:.0f}s)\n{tail}")
 
