@@ -28,11 +28,12 @@ three rules, strongest first:
     one, found as text in the test files of the matching ``tests/`` directory tree (the
     ``MAX_OP`` files naming most of them).
 ``package``
-    None of the above: the ``MAX_PACKAGE`` smallest test files of the most specific ``tests/``
+    None of the above: the ``MAX_PACKAGE`` test files of the most specific ``tests/``
     directory matching the source file's package (``backends/onnx/simplify.py`` ->
     ``tests/backends/onnx/``; a ``converter/`` file: ``tests/`` or a directory naming no
-    direction, such as ``tests/core``). A file linked only this way has *no test of its own*, and the
-    map says so.
+    direction, such as ``tests/core``): those naming the source file's stem most often in their
+    text first (``symbolic`` in ``tests/frontends/onnx/test_dynamic.py``), then the smallest. A
+    file linked only this way has *no test of its own*, and the map says so.
 
 A file with no link at all is *unmapped* (reported; its sampled mutants survive unrun). The ONNX
 frontend's op-rule files are also linked to the default-run ONNX node cases using their rules
@@ -170,10 +171,11 @@ def _compatible(test_dir: tuple[str, ...], src_dir: tuple[str, ...]) -> bool:
     return set(test_dir) <= set(src_dir)
 
 
-def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict) -> list[str]:
+def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict, mentions=lambda t: 0) -> list[str]:
     """The light test files of the most specific ``tests/`` directory for a source directory:
     one whose parts are all the source's (for a frontend or backend, not ``tests/`` itself), else,
-    for ``converter/``, any directory naming no direction (``tests/``, ``tests/core``)."""
+    for ``converter/``, any directory naming no direction (``tests/``, ``tests/core``); those
+    that ``mentions`` most (the source file's name in their text) first, then the smallest."""
     direction = src_dir[0] in ("frontends", "backends")
     dirs = sorted(
         (d for d in by_dir if _compatible(d, src_dir) and (d or not direction)), key=lambda d: -len(d)
@@ -181,7 +183,7 @@ def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict) -> list[st
     if not direction:
         dirs += sorted(d for d in by_dir if not set(d) & DIRECTION_WORDS and d not in dirs)
     for d in dirs:
-        light = sorted((t for t in by_dir[d] if not _heavy(t)), key=lambda t: (size[t], t))
+        light = sorted((t for t in by_dir[d] if not _heavy(t)), key=lambda t: (-mentions(t), size[t], t))
         if light:
             return light
     return []
@@ -260,7 +262,13 @@ def build(root: Path) -> TestMap:
         for t in imps[:MAX_IMPORTERS]:
             add(t, "import")
         if not links:
-            for t in package_tests(src_dir, by_dir, size)[:MAX_PACKAGE]:
+            word = re.compile(rf"\b{re.escape(stem)}\b")
+
+            def mentions(t: str, word=word) -> int:
+                text = texts.setdefault(t, (root / t).read_text(encoding="utf-8", errors="replace"))
+                return len(word.findall(text))
+
+            for t in package_tests(src_dir, by_dir, size, mentions)[:MAX_PACKAGE]:
                 add(t, "package")
         tm.links[src] = links
     return tm
