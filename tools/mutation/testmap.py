@@ -31,8 +31,9 @@ three rules, strongest first:
     None of the above: the ``MAX_PACKAGE`` test files of the most specific ``tests/``
     directory matching the source file's package (``backends/onnx/simplify.py`` ->
     ``tests/backends/onnx/``; a ``converter/`` file: ``tests/`` or a directory naming no
-    direction, such as ``tests/core``): those naming the source file's stem most often in their
-    text first (``symbolic`` in ``tests/frontends/onnx/test_dynamic.py``), then the smallest. A
+    direction, such as ``tests/core``): one named after a directory of the source file first
+    (``tests/frontends/onnx/test_frontend.py``), then those naming its stem most often in their
+    text (``symbolic`` in ``tests/frontends/onnx/test_dynamic.py``), then the smallest. A
     file linked only this way has *no test of its own*, and the map says so.
 
 A file with no link at all is *unmapped* (reported; its sampled mutants survive unrun). The ONNX
@@ -171,11 +172,19 @@ def _compatible(test_dir: tuple[str, ...], src_dir: tuple[str, ...]) -> bool:
     return set(test_dir) <= set(src_dir)
 
 
+def _package_named(test: str, src_dir: tuple[str, ...]) -> bool:
+    """Whether ``test`` is named after a directory of the source file (``test_frontend.py``
+    for ``frontends/onnx/``): the package's own tests."""
+    name = Path(test).stem[len("test_") :]
+    return any(name in (part, part.rstrip("s")) for part in src_dir)
+
+
 def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict, mentions=lambda t: 0) -> list[str]:
     """The light test files of the most specific ``tests/`` directory for a source directory:
     one whose parts are all the source's (for a frontend or backend, not ``tests/`` itself), else,
     for ``converter/``, any directory naming no direction (``tests/``, ``tests/core``); those
-    that ``mentions`` most (the source file's name in their text) first, then the smallest."""
+    named after a directory of the source file first (``tests/frontends/onnx/test_frontend.py``),
+    then those that ``mentions`` most (the source file's name in their text), then the smallest."""
     direction = src_dir[0] in ("frontends", "backends")
     dirs = sorted(
         (d for d in by_dir if _compatible(d, src_dir) and (d or not direction)), key=lambda d: -len(d)
@@ -183,7 +192,10 @@ def package_tests(src_dir: tuple[str, ...], by_dir: dict, size: dict, mentions=l
     if not direction:
         dirs += sorted(d for d in by_dir if not set(d) & DIRECTION_WORDS and d not in dirs)
     for d in dirs:
-        light = sorted((t for t in by_dir[d] if not _heavy(t)), key=lambda t: (-mentions(t), size[t], t))
+        light = sorted(
+            (t for t in by_dir[d] if not _heavy(t)),
+            key=lambda t: (not _package_named(t, src_dir), -mentions(t), size[t], t),
+        )
         if light:
             return light
     return []
