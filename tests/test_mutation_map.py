@@ -60,6 +60,7 @@ def tree(tmp_path_factory) -> Path:
             "tests/frontends/torch/test_linalg.py": "",
             "tests/frontends/torch/test_linalg_solve.py": "",
             "tests/frontends/torch/test_survivors.py": "",
+            "tests/frontends/torch/test_frontend.py": "# the package's own tests\n" * 50,
             "tests/backends/onnx/test_model.py": "x = 'stablehlo.case'\n",
             "tests/backends/onnx/test_elementwise.py": "",
             "tests/core/test_other_sweep.py": "",
@@ -106,7 +107,8 @@ def test_files_without_tests_of_their_own_are_reported(tmap):
     # no test of its own: the light test files of its package's tests/ directory, never a heavy
     # suite (tests/core/test_other_sweep.py) nor another direction's; none there: unmapped
     assert tmap.links["converter/lonely.py"] == [("tests/test_cli.py", "package")]
-    assert tmap.links["frontends/torch/helper.py"][0] == ("tests/frontends/torch/test_linalg.py", "package")
+    # the package's own test file first (named after a directory of it), however large
+    assert tmap.links["frontends/torch/helper.py"][0] == ("tests/frontends/torch/test_frontend.py", "package")
     assert {"converter/lonely.py", "frontends/torch/helper.py"} <= set(tmap.package_only())
     assert tmap.unmapped() == ["backends/jax/ops/pooling.py"]
     assert "frontends/torch/ops/pooling.py" not in tmap.unmapped() + tmap.package_only()
