@@ -138,3 +138,15 @@ def test_changed_mode_samples_the_files_git_diff_touches(tree):
     (tree / "frontends/torch/new.py").write_text("")
     git("add", "frontends/torch/new.py")
     assert run.changed_files("HEAD", tree) == ["converter/cli.py", "frontends/torch/new.py"]
+
+
+def test_survivor_classes_file_is_valid():
+    """``survivors.toml`` parses (one entry per mutant id: a fresh sample may draw a mutant
+    classified before) and every entry has a class and a note."""
+    import tomllib
+
+    with open(TOOLS / "survivors.toml", "rb") as f:
+        entries = tomllib.load(f)["survivor"]
+    assert entries
+    for mutant, entry in entries.items():
+        assert mutant.count(":") >= 2 and entry.get("class") and entry.get("note"), mutant
