@@ -872,12 +872,16 @@ def fresh_markdown(rep: dict) -> list[str]:
         "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
         "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
         f"to its file, with `pytest -x`, at `nice -n 19`. **{a['run']} of the {rep['sample']} ran** before",
-        f"the deadline; {a['undecided']} of them ran out of wall time on the loaded machine (undecided,",
+        f"the run was stopped; {a['undecided']} of them ran out of wall time (undecided,",
         "left out of the score); running out of CPU time counts as a kill.",
         "",
-        f"**Killed: {a['killed']} / {a['decided']} = {_pct(a['score'])}** (first run: {b['killed']} / "
-        f"{b['decided']} = {_pct(b['score'])}); without the {a['equivalent']} equivalent mutants: "
-        f"{_pct(a['score_without_equivalent'])}.",
+        f"**Killed on the fresh sample (each mutant's first run): {b['killed']} / {b['decided']} = "
+        f"{_pct(b['score'])}**, without the {b['equivalent']} equivalent mutants "
+        f"{_pct(b['score_without_equivalent'])}. After the tests added for its survivors (run again): "
+        f"{a['killed']} / {a['decided']} = {_pct(a['score'])} (w/o equivalent "
+        f"{_pct(a['score_without_equivalent'])}); that second figure is no fresh score.",
+        "",
+        "By direction, after the added tests (`core`: files of no one direction):",
         "",
         "| direction | run | decided | killed | score | equivalent | score w/o equivalent |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
