@@ -125,7 +125,7 @@ def test_fresh_sample_is_uniform_over_mutants_and_seeded():
     assert len(run.fresh_sample(mutants, 5000, seed=1)) == 1000
 
 
-def test_changed_mode_samples_the_files_git_diff_touches(tree):
+def test_changed_mode_samples_the_files_the_branch_changed(tree):
     def git(*args):
         subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tree, check=True,
                        capture_output=True)  # fmt: skip
@@ -133,11 +133,17 @@ def test_changed_mode_samples_the_files_git_diff_touches(tree):
     git("init", "-q")
     git("add", "-A")
     git("commit", "-qm", "base")
+    # a base branch that moved on since (another change) does not count
+    git("checkout", "-qb", "other")
+    (tree / "converter/lonely.py").write_text("X = 2\n")
+    git("commit", "-qam", "elsewhere")
+    git("checkout", "-q", "-")
     (tree / "converter/cli.py").write_text("def main(): return 1\n")
     (tree / "tests/test_cli.py").write_text("# a test edit is no source file\n")
     (tree / "frontends/torch/new.py").write_text("")
     git("add", "frontends/torch/new.py")
     assert run.changed_files("HEAD", tree) == ["converter/cli.py", "frontends/torch/new.py"]
+    assert run.changed_files("other", tree) == ["converter/cli.py", "frontends/torch/new.py"]
 
 
 def test_survivor_classes_file_is_valid():

@@ -523,10 +523,15 @@ def tail_of(path: Path, n: int = 8) -> str:
 
 
 def changed_files(base: str, root: Path = ROOT) -> list[str]:
-    """The source files (``converter/``, ``frontends/``, ``backends/``) that ``git diff BASE``
-    touches (committed since ``BASE`` or not yet committed) and that still exist."""
+    """The source files (``converter/``, ``frontends/``, ``backends/``) a change touches: what
+    ``git diff`` shows between the work tree (committed or not) and the point where the branch
+    left ``base`` (``git merge-base BASE HEAD``, so that a ``main`` that moved on since does not
+    count other people's changes), among those that still exist."""
+    fork = subprocess.run(
+        ["git", "merge-base", base, "HEAD"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.strip()
     out = subprocess.run(
-        ["git", "diff", "--name-only", base, "--", *testmap.SOURCE_DIRS],
+        ["git", "diff", "--name-only", fork, "--", *testmap.SOURCE_DIRS],
         cwd=root, check=True, capture_output=True, text=True,
     ).stdout.split()  # fmt: skip
     return sorted(f for f in out if f.endswith(".py") and (root / f).is_file())
@@ -553,7 +558,7 @@ def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
         files, mode = changed_files(args.changed), "changed"
         if not files:
             raise SystemExit(
-                f"git diff {args.changed} touches no file under {', '.join(testmap.SOURCE_DIRS)}/"
+                f"no change since {args.changed} touches a file under {', '.join(testmap.SOURCE_DIRS)}/"
             )
     else:
         files, mode = testmap.source_files(tree), "fresh"
@@ -861,7 +866,7 @@ def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
 
 def fresh_markdown(rep: dict) -> list[str]:
     what = "every file under converter/, frontends/, backends/" if rep["mode"] == "fresh" else (
-        f"the files `git diff {rep['base']}` touches")  # fmt: skip
+        f"the files changed since the branch left `{rep['base']}`")  # fmt: skip
     a, b = rep["after"]["all"], rep["before"]["all"]
     lines = [
         FRESH_BEGIN,
@@ -1036,7 +1041,8 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     how.add_argument(
         "--changed", nargs="?", const="main", metavar="BASE",
-        help="a new random sample over only the source files `git diff BASE` touches (default BASE: main)",
+        help="a new random sample over only the source files the branch changed since it left BASE "
+        "(git diff $(git merge-base BASE HEAD), uncommitted changes included; default BASE: main)",
     )  # fmt: skip
     how.add_argument("--fixed", action="store_true", help="the fixed sample of the rule files (config seed)")
     r.add_argument("--seed", type=int, help="the seed of a fresh/changed run (default: a new random one)")
