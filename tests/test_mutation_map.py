@@ -23,8 +23,9 @@ def _load(name: str):
         sys.modules[spec.name] = mod  # dataclasses look their module up
         spec.loader.exec_module(mod)
         return mod
-    finally:
-        sys.path.remove(str(TOOLS))
+    finally:  # run.py puts its directory first too: leave sys.path as it was
+        while str(TOOLS) in sys.path:
+            sys.path.remove(str(TOOLS))
 
 
 testmap = _load("testmap")
