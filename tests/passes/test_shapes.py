@@ -54,3 +54,21 @@ def test_one_dimension_name_is_one_size():
         m.to_jax()(np.ones((2, 3), np.float32), np.ones((5, 3), np.float32))
     with pytest.raises(ConversionError, match="cannot take shape"):
         refine(m.mlir, [(2, 4), (2, 4)])
+
+
+def test_derived_dimensions_are_evaluated_and_solved():
+    """Expressions of names (a torch derived ``Dim``, ``jax.export``'s ``2*s + 1``) are checked
+    with their arithmetic, and a lone unknown name of a linear one is solved for."""
+    from converter.signature import LeafSpec
+
+    specs = [LeafSpec("x", ("s",), "float32"), LeafSpec("y", ("s + 3",), "float32"),
+             LeafSpec("z", ("2*s - 1",), "float32"), LeafSpec("w", ("s // 2",), "float32")]  # fmt: skip
+    assert bind_dims(specs, [(5,), (8,), (9,), (2,)]) == {"s": 5}
+    for bad in ([(5,), (2,), (9,), (2,)], [(5,), (8,), (11,), (2,)], [(5,), (8,), (9,), (3,)]):
+        with pytest.raises(SignatureMismatchError, match="which no sizes of its dimensions make"):
+            bind_dims(specs, bad)
+    # no plain "t": solved from "t + 3" (t = 4), then checked against "2*t - 1"
+    solved = [LeafSpec("y", ("t + 3",), "float32"), LeafSpec("z", ("2*t - 1",), "float32")]
+    assert bind_dims(solved, [(7,), (7,)]) == {"t": 4}
+    with pytest.raises(SignatureMismatchError):
+        bind_dims(solved, [(7,), (8,)])

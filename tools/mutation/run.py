@@ -40,6 +40,7 @@ import json
 import os
 import random
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import testmap  # noqa: E402 - beside this script
 
 # --------------------------------------------------------------------------- the family table
 
@@ -166,7 +170,9 @@ DIRECTIONS = {
 
 
 def direction(path: str) -> str:
-    return next(name for prefix, name in DIRECTIONS.items() if path.startswith(prefix))
+    """The conversion direction of a source file; ``core`` for the files of no one direction
+    (``converter/``, the frontends' and backends' shared modules)."""
+    return next((name for prefix, name in DIRECTIONS.items() if path.startswith(prefix)), "core")
 
 
 # --------------------------------------------------------------------------- mutants
@@ -316,11 +322,10 @@ _NODE_IDS_SCRIPT = r"""
 import json, sys
 sys.path.insert(0, "tests/frontends/onnx")
 import test_node_conformance as t
-from onnx_node_cases import node_cases
 out = {}
 for param in t._params():
     name, backend = param.values
-    for _domain, _op, rule in t.rule_units(node_cases()[name]):
+    for _domain, _op, rule in t.rule_units(name):
         mod = getattr(rule, "__wrapped__", rule).__module__
         out.setdefault(mod, []).append(f"{t.__file__}::test_node[{param.id}]")
 print(json.dumps(out))
@@ -345,11 +350,11 @@ def node_case_ids(cfg: dict, tree: Path) -> dict[str, list[str]]:
     return out
 
 
-def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]]) -> list[list[str]]:
-    """The pytest commands of ``rel``'s family."""
+def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]], tree: Path = ROOT) -> list[list[str]]:
+    """The pytest commands of the test files mapped to ``rel`` (:func:`candidate_files`)."""
     out = []
-    for entry in FAMILY_TESTS[rel]:
-        targets = node_ids.get(rel, []) if entry == NODE else [entry]
+    for entry in candidate_files(rel, cfg, tree):
+        targets = node_ids.get(rel, []) if entry == NODE_FILE else [entry]
         if targets:
             out.append(
                 ["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *targets]
@@ -420,11 +425,29 @@ def scratch_dir(cfg: dict) -> Path:
     return Path(cfg["scratch"].format(tree=ROOT.name))
 
 
-def candidate_files(rel: str, cfg: dict) -> list[str]:
-    """The test files whose tests may be run against a mutant of ``rel``: its family's, and
-    (``direction_tests`` in the settings) its direction's conformance suite."""
-    out = [NODE_FILE if entry == NODE else entry for entry in FAMILY_TESTS[rel]]
-    if not cfg.get("direction_tests", True):
+_TEST_MAP: dict[Path, testmap.TestMap] = {}
+
+
+def test_map(tree: Path = ROOT) -> testmap.TestMap:
+    """The source file -> test files map of ``tree`` (:mod:`testmap`), built once per tree."""
+    if tree not in _TEST_MAP:
+        _TEST_MAP[tree] = testmap.build(tree)
+    return _TEST_MAP[tree]
+
+
+def candidate_files(rel: str, cfg: dict, tree: Path = ROOT) -> list[str]:
+    """The test files whose tests may be run against a mutant of ``rel``, most specific first:
+    those the derived map links to it (:mod:`testmap`), then the hand table's (``FAMILY_TESTS``,
+    the entries whose files still exist), the ONNX node cases for an ONNX frontend op-rule file,
+    and (``direction_tests`` in the settings) its direction's conformance suite."""
+    out = list(test_map(tree).tests(rel))
+    for entry in FAMILY_TESTS.get(rel, []):
+        f = NODE_FILE if entry == NODE else entry
+        if f not in out and (tree / f).exists():
+            out.append(f)
+    if rel.startswith("frontends/onnx/ops/") and NODE_FILE not in out and (tree / NODE_FILE).exists():
+        out.append(NODE_FILE)
+    if not cfg.get("direction_tests", True) or not rel.startswith(tuple(DIRECTIONS)):
         return out
     return out + [f for f in DIRECTION_TESTS.get(direction(rel), []) if f not in out]
 
@@ -499,22 +522,79 @@ def tail_of(path: Path, n: int = 8) -> str:
     return "\n".join(lines[-n:])
 
 
+def changed_files(base: str, root: Path = ROOT) -> list[str]:
+    """The source files (``converter/``, ``frontends/``, ``backends/``) a change touches: what
+    ``git diff`` shows between the work tree (committed or not) and the point where the branch
+    left ``base`` (``git merge-base BASE HEAD``, so that a ``main`` that moved on since does not
+    count other people's changes), among those that still exist."""
+    fork = subprocess.run(
+        ["git", "merge-base", base, "HEAD"], cwd=root, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    out = subprocess.run(
+        ["git", "diff", "--name-only", fork, "--", *testmap.SOURCE_DIRS],
+        cwd=root, check=True, capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    return sorted(f for f in out if f.endswith(".py") and (root / f).is_file())
+
+
+def fresh_sample(mutants: dict[str, list[Mutant]], n: int, seed: int) -> list[Mutant]:
+    """``n`` mutants drawn uniformly from all of ``mutants`` (every mutant of every file equally
+    likely, so files weigh by their number of mutants, i.e. their size), in the draw's order:
+    every prefix of the order (a run cut short) is itself a uniform random sample."""
+    pool = [m for f in sorted(mutants) for m in mutants[f]]
+    return random.Random(seed).sample(pool, min(n, len(pool)))
+
+
+def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
+    """``(mode, run record, the sample in its order, results file)`` of ``run``'s arguments."""
+    scratch = scratch_dir(cfg)
+    exclude = set(cfg["exclude_operators"])
+    n = args.sample or cfg.get("fresh_sample", 300)
+    if args.fixed:
+        muts = enumerate_mutants(tree, rule_files(), exclude)
+        order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
+        return "fixed", {"seed": cfg["seed"], "files": rule_files()}, order, scratch / "results.jsonl"
+    if args.changed is not None:
+        files, mode = changed_files(args.changed), "changed"
+        if not files:
+            raise SystemExit(
+                f"no change since {args.changed} touches a file under {', '.join(testmap.SOURCE_DIRS)}/"
+            )
+    else:
+        files, mode = testmap.source_files(tree), "fresh"
+    seed = args.seed if args.seed is not None else secrets.randbits(31)
+    muts = enumerate_mutants(tree, files, exclude)
+    order = fresh_sample(muts, n, seed)
+    rec = {"kind": "run", "mode": mode, "seed": seed, "sample": len(order), "base": args.changed,
+           "files": files, "mutants_per_file": {f: len(ms) for f, ms in muts.items()},
+           "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+    return mode, rec, order, scratch / "runs" / f"{mode}-{seed}.jsonl"
+
+
 def cmd_run(cfg: dict, args) -> None:
     scratch = scratch_dir(cfg)
     tree = scratch / "tree"
-    results_path = scratch / "results.jsonl"
     covdir = scratch / "lines"
     logdir = scratch / "logs"
-    for d in (scratch, covdir, logdir):
+    for d in (scratch, covdir, logdir, scratch / "runs"):
         d.mkdir(parents=True, exist_ok=True)
     copy_tree(tree)
     thash, shash = tree_hash(tree), source_hash(tree)
-    for rel in rule_files():
-        assert (tree / rel).exists(), rel
-        for f in candidate_files(rel, cfg):
+    mode, run_rec, order, results_path = plan(cfg, args, tree)
+    print(f"mode {mode}, seed {run_rec['seed']}, {len(order)} mutants sampled from "
+          f"{len(run_rec['files'])} files; results: {results_path}", flush=True)  # fmt: skip
+    tm = test_map(tree)
+    if mode != "fixed":
+        unmapped = [f for f in run_rec["files"] if not tm.links.get(f)]
+        run_rec["unmapped"] = unmapped
+        run_rec["package_only"] = [f for f in run_rec["files"] if f in tm.package_only()]
+        if not results_path.exists():
+            with results_path.open("a") as log:
+                log.write(json.dumps(run_rec) + "\n")
+        print(f"files with no test mapped: {unmapped or 'none'}", flush=True)
+    for m in order:
+        for f in candidate_files(m.file, cfg, tree):
             assert (tree / f).exists(), f
-    muts = enumerate_mutants(tree, rule_files(), set(cfg["exclude_operators"]))
-    order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
     if args.limit:
         order = order[: args.limit]
     results = read_results(results_path)
@@ -544,7 +624,11 @@ def cmd_run(cfg: dict, args) -> None:
     print(f"{len(order)} mutants to run; tree {thash}", flush=True)
     server = ForkServer(cfg, tree)
     coverage: dict[str, dict] = {}
-    rules = rule_files()
+    rules = rule_files() if mode == "fixed" else testmap.source_files(tree)
+    min_collect = cfg["collect_min_mutants"] if mode == "fixed" else cfg.get("fresh_collect_min_mutants", 5)
+    if args.collect_min is not None:
+        min_collect = args.collect_min
+    node_ids: dict[str, list[str]] | None = None
 
     def lines_path(test_file: str) -> Path:
         return covdir / f"{test_file.replace('/', '__')}.{coverage_key(tree, test_file, shash)}.json"
@@ -589,9 +673,17 @@ def cmd_run(cfg: dict, args) -> None:
                 continue
             span = set(statement_lines(original, m.line))
             selected, whole, cpu, failing, unrecorded = [], [], 0.0, [], []
-            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg))
-            for test_file in candidate_files(m.file, cfg):
-                if not has_lines(test_file) and need[test_file] < cfg["collect_min_mutants"]:
+            need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg, tree))
+            for test_file in candidate_files(m.file, cfg, tree):
+                if test_file == NODE_FILE and not has_lines(test_file) and need[test_file] < min_collect:
+                    # the default-run ONNX node cases using this file's rules, not the whole suite
+                    if node_ids is None:
+                        node_ids = node_case_ids(cfg, tree)
+                    selected += node_ids.get(m.file, [])
+                    unrecorded.append(test_file)
+                    cpu += cfg["unrecorded_cpu"]
+                    continue
+                if not has_lines(test_file) and need[test_file] < min_collect:
                     whole.append(test_file)  # cheaper to run whole for the few mutants needing it
                     unrecorded.append(test_file)
                     cpu += cfg["unrecorded_cpu"]
@@ -621,14 +713,19 @@ def cmd_run(cfg: dict, args) -> None:
             mlog = logdir / "mutant.log"
             try:
                 path.write_text(mutated, encoding="utf-8")
-                res = server.run(
-                    pargs, mlog, cpu=budget, wall=max(cfg["min_wall"], cfg["wall_factor"] * budget)
-                )
+                wall = max(cfg["min_wall"], cfg["wall_factor"] * budget)
+                if mode != "fixed":
+                    wall = min(wall, args.mutant_wall or cfg.get("fresh_wall", 1200))
+                res = server.run(pargs, mlog, cpu=budget, wall=wall)
             finally:
                 path.write_text(original, encoding="utf-8")
             rc = res["rc"]
             if rc == 0:
                 status, outcome = "survived", "passed"
+            elif rc == "timeout" and mode != "fixed":
+                # out of wall time on a loaded machine is no evidence either way (CPU-time
+                # limits, load-independent, still count as kills): left out of the score
+                status, outcome = "undecided", "wall-timeout"
             elif rc in ("timeout", "cpu-limit"):
                 status, outcome = "killed", rc
             elif rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
@@ -688,7 +785,8 @@ def cmd_check(cfg: dict, args) -> None:
     if args.tests:
         cmds = [["nice", "-n", "19", cfg["test_python"], "-m", "pytest", *cfg["pytest_args"], *args.tests]]
     else:
-        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if NODE in FAMILY_TESTS[rel] else {})
+        wants_nodes = NODE_FILE in candidate_files(rel, cfg, tree)
+        cmds = commands(cfg, rel, node_case_ids(cfg, tree) if wants_nodes else {}, tree)
     outcome, secs, tail = run_commands(cmds, tree, cfg["min_wall"])
     print(f"{'survived' if outcome == 'passed' else 'killed'} ({outcome}, {secs:.0f}s)\n{tail}")
 
@@ -704,7 +802,139 @@ def _pct(score: float | None) -> str:
     return "-" if score is None else f"{100 * score:.1f}%"
 
 
+FRESH_BEGIN, FRESH_END = "<!-- fresh sample: run.py report --run -->", "<!-- end of the fresh sample -->"
+
+
+def load_classes() -> dict[str, dict]:
+    cpath = HERE / "survivors.toml"
+    if not cpath.exists():
+        return {}
+    with open(cpath, "rb") as f:
+        return tomllib.load(f).get("survivor", {})
+
+
+def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
+    """The score of one fresh or changed run (its ``run`` record and its mutants' last results)."""
+    head = next(r for r in results if r["kind"] == "run")
+    latest: dict[str, dict] = {}
+    first: dict[str, dict] = {}
+    for r in results:
+        if r["kind"] == "mutant":
+            first.setdefault(r["id"], r)
+            latest[r["id"]] = r
+    equivalent = {i for i, c in classes.items() if c.get("class", "").startswith("equivalent")}
+
+    def score(recs: list[dict]) -> dict:
+        decided = [r for r in recs if r["status"] in ("killed", "survived")]
+        killed = sum(r["status"] == "killed" for r in decided)
+        eq = sum(r["status"] == "survived" and r["id"] in equivalent for r in decided)
+        n = len(decided)
+        return {
+            "run": len(recs), "decided": n, "killed": killed, "score": round(killed / n, 3) if n else None,
+            "undecided": len(recs) - n, "equivalent": eq,
+            "score_without_equivalent": round(killed / (n - eq), 3) if n - eq else None,
+            "cpu_limit": sum(r.get("outcome") == "cpu-limit" for r in decided),
+        }  # fmt: skip
+
+    recs = list(latest.values())
+    firsts = list(first.values())
+    groups = sorted({direction(r["file"]) for r in recs})
+    out = {
+        "mode": head["mode"], "seed": head["seed"], "base": head.get("base"), "at": head["at"],
+        "population_files": len(head["files"]), "population_mutants": sum(head["mutants_per_file"].values()),
+        "sample": head["sample"], "unmapped": head.get("unmapped", []),
+        "package_only": head.get("package_only", []),
+        "before": {"all": score(firsts), **{g: score([r for r in firsts if direction(r["file"]) == g])
+                                            for g in groups}},
+        "after": {"all": score(recs), **{g: score([r for r in recs if direction(r["file"]) == g])
+                                         for g in groups}},
+        "files": {}, "survivors": [],
+    }  # fmt: skip
+    for r in sorted(recs, key=lambda r: (r["file"], r["line"])):
+        f = out["files"].setdefault(r["file"], {"run": 0, "killed": 0})
+        f["run"] += 1
+        f["killed"] += r["status"] == "killed"
+        if first[r["id"]]["status"] in ("survived", "undecided"):
+            c = classes.get(r["id"], {})
+            out["survivors"].append({
+                "id": r["id"], "where": f"{r['file']}:{r['line']}", "diff": r["diff"],
+                "first": first[r["id"]]["status"], "now": r["status"], "outcome": r.get("outcome", ""),
+                "class": c.get("class", "unclassified"), "note": c.get("note", ""),
+            })  # fmt: skip
+    return out
+
+
+def fresh_markdown(rep: dict) -> list[str]:
+    what = "every file under converter/, frontends/, backends/" if rep["mode"] == "fresh" else (
+        f"the files changed since the branch left `{rep['base']}`")  # fmt: skip
+    a, b = rep["after"]["all"], rep["before"]["all"]
+    lines = [
+        FRESH_BEGIN,
+        f"## Fresh sample: seed {rep['seed']} ({rep['mode']}, {rep['at']})",
+        "",
+        f"`run.py run` drew seed **{rep['seed']}** and sampled {rep['sample']} mutants uniformly from all",
+        f"{rep['population_mutants']} mutants of {what} ({rep['population_files']} files; each mutant",
+        "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
+        "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
+        f"to its file, with `pytest -x`, at `nice -n 19`. **{a['run']} of the {rep['sample']} ran** before",
+        f"the run was stopped; {a['undecided']} of them ran out of wall time (undecided,",
+        "left out of the score); running out of CPU time counts as a kill.",
+        "",
+        f"**Killed on the fresh sample (each mutant's first run): {b['killed']} / {b['decided']} = "
+        f"{_pct(b['score'])}**, without the {b['equivalent']} equivalent mutants "
+        f"{_pct(b['score_without_equivalent'])}. After the tests added for its survivors (run again): "
+        f"{a['killed']} / {a['decided']} = {_pct(a['score'])} (w/o equivalent "
+        f"{_pct(a['score_without_equivalent'])}); that second figure is no fresh score.",
+        "",
+        "By direction, after the added tests (`core`: files of no one direction):",
+        "",
+        "| direction | run | decided | killed | score | equivalent | score w/o equivalent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for g, sc in rep["after"].items():
+        if g == "all":
+            continue
+        lines.append(f"| {g} | {sc['run']} | {sc['decided']} | {sc['killed']} | {_pct(sc['score'])} | "
+                     f"{sc['equivalent']} | {_pct(sc['score_without_equivalent'])} |")  # fmt: skip
+    lines.append(f"| all | {a['run']} | {a['decided']} | {a['killed']} | {_pct(a['score'])} | "
+                 f"{a['equivalent']} | {_pct(a['score_without_equivalent'])} |")  # fmt: skip
+    lines += ["", "Files the mutants that ran came from (killed / run): " + ", ".join(
+        f"`{f}` {v['killed']}/{v['run']}" for f, v in rep["files"].items()) + "."]  # fmt: skip
+    lines += ["", "Files with no test mapped: " + (", ".join(f"`{f}`" for f in rep["unmapped"]) or "none")
+              + "; mapped only by package (no test file of their own): "
+              + (", ".join(f"`{f}`" for f in rep["package_only"]) or "none") + "."]  # fmt: skip
+    lines += [
+        "",
+        "| where | mutation | first run | now | class | note |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in rep["survivors"]:
+        old = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "-").replace("|", "\\|")
+        new = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "+").replace("|", "\\|")
+        lines.append(f"| `{s['where']}` | `{old}` → `{new}` | {s['first']} ({s['outcome']}) | {s['now']} | "
+                     f"{s['class']} | {s['note']} |")  # fmt: skip
+    return [*lines, "", FRESH_END]
+
+
+def cmd_report_fresh(cfg: dict, args) -> None:
+    rep = fresh_report(read_results(Path(args.run)), load_classes())
+    (HERE / "report-fresh.json").write_text(json.dumps(rep, indent=1) + "\n")
+    out = ROOT / "docs" / "mutation-report.md"
+    text = out.read_text() if out.exists() else "# Mutation testing report\n"
+    block = "\n".join(fresh_markdown(rep))
+    if FRESH_BEGIN in text:
+        pre, rest = text.split(FRESH_BEGIN, 1)
+        text = pre + block + rest.split(FRESH_END, 1)[1]
+    else:
+        title, _, rest = text.partition("\n")
+        text = f"{title}\n\n{block}\n{rest}"
+    out.write_text(text)
+    print(block)
+
+
 def cmd_report(cfg: dict, args) -> None:
+    if args.run:
+        return cmd_report_fresh(cfg, args)
     results = read_results(Path(args.results or scratch_dir(cfg) / "results.jsonl"))
     # a family that failed unmutated in some tree voids the kills made in that tree
     broken = {(r["file"], r["tree"]) for r in results if r["kind"] == "baseline" and r["outcome"] != "passed"}
@@ -803,7 +1033,24 @@ def main(argv: list[str] | None = None) -> None:
     ls.add_argument("--sample", type=int)
     ls.add_argument("--show", type=int, default=20)
     r = sub.add_parser("run", help="run the sampled mutants not run yet")
-    r.add_argument("--sample", type=int, help="sample size (default: config.toml)")
+    r.add_argument("--sample", type=int, help="sample size (default: config.toml's fresh_sample / sample)")
+    how = r.add_mutually_exclusive_group()
+    how.add_argument(
+        "--fresh", action="store_true", help="(the default) a new random sample over every file under "
+        "converter/, frontends/, backends/, with a new seed (printed, and recorded with the results)",
+    )  # fmt: skip
+    how.add_argument(
+        "--changed", nargs="?", const="main", metavar="BASE",
+        help="a new random sample over only the source files the branch changed since it left BASE "
+        "(git diff $(git merge-base BASE HEAD), uncommitted changes included; default BASE: main)",
+    )  # fmt: skip
+    how.add_argument("--fixed", action="store_true", help="the fixed sample of the rule files (config seed)")
+    r.add_argument("--seed", type=int, help="the seed of a fresh/changed run (default: a new random one)")
+    r.add_argument("--mutant-wall", type=float, help="wall seconds a mutant may take (fresh/changed runs)")
+    r.add_argument(
+        "--collect-min", type=int, help="record a test file's lines only when this many mutants "
+        "still to run need it (default: config.toml's collect_min_mutants / fresh_collect_min_mutants)",
+    )  # fmt: skip
     r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
     r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
     r.add_argument("--rerun-survivors", action="store_true")
@@ -819,6 +1066,9 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("tests", nargs="*")
     rp = sub.add_parser("report", help="write docs/mutation-report.md and tools/mutation/report.json")
     rp.add_argument("--results", help="results.jsonl to read (default: the scratch directory's)")
+    rp.add_argument(
+        "--run", help="the results of a fresh or changed run (<scratch>/runs/<mode>-<seed>.jsonl)"
+    )
     args = p.parse_args(argv)
     cfg = load_config()
     {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](

@@ -40,3 +40,20 @@ func.func public @main(%arg0: {st}) -> ({st}, tensor<5xf32>, tensor<5xui32>) {{
     assert floats.dtype == np.float32
     np.testing.assert_array_equal(floats.view(np.uint32), bits)
     assert new_state.tolist() == [3, 1]  # Philox with a 2-word state: the low counter word wraps
+
+
+def test_bfloat16_result_holds_the_uint16_bits():
+    """A bfloat16 result is generated too (only bool and complex results are refused), as the
+    bits of uint16: a dtype check by order rather than equality would refuse it."""
+    st = "tensor<2xui64>"
+    text = f"""
+func.func public @main(%arg0: {st}) -> (tensor<6xbf16>, tensor<6xui16>) {{
+  %s, %o = stablehlo.rng_bit_generator %arg0, algorithm = THREE_FRY : ({st}) -> ({st}, tensor<6xbf16>)
+  %t, %u = stablehlo.rng_bit_generator %arg0, algorithm = THREE_FRY : ({st}) -> ({st}, tensor<6xui16>)
+  return %o, %u : tensor<6xbf16>, tensor<6xui16>
+}}"""
+    state = np.array([7, 11], np.uint64)
+    halves, bits = (np.asarray(x) for x in converter.from_stablehlo(text).to_jax()(state))
+    assert halves.dtype.name == "bfloat16"
+    np.testing.assert_array_equal(halves.view(np.uint16), bits)
+    assert len(set(bits.tolist())) > 1

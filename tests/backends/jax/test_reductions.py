@@ -148,6 +148,23 @@ def test_select_and_scatter_integer_and_bool(ety, dtype, select, compare_type, s
     np.testing.assert_array_equal(got, want)
 
 
+_NO_STRIDES = [("f32", np.float32, "FLOAT", "0.0"), ("i32", np.int32, "SIGNED", "0")]
+
+
+@pytest.mark.parametrize(("ety", "dtype", "compare_type", "init"), _NO_STRIDES)
+def test_select_and_scatter_without_strides_takes_unit_strides(ety, dtype, compare_type, init):
+    """``window_strides`` is optional (default: 1 along every dimension, per the spec), in
+    the float max-pool form and in the general (integer) one."""
+    text = select_and_scatter_text(ety, "GE", compare_type, "add", init)
+    text = text.replace(", window_strides = array<i64: 1, 2, 2>", "").replace(f"2x3x3x{ety}", f"2x5x6x{ety}")
+    assert "window_strides" not in text
+    x = (rng.normal(size=(2, 5, 6)) * 4).astype(dtype)
+    s = (rng.normal(size=(2, 5, 6)) * 4).astype(dtype)
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, s))
+    (want,) = run_xla(text, x, s)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 _SORTS = [("LT", "TOTALORDER", "f32"), ("GT", "TOTALORDER", "f32"), ("LT", "TOTALORDER", "bf16"),
           ("GT", "TOTALORDER", "f16"), ("LT", "TOTALORDER", "f64"), ("LT", "FLOAT", "f32")]  # fmt: skip
 _NP = {"f16": np.float16, "bf16": jnp.bfloat16, "f32": np.float32, "f64": np.float64}

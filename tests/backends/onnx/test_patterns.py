@@ -371,3 +371,12 @@ def test_large_constant_values_stay_computed(monkeypatch):
     monkeypatch.setattr(simplify, "FOLD_EVALUATED", 8)  # the 8x8 mask is now "large"
     model = _check(fn, s, fires="GreaterOrEqual")
     assert "Range" in _ops(model)
+
+
+def test_unary_between_reshapes_that_cancel_runs_on_the_input():
+    """``reshape(tanh(reshape(x)))`` back to ``x``'s shape: one Tanh of ``x``, no Reshape."""
+    x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    model = _check(lambda x: jnp.tanh(x.reshape(6, 4)).reshape(2, 3, 4), x, fires="Tanh", gone=("Reshape",))
+    (tanh,) = [n for n in model.graph.node if n.op_type == "Tanh"]
+    assert tanh.input[0] == model.graph.input[0].name
+    assert tanh.output[0] == model.graph.output[0].name

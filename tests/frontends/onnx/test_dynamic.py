@@ -350,3 +350,40 @@ def test_symbolic_tracing_of_shape_computations() -> None:
         a = np.arange(2 * rows, dtype=np.float32).reshape(rows, 2)
         np.testing.assert_array_equal(np.asarray(exported.call(a, a)[0]), 2 * a)
     np.testing.assert_array_equal(np.asarray(jax.jit(add)(a, a)[0]), 2 * a)
+
+
+def _shape_prefix_reshape(opset: int) -> onnx.ModelProto:
+    """``x.reshape(*x.shape[:2], 2, 2)`` as exporters write it: Shape → Slice → Concat →
+    Reshape, the Slice's bounds as attributes before opset 10 and as inputs from it on."""
+    n = helper.make_node
+    if opset < 10:
+        head = n("Slice", ["s"], ["lead"], starts=[0], ends=[2], axes=[0])
+    else:
+        head = n("Slice", ["s", "zero", "two"], ["lead"])
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        head,
+        n("Concat", ["lead", "tail"], ["shp"], axis=0),
+        n("Reshape", ["x", "shp"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", "S", 4])],
+        [helper.make_tensor_value_info("y", F, ["N", "S", 2, 2])],
+        initializer=[_i64("zero", [0]), _i64("two", [2]), _i64("tail", [2, 2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_slice_of_a_symbolic_shape_reads_its_bounds_by_opset(opset: int) -> None:
+    model = _shape_prefix_reshape(opset)
+    f = from_onnx(model).to_jax()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((1, 3, 4), (2, 5, 4)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        (want,) = sess.run(None, {"x": x})
+        (got,) = f(x)
+        assert np.asarray(got).shape == (*shape[:2], 2, 2)
+        np.testing.assert_array_equal(np.asarray(got), want)

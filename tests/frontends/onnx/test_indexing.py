@@ -45,6 +45,20 @@ def test_non_max_suppression_center_point_boxes():
     check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))
 
 
+def test_non_max_suppression_center_point_boxes_apart_in_y():
+    """Centre-point boxes offset in y: (5, 5) and (5, 6), 2 x 2, overlap by IoU 1/3, under the
+    0.5 threshold: both are kept (corners computed other than ``centre -/+ size / 2`` change
+    the IoU of boxes at different centres)."""
+    boxes = np.array([[[5.0, 5.0, 2.0, 2.0], [5.0, 6.0, 2.0, 2.0], [5.0, 6.2, 2.0, 2.0]]], np.float32)
+    inputs = {
+        "boxes": boxes,
+        "scores": np.array([[[0.9, 0.8, 0.7]]], np.float32),
+        "max_out": np.array([3], np.int64),
+        "iou": np.array([0.5], np.float32),
+    }
+    check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))
+
+
 def test_scatter_elements_on_symbolic_dimensions():
     """``x[:, 0] = fill`` as the dynamo exporter writes ``select_scatter`` (BART's
     ``shift_tokens_right``), batch ``N`` and length ``S`` symbolic."""

@@ -48,3 +48,16 @@ def test_lstm_with_peepholes():
         "p": r.standard_normal((1, 3 * hid)).astype(np.float32),
     }
     check_node("LSTM", inputs, {"hidden_size": hid}, n_out=3, static=("w", "r", "b", "lens", "p"))
+
+
+def test_lstm_with_coupled_input_and_forget_gates():
+    """``input_forget=1``: the forget gate is ``1 - i`` (the input gate), not its own gate."""
+    r = np.random.default_rng(6)
+    seq, batch, inp, hid = 3, 2, 4, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": (r.standard_normal((1, 4 * hid, inp)) * 0.5).astype(np.float32),
+        "r": (r.standard_normal((1, 4 * hid, hid)) * 0.5).astype(np.float32),
+    }
+    attrs = {"hidden_size": hid, "input_forget": 1}
+    check_node("LSTM", inputs, attrs, n_out=3, static=("w", "r"))
