@@ -7,8 +7,9 @@ the original graph. Each path converts the source, runs it on the source's examp
 compares every output leaf, matched by pytree path, within float32 tolerance. The terminal
 summary prints one table row per (model, path).
 
-Three light models run by default (those whose random-weight logits stay O(1), so the float32
-tolerance is meaningful); ``ROUNDTRIP_ONNX=all`` runs all nine.
+Two light models run by default (AlexNet and Inception v2: random-weight logits that stay
+O(1), so the float32 tolerance is meaningful; DenseNet-121, the third such model, adds ~40
+CPU seconds and no op the other two lack); ``ROUNDTRIP_ONNX=all`` runs all nine.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ JAX_PATHS = ("jax", "torch", "onnx", "torch->jax")
 ONNX_MODELS = (
     onnx_light.NAMES
     if os.environ.get("ROUNDTRIP_ONNX") == "all"
-    else ("bvlc_alexnet", "inception_v2", "densenet121")
+    else ("bvlc_alexnet", "inception_v2")
 )
 ONNX_PATHS = ("jax", "torch", "onnx", "jax->torch")
 
