@@ -37,9 +37,7 @@ FLAX_MODELS = ("mlp", "cnn", "decoder_block")
 TORCH_PATHS = ("jax", "torch", "onnx", "jax->torch", "onnx->torch")
 JAX_PATHS = ("jax", "torch", "onnx", "torch->jax")
 ONNX_MODELS = (
-    onnx_light.NAMES
-    if os.environ.get("ROUNDTRIP_ONNX") == "all"
-    else ("bvlc_alexnet", "inception_v2")
+    onnx_light.NAMES if os.environ.get("ROUNDTRIP_ONNX") == "all" else ("bvlc_alexnet", "inception_v2")
 )
 ONNX_PATHS = ("jax", "torch", "onnx", "jax->torch")
 
