@@ -37,9 +37,6 @@ from .._contract import api, quiet, verbose
 from ..errors import ConversionError, InputTypeError, SignatureMismatchError
 from ..signature import STATIC_TYPES, TreeSpec, input_path, tree_spec, unflatten
 
-_STATIC = STATIC_TYPES
-
-
 # --------------------------------------------------------------------------- DLPack
 
 _WIDE_TORCH = {torch.int64, torch.float64, torch.complex128}
@@ -565,7 +562,7 @@ def _fast_key(leaves: list[Any], treedef: Any) -> tuple[tuple | None, list[Any]]
         if isinstance(x, torch.Tensor):
             key.append((x.shape, x.dtype, x.device))
             arrays.append(x)
-        elif isinstance(x, _STATIC):
+        elif isinstance(x, STATIC_TYPES):
             key.append((type(x), repr(x) if isinstance(x, float) else x))  # repr: nan == nan
         elif isinstance(x, jax.Array):
             key.append((x.shape, x.dtype, x.sharding))
@@ -1077,7 +1074,7 @@ def call_torch(
             writable NumPy array.
     """
     spec = _jax_tree((args, kwargs))
-    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if not isinstance(x, _STATIC)]
+    leaves = [x for x in jax.tree_util.tree_leaves((args, kwargs)) if not isinstance(x, STATIC_TYPES)]
     cache = _cache_for(module_or_fn, _TORCH_CACHE, _TORCH_CACHE_STRONG)
     key = _signature_key(spec, [jax.ShapeDtypeStruct(np.shape(x), x.dtype) for x in leaves])
     function = cache.get(key)
