@@ -129,6 +129,11 @@ def __getattr__(name: str):
 
         globals()["call_jax"] = call_jax  # later lookups find it without this hook
         return call_jax
+    if name == "ValueSpecializedModel":  # the onnx frontend needs the optional onnx package
+        from converter.frontends.onnx.values import ValueSpecializedModel
+
+        globals()["ValueSpecializedModel"] = ValueSpecializedModel
+        return ValueSpecializedModel
     raise AttributeError(f"module 'converter' has no attribute {name!r}")
 
 
@@ -173,6 +178,7 @@ __all__ = [
     "OutOfMemoryError",
     "OutputError",
     "UntrustedInputError",
+    "ValueSpecializedModel",
     "load_pt2",
     "LeafSpec",
     "Module",

@@ -11,11 +11,14 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _contract, progress
 from ..errors import ConversionError, ExportError, ParseError
 from ..module import Module
+
+if TYPE_CHECKING:
+    from converter.frontends.onnx.values import ValueSpecializedModel
 
 
 class CliError(ConversionError):
@@ -310,8 +313,9 @@ def pick(name: str | None, table: dict[str, Any], path: str, what: str, flag: st
     )
 
 
-def load_input(path: str, source: str | None, options: argparse.Namespace) -> Module:
-    """A Module from INPUT with the ``--from`` loader (picked from the suffix when ``source``
-    is None). Raises :class:`ConversionError` subclasses."""
+def load_input(path: str, source: str | None, options: argparse.Namespace) -> Module | ValueSpecializedModel:
+    """A Module (or, for an ONNX model whose shapes depend on input values, a
+    :class:`converter.ValueSpecializedModel`) from INPUT with the ``--from`` loader (picked
+    from the suffix when ``source`` is None). Raises :class:`ConversionError` subclasses."""
     name = pick(source, LOADERS, path, "input", "--from")
     return LOADERS[name].load(path, options)

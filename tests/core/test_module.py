@@ -149,3 +149,13 @@ def test_zero_dim_parameters_survive_save_and_load(tmp_path):
     back, _ = read_safetensors(tmp_path / "w.safetensors")
     assert back["a"].shape == () and back["a"] == np.float32(2.5)
     assert back["b"].shape == (2, 3)
+
+
+def test_value_specialized_model_is_public():
+    """``from_onnx`` may return a ValueSpecializedModel: the top-level name is that class."""
+    from converter.frontends.onnx.values import ValueSpecializedModel
+
+    assert "ValueSpecializedModel" in converter.__all__
+    assert converter.ValueSpecializedModel is ValueSpecializedModel
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        converter.NoSuchName  # noqa: B018
