@@ -12,8 +12,8 @@ Prints, for one process (machines are noisy; compare ratios, not seconds across 
 * with ``--jit``, on the same model, the JAX function under ``jax.jit``: the first call of
   ``jax.jit(f)`` against the first call of ``f`` (issue 15's target: <= 1.1x), the size of
   the lowered programs, and the steady state of ``jax.jit(f)`` against
-  ``jax.jit(f.apply)(params, x)`` (torchax, the issue's reference, does not import on torch
-  2.13), and the same for the argument form ``jax.jit(lambda f, x: f(x))(f, x)``, which takes
+  ``jax.jit(f.apply)(params, x)`` (torchax, the issue's reference: ``compare_anchors.py``),
+  and the same for the argument form ``jax.jit(lambda f, x: f(x))(f, x)``, which takes
   the weights as arguments. Under JAX's default ``jax.jit(f)`` embeds the weights as constants
   (hundreds of MB of program text on GPT-2 small, several GB of memory while lowering), hence
   opt-in; run with ``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True`` in the environment and JAX

@@ -1,12 +1,15 @@
 """The project against its anchors (issue 30), one command, ratios measured in the same run.
 
-    .venv/bin/pip install -e ".[bench]"           # onnxscript (torch.onnx's exporter)
-    .venv/bin/pip install -e ".[bench-anchors]"   # optional: onnx2torch, torchax (see below)
+    .venv/bin/pip install -e ".[bench]"                 # onnxscript (torch.onnx's exporter)
+    .venv/bin/pip install -e ".[bench-anchors]"         # optional: torchax 0.0.4 (see below)
+    .venv/bin/pip install --no-deps onnx2torch==1.5.15  # optional, never with its dependencies
     .venv/bin/python benchmarks/compare_anchors.py [--repeat 50] [--gpt2 small] [--record]
 
 Rows (each a median of interleaved runs against an anchor or a floor timed in the same process;
-the ONNX files are exported here, by ``torch.onnx.export(dynamo=True)`` when onnxscript is
-installed, else by the project's own ``to_onnx``, which the output names):
+the ONNX files are exported here, by ``torch.onnx.export(dynamo=True)`` at opset 18 when
+onnxscript is installed, else by the project's own ``to_onnx``, which the output names, then
+rewritten to opset 17, the newest onnx2torch reads, by exact rewrites (``opset17``); every row
+converts the same files):
 
 * ``from_onnx(...).to_torch()`` conversion time of the CNN, GPT-2 and BERT examples (warm: a
   second conversion in the process; the first one also imports ``torch._dynamo``, which every
@@ -16,15 +19,24 @@ installed, else by the project's own ``to_onnx``, which the output names):
   floor: the same network written by hand with ``jax.lax`` (NCHW, the same weights), jitted.
 * ONNX → torch eager CNN (one torch thread), against onnx2torch and the torch model the ONNX
   file came from.
-* ``jax.jit(f.apply)`` per call on a tiny MLP (from ``from_torch``), against the floor: a
-  hand-written ``jax.jit`` MLP of the same weights; torchax's ``jit`` when importable.
 * ``call_jax`` per call with a new 8x8 tensor each call, over the bare ``jax.jit`` call.
-* first call of ``jax.jit(f)`` (trace + compile) of a converted GPT-2, against torchax.
+* ``jax.jit(f.apply)`` per call on a tiny MLP (from ``from_torch``), against torchax (``jax.jit``
+  of the function ``torchax.extract_jax`` gives) and the floor: a hand-written ``jax.jit`` MLP
+  of the same weights.
+* first call of ``jax.jit(f)`` (trace + compile) of a converted GPT-2, against torchax (its
+  ``extract_jax`` function under ``jax.jit``, weights as arguments) and ``jax.jit(f.apply)``:
+  medians of ``--first-calls`` rounds, each of fresh functions, the order rotating.
 
-onnx2torch (it imports torchvision at import time) and torchax (its releases pin torch ops of
-their own torch version) are anchors only when they import; a row without them says so. The
-load average of the machine is printed and recorded with the results (``--record``: the rows go
-to ``benchmarks/results.json`` and the table of ``docs/performance.md``, see ``perf_page.py``).
+The anchors are optional; a row without one says so. onnx2torch: its package requires
+torchvision, which must not be installed here (its wheels pull a torch build of their own), so
+it goes in with ``--no-deps``; only its NonMaxSuppression and RoiAlign converters import
+torchvision, and when torchvision is absent ``import_onnx2torch`` imports them against a stub
+that raises on any use (the files converted here hold neither op: checked), removed from
+``sys.modules`` right after the import. torchax: 0.0.5 to 0.0.13 fail to import beside torch
+2.13 and 2.14 (they name ``aten.prod.dim_Dimname``, which those releases no longer have); 0.0.4
+imports and runs. The load average of the machine is printed and recorded with the results
+(``--record``: the rows go to ``benchmarks/results.json`` and the table of
+``docs/performance.md``, see ``perf_page.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ import os
 import statistics
 import sys
 import time
+import types
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -56,7 +69,7 @@ from bench_embed import small_overhead  # noqa: E402
 
 import converter  # noqa: E402
 
-OPSET = 20
+OPSET = 18  # the exporter's, rewritten to opset 17 (opset17)
 
 
 def optional(name: str):
@@ -65,6 +78,39 @@ def optional(name: str):
         return __import__(name), ""
     except Exception as e:  # noqa: BLE001 - any failure to import makes the anchor absent
         return None, f"{name} not importable here ({type(e).__name__}: {str(e)[:80]})"
+
+
+class _Refuse(types.ModuleType):
+    """A stand-in module whose every attribute is a function that raises when called."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+
+        def refuse(*args, **kwargs):
+            raise RuntimeError(f"{self.__name__}.{name} called: torchvision is not installed (a stub)")
+
+        return refuse
+
+
+def import_onnx2torch():
+    """onnx2torch, or None with the reason it does not import, and a note on how it was
+    imported. Without torchvision its two converters that use it (NonMaxSuppression,
+    RoiAlign) import against a stub that raises when called; the stub leaves ``sys.modules``
+    right after the import, so nothing else in the process sees a torchvision."""
+    try:
+        import torchvision  # noqa: F401
+    except ImportError:
+        stub = {"torchvision": _Refuse("torchvision"), "torchvision.ops": _Refuse("torchvision.ops")}
+        stub["torchvision"].ops = stub["torchvision.ops"]
+        sys.modules.update(stub)
+        try:
+            module, note = optional("onnx2torch")
+        finally:
+            for name in stub:
+                sys.modules.pop(name, None)
+        return module, note, "without torchvision: its NMS/RoiAlign converters see a stub that raises"
+    return (*optional("onnx2torch"), "")
 
 
 def interleaved(fns: list[Callable[[], object]], repeat: int, warmup: int = 2) -> list[float]:
@@ -85,7 +131,8 @@ def interleaved(fns: list[Callable[[], object]], repeat: int, warmup: int = 2) -
 
 
 def export_onnx(model: torch.nn.Module, args: tuple) -> tuple[onnx.ModelProto, str]:
-    """``model`` as ONNX: torch.onnx's dynamo exporter when onnxscript is there, else to_onnx."""
+    """``model`` as ONNX at opset 18: torch.onnx's dynamo exporter when onnxscript is there,
+    else to_onnx."""
     if optional("onnxscript")[0] is not None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -94,8 +141,93 @@ def export_onnx(model: torch.nn.Module, args: tuple) -> tuple[onnx.ModelProto, s
                 program = torch.onnx.export(model, args, dynamo=True, opset_version=OPSET, verbose=False)
             finally:
                 sys.stderr = stderr
-        return program.model_proto, "torch.onnx.export(dynamo=True)"
-    return converter.from_torch(model, args).to_onnx(), "to_onnx (onnxscript absent)"
+        return program.model_proto, f"torch.onnx.export(dynamo=True, opset_version={OPSET})"
+    return converter.from_torch(model, args).to_onnx(
+        opset=OPSET
+    ), f"to_onnx(opset={OPSET}) (onnxscript absent)"
+
+
+# operators whose opset-18 version differs from their opset-17 one (onnx's operator changelog)
+_CHANGED_IN_18 = {
+    "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "CenterCropPad", "Col2Im",
+    "GroupNormalization", "LpPool", "OptionalGetElement", "OptionalHasElement", "Pad",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceProd", "ReduceSumSquare", "Resize", "ScatterElements", "ScatterND",
+    "Split",
+}  # fmt: skip
+
+
+def opset17(model: onnx.ModelProto) -> onnx.ModelProto:
+    """An opset-18 ``model`` as the same computation at opset 17 (onnx2torch 1.5.15 reads
+    opsets up to 17; onnx's version converter has no Split 18 → 17 adapter). Exact rewrites
+    only: ``Split``'s ``num_outputs`` as the ``split`` sizes it means (ONNX Split-18: equal
+    parts, the last one smaller), ``ReduceMean``'s constant ``axes`` input as the attribute,
+    and ``Reshape``'s ``allowzero=1`` dropped where the shape is a constant holding no 0 (the
+    attribute changes nothing then).
+
+    Raises:
+        ValueError: ``model`` is not at opset 18, or holds an operator changed in opset 18
+            that these rewrites do not cover, or a case they cannot rewrite exactly.
+    """
+    from onnx import helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    graph = model.graph
+    if [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] != [18]:
+        raise ValueError(f"not an opset-18 model: {model.opset_import}")
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True).graph
+    shapes = {
+        v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+        for v in [*inferred.value_info, *inferred.input]
+    }
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    for node in graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            raise ValueError(f"{node.op_type} {node.name}: subgraphs are not rewritten here")
+        if node.op_type == "Reshape" and "allowzero" in attrs and attrs["allowzero"].i == 1:
+            shape = consts.get(node.input[1])
+            if shape is None or (shape == 0).any():
+                raise ValueError(f"Reshape {node.name}: allowzero=1 with a shape that may hold 0")
+            node.attribute.remove(attrs["allowzero"])
+        elif node.op_type == "Split":  # Split-13 with the sizes as an input, or an even split
+            if "num_outputs" not in attrs:
+                continue
+            parts = attrs["num_outputs"].i
+            axis = attrs["axis"].i if "axis" in attrs else 0
+            size = shapes.get(node.input[0], [None] * (axis + 1))[axis]
+            if size is None:
+                raise ValueError(f"Split {node.name}: the split dimension is not static")
+            chunk = -(-size // parts)
+            sizes = np.array([min(chunk, size - i * chunk) for i in range(parts)], np.int64)
+            if (sizes <= 0).any():
+                raise ValueError(f"Split {node.name}: {size} does not split into {parts} parts")
+            name = f"{node.output[0]}__split_sizes"
+            graph.initializer.append(numpy_helper.from_array(sizes, name))
+            node.input.append(name)
+            node.attribute.remove(attrs["num_outputs"])
+        elif node.op_type == "ReduceMean":
+            if "noop_with_empty_axes" in attrs:
+                if attrs["noop_with_empty_axes"].i:
+                    raise ValueError(f"ReduceMean {node.name}: noop_with_empty_axes=1")
+                node.attribute.remove(attrs["noop_with_empty_axes"])
+            if len(node.input) > 1 and node.input[1]:
+                axes = consts.get(node.input[1])
+                if axes is None or axes.size == 0:
+                    raise ValueError(f"ReduceMean {node.name}: axes not a constant, or empty")
+                del node.input[1]
+                node.attribute.append(helper.make_attribute("axes", [int(a) for a in axes.ravel()]))
+        elif node.op_type in _CHANGED_IN_18 and node.domain in ("", "ai.onnx"):
+            raise ValueError(f"{node.op_type} changed in opset 18: no rewrite to 17 here")
+    used = {name for node in graph.node for name in node.input}
+    kept = [t for t in graph.initializer if t.name in used or t.name in {o.name for o in graph.output}]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)  # the axes that became attributes
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            o.version = 17
+    onnx.checker.check_model(model)
+    return model
 
 
 def models(gpt2_size: str) -> dict[str, tuple[torch.nn.Module, tuple]]:
@@ -112,6 +244,25 @@ def weights_floor(model: onnx.ModelProto) -> None:
     """What every ONNX → torch converter does with the weights: read and copy each one."""
     for t in model.graph.initializer:
         torch.tensor(numpy_helper.to_array(t))
+
+
+def check_outputs(torch_models: dict, onnx_models: dict, o2t) -> str:
+    """Assert that the torch modules converted from ``onnx_models`` by ``from_onnx(...).to_torch()``
+    and by onnx2torch (when present) give the source models' first outputs (1e-4); returns the
+    largest differences, for the output."""
+    first = lambda out: out if isinstance(out, torch.Tensor) else out[0]  # noqa: E731
+    errs = []
+    with torch.no_grad():
+        for name, (model, inputs) in torch_models.items():
+            want = first(model(*inputs))
+            got = {"project": converter.from_onnx(onnx_models[name]).to_torch()(*inputs)}
+            if o2t is not None:
+                got["onnx2torch"] = o2t.convert(onnx_models[name]).eval()(*inputs)
+            for who, out in got.items():
+                err = float((first(out) - want).abs().max())
+                assert err < 1e-4, f"{who} on {name}: max error {err}"
+                errs.append(f"{name} {who} {err:.1e}")
+    return ", ".join(errs)
 
 
 def conversion_rows(onnx_models: dict, o2t, repeat: int) -> dict[str, tuple[float, float | None, float]]:
@@ -177,10 +328,54 @@ def session(m: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
     return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
+def first_calls(gmodel: torch.nn.Module, ids: torch.Tensor, torchax, rounds: int) -> list[float | None]:
+    """Median first-call time (trace + compile + run) of ``jax.jit(f)`` of a converted GPT-2
+    (weights embedded as constants), of ``jax.jit(f.apply)(f.params, x)`` (weights as
+    arguments) and of torchax's ``jax.jit`` of ``extract_jax`` (weights as arguments; None
+    without torchax), in seconds: ``rounds`` rounds, each of fresh functions (no trace
+    shared), the order rotating. One conversion (``from_torch``) serves every round."""
+    module = converter.from_torch(gmodel, (ids,))
+    x = ids.numpy()
+
+    class Logits(torch.nn.Module):  # torchax returns what forward returns: a JAX type here
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(ids).logits
+
+    def project():
+        return jax.jit(module.to_jax())(x)
+
+    def apply():
+        f = module.to_jax()
+        return jax.jit(f.apply)(f.params, x)
+
+    def tx():
+        states, fn = torchax.extract_jax(Logits(gmodel))
+        return jax.jit(fn)(states, (jnp.asarray(x),))
+
+    fns = [project, apply] + ([tx] if torchax is not None else [])
+    times: list[list[float]] = [[] for _ in fns]
+    with jax.enable_x64(True):  # int64 token ids: JAX narrows them under jax.jit otherwise
+        want = gmodel(ids).logits.detach().numpy()
+        for r in range(rounds):
+            for k in [(r + i) % len(fns) for i in range(len(fns))]:
+                start = time.perf_counter()
+                out = jax.block_until_ready(fns[k]())
+                times[k].append(time.perf_counter() - start)
+                out = out["logits"] if isinstance(out, dict) else out
+                np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=1e-4)
+    medians: list[float | None] = [statistics.median(ts) for ts in times]
+    return medians + [None] * (3 - len(medians))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="interleaved rounds per steady state")
     parser.add_argument("--conversions", type=int, default=3, help="interleaved rounds per conversion")
+    parser.add_argument("--first-calls", type=int, default=3, help="rounds of the first-call row")
     parser.add_argument(
         "--gpt2",
         default="example",
@@ -190,29 +385,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="store_true", help="store the results (perf_page.py)")
     args = parser.parse_args(argv)
     command = perf_page.command(__file__, argv)
-    o2t, o2t_note = optional("onnx2torch")
-    torchax, tx_note = optional("torchax")
+    o2t, o2t_note, o2t_how = import_onnx2torch()
     one, five, fifteen = os.getloadavg()
     load = f"load average {one:.1f}/{five:.1f}/{fifteen:.1f} on {os.cpu_count()} cores"
     print(f"{load}; torch {torch.__version__}, jax {jax.__version__}, onnxruntime {ort.__version__}")
-    for note in (o2t_note, tx_note):
-        if note:
-            print(f"  note: {note}: its rows show the floor only")
+    if o2t is not None:
+        print(f"  onnx2torch {_version('onnx2torch')}" + (f" ({o2t_how})" if o2t_how else ""))
+    else:
+        print(f"  note: {o2t_note}: its rows show the floor only")
     rows: dict[str, dict[str, str]] = {}
 
     # --- ONNX files, exported here
     torch_models = models(args.gpt2)
-    onnx_models, how = {}, ""
+    onnx_models, how, rewritten = {}, "", True
     for name, (model, inputs) in torch_models.items():
-        onnx_models[name], how = export_onnx(model, inputs)
+        exported, how = export_onnx(model, inputs)
+        try:
+            onnx_models[name] = opset17(exported)
+        except ValueError as e:  # the project converts the opset-18 file; onnx2torch cannot read it
+            print(f"  note: {name} stays at opset {OPSET} ({e}): onnx2torch left out")
+            onnx_models[name], o2t, rewritten = exported, None, False
+        if o2t is not None:
+            held = {n.op_type for n in onnx_models[name].graph.node} & {"NonMaxSuppression", "RoiAlign"}
+            assert not held, f"{name} holds {held}: onnx2torch would call the torchvision stub"
+    how += ", rewritten to opset 17 (opset17)" if rewritten else ""
     print(f"ONNX files by {how}")
+
+    print(f"  max errors against the source models: {check_outputs(torch_models, onnx_models, o2t)}")
 
     # --- 1. conversion time
     conv = conversion_rows(onnx_models, o2t, args.conversions)
     print("from_onnx(...).to_torch(), warm (median of interleaved runs)")
     parts = []
     for name, (t, t_o2t, t_floor) in conv.items():
-        anchor = f", {t / t_o2t:.2f}x onnx2torch" if t_o2t else ""
+        anchor = f", {t / t_o2t:.2f}x onnx2torch ({t_o2t:.3f} s)" if t_o2t else ""
         print(
             f"  {name:5s} {t:7.3f} s = {t / t_floor:6.1f}x reading+copying the weights "
             f"({t_floor:.3f} s){anchor}"
@@ -225,8 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         parts.append(part)
     rows["anchors_onnx_to_torch_convert"] = dict(
         what=f"`from_onnx(...).to_torch()` conversion, warm (CNN, GPT-2 {args.gpt2}, BERT; {how})",
-        result=", ".join(parts) + ("" if o2t else "; onnx2torch absent (needs torchvision)"),
-        anchor="onnx2torch `convert`; floor: reading and copying the initializers",
+        result=", ".join(parts) + ("" if o2t else "; onnx2torch absent"),
+        anchor=f"onnx2torch {_version('onnx2torch')} `convert`; floor: reading and copying the initializers",
     )
 
     # --- 2. ONNX -> JAX CNN steady state
@@ -271,6 +477,8 @@ def main(argv: list[str] | None = None) -> int:
     fns = [lambda: tm(x_t), lambda: cnn_model(x_t)]
     if o2t is not None:
         o2t_cnn = o2t.convert(cnn_onnx).eval()
+        with torch.no_grad():
+            o2t_err = float((o2t_cnn(x_t) - cnn_model(x_t)).abs().max())
         fns.append(lambda: o2t_cnn(x_t))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # several threads on a shared 2-core machine make eager torch erratic
@@ -282,7 +490,8 @@ def main(argv: list[str] | None = None) -> int:
     versus = f"{times[0] / times[2]:.2f}× onnx2torch, " if o2t else ""
     print(
         f"ONNX -> torch CNN eager: {times[0] * 1e3:.3f} ms = {versus}{times[0] / times[1]:.2f}x "
-        "the source torch model"
+        f"the source torch model ({times[1] * 1e3:.3f} ms)"
+        + (f"; onnx2torch {times[2] * 1e3:.3f} ms (max err {o2t_err:.1e})" if o2t else "")
     )
     rows["anchors_onnx_torch_cnn"] = dict(
         what="ONNX → torch: CNN example, eager (`no_grad`, one thread)",
@@ -290,6 +499,16 @@ def main(argv: list[str] | None = None) -> int:
         + ("" if o2t else " (onnx2torch absent)"),
         anchor="onnx2torch; floor: the torch model the ONNX file came from",
     )
+
+    # --- 5. call_jax per call (before torchax is imported: it renames torch's privateuse1 device)
+    same, new = small_overhead(args.repeat)
+    call_jax_row = dict(
+        what="`call_jax` per call, a new 8×8 tensor each call",
+        result=f"+{new * 1e6:.1f} µs (same tensor +{same * 1e6:.1f} µs); target ≤ 8 µs",
+        anchor="the bare `jax.jit` call (the floor)",
+    )
+    torchax, tx_note = optional("torchax")
+    print(f"  torchax {_version('torchax')}" if torchax is not None else f"  note: {tx_note}")
 
     # --- 4. jax.jit(f.apply) dispatch, tiny MLP
     torch.manual_seed(0)
@@ -301,53 +520,61 @@ def main(argv: list[str] | None = None) -> int:
     floor = jax.jit(lambda w, x: jnp.maximum(x @ w[0].T + w[1], 0) @ w[2].T + w[3])
     xj = jnp.asarray(xm.numpy())
     fns = [lambda: apply(f.params, xj), lambda: floor(w, xj)]
-    t_apply, t_floor = interleaved(fns, args.repeat * 20)
+    if torchax is not None:
+        states, tx_fn = torchax.extract_jax(mlp)
+        tx_jit, tx_args = jax.jit(tx_fn), (xj,)
+        np.testing.assert_allclose(np.asarray(tx_jit(states, tx_args)), mlp(xm).detach().numpy(), rtol=1e-6)
+        fns.append(lambda: tx_jit(states, tx_args))
+    times = interleaved(fns, args.repeat * 20)
+    t_apply, t_floor = times[:2]
+    versus = f"{t_apply / times[2]:.2f}× torchax ({times[2] * 1e6:.1f} us), " if torchax else ""
     print(
-        f"jax.jit(f.apply) tiny MLP: {t_apply * 1e6:.1f} us = {t_apply / t_floor:.2f}x "
-        "a hand-written jax.jit "
-        f"({t_floor * 1e6:.1f} us)" + ("" if torchax else " (torchax absent)")
+        f"jax.jit(f.apply) tiny MLP: {t_apply * 1e6:.1f} us = {versus}{t_apply / t_floor:.2f}x "
+        f"a hand-written jax.jit ({t_floor * 1e6:.1f} us)" + ("" if torchax else " (torchax absent)")
     )
     rows["anchors_dispatch"] = dict(
         what="`jax.jit(f.apply)` per call, tiny MLP",
-        result=f"{t_apply / t_floor:.2f}× the floor" + ("" if torchax else " (torchax absent)"),
-        anchor="torchax `jit`; floor: a hand-written `jax.jit` MLP, same weights",
+        result=f"{versus.replace(' us', ' µs')}{t_apply / t_floor:.2f}× the floor"
+        + ("" if torchax else " (torchax absent)"),
+        anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function; floor: a "
+        "hand-written `jax.jit` MLP, same weights",
     )
-
-    # --- 5. call_jax per call
-    same, new = small_overhead(args.repeat)
-    rows["anchors_call_jax"] = dict(
-        what="`call_jax` per call, a new 8×8 tensor each call",
-        result=f"+{new * 1e6:.1f} µs (same tensor +{same * 1e6:.1f} µs); target ≤ 8 µs",
-        anchor="the bare `jax.jit` call (the floor)",
-    )
+    rows["anchors_call_jax"] = call_jax_row
 
     # --- 6. first call of jax.jit(f) of a converted GPT-2
     gmodel, (ids,) = torch_models["gpt2"]
-    module = converter.from_torch(gmodel, (ids,))
-    g, h = module.to_jax(), module.to_jax()  # two fresh functions: no trace shared
-    with jax.enable_x64(True):  # int64 token ids: JAX narrows them under jax.jit otherwise
-        start = time.perf_counter()
-        jax.block_until_ready(jax.jit(g)(ids.numpy()))
-        first = time.perf_counter() - start
-        start = time.perf_counter()
-        jax.block_until_ready(jax.jit(h.apply)(h.params, ids.numpy()))
-        first_apply = time.perf_counter() - start
+    first, first_apply, first_tx = first_calls(gmodel, ids, torchax, args.first_calls)
+    versus = f" = {first / first_tx:.2f}x torchax ({first_tx:.2f} s)" if first_tx else " (torchax absent)"
     print(
-        f"first call of jax.jit(f), GPT-2 {args.gpt2}: {first:.2f} s = {first / first_apply:.2f}x that of "
-        f"jax.jit(f.apply) ({first_apply:.2f} s: the weights as arguments, not embedded constants)"
-        + ("" if torchax else " (torchax absent)")
+        f"first call of jax.jit(f), GPT-2 {args.gpt2}: {first:.2f} s{versus}; "
+        f"jax.jit(f.apply) {first_apply:.2f} s"
+        + (f" = {first_apply / first_tx:.2f}x torchax" if first_tx else "")
+        + " (the weights as arguments, not embedded constants)"
     )
+    tx_part = f" = {first / first_tx:.2f}× torchax's {first_tx:.2f} s" if first_tx else ""
+    apply_part = f" ({first_apply / first_tx:.2f}× torchax)" if first_tx else ""
     rows["anchors_first_call"] = dict(
         what=f"first call of `jax.jit(f)`, converted GPT-2 {args.gpt2} (trace + compile)",
-        result=f"{first:.2f} s, {first / first_apply:.2f}× `jax.jit(f.apply)`'s {first_apply:.2f} s"
-        + ("" if torchax else " (torchax absent: no ratio)"),
-        anchor="torchax `jit` of the torch model; `jax.jit(f.apply)(f.params, x)` of the same Module",
+        result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {first_apply:.2f} s{apply_part}"
+        + ("" if first_tx else " (torchax absent)"),
+        anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function (weights as "
+        "arguments); `jax.jit(f.apply)(f.params, x)` of the same Module",
     )
 
     if args.record:
         for key, row in rows.items():
             perf_page.record(key, command=command, **{**row, "anchor": f"{row['anchor']}; {load}"})
     return 0
+
+
+def _version(name: str) -> str:
+    """The installed version of distribution ``name``, or ``absent``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
 
 
 if __name__ == "__main__":

@@ -214,7 +214,8 @@ def test_sort_comparator_of_two_operands_is_stable():
 def test_max_min_pool_propagates_nan():
     """A window holding a NaN pools to NaN (StableHLO's maximum/minimum propagate it) even
     where XLA's CPU backend would skip it (its YNNPACK 2x2 stride-2 max pool does): checked
-    against NumPy, not jax.jit, which loses the NaN here; the gradient still flows elsewhere."""
+    against NumPy, not jax.jit, which loses the NaN here; the gradient still flows elsewhere,
+    and ties (windows of zeros) pass it to one element as JAX's own reduce_window does."""
     x = rng.normal(size=(1, 16, 17, 33)).astype(np.float32)
     x[0, 10:, 5, ::3] = np.nan
 
@@ -227,8 +228,8 @@ def test_max_min_pool_propagates_nan():
     windows = x[..., :16, :32].reshape(1, 16, 8, 2, 16, 2)
     for got, reduce in zip(f(x), (np.max, np.min), strict=True):
         np.testing.assert_array_equal(np.asarray(got), reduce(windows, axis=(3, 5)))
-    clean = np.nan_to_num(x)
-    grad = jax.grad(lambda a: f(a)[0].sum())(clean)
+    clean = np.maximum(np.nan_to_num(x), 0)  # a ReLU's output: windows of tied zeros
+    grad = jax.grad(lambda a: f(a)[0].sum())(clean)  # all of a window's to one maximum, as JAX's
     np.testing.assert_array_equal(grad, jax.grad(lambda a: pools(a)[0].sum())(clean))
 
 
@@ -242,3 +243,49 @@ def test_max_min_reduce_propagates_nan():
         for fn, ref in zip(fns, (np.max, np.min), strict=True):
             f = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()
             np.testing.assert_array_equal(np.asarray(f(x)), ref(x, axis=axes))
+
+
+def _numpy_window_reduce(x, init, reduce, window, strides, padding, base, dilation):
+    """The spec's reduce_window of ``x`` in NumPy: pad (edges, base dilation) with ``init``,
+    then ``reduce`` each window together with ``init``."""
+    dilated = np.full([(n - 1) * b + 1 for n, b in zip(x.shape, base, strict=True)], init, x.dtype)
+    dilated[tuple(slice(None, None, b) for b in base)] = x
+    xp = np.pad(dilated, padding, constant_values=init)
+    out_shape = [
+        (n - (w - 1) * d - 1) // s + 1 for n, w, d, s in zip(xp.shape, window, dilation, strides, strict=True)
+    ]
+    out = np.empty(out_shape, x.dtype)
+    for idx in np.ndindex(*out_shape):
+        sl = tuple(
+            slice(i * s, i * s + (w - 1) * d + 1, d)
+            for i, s, w, d in zip(idx, strides, window, dilation, strict=True)
+        )
+        out[idx] = reduce(np.append(xp[sl].ravel(), init))
+    return out
+
+
+_WINDOWS = [  # window, strides, padding, base dilation, window dilation
+    ((1, 3, 3), (1, 2, 2), ((0, 0), (1, 1), (1, 1)), (1, 1, 1), (1, 1, 1)),  # overlapping, padded
+    ((1, 2, 3), (1, 1, 2), ((0, 0), (0, 1), (2, 0)), (1, 2, 1), (1, 2, 1)),  # base and window dilation
+    ((2, 1, 9), (1, 1, 1), ((0, 0), (0, 0), (8, 0)), (1, 1, 1), (1, 1, 1)),  # cumulative-like, 18 taps
+    ((1, 9, 9), (1, 1, 1), ((0, 0), (4, 4), (4, 4)), (1, 1, 1), (1, 1, 1)),  # 81 taps: the NaN count path
+]
+
+
+def test_max_min_windows_fold_exactly():
+    """Max/min ``reduce_window`` of floats (small windows folded over strided slices, larger
+    ones through ``reduce_window`` and a NaN count) equal the spec's definition computed in
+    NumPy, bit for bit, with NaN and infinities in the windows."""
+    x = rng.normal(size=(2, 7, 10)).astype(np.float32)
+    x[0, 2, ::4] = np.nan
+    x[1, 0, 1] = np.inf
+    x[1, 5, 3] = -np.inf
+    kinds = [(lax.max, np.float32(-np.inf), np.max), (lax.min, np.float32(np.inf), np.min)]
+
+    def pools(a):
+        return [lax.reduce_window(a, init, combine, *case) for combine, init, _ in kinds for case in _WINDOWS]
+
+    f = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()
+    want = [_numpy_window_reduce(x, init, reduce, *case) for _, init, reduce in kinds for case in _WINDOWS]
+    for got, w in zip(jax.jit(f)(x), want, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), w)
