@@ -1,29 +1,43 @@
-"""Mutation testing of the rule files of every direction, with cosmic-ray's mutation operators.
+"""Mutation testing of the package, with cosmic-ray's mutation operators.
 
-Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written
-into a scratch copy of the work tree this script is in and tested, one mutant at a time, against
-the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an unmutated
-run of those files (recorded once per file by ``linecov.py``; a statement run at import takes
-the whole files; a file few mutants need is run whole instead of recorded). The runs are forks
-of ``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
-CPU-time budget and a wall budget. A mutant is *killed* when a selected test fails (a test
-failure, an import or collection error, a crash, or a budget run out: a timeout, as cosmic-ray
-and mutmut count it; the report counts those apart) and *survives* when all pass or no test runs
-its line.
+Each sampled mutant (one cosmic-ray operator applied at one place of one source file) is written
+into a scratch copy of the work tree this script is in and tested, one mutant at a time. A
+mutant is *killed* when a selected test fails (a test failure, an import or collection error, a
+crash, or the CPU budget run out: a timeout, as cosmic-ray and mutmut count it; the report
+counts those apart) and *survives* when all pass or no test runs its line. The runs are forks of
+``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
+CPU-time budget and a wall budget.
 
-The sample is seeded per file and stratified by rule file (in proportion to each file's mutant
-count, at least one per file) and taken in an interleaved order, so a run cut short
-(``--until``, ``--limit``) is still a stratified sample. Results are appended to
-``<scratch>/results.jsonl``; a rerun skips the mutants already there with the same mutation
+``run`` (fresh, the default) draws a new seed and samples mutants uniformly from every file under
+``converter/``, ``frontends/``, ``backends/``; ``run --changed BASE`` from the files a branch
+changed. Each mutant runs the tests that ran its statement in the whole default test run, read
+from a coverage map (``covmap.py``: coverage.py with a context per test; ``run.py covmap
+measure`` makes it), the cheapest test of each test file in turn, up to ``covmap_budget``
+seconds of their recorded time; a statement run only at import takes the tests of the test files
+``testmap.py`` maps to the file, and one no part of the run ran survives as *not covered* (no
+run). Results go to ``<scratch>/runs/<mode>-<seed>.jsonl``. ``run --file-map`` selects by
+``testmap.py``'s file map and ``linecov.py``'s line records instead, as ``run --fixed`` does.
+
+``run --fixed`` is the fixed sample of the rule files: seeded per file and stratified by rule
+file (in proportion to each file's mutant count, at least one per file), taken in an interleaved
+order, so a run cut short (``--until``, ``--limit``) is still a stratified sample; each mutant
+runs the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an
+unmutated run of those files (recorded once per file by ``linecov.py``; a statement run at import
+takes the whole files; a file few mutants need is run whole instead of recorded); results in
+``<scratch>/results.jsonl``. A rerun skips the mutants already run with the same mutation
 (``--rerun-survivors`` tests the survivors again, e.g. after tests were added).
 
-Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in the project's)::
+Usage (the driver needs cosmic-ray, in its own venv; the tests run in the project's, which needs
+coverage and pytest-cov for the coverage map: the ``mutation`` extra)::
 
-    python -m venv .mvenv && .mvenv/bin/pip install cosmic-ray
-    .mvenv/bin/python tools/mutation/run.py list                # mutants per rule file
-    .mvenv/bin/python tools/mutation/run.py run --until 21:15   # the sample, until 21:15 UTC
-    .mvenv/bin/python tools/mutation/run.py run --rerun-survivors
-    .mvenv/bin/python tools/mutation/run.py report              # docs/mutation-report.md + .json
+    python -m venv .mvenv && .mvenv/bin/pip install cosmic-ray coverage
+    .venv/bin/pip install coverage pytest-cov
+    .mvenv/bin/python tools/mutation/run.py covmap measure      # the coverage map (~25 min, 2 cores)
+    .mvenv/bin/python tools/mutation/run.py uncovered --no-lines  # statements no test runs, per file
+    .mvenv/bin/python tools/mutation/run.py run --until 21:15   # a fresh sample, until 21:15 UTC
+    .mvenv/bin/python tools/mutation/run.py run --seed S --rerun-survivors
+    .mvenv/bin/python tools/mutation/run.py report --run <scratch>/runs/fresh-S.jsonl
+    .mvenv/bin/python tools/mutation/run.py list                # mutants per rule file (fixed)
     .mvenv/bin/python tools/mutation/run.py show <mutant id>    # its diff
     .mvenv/bin/python tools/mutation/run.py check <mutant id> [tests]  # one mutant, fresh tree
 
@@ -1247,17 +1261,23 @@ def cmd_covmap(cfg: dict, args) -> None:
         "[run]\nsource =\n" + "".join(f"    {ROOT / d}\n" for d in testmap.SOURCE_DIRS)
         + f"relative_files = True\ndata_file = {data}\n"
     )  # fmt: skip
-    link_packages(ROOT)  # a work tree's converter.frontends/backends are its own
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    where_from = subprocess.run(
+        [cfg["test_python"], "-c", "import converter.frontends as f, converter.backends as b; "
+         "print(f.__path__[0]); print(b.__path__[0])"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    if any(not Path(p).resolve().is_relative_to(ROOT) for p in where_from):
+        link_packages(ROOT)  # a work tree without its links imports another tree's frontends/backends
     cmd = coverage_command(cfg, rc, args.pytest_args)
     log = where / "pytest.log"
     print(f"{' '.join(cmd)}\n  (in {ROOT}, output to {log})", flush=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
     with log.open("w") as out:
         rc_ = subprocess.run(
             ["nice", "-n", "10", *cmd], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     print(f"pytest exit {rc_.returncode}; {tail_of(log, 1)}", flush=True)
-    out = covmap_path(cfg)
+    out = Path(args.out) if args.out else covmap_path(cfg)
     m = covmap.build(data, log, ROOT, out)
     print(f"{out}: {len(m['tests'])} tests, {len(m['files'])} source files ({m['key']})")
 
@@ -1329,6 +1349,7 @@ def main(argv: list[str] | None = None) -> None:
         "measure", help="run the default test command with coverage contexts (~25 min), then build"
     )  # fmt: skip
     me.add_argument("--dir", help="where the coverage data and the log go (default: <scratch>/coverage)")
+    me.add_argument("--out", help="the map (default: <scratch>/covmap.json.gz)")
     me.add_argument("pytest_args", nargs="*", help="more pytest arguments (a selection: not the default run)")
     bd = cvs.add_parser("build", help="build the map of a .coverage file and the output of its run")
     bd.add_argument("--data", required=True, help="the .coverage file (--cov-context=test)")
