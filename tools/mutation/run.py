@@ -873,6 +873,7 @@ def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, resul
             finally:
                 path.write_text(original, encoding="utf-8")
             status, outcome = classify(res["rc"], mlog, m.file)
+            verify = 0.0
             if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
                 # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
                 failed = failing_tests(mlog.read_text(errors="replace"))
@@ -880,10 +881,11 @@ def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, resul
                     check = server.run(
                         [*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600
                     )
+                    verify = check["seconds"]
                     if check["rc"] != 0:
                         status, outcome = "error", "its failing test fails unmutated"
             rec = {**base, "status": status, "outcome": outcome, "seconds": res["seconds"], "cpu": res["cpu"],
-                   "budget_cpu": round(budget, 1),
+                   "budget_cpu": round(budget, 1), "verify_seconds": verify,
                    "tail": tail_of(mlog) if status != "survived" else ""}  # fmt: skip
             write(rec)
             part = f"{len(sel.tests)}/{sel.candidates}" + (
@@ -1041,6 +1043,8 @@ def _partial(r: dict) -> bool:
 def _tests_run(r: dict) -> str:
     if r.get("mode") != "covmap":
         return ""
+    if r.get("outcome") == "not-covered":
+        return "none (not covered)"
     return f"{r.get('tests', 0)}/{r.get('candidates', 0)} ({r.get('selection', '')})"
 
 
@@ -1052,16 +1056,15 @@ def fresh_markdown(rep: dict) -> list[str]:
     if sel:
         how = [
             "prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests",
-            f"that ran its statement in the default test run (coverage map `{sel['key']}` of {sel['tests']}",
-            f"tests, built {sel['built']}; `tools/mutation/covmap.py`), the cheapest of each test file",
-            "first,",
-            f"up to {sel['budget']:g} s of their recorded time (a survivor that ran only part of them is",
-            "marked *partial*); a statement no part of the run ran survives as *not covered*.",
+            "that ran its statement in the default test run, the cheapest of each test file first, up to",
+            f"{sel['budget']:g} s of their recorded time (coverage map `{sel['key']}`: {sel['tests']} tests,",
+            f"built {sel['built']}, `tools/mutation/covmap.py`). A survivor that ran only part of the",
+            "tests that ran its statement is marked *partial*; a statement no part of the run ran survives",
+            "as *not covered*.",
         ]
         if sel["stale_sources"]:
-            how.append(f"Source files edited since the measured run (their mutants ran the file map's "
-                       "tests): "
-                       f"{', '.join(f'`{f}`' for f in sel['stale_sources'])}.")  # fmt: skip
+            how.append("Source files edited since the measured run (their mutants ran the file map's tests): "
+                       + ", ".join(f"`{f}`" for f in sel["stale_sources"]) + ".")  # fmt: skip
     else:
         how = [
             "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
@@ -1075,11 +1078,11 @@ def fresh_markdown(rep: dict) -> list[str]:
         f"{rep['population_mutants']} mutants of {what} ({rep['population_files']} files; each mutant",
         "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
         *how,
-        f"**{a['run']} of the {rep['sample']} ran**: {a['killed']} killed ({a['timeouts']} of them by a",
-        "timeout:",
-        f"out of CPU time), {a['survived']} survived ({a['not_covered']} not covered by any test,",
-        f"{a['partial']} after only part of their tests), {a['undecided']} undecided (out of wall time) and",
-        f"{a['errors']} errors (left out of the score).",
+        "",
+        f"**{a['run']} of the {rep['sample']} ran**: {a['killed']} killed ({a['timeouts']} by running out of "
+        f"CPU time), {a['survived']} survived ({a['not_covered']} not covered, {a['partial']} partial), "
+        f"{a['undecided']} undecided (out of wall time) and {a['errors']} errors (these two left out of the "
+        "score).",
         "",
         f"**Killed on the fresh sample (each mutant's first run): {b['killed']} / {b['decided']} = "
         f"{_pct(b['score'])}**, without the {b['equivalent']} equivalent mutants "
