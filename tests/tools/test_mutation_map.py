@@ -155,3 +155,170 @@ def test_survivor_classes_file_is_valid():
     assert entries
     for mutant, entry in entries.items():
         assert mutant.count(":") >= 2 and entry.get("class") and entry.get("note"), mutant
+
+
+# --------------------------------------------------------------------------- the coverage map
+
+covmap = run.covmap
+
+CALC = '''"""A module."""
+SCALE = 2
+
+
+def double(x, k=SCALE):
+    y = x * k
+    return y
+
+
+def unused(x):
+    return -x
+
+
+def _table():
+    return {"a": 1}
+
+
+TABLE = _table()
+'''
+
+LOG = """bringing up nodes...
+============================== slowest durations ===============================
+3.00s setup    tests/test_calc.py::test_slow
+1.50s call     tests/test_calc.py::test_slow
+0.20s call     tests/other/test_use.py::test_far[a b]
+0.01s call     tests/test_calc.py::test_fast
+0.01s teardown tests/test_calc.py::test_fast
+=========================== short test summary info ============================
+FAILED tests/test_calc.py::test_broken - assert 0
+1 failed, 3 passed in 9.00s
+"""
+
+
+def _coverage_db(path: Path, contexts: dict[str, dict[str, list[int]]]) -> None:
+    """A ``.coverage`` file as coverage.py writes it with ``--cov-context=test`` (the tables the
+    map reads): ``contexts[context][measured path] = lines``."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    db.executescript(
+        "create table file (id integer primary key, path text, unique (path));"
+        "create table context (id integer primary key, context text, unique (context));"
+        "create table line_bits (file_id integer, context_id integer, numbits blob,"
+        " unique (file_id, context_id));"
+    )
+    files: dict[str, int] = {}
+    for cid, (ctx, by_file) in enumerate(contexts.items(), 1):
+        db.execute("insert into context values (?, ?)", (cid, ctx))
+        for f, lines in by_file.items():
+            fid = files.setdefault(f, len(files) + 1)
+            db.execute("insert or ignore into file values (?, ?)", (fid, f))
+            db.execute("insert into line_bits values (?, ?, ?)", (fid, cid, covmap.nums_to_numbits(lines)))
+    db.commit()
+    db.close()
+
+
+@pytest.fixture
+def cov(tmp_path):
+    """A tree, its coverage data (import lines, a test whose line runs in its setup, a failed test,
+    a frontend measured through the work tree's ``converter/frontends`` link) and its map."""
+    _write(tmp_path, {"converter/calc.py": CALC, "frontends/b.py": "X = 1\n", "tests/test_calc.py": "",
+                      "tests/other/test_use.py": ""})  # fmt: skip
+    _coverage_db(
+        tmp_path / ".coverage",
+        {
+            "": {"converter/calc.py": [1, 2, 5, 10, 14, 15, 18], "converter/frontends/b.py": [1]},
+            "tests/test_calc.py::test_fast|run": {"converter/calc.py": [6, 7]},
+            "tests/test_calc.py::test_slow|setup": {"converter/calc.py": [6]},
+            "tests/test_calc.py::test_slow|run": {"converter/calc.py": [7]},
+            "tests/other/test_use.py::test_far[a b]|run": {"converter/calc.py": [6, 7]},
+            "tests/test_calc.py::test_broken|run": {"converter/calc.py": [6, 7]},
+        },
+    )
+    (tmp_path / "pytest.log").write_text(LOG)
+    out = tmp_path / "scratch" / "covmap.json.gz"
+    covmap.build(tmp_path / ".coverage", tmp_path / "pytest.log", tmp_path, out)
+    return tmp_path, covmap.CovMap.load(out)
+
+
+def _select(cm, line: int, budget: float = 100.0) -> covmap.Selection:
+    span = run.statement_lines(CALC, line)
+    return cm.select("converter/calc.py", CALC, line, span, ["tests/test_calc.py"], budget, 1.0)
+
+
+def test_coverage_map_selects_the_tests_that_ran_the_line_cheap_and_diverse_first(cov):
+    _, cm = cov
+    assert set(cm.data["files"]) == {"converter/calc.py", "frontends/b.py"}
+    # line 6 ran in test_slow's setup (it counts), test_fast, test_far and test_broken (failed: left out)
+    sel = _select(cm, 6)
+    assert sel.kind == "lines" and sel.covering == 3 and not sel.partial
+    # the test files by their cheapest test, with their cost (test_calc.py's 3 s setup is a shared
+    # fixture, charged once), then round robin: the far file's only test, then test_calc's cheapest
+    assert sel.tests == ["tests/other/test_use.py::test_far[a b]", "tests/test_calc.py::test_fast",
+                         "tests/test_calc.py::test_slow"]  # fmt: skip
+    assert sel.seconds == pytest.approx((1 + 0.2) + (1 + 3 + 0.02) + (1.5 + 1.0))
+    # a budget takes a prefix of what fits (at least one test): the run is marked partial
+    small = _select(cm, 6, budget=5.0)
+    assert small.tests == ["tests/other/test_use.py::test_far[a b]"] and small.partial
+
+
+def test_coverage_map_import_time_and_uncovered_statements(cov):
+    _, cm = cov
+    assert _select(cm, 11).kind == "not-covered" and _select(cm, 11).tests == []  # never ran: a gap
+    # a function body run only at import: the file map's tests (not the failed one)
+    imp = _select(cm, 15)
+    assert imp.kind == "import-only" and imp.covering == 0
+    assert sorted(imp.tests) == ["tests/test_calc.py::test_fast", "tests/test_calc.py::test_slow"]
+    # a module constant: the tests that run the file, the file map's first; a def header (its
+    # default value): the tests that run its body
+    const = _select(cm, 2)
+    assert const.kind == "module" and const.tests[-1] == "tests/other/test_use.py::test_far[a b]"
+    assert _select(cm, 5).kind == "definition" and _select(cm, 5).covering == 3
+    rows = {r["file"]: r for r in cm.uncovered()}
+    assert rows["converter/calc.py"]["lines"] == [11] and rows["frontends/b.py"]["uncovered"] == 0
+    text = covmap.uncovered_text(cm)
+    assert "converter/calc.py  1  " in text and "frontends/b.py" not in text.split("\n", 4)[-1]
+
+
+def test_coverage_map_notices_an_edited_tree(cov):
+    tree, cm = cov
+    assert cm.stale(tree) == ([], [])
+    (tree / "converter/calc.py").write_text(CALC + "\nY = 3\n")
+    (tree / "tests/test_new.py").write_text("")
+    assert cm.stale(tree) == (["converter/calc.py"], ["tests/test_new.py"])
+    # an edited source file's mutants take the file map's tests
+    sel = run.covmap.CovMap.select(
+        cm, "converter/calc.py", CALC, 6, [6], ["tests/test_calc.py"], 100, 1, True
+    )
+    assert sel.kind == "stale-file" and len(sel.tests) == 2
+
+
+def test_scratch_tree_imports_its_own_frontends_and_backends(tree):
+    # without the links, converter.frontends would come from the tree the package was installed from
+    run.link_packages(tree)
+    assert (tree / "converter/frontends").resolve() == (tree / "frontends").resolve()
+    assert not any(f.startswith("converter/frontends") for f in testmap.source_files(tree))
+    assert not any(f.startswith("converter/frontends") for f in covmap.source_files(tree))
+
+
+def test_fresh_report_counts_not_covered_timeouts_and_partial_runs():
+    head = {"kind": "run", "mode": "fresh", "seed": 7, "sample": 5, "files": ["a.py", "b.py"],
+            "mutants_per_file": {"a.py": 10, "b.py": 5}, "at": "t",
+            "selection": {"key": "k", "tests": 9, "built": "b", "budget": 120,
+                          "stale_sources": []}}  # fmt: skip
+
+    def mutant(i, status, outcome, **kw):
+        return {"kind": "mutant", "id": f"a.py:op:{i}", "file": "a.py", "line": i, "diff": ["-x", "+y"],
+                "status": status, "outcome": outcome, "mode": "covmap", **kw}  # fmt: skip
+
+    recs = [head, mutant(1, "killed", "failed(1)"), mutant(2, "killed", "cpu-limit"),
+            mutant(3, "survived", "not-covered", tests=0, candidates=0),
+            mutant(4, "survived", "passed", tests=3, candidates=40, selection="lines"),
+            mutant(5, "undecided", "wall-timeout")]  # fmt: skip
+    rep = run.fresh_report(recs, {"a.py:op:4": {"class": "equivalent", "note": "n"}})
+    a = rep["after"]["all"]
+    assert (a["killed"], a["timeouts"], a["survived"], a["not_covered"], a["partial"], a["undecided"]) == (
+        2, 1, 2, 1, 1, 1)  # fmt: skip
+    assert a["score"] == 0.5 and a["score_without_equivalent"] == pytest.approx(2 / 3, abs=1e-3)
+    assert rep["not_covered"] == {"a.py": [3]}
+    text = "\n".join(run.fresh_markdown(rep))
+    assert "seed **7**" in text and "3/40 (lines) partial" in text and "`a.py` 3" in text

@@ -1,29 +1,43 @@
-"""Mutation testing of the rule files of every direction, with cosmic-ray's mutation operators.
+"""Mutation testing of the package, with cosmic-ray's mutation operators.
 
-Each sampled mutant (one cosmic-ray operator applied at one place of one rule file) is written
-into a scratch copy of the work tree this script is in and tested, one mutant at a time, against
-the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an unmutated
-run of those files (recorded once per file by ``linecov.py``; a statement run at import takes
-the whole files; a file few mutants need is run whole instead of recorded). The runs are forks
-of ``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
-CPU-time budget and a wall budget. A mutant is *killed* when a selected test fails (a test
-failure, an import or collection error, a crash, or a budget run out: a timeout, as cosmic-ray
-and mutmut count it; the report counts those apart) and *survives* when all pass or no test runs
-its line.
+Each sampled mutant (one cosmic-ray operator applied at one place of one source file) is written
+into a scratch copy of the work tree this script is in and tested, one mutant at a time. A
+mutant is *killed* when a selected test fails (a test failure, an import or collection error, a
+crash, or the CPU budget run out: a timeout, as cosmic-ray and mutmut count it; the report
+counts those apart) and *survives* when all pass or no test runs its line. The runs are forks of
+``forkserver.py`` (the heavy libraries imported once) at ``nice -n 19`` with ``pytest -x``, a
+CPU-time budget and a wall budget.
 
-The sample is seeded per file and stratified by rule file (in proportion to each file's mutant
-count, at least one per file) and taken in an interleaved order, so a run cut short
-(``--until``, ``--limit``) is still a stratified sample. Results are appended to
-``<scratch>/results.jsonl``; a rerun skips the mutants already there with the same mutation
+``run`` (fresh, the default) draws a new seed and samples mutants uniformly from every file under
+``converter/``, ``frontends/``, ``backends/``; ``run --changed BASE`` from the files a branch
+changed. Each mutant runs the tests that ran its statement in the whole default test run, read
+from a coverage map (``covmap.py``: coverage.py with a context per test; ``run.py covmap
+measure`` makes it), the cheapest test of each test file in turn, up to ``covmap_budget``
+seconds of their recorded time; a statement run only at import takes the tests of the test files
+``testmap.py`` maps to the file, and one no part of the run ran survives as *not covered* (no
+run). Results go to ``<scratch>/runs/<mode>-<seed>.jsonl``. ``run --file-map`` selects by
+``testmap.py``'s file map and ``linecov.py``'s line records instead, as ``run --fixed`` does.
+
+``run --fixed`` is the fixed sample of the rule files: seeded per file and stratified by rule
+file (in proportion to each file's mutant count, at least one per file), taken in an interleaved
+order, so a run cut short (``--until``, ``--limit``) is still a stratified sample; each mutant
+runs the tests of its rule family (FAMILY_TESTS below) that ran the mutated statement in an
+unmutated run of those files (recorded once per file by ``linecov.py``; a statement run at import
+takes the whole files; a file few mutants need is run whole instead of recorded); results in
+``<scratch>/results.jsonl``. A rerun skips the mutants already run with the same mutation
 (``--rerun-survivors`` tests the survivors again, e.g. after tests were added).
 
-Usage (the driver needs cosmic-ray, installed in its own venv; the tests run in the project's)::
+Usage (the driver needs cosmic-ray, in its own venv; the tests run in the project's, which needs
+coverage and pytest-cov for the coverage map: the ``mutation`` extra)::
 
-    python -m venv .mvenv && .mvenv/bin/pip install cosmic-ray
-    .mvenv/bin/python tools/mutation/run.py list                # mutants per rule file
-    .mvenv/bin/python tools/mutation/run.py run --until 21:15   # the sample, until 21:15 UTC
-    .mvenv/bin/python tools/mutation/run.py run --rerun-survivors
-    .mvenv/bin/python tools/mutation/run.py report              # docs/mutation-report.md + .json
+    python -m venv .mvenv && .mvenv/bin/pip install cosmic-ray coverage
+    .venv/bin/pip install coverage pytest-cov
+    .mvenv/bin/python tools/mutation/run.py covmap measure      # the coverage map (~25 min, 2 cores)
+    .mvenv/bin/python tools/mutation/run.py uncovered --no-lines  # statements no test runs, per file
+    .mvenv/bin/python tools/mutation/run.py run --until 21:15   # a fresh sample, until 21:15 UTC
+    .mvenv/bin/python tools/mutation/run.py run --seed S --rerun-survivors
+    .mvenv/bin/python tools/mutation/run.py report --run <scratch>/runs/fresh-S.jsonl
+    .mvenv/bin/python tools/mutation/run.py list                # mutants per rule file (fixed)
     .mvenv/bin/python tools/mutation/run.py show <mutant id>    # its diff
     .mvenv/bin/python tools/mutation/run.py check <mutant id> [tests]  # one mutant, fresh tree
 
@@ -56,7 +70,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import testmap  # noqa: E402 - beside this script
+import covmap  # noqa: E402 - beside this script
+import testmap  # noqa: E402
 
 # --------------------------------------------------------------------------- the family table
 
@@ -299,6 +314,19 @@ def copy_tree(dest: Path) -> None:
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel)
+    link_packages(dest)
+
+
+def link_packages(tree: Path) -> None:
+    """``converter/frontends`` -> ``../frontends`` and ``converter/backends`` -> ``../backends`` in
+    ``tree`` (as in a work tree): without them ``converter.frontends`` and ``converter.backends``,
+    found nowhere under the tree's ``converter/``, are imported through the project's editable
+    install from the tree it was installed from, not from ``tree`` (whose mutated files the tests
+    would then never run). ``rglob`` does not follow them, so no file is counted twice."""
+    for pkg in ("frontends", "backends"):
+        link = tree / "converter" / pkg
+        if (tree / pkg).is_dir() and not link.exists() and not link.is_symlink():
+            link.symlink_to(Path("..") / pkg)
 
 
 def tree_hash(tree: Path) -> str:
@@ -584,10 +612,13 @@ def cmd_run(cfg: dict, args) -> None:
     print(f"mode {mode}, seed {run_rec['seed']}, {len(order)} mutants sampled from "
           f"{len(run_rec['files'])} files; results: {results_path}", flush=True)  # fmt: skip
     tm = test_map(tree)
+    cm, stale_src = None, []
     if mode != "fixed":
         unmapped = [f for f in run_rec["files"] if not tm.links.get(f)]
         run_rec["unmapped"] = unmapped
         run_rec["package_only"] = [f for f in run_rec["files"] if f in tm.package_only()]
+        if not args.file_map:
+            cm, stale_src, run_rec["selection"] = load_covmap(cfg, args, tree)
         if not results_path.exists():
             with results_path.open("a") as log:
                 log.write(json.dumps(run_rec) + "\n")
@@ -623,6 +654,12 @@ def cmd_run(cfg: dict, args) -> None:
         until = now_utc().replace(hour=h, minute=mi, second=0, microsecond=0)
     print(f"{len(order)} mutants to run; tree {thash}", flush=True)
     server = ForkServer(cfg, tree)
+    if cm is not None:
+        try:
+            run_covmap(cfg, args, cm, stale_src, server, tree, thash, order, results_path, until)
+        finally:
+            server.close()
+        return
     coverage: dict[str, dict] = {}
     rules = rule_files() if mode == "fixed" else testmap.source_files(tree)
     min_collect = cfg["collect_min_mutants"] if mode == "fixed" else cfg.get("fresh_collect_min_mutants", 5)
@@ -758,12 +795,138 @@ def cmd_run(cfg: dict, args) -> None:
     server.close()
 
 
+def covmap_path(cfg: dict, args=None) -> Path:
+    """The coverage map (``covmap.py``): ``--covmap``, else the scratch directory's."""
+    given = getattr(args, "covmap", None)
+    return Path(given) if given else scratch_dir(cfg) / "covmap.json.gz"
+
+
+def load_covmap(cfg: dict, args, tree: Path) -> tuple[covmap.CovMap, list[str], dict]:
+    """``(the map, the source files edited since its run, the run record's note of it)``."""
+    path = covmap_path(cfg, args)
+    if not path.exists():
+        raise SystemExit(
+            f"no coverage map at {path}: make it with `run.py covmap measure` (the default test run "
+            "with coverage contexts, ~25 min) or `run.py covmap build --data .coverage --log pytest.log`, "
+            "or run with --file-map (the file map of testmap.py, no coverage)"
+        )
+    cm = covmap.CovMap.load(path)
+    stale_src, stale_tests = cm.stale(tree)
+    note = {
+        "covmap": str(path), "key": cm.data["key"], "built": cm.data["built"], "measured": cm.data["tree"],
+        "tests": len(cm.tests), "budget": args.budget or cfg["covmap_budget"],
+        "stale_sources": stale_src, "stale_tests": stale_tests,
+    }  # fmt: skip
+    print(
+        f"coverage map {path} ({cm.data['key']}, {len(cm.tests)} tests, built {cm.data['built']}); "
+        f"edited since: {len(stale_src)} source files {stale_src[:5]}, {len(stale_tests)} test files",
+        flush=True,
+    )
+    return cm, stale_src, note
+
+
+def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, results_path, until) -> None:
+    """Each mutant of ``order`` against the tests the coverage map says ran its statement
+    (:meth:`covmap.CovMap.select`), cheap and diverse first, at most ``covmap_budget`` seconds of
+    their recorded time, with ``pytest -x``; a statement no part of the run ran survives as *not
+    covered* (no run)."""
+    logdir = scratch_dir(cfg) / "logs"
+    budget_s = args.budget or cfg["covmap_budget"]
+    file_cost = cfg["covmap_file_cost"]
+    stale = set(stale_src)
+    with results_path.open("a") as log:
+
+        def write(rec: dict) -> None:
+            log.write(json.dumps(rec) + "\n")
+            log.flush()
+
+        for k, m in enumerate(order):
+            if until and now_utc() > until:
+                print(f"stopping: --until {args.until} reached", flush=True)
+                break
+            path = tree / m.file
+            original = path.read_text(encoding="utf-8")
+            mutated = mutate(original, m)
+            if mutated is None or not competent(mutated, m.file):
+                continue
+            span = statement_lines(original, m.line)
+            fallback = candidate_files(m.file, cfg, tree)
+            sel = cm.select(m.file, original, m.line, span, fallback, budget_s, file_cost, m.file in stale)
+            base = {"kind": "mutant", "id": m.id, "file": m.file, "line": m.line, "operator": m.operator,
+                    "diff": diff_lines(original, mutated), "tree": thash, "mode": "covmap",
+                    "selection": sel.kind, "tests": len(sel.tests), "covering": sel.covering,
+                    "candidates": sel.candidates, "est_seconds": sel.seconds,
+                    "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+            if not sel.tests:
+                outcome = "not-covered" if sel.kind == "not-covered" else "no-test-mapped"
+                write({**base, "status": "survived", "outcome": outcome, "seconds": 0, "cpu": 0})
+                print(f"[{k + 1}/{len(order)}] survived {outcome} (line {m.line}): {m.id}", flush=True)
+                continue
+            budget = cfg["min_cpu"] + cfg["cpu_factor"] * sel.seconds
+            wall = min(
+                max(cfg["min_wall"], cfg["wall_factor"] * budget), args.mutant_wall or cfg["fresh_wall"]
+            )
+            mlog = logdir / "mutant.log"
+            try:
+                path.write_text(mutated, encoding="utf-8")
+                res = server.run([*cfg["pytest_args"], *sel.tests], mlog, cpu=budget, wall=wall)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            status, outcome = classify(res["rc"], mlog, m.file)
+            verify = 0.0
+            if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
+                # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
+                failed = failing_tests(mlog.read_text(errors="replace"))
+                if failed:
+                    check = server.run(
+                        [*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600
+                    )
+                    verify = check["seconds"]
+                    if check["rc"] != 0:
+                        status, outcome = "error", "its failing test fails unmutated"
+            rec = {**base, "status": status, "outcome": outcome, "seconds": res["seconds"], "cpu": res["cpu"],
+                   "budget_cpu": round(budget, 1), "verify_seconds": verify,
+                   "tail": tail_of(mlog) if status != "survived" else ""}  # fmt: skip
+            write(rec)
+            part = f"{len(sel.tests)}/{sel.candidates}" + (
+                f" ({sel.covering} covering)" if sel.covering else ""
+            )
+            print(
+                f"[{k + 1}/{len(order)}] {status:8s} {outcome:11s} {res['seconds']:6.1f} s "
+                f"{res['cpu']:6.1f} CPU s "
+                f"{part} tests, {sel.kind}, est {sel.seconds:.0f} s: {m.id} (line {m.line})",
+                flush=True,
+            )
+
+
+def classify(rc, mlog: Path, rel: str) -> tuple[str, str]:
+    """``(status, outcome)`` of a fresh or changed run's mutant from pytest's exit (or the fork
+    server's ``timeout``/``cpu-limit``/``signal N``)."""
+    if rc == 0:
+        return "survived", "passed"
+    if rc == "timeout":
+        # out of wall time on a loaded machine is no evidence either way (CPU-time limits,
+        # load-independent, still count as kills): left out of the score
+        return "undecided", "wall-timeout"
+    if rc == "cpu-limit":
+        return "killed", rc
+    if rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
+        # a conftest whose imports fail in the mutated file stops pytest with exit 4 (a usage
+        # error) where a test module's would be a collection error (exit 2): both kills
+        out = mlog.read_text(errors="replace")
+        if rc == 4 and "ERROR: not found:" in out:
+            return "error", "a selected test id is gone (rebuild the coverage map)"
+        kill = rc in (2, 3) or rc == 4 and import_failed_in(out, rel)
+        return ("killed" if kill else "error"), f"failed({rc})"
+    return "killed", f"failed({rc})" if isinstance(rc, int) else rc
+
+
 def import_failed_in(log: str, rel: str) -> bool:
     """Whether pytest's output ``log`` is a conftest that failed to import with the traceback
     passing through the module body of rule file ``rel`` (the mutant broke its import)."""
     if "ImportError while loading conftest" not in log:
         return False
-    return re.search(rf"^{re.escape(rel)}:\d+: in <module>$", log, re.M) is not None
+    return re.search(rf"^(converter/)?{re.escape(rel)}:\d+: in <module>$", log, re.M) is not None
 
 
 def failing_tests(tail: str) -> list[str]:
@@ -827,13 +990,18 @@ def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
     def score(recs: list[dict]) -> dict:
         decided = [r for r in recs if r["status"] in ("killed", "survived")]
         killed = sum(r["status"] == "killed" for r in decided)
-        eq = sum(r["status"] == "survived" and r["id"] in equivalent for r in decided)
+        survived = [r for r in decided if r["status"] == "survived"]
+        eq = sum(r["id"] in equivalent for r in survived)
         n = len(decided)
         return {
             "run": len(recs), "decided": n, "killed": killed, "score": round(killed / n, 3) if n else None,
-            "undecided": len(recs) - n, "equivalent": eq,
+            "survived": len(survived),
+            "not_covered": sum(r.get("outcome") == "not-covered" for r in survived),
+            "partial": sum(_partial(r) for r in survived),
+            "timeouts": sum(r.get("outcome") in ("cpu-limit", "timeout") for r in decided),
+            "undecided": sum(r["status"] == "undecided" for r in recs),
+            "errors": sum(r["status"] == "error" for r in recs), "equivalent": eq,
             "score_without_equivalent": round(killed / (n - eq), 3) if n - eq else None,
-            "cpu_limit": sum(r.get("outcome") == "cpu-limit" for r in decided),
         }  # fmt: skip
 
     recs = list(latest.values())
@@ -843,31 +1011,65 @@ def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
         "mode": head["mode"], "seed": head["seed"], "base": head.get("base"), "at": head["at"],
         "population_files": len(head["files"]), "population_mutants": sum(head["mutants_per_file"].values()),
         "sample": head["sample"], "unmapped": head.get("unmapped", []),
-        "package_only": head.get("package_only", []),
+        "package_only": head.get("package_only", []), "selection": head.get("selection"),
         "before": {"all": score(firsts), **{g: score([r for r in firsts if direction(r["file"]) == g])
                                             for g in groups}},
         "after": {"all": score(recs), **{g: score([r for r in recs if direction(r["file"]) == g])
                                          for g in groups}},
-        "files": {}, "survivors": [],
+        "files": {}, "not_covered": {}, "survivors": [],
     }  # fmt: skip
     for r in sorted(recs, key=lambda r: (r["file"], r["line"])):
         f = out["files"].setdefault(r["file"], {"run": 0, "killed": 0})
         f["run"] += 1
         f["killed"] += r["status"] == "killed"
-        if first[r["id"]]["status"] in ("survived", "undecided"):
+        if r["status"] == "survived" and r.get("outcome") == "not-covered":
+            out["not_covered"].setdefault(r["file"], []).append(r["line"])
+        if first[r["id"]]["status"] in ("survived", "undecided", "error"):
             c = classes.get(r["id"], {})
             out["survivors"].append({
                 "id": r["id"], "where": f"{r['file']}:{r['line']}", "diff": r["diff"],
                 "first": first[r["id"]]["status"], "now": r["status"], "outcome": r.get("outcome", ""),
+                "tests": _tests_run(r), "partial": _partial(r),
                 "class": c.get("class", "unclassified"), "note": c.get("note", ""),
             })  # fmt: skip
     return out
+
+
+def _partial(r: dict) -> bool:
+    """Whether a mutant ran only part of the tests that ran its statement (the budget)."""
+    return r.get("mode") == "covmap" and r.get("tests", 0) < r.get("candidates", 0)
+
+
+def _tests_run(r: dict) -> str:
+    if r.get("mode") != "covmap":
+        return ""
+    if r.get("outcome") == "not-covered":
+        return "none (not covered)"
+    return f"{r.get('tests', 0)}/{r.get('candidates', 0)} ({r.get('selection', '')})"
 
 
 def fresh_markdown(rep: dict) -> list[str]:
     what = "every file under converter/, frontends/, backends/" if rep["mode"] == "fresh" else (
         f"the files changed since the branch left `{rep['base']}`")  # fmt: skip
     a, b = rep["after"]["all"], rep["before"]["all"]
+    sel = rep.get("selection")
+    if sel:
+        how = [
+            "prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests",
+            "that ran its statement in the default test run, the cheapest of each test file first, up to",
+            f"{sel['budget']:g} s of their recorded time (coverage map `{sel['key']}`: {sel['tests']} tests,",
+            f"built {sel['built']}, `tools/mutation/covmap.py`). A survivor that ran only part of the",
+            "tests that ran its statement is marked *partial*; a statement no part of the run ran survives",
+            "as *not covered*.",
+        ]
+        if sel["stale_sources"]:
+            how.append("Source files edited since the measured run (their mutants ran the file map's tests): "
+                       + ", ".join(f"`{f}`" for f in sel["stale_sources"]) + ".")  # fmt: skip
+    else:
+        how = [
+            "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
+            "to its file, with `pytest -x`, at `nice -n 19`.",
+        ]
     lines = [
         FRESH_BEGIN,
         f"## Fresh sample: seed {rep['seed']} ({rep['mode']}, {rep['at']})",
@@ -875,10 +1077,12 @@ def fresh_markdown(rep: dict) -> list[str]:
         f"`run.py run` drew seed **{rep['seed']}** and sampled {rep['sample']} mutants uniformly from all",
         f"{rep['population_mutants']} mutants of {what} ({rep['population_files']} files; each mutant",
         "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
-        "prefix of it is a uniform sample too), against the test files `tools/mutation/testmap.py` maps",
-        f"to its file, with `pytest -x`, at `nice -n 19`. **{a['run']} of the {rep['sample']} ran** before",
-        f"the run was stopped; {a['undecided']} of them ran out of wall time (undecided,",
-        "left out of the score); running out of CPU time counts as a kill.",
+        *how,
+        "",
+        f"**{a['run']} of the {rep['sample']} ran**: {a['killed']} killed ({a['timeouts']} by running out of "
+        f"CPU time), {a['survived']} survived ({a['not_covered']} not covered, {a['partial']} partial), "
+        f"{a['undecided']} undecided (out of wall time) and {a['errors']} errors (these two left out of the "
+        "score).",
         "",
         f"**Killed on the fresh sample (each mutant's first run): {b['killed']} / {b['decided']} = "
         f"{_pct(b['score'])}**, without the {b['equivalent']} equivalent mutants "
@@ -888,36 +1092,43 @@ def fresh_markdown(rep: dict) -> list[str]:
         "",
         "By direction, after the added tests (`core`: files of no one direction):",
         "",
-        "| direction | run | decided | killed | score | equivalent | score w/o equivalent |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| direction | run | decided | killed | timeouts | survived | not covered | score | equivalent "
+        "| score w/o equivalent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for g, sc in rep["after"].items():
-        if g == "all":
-            continue
-        lines.append(f"| {g} | {sc['run']} | {sc['decided']} | {sc['killed']} | {_pct(sc['score'])} | "
-                     f"{sc['equivalent']} | {_pct(sc['score_without_equivalent'])} |")  # fmt: skip
-    lines.append(f"| all | {a['run']} | {a['decided']} | {a['killed']} | {_pct(a['score'])} | "
-                 f"{a['equivalent']} | {_pct(a['score_without_equivalent'])} |")  # fmt: skip
+    for g, sc in [*((g, sc) for g, sc in rep["after"].items() if g != "all"), ("all", a)]:
+        lines.append(f"| {g} | {sc['run']} | {sc['decided']} | {sc['killed']} | {sc['timeouts']} | "
+                     f"{sc['survived']} | {sc['not_covered']} | {_pct(sc['score'])} | {sc['equivalent']} | "
+                     f"{_pct(sc['score_without_equivalent'])} |")  # fmt: skip
     lines += ["", "Files the mutants that ran came from (killed / run): " + ", ".join(
         f"`{f}` {v['killed']}/{v['run']}" for f, v in rep["files"].items()) + "."]  # fmt: skip
-    lines += ["", "Files with no test mapped: " + (", ".join(f"`{f}`" for f in rep["unmapped"]) or "none")
-              + "; mapped only by package (no test file of their own): "
-              + (", ".join(f"`{f}`" for f in rep["package_only"]) or "none") + "."]  # fmt: skip
+    if rep.get("not_covered"):
+        lines += ["", "Not covered (lines no test of the default run runs; `run.py uncovered` lists them "
+                  "all): " + ", ".join(f"`{f}` {', '.join(map(str, ls))}"
+                                       for f, ls in rep["not_covered"].items()) + "."]  # fmt: skip
+    if not sel:
+        lines += ["", "Files with no test mapped: " + (", ".join(f"`{f}`" for f in rep["unmapped"]) or "none")
+                  + "; mapped only by package (no test file of their own): "
+                  + (", ".join(f"`{f}`" for f in rep["package_only"]) or "none") + "."]  # fmt: skip
     lines += [
         "",
-        "| where | mutation | first run | now | class | note |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| where | mutation | first run | tests run | now | class | note |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in rep["survivors"]:
         old = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "-").replace("|", "\\|")
         new = " ".join(x[1:].strip() for x in s["diff"] if x[0] == "+").replace("|", "\\|")
-        lines.append(f"| `{s['where']}` | `{old}` → `{new}` | {s['first']} ({s['outcome']}) | {s['now']} | "
-                     f"{s['class']} | {s['note']} |")  # fmt: skip
+        tests = s.get("tests", "") + (" partial" if s.get("partial") else "")
+        lines.append(f"| `{s['where']}` | `{old}` → `{new}` | {s['first']} ({s['outcome']}) | {tests} | "
+                     f"{s['now']} | {s['class']} | {s['note']} |")  # fmt: skip
     return [*lines, "", FRESH_END]
 
 
 def cmd_report_fresh(cfg: dict, args) -> None:
     rep = fresh_report(read_results(Path(args.run)), load_classes())
+    if args.print_only:
+        print("\n".join(fresh_markdown(rep)))
+        return
     (HERE / "report-fresh.json").write_text(json.dumps(rep, indent=1) + "\n")
     out = ROOT / "docs" / "mutation-report.md"
     text = out.read_text() if out.exists() else "# Mutation testing report\n"
@@ -1026,6 +1237,62 @@ def cmd_report(cfg: dict, args) -> None:
     print(out.read_text())
 
 
+COVERAGE_ARGS = ["--cov", "--cov-context=test", "--cov-report=", "--durations=0", "-p", "no:cacheprovider"]
+
+
+def coverage_command(cfg: dict, rc: Path, extra: list[str]) -> list[str]:
+    """The default test command (CONTRIBUTING.md: ``pytest -q -n 2 --dist worksteal``) measured
+    with one coverage context per test and every test's duration printed."""
+    return [cfg["test_python"], "-m", "pytest", "-q", "-n", "2", "--dist", "worksteal",
+            f"--cov-config={rc}", *COVERAGE_ARGS, *extra]  # fmt: skip
+
+
+def cmd_covmap(cfg: dict, args) -> None:
+    if args.covcmd == "build":
+        out = Path(args.out) if args.out else covmap_path(cfg)
+        tree = Path(args.tree).resolve() if args.tree else ROOT
+        m = covmap.build(Path(args.data), Path(args.log) if args.log else None, tree, out)
+        print(f"{out}: {len(m['tests'])} tests, {len(m['files'])} source files, tree {tree} ({m['key']})")
+        return
+    where = Path(args.dir) if args.dir else scratch_dir(cfg) / "coverage"
+    where.mkdir(parents=True, exist_ok=True)
+    data = where / ".coverage"
+    for old in where.glob(".coverage*"):
+        old.unlink()
+    rc = where / "coveragerc"
+    rc.write_text(
+        "[run]\nsource =\n" + "".join(f"    {ROOT / d}\n" for d in testmap.SOURCE_DIRS)
+        + f"relative_files = True\ndata_file = {data}\n"
+    )  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    where_from = subprocess.run(
+        [cfg["test_python"], "-c", "import converter.frontends as f, converter.backends as b; "
+         "print(f.__path__[0]); print(b.__path__[0])"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    if any(not Path(p).resolve().is_relative_to(ROOT) for p in where_from):
+        link_packages(ROOT)  # a work tree without its links imports another tree's frontends/backends
+    cmd = coverage_command(cfg, rc, args.pytest_args)
+    log = where / "pytest.log"
+    print(f"{' '.join(cmd)}\n  (in {ROOT}, output to {log})", flush=True)
+    with log.open("w") as out:
+        rc_ = subprocess.run(
+            ["nice", "-n", "10", *cmd], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+    print(f"pytest exit {rc_.returncode}; {tail_of(log, 1)}", flush=True)
+    out = Path(args.out) if args.out else covmap_path(cfg)
+    m = covmap.build(data, log, ROOT, out)
+    print(f"{out}: {len(m['tests'])} tests, {len(m['files'])} source files ({m['key']})")
+
+
+def cmd_uncovered(cfg: dict, args) -> None:
+    text = covmap.uncovered_text(covmap.CovMap.load(covmap_path(cfg, args)), not args.no_lines)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -1051,6 +1318,15 @@ def main(argv: list[str] | None = None) -> None:
         "--collect-min", type=int, help="record a test file's lines only when this many mutants "
         "still to run need it (default: config.toml's collect_min_mutants / fresh_collect_min_mutants)",
     )  # fmt: skip
+    r.add_argument(
+        "--file-map", action="store_true", help="fresh/changed runs: select each mutant's tests by "
+        "testmap.py's file map and line records of test files (no coverage map)",
+    )  # fmt: skip
+    r.add_argument("--covmap", help="the coverage map to select tests by (default: <scratch>/covmap.json.gz)")
+    r.add_argument(
+        "--budget", type=float, help="seconds of recorded test time a mutant may run (default: config.toml's "
+        "covmap_budget)",
+    )  # fmt: skip
     r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
     r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
     r.add_argument("--rerun-survivors", action="store_true")
@@ -1069,11 +1345,29 @@ def main(argv: list[str] | None = None) -> None:
     rp.add_argument(
         "--run", help="the results of a fresh or changed run (<scratch>/runs/<mode>-<seed>.jsonl)"
     )
+    rp.add_argument("--print-only", action="store_true", help="print the fresh run's section, write nothing")
+    cv = sub.add_parser("covmap", help="measure the default test run's coverage per test and build the map")
+    cvs = cv.add_subparsers(dest="covcmd", required=True)
+    me = cvs.add_parser(
+        "measure", help="run the default test command with coverage contexts (~25 min), then build"
+    )  # fmt: skip
+    me.add_argument("--dir", help="where the coverage data and the log go (default: <scratch>/coverage)")
+    me.add_argument("--out", help="the map (default: <scratch>/covmap.json.gz)")
+    me.add_argument("pytest_args", nargs="*", help="more pytest arguments (a selection: not the default run)")
+    bd = cvs.add_parser("build", help="build the map of a .coverage file and the output of its run")
+    bd.add_argument("--data", required=True, help="the .coverage file (--cov-context=test)")
+    bd.add_argument("--log", help="the run's output (--durations=0: the tests' durations)")
+    bd.add_argument("--tree", help="the tree the run measured (default: this work tree)")
+    bd.add_argument("--out", help="the map (default: <scratch>/covmap.json.gz)")
+    un = sub.add_parser("uncovered", help="per source file, the statements the default test run never runs")
+    un.add_argument("--covmap", help="the coverage map (default: <scratch>/covmap.json.gz)")
+    un.add_argument("--out", help="write the listing there (default: stdout)")
+    un.add_argument("--no-lines", action="store_true", help="counts only, not the line numbers")
     args = p.parse_args(argv)
     cfg = load_config()
-    {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report}[args.cmd](
-        cfg, args
-    )
+    cmds = {"list": cmd_list, "run": cmd_run, "show": cmd_show, "check": cmd_check, "report": cmd_report,
+            "covmap": cmd_covmap, "uncovered": cmd_uncovered}  # fmt: skip
+    cmds[args.cmd](cfg, args)
 
 
 if __name__ == "__main__":
