@@ -205,6 +205,8 @@ class _JaxEntry:
         # (weakref, version, data_ptr, strides, array or None) once imported
         self._memo: list[Any] = [None] * len(sig)
         self._numpy = [np.dtype(d).name in _NUMPY_VIEWS for _, d, _ in sig]  # torch's .numpy() has it
+        # per kept input: (index, None for a jax Array, else whether a NumPy view of it exists)
+        self._slots = [(i, self._numpy[i] if sig[i][2] else None) for i in self.kept]
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
         kept = self.kept
 
@@ -301,13 +303,19 @@ class _JaxEntry:
         pays for no more than that; its storage and strides are read when it is imported.
         A tensor written to between two calls (a weight the optimizer steps) is seen anew."""
         memo, arrays = self._memo, []
-        for i in self.kept:
+        for i, numpy_view in self._slots:
             x = leaves[i]
-            if isinstance(x, torch.Tensor):
+            if numpy_view is not None:  # a torch tensor
                 m = memo[i]
                 if m is None or m[0]() is not x or m[1] != x._version:  # first sight: a view
                     memo[i] = (weakref.ref(x), x._version)
-                    x = self._view(i, x)
+                    if numpy_view and not x.requires_grad:  # the common case, inline: see _view
+                        try:
+                            x = x.numpy()
+                        except RuntimeError:  # a conjugate or negative view
+                            x = _crossable(x).numpy()
+                    else:
+                        x = self._view(i, x)
                 elif len(m) == 2:  # seen unchanged again: import it, once
                     x = self._import(i, x)
                 elif m[2] == x.data_ptr() and m[3] == x.stride():
