@@ -121,7 +121,7 @@ def cpu_array_to_dlpack(array):
     """A DLPack capsule sharing the memory of a single-device CPU jax ``array`` (what
     ``array.__dlpack__()`` returns, without its device lookups). Only when :data:`FAST_DLPACK`,
     and then jaxlib's function itself (below): ``call_jax`` calls it once per output per call,
-    and a Python frame around it costs ~0.4 µs."""
+    and a Python frame around it adds ~400 instructions (callgrind) to the ~4,700 of the call."""
     return _xla_ext.buffer_to_dlpack_managed_tensor(array)
 
 
