@@ -10,7 +10,11 @@ Prints, for one process (machines are noisy; compare ratios, not seconds across 
   (the case of weights, imported once while unchanged) and with two tensors in turn (every
   call passes a tensor other than the last one, as activations are: it crosses as a NumPy
   view, zero-copy); the spread (10th-90th
-  percentile of the pair differences) says how noisy the machine was;
+  percentile of the pair differences) says how noisy the machine was. Next to it, the floors
+  timed the same way in the same run: the public DLPack round trip around the same jitted
+  function (``torch.from_dlpack(f(jnp.from_dlpack(t)))``), and the zero-copy crossing
+  ``call_jax`` makes without any of its checks (a NumPy view in, a DLPack capsule out through
+  jaxlib's and torch's C entry points): what is left above that one is ``call_jax``'s own;
 * ``call_jax`` of a two-layer MLP (weights requiring grad, interleaved with the same jitted
   function on jax arrays): forward under ``torch.no_grad()``, forward recording the graph
   (residuals kept for backward), and forward+backward against ``jax.value_and_grad`` under jit;
@@ -53,28 +57,49 @@ def paired(
     return statistics.median(ta), statistics.median(tb), diff[len(diff) // 10], diff[9 * len(diff) // 10]
 
 
-def small_overhead(repeat: int) -> list[float]:
+def small_overhead(repeat: int) -> dict[str, tuple[float, float]]:
     """Print call_jax's overhead over the bare jitted call on one 8x8 tensor: the same tensor
     every call (imported once while unchanged, as weights are), and two tensors in turn (each
-    call's input is new to it, as activations are). Returns the two overheads in seconds."""
+    call's input is new to it, as activations are); then, with two tensors in turn, the floors:
+    the public DLPack round trip around the same jitted function, and the zero-copy crossing
+    call_jax makes without its checks. Returns, under ``"same"``, ``"new"``, ``"dlpack"`` and
+    ``"zero_copy"``, each one's overhead (difference of the medians) and the 90th percentile
+    of its pair differences, in seconds."""
+    from converter import _jax_internal, _torch_internal
+
     f = lambda x: jnp.tanh(x) * 2  # noqa: E731
     t, u = torch.randn(8, 8), torch.randn(8, 8)
     a = jnp.asarray(t.numpy())
     bare = jax.jit(f)
     bare(a)
     converter.call_jax(f, t)
-    turn = [t, u]
 
-    def alternate():
-        turn.reverse()
-        return converter.call_jax(f, turn[0])
+    def in_turn(fn: Callable[[torch.Tensor], object]) -> Callable[[], object]:
+        turn = [t, u]
 
-    overheads = []
-    for name, call in [("same tensor", lambda: converter.call_jax(f, t)), ("new tensor", alternate)]:
+        def call():
+            turn.reverse()
+            return fn(turn[0])
+
+        return call
+
+    def zero_copy(x: torch.Tensor) -> torch.Tensor:  # call_jax's crossing, none of its checks
+        return _torch_internal.tensor_from_dlpack(_jax_internal.cpu_array_to_dlpack(bare(x.numpy())))
+
+    def public_dlpack(x: torch.Tensor) -> torch.Tensor:
+        return torch.from_dlpack(bare(jnp.from_dlpack(x)))
+
+    overheads = {}
+    for key, name, call in [
+        ("same", "call_jax 8x8 (same tensor)", lambda: converter.call_jax(f, t)),
+        ("new", "call_jax 8x8 (new tensor)", in_turn(lambda x: converter.call_jax(f, x))),
+        ("dlpack", "floor: public DLPack round trip", in_turn(public_dlpack)),
+        ("zero_copy", "floor: NumPy view in, DLPack out", in_turn(zero_copy)),
+    ]:
         t_call, t_bare, lo, hi = paired(call, lambda: bare(a), repeat * 5)
-        overheads.append(t_call - t_bare)
+        overheads[key] = (t_call - t_bare, hi)
         print(
-            f"call_jax 8x8 ({name}) over jax.jit {(t_call - t_bare) * 1e6:14.1f} us  "
+            f"{name:32s} over jax.jit {(t_call - t_bare) * 1e6:8.1f} us  "
             f"({t_call / t_bare:.2f}x of {t_bare * 1e6:.1f} us; "
             f"pair differences p10..p90 {lo * 1e6:.1f}..{hi * 1e6:.1f} us)"
         )
@@ -93,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     repeat = args.repeat
     torch.set_num_threads(1)  # shared machines: threads fighting for cores make eager torch erratic
-    same, new = small_overhead(repeat)
+    small = small_overhead(repeat)
+    same, new = small["same"][0], small["new"][0]
 
     rng = np.random.default_rng(0)
     p_np = {k: rng.standard_normal((64, 64)).astype(np.float32) * 0.1 for k in ("w1", "w2")}

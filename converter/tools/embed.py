@@ -76,7 +76,7 @@ def to_jax_array(t: torch.Tensor) -> jax.Array:
 def to_torch_tensor(a: jax.Array) -> torch.Tensor:
     """A torch tensor sharing ``a``'s memory (one DLPack exchange, no copy)."""
     if _jax_internal.FAST_DLPACK and a.device is _cpu_device():
-        return torch.utils.dlpack.from_dlpack(_jax_internal.cpu_array_to_dlpack(a))
+        return _torch_internal.tensor_from_dlpack(_jax_internal.cpu_array_to_dlpack(a))
     return torch.from_dlpack(a)
 
 
@@ -151,6 +151,10 @@ _NUMPY_VIEWS = {
 
 
 _functorch_active = _torch_internal.functorch_active  # a torch.func transform is running
+# torch.compile / torch.export is tracing (bound once: the per-call path saves two attribute
+# lookups; Dynamo recognizes the function object itself, whatever name it is called by)
+_is_compiling = torch.compiler.is_compiling
+_Tensor = torch.Tensor
 
 
 def _leaf_sig(leaves: list[Any]) -> tuple:
@@ -197,9 +201,12 @@ class _JaxEntry:
         self._vjp: _JaxEntry | None = None
         self._vmaps: dict = {}
         self.cpu_dlpack: bool | None = None  # decided on the first call
-        # per input: (weakref, version, data_ptr, strides, array or None) of the last tensor
+        # per input, the last tensor: (weakref, version) when seen once (passed as a view),
+        # (weakref, version, data_ptr, strides, array or None) once imported
         self._memo: list[Any] = [None] * len(sig)
         self._numpy = [np.dtype(d).name in _NUMPY_VIEWS for _, d, _ in sig]  # torch's .numpy() has it
+        # per kept input: (index, None for a jax Array, else whether a NumPy view of it exists)
+        self._slots = [(i, self._numpy[i] if sig[i][2] else None) for i in self.kept]
         run_jaxpr = jax.extend.core.jaxpr_as_fun(closed)
         kept = self.kept
 
@@ -212,7 +219,7 @@ class _JaxEntry:
             return list(run_jaxpr(*full))
 
         self.run_kept = run_kept
-        self.forward = jax.jit(lambda xs: run_kept(*xs))
+        self.forward = jax.jit(run_kept)  # the arrays as arguments: jit's C++ path, no tree
         res_def: list[Any] = []  # the VJP function's tree: residual arrays cross jit, not it
 
         def forward_vjp(xs):
@@ -251,10 +258,9 @@ class _JaxEntry:
         if with_vjp:
             outs, vjp_fn = self.forward_vjp(arrays)
         else:
-            outs, vjp_fn = self.forward(arrays), None
+            outs, vjp_fn = self.forward(*arrays), None
         if self.cpu_dlpack:
-            export, load = _jax_internal.cpu_array_to_dlpack, torch.utils.dlpack.from_dlpack
-            return [load(export(o)) for o in outs], vjp_fn
+            return _cpu_tensors(outs), vjp_fn
         if self.cpu_dlpack is None:  # first call: are all inputs and outputs on the CPU?
             cpu = _cpu_device()
             self.cpu_dlpack = (
@@ -266,49 +272,73 @@ class _JaxEntry:
             if self.cpu_dlpack:
                 for i in self.kept:  # seen once: the next call with the same tensor keeps it
                     if isinstance(leaves[i], torch.Tensor):
-                        self._remember(i, leaves[i], None)
+                        self._memo[i] = (weakref.ref(leaves[i]), leaves[i]._version)
                 if not self.x64:
                     self.call = self._call_cpu  # type: ignore[method-assign]
         return [to_torch_tensor(o) for o in outs], vjp_fn
 
-    def call(self, leaves: Sequence[Any]) -> list[torch.Tensor]:
-        """The outputs of :meth:`run` without the VJP (the per-call path of ``call_jax``
-        outside autograd; a CPU signature's instances call :meth:`_call_cpu` directly once
-        its first call has seen where the tensors are)."""
-        return self.run(leaves)[0]
+    def call(self, leaves: Sequence[Any]) -> Any:
+        """The outputs of :meth:`run` without the VJP, in the function's output tree
+        (:attr:`unflatten`): the per-call path of ``call_jax`` outside autograd. A CPU
+        signature's instances call :meth:`_call_cpu` directly once its first call has seen
+        where the tensors are."""
+        return self.unflatten(self.run(leaves)[0])
 
-    def _call_cpu(self, leaves: Sequence[Any]) -> list[torch.Tensor]:
-        export, load = _jax_internal.cpu_array_to_dlpack, torch.utils.dlpack.from_dlpack
-        return [load(export(o)) for o in self.forward(self._cpu_arrays(leaves))]
+    def _call_cpu(self, leaves: Sequence[Any]) -> Any:
+        outs = self.forward(*self._cpu_arrays(leaves))
+        if self.unflatten is _first:  # one array: no list, no tree
+            return _torch_internal.tensor_from_dlpack(_jax_internal.cpu_array_to_dlpack(outs[0]))
+        return self.unflatten(_cpu_tensors(outs))
 
     def _cpu_arrays(self, leaves: Sequence[Any]) -> list[Any]:
         """The kept inputs for the jitted functions, none copied: a CPU tensor seen for the
         first time as a NumPy view of its memory (jit takes it without a copy, for ~2 µs
         less than a DLPack import; JAX has no NumPy type for bfloat16 and a few others,
-        which cross by DLPack), the same unchanged tensor seen again by DLPack, once: that
-        array is kept and reused while the tensor is unchanged (weights passed call after
-        call, see :meth:`_import`); jax Arrays as they are."""
+        which cross by DLPack), the same tensor seen again by DLPack, once: that array is
+        kept and reused while the tensor is unchanged (weights passed call after call, see
+        :meth:`_import`); jax Arrays as they are.
+
+        A first sight records only a weak reference to the tensor (no callback: a dead
+        reference holds nothing) and its version, so a new tensor each call (activations)
+        pays for no more than that; its storage and strides are read when it is imported.
+        A tensor written to between two calls (a weight the optimizer steps) is seen anew."""
         memo, arrays = self._memo, []
-        for i in self.kept:
+        for i, numpy_view in self._slots:
             x = leaves[i]
-            if isinstance(x, torch.Tensor):
+            if numpy_view is not None:  # a torch tensor
                 m = memo[i]
-                if (
-                    m is None
-                    or m[0]() is not x
-                    or m[1] != x._version
-                    or m[2] != x.data_ptr()
-                    or m[3] != x.stride()
-                ):  # first sight: remember it, pass a view
-                    self._remember(i, x, None)
-                    x = _crossable(x)
-                    x = x.numpy() if self._numpy[i] else self._dlpack(x)
-                elif m[4] is None:  # seen unchanged again: import it, once
+                if m is None or m[0]() is not x or m[1] != x._version:  # first sight: a view
+                    memo[i] = (weakref.ref(x), x._version)
+                    if numpy_view and not x.requires_grad:  # the common case, inline: see _view
+                        try:
+                            x = x.numpy()
+                        except RuntimeError:  # a conjugate or negative view
+                            x = _crossable(x).numpy()
+                    else:
+                        x = self._view(i, x)
+                elif len(m) == 2:  # seen unchanged again: import it, once
                     x = self._import(i, x)
-                else:
-                    x = m[4]
+                elif m[2] == x.data_ptr() and m[3] == x.stride():
+                    x = m[4] if m[4] is not None else self._import(i, x)  # None: crosses as a copy
+                else:  # given other storage or strides since its import: seen anew
+                    memo[i] = (weakref.ref(x), x._version)
+                    x = self._view(i, x)
             arrays.append(x)
         return arrays
+
+    def _view(self, i: int, t: torch.Tensor) -> Any:
+        """Input ``i``, the CPU tensor ``t``, as jit takes it without a DLPack import: a NumPy
+        view of its memory (strided when ``t`` is: jit copies such an array), or a DLPack
+        import for a dtype NumPy lacks. ``Tensor.numpy()`` refuses a tensor with a lazy
+        conjugate or negative bit (it would drop them): those are resolved first."""
+        if not self._numpy[i]:
+            return self._dlpack(_crossable(t))
+        if t.requires_grad:
+            t = t.detach()
+        try:
+            return t.numpy()
+        except RuntimeError:  # a conjugate or negative view
+            return _crossable(t).numpy()
 
     @staticmethod
     def _dlpack(t: torch.Tensor) -> jax.Array:
@@ -333,7 +363,7 @@ class _JaxEntry:
 
     def _remember(self, i: int, t: torch.Tensor, array: jax.Array | None) -> None:
         """Input ``i`` was ``t`` (as it is now: version, storage, strides), imported as
-        ``array`` (None: passed as a view, not kept)."""
+        ``array`` (None: it crossed as a copy, not kept)."""
         self._memo[i] = (weakref.ref(t, self._forget[i]), t._version, t.data_ptr(), t.stride(), array)
 
     def _forgetter(self, i: int) -> Callable[[Any], None]:
@@ -398,6 +428,13 @@ class _JaxEntry:
 
             entry = self._vmaps[(dims, sig)] = _JaxEntry(flat, sig, f"vmap of {self.name}")
         return entry
+
+
+def _cpu_tensors(outs: Sequence[jax.Array]) -> list[torch.Tensor]:
+    """Single-device CPU jax Arrays as torch tensors sharing their memory (one DLPack capsule
+    each, through the C entry points of both sides: see :func:`to_torch_tensor`)."""
+    export, load = _jax_internal.cpu_array_to_dlpack, _torch_internal.tensor_from_dlpack
+    return [load(export(o)) for o in outs]
 
 
 def _conj(x: jax.Array) -> jax.Array:
@@ -572,6 +609,9 @@ def _fast_key(leaves: list[Any], treedef: Any) -> tuple[tuple | None, list[Any]]
     return tuple(key), arrays
 
 
+_first = operator.itemgetter(0)  # the output tree of a function returning one array
+
+
 def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
     """Trace ``fn`` for this call's signature (checked: leaf types, binding)."""
     spec = torch_tree((args, kwargs))
@@ -580,7 +620,7 @@ def _user_entry(fn: Callable, args: tuple, kwargs: dict) -> _JaxEntry:
     entry, out_def = _traced_entry(fn, spec, _leaf_sig(leaves))
     entry.out_def = out_def
     if out_def.num_nodes == 1 and out_def.num_leaves == 1:  # one array: no tree to rebuild
-        entry.unflatten = operator.itemgetter(0)
+        entry.unflatten = _first
     else:
         entry.unflatten = out_def.unflatten
     return entry
@@ -632,7 +672,7 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         SignatureMismatchError: ``(*args, **kwargs)`` does not bind to ``fn``'s parameters
             (an unknown keyword, an extra positional argument).
     """
-    if not kwargs and not torch.compiler.is_compiling():  # the per-call path: cached entries
+    if not kwargs and not _is_compiling():  # the per-call path: cached entries
         owner, ident = (fn, id(fn)) if type(fn) is not types.MethodType else _owner(fn)
         cache = _JAX_BY_ID.get(ident)
         positional = _positional_key(args) if cache is not None and cache[0]() is owner else None
@@ -641,7 +681,7 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
             try:
                 if (positional[1] and torch.is_grad_enabled()) or _functorch_active():
                     return entry.unflatten(_apply(entry, list(args)))
-                return entry.unflatten(entry.call(args))
+                return entry.call(args)
             except ConversionError:
                 raise
             except Exception as e:  # the error contract, as api's wrapper would apply it
@@ -653,15 +693,17 @@ def call_jax(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 
 def _positional_key(args: tuple) -> tuple[tuple, bool] | None:
     """For positional torch tensors: the cache key of the call (per tensor its shape, dtype
-    and device, what :func:`_fast_key` records, without flattening a tree) and whether one
-    requires grad. None when an argument is not a tensor."""
+    and device, the device as ``True`` for the CPU: a ``torch.device`` costs more to make and
+    to hash; no tree flattened) and whether one requires grad. None when an argument is not
+    a tensor."""
     key = []
     needs_grad = False
     for x in args:
-        if not isinstance(x, torch.Tensor):
+        if type(x) is not _Tensor and not isinstance(x, _Tensor):
             return None
-        key.append((x.shape, x.dtype, x.device))
-        needs_grad = needs_grad or x.requires_grad
+        key.append((x.shape, x.dtype, x.is_cpu or x.device))
+        if x.requires_grad:
+            needs_grad = True
     return tuple(key), needs_grad
 
 

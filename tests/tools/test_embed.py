@@ -592,6 +592,23 @@ def test_call_jax_applies_lazy_conjugate_and_negative_bits():
             torch.testing.assert_close(converter.call_jax(f, view), view.resolve_conj().resolve_neg() * 2)
 
 
+def test_call_jax_new_strided_tensors_cross_with_their_values():
+    """Tensors new to each call cross as NumPy views even when strided (transposed, sliced
+    with an offset, expanded with stride 0: jit copies those), conjugate or negative views
+    (resolved first), or requiring grad under ``no_grad``: each call computes on its own
+    tensor's values, whatever the previous call passed."""
+    f = lambda a: a * 2  # noqa: E731
+    base = torch.randn(8, 8)
+    views = [base.t()[:4, :4], base[1:5, 2:6], base[::2, 1::2], base[0, :4].expand(4, 4)]
+    views.append(torch.randn(4, 4, requires_grad=True))
+    with torch.no_grad():
+        for view in views * 2:
+            torch.testing.assert_close(converter.call_jax(f, view), view.detach() * 2)
+    z = torch.randn(3, 3, dtype=torch.complex64)
+    for view in (z.conj(), z.t().conj(), z.conj().imag, torch.randn(3, 3, dtype=torch.complex64).conj()):
+        torch.testing.assert_close(converter.call_jax(f, view), view.resolve_conj().resolve_neg() * 2)
+
+
 def test_call_jax_bound_method_traces_once():
     """``self.f`` is a new method object at each access: the cache lives as long as the
     object, so a module calling ``call_jax(self.f, x)`` in its forward traces once."""
