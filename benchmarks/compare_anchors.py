@@ -19,22 +19,15 @@ converts the same files):
   floor: the same network written by hand with ``jax.lax`` (NCHW, the same weights), jitted.
 * ONNX → torch eager CNN (one torch thread), against onnx2torch and the torch model the ONNX
   file came from.
-<<<<<<< HEAD
-* ``call_jax`` per call with a new 8x8 tensor each call, over the bare ``jax.jit`` call.
+* ``call_jax`` per call with a new 8x8 tensor each call, over the bare ``jax.jit`` call, with
+  the floors timed alongside: the public DLPack round trip (``torch.from_dlpack(f(
+  jnp.from_dlpack(t)))``) and the zero-copy crossing call_jax makes, without its checks.
 * ``jax.jit(f.apply)`` per call on a tiny MLP (from ``from_torch``), against torchax (``jax.jit``
   of the function ``torchax.extract_jax`` gives) and the floor: a hand-written ``jax.jit`` MLP
   of the same weights.
 * first call of ``jax.jit(f)`` (trace + compile) of a converted GPT-2, against torchax (its
   ``extract_jax`` function under ``jax.jit``, weights as arguments) and ``jax.jit(f.apply)``:
   medians of ``--first-calls`` rounds, each of fresh functions, the order rotating.
-=======
-* ``jax.jit(f.apply)`` per call on a tiny MLP (from ``from_torch``), against the floor: a
-  hand-written ``jax.jit`` MLP of the same weights; torchax's ``jit`` when importable.
-* ``call_jax`` per call with a new 8x8 tensor each call, over the bare ``jax.jit`` call, with
-  the floors timed alongside: the public DLPack round trip (``torch.from_dlpack(f(
-  jnp.from_dlpack(t)))``) and the zero-copy crossing call_jax makes, without its checks.
-* first call of ``jax.jit(f)`` (trace + compile) of a converted GPT-2, against torchax.
->>>>>>> calljax
 
 The anchors are optional; a row without one says so. onnx2torch: its package requires
 torchvision, which must not be installed here (its wheels pull a torch build of their own), so
@@ -510,11 +503,16 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     # --- 5. call_jax per call (before torchax is imported: it renames torch's privateuse1 device)
-    same, new = small_overhead(args.repeat)
+    small = small_overhead(args.repeat)
+    (new, new_p90), (same, _) = small["new"], small["same"]
+    (dlpack, _), (zero_copy, _) = small["dlpack"], small["zero_copy"]
     call_jax_row = dict(
         what="`call_jax` per call, a new 8×8 tensor each call",
-        result=f"+{new * 1e6:.1f} µs (same tensor +{same * 1e6:.1f} µs); target ≤ 8 µs",
-        anchor="the bare `jax.jit` call (the floor)",
+        result=f"+{new * 1e6:.1f} µs, p90 +{new_p90 * 1e6:.1f} µs (same tensor +{same * 1e6:.1f} µs); "
+        f"target ≤ 8 µs, p90 ≤ 12 µs; floors: public DLPack round trip +{dlpack * 1e6:.1f} µs, "
+        f"NumPy view in + DLPack out +{zero_copy * 1e6:.1f} µs",
+        anchor="the bare `jax.jit` call; floors: `torch.from_dlpack(f(jnp.from_dlpack(t)))`, and "
+        "call_jax's own zero-copy crossing without its checks",
     )
     torchax, tx_note = optional("torchax")
     print(f"  torchax {_version('torchax')}" if torchax is not None else f"  note: {tx_note}")
@@ -543,28 +541,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows["anchors_dispatch"] = dict(
         what="`jax.jit(f.apply)` per call, tiny MLP",
-<<<<<<< HEAD
         result=f"{versus.replace(' us', ' µs')}{t_apply / t_floor:.2f}× the floor"
         + ("" if torchax else " (torchax absent)"),
         anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function; floor: a "
         "hand-written `jax.jit` MLP, same weights",
-=======
-        result=f"{t_apply / t_floor:.2f}× the floor" + ("" if torchax else " (torchax absent)"),
-        anchor="torchax `jit`; floor: a hand-written `jax.jit` MLP, same weights",
-    )
-
-    # --- 5. call_jax per call
-    small = small_overhead(args.repeat)
-    (new, new_p90), (same, _) = small["new"], small["same"]
-    (dlpack, _), (zero_copy, _) = small["dlpack"], small["zero_copy"]
-    rows["anchors_call_jax"] = dict(
-        what="`call_jax` per call, a new 8×8 tensor each call",
-        result=f"+{new * 1e6:.1f} µs, p90 +{new_p90 * 1e6:.1f} µs (same tensor +{same * 1e6:.1f} µs); "
-        f"target ≤ 8 µs, p90 ≤ 12 µs; floors: public DLPack round trip +{dlpack * 1e6:.1f} µs, "
-        f"NumPy view in + DLPack out +{zero_copy * 1e6:.1f} µs",
-        anchor="the bare `jax.jit` call; floors: `torch.from_dlpack(f(jnp.from_dlpack(t)))`, and "
-        "call_jax's own zero-copy crossing without its checks",
->>>>>>> calljax
     )
     rows["anchors_call_jax"] = call_jax_row
 
