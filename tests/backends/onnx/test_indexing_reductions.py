@@ -525,6 +525,44 @@ def test_sort_raw_comparator_total_order(direction, compare_type, ety, opset):
     assert_bits_equal(run_session(sess, [x, i]), run_xla(text, x, i))
 
 
+_MAPPED_SORTS = [("f32", "FLOAT"), ("f32", "TOTALORDER"), ("i32", "SIGNED"), ("bf16", "FLOAT")]
+
+
+@pytest.mark.parametrize(("ety", "compare_type"), _MAPPED_SORTS, ids=["-".join(c) for c in _MAPPED_SORTS])
+def test_sort_by_a_value_the_comparator_maps(ety, compare_type):
+    """A comparator that orders ``select(a == 3, 7, a)`` (built from compare/select/constant
+    like JAX's canonicalization, but changing the order) sorts by the mapped value, as XLA
+    does (regression: the ONNX backend sorted the raw operand unless the key was a float
+    ``TOTALORDER`` one)."""
+    t, e = f"tensor<6x{ety}>", f"tensor<{ety}>"
+    cmp_type = "SIGNED" if ety == "i32" else "FLOAT"
+    keys = "\n".join(
+        f"""    %t{v} = stablehlo.compare EQ, %{v}, %three, {cmp_type} : ({e}, {e}) -> tensor<i1>
+    %k{v} = stablehlo.select %t{v}, %seven, %{v} : tensor<i1>, {e}"""
+        for v in "ab"
+    )
+    text = f"""
+func.func public @main(%x: {t}) -> {t} {{
+  %0 = "stablehlo.sort"(%x) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {e}, %b: {e}):
+    %three = stablehlo.constant dense<{3 if ety == "i32" else 3.0}> : {e}
+    %seven = stablehlo.constant dense<{7 if ety == "i32" else 7.0}> : {e}
+{keys}
+    %r = stablehlo.compare LT, %ka, %kb, {compare_type} : ({e}, {e}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : ({t}) -> {t}
+  return %0 : {t}
+}}"""
+    x = np.array([5, 3, 1, 6, 8, 2], {"f32": np.float32, "i32": np.int32, "bf16": ml_dtypes.bfloat16}[ety])
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = run_session(sess, [x])
+    (want,) = run_xla(text, x)
+    assert want.tolist() == [1, 2, 5, 6, 3, 8]
+    assert_bits_equal([got], [want])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
 def test_top_k_total_order_opset26(dtype):
     """chlo.top_k at opset 26 in XLA's order: NaN first, -NaN last, +0.0 before -0.0."""
