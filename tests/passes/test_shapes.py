@@ -46,6 +46,21 @@ def test_shape_assertion_failure_is_reported():
         refine(_poly().mlir, [(0, 3), (0, 3)])
 
 
+def test_refinement_that_fails_in_mlir_is_a_conversion_error():
+    """Sizes the module's ops cannot take (an ``add`` of ``?`` operands refined to 2 and 3)
+    fail in MLIR's refinement pass; the failure comes back as a ConversionError naming the
+    op, not as MLIR's own exception."""
+    text = """
+    func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+      %0 = stablehlo.add %a, %b : tensor<?xf32>
+      return %0 : tensor<?xf32>
+    }"""
+    m = converter.from_stablehlo(text)
+    with pytest.raises(ConversionError, match=r"shapes \[\(2,\), \(3,\)\].*stablehlo.add"):
+        refine(m.mlir, [(2,), (3,)])
+    assert "tensor<2xf32>" in converter.mlir.module_text(refine(m.mlir, [(2,), (2,)]), debug_info=False)
+
+
 def test_one_dimension_name_is_one_size():
     m = _poly()
     with pytest.raises(SignatureMismatchError, match="dimension 'b' is 2 in .* but 5 in"):

@@ -166,7 +166,7 @@ def test_random_model_is_compared_by_shape_and_dtype_and_says_so():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Dropout(0.5)).train()
     report = V.validate(
-        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch"), progress=False
+        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch", "onnx"), progress=False
     )
     assert report.passed
     for target in report.targets:

@@ -222,6 +222,24 @@ func.func @main(%a: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2xi32>,
 }"""
 
 
+def test_potrf_upper_reads_and_writes_its_triangle():
+    """``?potrf`` with ``uplo = U`` (85): the factor from the upper triangle alone, written
+    there, the strictly lower triangle of the input left as it was, as LAPACK does."""
+    import scipy.linalg.lapack as sla
+    import torch
+
+    import converter
+
+    text = _RAW.replace("uplo = 76", "uplo = 85")
+    a = np.stack([SPD, SPD]).copy()
+    a[0] += np.tril(np.full((4, 4), 7.0), -1)  # garbage below the diagonal: not read
+    a[1, 2, 2] = -30.0
+    chol, info, *_ = converter.from_stablehlo(text).to_torch()(torch.tensor(a))
+    want = [sla.spotrf(m, lower=False, clean=False) for m in a]
+    assert info.tolist() == [w[1] for w in want] == [0, 3]
+    np.testing.assert_allclose(chol[0].numpy(), want[0][0], rtol=1e-5, atol=1e-5)
+
+
 def test_potrf_getrf_raw_results_and_info():
     import scipy.linalg.lapack as sla
     import torch

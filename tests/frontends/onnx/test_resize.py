@@ -121,6 +121,38 @@ def test_symbolic_dimensions_stay_dynamic():
                 np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
 
 
+def test_symbolic_half_pixel_symmetric():
+    """Resize-19 ``half_pixel_symmetric`` of symbolic ``H``, ``W`` by 0.5 and 1.5: odd sizes
+    round the output down (5 * 0.5 -> 2, 3 * 1.5 -> 4), where the mode's centring term
+    ``L / 2 * (1 - O / (scale * L))`` is not 0 and the coordinates differ from
+    ``half_pixel``'s."""
+    scales = numpy_helper.from_array(np.array([1, 1, 0.5, 1.5], np.float32), "scales")
+    nodes = [
+        helper.make_node("Constant", [], ["scales"], value=scales),
+        helper.make_node(
+            "Resize",
+            ["x", "", "scales"],
+            ["y"],
+            mode="linear",
+            coordinate_transformation_mode="half_pixel_symmetric",
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "H", "W"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, None, None])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    x = np.random.default_rng(2).standard_normal((1, 1, 5, 3)).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = from_onnx(model).to_jax()(x)
+    assert want.shape == (1, 1, 2, 4)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+
+
 def test_integer_linear_resize_truncates_like_onnxruntime():
     """uint8/int8 bilinear resize (a QOperator-quantized model resizes its uint8 activations):
     interpolated in float and truncated toward zero once, as onnxruntime does (the weights
