@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,6 +41,18 @@ def test_specialize_by_name_or_order():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(np.asarray(by_name.to_jax()(x, x)), (x * x).sum(1), rtol=1e-6)
     assert specialize(by_name, [(2, 3), (2, 3)]) is by_name  # static modules come back as is
+
+
+def test_specialize_names_unknown_missing_and_miscounted_shapes():
+    m = _poly()
+    a, b = (s.name for s in m.signature.inputs)
+    unknown = rf"unknown inputs \['z'\], missing shapes for \[{re.escape(repr(b))}\]"
+    with pytest.raises(ConversionError, match=unknown):
+        specialize(m, {a: (2, 3), "z": (2, 3)})
+    with pytest.raises(ConversionError, match=r"input_shapes: 2 inputs, got 1 shapes"):
+        specialize(m, [(2, 3)])
+    with pytest.raises(ConversionError, match=r"@main takes 2 arguments, got 1 shapes"):
+        refine(m.mlir, [(2, 3)])
 
 
 def test_shape_assertion_failure_is_reported():

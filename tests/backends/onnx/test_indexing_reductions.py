@@ -1,5 +1,7 @@
 """gather/scatter, reductions, pools and sort through the ONNX backend."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -523,6 +525,50 @@ def test_sort_raw_comparator_total_order(direction, compare_type, ety, opset):
     model = converter.from_stablehlo(text).to_onnx(opset=opset)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert_bits_equal(run_session(sess, [x, i]), run_xla(text, x, i))
+
+
+_I32 = "tensor<i32>"
+_CROSS_SORT = f"""
+func.func public @main(%x: tensor<4xi32>, %y: tensor<4xi32>) -> tensor<4xi32> {{
+  %0:2 = "stablehlo.sort"(%x, %y) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {_I32}, %b: {_I32}, %c: {_I32}, %d: {_I32}):
+    %r = stablehlo.compare LT, %a, %d, SIGNED : ({_I32}, {_I32}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : (tensor<4xi32>, tensor<4xi32>) -> (tensor<4xi32>, tensor<4xi32>)
+  return %0#0 : tensor<4xi32>
+}}"""
+
+#: StableHLO forms the ONNX backend has no exact rule for: form -> (text, message)
+_REFUSED = {
+    "select_and_scatter subtract": (
+        lambda: select_and_scatter_text("f32", "GE", "FLOAT", "subtract", "0.0"),
+        "select_and_scatter with a scatter body other than add/mul/max/min/or/and",
+    ),
+    "select_and_scatter negative padding": (  # 2 windows along the cropped dim 1, not 3
+        lambda: (
+            select_and_scatter_text("f32", "GE", "FLOAT", "add", "0.0")
+            .replace("[1, 0], [1, 1]", "[-1, 0], [1, 1]")
+            .replace("2x3x3xf32", "2x2x3xf32")
+        ),
+        "select_and_scatter with negative padding",
+    ),
+    "sort comparing two operands": (lambda: _CROSS_SORT, "sort with a comparator other than < or >"),
+    "reduce_window max from 0": (
+        lambda: (
+            jax.jit(lambda v: lax.reduce_window(v, np.float32(0), lax.max, (2,), (1,), "VALID"))
+            .lower(np.zeros(6, np.float32))
+            .as_text()
+        ),
+        "reduce_window with a non-identity init value",
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(_REFUSED))
+def test_forms_without_an_exact_rule_are_refused_by_name(form):
+    text, message = _REFUSED[form]
+    with pytest.raises(OpConversionError, match=re.escape(message)):
+        converter.from_stablehlo(text()).to_onnx()
 
 
 _MAPPED_SORTS = [("f32", "FLOAT"), ("f32", "TOTALORDER"), ("i32", "SIGNED"), ("bf16", "FLOAT")]

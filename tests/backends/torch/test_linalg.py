@@ -131,6 +131,20 @@ def test_triangular_solve_and_fft():
     )
 
 
+def test_trsm_right_side_and_adjoint():
+    """``?trsm`` with the matrix on the right (``side = R``, ``x a = b``), and the conjugate
+    transpose of a complex one (``trans = C``), against XLA."""
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    right = functools.partial(lax.linalg.triangular_solve, left_side=False, lower=True, transpose_a=True)
+    assert_same(right, SPD, b, rtol=1e-4, atol=1e-4)
+    a = (SPD + 1j * np.triu(SPD, 1)).astype(np.complex64)
+    bc = (b.T + 0.5j).astype(np.complex64)
+    adjoint = functools.partial(
+        lax.linalg.triangular_solve, left_side=True, transpose_a=True, conjugate_a=True
+    )
+    assert_same(adjoint, a, bc, rtol=1e-4, atol=1e-4)
+
+
 def test_cholesky_op():
     # stablehlo.cholesky (emitted when lowering for other platforms / by other tools)
     text = """
