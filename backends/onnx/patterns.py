@@ -235,8 +235,9 @@ def _softmax(m: _Matcher, operation, dtype, opset):
 
 
 def _mean(m: _Matcher, v, amap, name: str):
-    """``v`` is ``sum(name, axes) / n`` (n the number of reduced elements), seen through
-    broadcasts; returns the axes."""
+    """``v`` is ``sum(name, axes) / n`` (n the number of reduced elements, not 0: the mean
+    of nothing is ``0 / 0 = NaN``, where ``ReduceMean`` gives 0), seen through broadcasts;
+    returns the axes."""
     v, amap = m.strip(v, amap)
     got = m.op(v, amap, "divide")
     if got is None:
@@ -247,7 +248,8 @@ def _mean(m: _Matcher, v, amap, name: str):
         return None
     x, dims, rin = red
     shape = mlir.tensor_type(x.type).shape
-    if None in shape or not m.const(den, inner, float(math.prod(shape[d] for d in dims))):
+    count = None if None in shape else math.prod(shape[d] for d in dims)
+    if not count or not m.const(den, inner, float(count)):
         return None
     if not m.var(name, x, rin):
         return None

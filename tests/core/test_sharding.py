@@ -372,6 +372,24 @@ def test_param_specs_rules_and_errors():
         converter.shard_params({}, mesh, "zero3")
 
 
+def test_tp_splits_only_a_two_dimensional_embedding_by_its_vocabulary():
+    """A (vocabulary, features) embedding table is vocabulary-parallel (dim 0); an
+    embedding-named parameter of another rank (a 3-D patch embedding, a 1-D scale) is no
+    lookup table and stays replicated."""
+    mesh = jax.sharding.AbstractMesh((2, 4), ("data", "model"))
+    params = {
+        "embed_tokens.weight": np.zeros((8, 6)),
+        "vision.embedding.weight": np.zeros((8, 4, 6)),
+        "text.embedding.scale": np.zeros(8),
+    }
+    specs = param_specs(params, mesh, "tp")
+    assert specs == {
+        "embed_tokens.weight": ("model", None),
+        "vision.embedding.weight": None,
+        "text.embedding.scale": None,
+    }
+
+
 # ------------------------------------------------------------------ 4: sharded sources
 
 _COLLECTIVES = [

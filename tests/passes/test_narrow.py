@@ -172,6 +172,34 @@ func.func @main(%w: tensor<3xi64>, %x: tensor<3xi64>) -> tensor<3xi64> {
         narrow_64bit(ranged)
 
 
+_MASK_SUM = """
+func.func @main(%m: tensor<3x8xi1>) -> tensor<3xi64> {
+  %a = stablehlo.convert %m : (tensor<3x8xi1>) -> tensor<3x8xi64>
+  %c = stablehlo.constant dense<SCALE> : tensor<3x8xi64>
+  %v = stablehlo.multiply %a, %c : tensor<3x8xi64>
+  %z = stablehlo.constant dense<0> : tensor<i64>
+  %s = stablehlo.reduce(%v init: %z) applies stablehlo.add across dimensions = [1]
+      : (tensor<3x8xi64>, tensor<i64>) -> tensor<3xi64>
+  return %s : tensor<3xi64>
+}"""
+
+
+def test_integer_sum_is_bounded_by_the_reduced_count():
+    """A ``reduce`` add of values in ``[0, c]`` over 8 elements (the operand's reduced
+    dimension, not the init's shape) lies in ``[0, 8c]``: narrowed for ``c = 2**27``,
+    refused for ``c = 2**28`` (``8 * 2**28`` is past int32)."""
+    n = _narrow(_MASK_SUM.replace("SCALE", str(2**27)))
+    mask = np.random.default_rng(0).random((3, 8)) < 0.5
+    mask[0] = True
+    with jax.enable_x64(False):
+        got = np.asarray(n.to_jax()(mask))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, mask.sum(1) * 2**27)
+    _refused(
+        _MASK_SUM.replace("SCALE", str(2**28)), r"stablehlo.reduce: may compute values in \[0, 2147483648\]"
+    )
+
+
 def test_integer_dot_general_is_bounded_by_its_contracted_size():
     """A dynamic cumsum lowers to a dot of 0/1 values with a triangular mask: k products."""
     text = """

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,9 +43,36 @@ def test_specialize_by_name_or_order():
     assert specialize(by_name, [(2, 3), (2, 3)]) is by_name  # static modules come back as is
 
 
+def test_specialize_names_unknown_missing_and_miscounted_shapes():
+    m = _poly()
+    a, b = (s.name for s in m.signature.inputs)
+    unknown = rf"unknown inputs \['z'\], missing shapes for \[{re.escape(repr(b))}\]"
+    with pytest.raises(ConversionError, match=unknown):
+        specialize(m, {a: (2, 3), "z": (2, 3)})
+    with pytest.raises(ConversionError, match=r"input_shapes: 2 inputs, got 1 shapes"):
+        specialize(m, [(2, 3)])
+    with pytest.raises(ConversionError, match=r"@main takes 2 arguments, got 1 shapes"):
+        refine(m.mlir, [(2, 3)])
+
+
 def test_shape_assertion_failure_is_reported():
     with pytest.raises(ConversionError, match="Expected value >= 1 for dimension variable 'b'"):
         refine(_poly().mlir, [(0, 3), (0, 3)])
+
+
+def test_refinement_that_fails_in_mlir_is_a_conversion_error():
+    """Sizes the module's ops cannot take (an ``add`` of ``?`` operands refined to 2 and 3)
+    fail in MLIR's refinement pass; the failure comes back as a ConversionError naming the
+    op, not as MLIR's own exception."""
+    text = """
+    func.func @main(%a: tensor<?xf32>, %b: tensor<?xf32>) -> tensor<?xf32> {
+      %0 = stablehlo.add %a, %b : tensor<?xf32>
+      return %0 : tensor<?xf32>
+    }"""
+    m = converter.from_stablehlo(text)
+    with pytest.raises(ConversionError, match=r"shapes \[\(2,\), \(3,\)\].*stablehlo.add"):
+        refine(m.mlir, [(2,), (3,)])
+    assert "tensor<2xf32>" in converter.mlir.module_text(refine(m.mlir, [(2,), (2,)]), debug_info=False)
 
 
 def test_one_dimension_name_is_one_size():

@@ -546,3 +546,24 @@ def test_console_script_bad_input_exit_status(tmp_path):
     assert "convert: error:" in run.stderr and "nothing.pt2: no such file" in run.stderr
     assert "Traceback" not in run.stderr
     assert not out.exists()
+
+
+def test_weights_go_external_from_256_mib(monkeypatch):
+    """``--to jax``/``--to onnx`` keep the parameters beside the model from 256 MiB of them
+    (docs/cli.md), or from ``$CONVERTER_EXTERNAL_THRESHOLD`` bytes, or always with
+    ``--external-weights`` (the parameters here are broadcast views: no memory is taken)."""
+    import argparse
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("CONVERTER_EXTERNAL_THRESHOLD", raising=False)
+    options = argparse.Namespace(external_weights=False)
+    mib = 2**20 // 4  # float32 elements in a MiB
+
+    def module(elements: int):
+        return SimpleNamespace(params={"w": np.broadcast_to(np.float32(0), (elements,))})
+
+    assert cli._external(module(256 * mib), options)
+    assert not cli._external(module(256 * mib - 1), options)
+    assert cli._external(module(1), argparse.Namespace(external_weights=True))
+    monkeypatch.setenv("CONVERTER_EXTERNAL_THRESHOLD", "4")
+    assert cli._external(module(1), options) and not cli._external(SimpleNamespace(params={}), options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -166,13 +167,46 @@ def test_random_model_is_compared_by_shape_and_dtype_and_says_so():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Dropout(0.5)).train()
     report = V.validate(
-        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch"), progress=False
+        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch", "onnx"), progress=False
     )
     assert report.passed
     for target in report.targets:
         (row,) = target.rows
         assert row.shape == [2, 4] and row.dtype == "float32"
         assert "random ops" in row.note
+
+
+def test_sources_and_targets_that_cannot_be_run_are_refused_by_name():
+    """Each refusal of ``validate``/``load_source``/``target_runner`` before any conversion,
+    with its message: an ``(obj, args)`` source without ``from_``, an unknown framework or
+    target, ``dims`` for a source other than ONNX, ``dynamic_shapes`` for a JAX source."""
+    from converter.errors import ConversionError
+
+    net = _net()
+    refusals = [
+        (
+            lambda: V.validate(net, targets=("jax",), progress=False),
+            r"from_ is required for an \(obj, args\)",
+        ),
+        (
+            lambda: V.validate(net, from_="torch", targets=("tpu",)),
+            r"unknown target 'tpu'; one of jax, torch, onnx",
+        ),
+        (lambda: V.load_source(net), r"from_ is required for an \(obj, args\) source"),
+        (lambda: V.load_source(net, from_="tf"), r"unknown source framework 'tf'; one of torch, jax, onnx"),
+        (
+            lambda: V.load_source(net, from_="torch", dims={"N": 2}),
+            r"dims \(--dim\) apply to ONNX sources only, not torch",
+        ),
+        (
+            lambda: V.load_source((jnp.sin, (np.ones(2),), {}, {"x": 0}), from_="jax"),
+            r"dynamic_shapes \(a factory's fourth result\) apply to torch sources only",
+        ),
+        (lambda: V.target_runner("tpu", types.SimpleNamespace(signature=None)), r"unknown target 'tpu'"),
+    ]
+    for call, match in refusals:
+        with pytest.raises(ConversionError, match=match):
+            call()
 
 
 def test_unavailable_target_is_skipped_with_a_reason(monkeypatch):

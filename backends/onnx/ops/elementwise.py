@@ -495,23 +495,38 @@ def _total_order(interp, op, x, y, direction):
     return table[direction] if direction in table else g.op("Not", [eq])
 
 
-def is_canonical(interp, value) -> bool:
-    """``value`` is ``select(a != a, +NaN, select(b == 0, +0.0, c))`` (constants possibly
-    broadcast): it holds no -0.0 and no negative NaN."""
+def is_canonical(interp, value, of=None) -> bool:
+    """``value`` is JAX's canonicalization of one float ``x`` (``of`` when given), as
+    ``jnp.sort``'s and ``searchsorted``'s comparators write it:
+    ``select(x != x, +NaN, select(x == 0, +0.0, x))``, both compares ``FLOAT`` (not
+    ``TOTALORDER``, under which ``x != x`` never holds and ``-0.0 == 0`` does not), the zero
+    of the test on either side, constants possibly broadcast. Such a value holds no -0.0 and
+    no negative NaN. Every part is matched: a NaN test or a zero test of another value, a
+    test against another constant or the false branch another value could let -0.0 or a
+    negative NaN through."""
     nan_sel = _defining(value, "stablehlo.select")
-    if nan_sel is None or not _self_compare(nan_sel.operands[0], "NE"):
+    if nan_sel is None:
+        return False
+    x = _self_compare(nan_sel.operands[0], "NE")
+    if x is None or (of is not None and x != of):
         return False
     nan = interp.static_operand(nan_sel, 1)
     if nan is None or not np.all(np.isnan(nan) & ~np.signbit(nan)):
         return False
     zero_sel = _defining(nan_sel.operands[2], "stablehlo.select")
-    if zero_sel is None:
+    if zero_sel is None or zero_sel.operands[2] != x:
         return False
     test = _defining(zero_sel.operands[0], "stablehlo.compare")
+    if test is None or test.attr("comparison_direction") != "EQ" or test.attr("compare_type") == "TOTALORDER":
+        return False
+    sides = list(test.operands)
+    if x not in sides:
+        return False
+    other = interp.static_operand(test, 1 - sides.index(x))
     zero = interp.static_operand(zero_sel, 1)
     return (
-        test is not None
-        and test.attr("comparison_direction") == "EQ"
+        other is not None
+        and np.all(other == 0)
         and zero is not None
         and np.all((zero == 0) & ~np.signbit(zero))
     )
@@ -523,13 +538,18 @@ def _defining(value, name):
     return mlir.Op(owner) if isinstance(owner, ir.Operation) and owner.name == name else None
 
 
-def _self_compare(value, direction) -> bool:
+def _self_compare(value, direction):
+    """``x`` when ``value`` is ``compare <direction>, x, x`` of a type other than
+    ``TOTALORDER`` (``x != x``: a NaN test), else None."""
     test = _defining(value, "stablehlo.compare")
-    return (
-        test is not None
-        and test.attr("comparison_direction") == direction
-        and test.operands[0] == test.operands[1]
-    )
+    if (
+        test is None
+        or test.attr("comparison_direction") != direction
+        or test.attr("compare_type") == "TOTALORDER"
+    ):
+        return None
+    x, y = test.operands
+    return x if x == y else None
 
 
 @register("stablehlo.select", dynamic=True)

@@ -11,7 +11,7 @@ import numpy as np
 from converter import dtypes, mlir
 from converter.regions import classify_combiner, classify_sort_keys
 
-from ..graph import onnx_dtype
+from ..graph import RetypedOp, onnx_dtype
 from ..registry import register
 from ..widen import NARROW, WIDE, WidenedOp
 from .control_flow import BOOL_SCALAR, I64_SCALAR, subgraph
@@ -457,14 +457,24 @@ def _sort(interp, op, *operands):
 
 def _key_passes(interp, op, key, operands) -> list[tuple[str, str, str]]:
     """The ``TopK`` passes of one sort key, most significant first: ``(values, dtype,
-    order)``. Only a float ``TOTALORDER`` key the comparator does not canonicalize needs more
-    than its operand (see :func:`_sort`)."""
+    order)``. A key that compares the operand's element itself, or JAX's canonicalization of
+    it in ``TOTALORDER`` (:func:`~.elementwise.is_canonical`), is the operand; any other
+    compared value (a comparator mapping values through ``select``) is evaluated on the
+    whole operand first, and a float ``TOTALORDER`` one needs more passes (see :func:`_sort`)."""
     x, dtype = operands[key.operand], op.operand_type(key.operand).dtype
-    if key.compare_type != "TOTALORDER" or not dtypes.is_floating(dtype) or is_canonical(interp, key.value):
+    element = op.regions[0].blocks[0].arguments[2 * key.operand]  # the left element's argument
+    total = key.compare_type == "TOTALORDER" and dtypes.is_floating(dtype)
+    if key.value == element and not total or total and is_canonical(interp, key.value, of=element):
         return [(x, dtype, key.direction)]
     g = interp.graph
     pairs = [v for operand in operands for v in (operand, operand)]  # both elements: the operand
     (value,) = interp.region_values(op.regions[0], pairs, [key.value])
+    if key.value != element:  # computed by the comparator's ops: in its own type, not widened
+        own = mlir.tensor_type(key.value.type)
+        dtype = op.retype(own).dtype if isinstance(op, RetypedOp) else own.dtype
+        value = value if dtype == own.dtype else g.cast(value, dtype)
+    if not (key.compare_type == "TOTALORDER" and dtypes.is_floating(dtype)):
+        return [(value, dtype, key.direction)]
     if interp.opset >= BITCAST_OPSET:
         bits = {"float16": "int16", "float32": "int32", "float64": "int64"}[dtype]
         i = g.op("BitCast", [value], to=onnx_dtype(bits))

@@ -4,13 +4,15 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
+import onnxruntime as ort
 import pytest
 from jax import lax
 
 import converter
 from converter.errors import OpConversionError
+from tests.compare import run_xla
 
-from .helpers import assert_onnx_same, run_onnx
+from .helpers import assert_onnx_same, run_onnx, run_session
 
 X = np.array([-2.5, -1.5, -0.7, 0.0, 0.5, 1.5, 2.5, 3.25], np.float32)
 INTS = np.array([-7, -3, -1, 0, 1, 3, 7, 100], np.int32)
@@ -239,6 +241,64 @@ def test_total_order_compare_of_raw_floats_raises():
     }"""
     with pytest.raises(OpConversionError, match="TOTALORDER"):
         converter.from_stablehlo(text).to_onnx()
+
+
+def _canonicalized_compare(nan_test: str, zero_test: str, rest: str) -> str:
+    """``compare LT, k, JAX-canonical(b), TOTALORDER`` where ``k = select(<nan_test>, +NaN,
+    select(<zero_test>, +0.0, <rest>))``: JAX's canonicalization of ``a`` is
+    ``("NE, %a, %a", "EQ, %a, %zero", "%a")``."""
+    v, b = "tensor<6xf32>", "tensor<6xi1>"
+    return f"""
+    func.func @main(%a: {v}, %c: {v}, %b: {v}) -> {b} {{
+      %nan = stablehlo.constant dense<0x7FC00000> : {v}
+      %zero = stablehlo.constant dense<0.0> : {v}
+      %two = stablehlo.constant dense<2.0> : {v}
+      %t = stablehlo.compare {zero_test}, FLOAT : ({v}, {v}) -> {b}
+      %z = stablehlo.select %t, %zero, {rest} : {b}, {v}
+      %n = stablehlo.compare {nan_test}, FLOAT : ({v}, {v}) -> {b}
+      %k = stablehlo.select %n, %nan, %z : {b}, {v}
+      %tb = stablehlo.compare EQ, %b, %zero, FLOAT : ({v}, {v}) -> {b}
+      %zb = stablehlo.select %tb, %zero, %b : {b}, {v}
+      %nb = stablehlo.compare NE, %b, %b, FLOAT : ({v}, {v}) -> {b}
+      %kb = stablehlo.select %nb, %nan, %zb : {b}, {v}
+      %r = stablehlo.compare LT, %k, %kb, TOTALORDER : ({v}, {v}) -> {b}
+      return %r : {b}
+    }}"""
+
+
+def test_total_order_compare_of_a_hand_written_canonicalization():
+    """JAX's canonicalization written out (the zero test either way round): -0.0 and -NaN
+    inputs compare as XLA compares them."""
+    a = np.array([-0.0, -np.nan, np.nan, 0.0, -1.0, 3.0], np.float32)
+    b = np.array([0.0, 1.0, -np.nan, -0.0, np.nan, -np.inf], np.float32)
+    for zero_test in ("EQ, %a, %zero", "EQ, %zero, %a"):
+        text = _canonicalized_compare("NE, %a, %a", zero_test, "%a")
+        model = converter.from_stablehlo(text).to_onnx()
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        (got,) = run_session(sess, [a, a, b])
+        np.testing.assert_array_equal(got, run_xla(text, a, a, b)[0])
+
+
+#: near misses of JAX's canonicalization: each could let -0.0 or a negative NaN through
+_NOT_CANONICAL = {
+    "NaN test of another value": ("NE, %c, %c", "EQ, %a, %zero", "%a"),
+    "NaN test of two values": ("NE, %a, %c", "EQ, %a, %zero", "%a"),
+    "self compare LT as the NaN test": ("LT, %a, %a", "EQ, %a, %zero", "%a"),
+    "self compare EQ as the NaN test": ("EQ, %a, %a", "EQ, %a, %zero", "%a"),
+    "zero test of another value": ("NE, %a, %a", "EQ, %c, %zero", "%a"),
+    "test against 2, not 0": ("NE, %a, %a", "EQ, %a, %two", "%a"),
+    "zero test NE": ("NE, %a, %a", "NE, %a, %zero", "%a"),
+    "another value kept": ("NE, %a, %a", "EQ, %a, %zero", "%c"),
+}
+
+
+@pytest.mark.parametrize("form", list(_NOT_CANONICAL), ids=list(_NOT_CANONICAL))
+def test_total_order_compare_of_near_canonical_floats_raises(form):
+    """Only the exact canonicalization of one value lets ``TOTALORDER`` become ``Less``:
+    ``select(a < a, NaN, select(a == 0, 0, a))`` keeps a negative NaN (XLA orders it
+    first, ``Less`` last), ``select(a != a, NaN, select(a == 0, 0, c))`` keeps ``c``'s -0.0."""
+    with pytest.raises(OpConversionError, match="TOTALORDER"):
+        converter.from_stablehlo(_canonicalized_compare(*_NOT_CANONICAL[form])).to_onnx()
 
 
 # --------------------------------------------------------------------------- bitcast at opset 26

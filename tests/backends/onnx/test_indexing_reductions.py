@@ -1,5 +1,7 @@
 """gather/scatter, reductions, pools and sort through the ONNX backend."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -523,6 +525,88 @@ def test_sort_raw_comparator_total_order(direction, compare_type, ety, opset):
     model = converter.from_stablehlo(text).to_onnx(opset=opset)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     assert_bits_equal(run_session(sess, [x, i]), run_xla(text, x, i))
+
+
+_I32 = "tensor<i32>"
+_CROSS_SORT = f"""
+func.func public @main(%x: tensor<4xi32>, %y: tensor<4xi32>) -> tensor<4xi32> {{
+  %0:2 = "stablehlo.sort"(%x, %y) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {_I32}, %b: {_I32}, %c: {_I32}, %d: {_I32}):
+    %r = stablehlo.compare LT, %a, %d, SIGNED : ({_I32}, {_I32}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : (tensor<4xi32>, tensor<4xi32>) -> (tensor<4xi32>, tensor<4xi32>)
+  return %0#0 : tensor<4xi32>
+}}"""
+
+#: StableHLO forms the ONNX backend has no exact rule for: form -> (text, message)
+_REFUSED = {
+    "select_and_scatter subtract": (
+        lambda: select_and_scatter_text("f32", "GE", "FLOAT", "subtract", "0.0"),
+        "select_and_scatter with a scatter body other than add/mul/max/min/or/and",
+    ),
+    "select_and_scatter negative padding": (  # 2 windows along the cropped dim 1, not 3
+        lambda: (
+            select_and_scatter_text("f32", "GE", "FLOAT", "add", "0.0")
+            .replace("[1, 0], [1, 1]", "[-1, 0], [1, 1]")
+            .replace("2x3x3xf32", "2x2x3xf32")
+        ),
+        "select_and_scatter with negative padding",
+    ),
+    "sort comparing two operands": (lambda: _CROSS_SORT, "sort with a comparator other than < or >"),
+    "reduce_window max from 0": (
+        lambda: (
+            jax.jit(lambda v: lax.reduce_window(v, np.float32(0), lax.max, (2,), (1,), "VALID"))
+            .lower(np.zeros(6, np.float32))
+            .as_text()
+        ),
+        "reduce_window with a non-identity init value",
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(_REFUSED))
+def test_forms_without_an_exact_rule_are_refused_by_name(form):
+    text, message = _REFUSED[form]
+    with pytest.raises(OpConversionError, match=re.escape(message)):
+        converter.from_stablehlo(text()).to_onnx()
+
+
+_MAPPED_SORTS = [("f32", "FLOAT"), ("f32", "TOTALORDER"), ("i32", "SIGNED"), ("bf16", "FLOAT")]
+
+
+@pytest.mark.parametrize(("ety", "compare_type"), _MAPPED_SORTS, ids=["-".join(c) for c in _MAPPED_SORTS])
+def test_sort_by_a_value_the_comparator_maps(ety, compare_type):
+    """A comparator that orders ``select(a == 3, 7, a)`` (built from compare/select/constant
+    like JAX's canonicalization, but changing the order) sorts by the mapped value, as XLA
+    does (regression: the ONNX backend sorted the raw operand unless the key was a float
+    ``TOTALORDER`` one)."""
+    t, e = f"tensor<6x{ety}>", f"tensor<{ety}>"
+    cmp_type = "SIGNED" if ety == "i32" else "FLOAT"
+    keys = "\n".join(
+        f"""    %t{v} = stablehlo.compare EQ, %{v}, %three, {cmp_type} : ({e}, {e}) -> tensor<i1>
+    %k{v} = stablehlo.select %t{v}, %seven, %{v} : tensor<i1>, {e}"""
+        for v in "ab"
+    )
+    text = f"""
+func.func public @main(%x: {t}) -> {t} {{
+  %0 = "stablehlo.sort"(%x) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {e}, %b: {e}):
+    %three = stablehlo.constant dense<{3 if ety == "i32" else 3.0}> : {e}
+    %seven = stablehlo.constant dense<{7 if ety == "i32" else 7.0}> : {e}
+{keys}
+    %r = stablehlo.compare LT, %ka, %kb, {compare_type} : ({e}, {e}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : ({t}) -> {t}
+  return %0 : {t}
+}}"""
+    x = np.array([5, 3, 1, 6, 8, 2], {"f32": np.float32, "i32": np.int32, "bf16": ml_dtypes.bfloat16}[ety])
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = run_session(sess, [x])
+    (want,) = run_xla(text, x)
+    assert want.tolist() == [1, 2, 5, 6, 3, 8]
+    assert_bits_equal([got], [want])
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])

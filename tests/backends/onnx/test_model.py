@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -92,6 +93,22 @@ def _dead_parts(graph: onnx.GraphProto, outputs) -> list[str]:
             if attr.type == onnx.AttributeProto.GRAPH:
                 dead += _dead_parts(attr.g, [o.name for o in attr.g.output])
     return dead
+
+
+def test_large_repeating_constants_are_stored_once_and_expanded():
+    """A constant over 16 elements that repeats along axes is stored as its core and
+    expanded in the graph; a small one, or one of a type ``ConstantOfShape``/``Expand`` do
+    not take from opset 9 on (bfloat16), is stored as it is; so is one whose core is over a
+    quarter of it."""
+    from converter.backends.onnx.graph import compressed
+
+    row = np.arange(4, dtype=np.float32)
+    assert compressed(np.broadcast_to(row, (2, 4)).copy()) is None  # 8 elements: small
+    core = compressed(np.broadcast_to(row, (8, 4)).copy())
+    assert core.shape == (1, 4) and core.dtype == np.float32 and core.tolist() == [row.tolist()]
+    assert compressed(np.ones((8, 4), ml_dtypes.bfloat16)) is None
+    assert compressed(np.ones((3, 8), bool)).shape == (1, 1)
+    assert compressed(np.broadcast_to(np.arange(8.0), (3, 8)).copy()) is None  # core 8 of 24
 
 
 def test_no_dead_nodes_or_initializers():

@@ -320,6 +320,16 @@ def test_average_pool_and_mean():
     assert _ops(model)["ReduceMean"] == 2
 
 
+def test_mean_over_an_empty_axis_is_nan():
+    """The mean of no elements is ``0 / 0 = NaN`` (what jax.jit gives), where onnxruntime's
+    ``ReduceMean`` gives 0: no ``ReduceMean`` then (regression: the pattern fired)."""
+    x = np.zeros((0, 3), np.float32)
+    model = _convert(lambda v: jnp.mean(v, axis=0), x)
+    assert "ReduceMean" not in _ops(model)
+    (got,) = _run(model, x)
+    assert got.shape == (3,) and np.isnan(got).all()
+
+
 def test_average_pool_with_padding_counts_the_padding():
     x = RNG.normal(size=(2, 3, 8, 8)).astype(np.float32)
 

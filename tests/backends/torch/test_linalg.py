@@ -131,6 +131,20 @@ def test_triangular_solve_and_fft():
     )
 
 
+def test_trsm_right_side_and_adjoint():
+    """``?trsm`` with the matrix on the right (``side = R``, ``x a = b``), and the conjugate
+    transpose of a complex one (``trans = C``), against XLA."""
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    right = functools.partial(lax.linalg.triangular_solve, left_side=False, lower=True, transpose_a=True)
+    assert_same(right, SPD, b, rtol=1e-4, atol=1e-4)
+    a = (SPD + 1j * np.triu(SPD, 1)).astype(np.complex64)
+    bc = (b.T + 0.5j).astype(np.complex64)
+    adjoint = functools.partial(
+        lax.linalg.triangular_solve, left_side=True, transpose_a=True, conjugate_a=True
+    )
+    assert_same(adjoint, a, bc, rtol=1e-4, atol=1e-4)
+
+
 def test_cholesky_op():
     # stablehlo.cholesky (emitted when lowering for other platforms / by other tools)
     text = """
@@ -220,6 +234,24 @@ func.func @main(%a: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2xi32>,
   return %0#0, %0#1, %1#0, %1#1, %1#2
       : tensor<2x4x4xf32>, tensor<2xi32>, tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>
 }"""
+
+
+def test_potrf_upper_reads_and_writes_its_triangle():
+    """``?potrf`` with ``uplo = U`` (85): the factor from the upper triangle alone, written
+    there, the strictly lower triangle of the input left as it was, as LAPACK does."""
+    import scipy.linalg.lapack as sla
+    import torch
+
+    import converter
+
+    text = _RAW.replace("uplo = 76", "uplo = 85")
+    a = np.stack([SPD, SPD]).copy()
+    a[0] += np.tril(np.full((4, 4), 7.0), -1)  # garbage below the diagonal: not read
+    a[1, 2, 2] = -30.0
+    chol, info, *_ = converter.from_stablehlo(text).to_torch()(torch.tensor(a))
+    want = [sla.spotrf(m, lower=False, clean=False) for m in a]
+    assert info.tolist() == [w[1] for w in want] == [0, 3]
+    np.testing.assert_allclose(chol[0].numpy(), want[0][0], rtol=1e-5, atol=1e-5)
 
 
 def test_potrf_getrf_raw_results_and_info():

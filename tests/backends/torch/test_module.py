@@ -298,3 +298,32 @@ def test_parameters_named_like_module_attributes():
     (got,) = t(torch.from_numpy(x))
     np.testing.assert_allclose(got.detach().numpy(), want[0], rtol=1e-6)
     assert sorted(t.source_state_dict()) == sorted(names) and callable(t.half)
+
+
+class _AddInto(torch.nn.Module):
+    """Updates its second input in place (a recorded input mutation)."""
+
+    def forward(self, x, acc):
+        acc.add_(x * 2)
+        return x.sum()
+
+
+def test_inputs_updated_in_place_are_written_back_or_refused():
+    """The module writes an input the source updates in place back into a torch tensor or a
+    writable NumPy array, and refuses a read-only array (naming its path) rather than drop
+    the update."""
+    from converter.errors import SignatureMismatchError
+
+    module = converter.from_torch(_AddInto(), (torch.ones(3), torch.zeros(3))).to_torch()
+    x = np.arange(3.0, dtype=np.float32)
+    acc, acc_np = torch.full((3,), 5.0), np.full(3, 5.0, np.float32)
+    module(torch.from_numpy(x), acc)
+    module(x, acc_np)
+    np.testing.assert_array_equal(acc.numpy(), 5 + 2 * x)
+    np.testing.assert_array_equal(acc_np, 5 + 2 * x)
+    frozen = np.zeros(3, np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(
+        SignatureMismatchError, match=r"args\[1\]: the model updates this input .* cannot be written"
+    ):
+        module(x, frozen)

@@ -191,6 +191,18 @@ def test_dense_is_addmm_and_einsum_is_bmm():
     _check(lambda a, c: jnp.einsum("i,j->ij", a, c), _x(5), _x(3))  # an outer product
 
 
+def test_dense_with_zero_rows_or_zero_features():
+    """Zero-size dims through the broadcast and bias clean-ups: a dense layer on 0 rows, one
+    with 0 output features (its bias of shape ``(0,)``), and a view adding a size-0 leading
+    dim before a broadcasting add (no size-0 dim is stripped as a leading 1)."""
+    w, b = _x(3, 4), _x(4)
+    _check(lambda x: x @ w + b, _x(0, 3), present=[aten.addmm.default])
+    w0, b0 = _x(3, 0), _x(0)
+    _check(lambda x: x @ w0 + b0, _x(2, 3))
+    _check(lambda x: x @ jnp.zeros((3, 0), x.dtype) + jnp.zeros((0,), x.dtype), _x(2, 3))  # a splat bias
+    _check(lambda x, y: x.reshape(0, 1, 3) + y, _x(0, 3), _x(0, 0, 3))
+
+
 def test_integer_dot_general():
     a = RNG.integers(-5, 5, size=(3, 4)).astype(np.int32)
     c = RNG.integers(-5, 5, size=(4, 2)).astype(np.int32)
@@ -332,6 +344,27 @@ def test_attention_is_sdpa(monkeypatch):
         absent=[aten._softmax.default],
         monkeypatch=monkeypatch,
     )
+
+
+@pytest.mark.parametrize("c", [-2.0, 0.0])
+def test_queries_divided_by_a_constant(c):
+    """``q / c`` before attention: a negative ``c`` goes into SDPA's scale like any other
+    (``scale * (1 / c)``, here ``1 / c``: the program has no ``1/sqrt(d)``); ``c = 0`` stays a
+    division (``1 / 0`` cannot be folded). The values of ``c = 0`` are not compared: ``q / 0``
+    is infinite, jax.jit's softmax gives NaN rows and torch's SDPA kernel zeros."""
+
+    def attend(q, k, v):
+        w = jnp.einsum("bqhd,bkhd->bhqk", q / c, k)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(1, 3, 2, 4), _x(1, 4, 2, 4), _x(1, 4, 2, 4)
+    tm = _convert(attend, q, k, v)
+    assert (aten.div.Tensor in _targets(tm)) is (c == 0.0)
+    if c:
+        assert _sdpa(tm).kwargs["scale"] == 1 / c
+        with torch.no_grad():
+            got = tm(*(torch.from_numpy(a) for a in (q, k, v))).numpy()
+        np.testing.assert_allclose(got, np.asarray(jax.jit(attend)(q, k, v)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(("diagonal", "causal"), [(0, True), (-1, False), (1, False)])

@@ -156,6 +156,19 @@ def _two_inputs() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+def test_dims_take_sizes_of_integer_types_only_and_zero() -> None:
+    """``dims`` sizes: 0 (an empty batch) and NumPy integers are sizes; ``True`` (an ``int``
+    in Python, equal to 1) and ``2.0`` (equal to 2) are not."""
+    m = from_onnx(_two_inputs(), dims={"N": 0})
+    assert m.signature.inputs[0].shape == (0, 2)
+    a = np.zeros((0, 2), np.float32)
+    assert np.asarray(m.to_jax()(a, a)[0]).shape == (0, 2)
+    assert from_onnx(_two_inputs(), dims={"N": np.int64(3)}).signature.inputs[0].shape == (3, 2)
+    for bad in (True, 2.0):
+        with pytest.raises(ConversionError, match="non-negative integers"):
+            from_onnx(_two_inputs(), dims={"N": bad})
+
+
 def test_one_name_is_one_size() -> None:
     f = from_onnx(_two_inputs()).to_jax()
     a = np.ones((3, 2), np.float32)
@@ -387,3 +400,52 @@ def test_slice_of_a_symbolic_shape_reads_its_bounds_by_opset(opset: int) -> None
         (got,) = f(x)
         assert np.asarray(got).shape == (*shape[:2], 2, 2)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def _shape_equalities() -> onnx.ModelProto:
+    """``Equal`` on the shape ``[N, S]`` of ``x``: against ``[5, 5]``, ``[S, N]``, and
+    ``[1, 1] == [N, S]`` (the constant first: ``1 - N`` is never positive but may be 0), true
+    for some sizes; against itself plus one and against ``[0, -1]`` (false for every size),
+    and against itself (true for every size)."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Gather", ["s", "rev"], ["sr"], axis=0),
+        n("Add", ["s", "one"], ["s1"]),
+        n("Equal", ["s", "fives"], ["e0"]),
+        n("Equal", ["s", "sr"], ["e1"]),
+        n("Equal", ["s1", "s"], ["e2"]),
+        n("Equal", ["s", "edge"], ["e3"]),
+        n("Equal", ["s", "s"], ["e4"]),
+        n("Equal", ["ones", "s"], ["e5"]),
+        n("Concat", ["e0", "e1", "e2", "e3", "e4", "e5"], ["e"], axis=0),
+        n("Cast", ["e"], ["y"], to=TensorProto.INT64),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", "S"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [12])],
+        initializer=[
+            _i64("rev", [1, 0]),
+            _i64("one", [1]),
+            _i64("fives", [5, 5]),
+            _i64("edge", [0, -1]),
+            _i64("ones", [1, 1]),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_equal_of_symbolic_sizes_is_decided_only_when_every_size_agrees() -> None:
+    """``N == 5``, ``N == S`` and ``1 == N`` hold for some sizes only: computed at run time,
+    not decided False at conversion (JAX's own ``==`` and ``!=`` of symbolic dimensions
+    answer as if unequal when they cannot decide); ``N + 1 == N``, ``N == 0`` and ``N == -1``
+    are False and ``N == N`` True for every size."""
+    model = _shape_equalities()
+    f = from_onnx(model).to_jax()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((5, 1), (1, 1)):
+        x = np.zeros(shape, np.float32)
+        (want,) = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(np.asarray(f(x)[0]), want)

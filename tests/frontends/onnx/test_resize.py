@@ -121,6 +121,90 @@ def test_symbolic_dimensions_stay_dynamic():
                 np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5, atol=1e-5)
 
 
+def test_symbolic_half_pixel_symmetric():
+    """Resize-19 ``half_pixel_symmetric`` of symbolic ``H``, ``W`` by 0.5 and 1.5: odd sizes
+    round the output down (5 * 0.5 -> 2, 3 * 1.5 -> 4), where the mode's centring term
+    ``L / 2 * (1 - O / (scale * L))`` is not 0 and the coordinates differ from
+    ``half_pixel``'s."""
+    scales = numpy_helper.from_array(np.array([1, 1, 0.5, 1.5], np.float32), "scales")
+    nodes = [
+        helper.make_node("Constant", [], ["scales"], value=scales),
+        helper.make_node(
+            "Resize",
+            ["x", "", "scales"],
+            ["y"],
+            mode="linear",
+            coordinate_transformation_mode="half_pixel_symmetric",
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "H", "W"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, None, None])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    x = np.random.default_rng(2).standard_normal((1, 1, 5, 3)).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = from_onnx(model).to_jax()(x)
+    assert want.shape == (1, 1, 2, 4)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+
+
+_SYMBOLIC_REFUSALS = {
+    "scale not a small ratio": (
+        {"mode": "linear"},
+        [1, 1, 0.37, 1],
+        None,
+        r"by the scale 0.37.* not a ratio",
+    ),
+    "tf_crop_and_resize": (
+        {"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"},
+        [1, 1, 2, 1],
+        None,
+        r"coordinate_transformation_mode=tf_crop_and_resize on a symbolic dimension",
+    ),
+    "antialias down": (
+        {"mode": "linear", "antialias": 1},
+        [1, 1, 0.5, 1],
+        None,
+        r"antialias when downsampling",
+    ),
+    "aspect ratio": (
+        {"mode": "linear", "keep_aspect_ratio_policy": "not_larger"},
+        None,
+        [1, 1, 3, 3],
+        r"keep_aspect_ratio_policy=not_larger on symbolic sizes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(_SYMBOLIC_REFUSALS))
+def test_resizes_of_symbolic_sizes_it_cannot_compute_are_refused(case):
+    """What the symbolic-size path cannot compute is refused with the way out (sizes through
+    ``dims``), and converts once the sizes are given."""
+    attrs, scales, sizes, match = _SYMBOLIC_REFUSALS[case]
+    n = helper.make_node
+    consts = [("roi", np.zeros(0, np.float32))]
+    consts += [("scales", np.array(scales, np.float32))] if scales else [("scales", np.zeros(0, np.float32))]
+    consts += [("sizes", np.array(sizes, np.int64))] if sizes else []
+    nodes = [n("Constant", [], [k], value=numpy_helper.from_array(v, k)) for k, v in consts]
+    nodes.append(n("Resize", ["x", *(k for k, _ in consts)], ["y"], **attrs))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "H", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 1, None, None])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(converter.ConversionError, match=match) as e:
+        from_onnx(model)
+    assert "give the dimensions sizes with from_onnx(..., dims=...)" in str(e.value)
+    assert from_onnx(model, dims={"H": 6}).signature.inputs[0].shape == (1, 1, 6, 4)
+
+
 def test_integer_linear_resize_truncates_like_onnxruntime():
     """uint8/int8 bilinear resize (a QOperator-quantized model resizes its uint8 activations):
     interpolated in float and truncated toward zero once, as onnxruntime does (the weights

@@ -5,6 +5,11 @@ import os
 import sys
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+from converter import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
 from onnx_oracle import check_node  # noqa: E402
@@ -31,6 +36,73 @@ def test_bidirectional_gru_takes_each_directions_activations():
     inputs = {**inputs, "w": inputs["w"][:, :hid], "r": inputs["r"][:, :hid]}
     attrs = {**attrs, "activations": ["LeakyRelu", "Elu"], "activation_alpha": [0.1, 0.7]}
     check_node("RNN", inputs, attrs, n_out=2, static=("w", "r"))
+
+
+def _rnns(kinds: list[dict], x: np.ndarray, w: np.ndarray, r: np.ndarray) -> onnx.ModelProto:
+    """One bidirectional RNN node per attribute dict of ``kinds``, all on ``x`` (outputs
+    ``y0``, ``y1``, ...)."""
+    seq, batch, _ = x.shape
+    hid = w.shape[1]
+    nodes = [
+        helper.make_node("RNN", ["x", "w", "r"], [f"y{i}"], hidden_size=hid, direction="bidirectional", **k)
+        for i, k in enumerate(kinds)
+    ]
+    outs = [
+        helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, [seq, 2, batch, hid])
+        for i in range(len(kinds))
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        outs,
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(r, "r")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+_R = np.random.default_rng(2)
+_X = (_R.standard_normal((3, 2, 4)) * 2).astype(np.float32)
+_W = _R.standard_normal((2, 3, 4)).astype(np.float32)
+_RW = (_R.standard_normal((2, 3, 3)) * 0.5).astype(np.float32)
+
+
+def test_rnn_activations_with_given_alphas_and_betas():
+    """The RNN family's other activation functions, forward and reverse in three
+    bidirectional RNNs of one model, their alpha and beta given (consumed in order by the
+    functions that take them): ThresholdedRelu and Affine, ScaledTanh and Softsign,
+    Softplus and Relu."""
+    kinds = [
+        {
+            "activations": ["ThresholdedRelu", "Affine"],
+            "activation_alpha": [0.5, 0.7],
+            "activation_beta": [0.2],
+        },
+        {"activations": ["ScaledTanh", "Softsign"], "activation_alpha": [0.8], "activation_beta": [1.5]},
+        {"activations": ["Softplus", "Relu"]},
+    ]
+    model = _rnns(kinds, _X, _W, _RW)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": _X}
+    )
+    assert 0.1 < np.mean(want[0][:, 0] == 0) < 0.9  # the threshold keeps some values and zeroes others
+    got = from_onnx(model).to_jax()(_X)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-6)
+
+
+def test_rnn_activation_defaults_are_the_operators():
+    """Without ``activation_alpha``/``activation_beta`` each function takes its ONNX
+    operator's defaults (the RNN page): ThresholdedRelu ``alpha = 1`` (``x > 1`` passes),
+    Affine ``alpha = 1``, ``beta = 0``. onnxruntime takes 0 for both instead, so one step is
+    checked against the page's formula, ``f(x W^T)`` (no bias, zero initial state)."""
+    x = _X[1:2]
+    model = _rnns([{"activations": ["ThresholdedRelu", "Affine"]}], x, _W, _RW)
+    (got,) = from_onnx(model).to_jax()(x)
+    z = np.einsum("bi,dhi->dbh", x[0], _W)  # (directions, batch, hidden)
+    assert np.any((z[0] > 0) & (z[0] < 1)) and np.any((z[0] > 1) & (z[0] < 2))  # around the threshold
+    want = np.stack([np.where(z[0] > 1, z[0], 0), z[1]])[None]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
 def test_lstm_with_peepholes():

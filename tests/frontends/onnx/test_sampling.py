@@ -26,6 +26,17 @@ def test_grid_sample_align_corners():
         check_node("GridSample", {"x": x, "grid": grid}, attrs, opset=16, atol=1e-5)
 
 
+def test_grid_sample_reflection_folds_far_outside_points():
+    """``padding_mode=reflection`` of points one to three ranges outside the input: each
+    crossing of a border flips the direction, so an odd number of folds reads from the far
+    side."""
+    x = np.arange(2 * 4 * 5, dtype=np.float32).reshape(1, 2, 4, 5) % 7
+    line = np.array([-6.3, -4.1, -2.6, -1.7, 0.3, 1.6, 2.9, 4.4, 6.2], np.float32)
+    grid = np.stack(np.meshgrid(line, line[::-1][:3]), -1)[None].astype(np.float32)  # (1, 3, 9, 2)
+    attrs = {"mode": "nearest", "padding_mode": "reflection"}
+    check_node("GridSample", {"x": x, "grid": grid}, attrs, opset=16, atol=1e-5)
+
+
 def test_roi_align_adaptive_sampling_grid():
     """RoiAlign-16 with ``sampling_ratio=0``: ``ceil(roi_size / output_size)`` samples per
     bin, here ceil(5 / 3) = 2 across and ceil(3.5 / 2) = 2 down; the third ROI reaches more

@@ -153,6 +153,15 @@ def test_polynomial_scalar_overloads(check):
     check_both(check, fn, torch.rand(16) * 2 - 1, ops=ops)
 
 
+def test_chebyshev_closed_forms_at_a_huge_degree(check):
+    """At ``x = ±1`` the Chebyshev polynomials have closed forms (``U_n(1) = n + 1``...),
+    taken for any degree: a degree of ``2**25`` needs no 33 million recurrence steps, and
+    the float32 recurrence would not give ``n + 1`` there (past ``2**24`` its steps round).
+    (At ``x = 0``: the trigonometric form.)"""
+    x, n = torch.tensor([1.0, -1.0, 0.0]), torch.full((3,), 2.0**25 + 3)
+    check(torch.special.chebyshev_polynomial_u, x, n, ops=["aten.special_chebyshev_polynomial_u.default"])
+
+
 def test_polynomial_nan_x_is_nan():
     """Where torch's recurrence never runs (``x = nan``, degree >= 2) it returns an
     uninitialised value; the rule returns nan for every family."""
@@ -166,8 +175,12 @@ def test_polynomial_nan_x_is_nan():
 def test_zeta(check):
     x = torch.tensor(
         [1.0, 0.5, 2.0, 2.0, 3.0, 2.5, math.inf, math.inf, math.inf, math.inf, 4.0, math.nan, 1.5]
+        + [2.5, 2.0, 2.0]  # the pole at q = 0 (and -0.0) itself, of a non-integer x too
     )
-    q = torch.tensor([1.0, 1.0, -2.0, -2.5, -math.inf, 0.3, 0.5, 1.0, 2.0, -2.5, math.inf, 1.0, math.nan])
+    q = torch.tensor(
+        [1.0, 1.0, -2.0, -2.5, -math.inf, 0.3, 0.5, 1.0, 2.0, -2.5, math.inf, 1.0, math.nan]
+        + [0.0, 0.0, -0.0]
+    )
     x = torch.cat([x, torch.rand(32) * 10 + 1, torch.rand(32) * 10 - 2])
     q = torch.cat([q, torch.rand(32) * 10 - 4, torch.rand(32) * 10])
     check_both(check, torch.special.zeta, x, q, ops="aten.special_zeta.default")

@@ -1,0 +1,103 @@
+"""The refusals of the torch backend's collectives (backends/torch/ops/collectives.py), each
+with its message: checked on the rules directly, with a stand-in communicator, so no process
+group is needed (the collectives themselves run across processes in
+tests/core/test_distributed.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from converter.backends.torch.ops import collectives as C
+
+from converter import mlir
+from converter.errors import DistributedError
+
+_CHANNEL = "channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>"
+_SUB = """({
+    ^bb0(%a: tensor<T>, %b: tensor<T>):
+      %s = stablehlo.subtract %a, %b : tensor<T>
+      stablehlo.return %s : tensor<T>
+    })"""
+_MAX = _SUB.replace("subtract", "maximum")
+
+_TEXT = f"""
+func.func @main(%x: tensor<4xf32>, %u: tensor<4xui64>) -> tensor<4xf32> {{
+  %0 = "stablehlo.collective_permute"(%x) <{{source_target_pairs = dense<[[0, 1], [1, 4]]> : tensor<2x2xi64>,
+      {_CHANNEL}}}> : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.collective_permute"(%x) <{{source_target_pairs = dense<[[0, 1]]> : tensor<1x2xi64>}}>
+      : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "stablehlo.all_reduce"(%x) <{{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, {_CHANNEL}}}>
+      {_SUB.replace("T", "f32")} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "stablehlo.all_to_all"(%x) <{{split_dimension = 0 : i64, concat_dimension = 0 : i64,
+      split_count = 4 : i64, replica_groups = dense<[[0, 1, 2, 3]]> : tensor<1x4xi64>}}>
+      : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = "stablehlo.all_reduce"(%u) <{{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, {_CHANNEL}}}>
+      {_MAX.replace("T", "ui64")} : (tensor<4xui64>) -> tensor<4xui64>
+  return %x : tensor<4xf32>
+}}"""
+
+
+@pytest.fixture(scope="module")
+def ops():
+    """The ops of ``_TEXT``'s ``@main`` (the module kept alive while they are used)."""
+    module = mlir.parse_module(_TEXT)
+    yield [mlir.Op(o.operation) for o in mlir.main_function(module).regions[0].blocks[0].operations][:-1]
+    del module
+
+
+def _rank(rank: int, world_size: int):
+    """An interpreter stand-in whose communicator is ``rank`` of ``world_size``."""
+    return SimpleNamespace(comm=C.Communicator(rank, world_size))
+
+
+X = torch.zeros(4)
+
+
+def test_collective_permute_to_a_partition_outside_the_mesh(ops):
+    with pytest.raises(
+        DistributedError, match=r"source_target_pairs \[\(0, 1\), \(1, 4\)\] .* outside 0\.\.3$"
+    ):
+        C.collective_permute(_rank(0, 4), ops[0], X)
+
+
+def test_collective_permute_across_partitions_outside_a_distributed_module(ops):
+    with pytest.raises(
+        DistributedError, match=r"pairs \[\(0, 1\)\] span partitions: the module is partitioned"
+    ):
+        C.collective_permute(SimpleNamespace(comm=None), ops[1], X)
+
+
+def test_collective_over_partitions_outside_a_distributed_module(ops):
+    with pytest.raises(DistributedError, match=r"over partitions \[\[0, 1\]\]: the module is partitioned"):
+        C.all_reduce(SimpleNamespace(comm=None), ops[2], X)
+
+
+def test_replica_groups_must_be_disjoint_ids_holding_this_rank():
+    comm = C.Communicator(0, 4)
+    with pytest.raises(
+        DistributedError, match=r"op: replica groups \[\[0, 1\], \[1, 2\]\] are not disjoint .* < 4"
+    ):
+        comm.members([[0, 1], [1, 2]], "op")
+    with pytest.raises(DistributedError, match=r"not disjoint partition ids < 4"):
+        comm.members([[0, 4]], "op")
+    with pytest.raises(
+        DistributedError, match=r"op: partition 0 is in none of the replica groups \[\[1, 2\]\]"
+    ):
+        comm.members([[1, 2]], "op")
+
+
+def test_reduction_bodies_and_types_the_collectives_refuse(ops):
+    with pytest.raises(DistributedError, match=r"stablehlo.all_reduce: reduction body not supported"):
+        C._reduce_kind(ops[2])
+    assert C._reduce_kind(ops[4]) == "max"
+    with pytest.raises(DistributedError, match="max reduction of uint64 across partitions is not supported"):
+        C._all_reduce(torch.zeros(4, dtype=torch.uint64), "max", "uint64", None)
+
+
+def test_all_to_all_split_count_must_be_the_group_size(ops):
+    """Without a ``channel_handle`` the replica groups name replicas: each partition is a
+    group of its own, which 4 chunks cannot be sent across."""
+    with pytest.raises(DistributedError, match=r"stablehlo.all_to_all: split_count 4 but a group of 1"):
+        C.all_to_all(_rank(0, 4), ops[3], X)
