@@ -302,6 +302,8 @@ _COLLECTIVE_OPS = [
     _op("reduce_scatter", f"{_CH}, {_ALONE}, {_RS}", "2x4xf32", body="add"),
     _op("all_to_all", f"{_CH}, {_ALONE}, {_A2A} = 1 : i64", "2x4xf32"),
     _op("all_reduce", f"{_CH}, {_ALONE}", "2x4xf32", body="add"),
+    _op("all_reduce", f"{_CH}, {_SWAPPED}", "2x4xi1", body="add", **_B),  # on i1, add is or
+    _op("all_reduce", f"{_CH}, {_SWAPPED}", "2x4xi1", body="multiply", **_B),  # and multiply is and
 ]
 
 
@@ -316,7 +318,7 @@ def test_collectives_on_threaded_ranks():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((4, 4)).astype(np.float32)
     a[3, 1] = np.nan  # rank 1's shard: the max of its column is NaN on both ranks
-    b = rng.integers(0, 2, (4, 4)).astype(bool)
+    b = np.array([[1, 1, 0, 0], [1, 0, 1, 0], [1, 0, 1, 0], [0, 1, 1, 1]], bool)  # each pair, both halves
     outs = _threaded_ranks(
         tm, [tuple(torch.from_numpy(v[2 * r : 2 * r + 2]) for v in (a, b)) for r in range(2)]
     )
@@ -335,6 +337,8 @@ def test_collectives_on_threaded_ranks():
         np.testing.assert_array_equal(got[7], a0 if r == 1 else np.zeros_like(a0))
         for i in range(8, 14):
             np.testing.assert_array_equal(got[i], mine)
+        np.testing.assert_array_equal(got[14], b0 | b1)
+        np.testing.assert_array_equal(got[15], b0 & b1)
 
 
 @pytest.mark.parametrize(
