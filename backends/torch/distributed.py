@@ -205,12 +205,12 @@ def partition_plan(module: Module) -> PartitionPlan | None:
     meshes = sdy.meshes(ir_module)
     main = mlir.main_function(ir_module)
     block = main.regions[0].blocks[0]
-    if n == 1 and all(m.size == 1 for m in meshes.values()):
-        return None
-    if sdy.num_replicas(ir_module) != 1:
+    if sdy.num_replicas(ir_module) != 1:  # a one-partition module's too: its collectives span replicas
         raise DistributedError(
             f"the module has {sdy.num_replicas(ir_module)} replicas: only one is supported"
         )
+    if n == 1 and all(m.size == 1 for m in meshes.values()):
+        return None
     if not _has_manual(block):
         return None  # shardings alone (jit of sharded inputs): whole-array semantics, one process
     planner = _Planner(meshes)

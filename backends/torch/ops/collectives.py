@@ -94,9 +94,14 @@ def _groups(interp, op) -> list[list[int]]:
     comm = interp.comm
     n = 1 if comm is None else comm.world_size
     cross_partition = op.attr("channel_handle") is not None or op.attr("use_global_device_ids", False)
-    if not cross_partition:
-        return [[p] for p in range(n)]
     groups = np.asarray(op.attr("replica_groups", np.zeros((0, 0), np.int64)))
+    if not cross_partition:
+        if np.any(groups > 0):  # replica ids (-1 pads rows)
+            raise DistributedError(
+                f"{op.name}: replica groups {groups.tolist()} name replicas other than 0: "
+                "the module has one replica"
+            )
+        return [[p] for p in range(n)]
     if groups.size == 0:
         return [list(range(n))]
     return [[int(p) for p in row if p >= 0] for row in groups.reshape(groups.shape[0], -1)]
@@ -107,14 +112,12 @@ def _my_group(interp, op) -> list[int]:
     groups = _groups(interp, op)
     comm = interp.comm
     if comm is None:
-        rank = 0
         if any(len(g) > 1 for g in groups):
             raise DistributedError(
                 f"{op.name}: a collective over partitions {groups}: the module is partitioned; "
                 "to_torch of it gives a module run by each rank of torch.distributed"
             )
-        mine = [g for g in groups if rank in g]
-        return mine[0] if mine else [rank]
+        comm = Communicator(0, 1)  # one partition: the groups must be [[0]] (no process group is made)
     return comm.members(groups, op.name)
 
 
@@ -218,12 +221,8 @@ def all_to_all(interp, op, *operands):
     ``concat_dimension`` in listing order of their senders."""
     import torch.distributed._functional_collectives as funcol
 
-    members = _my_group(interp, op)
+    members = _my_group(interp, op)  # split_count members (the verifier checks the groups' size)
     split, concat = op.attr("split_dimension"), op.attr("concat_dimension")
-    if len(members) != op.attr("split_count"):
-        raise DistributedError(
-            f"{op.name}: split_count {op.attr('split_count')} but a group of {len(members)}"
-        )
     if len(members) == 1:
         return list(operands)
     group = interp.comm.group(members)
@@ -247,10 +246,14 @@ def collective_permute(interp, op, x):
     comm = interp.comm
     cross_partition = op.attr("channel_handle") is not None
     if comm is None or not cross_partition:
-        rank = 0 if comm is None else comm.rank
-        if comm is None and any(s != t for s, t in pairs):
-            raise DistributedError(f"{op.name}: pairs {pairs} span partitions: the module is partitioned")
-        return x if (rank, rank) in pairs else torch.zeros_like(x)
+        # one process in the pairs' terms: the only partition, or (without a channel, the ids
+        # are replica ids) this partition's one replica, id 0 on every rank
+        if any((s, t) != (0, 0) for s, t in pairs):
+            raise DistributedError(
+                f"{op.name}: pairs {pairs} name other {'partitions' if cross_partition else 'replicas'} "
+                f"than 0: {'the module is partitioned' if cross_partition else 'the module has one replica'}"
+            )
+        return x if pairs else torch.zeros_like(x)
     n, rank = comm.world_size, comm.rank
     if any(not (0 <= s < n and 0 <= t < n) for s, t in pairs):
         raise DistributedError(f"{op.name}: source_target_pairs {pairs} name partitions outside 0..{n - 1}")
