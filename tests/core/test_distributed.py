@@ -633,6 +633,7 @@ def test_partition_plan_refusals(text, words):
 
 def test_partitioned_module_refuses_state_updates_and_random_ops():
     from converter.backends.torch.distributed import partition_plan, to_torch_distributed
+
     from converter.signature import RNG_KEY, Mutation
 
     m = converter.from_stablehlo(_module(_MANUAL + "\n    return %0 : tensor<8x4xf32>"))
