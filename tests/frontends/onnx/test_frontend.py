@@ -393,3 +393,15 @@ def test_unsorted_nodes_are_sorted_like_onnxruntime():
         (got,) = f(x, np.array(c))
         np.testing.assert_array_equal(np.asarray(got), want)
     assert [n.op_type for n in model.graph.node][0] == "If"  # the caller's model is not reordered
+
+
+def test_supported_ops_lists_each_op_once_with_its_rule_versions_sorted():
+    from converter.frontends.onnx import supported_ops
+    from converter.frontends.onnx.registry import ONNX_RULES
+
+    ops = supported_ops()
+    assert list(ops) == sorted(ops)
+    add = sorted(v for d, op, v in ONNX_RULES.keys() if (d, op) == ("ai.onnx", "Add"))
+    assert ops[("ai.onnx", "Add")] == add
+    assert ops[("ai.onnx", "Abs")] == [6, 13]
+    assert sum(map(len, ops.values())) == len(ONNX_RULES)
