@@ -10,6 +10,9 @@ Writes, atomically:
   suite).
 * ``docs/api.md`` — the Python API reference, from the public docstrings.
 * ``docs/cli_reference.md`` — ``convert --help`` and every subcommand's help.
+* ``docs/onnx.md``, between its ``<!-- ops:begin -->`` and ``<!-- ops:end -->`` markers — the
+  ONNX ops with a rule and their schema versions, then the ops lowered through their function
+  body (the rest of the page is hand-written).
 """
 
 from __future__ import annotations
@@ -154,6 +157,46 @@ def coverage_md() -> str:
     )
 
 
+ONNX_OPS_BEGIN, ONNX_OPS_END = "<!-- ops:begin -->", "<!-- ops:end -->"
+
+
+def onnx_ops_table() -> str:
+    """Markdown: every ONNX op with a rule and its schema versions, then the default-domain ops
+    without a rule that ``from_onnx`` lowers by expanding the function body ONNX defines them by."""
+    import onnx.defs
+
+    from converter.frontends.onnx import MAX_OPSET, supported_ops
+    from converter.frontends.onnx.registry import schema_function
+
+    ops = supported_ops()
+    lines = [f"{len(ops)} ops have rules (schema versions with a rule in brackets):", ""]
+    lines += ["| domain | op | versions |", "|---|---|---|"]
+    lines += [f"| {d} | {op} | {', '.join(map(str, v))} |" for (d, op), v in ops.items()]
+    have = {op for (d, op) in ops if d == "ai.onnx"}
+    expanded = sorted(
+        {
+            s.name
+            for s in onnx.defs.get_all_schemas_with_history()
+            if s.domain == "" and s.name not in have and schema_function(s.name, "", MAX_OPSET) is not None
+        }
+    )
+    lines += [
+        "",
+        f"{len(expanded)} more ops are lowered by expanding the function body ONNX defines them by:",
+        "",
+        ", ".join(expanded),
+    ]
+    return "\n".join(lines)
+
+
+def onnx_md(text: str) -> str:
+    """``text`` (docs/onnx.md) with the part between its ops markers replaced by
+    :func:`onnx_ops_table`."""
+    head, rest = text.split(ONNX_OPS_BEGIN, 1)
+    _, tail = rest.split(ONNX_OPS_END, 1)
+    return f"{head}{ONNX_OPS_BEGIN}\n{onnx_ops_table()}\n{ONNX_OPS_END}{tail}"
+
+
 API = [
     "converter.from_torch",
     "converter.from_jax",
@@ -244,6 +287,8 @@ def main() -> int:
     for name, make in [("coverage.md", coverage_md), ("api.md", api_md), ("cli_reference.md", cli_md)]:
         atomic_write(docs / name, make())
         print(f"wrote docs/{name}")
+    atomic_write(docs / "onnx.md", onnx_md((docs / "onnx.md").read_text()))
+    print("wrote the ops table of docs/onnx.md")
     return 0
 
 

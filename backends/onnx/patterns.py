@@ -72,9 +72,7 @@ class _Scope:
         if not isinstance(owner, ir.Operation):
             return None, v
         if owner.name == "func.call":
-            callee = self.functions.get(mlir.Op(owner).attr("callee"))
-            if callee is None:
-                return owner, amap
+            callee = self.functions[mlir.Op(owner).attr("callee")]  # a verified module resolves it
             block = callee.regions[0].blocks[0]
             ret = list(block.operations)[-1]
             index = next(i for i, r in enumerate(owner.results) if r == v)

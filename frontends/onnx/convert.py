@@ -127,7 +127,7 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
                 continue
             try:
                 dtype = np_dtype(t.tensor_type.elem_type)
-            except Exception:  # noqa: BLE001 - a dtype NumPy cannot hold (strings...)
+            except KeyError:  # an element type number ONNX does not define (a malformed file)
                 continue
             shape = None
             if t.tensor_type.HasField("shape"):
@@ -725,10 +725,12 @@ _EMPTY_DICT = {"kind": "dict", "keys": [], "children": []}
 
 
 def _dtype_name(dtype: np.dtype, name: str) -> str:
-    try:
-        return dtypes.name_of(dtype)
-    except Exception as e:  # noqa: BLE001
-        raise ConversionError(f"{name!r} has dtype {dtype}, which StableHLO cannot hold") from e
+    """The canonical name of ``dtype`` (of the value ``name``); raises ConversionError for one
+    StableHLO has no element type for (strings: NumPy ``object``)."""
+    out = dtypes.name_of(dtype)
+    if out not in dtypes.NAME_TO_MLIR:
+        raise ConversionError(f"{name!r} has dtype {dtype}, which StableHLO cannot hold")
+    return out
 
 
 def supported_ops() -> dict[tuple[str, str], list[int]]:

@@ -27,6 +27,13 @@ def test_coverage_page_is_current():
     assert written == _generator().coverage_md(), "docs/coverage.md is stale: run `python docs/generate.py`"
 
 
+def test_onnx_ops_table_is_current():
+    """The ops table of docs/onnx.md is the one the generator writes from the ONNX registry."""
+    written = (ROOT / "docs" / "onnx.md").read_text()
+    stale = "docs/onnx.md's ops table is stale: run `python docs/generate.py`"
+    assert written == _generator().onnx_md(written), stale
+
+
 def test_site_builds_strict(tmp_path):
     """``mkdocs build --strict`` (mkdocs.yml): every page in the nav, no broken link or anchor,
     every API object of docs/reference.md found and its docstring rendered. (Not ``-q``: mkdocs

@@ -164,14 +164,14 @@ def max_pool(
     y = lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, win, strd, full_pad, window_dilation=dil)
     if ctx.num_outputs < 2 or not ctx.node.output[1]:
         return y
+    # ties go to the first element in row-major order (onnxruntime and the ONNX reference
+    # agree on it for both storage orders; the spec leaves it open)
     sp = x.shape[2:]
-    if storage_order:
-        strides_flat = [1] + [int(np.prod(sp[:i])) for i in range(1, n)]
-    else:
-        strides_flat = [int(np.prod(sp[i + 1 :])) for i in range(n)]
-    flat_idx = sum(lax.broadcasted_iota(np.int64, x.shape, 2 + i) * strides_flat[i] for i in range(n))
+    size = int(np.prod(sp))
+    row_major = [int(np.prod(sp[i + 1 :])) for i in range(n)]
+    flat_idx = sum(lax.broadcasted_iota(np.int64, x.shape, 2 + i) * row_major[i] for i in range(n))
     nc = lax.broadcasted_iota(np.int64, x.shape, 0) * x.shape[1] + lax.broadcasted_iota(np.int64, x.shape, 1)
-    flat_idx = flat_idx + nc * int(np.prod(sp))
+    flat_idx = flat_idx + nc * size
 
     def pick(a, b):
         (va, ia), (vb, ib) = a, b
@@ -187,6 +187,10 @@ def max_pool(
         full_pad,
         window_dilation=dil,
     )
+    if storage_order:  # the same element's index with the spatial dims column-major
+        rest = idx % size
+        col_major = [int(np.prod(sp[:i])) for i in range(n)]
+        idx = idx - rest + sum((rest // row_major[i]) % sp[i] * col_major[i] for i in range(n))
     return y, idx
 
 

@@ -97,11 +97,6 @@ def dynamic_quantize_linear(ctx, x):
     return y, scale.astype(x.dtype), zp
 
 
-def _deq(x, s, zp, axis=None):
-    v = x.astype(np.float32) - jnp.asarray(zp).astype(np.float32)
-    return v * jnp.asarray(s).astype(np.float32)
-
-
 @onnx_op("QLinearMatMul", 10)
 def qlinear_matmul(ctx, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp):
     """Dequantize, matmul in float32, requantize to ``y_zero_point``'s type."""

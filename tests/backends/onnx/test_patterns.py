@@ -390,3 +390,85 @@ def test_unary_between_reshapes_that_cancel_runs_on_the_input():
     (tanh,) = [n for n in model.graph.node if n.op_type == "Tanh"]
     assert tanh.input[0] == model.graph.input[0].name
     assert tanh.output[0] == model.graph.output[0].name
+
+
+def _near_misses(x, p):
+    """Forms one step away from a fused pattern (each left as it is, or fused only in the
+    part that matches): their numbers tell a wrongly fused form apart."""
+    n = 16.0
+    out = {}
+    e = jnp.exp(x - jnp.max(x, -1, keepdims=True))
+    out["sm_not_exp"] = x / jnp.sum(x, -1, keepdims=True)
+    ex = jnp.exp(x)
+    out["sm_exp_no_sub"] = ex / jnp.sum(ex, -1, keepdims=True)
+    e0 = jnp.exp(x - jnp.max(x, 1, keepdims=True))
+    out["sm_other_axis_max"] = e0 / jnp.sum(e0, -1, keepdims=True)
+    out["sm_init1"] = e / lax.reduce(e, np.float32(1.0), lax.add, (2,))[..., None]
+    sq = x[0, :4, :4]
+    et = jnp.exp(sq - lax.broadcast_in_dim(jnp.max(sq, -1, keepdims=True), (4, 4), (1, 0)))
+    out["sm_transposed_bcast"] = et / jnp.sum(et, -1, keepdims=True)
+    d = x - jnp.sum(x, -1, keepdims=True) / n
+    var = jnp.sum(d * d, -1, keepdims=True) / n
+    out["ln_mean_by_mul"] = (x - jnp.sum(x, -1, keepdims=True) * (1 / n)) * lax.rsqrt(var + 1e-5)
+    out["ln_mean_of_other"] = (x - jnp.sum(x * 2, -1, keepdims=True) / n) * lax.rsqrt(var + 1e-5)
+    out["ln_abs_var"] = d * lax.rsqrt(jnp.sum(jnp.abs(d), -1, keepdims=True) / n + 1e-5)
+    out["ln_no_eps"] = d * lax.rsqrt(var)
+    out["ln_var_no_reduce"] = d * lax.rsqrt(d * d / n + 1e-5)
+    out["ln_var_of_x"] = d * lax.rsqrt(jnp.sum(x * x, -1, keepdims=True) / n + 1e-5)
+    d1 = x - jnp.sum(x, 1, keepdims=True) / 5.0
+    out["ln_var_other_mean"] = d * lax.rsqrt(jnp.sum(d1 * d1, -1, keepdims=True) / n + 1e-5)
+    out["ln_unbiased"] = d * lax.rsqrt(jnp.sum(d * d, -1, keepdims=True) / (n - 1) + 1e-5)
+    d2 = x - jnp.sum(x, (1, 2), keepdims=True) / 80.0
+    v2 = jnp.sum(d2 * d2, (1, 2), keepdims=True) / 80.0
+    # normalized over the last two axes, scaled by a weight of the last axis only: only the
+    # normalization is a LayerNormalization, the weight stays a Mul
+    out["ln_weight_short"] = d2 * lax.rsqrt(v2 + 1e-5) * (jnp.arange(16, dtype=jnp.float32) / 16)
+    out["gelu_sin"] = 0.5 * x * (1 + jnp.sin(x))
+    cube = lax.pow(jnp.abs(x), np.float32(2.5))
+    out["gelu_pow_2_5"] = 0.5 * x * (1 + jnp.tanh(0.7978845608 * (x + 0.044715 * cube)))
+    out["mean_rank4"] = jnp.sum(x, -1)[..., None, None] / n
+    win, st = (1, 1, 2, 2), (1, 1, 2, 2)
+    out["pool_max"] = lax.reduce_window(p, -jnp.inf, lax.max, win, st, "VALID") / 4
+    pads = ((0, 0), (0, 0), (2, 2), (0, 0))
+    out["pool_pad_ge_win"] = lax.reduce_window(p, 0.0, lax.add, win, (1, 1, 1, 1), pads) / 4
+    out["pool_div3"] = lax.reduce_window(p, 0.0, lax.add, win, st, "VALID") / 3
+    rw = lax.reduce_window(p, 0.0, lax.add, win, st, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    out["pool_pad_runtime_div"] = rw / (1 + jnp.abs(rw))
+    return out
+
+
+def test_near_misses_of_the_patterns_keep_their_numbers():
+    """Against the plain form (``optimize=False``, no pattern), which the single-op rules'
+    tests check against JAX (``jax.jit`` of these 23 outputs compiles for seconds)."""
+    p = RNG.normal(size=(1, 2, 6, 6)).astype(np.float32)
+    module = converter.from_stablehlo(jax.jit(_near_misses).lower(X, p).as_text())
+    model = module.to_onnx(opset=20)
+    ops = _ops(model)
+    assert ops["Softmax"] == ops["Gelu"] == ops["AveragePool"] == 0 and ops["LayerNormalization"] == 1, ops
+    plain = module.to_onnx(opset=20, optimize=False)
+    assert "LayerNormalization" not in _ops(plain)
+    names = sorted(jax.eval_shape(_near_misses, X, p))
+    for name, got, want in zip(names, _run(model, X, p), _run(plain, X, p), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_softmax_with_the_minus_inf_floor_second_and_gelu_with_a_power_cube():
+    def softmax(x):
+        e = jnp.exp(x - jnp.maximum(jnp.max(x, -1, keepdims=True), -jnp.inf))
+        return e / jnp.sum(e, -1, keepdims=True)
+
+    _check(softmax, X, fires="Softmax", gone=("Exp",))
+    cube = lambda x: lax.pow(x, np.float32(3.0))  # noqa: E731
+    gelu = lambda x: 0.5 * x * (1 + jnp.tanh(0.7978845608 * (x + 0.044715 * cube(x))))  # noqa: E731
+    model = _check(gelu, X, fires="Gelu", gone=("Tanh", "Pow"))
+    (node,) = [n for n in model.graph.node if n.op_type == "Gelu"]
+    assert onnx.helper.get_attribute_value(node.attribute[0]) == b"tanh"
+
+
+def test_a_window_sum_with_a_nonzero_init_is_not_an_average_pool():
+    from converter.errors import OpConversionError
+
+    p = X.reshape(1, 2, 5, 16)
+    fn = lambda v: lax.reduce_window(v, np.float32(1.0), lax.add, (1, 1, 1, 2), (1, 1, 1, 2), "VALID") / 2  # noqa: E731
+    with pytest.raises(OpConversionError, match="non-identity init value"):
+        _convert(fn, p)

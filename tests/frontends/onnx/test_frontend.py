@@ -393,3 +393,177 @@ def test_unsorted_nodes_are_sorted_like_onnxruntime():
         (got,) = f(x, np.array(c))
         np.testing.assert_array_equal(np.asarray(got), want)
     assert [n.op_type for n in model.graph.node][0] == "If"  # the caller's model is not reordered
+
+
+def test_supported_ops_lists_each_op_once_with_its_rule_versions_sorted():
+    from converter.frontends.onnx import supported_ops
+    from converter.frontends.onnx.registry import ONNX_RULES
+
+    ops = supported_ops()
+    assert list(ops) == sorted(ops)
+    add = sorted(v for d, op, v in ONNX_RULES.keys() if (d, op) == ("ai.onnx", "Add"))
+    assert ops[("ai.onnx", "Add")] == add
+    assert ops[("ai.onnx", "Abs")] == [6, 13]
+    assert sum(map(len, ops.values())) == len(ONNX_RULES)
+
+
+def _three_dims_named_apart():
+    return _model(
+        [helper.make_node("Sum", ["a", "b", "c"], ["y"], name="sum")],
+        [helper.make_tensor_value_info(n, F, [d]) for n, d in zip("abc", ["s0", "s1", "s2"], strict=True)],
+        [helper.make_tensor_value_info("y", F, ["s0"])],
+    )
+
+
+def test_bytes_model_and_three_dims_unified_into_the_first():
+    """A serialized model converts; Sum relates s0, s1, s2 pairwise: the third pair is already
+    one dimension once the first two are unified (no self-alias ``s0 == s0``)."""
+    from converter.errors import DimensionsUnifiedWarning
+
+    with pytest.warns(DimensionsUnifiedWarning, match=r"assumed s1 == s0, s2 == s0 \("):
+        m = from_onnx(_three_dims_named_apart().SerializeToString())
+    assert m.meta["unified_dims"] == {"s1": "s0", "s2": "s0"}
+    a, b, c = (np.arange(3, dtype=np.float32) * k for k in (1, 2, 4))
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(a, b, c)[0]), a + b + c)
+
+
+def _local_function(name, nodes, domain="local"):
+    return helper.make_function(
+        domain, name, ["fx"], ["fy"], nodes, [helper.make_opsetid("", 18), helper.make_opsetid(domain, 1)]
+    )
+
+
+def test_check_supported_reads_local_function_bodies_and_graphs_attributes():
+    """Nodes inside local functions and inside a GRAPHS attribute are checked too; a call of
+    another local function is not an op to look up."""
+    from converter.frontends.onnx import check_supported
+
+    inner = helper.make_graph(
+        [helper.make_node("NoSuchOpA", ["x"], ["z"], name="in_graphs")],
+        "inner",
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("z", F, [2])],
+    )
+    f = _local_function(
+        "f",
+        [
+            helper.make_node("g", ["fx"], ["t"], domain="local", name="call_g"),
+            helper.make_node("NoSuchOpB", ["t"], ["fy"], name="bad_in_f"),
+        ],
+    )
+    g = _local_function("g", [helper.make_node("Relu", ["fx"], ["fy"], name="relu")])
+    model = _model(
+        [
+            helper.make_node("f", ["x"], ["h"], domain="local", name="call_f"),
+            helper.make_node("Custom", ["h"], ["y"], domain="x.custom", name="holder", bodies=[inner]),
+        ],
+        [helper.make_tensor_value_info("x", F, [2])],
+        [helper.make_tensor_value_info("y", F, [2])],
+    )
+    model.opset_import.extend([helper.make_opsetid("local", 1), helper.make_opsetid("x.custom", 1)])
+    model.functions.extend([f, g])
+    with pytest.raises(UnsupportedOpError) as info:
+        check_supported(model)
+    text = str(info.value)
+    assert "'f/bad_in_f'" in text and "NoSuchOpB" in text
+    assert "'in_graphs'" in text and "NoSuchOpA" in text
+    assert "'holder'" in text and "x.custom::Custom" in text
+    assert "call_f" not in text and "call_g" not in text and "relu" not in text
+
+
+def test_inputs_of_types_stablehlo_cannot_hold_are_conversion_errors():
+    from converter.errors import ConversionError
+
+    strings = _model(
+        [helper.make_node("Identity", ["s"], ["y"])],
+        [helper.make_tensor_value_info("s", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.STRING, [2])],
+    )
+    with pytest.raises(ConversionError, match="'s' has dtype object, which StableHLO cannot hold"):
+        from_onnx(strings)
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, [2]))
+    sequence = _model(
+        [helper.make_node("SequenceLength", ["s"], ["y"])],
+        [helper.make_value_info("s", seq), helper.make_value_info("t", seq)],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+    )
+    with pytest.raises(ConversionError, match="input 's' is a sequence_type, not a tensor\n  input 't'"):
+        from_onnx(sequence)
+
+
+def test_empty_optional_output_and_none_static_input():
+    """An empty optional graph output is None; a static input given as None is an omitted
+    optional input (Clip without its min)."""
+    opt = helper.make_optional_type_proto(helper.make_tensor_type_proto(F, [2]))
+    empty = _model(
+        [helper.make_node("Optional", [], ["o"], type=helper.make_tensor_type_proto(F, [2]))],
+        [],
+        [helper.make_value_info("o", opt)],
+    )
+    m = from_onnx(empty)
+    assert m.to_jax()() == (None,) and m.signature.out_tree["children"] == [{"kind": "none"}]
+    clip = _model(
+        [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+        [helper.make_tensor_value_info(n, F, s) for n, s in (("x", [3]), ("lo", []), ("hi", []))],
+        [helper.make_tensor_value_info("y", F, [3])],
+    )
+    m = from_onnx(clip, static_inputs={"lo": None, "hi": np.float32(0.5)})
+    assert [s.name for s in m.signature.inputs] == ["x"]
+    x = np.array([-3, 0.25, 2], np.float32)
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(x)[0]), np.minimum(x, 0.5))
+
+
+def test_shape_inference_failure_is_not_fatal(monkeypatch):
+    def fail(*args, **kwargs):
+        raise RuntimeError("inference broke")
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", fail)
+    m = from_onnx(_linear(), dims={"N": 1})
+    x = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), x @ m.params["w"] + 1, rtol=1e-6)
+
+
+def test_value_dependent_graph_with_a_sequence_output_raises_static_value_required():
+    """A shape read from a graph input makes a value-specialized model, except when a graph
+    output is a sequence (which that model does not return): then StaticValueRequired."""
+    seq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, None))
+    model = _model(
+        [
+            helper.make_node("Reshape", ["x", "shape"], ["y"], name="view"),
+            helper.make_node("SequenceConstruct", ["y"], ["s"], name="seq"),
+        ],
+        [
+            helper.make_tensor_value_info("x", F, [4]),
+            helper.make_tensor_value_info("shape", TensorProto.INT64, [2]),
+        ],
+        [helper.make_value_info("s", seq)],
+    )
+    with pytest.raises(StaticValueRequired, match="shape"):
+        from_onnx(model)
+    m = from_onnx(model, static_inputs={"shape": np.array([2, 2])})
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(m.to_jax()(x)[0][0]), x.reshape(2, 2))
+
+
+def test_a_node_failing_at_fold_time_is_reported_naming_it():
+    from converter.errors import OpConversionError
+
+    c = numpy_helper.from_array(np.arange(6, dtype=np.int64), "c")
+    shape = numpy_helper.from_array(np.array([4], np.int64), "shape")
+    model = _model(
+        [helper.make_node("Reshape", ["c", "shape"], ["y"], name="bad_view")],
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [4])],
+        [c, shape],
+    )
+    with pytest.raises(OpConversionError, match="'bad_view'"):
+        from_onnx(model, check=False)
+
+
+def test_a_value_info_of_an_unknown_element_type_is_ignored():
+    model = _linear()
+    model.graph.value_info.append(helper.make_tensor_value_info("h", F, ["N", 4]))
+    model.graph.value_info[-1].type.tensor_type.elem_type = 99  # no TensorProto.DataType
+    m = from_onnx(model, dims={"N": 1}, check=False)
+    x = np.ones((1, 3), np.float32)
+    np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), x @ m.params["w"] + 1, rtol=1e-6)

@@ -9,7 +9,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from converter.frontends.onnx import from_onnx  # noqa: E402
-from onnx_oracle import check_node, single_node_model  # noqa: E402
+from onnx import helper  # noqa: E402
+from onnx_oracle import check_node, check_nodes, single_node_model  # noqa: E402
 
 R = np.random.default_rng(0)
 X = R.standard_normal((1, 4, 9, 9)).astype(np.float32)
@@ -111,12 +112,74 @@ def test_conv_transpose_3d_with_explicit_asymmetric_pads():
     check_node("ConvTranspose", inputs, {"pads": [1, 0, 1, 0, 2, 1], "strides": [2, 1, 2]}, static=("w",))
 
 
-def test_deform_conv_with_strides_differing_per_dim():
-    """DeformConv-19 with strides (2, 1): each output dim from its own stride."""
+def test_conv_transpose_output_shape_and_same_pads_with_bias():
+    """ConvTranspose's padding from ``output_shape`` (SAME_UPPER puts the odd pad at the end,
+    otherwise at the start) and from ``auto_pad`` SAME_* alone (output = input * stride)."""
+    r = np.random.default_rng(4)
+    inputs = {
+        "x": r.standard_normal((1, 2, 3, 4)).astype(np.float32),
+        "w": r.standard_normal((2, 3, 3, 3)).astype(np.float32),
+        "b": r.standard_normal(3).astype(np.float32),
+    }
+    variants = [
+        {"output_shape": [6, 7]},
+        {"output_shape": [6, 7], "auto_pad": "SAME_UPPER"},
+        {"auto_pad": "SAME_UPPER"},
+        {"auto_pad": "SAME_LOWER"},
+    ]
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w", "b"], [f"y{i}"], strides=[2, 2], **a)
+        for i, a in enumerate(variants)
+    ]
+    check_nodes(nodes, inputs, static=("w", "b"), rtol=1e-4, atol=1e-5)
+
+
+def test_conv_valid_and_lp_normalization_p2():
+    w = R.standard_normal((3, 4, 2, 2)).astype(np.float32)
+    x = X.copy()
+    x[0, :, 0, 0] = 0  # a zero vector stays zero
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["conv"], auto_pad="VALID"),
+        helper.make_node("LpNormalization", ["x"], ["lp"], axis=1, p=2),
+    ]
+    check_nodes(nodes, {"x": x, "w": w}, static=("w",), rtol=1e-4, atol=1e-5)
+
+
+def test_max_pool_indices_in_both_storage_orders():
+    """MaxPool's second output: flat indices into N*C*H*W (storage_order 1: column-major
+    spatial dims), ties resolved to the first; ceil_mode with a last window starting past
+    the input drops it."""
+    x = np.round(R.standard_normal((1, 2, 5, 4)) * 2).astype(np.float32)  # rounding makes ties
+    nodes = [
+        helper.make_node(
+            "MaxPool", ["x"], [f"y{o}", f"i{o}"], kernel_shape=[2, 2], strides=[2, 1], storage_order=o
+        )
+        for o in (0, 1)
+    ]
+    nodes.append(
+        helper.make_node(
+            "MaxPool", ["x"], ["c"], kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 1, 1], ceil_mode=1
+        )
+    )
+    # opset 22: ONNX's shape inference before it counts the dropped window (onnxruntime and
+    # the ONNX reference do not), and from_onnx checks shapes against that inference
+    check_nodes(nodes, {"x": x}, opset=22)
+
+
+def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
+    """DeformConv-19 with strides (2, 1): each output dim from its own stride; another with a
+    modulation mask and a bias."""
     r = np.random.default_rng(3)
     inputs = {
         "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
         "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
         "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
+        "offset2": (r.standard_normal((1, 8, 4, 5)) * 0.5).astype(np.float32),
+        "b": r.standard_normal(3).astype(np.float32),
+        "mask": r.random((1, 4, 4, 5)).astype(np.float32),
     }
-    check_node("DeformConv", inputs, {"strides": [2, 1]}, opset=19, static=("w",))
+    nodes = [
+        helper.make_node("DeformConv", ["x", "w", "offset"], ["strided"], strides=[2, 1]),
+        helper.make_node("DeformConv", ["x", "w", "offset2", "b", "mask"], ["masked"]),
+    ]
+    check_nodes(nodes, inputs, opset=19, static=("w", "b"), rtol=1e-4, atol=1e-5)

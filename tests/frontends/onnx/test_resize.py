@@ -256,3 +256,111 @@ def test_resize_antialias_up_and_down(mode):
         (got,) = converter.from_onnx(model).to_jax()(x)
         assert np.asarray(got).shape == want.shape
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=str(scales))
+
+
+def test_static_modes_onnxs_node_tests_miss():
+    """Static sizes, one graph: half_pixel_symmetric, pytorch_half_pixel to length 1, the
+    nearest modes round_prefer_ceil and ceil (at .5 coordinates), tf_crop_and_resize with a
+    roi reaching outside (the extrapolation value there), cubic with exclude_outside."""
+    from onnx_oracle import check_nodes
+
+    n = helper.make_node
+    inputs = {
+        "x": X,
+        "up": np.array([1, 1, 2, 1.5], np.float32),
+        "sym": np.array([1, 1, 1.5, 0.75], np.float32),
+        "one": np.array([1, 1, 1, 5], np.int64),
+        "roi": np.array([0, 0, -0.25, 0.1, 1, 1, 1.2, 0.9], np.float32),
+        "crop": np.array([1, 1, 3, 4], np.int64),
+    }
+    e = ""
+    nodes = [
+        n("Resize", ["x", e, "sym"], ["sym_"], mode="linear",
+          coordinate_transformation_mode="half_pixel_symmetric"),
+        n("Resize", ["x", e, e, "one"], ["one_"], mode="linear",
+          coordinate_transformation_mode="pytorch_half_pixel"),
+        n("Resize", ["x", e, "up"], ["ceil_"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="ceil"),
+        n("Resize", ["x", e, "up"], ["rpc_"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="round_prefer_ceil"),
+        n("Resize", ["x", "roi", e, "crop"], ["crop_"], mode="linear",
+          coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0),
+        n("Resize", ["x", e, "sym"], ["cubic_"], mode="cubic", exclude_outside=1),
+    ]  # fmt: skip
+    check_nodes(nodes, inputs, opset=19, static=tuple(k for k in inputs if k != "x"), rtol=1e-5, atol=1e-5)
+
+
+def _symbolic_resize(attrs, scales=None, sizes=None) -> onnx.ModelProto:
+    """``Resize`` of ``x: [1, 1, H, W]`` with each of ``attrs`` (a dict, or a list of dicts: one
+    node each, outputs ``y0, y1...``) and constant ``scales`` or ``sizes``."""
+    const = []
+    names = ["x", "", "", ""]
+    for i, (name, value) in ((2, ("scales", scales)), (3, ("sizes", sizes))):
+        if value is not None:
+            const.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value, name)))
+            names[i] = name
+    nodes = [
+        helper.make_node("Resize", names, [f"y{i}"], name=f"rs{i}", **a)
+        for i, a in enumerate(attrs if isinstance(attrs, list) else [attrs])
+    ]
+    graph = helper.make_graph(
+        [*const, *nodes],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "H", "W"])],
+        [helper.make_tensor_value_info(f"y{i}", onnx.TensorProto.FLOAT, None) for i in range(len(nodes))],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_symbolic_nearest_modes_and_half_pixel_symmetric():
+    """Symbolic H, W: nearest round_prefer_ceil and ceil (at .5 coordinates), and linear
+    half_pixel_symmetric, against onnxruntime."""
+    nearest = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}
+    attrs = [
+        {**nearest, "nearest_mode": "round_prefer_ceil"},
+        {**nearest, "nearest_mode": "ceil"},
+        {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
+    ]
+    model = _symbolic_resize(attrs, np.array([1, 1, 2, 2], np.float32))
+    m = from_onnx(model, check=False)
+    assert m.signature.inputs[0].shape == (1, 1, "H", "W")
+    x = np.random.default_rng(2).standard_normal((1, 1, 3, 2)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    for got, e in zip(m.to_jax()(x), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got), e, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "scales", "sizes", "words"),
+    [
+        ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"}, [1, 1, 2, 2], None,
+         "coordinate_transformation_mode=tf_crop_and_resize on a symbolic dimension"),
+        ({"mode": "linear", "antialias": 1}, [1, 1, 0.5, 0.5], None,
+         "antialias when downsampling a symbolic"),
+        ({"mode": "linear", "keep_aspect_ratio_policy": "not_larger"}, None, [1, 1, 4, 4],
+         "keep_aspect_ratio_policy=not_larger on symbolic sizes"),
+        ({"mode": "linear"}, [1, 1, 1.3, 1.3], None, "by the scale 1.29.*not a ratio of small integers"),
+        ({"mode": "nearest", "nearest_mode": "bogus"}, [1, 1, 2, 2], None, "nearest_mode=bogus"),
+    ],
+)  # fmt: skip
+def test_symbolic_resizes_refused_name_what_needs_sizes(attrs, scales, sizes, words):
+    from converter.errors import OpConversionError
+
+    scales = None if scales is None else np.array(scales, np.float32)
+    sizes = None if sizes is None else np.array(sizes, np.int64)
+    with pytest.raises(OpConversionError, match=words):
+        from_onnx(_symbolic_resize(attrs, scales, sizes), check=False)
+
+
+def test_unknown_modes_are_refused_on_static_shapes():
+    from converter.errors import OpConversionError
+
+    for attrs, words in (
+        ({"coordinate_transformation_mode": "bogus"}, "coordinate_transformation_mode=bogus"),
+        ({"mode": "nearest", "nearest_mode": "bogus"}, "nearest_mode=bogus"),
+    ):
+        model = _resize_model(np.zeros(0, np.float32), np.array([1, 1, 0.5, 0.6], np.float32), attrs)
+        with pytest.raises(OpConversionError, match=words):
+            from_onnx(model, check=False)
