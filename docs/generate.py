@@ -164,7 +164,6 @@ def onnx_ops_table() -> str:
     """Markdown: every ONNX op with a rule and its schema versions, then the default-domain ops
     without a rule that ``from_onnx`` lowers by expanding the function body ONNX defines them by."""
     import onnx.defs
-
     from converter.frontends.onnx import MAX_OPSET, supported_ops
     from converter.frontends.onnx.registry import schema_function
 
