@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 import converter
-from converter import ShardingError
+from converter import DistributedError, ShardingError
 from converter.sharding import param_specs
 from converter.signature import LeafSpec, Signature
 from tests import registry_coverage
@@ -709,3 +710,73 @@ def test_one_shardy_reader_reads_device_ids_per_the_spec():
     with pytest.raises(ShardingError, match=r"@mesh has device_ids=\[3, 2, 1, 0\]"):
         sharding.module_mesh(order)
     assert sdy.parse_sharding('<@mesh, [{"x", "y"}, {}, {"y", ?}]>').spec == (("x", "y"), None, "y")
+
+
+def test_shardy_reader_refusals_and_shard_shapes():
+    """Each form the converter does not run is refused by name; a sharding's text, one
+    shard's shape (or why the value does not split) and the spec helpers."""
+    from converter import sdy, sharding
+
+    with pytest.raises(ShardingError, match=r"^mesh @m: #sdy.sharding<@x, \[\]> is not an #sdy.mesh$"):
+        sdy.parse_mesh("#sdy.sharding<@x, []>", "m")
+    with pytest.raises(ShardingError, match="device ids must be iota"):  # Shardy's own check
+        sdy.parse_mesh('#sdy.mesh<["x"=2], device_ids=[0, 2]>')
+    with pytest.raises(ShardingError, match=r'^#sdy.mesh<\["x"=2\]> is not an #sdy.sharding$'):
+        sdy.parse_sharding('#sdy.mesh<["x"=2]>')
+    for text, why in [
+        ('<mesh<["x"=2]>, [{"x"}]>', r"only shardings over a named mesh \(@name\) are supported"),
+        ('<@mesh, [{}], unreduced={"x"}>', "unreduced axes are not supported"),
+        ('<@mesh, [{"x":(1)2}]>', r"sub-axes \(#sdy<axis_ref\"x\":\(1\)2>\) are not supported"),
+    ]:
+        with pytest.raises(ShardingError, match=rf"^sharding #sdy.sharding{re.escape(text[:6])}.*: {why}$"):
+            sdy.parse_sharding(text)
+    with pytest.raises(ShardingError, match=r"is not an #sdy.sharding_per_value$"):
+        sdy.parse_sharding_list('#sdy.sharding<@mesh, [{"x"}]>')
+
+    mesh = sdy.parse_mesh('#sdy.mesh<["x"=2, "y"=3]>')
+    s = sdy.parse_sharding('<@mesh, [{"x", "y"}, {}]>')
+    assert str(s) == '<@mesh, [{"x", "y"}, {}]>' and s.spec == (("x", "y"), None)
+    assert s.local_shape((12, 5), mesh, "w") == (2, 5)
+    with pytest.raises(
+        DistributedError, match=r"^w: dimension 0 of size 9 does not split into 6 equal shards$"
+    ):
+        s.local_shape((9, 5), mesh, "w")
+    with pytest.raises(
+        DistributedError, match=r'^w: sharding <@mesh, \[\{"x", "y"\}, \{\}\]> has 2 dimensions, the value 1$'
+    ):
+        s.local_shape((12,), mesh, "w")
+
+    spec = ("x", None, ("y", "z"))
+    assert sharding.spec_to_json(spec) == ["x", None, ["y", "z"]]
+    assert sharding.spec_from_json(["x", None, ["y", "z"]]) == spec
+    assert sharding.spec_to_json(None) is None and sharding.spec_from_json(None) is None
+    assert sharding.format_spec(spec) == "P('x', None, ('y', 'z'))" and sharding.format_spec(None) == "P()"
+    assert [sharding.is_replicated(v) for v in (None, (None, None), ("x", None))] == [True, True, False]
+
+
+def test_meshes_from_shardy_round_trip_attributes_and_several_meshes_refused():
+    from converter import mlir, sdy, sharding
+
+    body = "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}"
+    meshes = '{xla.sdy.meshes = "{mesh = #sdy.mesh<[\\"x\\"=2]>}"}'
+    text = "module attributes {mhlo.frontend_attributes = " + meshes + "} {\n" + body + "\n}"
+    module = mlir.parse_module(text)
+    assert sdy.meshes(module) == {"mesh": sdy.Mesh((("x", 2),))} and sharding.module_mesh(module) == {"x": 2}
+    two = mlir.parse_module('module {\n  sdy.mesh @a = <["x"=2]>\n  sdy.mesh @b = <["x"=4]>\n' + body + "\n}")
+    with pytest.raises(
+        ShardingError, match=r"^the module uses several meshes \{'a': \{'x': 2\}, 'b': \{'x': 4\}\}"
+    ):
+        sharding.module_mesh(two)
+
+
+def test_param_specs_fsdp_on_a_mesh_without_a_data_axis():
+    """Without an axis named fsdp/data/dp, fsdp shards over every axis together; a parameter
+    with no dimension that divides is replicated; a spec longer than the shape is refused."""
+    mesh = jax.sharding.AbstractMesh((2, 2), ("a", "b"))
+    specs = param_specs({"w": np.zeros((3, 8)), "odd": np.zeros((3, 5))}, mesh, "fsdp")
+    assert specs == {"w": (None, ("a", "b")), "odd": None}
+    with pytest.raises(
+        ShardingError,
+        match=r"^w: spec P\('a', None, None\) has more entries than the parameter's shape \[3, 8\]",
+    ):
+        param_specs({"w": np.zeros((3, 8))}, mesh, [("w", jax.sharding.PartitionSpec("a", None, None))])
