@@ -493,3 +493,62 @@ func.func @main(%x: tensor<?xi64>) -> tensor<?xi64> {
 }""",
         r"stablehlo.add: may compute values in \[2, 2147483648\], outside",
     )
+
+
+def test_a_scatter_add_adds_at_most_every_update():
+    """``iota(3)`` scatter-added with two updates of 7: values in [0, 2 + 2 * 7]; ``+ 2**31 - 17``
+    fits int32 exactly, ``+ 2**31 - 16`` may not (the error gives the range)."""
+    text = """
+func.func @main(%x: tensor<3xi64>) -> tensor<3xi64> {
+  %i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %idx = stablehlo.constant dense<[[1], [2]]> : tensor<2x1xi32>
+  %u = stablehlo.constant dense<[7, 7]> : tensor<2xi64>
+  %v = "stablehlo.scatter"(%i, %idx, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>}> ({
+    ^bb0(%a: tensor<i64>, %b: tensor<i64>):
+      %s = stablehlo.add %a, %b : tensor<i64>
+      stablehlo.return %s : tensor<i64>
+  }) : (tensor<3xi64>, tensor<2x1xi32>, tensor<2xi64>) -> tensor<3xi64>
+  %big = stablehlo.constant dense<2147483631> : tensor<3xi64>
+  %r = stablehlo.add %v, %big : tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+    got, want = _narrow_and_run(text, np.zeros(3, np.int64))
+    assert got[0].dtype == np.int32 and got[0].tolist() == want[0].tolist() == [
+        2147483631,
+        2147483639,
+        2147483640,
+    ]
+    _refused(
+        text.replace("2147483631", "2147483632"),
+        r"stablehlo.add: may compute values in \[2147483632, 2147483648\]",
+    )
+
+
+def test_a_guard_bounds_a_clamp_with_scalar_limits():
+    """``select(i < 0, clamp(-5, i, 100) + (2**31 - 48), i)``: where it is picked, the clamp
+    is in [-5, -1] (its scalar limits read as they are, the guarded ``i`` refined), so the sum
+    fits; unguarded (up to 100) it would not."""
+    text = """
+func.func @main(%i: tensor<3xi64>) -> tensor<3xi64> {
+  %z = stablehlo.constant dense<0> : tensor<3xi64>
+  %n = stablehlo.constant dense<2147483600> : tensor<3xi64>
+  %lo = stablehlo.constant dense<-5> : tensor<i64>
+  %hi = stablehlo.constant dense<100> : tensor<i64>
+  %neg = stablehlo.compare LT, %i, %z, SIGNED : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  %c = stablehlo.clamp %lo, %i, %hi : (tensor<i64>, tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  %w = stablehlo.add %c, %n : tensor<3xi64>
+  %r = stablehlo.select %neg, %w, %i : tensor<3xi1>, tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+    got, want = _narrow_and_run(text, np.array([-9, -2, 2**31 - 1], np.int64))
+    assert got[0].dtype == np.int32 and got[0].tolist() == want[0].tolist() == [
+        2147483595,
+        2147483598,
+        2**31 - 1,
+    ]
+    _refused(
+        text.replace("%neg, %w, %i", "%neg, %i, %w"),
+        r"stablehlo.add: may compute values in \[2147483595, 2147483700\]",
+    )
