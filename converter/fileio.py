@@ -190,14 +190,11 @@ def _umask() -> int:
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     """Write ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        try:
-            if isinstance(data, str):
-                tmp.write_text(data)
-            else:
-                tmp.write_bytes(data)
-        except OSError as e:  # disk full, quota
-            raise _output_error(Path(path), e) from e
+    with atomic_path(path) as tmp:  # which turns an OSError (disk full, quota) into OutputError
+        if isinstance(data, str):
+            tmp.write_text(data)
+        else:
+            tmp.write_bytes(data)
 
 
 def memory_bytes() -> int:

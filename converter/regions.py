@@ -4,7 +4,7 @@
 region. Backends map the common ones (a single ``add``, ``maximum``, ``minimum``,
 ``multiply``, ``and``, ``or``, ``xor``, or "return the update" for scatter) to a direct op, and
 fall back to evaluating the region for anything else. ``sort`` comparators are recognized as
-ascending or descending on the first operand, or as lexicographic over several operands.
+lexicographic orders over one or several operands, each ascending or descending.
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ def classify_combiner(region: ir.Region) -> str | None:
     Returns ``add``/``max``/``min``/``mul``/``and``/``or``/``xor``; ``replace`` for a body
     that returns its second argument (scatter's overwrite); ``None`` for anything else.
     """
-    ops, args = _body_ops(region)
-    if len(args) != 2:
-        return None
+    ops, args = _body_ops(region)  # a body of several operands returns several values: None below
     if len(ops) == 1 and ops[0].name == "stablehlo.return":
         ret = list(ops[0].operands)
         return "replace" if len(ret) == 1 and ret[0] == args[1] else None
@@ -86,46 +84,6 @@ def _arg_deps(value: ir.Value, args: list[ir.Value], defs: dict) -> set[int] | N
     return deps
 
 
-def classify_comparator(region: ir.Region) -> str | None:
-    """``"ascending"``/``"descending"`` for a sort comparator that orders by its first
-    operand alone: it returns ``compare LT|GT (f(arg0), f(arg1))`` where ``f`` is built only
-    from compare/select/constant (JAX's NaN/-0.0 canonicalization for totalOrder sorts).
-    ``None`` for any other comparator (multiple keys, custom orders)."""
-    ops, args = _body_ops(region)
-    if len(args) < 2 or ops[-1].name != "stablehlo.return":
-        return None
-    defs = {r: op for op in ops for r in op.results}
-    ret = list(ops[-1].operands)
-    final = defs.get(ret[0]) if len(ret) == 1 else None
-    if final is None or final.name != "stablehlo.compare":
-        return None
-    lhs, rhs = (_arg_deps(v, args, defs) for v in final.operands)
-    direction = str(final.attributes["comparison_direction"])
-    if lhs == {0} and rhs == {1}:
-        flip = False
-    elif lhs == {1} and rhs == {0}:
-        flip = True
-    else:
-        return None
-    if "LT" in direction:
-        return "descending" if flip else "ascending"
-    if "GT" in direction:
-        return "ascending" if flip else "descending"
-    return None
-
-
-def classify_lexicographic(region: ir.Region) -> list[tuple[int, str]] | None:
-    """The keys of a sort comparator that orders lexicographically (``jnp.lexsort``, sorts
-    with ``num_keys > 1``): ``[(operand, "ascending"|"descending"), ...]``, most significant
-    first, for a body returning ``or(lt_0, and(eq_0, or(lt_1, and(eq_1, ... lt_n))))`` where
-    ``lt_k`` is ``compare LT|GT (f(a_k), f(b_k))`` and ``eq_k`` is ``compare EQ`` of the same
-    pair (``f`` built from compare/select/constant, as in :func:`classify_comparator`);
-    the operands of ``or``/``and`` may come in either order. A one-key comparator gives one
-    key. ``None`` for any other comparator."""
-    keys = classify_sort_keys(region)
-    return None if keys is None else [(k.operand, k.direction) for k in keys]
-
-
 class SortKey(NamedTuple):
     """One key of a recognized sort comparator (:func:`classify_sort_keys`)."""
 
@@ -144,14 +102,17 @@ class SortKey(NamedTuple):
 
 
 def classify_sort_keys(region: ir.Region) -> list[SortKey] | None:
-    """The keys of a lexicographic sort comparator, most significant first, as
-    :func:`classify_lexicographic` recognizes them, with the compared value and comparison
-    type of each (so a backend orders ``TOTALORDER`` floats as the spec says: -NaN < -inf <
-    ... < -0.0 < +0.0 < ... < inf < NaN, and evaluates any canonicalization the comparator
-    applies first). ``None`` for any other comparator."""
-    ops, args = _body_ops(region)
-    if len(args) < 2 or ops[-1].name != "stablehlo.return" or len(list(ops[-1].operands)) != 1:
-        return None
+    """The keys of a sort comparator that orders lexicographically (``jnp.sort``,
+    ``jnp.lexsort``, sorts with ``num_keys > 1``), most significant first, for a body returning
+    ``or(lt_0, and(eq_0, or(lt_1, and(eq_1, ... lt_n))))`` where ``lt_k`` is ``compare LT|GT
+    (f(a_k), f(b_k))`` and ``eq_k`` is ``compare EQ`` of the same pair, ``f`` built only from
+    compare/select/constant (JAX's NaN/-0.0 canonicalization for totalOrder sorts); the
+    operands of ``or``/``and`` may come in either order, and a one-key comparator is just
+    ``lt_0``. Each key comes with its compared value and comparison type (so a backend orders
+    ``TOTALORDER`` floats as the spec says: -NaN < -inf < ... < -0.0 < +0.0 < ... < inf < NaN,
+    and evaluates any canonicalization the comparator applies first). ``None`` for any other
+    comparator."""
+    ops, args = _body_ops(region)  # the verifier: 2 arguments per operand, one i1 returned
     defs = {r: op for op in ops for r in op.results}
     return _lexicographic(list(ops[-1].operands)[0], args, defs)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -118,3 +118,128 @@ def _central(name: bytes, method: int, crc: int, csize: int, size: int, offset: 
         )
         + name
     )
+
+
+@dataclass
+class Raw:
+    """One member written field by field. ``local``/``central`` override fields of its local
+    header or central entry (``sig``, ``flags``, ``method``, ``crc``, ``csize``, ``usize``,
+    ``nlen``, ``clen``, ``disk``, ``offset``); ``after`` follows the data (a data descriptor)."""
+
+    name: bytes
+    data: bytes = b"data"
+    local: dict = field(default_factory=dict)
+    central: dict = field(default_factory=dict)
+    local_extra: bytes = b""
+    central_extra: bytes = b""
+    after: bytes = b""
+
+
+def assemble(
+    members: list[Raw],
+    *,
+    between: bytes = b"",
+    cd_prefix: bytes = b"",
+    cd_suffix: bytes = b"",
+    end: dict | None = None,
+    zip64: dict | None = None,
+    locator: dict | None = None,
+) -> bytes:
+    """An archive of ``members``, then ``between``, the central directory (``cd_prefix`` and
+    ``cd_suffix`` counted in it), the zip64 end record and locator when ``zip64`` or
+    ``locator`` is given (their fields overridden by them: ``size``, ``disk``, ``n_disk``,
+    ``n_total``, ``cd_size``, ``cd_offset``; ``disk``, ``offset``, ``disks``), and the end
+    record (fields overridden by ``end``: ``disk``, ``cd_disk``, ``n_disk``, ``n_total``,
+    ``cd_size``, ``cd_offset``, ``comment``)."""
+    out = bytearray()
+    central = bytearray(cd_prefix)
+    for m in members:
+        offset = len(out)
+        crc = zlib.crc32(m.data)
+        lf = {"sig": b"PK\x03\x04", "flags": 0x800, "method": 0, "crc": crc, "csize": len(m.data)}
+        lf.update(usize=len(m.data), nlen=len(m.name))
+        lf.update(m.local)
+        out += struct.pack(
+            "<4sHHHHHIIIHH",
+            lf["sig"],
+            20,
+            lf["flags"],
+            lf["method"],
+            0,
+            0x21,
+            lf["crc"],
+            lf["csize"],
+            lf["usize"],
+            lf["nlen"],
+            len(m.local_extra),
+        )
+        out += m.name + m.local_extra + m.data + m.after
+        cf = {"flags": 0x800, "method": 0, "crc": crc, "csize": len(m.data), "usize": len(m.data)}
+        cf.update(nlen=len(m.name), clen=0, disk=0, offset=offset)
+        cf.update(m.central)
+        central += struct.pack(
+            "<4sHHHHHHIIIHHHHHII",
+            b"PK\x01\x02",
+            20,
+            20,
+            cf["flags"],
+            cf["method"],
+            0,
+            0x21,
+            cf["crc"],
+            cf["csize"],
+            cf["usize"],
+            cf["nlen"],
+            len(m.central_extra),
+            cf["clen"],
+            cf["disk"],
+            0,
+            0,
+            cf["offset"],
+        )
+        central += m.name + m.central_extra
+    central += cd_suffix
+    out += between
+    cd_offset = len(out)
+    out += central
+    n = len(members)
+    if zip64 is not None or locator is not None:
+        z = {
+            "size": 44,
+            "disk": 0,
+            "n_disk": n,
+            "n_total": n,
+            "cd_size": len(central),
+            "cd_offset": cd_offset,
+        }
+        z.update(zip64 or {})
+        loc = {"disk": 0, "offset": len(out), "disks": 1, **(locator or {})}
+        out += struct.pack(
+            "<4sQHHIIQQQQ",
+            b"PK\x06\x06",
+            z["size"],
+            45,
+            45,
+            z["disk"],
+            0,
+            z["n_disk"],
+            z["n_total"],
+            z["cd_size"],
+            z["cd_offset"],
+        )
+        out += struct.pack("<4sIQI", b"PK\x06\x07", loc["disk"], loc["offset"], loc["disks"])
+    e = {"disk": 0, "cd_disk": 0, "n_disk": n, "n_total": n, "cd_size": len(central), "cd_offset": cd_offset}
+    e["comment"] = 0
+    e.update(end or {})
+    out += struct.pack(
+        "<4sHHHHIIH",
+        b"PK\x05\x06",
+        e["disk"],
+        e["cd_disk"],
+        e["n_disk"],
+        e["n_total"],
+        e["cd_size"],
+        e["cd_offset"],
+        e["comment"],
+    )
+    return bytes(out)

@@ -455,10 +455,7 @@ class JaxFunction:
     def _run(self, params: dict[str, Any], inputs: list[Any], rng: Any = None) -> tuple[Any, dict]:
         """``(outputs, updates)``: the user outputs with ``out_tree``'s structure and the new
         values of the mutated state by target name (``signature.mutations``)."""
-        sig = self.signature
-        missing = [p.name for p in sig.params if p.name not in params]
-        if missing:
-            raise KeyError(f"params is missing {missing}")
+        sig = self.signature  # params: complete (apply checks them; the others pass self.params)
         frozen = self._frozen
         flat = [
             jax.lax.stop_gradient(params[p.name]) if p.name in frozen else params[p.name] for p in sig.params

@@ -149,10 +149,6 @@ def _rem(a: Range, b: Range) -> Range:
     return (lo, hi)
 
 
-def _sign(x: int) -> int:
-    return (x > 0) - (x < 0)
-
-
 def _nonneg(r: Range) -> bool:
     return r is not None and r[0] >= 0
 
@@ -335,7 +331,7 @@ class _Analysis:
             out[x] = (_refine(rx, d, ry), _refine(rx, negate[d], ry))
         return out
 
-    def under(self, v: ir.Value, subst: dict, depth: int = 6) -> Range | str:
+    def under(self, v: ir.Value, subst: dict, depth: int = 6) -> Range:
         """``v``'s range where the values of ``subst`` lie in their given ranges, following
         lane-wise (elementwise) ops only, so that a lane of ``v`` depends on the same lane of
         the substituted values."""
@@ -352,10 +348,7 @@ class _Analysis:
                 if getattr(x.type, "shape", None) != shape:
                     rs.append(self.range(x))
                     continue
-                r = self.under(x, subst, depth - 1)
-                if r == "empty":
-                    return "empty"
-                rs.append(r)
+                rs.append(self.under(x, subst, depth - 1))  # never "empty": select() filters those
             if op.name == "stablehlo.convert":
                 return (
                     rs[0]
@@ -493,10 +486,7 @@ class _Analysis:
         ):
             return None
         lhs = ir.RankedTensorType(op.operands[0].type)
-        dims = mlir.Op(op).attr("dot_dimension_numbers")
-        contracting = (dims or {}).get("lhs_contracting_dimensions")
-        if contracting is None:
-            return None
+        contracting = mlir.Op(op).attr("dot_dimension_numbers")["lhs_contracting_dimensions"]  # [] if none
         k = math.prod(self.dim_max if lhs.is_dynamic_dim(d) else lhs.shape[d] for d in contracting)
         lo, hi = _corners(lambda x, y: x * y, rs[0], rs[1])
         return (k * min(lo, 0), k * max(hi, 0))

@@ -73,3 +73,39 @@ def test_stablehlo_attributes_decode_to_fields():
     dims = dot.attr("dot_dimension_numbers")
     assert dims["lhs_batching_dimensions"] == [0] and dims["rhs_contracting_dimensions"] == [1]
     assert dot.result_type == mlir.TensorType((2, 3, 5), "float32")
+
+
+@pytest.mark.parametrize(
+    "funcs, found",
+    [
+        (["func.func @main", "func.func public @other"], "main"),
+        (["func.func private @helper", "func.func public @entry"], "entry"),  # the only public one
+        (["func.func @helper", "func.func private @other"], "helper"),  # no visibility: public
+        (["func.func @one", "func.func @two"], "module has no @main and 2 public functions"),
+        (["func.func private @one"], "module has no @main and 0 public functions"),
+    ],
+)
+def test_main_function_is_main_else_the_only_public_one(funcs, found):
+    body = "(%x: tensor<2xf32>) -> tensor<2xf32> {\n  return %x : tensor<2xf32>\n}"
+    module = mlir.parse_module("module {\n" + "\n".join(f + body for f in funcs) + "\n}")
+    if found.startswith("module has no"):
+        with pytest.raises(ParseError, match=found):
+            mlir.main_function(module)
+    else:
+        assert str(mlir.main_function(module).attributes["sym_name"]) == f'"{found}"'
+
+
+def test_non_tensor_types_and_type_attributes():
+    module = mlir.parse_module(
+        "func.func @main(%x: tensor<2x?xf32>) -> !stablehlo.token {\n"
+        "  %t = stablehlo.after_all : !stablehlo.token\n  return %t : !stablehlo.token\n}"
+    )
+    _KEEP_ALIVE.append(module)
+    main = mlir.main_function(module)
+    token = next(mlir.walk_ops(main))
+    with pytest.raises(TypeError, match="expected a ranked tensor type, got !stablehlo.token"):
+        mlir.tensor_type(token.results[0].type)
+    # a TypeAttr (the function's type) decodes to the type itself
+    ftype = mlir.decode_attribute(main.attributes["function_type"])
+    assert str(ftype) == "(tensor<2x?xf32>) -> !stablehlo.token"
+    assert mlir.tensor_type(ftype.inputs[0]) == mlir.TensorType((2, None), "float32")

@@ -1,5 +1,6 @@
-"""``converter.regions``: the sort comparators every backend recognizes, written with the left
-element on either side of the compare, checked against XLA."""
+"""``converter.regions``: the region bodies every backend recognizes (reduce/scatter
+combiners, sort comparators, select_and_scatter selects). A body recognized as something it
+does not compute would give wrong numbers in every backend, so each near miss is here too."""
 
 from __future__ import annotations
 
@@ -9,8 +10,216 @@ import pytest
 import torch
 
 import converter
+from converter import mlir, regions
 from converter.regions import classify_sort_keys
 from tests.compare import run_xla
+
+
+def _regions(text: str) -> list:
+    """The regions of the first op with regions in ``@main``."""
+    module = mlir.parse_module(text)
+    _regions.keep.append(module)  # the regions live as long as their module
+    op = next(o for o in mlir.walk_ops(mlir.main_function(module)) if len(o.regions))
+    return list(op.regions)
+
+
+_regions.keep = []
+
+REDUCE = """
+module {
+  sdy.mesh @mesh = <["x"=1]>
+  func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<f32> {
+    %z = stablehlo.constant dense<0.0> : tensor<f32>
+    %r = stablehlo.reduce(%x init: %z) across dimensions = [0] : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+      reducer(%a: tensor<f32>, %b: tensor<f32>) {
+        BODY
+      }
+    return %r : tensor<f32>
+  }
+}"""
+
+
+@pytest.mark.parametrize(
+    "body, kind",
+    [
+        ("%s = stablehlo.add %a, %b : tensor<f32>\n stablehlo.return %s : tensor<f32>", "add"),
+        ("%s = stablehlo.add %b, %a : tensor<f32>\n stablehlo.return %s : tensor<f32>", "add"),
+        ("%s = stablehlo.maximum %a, %b : tensor<f32>\n stablehlo.return %s : tensor<f32>", "max"),
+        ("%s = stablehlo.multiply %a, %b : tensor<f32>\n stablehlo.return %s : tensor<f32>", "mul"),
+        ("stablehlo.return %b : tensor<f32>", "replace"),  # scatter's overwrite
+        ("stablehlo.return %a : tensor<f32>", None),  # keeps the operand: not an overwrite
+        ("%s = stablehlo.add %a, %a : tensor<f32>\n stablehlo.return %s : tensor<f32>", None),  # 2a
+        ("%s = stablehlo.subtract %a, %b : tensor<f32>\n stablehlo.return %s : tensor<f32>", None),
+        ("%s = stablehlo.add %a, %b : tensor<f32>\n stablehlo.return %a : tensor<f32>", None),
+        (
+            "%s = stablehlo.add %a, %b : tensor<f32>\n %t = stablehlo.multiply %s, %s : tensor<f32>\n"
+            " stablehlo.return %t : tensor<f32>",
+            None,
+        ),
+        (  # JAX's sharding constraint on a collective's combiner result
+            "%s = stablehlo.add %a, %b : tensor<f32>\n"
+            " %c = sdy.sharding_constraint %s <@mesh, []> : tensor<f32>\n stablehlo.return %c : tensor<f32>",
+            "add",
+        ),
+        (  # a constraint on another value than the combined one
+            "%s = stablehlo.add %a, %b : tensor<f32>\n"
+            " %c = sdy.sharding_constraint %a <@mesh, []> : tensor<f32>\n stablehlo.return %c : tensor<f32>",
+            None,
+        ),
+    ],
+)
+def test_classify_combiner(body, kind):
+    (region,) = _regions(REDUCE.replace("BODY", body))
+    assert regions.classify_combiner(region) == kind
+
+
+def test_a_two_operand_reducer_is_no_combiner():
+    text = """
+func.func @main(%x: tensor<4xf32>, %i: tensor<4xi32>) -> (tensor<f32>, tensor<i32>) {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %k = stablehlo.constant dense<0> : tensor<i32>
+  %r:2 = stablehlo.reduce(%x init: %z), (%i init: %k) across dimensions = [0]
+      : (tensor<4xf32>, tensor<4xi32>, tensor<f32>, tensor<i32>) -> (tensor<f32>, tensor<i32>)
+    reducer(%a: tensor<f32>, %b: tensor<f32>) (%c: tensor<i32>, %d: tensor<i32>) {
+      %s = stablehlo.add %a, %b : tensor<f32>
+      %t = stablehlo.add %c, %d : tensor<i32>
+      stablehlo.return %s, %t : tensor<f32>, tensor<i32>
+    }
+  return %r#0, %r#1 : tensor<f32>, tensor<i32>
+}"""
+    (region,) = _regions(text)
+    assert regions.classify_combiner(region) is None
+
+
+SORT = """
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>, %w: tensor<f32>) -> tensor<4xf32> {
+  %c = stablehlo.constant dense<0.0> : tensor<f32>
+  %r:2 = "stablehlo.sort"(%x, %y) <{dimension = 0 : i64}> ({
+    ^bb0(%a0: tensor<f32>, %b0: tensor<f32>, %a1: tensor<f32>, %b1: tensor<f32>):
+      BODY
+  }) : (tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return %r#0 : tensor<4xf32>
+}"""
+
+
+def _cmp(name, direction, lhs, rhs, kind="FLOAT"):
+    kind = f", {kind}" if kind else ""
+    types = "(tensor<f32>, tensor<f32>) -> tensor<i1>"
+    return f"%{name} = stablehlo.compare {direction}, %{lhs}, %{rhs}{kind} : {types}"
+
+
+_RET = "stablehlo.return %r : tensor<i1>"
+_LEX = "\n".join(
+    [
+        _cmp("lt0", "LT", "a0", "b0"),
+        _cmp("eq0", "EQ", "a0", "b0"),
+        _cmp("lt1", "GT", "a1", "b1", "TOTALORDER"),
+        "%t = stablehlo.and %eq0, %lt1 : tensor<i1>",
+        "%r = stablehlo.or %lt0, %t : tensor<i1>",
+        _RET,
+    ]
+)
+_CANON = "\n".join(  # -0.0 as +0.0 through a select against a constant captured from outside
+    [
+        _cmp("za", "EQ", "a0", "c"),
+        "%sa = stablehlo.select %za, %c, %a0 : tensor<i1>, tensor<f32>",
+        _cmp("zb", "EQ", "b0", "c"),
+        "%sb = stablehlo.select %zb, %c, %b0 : tensor<i1>, tensor<f32>",
+        _cmp("r", "LT", "sa", "sb", "TOTALORDER"),
+        _RET,
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "body, keys",
+    [
+        (_cmp("r", "LT", "a0", "b0") + "\n" + _RET, [(0, "ascending", "FLOAT")]),
+        (_cmp("r", "GT", "a0", "b0") + "\n" + _RET, [(0, "descending", "FLOAT")]),
+        (_cmp("r", "GT", "a0", "b0", None) + "\n" + _RET, [(0, "descending", None)]),  # no compare_type
+        (_cmp("r", "LT", "b1", "a1", "SIGNED") + "\n" + _RET, [(1, "descending", "SIGNED")]),  # flipped
+        (_LEX, [(0, "ascending", "FLOAT"), (1, "descending", "TOTALORDER")]),
+        (  # the operands of or/and in the other order
+            _LEX.replace("%eq0, %lt1", "%lt1, %eq0").replace("%lt0, %t", "%t, %lt0"),
+            [(0, "ascending", "FLOAT"), (1, "descending", "TOTALORDER")],
+        ),
+        (_CANON, [(0, "ascending", "TOTALORDER")]),
+        (_cmp("r", "LE", "a0", "b0") + "\n" + _RET, None),  # not a strict order
+        (_cmp("r", "LT", "a0", "b1") + "\n" + _RET, None),  # two operands' elements
+        (_cmp("r", "LT", "a0", "a0") + "\n" + _RET, None),
+        (_CANON.replace("%c, %a0", "%w, %a0").replace("%c, %b0", "%w, %b0"), None),  # a captured argument
+        (  # a value reordered by an op other than compare/select
+            "%na = stablehlo.negate %a0 : tensor<f32>\n%nb = stablehlo.negate %b0 : tensor<f32>\n"
+            + _cmp("r", "LT", "na", "nb")
+            + "\n"
+            + _RET,
+            None,
+        ),
+        (_CANON.replace("%c, %a0", "%c, %a1"), None),  # a select mixing two operands' elements
+        (
+            "%na = stablehlo.negate %a0 : tensor<f32>\n" + _CANON.replace("%c, %a0 :", "%na, %a0 :"),
+            None,
+        ),
+        (_LEX.replace(_cmp("eq0", "EQ", "a0", "b0"), _cmp("eq0", "EQ", "a1", "b1")), None),  # tie on key 1
+        (_LEX.replace("stablehlo.and", "stablehlo.or"), None),
+        (_LEX.replace("stablehlo.or %lt0", "stablehlo.and %lt0"), None),
+        (_LEX.replace(_cmp("lt1", "GT", "a1", "b1", "TOTALORDER"), _cmp("lt1", "GT", "a0", "b0")), None),
+    ],
+)
+def test_classify_sort_keys(body, keys):
+    (region,) = _regions(SORT.replace("BODY", body))
+    got = regions.classify_sort_keys(region)
+    assert (None if got is None else [(k.operand, k.direction, k.compare_type) for k in got]) == keys
+    if got:  # the first key's value: computed from the left element (a block argument or a select)
+        value, args = got[0].value, list(region.blocks[0].arguments)
+        left = 2 * got[0].operand
+        assert value == args[left] if value in args else value.owner.name == "stablehlo.select"
+        assert value != args[left + 1]
+
+
+_I1 = "(tensor<i1>, tensor<i1>) -> tensor<i1>"
+I1_SORT = """
+func.func @main(%x: tensor<4xi1>) -> tensor<4xi1> {
+  %r = "stablehlo.sort"(%x) <{dimension = 0 : i64}> ({
+    ^bb0(%a: tensor<i1>, %b: tensor<i1>):
+      BODY
+  }) : (tensor<4xi1>) -> tensor<4xi1>
+  return %r : tensor<4xi1>
+}"""
+
+
+@pytest.mark.parametrize(
+    "body, direction",
+    [
+        (
+            f"%c = stablehlo.compare GE, %a, %b : {_I1}\nstablehlo.return %c : tensor<i1>",
+            "GE",
+        ),
+        (
+            f"%c = stablehlo.compare LT, %a, %b : {_I1}\nstablehlo.return %c : tensor<i1>",
+            "LT",
+        ),
+        (
+            f"%c = stablehlo.compare EQ, %a, %b : {_I1}\nstablehlo.return %c : tensor<i1>",
+            None,
+        ),
+        (
+            f"%c = stablehlo.compare GE, %b, %a : {_I1}\nstablehlo.return %c : tensor<i1>",
+            None,
+        ),
+        (
+            f"%c = stablehlo.compare GE, %a, %b : {_I1}\nstablehlo.return %a : tensor<i1>",
+            None,
+        ),
+        ("%c = stablehlo.and %a, %b : tensor<i1>\nstablehlo.return %c : tensor<i1>", None),
+        ("stablehlo.return %a : tensor<i1>", None),
+    ],
+)
+def test_classify_select(body, direction):
+    """A ``select_and_scatter`` select body (the same region shape as a one-operand sort's)."""
+    (region,) = _regions(I1_SORT.replace("BODY", body))
+    assert regions.classify_select(region) == direction
+
 
 #: (comparator body on (%a, %b) and (%c, %d), keys it sorts by: (operand, order), ...)
 _COMPARATORS = {

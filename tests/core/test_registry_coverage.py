@@ -122,3 +122,18 @@ def test_rules_the_decompositions_always_replace():
             assert name in graph_ops(raw) and name not in graph_ops(export(raw)), name
         else:
             assert implicit or op._schema.is_mutable, name
+
+
+def test_a_key_registered_twice_is_refused():
+    from converter.registry import RegistryCollisionError
+
+    reg = Registry("test → nothing")
+
+    @reg.register("a", "b")
+    def rule():
+        pass
+
+    assert len(reg) == 2 and list(reg.keys()) == ["a", "b"] and "b" in reg and reg.get("c") is None
+    with pytest.raises(RegistryCollisionError, match=r"test → nothing: 'b' is already registered to .*rule"):
+        reg.register("b")(lambda: None)
+    assert len(reg) == 2 and reg._rules["b"] is rule  # the first rule kept

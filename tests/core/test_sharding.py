@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 import converter
-from converter import ShardingError
+from converter import DistributedError, ShardingError
 from converter.sharding import param_specs
 from converter.signature import LeafSpec, Signature
 from tests import registry_coverage
@@ -182,6 +183,23 @@ SCRIPT = (
     )
     part = jax.jit(part)
     out["partial"] = compare(converter.from_jax(part, a).to_jax(), part, a)
+    # permutations along "y" alone (pairs over all 8 devices: "x" is tried first and does not
+    # fit) and over both axes at once (no single axis fits)
+    perms = jax.jit(jax.shard_map(
+        lambda v: (
+            jax.lax.ppermute(v, "y", [(0, 1), (1, 0)]),
+            jax.lax.ppermute(v, ("x", "y"), [(d, (d + 3) % 8) for d in range(7)]),
+        ),
+        mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"), check_vma=False,
+    ))
+    mp = converter.from_jax(perms, a)
+    out["permutes"] = compare(mp.to_jax(), perms, a)
+    out["permutes"]["pairs"] = [
+        len(converter.mlir.Op(o).attr("source_target_pairs"))
+        for fn in converter.mlir.functions(mp.mlir).values()
+        for o in converter.mlir.walk_ops(fn)
+        if o.name == "stablehlo.collective_permute"
+    ]
     try:  # an input committed to one device of the mesh: refused, not moved implicitly
         m.to_jax()(jax.device_put(np.asarray(a), jax.devices()[0]))
         out["one_device_input"] = "no error"
@@ -456,6 +474,14 @@ def test_partially_manual_shard_map(eight):
     assert p["max_diff"] < 1e-5 and p["same_shardings"], p
 
 
+def test_permutations_along_one_axis_and_over_both(eight):
+    """``ppermute`` along the second mesh axis, and over both axes with a partial permutation
+    (device 7 sends nothing: device 2 receives zeros): the same values and shardings as JAX."""
+    p = eight[0]["permutes"]
+    assert p["pairs"] == [8, 7]
+    assert p["max_diff"] == 0 and p["same_shardings"], p
+
+
 def test_wrong_mesh_refused(eight):
     assert "needs a mesh {'x': 4, 'y': 2}, got a mesh {'x': 2, 'y': 4}" in eight[0]["wrong_mesh"]
 
@@ -484,6 +510,123 @@ def test_collective_over_groups_matching_no_axes_refused(eight):
         "ShardingError: device groups [[0, 1, 2], [3, 4, 5]] match no axes of the mesh {'x': 4, 'y': 2}"
         in msg
     )
+
+
+def test_one_device_reduce_scatter_all_to_all_and_partition_id():
+    """Over one-device groups ``reduce_scatter`` (any combiner: one value is not combined) and
+    ``all_to_all`` give their operand, and ``partition_id`` is 0 (the StableHLO spec: the one
+    process is partition 0)."""
+    text = """
+module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<4x2xf32>, tensor<ui32>) {
+    %0 = "stablehlo.reduce_scatter"(%x) <{channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>,
+        replica_groups = dense<[[0]]> : tensor<1x1xi64>, scatter_dimension = 0 : i64,
+        use_global_device_ids}> ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.multiply %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      }) : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %1 = "stablehlo.all_to_all"(%x) <{channel_handle = #stablehlo.channel_handle<handle = 2, type = 1>,
+        concat_dimension = 1 : i64, replica_groups = dense<[[0]]> : tensor<1x1xi64>, split_count = 1 : i64,
+        split_dimension = 0 : i64}> : (tensor<4x2xf32>) -> tensor<4x2xf32>
+    %2 = stablehlo.partition_id : tensor<ui32>
+    return %0, %1, %2 : tensor<4x2xf32>, tensor<4x2xf32>, tensor<ui32>
+  }
+}"""
+    x = np.arange(8, dtype=np.float32).reshape(4, 2)
+    rs, a2a, pid = converter.from_stablehlo(text).to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(rs), x)
+    np.testing.assert_array_equal(np.asarray(a2a), x)
+    assert pid.dtype == np.uint32 and int(pid) == 0
+
+
+_ONE_BY_ONE = (
+    BAD_GROUPS.replace("num_partitions = 8", "num_partitions = 1")
+    .replace('"x"=4, "y"=2', '"x"=1, "y"=1')
+    .replace("8x8xf32", "32x16xf32")
+)
+_NO_MESH = """
+module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    BODY
+    return %0 : tensor<4xf32>
+  }
+}"""
+_PERMUTE = """%0 = "stablehlo.collective_permute"(%x) <{channel_handle = #stablehlo.channel_handle<handle = 1,
+        type = 1>, source_target_pairs = dense<[[0, 1], [1, 0]]> : tensor<2x2xi64>}>
+        : (tensor<4xf32>) -> tensor<4xf32>"""
+_MANUAL_INLINE_MESH = """%0 = sdy.manual_computation(%x) in_shardings=[<mesh<["x"=1]>, [{"x"}]>]
+        out_shardings=[<mesh<["x"=1]>, [{"x"}]>] manual_axes={"x"} (%a: tensor<4xf32>) {
+      sdy.return %a : tensor<4xf32>
+    } : (tensor<4xf32>) -> tensor<4xf32>"""
+_EMPTY_GROUPS = """%0 = "stablehlo.all_reduce"(%x) <{replica_groups = dense<> : tensor<0x0xi64>}> ({
+      ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+        %s = stablehlo.add %a, %b : tensor<f32>
+        stablehlo.return %s : tensor<f32>
+      }) : (tensor<4xf32>) -> tensor<4xf32>"""
+
+
+@pytest.mark.parametrize(
+    "text, op, words",
+    [
+        pytest.param(
+            _NO_MESH.replace("BODY", _EMPTY_GROUPS),
+            "stablehlo.all_reduce",
+            "a collective over several devices in a module without a mesh",
+            id="all-devices-without-mesh",
+        ),
+        pytest.param(
+            _NO_MESH.replace("BODY", _PERMUTE), "stablehlo.collective_permute", "the module has no mesh"
+        ),
+        pytest.param(
+            _NO_MESH.replace("BODY", _MANUAL_INLINE_MESH), "sdy.manual_computation", "the module has no mesh"
+        ),
+        pytest.param(  # empty groups: every device of the mesh, whose axes are then all taken
+            _ONE_BY_ONE.replace(", use_global_device_ids", "")
+            .replace("dense<GROUPS> : tensor<2x3xi64>", "dense<> : tensor<0x0xi64>")
+            .replace("stablehlo.add %a", "stablehlo.multiply %a"),
+            "stablehlo.all_reduce",
+            "combiner mul is not supported",
+            id="all-reduce-multiply",
+        ),
+        pytest.param(
+            _ONE_BY_ONE.replace("dense<GROUPS> : tensor<2x3xi64>", "dense<[[0]]> : tensor<1x1xi64>").replace(
+                "%0 = sdy.manual_computation",
+                "%p = stablehlo.partition_id : tensor<ui32>\n    %0 = sdy.manual_computation",
+            ),
+            "stablehlo.partition_id",
+            "only supported inside a manual computation over every mesh axis ['x', 'y'] (manual here: [])",
+            id="partition-id-outside-manual",
+        ),
+        pytest.param(
+            _ONE_BY_ONE.replace("dense<GROUPS> : tensor<2x3xi64>", "dense<[[0]]> : tensor<1x1xi64>")
+            .replace('manual_axes={"x", "y"}', 'manual_axes={"x"}')
+            .replace("%1 = ", "%p = stablehlo.partition_id : tensor<ui32>\n      %1 = "),
+            "stablehlo.partition_id",
+            "only supported inside a manual computation over every mesh axis ['x', 'y'] (manual here: ['x'])",
+            id="partition-id-partly-manual",
+        ),
+        pytest.param(
+            _NO_MESH.replace("BODY", _EMPTY_GROUPS)
+            .replace(
+                '"stablehlo.all_reduce"(%x) <{',
+                '"stablehlo.reduce_scatter"(%x) <{scatter_dimension = 0 : i64, ',
+            )
+            .replace("stablehlo.add %a", "stablehlo.maximum %a")
+            .replace("func.func", 'sdy.mesh @mesh = <["x"=1]>\n  func.func'),
+            "stablehlo.reduce_scatter",
+            "combiner max is not supported",
+            id="reduce-scatter-max",
+        ),
+    ],
+)
+def test_collectives_refused_by_name(text, op, words):
+    """What the JAX backend cannot run is refused, naming the op and why (never a wrong value)."""
+    m = converter.from_stablehlo(text)
+    x = np.ones([s for s in m.signature.inputs[0].shape], np.float32)
+    with pytest.raises(converter.OpConversionError) as e:
+        m.to_jax()(x)
+    assert str(e.value).startswith(f"While converting {op}") and f"ShardingError: {words}" in str(e.value)
 
 
 def test_one_device_collectives_are_identities():
@@ -585,3 +728,73 @@ def test_one_shardy_reader_reads_device_ids_per_the_spec():
     with pytest.raises(ShardingError, match=r"@mesh has device_ids=\[3, 2, 1, 0\]"):
         sharding.module_mesh(order)
     assert sdy.parse_sharding('<@mesh, [{"x", "y"}, {}, {"y", ?}]>').spec == (("x", "y"), None, "y")
+
+
+def test_shardy_reader_refusals_and_shard_shapes():
+    """Each form the converter does not run is refused by name; a sharding's text, one
+    shard's shape (or why the value does not split) and the spec helpers."""
+    from converter import sdy, sharding
+
+    with pytest.raises(ShardingError, match=r"^mesh @m: #sdy.sharding<@x, \[\]> is not an #sdy.mesh$"):
+        sdy.parse_mesh("#sdy.sharding<@x, []>", "m")
+    with pytest.raises(ShardingError, match="device ids must be iota"):  # Shardy's own check
+        sdy.parse_mesh('#sdy.mesh<["x"=2], device_ids=[0, 2]>')
+    with pytest.raises(ShardingError, match=r'^#sdy.mesh<\["x"=2\]> is not an #sdy.sharding$'):
+        sdy.parse_sharding('#sdy.mesh<["x"=2]>')
+    for text, why in [
+        ('<mesh<["x"=2]>, [{"x"}]>', r"only shardings over a named mesh \(@name\) are supported"),
+        ('<@mesh, [{}], unreduced={"x"}>', "unreduced axes are not supported"),
+        ('<@mesh, [{"x":(1)2}]>', r"sub-axes \(#sdy<axis_ref\"x\":\(1\)2>\) are not supported"),
+    ]:
+        with pytest.raises(ShardingError, match=rf"^sharding #sdy.sharding{re.escape(text[:6])}.*: {why}$"):
+            sdy.parse_sharding(text)
+    with pytest.raises(ShardingError, match=r"is not an #sdy.sharding_per_value$"):
+        sdy.parse_sharding_list('#sdy.sharding<@mesh, [{"x"}]>')
+
+    mesh = sdy.parse_mesh('#sdy.mesh<["x"=2, "y"=3]>')
+    s = sdy.parse_sharding('<@mesh, [{"x", "y"}, {}]>')
+    assert str(s) == '<@mesh, [{"x", "y"}, {}]>' and s.spec == (("x", "y"), None)
+    assert s.local_shape((12, 5), mesh, "w") == (2, 5)
+    with pytest.raises(
+        DistributedError, match=r"^w: dimension 0 of size 9 does not split into 6 equal shards$"
+    ):
+        s.local_shape((9, 5), mesh, "w")
+    with pytest.raises(
+        DistributedError, match=r'^w: sharding <@mesh, \[\{"x", "y"\}, \{\}\]> has 2 dimensions, the value 1$'
+    ):
+        s.local_shape((12,), mesh, "w")
+
+    spec = ("x", None, ("y", "z"))
+    assert sharding.spec_to_json(spec) == ["x", None, ["y", "z"]]
+    assert sharding.spec_from_json(["x", None, ["y", "z"]]) == spec
+    assert sharding.spec_to_json(None) is None and sharding.spec_from_json(None) is None
+    assert sharding.format_spec(spec) == "P('x', None, ('y', 'z'))" and sharding.format_spec(None) == "P()"
+    assert [sharding.is_replicated(v) for v in (None, (None, None), ("x", None))] == [True, True, False]
+
+
+def test_meshes_from_shardy_round_trip_attributes_and_several_meshes_refused():
+    from converter import mlir, sdy, sharding
+
+    body = "func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n  return %a : tensor<4xf32>\n}"
+    meshes = '{xla.sdy.meshes = "{mesh = #sdy.mesh<[\\"x\\"=2]>}"}'
+    text = "module attributes {mhlo.frontend_attributes = " + meshes + "} {\n" + body + "\n}"
+    module = mlir.parse_module(text)
+    assert sdy.meshes(module) == {"mesh": sdy.Mesh((("x", 2),))} and sharding.module_mesh(module) == {"x": 2}
+    two = mlir.parse_module('module {\n  sdy.mesh @a = <["x"=2]>\n  sdy.mesh @b = <["x"=4]>\n' + body + "\n}")
+    with pytest.raises(
+        ShardingError, match=r"^the module uses several meshes \{'a': \{'x': 2\}, 'b': \{'x': 4\}\}"
+    ):
+        sharding.module_mesh(two)
+
+
+def test_param_specs_fsdp_on_a_mesh_without_a_data_axis():
+    """Without an axis named fsdp/data/dp, fsdp shards over every axis together; a parameter
+    with no dimension that divides is replicated; a spec longer than the shape is refused."""
+    mesh = jax.sharding.AbstractMesh((2, 2), ("a", "b"))
+    specs = param_specs({"w": np.zeros((3, 8)), "odd": np.zeros((3, 5))}, mesh, "fsdp")
+    assert specs == {"w": (None, ("a", "b")), "odd": None}
+    with pytest.raises(
+        ShardingError,
+        match=r"^w: spec P\('a', None, None\) has more entries than the parameter's shape \[3, 8\]",
+    ):
+        param_specs({"w": np.zeros((3, 8))}, mesh, [("w", jax.sharding.PartitionSpec("a", None, None))])

@@ -10,7 +10,9 @@ where that reader is fooled."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ import torch
 import converter
 from converter import ziparchive
 from converter.tools import cli
-from tests.zipcraft import Member, build, deflated, deflated_zeros
+from tests.zipcraft import Member, Raw, assemble, build, deflated, deflated_zeros
 
 
 class _Marker:
@@ -233,3 +235,226 @@ def test_a_declared_size_that_lies_is_bounded(tmp_path):
     with open(path, "rb") as f, ziparchive.open_checked(f, "liar") as zf:
         with pytest.raises(converter.ParseError, match="member m.json is corrupt"):
             ziparchive.read_member(zf, "m.json", "liar")
+
+
+# --------------------------------------------------------------------------- each refusal, alone
+#
+# One crafted archive per refusal of ``check_layout``/``open_checked``, each differing from a good
+# archive by that one defect; the message's words name it, so an archive that a missing check
+# lets through (or that a later check refuses for another reason) fails the test.
+
+_M64 = 0xFFFFFFFF
+_ZIP64_END = {"cd_offset": _M64, "cd_size": _M64, "n_disk": 0xFFFF, "n_total": 0xFFFF}
+
+
+def _two(**first) -> list[Raw]:
+    return [Raw(b"a.txt", b"alpha", **first), Raw(b"b.txt", b"beta")]
+
+
+def _descriptor(crc: int | None = None, sig: bytes = b"PK\x07\x08") -> bytes:
+    """The 16-byte data descriptor of ``b"alpha"`` (its CRC replaced by ``crc``)."""
+    return struct.pack("<4sIII", sig, zlib.crc32(b"alpha") if crc is None else crc, 5, 5)
+
+
+_DD = {"flags": 0x808}
+REFUSALS = {
+    "zip64 size without extra field": (
+        assemble(_two(central={"usize": _M64})),
+        "a zip64 size or offset without its zip64 extra field",
+    ),
+    "zip64 extra field too short": (  # 4 bytes where the 8-byte size should be
+        assemble(_two(central={"usize": _M64}, central_extra=struct.pack("<HHI", 1, 4, 5))),
+        "a zip64 size or offset without its zip64 extra field",
+    ),
+    "local zip64 size without extra field": (
+        assemble(_two(local={"usize": _M64})),
+        "a zip64 size or offset without its zip64 extra field",
+    ),
+    "local name runs past the file": (
+        assemble(_two(local={"nlen": 60000})),
+        "60000 bytes at offset 30 run past the end of the file",
+    ),
+    "archive comment length": (
+        assemble(_two(), end={"comment": 3}),
+        "a multi-disk archive or an archive comment",
+    ),
+    "end record on disk 1": (assemble(_two(), end={"disk": 1}), "a multi-disk archive or an archive comment"),
+    "central directory on disk 1": (
+        assemble(_two(), end={"cd_disk": 1}),
+        "a multi-disk archive or an archive comment",
+    ),
+    "entries on this disk differ from total": (
+        assemble(_two(), end={"n_disk": 1}),
+        "a multi-disk archive or an archive comment",
+    ),
+    "zip64 markers in a tiny file": (
+        assemble([], end={"n_disk": 0xFFFF, "n_total": 0xFFFF}),
+        "a zip64 archive without its zip64 end records",
+    ),
+    "zip64 markers without locator": (
+        assemble(_two(), end=_ZIP64_END),
+        "a zip64 archive without its zip64 end locator",
+    ),
+    "zip64 locator of another disk": (
+        assemble(_two(), zip64={}, locator={"disk": 1}, end=_ZIP64_END),
+        "a multi-disk zip64 archive",
+    ),
+    "zip64 locator counting two disks": (
+        assemble(_two(), zip64={}, locator={"disks": 2}, end=_ZIP64_END),
+        "a multi-disk zip64 archive",
+    ),
+    "zip64 locator pointing at a member": (
+        assemble(_two(), zip64={}, locator={"offset": 0}, end=_ZIP64_END),
+        "no zip64 end record where its locator points",
+    ),
+    "zip64 end record of another size": (
+        assemble(_two(), zip64={"size": 52}, end=_ZIP64_END),
+        "a zip64 end record that is not right before its locator",
+    ),
+    "zip64 end record on disk 1": (
+        assemble(_two(), zip64={"disk": 1}, end=_ZIP64_END),
+        "a zip64 end record that is not right before its locator",
+    ),
+    "zip64 end record entries on this disk differ": (
+        assemble(_two(), zip64={"n_disk": 1}, end=_ZIP64_END),
+        "a zip64 end record that is not right before its locator",
+    ),
+    "zip64 end record counting another member number": (
+        assemble(_two(), zip64={"n_total": 3, "n_disk": 3}),
+        "zip64 and zip end records that disagree",
+    ),
+    "zip64 end record with another directory offset": (
+        assemble(_two(), zip64={"cd_offset": 1}),
+        "zip64 and zip end records that disagree",
+    ),
+    "bytes after the central directory": (
+        assemble(_two(), cd_suffix=b"junk", end={"cd_size": 2 * 46 + 10}),
+        "bytes between the central directory and the end record, or a central directory that "
+        "does not end where the end record starts",
+    ),
+    "no central entry signature": (
+        assemble(_two(), cd_prefix=b"PK\x01\x03" + bytes(60)),
+        "a malformed central directory entry at offset 79",  # the members take 79 bytes
+    ),
+    "truncated central entry": (
+        assemble(_two(), cd_suffix=b"PK\x01\x02" + bytes(20)),
+        "a malformed central directory entry at offset 181",  # after the two 51-byte entries
+    ),
+    "central comment past the directory": (
+        assemble(_two(central={"clen": 100})),
+        "a central directory entry past the directory's end",
+    ),
+    "member on disk 1": (assemble(_two(central={"disk": 1})), "member 'a.txt' on another disk"),
+    "end record counts more members": (
+        assemble(_two(), end={"n_disk": 3, "n_total": 3}),
+        "the end record counts 3 members, the central directory lists 2",
+    ),
+    "encrypted member": (
+        assemble(_two(local={"flags": 0x801}, central={"flags": 0x801})),
+        "member 'a.txt' is encrypted or uses compression method 0",
+    ),
+    "strongly encrypted member": (
+        assemble(_two(local={"flags": 0x840}, central={"flags": 0x840})),
+        "member 'a.txt' is encrypted or uses compression method 0",
+    ),
+    "bzip2 member": (
+        assemble(_two(local={"method": 12}, central={"method": 12})),
+        "member 'a.txt' is encrypted or uses compression method 12",
+    ),
+    "bytes before the central directory": (
+        assemble(_two(), between=b"junk"),
+        "4 bytes between the last member and the central directory",
+    ),
+    "no local header": (
+        assemble(_two(local={"sig": b"PK\x03\x05"})),
+        "no local header for member 'a.txt' at offset 0",
+    ),
+    "local flags differ": (
+        assemble(_two(local={"flags": 0x000})),
+        "member 'a.txt': local and central flags or compression method differ",
+    ),
+    "local method differs": (
+        assemble(_two(local={"method": 8})),
+        "member 'a.txt': local and central flags or compression method differ",
+    ),
+    "local CRC differs beside a data descriptor": (
+        assemble(_two(local={**_DD, "crc": 1}, central=_DD, after=_descriptor())),
+        "member 'a.txt': local and central sizes or CRC differ",
+    ),
+    "local size differs beside a data descriptor": (
+        assemble(_two(local={**_DD, "csize": 4, "crc": 0}, central=_DD, after=_descriptor())),
+        "member 'a.txt': local and central sizes or CRC differ",
+    ),
+    "no data descriptor": (
+        assemble(_two(local={**_DD, "crc": 0}, central=_DD, after=_descriptor(sig=b"PK\x07\x09"))),
+        "member 'a.txt': no data descriptor after its data",
+    ),
+    "data descriptor differs": (
+        assemble(_two(local={**_DD, "crc": 0}, central=_DD, after=_descriptor(crc=7))),
+        "member 'a.txt': its data descriptor and central entry differ",
+    ),
+    "name with a NUL byte": (  # zipfile cuts the name at the NUL: two members named "a" for it
+        assemble([Raw(b"a\x00x", b"1"), Raw(b"a\x00y", b"2")]),
+        "Python's zip reader sees other members than the layout check",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_each_refusal_names_its_defect(name):
+    data, words = REFUSALS[name]
+    with pytest.raises(converter.UntrustedInputError) as e:
+        ziparchive.open_checked(io.BytesIO(data), "crafted.zip")
+    assert str(e.value) == f"crafted.zip: refused zip archive layout: {words}"
+
+
+def test_the_refusal_crafts_differ_from_good_archives_only_by_their_defect():
+    """Without the defects the same builder's archives pass, with zip64 end records (the
+    markers in the end record, or a zip64 record that agrees with it) and data descriptors;
+    zipfile reads the same members."""
+    dd = _two(local={**_DD, "crc": 0, "csize": 0, "usize": 0}, central=_DD, after=_descriptor())
+    for data in (
+        assemble(_two()),
+        assemble(_two(), zip64={}, end=_ZIP64_END),
+        assemble(_two(), zip64={}),
+        assemble(dd),
+        assemble(_two(central={"usize": _M64}, central_extra=struct.pack("<HHIHHQ", 9, 4, 0, 1, 8, 5))),
+    ):
+        with ziparchive.open_checked(io.BytesIO(data), "good") as zf:
+            assert [ziparchive.read_member(zf, n, "good") for n in ("a.txt", "b.txt")] == [b"alpha", b"beta"]
+
+
+def test_a_zip64_end_record_hidden_in_a_comment_is_refused():
+    """The last central entry's comment ends with a zip64 end record and a locator pointing
+    elsewhere: the layout check (which follows the locator) reads the real directory, Python's
+    zipfile (which reads the record right before the locator) a directory hidden in the comment
+    naming a member hidden in another's data. Only the comparison of the two readers sees it."""
+    payload = b"PAYLOAD"
+    crc = zlib.crc32(payload)
+    inner = struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0x800, 0, 0, 0x21, crc, 7, 7, 8, 0)
+    inner += b"evil.txt" + payload
+    hidden = struct.pack(
+        "<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0x800, 0, 0, 0x21, crc, 7, 7, 8, 0, 0, 0, 0, 0, 35
+    )
+    hidden += b"evil.txt"  # offset 35: ``inner`` in the data of a.txt
+
+    def craft(cd_offset: int) -> bytes:
+        end64 = struct.pack("<4sQHHIIQQQQ", b"PK\x06\x06", 44, 45, 45, 0, 0, 1, 1, len(hidden), cd_offset)
+        tail = hidden + end64 + struct.pack("<4sIQI", b"PK\x06\x07", 0, 0, 1)
+        return assemble([Raw(b"a.txt", inner, central={"clen": len(tail)})], cd_suffix=tail)
+
+    data = craft(len(craft(0)) - 22 - 76 - len(hidden))  # zipfile then reads ``hidden`` as is
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        assert zf.namelist() == ["evil.txt"] and zf.read("evil.txt") == payload
+    assert [e.name for e in ziparchive.check_layout(io.BytesIO(data), "c")] == ["a.txt"]
+    with pytest.raises(converter.UntrustedInputError, match="Python's zip reader sees other members"):
+        ziparchive.open_checked(io.BytesIO(data), "c")
+
+
+def test_an_archive_zipfile_cannot_read_is_a_parse_error():
+    """A zip64 locator counting two disks beside a plain end record: the layout is one reading,
+    zipfile refuses multi-disk archives; the error names the file."""
+    data = assemble(_two(), zip64={}, locator={"disks": 2})
+    assert [e.name for e in ziparchive.check_layout(io.BytesIO(data), "c")] == ["a.txt", "b.txt"]
+    with pytest.raises(converter.ParseError, match=r"^c: not a readable zip archive \(zipfiles that span"):
+        ziparchive.open_checked(io.BytesIO(data), "c")

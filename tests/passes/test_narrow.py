@@ -228,3 +228,355 @@ func.func @main(%x: tensor<4xi64>) -> tensor<i64> {
 }""",
         r"stablehlo.dot_general: may compute values in \[-18446744065119617024, 18446744073709551616\]",
     )
+
+
+# --------------------------------------------------------------------------- the interval rules
+#
+# Each elementwise rule against the StableHLO spec's semantics: the range it gives is the exact
+# hand-derived one, and holds every value the op computes over all operands in the given ranges.
+
+_SPEC = {  # the spec's integer semantics, on Python ints
+    "stablehlo.minimum": min,
+    "stablehlo.maximum": max,
+    "stablehlo.divide": lambda x, y: abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1),  # toward 0
+    "stablehlo.remainder": lambda x, y: x - y * (abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1)),
+    "stablehlo.negate": lambda x: -x,
+    "stablehlo.abs": abs,
+    "stablehlo.sign": lambda x: (x > 0) - (x < 0),
+    "stablehlo.clamp": lambda lo, x, hi: min(max(x, lo), hi),
+    "stablehlo.not": lambda x: ~x,
+    "stablehlo.and": lambda x, y: x & y,
+    "stablehlo.or": lambda x, y: x | y,
+    "stablehlo.xor": lambda x, y: x ^ y,
+    "stablehlo.shift_left": lambda x, y: x << y,
+    "stablehlo.shift_right_arithmetic": lambda x, y: x >> y,
+    "stablehlo.shift_right_logical": lambda x, y: x >> y,  # of non-negative values
+}
+
+RANGES = [
+    ("stablehlo.minimum", [(-3, 5), (2, 4)], (-3, 4)),
+    ("stablehlo.divide", [(-7, 9), (2, 4)], (-3, 4)),
+    ("stablehlo.divide", [(-7, 9), (-3, -2)], (-4, 3)),
+    ("stablehlo.divide", [(-7, 9), (-1, 2)], None),  # a divisor of 0 may occur
+    ("stablehlo.remainder", [(-7, 9), (2, 4)], (-3, 3)),
+    ("stablehlo.remainder", [(0, 9), (-4, -2)], (0, 3)),  # the dividend's sign
+    ("stablehlo.remainder", [(-9, 0), (2, 3)], (-2, 0)),
+    ("stablehlo.remainder", [(1, 2), (5, 6)], (0, 2)),  # |x| < |y|: x itself
+    ("stablehlo.remainder", [(-1, 9), (5, 6)], (-1, 5)),
+    ("stablehlo.remainder", [(-7, 9), (0, 4)], None),
+    ("stablehlo.negate", [(2, 5)], (-5, -2)),
+    ("stablehlo.abs", [(-3, 5)], (0, 5)),
+    ("stablehlo.abs", [(-7, -2)], (2, 7)),
+    ("stablehlo.abs", [(2, 5)], (2, 5)),
+    ("stablehlo.sign", [(-3, 5)], (-1, 1)),
+    ("stablehlo.sign", [(0, 5)], (0, 1)),
+    ("stablehlo.sign", [(-4, 0)], (-1, 0)),
+    ("stablehlo.sign", [(2, 5)], (1, 1)),
+    ("stablehlo.sign", [(-5, -2)], (-1, -1)),
+    ("stablehlo.clamp", [(0, 2), (-10, 10), (5, 7)], (0, 7)),
+    ("stablehlo.clamp", [(-1, 1), (3, 4), (5, 9)], (3, 4)),
+    ("stablehlo.not", [(-3, 5)], (-6, 2)),
+    ("stablehlo.and", [(0, 12), (0, 5)], (0, 5)),
+    ("stablehlo.and", [(-1, 12), (0, 5)], None),  # a negative operand: any bits
+    ("stablehlo.or", [(0, 12), (0, 5)], (0, 15)),
+    ("stablehlo.xor", [(0, 4), (0, 12)], (0, 15)),
+    ("stablehlo.xor", [(0, 4), (-2, 3)], None),
+    ("stablehlo.shift_left", [(1, 3), (0, 2)], (1, 12)),
+    ("stablehlo.shift_left", [(1, 3), (0, 31)], None),  # may leave 32 bits
+    ("stablehlo.shift_left", [(-1, 3), (0, 2)], None),
+    ("stablehlo.shift_left", [(1, 3), (-1, 2)], None),
+    ("stablehlo.shift_right_arithmetic", [(-8, 8), (0, 2)], (-8, 8)),
+    ("stablehlo.shift_right_arithmetic", [(3, 8), (1, 2)], (0, 8)),
+    ("stablehlo.shift_right_arithmetic", [(-8, 8), (-1, 2)], None),
+    ("stablehlo.shift_right_logical", [(0, 9), (1, 2)], (0, 9)),
+    ("stablehlo.shift_right_logical", [(-1, 9), (1, 2)], None),  # -1 is all ones
+    ("stablehlo.shift_right_logical", [(0, 9), (-1, 2)], None),
+]
+
+
+@pytest.mark.parametrize("name, operands, want", RANGES, ids=lambda v: v if isinstance(v, str) else None)
+def test_elementwise_ranges_hold_what_the_spec_computes(name, operands, want):
+    from itertools import product
+
+    from converter.passes.narrow import _elementwise
+
+    assert _elementwise(name, [*operands]) == want
+    assert _elementwise(name, [None, *operands[1:]]) is None  # an unknown operand: unknown
+    if want is not None:
+        values = [_SPEC[name](*xs) for xs in product(*(range(lo, hi + 1) for lo, hi in operands))]
+        assert want[0] <= min(values) and max(values) <= want[1]
+
+
+def test_type_ranges_and_refined_comparisons():
+    from jaxlib.mlir import ir
+
+    from converter import mlir
+    from converter.passes.narrow import _refine, _type_range
+
+    with mlir.context():
+        ranges = {
+            t: _type_range(ir.Type.parse(f"tensor<2x{t}>"))
+            for t in ("i1", "i8", "ui8", "ui16", "i32", "ui32")
+        }
+        assert ranges == {
+            "i1": (0, 1),
+            "i8": (-128, 127),
+            "ui8": (0, 255),
+            "ui16": (0, 65535),
+            "i32": (-(2**31), 2**31 - 1),
+            "ui32": (0, 2**32 - 1),
+        }
+        assert [
+            _type_range(ir.Type.parse(t)) for t in ("tensor<2xi64>", "tensor<2xf32>", "!stablehlo.token")
+        ] == [None] * 3
+    # x in [0, 10] where x <dir> y for some y in [3, 5] (and where not)
+    assert [_refine((0, 10), d, (3, 5)) for d in ("LT", "LE", "GT", "GE", "EQ", "NE")] == [
+        (0, 4),
+        (0, 5),
+        (4, 10),
+        (3, 10),
+        (3, 5),
+        (0, 10),
+    ]
+    assert _refine((0, 2), "EQ", (3, 5)) == "empty" and _refine((6, 9), "LE", (3, 5)) == "empty"
+    assert _refine(None, "GE", (3, 5)) is None  # no upper bound: unknown
+
+
+def _narrow_and_run(text: str, *args):
+    """The narrowed module's int32 results and the source's int64 ones."""
+    m = converter.from_stablehlo(text)
+    n = narrow_64bit(m)
+    with jax.enable_x64(True):
+        want = [np.asarray(v) for v in jax.tree.leaves(m.to_jax(x64=True)(*args))]
+    with jax.enable_x64(False):
+        got = [np.asarray(v) for v in jax.tree.leaves(n.to_jax()(*args))]
+    return got, want
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(  # an empty constant holds no value: the concatenation is the iota's
+            """%e = stablehlo.constant dense<> : tensor<0xi64>
+  %i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %v = stablehlo.concatenate %e, %i, dim = 0 : (tensor<0xi64>, tensor<3xi64>) -> tensor<3xi64>""",
+            id="empty-constant",
+        ),
+        pytest.param(
+            """%i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %k = stablehlo.constant dense<5> : tensor<3xi64>
+  %v, %u = stablehlo.optimization_barrier %i, %k : tensor<3xi64>, tensor<3xi64>""",
+            id="optimization-barrier",
+        ),
+        pytest.param(
+            """%i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %v = "stablehlo.sort"(%i) <{dimension = 0 : i64, is_stable = true}> ({
+    ^bb0(%a: tensor<i64>, %b: tensor<i64>):
+      %gt = stablehlo.compare GT, %a, %b, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+      stablehlo.return %gt : tensor<i1>
+  }) : (tensor<3xi64>) -> tensor<3xi64>""",
+            id="sort",
+        ),
+        pytest.param(  # a scatter keeping the larger value: the values of both
+            """%i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %idx = stablehlo.constant dense<[[1]]> : tensor<1x1xi32>
+  %u = stablehlo.constant dense<[7]> : tensor<1xi64>
+  %v = "stablehlo.scatter"(%i, %idx, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>}> ({
+    ^bb0(%a: tensor<i64>, %b: tensor<i64>):
+      %m = stablehlo.maximum %a, %b : tensor<i64>
+      stablehlo.return %m : tensor<i64>
+  }) : (tensor<3xi64>, tensor<1x1xi32>, tensor<1xi64>) -> tensor<3xi64>""",
+            id="scatter-max",
+        ),
+    ],
+)
+def test_bounded_values_through_ops_with_rules(body):
+    """Each value ends at most 7, so ``v + (2**31 - 8)`` fits int32 exactly: narrowed, and
+    the same numbers; a rule that lost the bound would refuse the ``add``."""
+    text = f"""
+func.func @main(%x: tensor<3xi64>) -> tensor<3xi64> {{
+  {body}
+  %big = stablehlo.constant dense<2147483640> : tensor<3xi64>
+  %r = stablehlo.add %v, %big : tensor<3xi64>
+  return %r : tensor<3xi64>
+}}"""
+    got, want = _narrow_and_run(text, np.zeros(3, np.int64))
+    assert got[0].dtype == np.int32
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_narrow_type_that_wraps_keeps_its_own_range():
+    """``100 + 100`` in int8 wraps (to -56): its range is int8's, not [200, 200]; times 2**24
+    that stays within int32 (a [200, 200] range would not, and be refused)."""
+    text = """
+func.func @main(%x: tensor<2xi8>) -> tensor<2xi64> {
+  %y = stablehlo.add %x, %x : tensor<2xi8>
+  %z = stablehlo.convert %y : (tensor<2xi8>) -> tensor<2xi64>
+  %s = stablehlo.constant dense<16777216> : tensor<2xi64>
+  %r = stablehlo.multiply %z, %s : tensor<2xi64>
+  return %r : tensor<2xi64>
+}"""
+    got, want = _narrow_and_run(text, np.array([100, -3], np.int8))
+    assert got[0].dtype == np.int32 and got[0].tolist() == want[0].tolist() == [-56 * 2**24, -6 * 2**24]
+    _refused(
+        text.replace(
+            "%y = stablehlo.add %x, %x : tensor<2xi8>", "%y = stablehlo.constant dense<100> : tensor<2xi8>"
+        ).replace("16777216", "33554432"),
+        r"stablehlo.multiply: may compute values in \[3355443200, 3355443200\]",
+    )
+
+
+SCATTER_MUL = """
+func.func @main(%x: tensor<3xi64>) -> tensor<3xi64> {
+  %i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %idx = stablehlo.constant dense<[[1]]> : tensor<1x1xi32>
+  %u = stablehlo.constant dense<[7]> : tensor<1xi64>
+  %v = "stablehlo.scatter"(%i, %idx, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>}> ({
+    ^bb0(%a: tensor<i64>, %b: tensor<i64>):
+      %m = stablehlo.multiply %a, %b : tensor<i64>
+      stablehlo.return %m : tensor<i64>
+  }) : (tensor<3xi64>, tensor<1x1xi32>, tensor<1xi64>) -> tensor<3xi64>
+  %one = stablehlo.constant dense<1> : tensor<3xi64>
+  %r = stablehlo.add %v, %one : tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        pytest.param(
+            SCATTER_MUL, r"stablehlo.scatter: may compute an unbounded value", id="scatter-multiply"
+        ),
+        pytest.param(
+            """
+func.func @main(%x: tensor<3xi32>) -> tensor<3xui64> {
+  %y = stablehlo.convert %x : (tensor<3xi32>) -> tensor<3xui64>
+  return %y : tensor<3xui64>
+}""",
+            r"stablehlo.convert: may compute an unbounded value",  # -1 becomes 2**64 - 1
+            id="negative-to-ui64",
+        ),
+        pytest.param(
+            """
+func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {
+  %m = "stablehlo.map"(%x) <{dimensions = array<i64: 0>}> ({
+    ^bb0(%a: tensor<f32>):
+      %d = stablehlo.convert %a : (tensor<f32>) -> tensor<f64>
+      %b = stablehlo.convert %d : (tensor<f64>) -> tensor<f32>
+      stablehlo.return %b : tensor<f32>
+  }) : (tensor<3xf32>) -> tensor<3xf32>
+  return %m : tensor<3xf32>
+}""",
+            r"stablehlo.convert: computes in float64",  # found inside the region of an op without a rule
+            id="nested-in-map",
+        ),
+    ],
+)
+def test_unbounded_values_are_refused(text, words):
+    e = _refused(text, words)
+    assert len(e.problems) == 1
+
+
+def test_check_narrowable_and_open_dimensions():
+    """``check_narrowable`` raises what ``narrow_64bit`` would and returns None otherwise; with
+    a problem and a dimension without a maximum, the error says a declared one may help."""
+    from converter.passes.narrow import check_narrowable
+
+    good = converter.from_stablehlo(WRAP)
+    assert check_narrowable(good) is None
+    assert check_narrowable(Module(good.mlir, good.signature.replace(dim_ranges={"b": [1, None]}))) is None
+    bad = converter.from_stablehlo(WRAP.replace("%neg, %w, %i", "%neg, %i, %w"))
+    with pytest.raises(NarrowingError, match="stablehlo.add: may compute values") as e:
+        check_narrowable(bad)
+    assert len(e.value.problems) == 1
+    opened = Module(bad.mlir, bad.signature.replace(dim_ranges={"b": [1, None], "s": [1, 8]}))
+    with pytest.raises(NarrowingError) as e:
+        check_narrowable(opened)
+    assert len(e.value.problems) == 2 and e.value.problems[1].startswith(
+        "dimension(s) 'b' have no declared maximum, so their sizes are taken up to 2**31 - 1"
+    )
+    with pytest.raises(NarrowingError) as e:
+        check_narrowable(Module(bad.mlir, bad.signature.replace(dim_ranges={"s": [1, 8]})))
+    assert len(e.value.problems) == 1
+
+
+def test_a_dynamic_iota_spans_the_largest_dimension_size():
+    """Without declared maxima a dynamic ``iota`` counts up to ``2**31 - 2``: adding 2 may
+    overflow, and the error gives the range."""
+    _refused(
+        """
+func.func @main(%x: tensor<?xi64>) -> tensor<?xi64> {
+  %s = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?xi64>) -> tensor<i32>
+  %r = stablehlo.reshape %s : (tensor<i32>) -> tensor<1xi32>
+  %i = stablehlo.dynamic_iota %r, dim = 0 : (tensor<1xi32>) -> tensor<?xi64>
+  %c = stablehlo.constant dense<2> : tensor<1xi64>
+  %b = stablehlo.dynamic_broadcast_in_dim %c, %r, dims = [0] : (tensor<1xi64>, tensor<1xi32>) -> tensor<?xi64>
+  %y = stablehlo.add %i, %b : tensor<?xi64>
+  return %y : tensor<?xi64>
+}""",
+        r"stablehlo.add: may compute values in \[2, 2147483648\], outside",
+    )
+
+
+def test_a_scatter_add_adds_at_most_every_update():
+    """``iota(3)`` scatter-added with two updates of 7: values in [0, 2 + 2 * 7]; ``+ 2**31 - 17``
+    fits int32 exactly, ``+ 2**31 - 16`` may not (the error gives the range)."""
+    text = """
+func.func @main(%x: tensor<3xi64>) -> tensor<3xi64> {
+  %i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %idx = stablehlo.constant dense<[[1], [2]]> : tensor<2x1xi32>
+  %u = stablehlo.constant dense<[7, 7]> : tensor<2xi64>
+  %v = "stablehlo.scatter"(%i, %idx, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>}> ({
+    ^bb0(%a: tensor<i64>, %b: tensor<i64>):
+      %s = stablehlo.add %a, %b : tensor<i64>
+      stablehlo.return %s : tensor<i64>
+  }) : (tensor<3xi64>, tensor<2x1xi32>, tensor<2xi64>) -> tensor<3xi64>
+  %big = stablehlo.constant dense<2147483631> : tensor<3xi64>
+  %r = stablehlo.add %v, %big : tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+    got, want = _narrow_and_run(text, np.zeros(3, np.int64))
+    assert got[0].dtype == np.int32 and got[0].tolist() == want[0].tolist() == [
+        2147483631,
+        2147483639,
+        2147483640,
+    ]
+    _refused(
+        text.replace("2147483631", "2147483632"),
+        r"stablehlo.add: may compute values in \[2147483632, 2147483648\]",
+    )
+
+
+def test_a_guard_bounds_a_clamp_with_scalar_limits():
+    """``select(i < 0, clamp(-5, i, 100) + (2**31 - 48), i)``: where it is picked, the clamp
+    is in [-5, -1] (its scalar limits read as they are, the guarded ``i`` refined), so the sum
+    fits; unguarded (up to 100) it would not."""
+    text = """
+func.func @main(%i: tensor<3xi64>) -> tensor<3xi64> {
+  %z = stablehlo.constant dense<0> : tensor<3xi64>
+  %n = stablehlo.constant dense<2147483600> : tensor<3xi64>
+  %lo = stablehlo.constant dense<-5> : tensor<i64>
+  %hi = stablehlo.constant dense<100> : tensor<i64>
+  %neg = stablehlo.compare LT, %i, %z, SIGNED : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  %c = stablehlo.clamp %lo, %i, %hi : (tensor<i64>, tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  %w = stablehlo.add %c, %n : tensor<3xi64>
+  %r = stablehlo.select %neg, %w, %i : tensor<3xi1>, tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+    got, want = _narrow_and_run(text, np.array([-9, -2, 2**31 - 1], np.int64))
+    assert got[0].dtype == np.int32 and got[0].tolist() == want[0].tolist() == [
+        2147483595,
+        2147483598,
+        2**31 - 1,
+    ]
+    _refused(
+        text.replace("%neg, %w, %i", "%neg, %i, %w"),
+        r"stablehlo.add: may compute values in \[2147483595, 2147483700\]",
+    )

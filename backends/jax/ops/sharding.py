@@ -43,10 +43,7 @@ def _mesh_axes(interp) -> dict[str, int]:
 
 def _groups(op: mlir.Op) -> list[list[int]] | None:
     """The op's ``replica_groups`` as lists of logical device ids; None for "all devices"."""
-    groups = op.attr("replica_groups")
-    if groups is None:
-        return None
-    arr = np.asarray(groups)
+    arr = np.asarray(op.attr("replica_groups"))  # required by the verifier of every collective
     if arr.size == 0:
         return None
     return [[int(d) for d in g if d >= 0] for g in arr.reshape(arr.shape[0], -1)]
@@ -204,10 +201,12 @@ def _all_to_all(interp, op, *xs):
 @register("stablehlo.collective_permute")
 def _collective_permute(interp, op, x):
     """``ppermute(x, axes, perm)``: the source/target device pairs as one permutation of
-    the positions along some mesh axes, the same for every position along the others.
+    the positions along the fewest mesh axes, the same for every position along the others;
+    over every axis (the pairs themselves, device ids being row-major mesh positions) when no
+    smaller set of axes fits. The verifier makes sources and targets each unique.
 
     Raises:
-        ShardingError: pairs that are not such a permutation."""
+        ShardingError: pairs that move values in a module without a mesh."""
     pairs = [(int(s), int(t)) for s, t in np.asarray(op.attr("source_target_pairs")).reshape(-1, 2)]
     if all(s == t for s, t in pairs):
         return x
@@ -216,7 +215,7 @@ def _collective_permute(interp, op, x):
         raise ShardingError("the module has no mesh")
     names, sizes = list(axes), list(axes.values())
     coords = lambda d: dict(zip(names, np.unravel_index(d, sizes), strict=True))  # noqa: E731
-    for r in range(1, len(names) + 1):
+    for r in range(1, len(names)):
         for subset in itertools.combinations(names, r):
             rest = [a for a in names if a not in subset]
             perms: dict[tuple, set] = {}
@@ -232,7 +231,7 @@ def _collective_permute(interp, op, x):
             if ok and len(perms) == n_outer and len({frozenset(p) for p in perms.values()}) == 1:
                 perm = sorted(next(iter(perms.values())))
                 return jax.lax.ppermute(x, _name(subset), perm)
-    raise ShardingError(f"pairs {pairs} are not one permutation along axes of {axes}")
+    return jax.lax.ppermute(x, _name(tuple(names)), sorted(pairs))
 
 
 def _linear(coords: dict[str, int], subset: tuple[str, ...], axes: dict[str, int]) -> int:

@@ -197,3 +197,26 @@ def test_from_jax_written_under_x64(jax_x64, x64_off):
     assert g.signature.inputs[0].shape == ("b", 16) and g.signature.inputs[0].dtype == "int32"
     for n in (3, 1):
         np.testing.assert_array_equal(np.asarray(jax.jit(g)(ids[:n])), want[:n])
+
+
+def test_a_failing_32bit_analysis_keeps_the_exact_64bit_form(x64_off, monkeypatch):
+    """An error of the narrowing analysis itself (not a NarrowingError): the default keeps the
+    source's 64-bit form, exact, and says why; ``x64=False`` asked for the 32-bit form and
+    gets the error."""
+    import converter.passes
+
+    m = converter.from_stablehlo(
+        "func.func @main(%x: tensor<1xi64>) -> tensor<1xi64> {\n"
+        "  %c = stablehlo.constant dense<1> : tensor<1xi64>\n"
+        "  %y = stablehlo.add %x, %c : tensor<1xi64>\n  return %y : tensor<1xi64>\n}"
+    )
+
+    def broken(module, passes):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(converter.passes, "run_passes", broken)
+    f = m.to_jax()
+    assert f._why_64bit == "the 32-bit analysis failed (RuntimeError: boom)"
+    assert int(np.asarray(f(np.array([2**40], np.int64)))[0]) == 2**40 + 1
+    with pytest.raises(converter.ConversionError, match="boom"):
+        m.to_jax(x64=False)

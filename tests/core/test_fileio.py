@@ -1,0 +1,145 @@
+"""``converter.fileio``: the byte budgets read from the environment, the refusal of archives
+that would inflate past them, atomic writes that fail (a full disk, a file where a directory
+should be), and which temporaries of killed writers are removed."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+import converter
+from converter import fileio, ziparchive
+from tests.zipcraft import Member, build, deflated
+
+
+@pytest.mark.parametrize(
+    "value, count",
+    [("123", 123), ("4k", 4 << 10), ("512M", 512 << 20), ("2G", 2 << 30), ("1T", 1 << 40), (" 7 ", 7)],
+)
+def test_byte_counts_from_the_environment(monkeypatch, value, count):
+    monkeypatch.setenv("CONVERTER_MAX_BYTES", value)
+    assert fileio.memory_budget() == count
+    monkeypatch.setenv("CONVERTER_MAX_BYTES", "1T")
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", value)
+    assert fileio.inflate_budget() == count
+
+
+@pytest.mark.parametrize("value", ["x", "-5", "1.5G", "M", "12Q"])
+def test_a_byte_count_that_is_none_names_the_variable(monkeypatch, value):
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", value)
+    with pytest.raises(
+        converter.InputValueError, match=rf"^\$CONVERTER_MAX_INFLATE='{value}': not a byte count"
+    ):
+        fileio.inflate_budget()
+
+
+def test_budget_defaults(monkeypatch):
+    """Unset (or empty): the inflate budget is 256 MiB, the memory budget this machine's
+    memory, never less than the inflate budget allows; without a page count, 1 TiB."""
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "")
+    monkeypatch.delenv("CONVERTER_MAX_BYTES", raising=False)
+    assert (
+        fileio.memory_budget()
+        == fileio.memory_bytes()
+        == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    )
+    assert fileio.inflate_budget() == min(256 << 20, fileio.memory_bytes())
+    monkeypatch.setenv("CONVERTER_MAX_BYTES", "1M")
+    assert fileio.inflate_budget() == 1 << 20  # capped by the memory budget
+
+    def no_sysconf(name):
+        raise ValueError(name)
+
+    monkeypatch.setattr(os, "sysconf", no_sysconf)
+    assert fileio.memory_bytes() == 1 << 40
+
+
+def test_compressed_members_past_the_inflate_budget_are_refused(monkeypatch):
+    """The declared sizes of an archive's compressed members, together, against the budget:
+    1,024 bytes pass a 1K budget, 1,025 do not (before anything is decompressed)."""
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "1K")
+
+    def archive(sizes):
+        out = []
+        for i, n in enumerate(sizes):
+            data, crc, size = deflated(b"a" * n)
+            out.append(Member(f"m{i}", data, method=8, crc=crc, size=size))
+        out.append(Member("stored", b"b" * 4000))  # stored members are not counted
+        return build(out)
+
+    with ziparchive.open_checked(io.BytesIO(archive([600, 424])), "ok.zip") as zf:
+        assert ziparchive.read_member(zf, "m1", "ok.zip") == b"a" * 424
+    with pytest.raises(converter.ParseError) as e:
+        ziparchive.open_checked(io.BytesIO(archive([600, 425])), "big.zip")
+    assert str(e.value).startswith(
+        "big.zip: its compressed members would expand to 1,025 bytes, more than the 1,024 bytes allowed"
+    )
+
+
+def test_a_full_disk_fails_the_write_and_leaves_nothing(monkeypatch, tmp_path):
+    target = tmp_path / "out.json"
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(converter.OutputError, match=rf"^cannot write {target}: No space left on device$"):
+        fileio.atomic_write(target, b"{}")
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(converter.OutputError, match="No space left on device"):
+        fileio.atomic_write(target, "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_staging_dir_under_a_file_names_the_file(tmp_path):
+    (tmp_path / "plain").write_text("x")
+    target = tmp_path / "plain" / "model.onnx"
+    with pytest.raises(
+        converter.OutputError, match=rf"cannot write {target}: {tmp_path / 'plain'} is a file"
+    ):
+        with fileio.staging_dir(target):
+            pass
+    with fileio.staging_dir(tmp_path / "m.onnx") as staging:
+        assert staging.is_dir() and staging.name.startswith(f".m.onnx.{os.getpid()}.")
+    assert not staging.exists()
+
+
+def test_which_stale_temporaries_are_removed(monkeypatch, tmp_path):
+    """A dead writer's temporary file (``.tmp``) and staging directory (``tmpdir``) go, and
+    older versions' (``RANDOM.tmp`` files, ``RANDOM`` directories); a name of the other kind
+    (a ``.tmp`` directory, a ``tmpdir`` file, a ``RANDOM`` file...) and a live process's stay."""
+    dead = 99999999  # above any pid_max
+    files = {
+        f".o.onnx.{dead}.abcd1234.tmp": True,
+        f".o.onnx.{dead}.ijkl9012tmpdir": False,
+        ".o.onnx.k2j3h4g5.tmp": True,
+        ".o.onnx.k2j3h4g5": False,
+        f".o.onnx.{os.getpid()}.abcd1234.tmp": False,
+    }
+    dirs = {
+        f".o.onnx.{dead}.abcd1234tmpdir": True,
+        f".o.onnx.{dead}.efgh5678.tmp": False,
+        ".o.onnx.m2j3h4g5": True,
+        ".o.onnx.m2j3h4g5.tmp": False,
+    }
+    for name in files:
+        (tmp_path / name).write_text("x")
+    for name in dirs:
+        (tmp_path / name).mkdir()
+    removed = fileio.remove_stale_temps(tmp_path / "o.onnx")
+    gone = {n for n, go in {**files, **dirs}.items() if go}
+    assert sorted(p.name for p in removed) == sorted(gone)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted((set(files) | set(dirs)) - gone)
+    assert fileio.remove_stale_temps(tmp_path / "missing" / "o.onnx") == []
+    (tmp_path / f".o.onnx.{dead}.abcd1234.tmp").write_text("x")
+
+    def refuse(path):
+        raise PermissionError(errno.EACCES, "denied", path)
+
+    monkeypatch.setattr(os, "unlink", refuse)  # left for the next writer to try again
+    assert fileio.remove_stale_temps(tmp_path / "o.onnx") == []
+    assert (tmp_path / f".o.onnx.{dead}.abcd1234.tmp").exists()
