@@ -168,7 +168,7 @@ def test_random_model_is_compared_by_shape_and_dtype_and_says_so():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.Dropout(0.5)).train()
     report = V.validate(
-        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch", "onnx"), progress=False
+        (model, (torch.randn(2, 6),)), from_="torch", targets=("jax", "torch"), progress=False
     )
     assert report.passed
     for target in report.targets:
@@ -675,3 +675,100 @@ def test_progress_bar_counts_the_steps_done():
     with V._Progress(False, 3) as off:
         off.step("x")
         assert off.bar is None and off.done == 0
+
+
+# --------------------------------------------------------------------------- bisection: edge cases
+
+
+def test_bisect_helpers_leaves_matching_and_unknown_targets():
+    import converter.tools.bisect as B
+
+    a, b = torch.zeros(2, 3), torch.ones(4)
+    assert B._tensor_leaves((a, [b, 3], "x")) == [a, b] and B._tensor_leaves(3) == []
+    rec = object()
+    outs = [(rec, np.zeros((4,))), (rec, np.zeros((2, 3))), (rec, np.ones((2, 3)))]
+    assert B._match([a], outs) == [(a, outs[2])]  # one leaf: the last output of its shape
+    assert B._match([a, a], outs) == [(a, outs[1]), (a, outs[2])]  # several: in order
+    assert B._match([a, torch.zeros(5)], outs) is None  # a leaf no output has the shape of
+    assert B._match([], outs) is None
+    with pytest.raises(NotImplementedError, match="op-by-op evaluation is not available for the tf target"):
+        B.run_backend(
+            "tf", types.SimpleNamespace(signature=_one_input_signature(), params={}), (np.ones(2),), {}
+        )
+
+
+def test_bisect_backends_skips_ops_the_reference_lacks_and_values_without_shape(monkeypatch):
+    import converter.tools.bisect as B
+
+    def rec(i, name, *values):
+        return B.Recorded(i, types.SimpleNamespace(name=name, location=f"loc{i}"), list(values))
+
+    got = [rec(0, "token", object()), rec(1, "only_here", np.ones(2)), rec(2, "same", np.ones(2))]
+    got.append(rec(3, "differs", np.array([2.0])))
+    want = [rec(0, "token", object()), rec(2, "same", np.ones(2)), rec(3, "differs", np.array([1.0]))]
+    monkeypatch.setattr(B, "run_backend", lambda t, m, a, k: got if t == "torch" else want)
+    found = B.bisect_backends(None, "torch", "jax", (), {}, V.close_scaled)
+    assert found["found"] and (found["index"], found["op"], found["reference"]) == (
+        3,
+        "differs",
+        "jax backend",
+    )
+    got.pop()
+    assert B.bisect_backends(None, "torch", "jax", (), {}, V.close_scaled) == {
+        "found": False,
+        "message": "the torch and jax backends agree on every op",
+    }
+
+
+def test_main_args_keep_only_the_kept_arguments():
+    import jax
+
+    import converter
+    import converter.tools.bisect as B
+
+    x, unused = np.arange(2, dtype=np.float32), np.ones(3, np.float32)
+    kept = converter.from_jax(jax.export.export(jax.jit(lambda x, y: x * 2))(x, unused))
+    (only,) = B.main_args(kept, (x, unused), {})
+    assert only is x
+
+
+def test_bisect_of_a_matching_torch_source_finds_nothing():
+    import converter.tools.bisect as B
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)).eval()
+    src = V.load_source((model, (torch.randn(2, 4),)), "torch")  # layer norm's mean/rstd: no match
+    inputs = V.make_inputs(src.module.signature, V._numpy_example(src.example))
+    out = B.bisect(src, "jax", inputs, V.close_scaled)
+    assert not out["found"] and out["message"].startswith("no ATen node's value diverges (")
+
+
+class _Noisy(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    """A module drawing random numbers: its ONNX graph takes a PRNG key input."""
+    import converter
+
+    return converter.from_torch(_Noisy(), (torch.ones(3),))
+
+
+def test_run_onnx_records_complex_values_and_feeds_the_rng_key(noisy):
+    import converter
+    import converter.tools.bisect as B
+
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    module = converter.from_jax(lambda x: jnp.abs(jnp.exp(1j * x) * 2), x)
+    recs = {r.op.name: r.values[0] for r in B.run_onnx(module, (x,), {})}
+    assert recs["stablehlo.complex"].dtype == np.complex64  # back from its real pair
+    np.testing.assert_allclose(recs["stablehlo.complex"], np.exp(1j * x), rtol=1e-6)
+    last = B.run_onnx(noisy, (np.zeros(3, np.float32),), {})[-1].values[0]  # the key fed
+    assert last.shape == (3,) and ((last >= 0) & (last < 1)).all()
+
+
+def test_onnx_target_of_a_random_module_feeds_its_key(noisy):
+    (out,) = V.target_runner("onnx", noisy)((np.full(3, 5, np.float32),), {})
+    assert out.shape == (3,) and ((out >= 5) & (out < 6)).all() and len(set(out.tolist())) == 3
