@@ -704,8 +704,12 @@ def test_bisect_backends_skips_ops_the_reference_lacks_and_values_without_shape(
         return B.Recorded(i, types.SimpleNamespace(name=name, location=f"loc{i}"), list(values))
 
     got = [rec(0, "token", object()), rec(1, "only_here", np.ones(2)), rec(2, "same", np.ones(2))]
-    got.append(rec(3, "differs", np.array([2.0])))
-    want = [rec(0, "token", object()), rec(2, "same", np.ones(2)), rec(3, "differs", np.array([1.0]))]
+    got.append(rec(3, "differs", object(), np.array([2.0])))  # a value without shape, then one that differs
+    want = [
+        rec(0, "token", object()),
+        rec(2, "same", np.ones(2)),
+        rec(3, "differs", object(), np.array([1.0])),
+    ]
     monkeypatch.setattr(B, "run_backend", lambda t, m, a, k: got if t == "torch" else want)
     found = B.bisect_backends(None, "torch", "jax", (), {}, V.close_scaled)
     assert found["found"] and (found["index"], found["op"], found["reference"]) == (
