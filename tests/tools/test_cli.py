@@ -646,3 +646,10 @@ def test_torch_export_failure_of_the_converted_module(tmp_path, monkeypatch):
     ):
         cli.write_torch(module, out, argparse.Namespace())
     assert not out.exists()
+
+    def ours(*a, **k):
+        raise ConversionError("the converter's own refusal")
+
+    monkeypatch.setattr(torch.export, "export", ours)
+    with pytest.raises(ConversionError, match="^the converter's own refusal$"):  # not wrapped again
+        cli.write_torch(module, out, argparse.Namespace())

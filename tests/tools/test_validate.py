@@ -509,6 +509,17 @@ def test_torch_export_failure_is_an_export_error():
         V.torch_source(Branchy(), (torch.ones(2),))
 
 
+def test_torch_source_passes_the_converters_own_errors_through(monkeypatch):
+    import converter.frontends.torch as frontend
+
+    def refuse(*a, **k):
+        raise V.ConversionError("the frontend's own refusal")
+
+    monkeypatch.setattr(frontend, "export", refuse)
+    with pytest.raises(V.ConversionError, match="^the frontend's own refusal$"):
+        V.torch_source(torch.nn.ReLU(), (torch.ones(2),))
+
+
 def test_onnxruntime_refusing_the_reference_is_a_conversion_error(tmp_path, monkeypatch):
     import onnx
     import onnxruntime
