@@ -567,3 +567,110 @@ def test_weights_go_external_from_256_mib(monkeypatch):
     assert cli._external(module(1), argparse.Namespace(external_weights=True))
     monkeypatch.setenv("CONVERTER_EXTERNAL_THRESHOLD", "4")
     assert cli._external(module(1), options) and not cli._external(SimpleNamespace(params={}), options)
+
+
+# --------------------------------------------------------------------------- the .jax artifact
+
+
+class _Scaled(torch.nn.Module):
+    def forward(self, x, n: int):
+        return x * n
+
+
+class _Noisy(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+def test_jax_artifact_takes_none_for_a_static_input_and_rng_for_a_random_module():
+    static = converter.from_torch(_Scaled(), (torch.ones(2), 3))
+    exported = cli.export_jax(static)
+    assert str(exported.in_tree) == "PyTreeDef(((*, None), {}))"  # the specialized int: None
+    np.testing.assert_array_equal(exported.call(np.array([1.0, 2.0], np.float32), None), [3.0, 6.0])
+    exported = cli.export_jax(converter.from_torch(_Noisy(), (torch.ones(2, 3),)))
+    assert str(exported.in_tree) == "PyTreeDef(((*,), {'rng': *}))"
+    assert exported.in_avals[-1].shape == (2,) and exported.in_avals[-1].dtype == np.uint32
+
+
+def test_jax_export_failure_with_dynamic_dimensions_names_them():
+    from converter.errors import ConversionError
+    from converter.signature import LEAF, LeafSpec, Signature, args_tree
+
+    sig = Signature(
+        params=(),
+        inputs=(LeafSpec("args[0]", ("B", 3), "float32"),),
+        outputs=(),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+    )
+
+    def failing(exc):
+        def exporter(*a, **k):
+            raise exc
+
+        return exporter
+
+    with pytest.raises(
+        ConversionError,
+        match=r"jax.export with dynamic dimensions \{'args\[0\]': \['B', 3\]\} "
+        r"failed: ValueError: shape mismatch$",
+    ):
+        cli._export(failing(ValueError("shape mismatch\nmore")), sig, [], {})
+    with pytest.raises(ConversionError, match=r"failed: ValueError: $"):
+        cli._export(failing(ValueError()), sig, [], {})
+    with pytest.raises(ConversionError, match="^ours$"):  # the converter's own errors pass through
+        cli._export(failing(ConversionError("ours")), sig, [], {})
+
+
+def test_artifact_weights_as_real_pairs_and_unstorable_dtypes():
+    import types
+
+    import ml_dtypes
+
+    from converter.errors import ConversionError
+    from converter.signature import LeafSpec
+
+    z = np.array([1 + 2j, 3 - 4j], np.complex128)
+    module = types.SimpleNamespace(
+        signature=types.SimpleNamespace(params=(LeafSpec("w", (2,), "complex128", kind="param"),)),
+        params={"w": z},
+    )
+    (w,) = cli.artifact_weights(module).values()
+    assert w.dtype == np.float64
+    np.testing.assert_array_equal(w, [[1.0, 2.0], [3.0, -4.0]])
+    module.signature.params = (LeafSpec("w", (2,), "complex64", kind="param"),)
+    module.params = {"w": z.astype(np.complex64)}
+    assert cli.artifact_weights(module)["w"].dtype == np.float32
+    module.signature.params = (LeafSpec("q", (2,), "int4", kind="param"),)
+    module.params = {"q": np.array([1, -2], ml_dtypes.int4)}
+    with pytest.raises(ConversionError, match="parameter 'q' has dtype int4, which safetensors cannot store"):
+        cli.artifact_weights(module)
+
+
+def test_torch_export_failure_of_the_converted_module(tmp_path, monkeypatch):
+    import argparse
+
+    from converter.errors import ConversionError
+
+    module = converter.from_torch(torch.nn.Linear(3, 2), (torch.ones(1, 3),))
+
+    def refuse(*a, **k):
+        raise RuntimeError("cannot trace\nsecond line")
+
+    monkeypatch.setattr(torch.export, "export", refuse)
+    out = tmp_path / "m.pt2"
+    with pytest.raises(
+        ConversionError,
+        match="torch.export of the converted torch module failed: RuntimeError: cannot trace$",
+    ):
+        cli.write_torch(module, out, argparse.Namespace())
+    assert not out.exists()
+
+    def ours(*a, **k):
+        raise ConversionError("the converter's own refusal")
+
+    monkeypatch.setattr(torch.export, "export", ours)
+    with pytest.raises(ConversionError, match="^the converter's own refusal$"):  # not wrapped again
+        cli.write_torch(module, out, argparse.Namespace())

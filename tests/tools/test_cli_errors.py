@@ -650,3 +650,19 @@ def test_a_killed_writer_leaves_a_temp_the_next_write_removes(tmp_path):
     assert len(temps) == 1 and not out.exists()
     converter.from_torch(torch.nn.Linear(2, 2), (torch.ones(1, 2),)).save(out)
     assert [p.name for p in tmp_path.iterdir()] == ["o.shlo"]
+
+
+def test_loaders_refusals_and_pass_through(tmp_path):
+    from converter.errors import ParseError
+    from converter.tools import loaders
+
+    with pytest.raises(ParseError, match=r": not a file$"):
+        loaders._check_file(tmp_path)
+    text = tmp_path / "model.txt"
+    text.write_text("def factory(): pass\n")
+    with pytest.raises(ParseError, match=r"model\.txt: cannot be imported as a Python file$"):
+        loaders.load_factory(text, "factory")
+    assert loaders._describe((1, 2)) == "a tuple of 2" and loaders._describe([]) == "a list of 0"
+    assert loaders._describe(3) == "a builtins.int"
+    ep = torch.export.export(torch.nn.ReLU(), (torch.ones(2),))
+    assert loaders.torch_export(ep, (), {}, "here") is ep  # an ExportedProgram is not exported again

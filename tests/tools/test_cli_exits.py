@@ -211,3 +211,62 @@ def test_api_memory_error_is_not_called_a_bug(good, monkeypatch):
     with pytest.raises(MemoryError):
         module.save(Path(good).with_name("never-written.shlo"))
     assert not Path(good).with_name("never-written.shlo").exists()
+
+
+def test_conversion_error_caused_by_memory_is_out_of_memory(good, out, capsys, monkeypatch):
+    from converter.errors import ConversionError
+
+    wrapped = ConversionError("reading the weights failed")
+    wrapped.__cause__ = MemoryError()
+    _loader_raising(monkeypatch, wrapped)
+    assert cli.main([str(good), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    _one_paragraph(err, "convert: error: out of memory: the model or its inputs do not fit")
+    _no_leftovers(out)
+
+
+def test_verbose_success_says_what_it_loaded(good, out, capsys):
+    assert cli.main([str(good), "-o", str(out), "--verbose"]) == 0
+    assert "convert: loaded <converter.Module from torch: 2 params, 1 inputs, 1 outputs> in " in (
+        capsys.readouterr().err
+    )
+
+
+def test_output_that_cannot_be_compared_with_the_input_is_written(good, tmp_path, capsys, monkeypatch):
+    """``os.path.samefile`` failing (a file another user owns): not the input, so written."""
+    out = tmp_path / "o.shlo"
+    out.write_bytes(b"old")
+
+    def denied(a, b):
+        raise PermissionError(errno.EACCES, "Permission denied", str(a))
+
+    monkeypatch.setattr(cli.os.path, "samefile", denied)
+    assert cli.main([str(good), "-o", str(out)]) == 0, capsys.readouterr().err
+    assert converter.load(out).signature == converter.load(good).signature
+
+
+def test_version_leaves_out_missing_distributions(monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(dist):
+        if dist == "onnxruntime":
+            raise metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(metadata, "version", version)
+    text = cli.version_string()
+    assert f"torch {torch.__version__}" in text and "onnx " in text and "onnxruntime" not in text
+
+
+@pytest.mark.filterwarnings("ignore:'converter.tools.cli' found in sys.modules:RuntimeWarning")
+def test_python_m_converter_tools_cli(monkeypatch, capsys):
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["cli", "--version"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("converter.tools.cli", run_name="__main__")
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.startswith("convert ")

@@ -86,3 +86,16 @@ def test_a_jax_artifact_reports_its_baked_in_weights(saved, tmp_path, capsys):
     assert rep["constants"]["bytes"] >= weights and rep["constants"]["elements"] >= 15
     assert cli.main(["inspect", str(out)]) == 0
     assert "constants (baked into the program): " in capsys.readouterr().out
+
+
+def test_render_counts_the_op_kinds_past_top(saved):
+    from converter.tools import inspection
+
+    rep = inspection.report(converter.load(saved))
+    kinds = len(rep["ops"])
+    assert kinds >= 3
+    text = inspection.render(rep, top=2)
+    assert text.endswith(f"  ... {kinds - 2} more op kinds")
+    listed = text.split("\nops (")[1].splitlines()[1:]  # after the "ops (N total):" line
+    assert [line.split()[1] for line in listed[:2]] == list(rep["ops"])[:2] and len(listed) == 3
+    assert "more op kinds" not in inspection.render(rep, top=kinds)

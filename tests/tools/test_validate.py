@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import types
 
 import jax.numpy as jnp
@@ -237,6 +238,18 @@ def test_cli_json_report_and_exit_status(tmp_path):
     assert V.main([f"{tmp_path}/missing.py:factory", "--from", "torch", "--quiet"]) == 2
 
 
+@pytest.mark.filterwarnings("ignore:'converter.tools.validate' found in sys.modules:RuntimeWarning")
+def test_module_runs_as_a_script(tmp_path, monkeypatch, capsys):
+    import runpy
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["validate", str(tmp_path / "missing.mlir"), "--quiet"])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("converter.tools.validate", run_name="__main__")
+    assert exit_.value.code == 2
+    assert "missing.mlir: no such file" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- bisection
 
 
@@ -431,3 +444,379 @@ def test_validate_onnx_file_against_onnxruntime(tmp_path):
     report = V.validate(str(path), from_="onnx", targets=("jax",), progress=False)
     assert report.reference == "onnxruntime" and report.passed
     assert report.targets[0].rows[0].output == "z"
+
+
+# --------------------------------------------------------------------------- edge cases
+
+
+def test_random_leaf_ignores_an_empty_example_and_keeps_unsigned_draws_non_negative():
+    rng = np.random.default_rng(0)
+    ids = V.random_leaf((200,), "int32", rng, example=np.zeros((0,), np.int32))  # no range to take
+    assert ids.dtype == np.int32 and set(ids.tolist()) == set(range(10))
+    z = V.random_leaf((50,), "complex64", rng)
+    assert z.dtype == np.complex64 and np.abs(z.imag).min() > 0 and z.real.std() > 0.5
+    u = V.random_leaf((200,), "uint8", rng, example=np.array([-5, 3]))  # a signed example's range
+    assert u.dtype == np.uint8 and set(u.tolist()) == {0, 1, 2, 3}
+
+
+def _one_input_signature(shape=(2,), dtype="float32") -> Signature:
+    return Signature(
+        params=(),
+        inputs=(LeafSpec("args[0]", shape, dtype),),
+        outputs=(LeafSpec("out", shape, dtype),),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF]}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+    )
+
+
+def test_load_inputs_refusals_name_the_file_and_the_cause(tmp_path, monkeypatch):
+    sig = _one_input_signature()
+    npy = tmp_path / "x.npy"
+    np.save(npy, np.ones(2, np.float32))
+    with pytest.raises(V.InputError, match=r"x\.npy: a single array, not an \.npz archive"):
+        V.load_inputs(npy, sig)
+    with pytest.raises(V.InputError, match=r"--inputs .*: unreadable \(IsADirectoryError"):
+        V.load_inputs(tmp_path, sig)
+    two = tmp_path / "two.npz"
+    np.savez(two, a=np.ones(2, np.float32), b=np.ones(2, np.float32))
+    with pytest.raises(V.InputError, match=r"arrays \['a', 'b'\], the model takes 1 inputs \['args\[0\]'\]"):
+        V.load_inputs(two, sig)
+    when = tmp_path / "when.npz"
+    np.savez(when, np.array(["2020-01-01", "2021-01-01"], "datetime64[s]"))
+    with pytest.raises(
+        V.InputError, match=r"args\[0\] is datetime64\[s\]\[2\], the model takes float32\[2\]"
+    ):
+        V.load_inputs(when, sig)
+
+    def no_memory(*a, **k):
+        raise MemoryError
+
+    monkeypatch.setattr(V.np, "load", no_memory)  # an injected allocation failure is not an input error
+    with pytest.raises(MemoryError):
+        V.load_inputs(two, sig)
+
+
+def test_load_source_refusals():
+    fn, args = _jax_fn()
+    with pytest.raises(V.ConversionError, match="from_ is required for an"):
+        V.load_source((fn, args))
+    with pytest.raises(V.ConversionError, match="unknown source framework 'tf'; one of torch, jax"):
+        V.load_source((fn, args), "tf")
+    with pytest.raises(V.ConversionError, match=r"dims \(--dim\) apply to ONNX sources only, not jax"):
+        V.load_source((fn, args), "jax", {"B": 2})
+    with pytest.raises(V.ConversionError, match=r"dynamic_shapes .* apply to torch sources only"):
+        V.load_source((fn, args, {}, {"x": None}), "jax")
+    with pytest.raises(V.ConversionError, match="nowhere.mlir: no such file"):
+        V.load_source("nowhere.mlir")
+    with pytest.raises(V.ConversionError, match="from_ is required for an"):
+        V.validate((fn, args), progress=False)
+    with pytest.raises(V.ConversionError, match="unknown target 'tf'; one of jax, torch, onnx"):
+        V.validate((fn, args), from_="jax", targets=("jax", "tf"), progress=False)
+    with pytest.raises(V.ConversionError, match="unknown target 'tf'"):
+        V.target_runner("tf", types.SimpleNamespace(signature=_one_input_signature()))
+    with pytest.raises(V.ConversionError, match="unknown round-trip step 'tf'"):
+        V.reimport("tf", None, ((), {}))
+
+
+def test_jax_factory_source(tmp_path):
+    path = tmp_path / "jf.py"
+    path.write_text(
+        "import jax.numpy as jnp, numpy as np\n"
+        "def factory():\n"
+        "    return (lambda x: jnp.tanh(x) * 2), (np.linspace(-1, 1, 4, dtype=np.float32),)\n"
+    )
+    src = V.load_source(f"{path}:factory", "jax")
+    x = np.linspace(0, 1, 4, dtype=np.float32)
+    assert src.framework == "jax" and src.reference == "the JAX function"
+    np.testing.assert_array_equal(src.run((x,), {})[0], np.asarray(jnp.tanh(x) * 2))
+
+
+def test_torch_export_failure_is_an_export_error():
+    class Branchy(torch.nn.Module):
+        def forward(self, x):
+            return x if x.sum() > 0 else -x
+
+    with pytest.raises(V.ExportError, match="torch.export could not export Branchy: GuardOnDataDependent"):
+        V.torch_source(Branchy(), (torch.ones(2),))
+
+
+def test_torch_source_passes_the_converters_own_errors_through(monkeypatch):
+    import converter.frontends.torch as frontend
+
+    def refuse(*a, **k):
+        raise V.ConversionError("the frontend's own refusal")
+
+    monkeypatch.setattr(frontend, "export", refuse)
+    with pytest.raises(V.ConversionError, match="^the frontend's own refusal$"):
+        V.torch_source(torch.nn.ReLU(), (torch.ones(2),))
+
+
+def test_onnxruntime_refusing_the_reference_is_a_conversion_error(tmp_path, monkeypatch):
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["z"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    def refuse(*a, **k):
+        raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    with pytest.raises(V.ConversionError, match=r"m\.onnx: onnxruntime cannot load it: \[ONNXRuntimeError\]"):
+        V.onnx_source(path)
+
+
+def test_validate_stablehlo_bytecode(tmp_path):
+    import converter
+
+    text = (
+        "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %0 = stablehlo.sine %x : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n"
+    )
+    path = tmp_path / "f.mlirbc"
+    path.write_bytes(converter.from_stablehlo(text).bytecode())
+    x = np.linspace(-1, 1, 3, dtype=np.float32)
+    src = V.load_source(str(path))
+    assert src.framework == "stablehlo"
+    np.testing.assert_array_equal(src.run((x,), {})[0], np.asarray(jnp.sin(x)))
+
+
+def test_xla_runner_refusal_and_kept_arguments():
+    import jax
+
+    import converter
+
+    bad = converter.from_stablehlo(
+        "func.func public @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+        "  %0 = stablehlo.custom_call @no_such_target(%x) : (tensor<3xf32>) -> tensor<3xf32>\n"
+        "  return %0 : tensor<3xf32>\n}\n"
+    )
+    with pytest.raises(V.ConversionError, match="XLA cannot compile the StableHLO module: NOT_FOUND"):
+        V.xla_runner(bad)((np.ones(3, np.float32),), {})
+    assert V._first_line(ValueError()) == "ValueError" and V._first_line(ValueError(" a\nb")) == "a"
+    x, unused = np.arange(2, dtype=np.float32), np.ones(3, np.float32)
+    kept = converter.from_jax(jax.export.export(jax.jit(lambda x, y: x * 2))(x, unused))
+    assert kept.signature.kept_var_idx == (0,)  # the unused argument is not an argument of @main
+    np.testing.assert_array_equal(V.xla_runner(kept)((x, unused), {})[0], x * 2)
+
+
+def test_reimport_through_jax_reproduces_the_module():
+    import converter
+
+    fn, args = _jax_fn()
+    module = converter.from_jax(fn, *args)
+    again = V.reimport("jax", module, (args, {}))
+    assert again.source == "jax"
+    np.testing.assert_allclose(np.asarray(again.to_jax()(*args)), np.asarray(fn(*args)), rtol=1e-6)
+
+
+def test_backend_available_names_the_missing_module(monkeypatch):
+    real = V.importlib.import_module
+
+    def without(missing):
+        def imp(name, *rest, **kw):
+            if name == missing:
+                raise ImportError(f"No module named {name!r}")
+            return real(name, *rest, **kw)
+
+        return imp
+
+    monkeypatch.setattr(V.importlib, "import_module", without("onnxruntime"))
+    assert V.backend_available("jax") is None
+    assert V.backend_available("onnx") == (
+        "onnxruntime is not importable (ImportError: No module named 'onnxruntime'); "
+        "pip install 'converter[onnx]'"
+    )
+    assert V.backend_available("onnx>torch").startswith("onnxruntime is not importable")
+    monkeypatch.setattr(V.importlib, "import_module", without("converter.frontends.torch"))
+    assert V.backend_available("jax>torch") is None  # through JAX: no torch frontend needed
+    assert V.backend_available("torch>jax") == (
+        "converter.frontends.torch is not importable "
+        "(ImportError: No module named 'converter.frontends.torch')"
+    )
+
+
+def test_compare_outputs_count_and_layout_mismatches():
+    sig = _one_input_signature()
+    (row,) = V.compare_outputs("jax", sig, [np.ones(2), np.ones(2)], [np.ones(2)])
+    assert not row.passed and row.output == "outputs" and row.note == "1 outputs, the source gives 2"
+    c = V._compare_layout(np.ones(2, np.float32), np.ones(3, np.float64))
+    assert not c.passed and c.note == "float64[3] != float32[2]"
+    assert V._compare_layout(np.ones(2, np.float32), np.zeros(2, np.float32)).passed
+
+
+def test_report_json_spells_non_finite_errors_as_strings():
+    row = V.Row("jax", "out", "float32", [2], math.inf, math.nan, 1e-5, 1e-5, False)
+    report = V.Report("m", "jax", "ref", 0, [], [V.TargetResult("jax", "failed", rows=[row])])
+    got = report.to_json()["targets"][0]["rows"][0]
+    assert got["max_abs"] == "inf" and got["max_rel"] == "nan" and got["rtol"] == 1e-5
+    json.dumps(report.to_json(), allow_nan=False)
+
+
+def test_target_failures_skips_and_failed_bisection_are_reported(monkeypatch):
+    from rich.console import Console
+
+    def runner(target, module):
+        if target == "jax":
+            raise ImportError("no jaxlib here")
+        if target == "torch":
+            raise RuntimeError("boom")
+        return lambda a, k: [np.zeros((2, 3), np.float32)]  # onnx: wrong values
+
+    def broken_bisect(*a, **k):
+        raise ValueError("no ops")
+
+    monkeypatch.setattr(V, "target_runner", runner)
+    monkeypatch.setattr(V, "bisect", broken_bisect)
+    report = V.validate(_jax_fn(), from_="jax", targets=("jax", "torch", "onnx"), progress=False)
+    jx, th, ox = report.targets
+    assert (jx.status, jx.reason) == ("skipped", "ImportError: no jaxlib here")
+    assert (th.status, th.reason) == ("failed", "RuntimeError: boom")
+    assert ox.status == "failed" and ox.bisect == {"error": "bisection failed: ValueError: no ops"}
+    console = Console(record=True, width=200)
+    V.print_report(report, console)
+    text = console.export_text()
+    rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines() if ln.startswith("│")]
+    assert rows[0] == ["jax", "", "", "", "", "", "", "skipped"]
+    assert rows[1] == ["torch", "", "", "", "", "", "", "failed"]
+    assert rows[2][:7] == ["onnx", "outputs", "float32", "(2, 3)", "12.6", "1", "1e-05 / 1e-05"]
+    assert rows[2][7].startswith("FAIL")
+    assert "jax skipped: ImportError: no jaxlib here" in text
+    assert "torch failed: RuntimeError: boom" in text
+    assert "onnx: bisection failed: ValueError: no ops" in text
+    assert "mismatch or failure (seed 0)" in text
+
+
+def test_format_bisect():
+    assert V.format_bisect({"error": "bisection failed: X"}) == "bisection failed: X"
+    assert V.format_bisect({"found": False}) == "no diverging op found"
+    assert V.format_bisect({"found": False, "message": "look at fused patterns"}) == "look at fused patterns"
+    found = {"found": True, "index": 3, "op": "stablehlo.tanh", "location": "loc", "max_abs": 0.5}
+    found |= {"max_rel": 0.25, "rtol": 1e-5, "atol": 1e-6}
+    assert V.format_bisect(found) == (
+        "first divergence at StableHLO op #3 stablehlo.tanh (loc: loc), source op ?: max abs err 0.5, "
+        "max rel err 0.25 (rtol 1e-05, atol 1e-06)"
+    )
+    assert "source op aten.tanh.default:" in V.format_bisect(found | {"source_op": "aten.tanh.default"})
+
+
+def test_progress_bar_counts_the_steps_done():
+    with V._Progress(True, 3) as bar:
+        bar.step("converting")
+        bar.step("running")
+        (task,) = bar.bar.tasks
+        assert (task.total, task.completed, task.description) == (3, 1, "running")
+    assert not bar.bar.live.is_started
+    with V._Progress(False, 3) as off:
+        off.step("x")
+        assert off.bar is None and off.done == 0
+
+
+# --------------------------------------------------------------------------- bisection: edge cases
+
+
+def test_bisect_helpers_leaves_matching_and_unknown_targets():
+    import converter.tools.bisect as B
+
+    a, b = torch.zeros(2, 3), torch.ones(4)
+    assert B._tensor_leaves((a, [b, 3], "x")) == [a, b] and B._tensor_leaves(3) == []
+    rec = object()
+    outs = [(rec, np.zeros((4,))), (rec, np.zeros((2, 3))), (rec, np.ones((2, 3)))]
+    assert B._match([a], outs) == [(a, outs[2])]  # one leaf: the last output of its shape
+    assert B._match([a, a], outs) == [(a, outs[1]), (a, outs[2])]  # several: in order
+    assert B._match([a, torch.zeros(5)], outs) is None  # a leaf no output has the shape of
+    assert B._match([], outs) is None
+    with pytest.raises(NotImplementedError, match="op-by-op evaluation is not available for the tf target"):
+        B.run_backend(
+            "tf", types.SimpleNamespace(signature=_one_input_signature(), params={}), (np.ones(2),), {}
+        )
+
+
+def test_bisect_backends_skips_ops_the_reference_lacks_and_values_without_shape(monkeypatch):
+    import converter.tools.bisect as B
+
+    def rec(i, name, *values):
+        return B.Recorded(i, types.SimpleNamespace(name=name, location=f"loc{i}"), list(values))
+
+    got = [rec(0, "token", object()), rec(1, "only_here", np.ones(2)), rec(2, "same", np.ones(2))]
+    got.append(rec(3, "differs", object(), np.array([2.0])))  # a value without shape, then one that differs
+    want = [
+        rec(0, "token", object()),
+        rec(2, "same", np.ones(2)),
+        rec(3, "differs", object(), np.array([1.0])),
+    ]
+    monkeypatch.setattr(B, "run_backend", lambda t, m, a, k: got if t == "torch" else want)
+    found = B.bisect_backends(None, "torch", "jax", (), {}, V.close_scaled)
+    assert found["found"] and (found["index"], found["op"], found["reference"]) == (
+        3,
+        "differs",
+        "jax backend",
+    )
+    got.pop()
+    assert B.bisect_backends(None, "torch", "jax", (), {}, V.close_scaled) == {
+        "found": False,
+        "message": "the torch and jax backends agree on every op",
+    }
+
+
+def test_main_args_keep_only_the_kept_arguments():
+    import jax
+
+    import converter
+    import converter.tools.bisect as B
+
+    x, unused = np.arange(2, dtype=np.float32), np.ones(3, np.float32)
+    kept = converter.from_jax(jax.export.export(jax.jit(lambda x, y: x * 2))(x, unused))
+    (only,) = B.main_args(kept, (x, unused), {})
+    assert only is x
+
+
+def test_bisect_of_a_matching_torch_source_finds_nothing():
+    import converter.tools.bisect as B
+
+    torch.manual_seed(0)
+    src = V.load_source((torch.nn.LayerNorm(4).eval(), (torch.randn(2, 4),)), "torch")
+    inputs = V.make_inputs(src.module.signature, V._numpy_example(src.example))
+    out = B.bisect(src, "jax", inputs, V.close_scaled)
+    assert not out["found"]  # native_layer_norm's (out, mean, rstd): no group output has mean's shape
+    assert out["message"].startswith("no ATen node's value diverges (0 values checked, ")
+
+
+class _Noisy(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+@pytest.fixture(scope="module")
+def noisy():
+    """A module drawing random numbers: its ONNX graph takes a PRNG key input."""
+    import converter
+
+    return converter.from_torch(_Noisy(), (torch.ones(3),))
+
+
+def test_run_onnx_records_complex_values_and_feeds_the_rng_key(noisy):
+    import converter
+    import converter.tools.bisect as B
+
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    module = converter.from_jax(lambda x: jnp.abs(jnp.exp(1j * x) * 2), x)
+    recs = {r.op.name: r.values[0] for r in B.run_onnx(module, (x,), {})}
+    assert recs["stablehlo.complex"].dtype == np.complex64  # back from its real pair
+    np.testing.assert_allclose(recs["stablehlo.complex"], np.exp(1j * x), rtol=1e-6)
+    last = B.run_onnx(noisy, (np.zeros(3, np.float32),), {})[-1].values[0]  # the key fed
+    assert last.shape == (3,) and ((last >= 0) & (last < 1)).all()
+
+
+def test_onnx_target_of_a_random_module_feeds_its_key(noisy):
+    (out,) = V.target_runner("onnx", noisy)((np.full(3, 5, np.float32),), {})
+    assert out.shape == (3,) and ((out >= 5) & (out < 6)).all() and len(set(out.tolist())) == 3

@@ -78,3 +78,11 @@ def test_subnormal_intermediate_of_a_jax_source_names_the_policy_on_torch():
 @pytest.mark.parametrize("count,expected", [(0, "flushed to zero, as XLA"), (3, "3 subnormal input")])
 def test_policy_text(count, expected):
     assert expected in V.subnormal_policy("stablehlo", count)
+
+
+def test_flush_subnormals_of_complex_values_flushes_each_part():
+    z = np.array([complex(TINY, 2.0), complex(1.0, -TINY), complex(TINY, -TINY)], np.complex64)
+    out = V.flush_subnormals(z)
+    assert out.dtype == np.complex64
+    np.testing.assert_array_equal(out, np.array([2j, 1.0, 0.0], np.complex64))
+    assert list(np.signbit(out.imag)) == [False, True, True]
