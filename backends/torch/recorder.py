@@ -215,7 +215,7 @@ class Recorder(TorchDispatchMode):
         kind = _KINDS.get(func)
         if kind is None:
             kind = _KINDS[func] = _memo_kind(func)
-        if not kind:
+        if not kind or (kind == "indexed" and _has_mask_index(args)):
             return func(*args, **kwargs)
         mode = self.fake_mode
         key = _call_key(mode, func, args, kwargs)
@@ -271,12 +271,15 @@ _SCALARS = (
 
 def _memo_kind(func: Any) -> str:
     """How :meth:`Recorder._fake_result` may remember ``func``'s results: ``"fresh"``,
-    ``"view"`` or ``""`` (never: not an ATen op, mutating, several aliasing results, a
-    result shape that depends on values)."""
+    ``"view"``, ``"indexed"`` (``aten.index.Tensor``: fresh, unless an index is a mask) or
+    ``""`` (never: not an ATen op, mutating, several aliasing results, a result shape that
+    depends on values)."""
     if not isinstance(func, OpOverload) or func.namespace != "aten":
         return ""
     if func in FakeTensorMode.lift_fns or func is aten.as_strided.default:
         return ""
+    if func is aten.index.Tensor:  # its result's shape depends on values only for mask indices
+        return "indexed"
     if torch.Tag.dynamic_output_shape in func.tags or torch.Tag.data_dependent_output in func.tags:
         return ""
     schema = func._schema
@@ -296,6 +299,16 @@ def _memo_kind(func: Any) -> str:
     ):
         return "view"
     return ""
+
+
+def _has_mask_index(args: list) -> bool:
+    """``aten.index.Tensor``'s ``indices`` hold a boolean or byte mask (a result shape that
+    depends on the mask's values), or are not the list of tensors and Nones it takes."""
+    indices = args[1] if len(args) > 1 else None
+    if not isinstance(indices, (list, tuple)):
+        return True
+    masks = (torch.bool, torch.uint8)
+    return any(not isinstance(i, torch.Tensor) or i.dtype in masks for i in indices if i is not None)
 
 
 def _value_key(mode: FakeTensorMode, a: Any) -> Any:
@@ -370,7 +383,7 @@ def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
     shape, stride, _, dtype, device = meta
     with in_kernel_invocation_manager(mode):
         t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-    return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
+    return FakeTensor(mode, t, device)  # a fresh meta tensor: nothing to find in the converter's memo
 
 
 def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
@@ -449,6 +462,7 @@ def record(
             result = tuple(recorder.node_of(o) for o in outs)
     finally:
         _active_list().pop()
+    fake_mode.cache_enabled = True  # the passes after the trace compute on these fake tensors
     graph.output(result)
     root._graph = graph  # the graph property's setter would generate the code
     if recompile:

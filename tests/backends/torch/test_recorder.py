@@ -154,3 +154,27 @@ def test_remembered_fake_results_are_the_fake_modes(monkeypatch):
     assert strided  # a view with a storage offset was rebuilt
     for got, ref in zip(second(x, y), _views_and_fresh(x, y), strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def _indexed(x, i, m):
+    """``aten.index.Tensor`` with integer indices (a None among them) and with a mask."""
+    return x[i], x[:, i[:2]], x[m]
+
+
+def test_index_results_are_remembered_unless_a_mask_indexes(monkeypatch):
+    """``aten.index.Tensor`` with integer indices has a result shape known from the
+    arguments' metadata: remembered and rebuilt on a second trace with make_fx's metadata;
+    a boolean mask's result shape depends on its values: never remembered."""
+    x, i, m = torch.randn(3, 4), torch.tensor([2, 0, 1]), torch.tensor([True, False, True])
+    with torch.no_grad():
+        want = make_fx(_indexed, tracing_mode="fake")(x, i, m)
+    monkeypatch.setattr(recorder, "_RESULTS", {})
+    with torch.no_grad():
+        first = recorder.record(_indexed, [x, i, m])
+        keys = [k[1][0][1] for k in recorder._RESULTS]  # each key's op
+        second = recorder.record(_indexed, [x, i, m])
+    assert keys.count(torch.ops.aten.index.Tensor) == 2  # the two integer indexings, not the mask
+    assert _targets(first) == _targets(second) == _targets(want)
+    assert _meta_of(first) == _meta_of(second) == _meta_of(want)
+    for got, ref in zip(second(x, i, m), _indexed(x, i, m), strict=True):
+        torch.testing.assert_close(got, ref)
