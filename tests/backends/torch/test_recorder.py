@@ -154,3 +154,12 @@ def test_remembered_fake_results_are_the_fake_modes(monkeypatch):
     assert strided  # a view with a storage offset was rebuilt
     for got, ref in zip(second(x, y), _views_and_fresh(x, y), strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def test_a_constant_is_a_buffer_and_raises_no_warning(recwarn):
+    # a get_attr of a plain attribute warns "no underlying reference" in the owning GraphModule
+    c = torch.arange(3.0)
+    gm = recorder.record(lambda x: (x * c,), [torch.ones(3)])
+    assert [str(w.message) for w in recwarn] == []
+    assert dict(gm.named_buffers()) == {"_tensor_constant0": c} and "_tensor_constant0" not in gm.state_dict()
+    torch.testing.assert_close(gm(torch.full((3,), 2.0))[0], 2 * c)
