@@ -66,7 +66,7 @@ def lower(
     with jax.enable_x64(True), marked:
         if symbolic:
             exported = export(jax.jit(fn, keep_unused=True), *avals, mark_stop_gradients=False)
-            return mlir.parse_module(exported.mlir_module_serialized, filename=filename), list(
+            return mlir.parse_module(exported.mlir_module_serialized, filename=filename, verified=True), list(
                 exported.out_avals
             )
         with _jax_internal.embedded_constants():  # @main takes the signature's arguments only

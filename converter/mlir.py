@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -32,20 +36,37 @@ def context() -> ir.Context:
     return _jax_internal.make_ir_context()
 
 
-def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module:
+def parse_module(source: str | bytes, *, filename: str = "<input>", verified: bool = False) -> ir.Module:
     """Parse StableHLO text, MLIR bytecode or a StableHLO portable artifact.
 
     Args:
         source: ``str`` text (``jax.jit(f).lower(x).as_text()``) or ``bytes`` (bytecode or the
             VHLO portable artifact written by ``serialize_portable_artifact``).
         filename: used in error messages.
+        verified: ``source`` was written in this process from a module its MLIR already
+            verified (``jax.export``'s serialization): the checks for ops that crash the
+            verifier are skipped (for bytes they read the source in a child process first).
 
     Raises:
-        ParseError: with the MLIR parser's line and column for malformed text.
+        ParseError: with the MLIR parser's line and column for malformed text; an op that
+            jaxlib's MLIR verifier would crash the process on (a ``stablehlo.all_to_all``
+            with no replica group: the verifier divides by the number of groups), found
+            before the verifier runs (see :func:`_refuse_verifier_crash_text`), with its
+            location.
         UnsupportedOpError: text with uniform quantized types (``!quant.uniform``) when
             jaxlib's MLIR cannot load the ``quant`` dialect: every op on such a line, with
             its location.
     """
+    if not verified and isinstance(source, (bytes, bytearray)):
+        _refuse_verifier_crash_bytes(bytes(source), filename)
+    elif not verified:
+        _refuse_verifier_crash_text(source, filename)
+    return _read(source, filename)
+
+
+def _read(source: str | bytes, filename: str) -> ir.Module:
+    """:func:`parse_module` after its pre-verification checks: the parse (and the dialects'
+    verifiers) proper."""
     ctx = context()
     with ctx, ir.Location.unknown():
         if isinstance(source, (bytes, bytearray)):
@@ -77,6 +98,169 @@ def parse_module(source: str | bytes, *, filename: str = "<input>") -> ir.Module
                 if _QUANT_DIALECT not in _mlir_diag(e):
                     raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e)}") from None
         raise UnsupportedOpError(_quantized_ops(source, filename), _QUANT_DIRECTION)
+
+
+# Ops whose jaxlib verifier divides by an attribute's size (StableHLO's verifyReplicaGroups
+# divides the number of replica ids by the number of groups for all_to_all): a crafted
+# module with such an attribute kills the process with SIGFPE inside ``Module.parse``, so
+# they are checked before the verifier runs.
+_UNVERIFIABLE_OPS = ("stablehlo.all_to_all",)
+_MLIR_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_MLIR_ESCAPE = re.compile(r"\\([0-9a-fA-F]{2}|.)")
+_SIDE_LOCK = threading.Lock()
+
+
+def _decode_mlir_string(body: str) -> str:
+    """The value of an MLIR string literal's body (``\\XX`` hex bytes, ``\\n``, ``\\t``,
+    ``\\"``, ``\\\\``), as the MLIR lexer reads it: a generic op's name may be escaped."""
+
+    def one(m: re.Match) -> str:
+        e = m.group(1)
+        if len(e) == 2:
+            return chr(int(e, 16))
+        return {"n": "\n", "t": "\t"}.get(e, e)
+
+    return _MLIR_ESCAPE.sub(one, body)
+
+
+@functools.cache
+def _side_context() -> ir.Context:
+    """A second context (all JAX dialects, unregistered dialects allowed) for the
+    pre-verification read of :func:`_refuse_verifier_crash_text`."""
+    ctx = _jax_internal.make_ir_context()
+    ctx.allow_unregistered_dialects = True
+    return ctx
+
+
+def _refuse_verifier_crash_text(source: str, filename: str) -> None:
+    """Raise ParseError for an op of ``source`` that jaxlib's verifier would crash on.
+
+    Such ops have no custom assembly form: each is spelled as a quoted (possibly escaped)
+    generic op name. Those names are replaced, at the same length (line and column stay
+    exact), by a name of an unregistered dialect whose ops no verifier runs on, the text is
+    read in a side context, and the renamed ops' attributes are checked; the text is then
+    read normally by the caller. Text without such an op costs one substring test.
+
+    Raises:
+        ParseError: a ``stablehlo.all_to_all`` whose ``replica_groups`` has no group
+            (shape ``0xN``), with its location; or the text is malformed (the same
+            diagnostics as the normal read).
+    """
+    if "all_to_all" not in source and "\\" not in source:
+        return
+    renamed, found = [], False
+
+    def rename(m: re.Match) -> str:
+        nonlocal found
+        name = _decode_mlir_string(m.group(1))
+        if name not in _UNVERIFIABLE_OPS:
+            return m.group(0)
+        found = True
+        op = name.split(".", 1)[1]
+        dialect = "unchecked".ljust(len(m.group(1)) - len(op) - 1, "_")
+        renamed.append(f"{dialect}.{op}")
+        return f'"{dialect}.{op}"'
+
+    text = _MLIR_STRING.sub(rename, source)
+    if not found:
+        return
+    side = _side_context()
+    with _SIDE_LOCK, side, ir.Location.unknown():
+        try:
+            module = ir.Module.parse(text)
+        except ir.MLIRError as e:
+            diag = _mlir_diag(e)
+            if _QUANT_DIALECT not in diag:
+                raise ParseError(f"{filename}: malformed StableHLO: {diag}") from None
+            if not _load_quant_dialect(side):
+                return  # the normal read refuses the quantized types before any verifier
+            try:
+                module = ir.Module.parse(text)
+            except ir.MLIRError as e2:
+                raise ParseError(f"{filename}: malformed StableHLO: {_mlir_diag(e2)}") from None
+        for op in walk_ops(module.operation):
+            if op.name not in renamed:
+                continue
+            groups = op.attributes["replica_groups"] if "replica_groups" in op.attributes else None
+            shape = _attr_shape(groups)
+            if shape is not None and len(shape) == 2 and shape[0] == 0:
+                raise ParseError(
+                    f"{_where(op.location, filename)}: stablehlo.all_to_all with replica_groups of "
+                    f"shape {shape[0]}x{shape[1]} (no group): the spec requires "
+                    f"split_count ({_attr_int(op, 'split_count')}) processes in each group, and "
+                    "jaxlib's verifier would crash the process on it"
+                )
+
+
+def _where(loc: ir.Location, filename: str) -> str:
+    """``file:line:column`` of an op read from text (``filename`` for the parser's ``-``)."""
+    m = _LOC_FILE.search(str(loc))
+    if m is None:
+        return filename
+    return f"{filename if m.group(1) == '-' else m.group(1)}:{m.group(2)}:{m.group(3)}"
+
+
+def _attr_shape(attr: ir.Attribute | None) -> tuple[int, ...] | None:
+    """The shape of an elements attribute's type, None for anything else."""
+    try:
+        return tuple(ir.RankedTensorType(attr.type).shape)
+    except Exception:  # noqa: BLE001 - not a ranked elements attribute: the verifier refuses it
+        return None
+
+
+def _attr_int(op: ir.Operation, key: str):
+    try:
+        return ir.IntegerAttr(op.attributes[key]).value
+    except Exception:  # noqa: BLE001 - missing or not an integer: shown as such
+        return "?"
+
+
+_CHILD_READ = (
+    "import sys\n"
+    "from converter import mlir\n"
+    "try:\n"
+    "    mlir._read(sys.stdin.buffer.read(), '<child>')\n"
+    "except Exception:\n"
+    "    pass\n"
+)
+
+
+def _refuse_verifier_crash_bytes(data: bytes, filename: str) -> None:
+    """Raise ParseError when reading ``data`` would crash the process in jaxlib's verifier.
+
+    Bytecode (plain or a VHLO portable artifact) cannot be read without the verifiers
+    running, nor renamed like text (:func:`_refuse_verifier_crash_text`). Bytes that spell
+    the name of an op of ``_UNVERIFIABLE_OPS`` (bytecode stores op names as plain strings)
+    are read first in a child Python process: if it dies on a signal, the bytes are refused.
+    Other bytes cost one substring test.
+
+    Raises:
+        ParseError: the child process died (naming the signal), or could not be started.
+    """
+    if not any(name.split(".", 1)[1].encode() in data for name in _UNVERIFIABLE_OPS):
+        return
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD_READ], input=data, capture_output=True, env=env, timeout=600
+        )
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ParseError(
+            f"{filename}: bytecode with {'/'.join(_UNVERIFIABLE_OPS)} is read first in a child "
+            f"process (jaxlib's verifier crashes on some of their attributes), which failed: {e}"
+        ) from None
+    if proc.returncode < 0:
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        raise ParseError(
+            f"{filename}: jaxlib's MLIR verifier crashes ({sig}) reading this bytecode; a "
+            f"{'/'.join(_UNVERIFIABLE_OPS)} with no replica group (replica_groups of shape 0xN) "
+            "does that"
+        )
 
 
 _QUANT_DIALECT = '`!"quant"<'  # how MLIR spells a type of the (unregistered) quant dialect

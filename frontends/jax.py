@@ -273,7 +273,9 @@ def from_jax(
         vjps = custom_vjps(jax.make_jaxpr(fn)(*lead, *a, **kw).jaxpr)
     else:
         exp, in_tree, out_tree, vjps = _export(fn, params, example_args, example_kwargs)
-    module = mlir.parse_module(exp.mlir_module_serialized, filename=getattr(exp, "fun_name", "<jax>"))
+    module = mlir.parse_module(  # JAX verified it when serializing
+        exp.mlir_module_serialized, filename=getattr(exp, "fun_name", "<jax>"), verified=True
+    )
     n_args = len(exp.in_avals)
     kept = tuple(int(i) for i in exp.module_kept_var_idx)
     arg_mk, res_mk = _memory_kinds(module, n_args, kept)

@@ -128,7 +128,7 @@ class Recorder(TorchDispatchMode):
             return hit[1]
         name = f"_tensor_constant{self._n_constants}"
         self._n_constants += 1
-        setattr(self.root, name, value)
+        self.root.register_buffer(name, value, persistent=False)  # a get_attr of a plain attribute warns
         node = self.graph.get_attr(name)
         fake = self.fake_mode.from_tensor(value, static_shapes=True)
         self.fakes[id(value)] = (value, fake)

@@ -109,3 +109,55 @@ def test_non_tensor_types_and_type_attributes():
     ftype = mlir.decode_attribute(main.attributes["function_type"])
     assert str(ftype) == "(tensor<2x?xf32>) -> !stablehlo.token"
     assert mlir.tensor_type(ftype.inputs[0]) == mlir.TensorType((2, None), "float32")
+
+
+_ALL_TO_ALL = """func.func @main(%a: tensor<4x4xf32>) -> tensor<8x2xf32> {
+  %0 = "NAME"(%a) {split_dimension = 1 : i64, concat_dimension = 0 : i64, split_count = 2 : i64,
+    replica_groups = GROUPS} : (tensor<4x4xf32>) -> tensor<8x2xf32>
+  return %0 : tensor<8x2xf32>
+}"""
+
+
+@pytest.mark.parametrize(
+    "name, groups",
+    [
+        ("stablehlo.all_to_all", "dense<> : tensor<0x0xi64>"),
+        ("stablehlo.all\\5Fto_all", "dense<> : tensor<0x2xi64>"),  # the lexer unescapes op names
+    ],
+)
+def test_all_to_all_without_groups_is_refused_before_the_verifier(name, groups):
+    # jaxlib's verifier divides by the number of groups: without the check, SIGFPE kills pytest
+    text = _ALL_TO_ALL.replace("NAME", name).replace("GROUPS", groups)
+    refusal = r"^m\.shlo:2:8: stablehlo\.all_to_all with replica_groups of shape 0x"
+    with pytest.raises(ParseError, match=refusal):
+        mlir.parse_module(text, filename="m.shlo")
+
+
+def test_all_to_all_with_groups_still_parses_and_errors_keep_positions():
+    groups = "dense<[[0, 1]]> : tensor<1x2xi64>"
+    text = _ALL_TO_ALL.replace("NAME", "stablehlo.all_to_all").replace("GROUPS", groups)
+    module = mlir.parse_module(text)
+    names = [o.name for o in mlir.walk_ops(mlir.main_function(module))]
+    assert names == ["stablehlo.all_to_all", "func.return"]
+    bad = text.replace("-> tensor<8x2xf32> {", "-> tensor<2x8xf32> {")  # the return's verifier fails
+    with pytest.raises(ParseError, match=r"malformed StableHLO: loc\(\"-\":4:3\): type of return operand 0"):
+        mlir.parse_module(bad)
+
+
+def test_bytecode_naming_all_to_all_is_read_in_a_child_first(monkeypatch):
+    import subprocess
+
+    module = mlir.parse_module(jax.jit(lambda x: x * 2).lower(jnp.ones(3, jnp.float32)).as_text())
+    data = mlir.serialize_portable(module)
+    runs = []
+
+    def run(args, *, input, **kw):
+        runs.append(input)
+        return subprocess.CompletedProcess(args, -8 if b"all_to_all" in input else 0)
+
+    monkeypatch.setattr(mlir.subprocess, "run", run)
+    mlir.parse_module(data)
+    assert runs == []  # bytes without such an op: no child
+    with pytest.raises(ParseError, match=r"verifier crashes \(SIGFPE\) reading this bytecode"):
+        mlir.parse_module(data + b"all_to_all")
+    assert runs == [data + b"all_to_all"]

@@ -178,3 +178,12 @@ def test_index_results_are_remembered_unless_a_mask_indexes(monkeypatch):
     assert _meta_of(first) == _meta_of(second) == _meta_of(want)
     for got, ref in zip(second(x, i, m), _indexed(x, i, m), strict=True):
         torch.testing.assert_close(got, ref)
+
+
+def test_a_constant_is_a_buffer_and_raises_no_warning(recwarn):
+    # a get_attr of a plain attribute warns "no underlying reference" in the owning GraphModule
+    c = torch.arange(3.0)
+    gm = recorder.record(lambda x: (x * c,), [torch.ones(3)])
+    assert [str(w.message) for w in recwarn] == []
+    assert dict(gm.named_buffers()) == {"_tensor_constant0": c} and "_tensor_constant0" not in gm.state_dict()
+    torch.testing.assert_close(gm(torch.full((3,), 2.0))[0], 2 * c)
