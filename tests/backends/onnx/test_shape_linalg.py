@@ -197,7 +197,8 @@ def test_broadcast_in_dim_with_decreasing_dimensions(dynamic):
 def test_dynamic_update_slice_of_a_dynamic_update_into_a_static_operand():
     """The start clamped to ``[0, 8 - update size]``, the update's size read at run time."""
     text = """func.func public @main(%x: tensor<8xf32>, %u: tensor<?xf32>, %i: tensor<i64>) -> tensor<8xf32> {
-  %0 = stablehlo.dynamic_update_slice %x, %u, %i : (tensor<8xf32>, tensor<?xf32>, tensor<i64>) -> tensor<8xf32>
+  %0 = stablehlo.dynamic_update_slice %x, %u, %i
+    : (tensor<8xf32>, tensor<?xf32>, tensor<i64>) -> tensor<8xf32>
   return %0 : tensor<8xf32>
 }"""
     x, u = np.zeros(8, np.float32), np.array([1.0, 2.0, 3.0], np.float32)
@@ -214,7 +215,8 @@ def test_interior_padding_of_a_dynamic_dimension_is_refused():
 
     text = """func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
   %z = stablehlo.constant dense<0.0> : tensor<f32>
-  %0 = stablehlo.pad %x, %z, low = [0], high = [0], interior = [1] : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
+  %0 = stablehlo.pad %x, %z, low = [0], high = [0], interior = [1]
+    : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
   return %0 : tensor<?xf32>
 }"""
     with pytest.raises(OpConversionError, match="interior padding of a dynamic dimension"):
