@@ -614,6 +614,10 @@ _REFUSED = {
         lambda: select_and_scatter_text("f32", "GE", "FLOAT", "atan2", "0.0"),
         "select_and_scatter body with ['stablehlo.atan2']",
     ),
+    "scatter applying sin": (
+        lambda: _text(lambda v: v.at[np.array([1, 3])].apply(jnp.sin), _F4),
+        "scatter with a general body",
+    ),
     "sort comparing two operands": (lambda: _CROSS_SORT, "sort with a comparator other than < or >"),
     "reduce_window max from 0": (
         lambda: (
@@ -775,3 +779,24 @@ def test_scatter_window_with_a_dynamic_batch():
         expected = a.copy()
         expected[:, 1:4] = 7.0
         np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    "itype, ivd, idx",
+    [("tensor<2xi64>", 1, np.array([4, 1])), ("tensor<1x2xi64>", 0, np.array([[4, 1]]))],
+    ids=["implicit_vector", "vector_first"],
+)
+def test_gather_with_another_index_vector_dim(itype, ivd, idx):
+    """``index_vector_dim`` equal to the indices' rank (each index a scalar) or not last
+    (the index vectors are the columns): rows 4 and 1 either way."""
+    text = f"""func.func public @main(%x: tensor<5x3xf32>, %i: {itype}) -> tensor<2x3xf32> {{
+  %0 = "stablehlo.gather"(%x, %i) <{{dimension_numbers = #stablehlo.gather<offset_dims = [1],
+    collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {ivd}>,
+    slice_sizes = array<i64: 1, 3>}}> : (tensor<5x3xf32>, {itype}) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}}"""
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [x, idx])
+    np.testing.assert_array_equal(got, x[[4, 1]])
