@@ -155,11 +155,8 @@ def _rename_everywhere(nodes, old: str, new: str) -> None:
             if name == old:
                 node.output[i] = new
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
+            if attr.type == onnx.AttributeProto.GRAPH:  # its outputs are its own (Identity) values
                 _rename_everywhere(attr.g.node, old, new)
-                for out in attr.g.output:
-                    if out.name == old:
-                        out.name = new
 
 
 def _shapes(g: GraphBuilder, inputs, opset: int) -> dict[str, list] | None:
@@ -279,11 +276,10 @@ def _evaluate(g: GraphBuilder, producer, frontier, cones, opset) -> dict[str, np
 # --------------------------------------------------------------------------- broadcasting
 
 
-def _broadcast_shape(shapes: list[list[int]]) -> list[int] | None:
-    try:
-        return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    except ValueError:
-        return None
+def _broadcast_shape(shapes: list[list[int]]) -> list[int]:
+    """The broadcast of ``shapes``, which broadcast together: a value skipped for the one it
+    is a broadcast of has, along each axis, 1 or the size of the value it replaces."""
+    return list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
 
 
 def _implicit_broadcast(g: GraphBuilder, shapes: dict[str, list]) -> None:
@@ -668,9 +664,7 @@ def _squeeze_reductions(g: GraphBuilder, shapes: dict[str, list], outputs: list[
         attrs = {a.name: a for a in node.attribute}
         if "keepdims" in attrs and attrs["keepdims"].i == 0:
             continue
-        if "axes" in attrs:
-            axes = list(attrs["axes"].ints)
-        elif len(node.input) > 1 and node.input[1] in consts:
+        if len(node.input) > 1 and node.input[1] in consts:  # axes are an input from opset 18
             axes = numpy_helper.to_array(consts[node.input[1]]).reshape(-1).tolist()
         else:
             continue

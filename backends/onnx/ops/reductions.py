@@ -396,19 +396,16 @@ def _nonnegative(interp, op) -> bool:
         owner = getattr(value.owner, "operation", value.owner)
         if getattr(owner, "name", None) != "func.call":
             return False
-        callee = interp.functions.get(mlir.Op(owner).attr("callee"))
-        if callee is None:
-            return False
+        callee = interp.functions[mlir.Op(owner).attr("callee")]  # a verified module resolves it
         index = next(i for i, r in enumerate(owner.results) if r == value)
         value = list(callee.regions[0].blocks[0].operations)[-1].operands[index]
 
 
 def _windows_touch_input(sizes, win, strides, pads, dil) -> bool:
     """Whether every window of a pool over static ``sizes`` holds at least one input
-    element (none lies wholly in the padding)."""
+    element (none lies wholly in the padding). Static: a matched Relu's zero is a static
+    ``broadcast_in_dim``, so its operand, the pooled value, has a static shape."""
     for n, w, s, (lo, hi), d in zip(sizes, win, strides, pads, dil, strict=True):
-        if not isinstance(n, int):
-            return False
         count = (n + lo + hi - (w - 1) * d - 1) // s + 1
         for i in range(max(count, 0)):
             if not any(0 <= i * s - lo + j * d < n for j in range(w)):
@@ -536,7 +533,7 @@ def _select_and_scatter(interp, op, operand, source, init):
 
     Raises:
         NotImplementedError: a select body with non-elementwise ops, another scatter body,
-            negative padding, or dynamic shapes.
+            or negative padding.
     """
     body_ops = {o.name for o in mlir.walk_ops(op.mlir)} - {"stablehlo.select_and_scatter"}
     if not body_ops <= ELEMENTWISE_BODY:
@@ -546,9 +543,7 @@ def _select_and_scatter(interp, op, operand, source, init):
     reduction = reductions.get(classify_combiner(op.regions[1]))
     if reduction is None:
         raise NotImplementedError("select_and_scatter with a scatter body other than add/mul/max/min/or/and")
-    shape, out_shape = op.operand_type(0).shape, op.operand_type(1).shape
-    if None in shape or None in out_shape:
-        raise NotImplementedError("select_and_scatter on dynamic shapes")
+    shape, out_shape = op.operand_type(0).shape, op.operand_type(1).shape  # static: not a dynamic rule
     rank = len(shape)
     window = list(op.attr("window_dimensions"))
     strides = list(op.attr("window_strides") or [1] * rank)

@@ -48,10 +48,16 @@ def constant(ctx, **attrs):
         return np.array(value, np.float32)
     if name in ("value_int", "value_ints"):
         return np.array(value, np.int64)
-    if name == "sparse_value":
+    if name == "sparse_value":  # SparseTensorProto: values at linear or [NNZ, rank] indices
         from onnx import numpy_helper
 
-        return numpy_helper.to_array(value)
+        values, indices = numpy_helper.to_array(value.values), numpy_helper.to_array(value.indices)
+        dense = np.zeros(tuple(value.dims), values.dtype)
+        if indices.ndim == 1:
+            dense.reshape(-1)[indices] = values
+        else:
+            dense[tuple(indices.T)] = values
+        return dense
     if isinstance(value, np.ndarray):
         return value
     raise NotImplementedError(f"Constant with {name}")

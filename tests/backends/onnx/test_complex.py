@@ -232,6 +232,61 @@ def test_complex_reduce_with_another_body_is_refused():
         converter.from_stablehlo(text).to_onnx()
 
 
+def test_complex_product_with_an_init():
+    """The product times the init (not one: one more complex product)."""
+    z = _c([1 + 1j, 2 - 1j, 0.5j, -1.5 + 0.25j])
+    _assert_same(lambda z: lax.reduce(z, np.complex64(2 + 1j), lax.mul, (0,)), z, rtol=1e-6)
+
+
+_SYM = jax.ShapeDtypeStruct  # shorthand for the symbolic-shape forms below
+
+
+def _compare_lt_text():
+    c = "tensor<3xcomplex<f32>>"
+    return f"""func.func public @main(%a: {c}, %b: {c}) -> tensor<3xi1> {{
+  %0 = stablehlo.compare LT, %a, %b : ({c}, {c}) -> tensor<3xi1>
+  return %0 : tensor<3xi1>
+}}"""
+
+
+_PRODUCT_TEXT = """func.func public @main(%a: tensor<?x3xcomplex<f32>>) -> tensor<?xcomplex<f32>> {
+  %one = stablehlo.constant dense<(1.0, 0.0)> : tensor<complex<f32>>
+  %0 = stablehlo.reduce(%a init: %one) applies stablehlo.multiply across dimensions = [1]
+    : (tensor<?x3xcomplex<f32>>, tensor<complex<f32>>) -> tensor<?xcomplex<f32>>
+  return %0 : tensor<?xcomplex<f32>>
+}"""
+
+#: complex forms the backend has no exact rule for: form -> (module, message)
+_REFUSED = {
+    "scatter multiply": (
+        lambda: converter.from_jax(lambda z: z.at[1].multiply(2j), _SYM((3,), np.complex64)),
+        "scatter with a mul body on complex values",
+    ),
+    "compare LT": (lambda: converter.from_stablehlo(_compare_lt_text()), "compare LT on complex values"),
+    "product on a dynamic shape": (
+        lambda: converter.from_stablehlo(_PRODUCT_TEXT),
+        "complex product reduce on dynamic shapes",
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(_REFUSED))
+def test_complex_forms_without_an_exact_rule_are_refused_by_name(form):
+    module, message = _REFUSED[form]
+    with pytest.raises(OpConversionError, match=message):
+        module().to_onnx()
+
+
+def test_token_values_are_not_complex():
+    """An op with a token result is no complex op: refused as an op without a rule."""
+    text = """func.func public @main(%a: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = stablehlo.after_all : !stablehlo.token
+  return %a : tensor<3xf32>
+}"""
+    with pytest.raises(UnsupportedOpError, match="stablehlo.after_all"):
+        converter.from_stablehlo(text).to_onnx()
+
+
 def test_empty_complex_result():
     z = _c([1 + 1j, 2 - 1j])
     _assert_same(lambda z: (z[:0] * 2, jnp.zeros((0, 3), jnp.complex64)), z, rtol=0)
@@ -336,6 +391,40 @@ def test_complex_parameters_are_real_pair_initializers():
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = run_session(sess, [np.arange(3, dtype=np.float32)])
     np.testing.assert_allclose(got, w * np.arange(3))
+
+
+@pytest.mark.parametrize("complex_lhs", [True, False], ids=["complex_real", "real_complex"])
+def test_dot_of_a_complex_and_a_real_operand(complex_lhs):
+    """StableHLO's ``dot_general`` of mixed element types (JAX promotes first; a module may
+    not): two real contractions."""
+    rng = np.random.default_rng(5)
+    z = (rng.normal(size=(2, 3)) + 1j * rng.normal(size=(2, 3))).astype(np.complex64)
+    r = rng.normal(size=(3, 2)).astype(np.float32)
+    a, b = (z, r) if complex_lhs else (r.T.copy(), z.T.copy())
+    c, f = "tensor<2x3xcomplex<f32>>", "tensor<3x2xf32>"
+    lhs, rhs = (c, f) if complex_lhs else ("tensor<2x3xf32>", "tensor<3x2xcomplex<f32>>")
+    out = "tensor<2x2xcomplex<f32>>"
+    text = f"""func.func public @main(%a: {lhs}, %b: {rhs}) -> {out} {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : ({lhs}, {rhs}) -> {out}
+  return %0 : {out}
+}}"""
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [a, b])
+    np.testing.assert_allclose(got, a.astype(np.complex128) @ b, rtol=1e-5)
+
+
+def test_irfft_of_length_zero_is_empty():
+    """``IRFFT`` with ``fft_length = [0]``, the one length with fewer output than input
+    elements: an empty result."""
+    text = """func.func public @main(%a: tensor<2x1xcomplex<f32>>) -> tensor<2x0xf32> {
+  %0 = stablehlo.fft %a, type = IRFFT, length = [0] : (tensor<2x1xcomplex<f32>>) -> tensor<2x0xf32>
+  return %0 : tensor<2x0xf32>
+}"""
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [np.ones((2, 1), np.complex64)])
+    assert got.shape == (2, 0) and got.dtype == np.float32
 
 
 def test_ops_without_a_real_pair_rule_are_all_named():

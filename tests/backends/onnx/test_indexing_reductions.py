@@ -67,6 +67,13 @@ def test_reductions_with_init():
     )
 
 
+def test_reduction_with_an_init_known_at_run_time_only():
+    """An init that is an input, not a constant: combined with the reduction (here 10 + sum,
+    and max(init, max))."""
+    init = np.float32(10.0)
+    assert_onnx_same(lambda a, i: (lax.reduce(a, i, lax.add, (0,)), lax.reduce(a, i, lax.max, (1,))), A, init)
+
+
 def test_pools():
     x = A[None]
     assert_onnx_same(
@@ -261,6 +268,50 @@ def test_max_pool_of_relu_keeps_nan(padding):
     n, c, h, w = relu.shape
     pooled = np.max(relu.reshape(n, c, h // 2, 2, w // 2, 2), axis=(3, 5))  # NaN-propagating
     assert_outputs_close(run_session(sess, [x]), [pooled], 0, 0)
+
+
+def test_max_pool_of_a_relu_in_a_called_function():
+    """The Relu found inside a ``func.call`` of two results (a nested ``jax.jit``; the call
+    itself is no pattern): the pool is ``Min(MaxPool(x), window sum)``, NaN kept."""
+    x = rng.normal(size=(1, 2, 4, 4)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    relu_and_double = jax.jit(lambda a: (jax.nn.relu(a), a * 2))
+
+    def fn(a):
+        r, d = relu_and_double(a)
+        return lax.reduce_window(r, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"), d
+
+    text = jax.jit(fn).lower(x).as_text()
+    assert "call @" in text
+    model = converter.from_stablehlo(text).to_onnx(opset=18)
+    ops = [n.op_type for n in model.graph.node]
+    assert "Min" in ops and "HardSigmoid" not in ops, ops
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    pooled = np.max(np.maximum(x, 0).reshape(1, 2, 2, 2, 2, 2), axis=(3, 5))  # NaN-propagating
+    assert_outputs_close(run_session(sess, [x]), [pooled, x * 2], 0, 0)
+
+
+def test_max_pool_of_a_relu_with_windows_in_the_padding_only():
+    """Windows wholly in the padding pool to -inf: not ``Min(MaxPool(x), window sum)`` (its
+    sum would be 0 there)."""
+    x = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    pads = [(0, 0), (0, 0), (2, 2), (0, 0)]
+    fn = lambda a: lax.reduce_window(jax.nn.relu(a), -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 1, 1), pads)  # noqa: E731
+    model = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_onnx(opset=18)
+    assert "HardSigmoid" in [n.op_type for n in model.graph.node]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    relu = np.pad(np.maximum(x, 0), pads, constant_values=-np.inf)
+    want = np.max([relu[:, :, i : i + 5, j : j + 2] for i in (0, 1) for j in (0, 1)], axis=0)
+    assert np.isneginf(want[0, 0, 0]).all()
+    assert_outputs_close(run_session(sess, [x]), [want], 0, 0)
+
+
+def test_sort_of_booleans():
+    x = np.array([[True, False, True, False], [False, False, True, True]])
+    got, want = run_onnx(lambda a: (jnp.sort(a, axis=1), jnp.sort(a, axis=1, descending=True)), x)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.bool_
+        np.testing.assert_array_equal(g, w)
 
 
 def test_uint64_max_and_sort_above_two_to_the_63():
@@ -538,6 +589,13 @@ func.func public @main(%x: tensor<4xi32>, %y: tensor<4xi32>) -> tensor<4xi32> {{
   return %0#0 : tensor<4xi32>
 }}"""
 
+_F4 = np.zeros(4, np.float32)
+
+
+def _text(fn, *args) -> str:
+    return jax.jit(fn).lower(*args).as_text()
+
+
 #: StableHLO forms the ONNX backend has no exact rule for: form -> (text, message)
 _REFUSED = {
     "select_and_scatter subtract": (
@@ -552,6 +610,14 @@ _REFUSED = {
         ),
         "select_and_scatter with negative padding",
     ),
+    "select_and_scatter atan2": (
+        lambda: select_and_scatter_text("f32", "GE", "FLOAT", "atan2", "0.0"),
+        "select_and_scatter body with ['stablehlo.atan2']",
+    ),
+    "scatter applying sin": (
+        lambda: _text(lambda v: v.at[np.array([1, 3])].apply(jnp.sin), _F4),
+        "scatter with a general body",
+    ),
     "sort comparing two operands": (lambda: _CROSS_SORT, "sort with a comparator other than < or >"),
     "reduce_window max from 0": (
         lambda: (
@@ -560,6 +626,47 @@ _REFUSED = {
             .as_text()
         ),
         "reduce_window with a non-identity init value",
+    ),
+    "reduce and on int32": (
+        lambda: _text(lambda v: lax.reduce(v, np.int32(-1), lax.bitwise_and, (0,)), np.zeros(4, np.int32)),
+        "reduce with a and body on int32",
+    ),
+    "reduce atan2": (
+        lambda: _text(lambda v: lax.reduce(v, np.float32(0), lax.atan2, (0,)), _F4),
+        "reduce body with ['stablehlo.atan2']",
+    ),
+    "scan atan2": (
+        lambda: _text(lambda v: lax.reduce_window(v, np.float32(0), lax.atan2, (4,), (1,), [(3, 0)]), _F4),
+        "reduce_window body with ['stablehlo.atan2']",
+    ),
+    "product scan on a dynamic shape": (
+        lambda: converter.from_jax(
+            lambda v: lax.cumprod(v, axis=1),
+            jax.ShapeDtypeStruct((*jax.export.symbolic_shape("n"), 4), np.float32),
+        ).text(),
+        "cumulative reduce_window with a general body on dynamic shapes",
+    ),
+    "window atan2 not a scan (window)": (
+        lambda: _text(lambda v: lax.reduce_window(v, np.float32(0), lax.atan2, (2,), (1,), "VALID"), _F4),
+        "reduce_window with a general body or base dilation",
+    ),
+    "window atan2 not a scan (padding)": (
+        lambda: _text(lambda v: lax.reduce_window(v, np.float32(0), lax.atan2, (4,), (1,), [(2, 1)]), _F4),
+        "reduce_window with a general body or base dilation",
+    ),
+    "window atan2 not a scan (two axes)": (
+        lambda: _text(
+            lambda v: lax.reduce_window(v, np.float32(0), lax.atan2, (2, 2), (1, 1), "VALID"),
+            _F4.reshape(2, 2),
+        ),
+        "reduce_window with a general body or base dilation",
+    ),
+    "max pool on int32": (
+        lambda: _text(
+            lambda v: lax.reduce_window(v, np.int32(np.iinfo(np.int32).min), lax.max, (2,), (1,), "VALID"),
+            np.zeros(4, np.int32),
+        ),
+        "reduce_window on int32",
     ),
 }
 
@@ -672,3 +779,24 @@ def test_scatter_window_with_a_dynamic_batch():
         expected = a.copy()
         expected[:, 1:4] = 7.0
         np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    "itype, ivd, idx",
+    [("tensor<2xi64>", 1, np.array([4, 1])), ("tensor<1x2xi64>", 0, np.array([[4, 1]]))],
+    ids=["implicit_vector", "vector_first"],
+)
+def test_gather_with_another_index_vector_dim(itype, ivd, idx):
+    """``index_vector_dim`` equal to the indices' rank (each index a scalar) or not last
+    (the index vectors are the columns): rows 4 and 1 either way."""
+    text = f"""func.func public @main(%x: tensor<5x3xf32>, %i: {itype}) -> tensor<2x3xf32> {{
+  %0 = "stablehlo.gather"(%x, %i) <{{dimension_numbers = #stablehlo.gather<offset_dims = [1],
+    collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = {ivd}>,
+    slice_sizes = array<i64: 1, 3>}}> : (tensor<5x3xf32>, {itype}) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}}"""
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [x, idx])
+    np.testing.assert_array_equal(got, x[[4, 1]])

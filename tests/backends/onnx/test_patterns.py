@@ -4,6 +4,7 @@ not) and the model's numbers match ``jax.jit`` (or eager torch) in onnxruntime."
 
 import collections
 import importlib
+import itertools
 
 import jax
 import jax.numpy as jnp
@@ -472,3 +473,252 @@ def test_a_window_sum_with_a_nonzero_init_is_not_an_average_pool():
     fn = lambda v: lax.reduce_window(v, np.float32(1.0), lax.add, (1, 1, 1, 2), (1, 1, 1, 2), "VALID") / 2  # noqa: E731
     with pytest.raises(OpConversionError, match="non-identity init value"):
         _convert(fn, p)
+
+
+# --------------------------------------------------------------------------- simplify on hand-built graphs
+
+_simplify = importlib.import_module("converter.backends.onnx.simplify")  # the package exports the function
+
+
+def _node(op, inputs, outputs, **attrs):
+    return onnx.helper.make_node(op, inputs, outputs, **attrs)
+
+
+def _simplified(nodes, feeds, outputs, inits=None, params=(), param_data=None, run=True):
+    """``nodes`` (graph outputs copied by ``Identity`` nodes into ``outputs``, of the first
+    feed's type) and ``inits`` (name -> array) simplified by :func:`simplify` (opset 20);
+    with ``run``, the numbers onnxruntime computes on ``feeds`` before and after must match.
+    Returns the nodes and initializers after (dead ones pruned)."""
+    from converter.backends.onnx.graph import GraphBuilder, live
+
+    inits = inits or {}
+    inputs = [
+        onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for k, v in feeds.items()
+    ]
+    outs = [
+        onnx.helper.make_tensor_value_info(o, inputs[0].type.tensor_type.elem_type, None) for o in outputs
+    ]
+
+    def execute(ns, ts):
+        ns, ts = live(ns, ts, outputs)
+        graph = onnx.helper.make_graph(ns, "g", inputs, outs, ts)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 20)], ir_version=10)
+        return ns, ts, (_run(model, *feeds.values()) if run else [])
+
+    tensors = [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()]
+    g = GraphBuilder(itertools.count())
+    g.reserved = {*feeds, *inits, *outputs}
+    g.nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in nodes]
+    g.initializers = [onnx.TensorProto.FromString(t.SerializeToString()) for t in tensors]
+    _, _, want = execute(nodes, tensors)
+    _simplify.simplify(g, inputs, outputs, set(params), 20, param_data)
+    ns, ts, got = execute(g.nodes, g.initializers)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+    return ns, ts
+
+
+def _conv_scaled(scale, dtype=np.float32, **kw):
+    """``Conv(x, w) * scale`` (``w`` a parameter) through :func:`_simplified`."""
+    w = RNG.normal(size=(2, 2, 1, 1)).astype(dtype)
+    nodes = [
+        _node("Conv", ["x", "w"], ["c"]),
+        _node("Mul", ["c", "s"], ["m"]),
+        _node("Identity", ["m"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=(1, 2, 3, 3)).astype(dtype)}
+    inits = {"w": w, "s": np.asarray(scale, dtype), **kw.pop("inits", {})}
+    params = kw.pop("params", {"w", "s"})
+    return _simplified(nodes, feeds, ["y"], inits, params, param_data=lambda n: inits[n], **kw)
+
+
+def test_conv_scale_of_a_constant_folds_into_the_weight():
+    """The scale a plain initializer (not a parameter), the name ``folded:w`` already taken."""
+    taken = {"folded:w": np.zeros(1, np.float32)}
+    nodes, _ = _conv_scaled([[[[2.0]], [[3.0]]]], inits=taken, params={"w"})
+    assert [n.op_type for n in nodes] == ["Conv"]
+    assert nodes[0].input[1].startswith("folded_"), nodes[0].input
+
+
+def test_conv_biases_of_a_shared_weight_get_their_own_names():
+    inits = {
+        "w": RNG.normal(size=(2, 2, 1, 1)).astype(np.float32),
+        "b1": np.array([1.0, 2.0], np.float32).reshape(1, 2, 1, 1),
+        "b2": np.array([3.0, 4.0], np.float32).reshape(1, 2, 1, 1),
+    }
+    nodes = [
+        _node("Conv", ["x", "w"], ["c1"]),
+        _node("Add", ["c1", "b1"], ["a1"]),
+        _node("Conv", ["x", "w"], ["c2"]),
+        _node("Add", ["c2", "b2"], ["a2"]),
+        _node("Identity", ["a1"], ["y1"]),
+        _node("Identity", ["a2"], ["y2"]),
+    ]
+    feeds = {"x": RNG.normal(size=(1, 2, 3, 3)).astype(np.float32)}
+    nodes, ts = _simplified(nodes, feeds, ["y1", "y2"], inits, set(inits), param_data=inits.get)
+    assert [n.op_type for n in nodes] == ["Conv", "Conv"]
+    assert nodes[0].input[2] == "folded:w:bias" and nodes[1].input[2].startswith("folded_")
+
+
+@pytest.mark.parametrize(
+    "case, scale, dtype",
+    [
+        ("not finite", [[[[np.inf]], [[1.0]]]], np.float32),
+        ("float64", [[[[2.0]], [[3.0]]]], np.float64),  # onnxruntime has no float64 Conv
+        ("not per channel", np.ones((1, 1, 1, 1, 1)), np.float32),
+    ],
+)
+def test_conv_scale_that_stays_a_mul(case, scale, dtype):
+    nodes, _ = _conv_scaled(scale, dtype, run=dtype != np.float64)
+    assert [n.op_type for n in nodes][:2] == ["Conv", "Mul"], case
+
+
+def _conv_computed_scale(**kw):
+    """``Conv(x, w) * -s`` (``w``, ``s`` parameters) through :func:`_simplified`."""
+    inits = {
+        "w": RNG.normal(size=(2, 2, 1, 1)).astype(np.float32),
+        "s": np.full((1, 2, 1, 1), 2.0, np.float32),
+    }
+    nodes = [
+        _node("Conv", ["x", "w"], ["c"]),
+        _node("Neg", ["s"], ["ns"]),  # computed from a parameter: onnxruntime computes it
+        _node("Mul", ["c", "ns"], ["m"]),
+        _node("Identity", ["m"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=(1, 2, 3, 3)).astype(np.float32)}
+    return _simplified(nodes, feeds, ["y"], inits, {"w", "s"}, param_data=inits.get, **kw)
+
+
+def test_conv_scale_onnxruntime_refuses_stays_a_mul(monkeypatch):
+    nodes, _ = _conv_computed_scale()
+    assert [n.op_type for n in nodes] == ["Conv"]
+
+    def refuse(model, outputs):
+        raise RuntimeError("refused")
+
+    monkeypatch.setattr(_simplify, "_run_constants", refuse)
+    nodes, _ = _conv_computed_scale()
+    assert [n.op_type for n in nodes] == ["Conv", "Neg", "Mul"]
+
+
+def test_constant_folding_without_onnxruntime_raises(monkeypatch):
+    from converter.errors import MissingDependencyError
+
+    def missing():
+        raise MissingDependencyError("onnxruntime", "onnx", "constant folding")
+
+    monkeypatch.setattr(_simplify, "require_runtime", missing)
+    nodes = [_node("Neg", ["c"], ["n"]), _node("Add", ["x", "n"], ["a"]), _node("Identity", ["a"], ["y"])]
+    feeds = {"x": np.ones(3, np.float32)}
+    with pytest.raises(MissingDependencyError, match="onnxruntime"):
+        _simplified(nodes, feeds, ["y"], {"c": np.ones(3, np.float32)}, run=False)
+    # the convolution epilogue's values (computed from parameters only: nothing folded before)
+    with pytest.raises(MissingDependencyError, match="onnxruntime"):
+        _conv_computed_scale(run=False)
+
+
+def test_constant_of_unknown_shape_is_not_evaluated():
+    """A constant value whose shape inference cannot bound stays computed."""
+    nodes = [
+        _node("Abs", ["three"], ["limit"]),
+        _node("Range", ["one", "limit", "one"], ["shape"]),  # of unknown length: r of unknown rank
+        _node("Reshape", ["c", "shape"], ["r"]),
+        _node("Add", ["x", "r"], ["a"]),
+        _node("Identity", ["a"], ["y"]),
+    ]
+    inits = {
+        "one": np.array(1, np.int64),
+        "three": np.array(3, np.int64),
+        "c": np.arange(2, dtype=np.float32),
+    }
+    nodes, _ = _simplified(nodes, {"x": np.ones((1, 2), np.float32)}, ["y"], inits)
+    assert [n.op_type for n in nodes] == ["Abs", "Range", "Reshape", "Add"]
+
+
+@pytest.mark.parametrize(
+    "case, a, b, shape, kept",
+    [
+        ("merged batch split otherwise", (2, 3, 4, 5), (2, 3, 5, 6), (3, 2, 4, 6), "Reshape"),
+        ("not a reshape after", (2, 3, 4, 5), (2, 3, 5, 6), None, "Relu"),
+    ],
+)
+def test_batched_matmul_near_misses(case, a, b, shape, kept):
+    """``Reshape(MatMul(Reshape(a), Reshape(b)))`` whose reshapes do not only merge and split
+    back the batch dimensions keeps its reshapes."""
+    inits = {"sa": np.array([6, *a[2:]], np.int64), "sb": np.array([6, *b[2:]], np.int64)}
+    nodes = [
+        _node("Reshape", ["a", "sa"], ["ra"]),
+        _node("Reshape", ["b", "sb"], ["rb"]),
+        _node("MatMul", ["ra", "rb"], ["m"]),
+    ]
+    if shape is None:
+        nodes.append(_node("Relu", ["m"], ["o"]))
+    else:
+        inits["so"] = np.array(shape, np.int64)
+        nodes.append(_node("Reshape", ["m", "so"], ["o"]))
+    nodes.append(_node("Identity", ["o"], ["y"]))
+    feeds = {"a": RNG.normal(size=a).astype(np.float32), "b": RNG.normal(size=b).astype(np.float32)}
+    nodes, _ = _simplified(nodes, feeds, ["y"], inits)
+    ops = [n.op_type for n in nodes]
+    assert ops.count("Reshape") >= 2 and ops[-1] == kept, (case, ops)
+    (matmul,) = [n for n in nodes if n.op_type == "MatMul"]
+    assert matmul.input[:] != ["a", "b"]
+
+
+def test_transpose_without_a_permutation_is_not_composed():
+    nodes = [
+        _node("Transpose", ["x"], ["t"]),
+        _node("Transpose", ["t"], ["u"], perm=[1, 0, 2]),
+        _node("Identity", ["u"], ["y"]),
+    ]
+    nodes, _ = _simplified(nodes, {"x": RNG.normal(size=(2, 3, 4)).astype(np.float32)}, ["y"])
+    assert [n.input[0] for n in nodes] == ["x", "t"]
+
+
+@pytest.mark.parametrize("case", ["axes computed", "not a reshape after", "empty axes"])
+def test_reduction_that_keeps_its_axes(case):
+    """``Reduce*(keepdims=1)`` not followed by a ``Reshape`` dropping constant axes stays."""
+    inits = {"axes": np.array([1], np.int64), "none": np.zeros(0, np.int64), "shape": np.array([2], np.int64)}
+    axes = {"axes computed": "axes_n", "not a reshape after": "axes", "empty axes": "none"}[case]
+    after = (
+        _node("Relu", ["s"], ["o"])
+        if case == "not a reshape after"
+        else _node("Reshape", ["s", "shape"], ["o"])
+    )
+    if case == "empty axes":  # every axis reduced
+        inits["shape"] = np.array([1], np.int64)
+    nodes = [
+        _node("Neg", ["ax"], ["axes_n"]),
+        _node("ReduceSum", ["x", axes], ["s"], keepdims=1),
+        after,
+        _node("Identity", ["o"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=(2, 3)).astype(np.float32), "ax": np.array([-1], np.int64)}
+    nodes, _ = _simplified(nodes, feeds, ["y"], inits)
+    (reduce,) = [n for n in nodes if n.op_type == "ReduceSum"]
+    assert onnx.helper.get_attribute_value(reduce.attribute[0]) == 1
+
+
+def test_batched_matmul_between_reshapes_not_back():
+    """The pass alone (no identity reshape dropped before): a ``MatMul`` not followed by a
+    ``Reshape`` keeps its operands."""
+    from converter.backends.onnx.graph import GraphBuilder
+
+    g = GraphBuilder(itertools.count())
+    g.nodes = [
+        _node("Reshape", ["a", "sa"], ["ra"]),
+        _node("Reshape", ["b", "sb"], ["rb"]),
+        _node("MatMul", ["ra", "rb"], ["m"]),
+        _node("Relu", ["m"], ["o"]),
+    ]
+    shapes = {
+        "a": [2, 4, 5],
+        "ra": [2, 4, 5],
+        "b": [2, 5, 6],
+        "rb": [2, 5, 6],
+        "m": [2, 4, 6],
+        "o": [2, 4, 6],
+    }
+    _simplify._batched_matmul(g, shapes, ["o"])
+    assert list(g.nodes[2].input) == ["ra", "rb"] and list(g.nodes[3].output) == ["o"]

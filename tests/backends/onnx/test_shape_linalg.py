@@ -165,3 +165,59 @@ def test_convolution_float16_with_float32_result():
     got, want = run_onnx(lambda a, w: _conv(a, w, "plain", preferred=jnp.float32), x, k)
     assert got[0].dtype == want[0].dtype == np.float32
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+# --------------------------------------------------------------------------- forms only StableHLO text has
+
+
+def _run_text(text, *args):
+    import onnxruntime as ort
+
+    import converter
+
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), args, strict=True)})
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_broadcast_in_dim_with_decreasing_dimensions(dynamic):
+    """``broadcast_dimensions = [2, 0]`` (JAX only emits increasing ones): the operand is
+    transposed first; with a dynamic operand dimension too."""
+    src = "?x3" if dynamic else "2x3"
+    text = f"""func.func public @main(%x: tensor<{src}xf32>) -> tensor<3x5x2xf32> {{
+  %0 = stablehlo.broadcast_in_dim %x, dims = [2, 0] : (tensor<{src}xf32>) -> tensor<3x5x2xf32>
+  return %0 : tensor<3x5x2xf32>
+}}"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (got,) = _run_text(text, x)
+    np.testing.assert_array_equal(got, np.broadcast_to(x.T[:, None, :], (3, 5, 2)))
+
+
+def test_dynamic_update_slice_of_a_dynamic_update_into_a_static_operand():
+    """The start clamped to ``[0, 8 - update size]``, the update's size read at run time."""
+    text = """func.func public @main(%x: tensor<8xf32>, %u: tensor<?xf32>, %i: tensor<i64>) -> tensor<8xf32> {
+  %0 = stablehlo.dynamic_update_slice %x, %u, %i
+    : (tensor<8xf32>, tensor<?xf32>, tensor<i64>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}"""
+    x, u = np.zeros(8, np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    for i, start in [(7, 5), (-2, 0), (2, 2)]:
+        want = x.copy()
+        want[start : start + 3] = u
+        (got,) = _run_text(text, x, u, np.array(i, np.int64))
+        np.testing.assert_array_equal(got, want, err_msg=str(i))
+
+
+def test_interior_padding_of_a_dynamic_dimension_is_refused():
+    import converter
+    from converter.errors import OpConversionError
+
+    text = """func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.pad %x, %z, low = [0], high = [0], interior = [1]
+    : (tensor<?xf32>, tensor<f32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}"""
+    with pytest.raises(OpConversionError, match="interior padding of a dynamic dimension"):
+        converter.from_stablehlo(text).to_onnx()

@@ -309,3 +309,33 @@ def test_if_on_a_runtime_condition_returns_a_sequence_as_a_list():
         assert isinstance(got_t, list) and len(got_t) == 2, got_t
         for g, w in zip(got_t, want, strict=True):
             np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_if_branches_with_their_own_initializers():
+    """A branch's initializers are values of its scope (here a different constant per branch)."""
+    from onnx import numpy_helper
+
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+
+    def branch(name, value):
+        c = numpy_helper.from_array(np.full(3, value, np.float32), f"c_{name}")
+        return helper.make_graph([helper.make_node("Add", ["x", f"c_{name}"], ["y"])], name, [], [out], [c])
+
+    node = helper.make_node(
+        "If", ["cond"], ["r"], then_branch=branch("then", 10.0), else_branch=branch("else", -1.0)
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [3]),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.arange(3, dtype=np.float32)
+    fn = from_onnx(model).to_jax()
+    for cond in (True, False):
+        (got,) = fn(x, np.array(cond))
+        np.testing.assert_array_equal(np.asarray(got), x + (10.0 if cond else -1.0))

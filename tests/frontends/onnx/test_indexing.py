@@ -6,7 +6,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+from onnx import helper  # noqa: E402
+from onnx_oracle import check_node, check_nodes  # noqa: E402
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
@@ -125,3 +126,36 @@ def test_max_unpool_output_shape_pads_the_inferred_shape():
         (got,) = from_onnx(model).to_jax()(x, idx)
         assert want.shape == tuple(shape)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_defaults_and_limits_in_one_graph():
+    """Compress without an axis (on the flattened input), Unique along an axis unsorted (rows
+    in first-occurrence order), MaxUnpool without ``output_shape``, NonMaxSuppression stopping
+    at ``max_output_boxes_per_class``."""
+    nodes = [
+        helper.make_node("Compress", ["x", "cond"], ["c"]),
+        helper.make_node("Unique", ["u"], ["uy", "ui", "uinv", "ucnt"], axis=0, sorted=0),
+        helper.make_node("MaxUnpool", ["p", "pi"], ["m"], kernel_shape=[2], strides=[2]),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["n"]),
+    ]
+    inputs = {
+        "x": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "cond": np.array([True, False, False, True, True]),
+        "u": np.array([[3, 1], [0, 2], [3, 1], [0, 0], [0, 2]], np.int64),
+        "p": np.array([[[5.0, -1.0]]], np.float32),
+        "pi": np.array([[[1, 2]]], np.int64),
+        "boxes": np.array([[[0, 0, 1, 1], [0, 2, 1, 3], [0, 4, 1, 5]]], np.float32),
+        "scores": np.array([[[0.2, 0.9, 0.5]]], np.float32),
+        "max_out": np.array([2], np.int64),
+    }
+    check_nodes(nodes, inputs, static=("cond", "u", "boxes", "scores", "max_out"))
+
+
+def test_tensor_scatter_circular_wraps_the_write_positions():
+    """``mode=circular``: writes past the end of the axis continue at its start."""
+    inputs = {
+        "past": np.arange(2 * 4 * 2, dtype=np.float32).reshape(2, 4, 2),
+        "update": -np.ones((2, 3, 2), np.float32),
+        "idx": np.array([2, 0], np.int64),
+    }
+    check_node("TensorScatter", inputs, {"axis": 1, "mode": "circular"}, opset=24)

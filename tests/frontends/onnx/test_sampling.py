@@ -12,7 +12,7 @@ from onnx import helper, numpy_helper
 from converter import from_onnx
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+from onnx_oracle import check_node, single_node_model  # noqa: E402
 
 
 def test_grid_sample_align_corners():
@@ -35,6 +35,23 @@ def test_grid_sample_reflection_folds_far_outside_points():
     grid = np.stack(np.meshgrid(line, line[::-1][:3]), -1)[None].astype(np.float32)  # (1, 3, 9, 2)
     attrs = {"mode": "nearest", "padding_mode": "reflection"}
     check_node("GridSample", {"x": x, "grid": grid}, attrs, opset=16, atol=1e-5)
+
+
+def test_grid_sample_border_clamps_outside_points():
+    """``padding_mode=border``, bicubic: a point outside the input is moved to the edge
+    pixel's centre before its taps are weighted (clamping only the taps would mix in the
+    next pixel), as the ONNX reference implementation does; onnxruntime, which clamps only
+    the taps of a bicubic sample, is not the oracle here."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3) ** 2
+    line = np.array([-2.0, -1.1, -0.3, 0.8, 1.05, 3.0], np.float32)
+    grid = np.stack(np.meshgrid(line, line[::-1][:3]), -1)[None].astype(np.float32)  # (1, 3, 6, 2)
+    attrs = {"padding_mode": "border", "mode": "cubic"}
+    model = single_node_model("GridSample", {"x": x, "grid": grid}, attrs, 1, 20, ())
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
+    (got,) = from_onnx(model).to_jax()(x, grid)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
 
 
 def test_roi_align_adaptive_sampling_grid():

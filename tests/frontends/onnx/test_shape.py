@@ -107,3 +107,46 @@ def test_depth_to_space_with_blocksize_3():
     x = np.arange(1 * 18 * 2 * 3, dtype=np.float32).reshape(1, 18, 2, 3)
     for mode in ("DCR", "CRD"):
         check_node("DepthToSpace", {"x": x}, {"blocksize": 3, "mode": mode})
+
+
+def test_constant_value_float_and_sparse_value():
+    """``sparse_value`` with linear indices (``[NNZ]``) and with coordinates (``[NNZ, rank]``),
+    the other elements 0 (the ONNX SparseTensorProto)."""
+    values = numpy_helper.from_array(np.array([5.0, -2.0], np.float32), "v")
+    linear = helper.make_sparse_tensor(
+        values, numpy_helper.from_array(np.array([1, 4], np.int64), "i"), [2, 3]
+    )
+    coords = helper.make_sparse_tensor(
+        values, numpy_helper.from_array(np.array([[0, 1], [1, 1]], np.int64), "i"), [2, 3]
+    )
+    nodes = [
+        helper.make_node("Constant", [], ["f"], value_float=1.5),
+        helper.make_node("Constant", [], ["s"], sparse_value=linear),
+        helper.make_node("Constant", [], ["t"], sparse_value=coords),
+        helper.make_node("Add", ["x", "f"], ["y"]),
+        helper.make_node("Add", ["x", "s"], ["z"]),
+        helper.make_node("Add", ["x", "t"], ["w"]),
+    ]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    vi = lambda n: helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [2, 3])  # noqa: E731
+    graph = helper.make_graph(nodes, "g", [vi("x")], [vi("y"), vi("z"), vi("w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    y, z, w = from_onnx(model).to_jax()(x)  # onnxruntime does not run a sparse Constant here
+    sparse = np.array([[0, 5, 0], [0, -2, 0]], np.float32)
+    np.testing.assert_array_equal(np.asarray(y), x + 1.5)
+    np.testing.assert_array_equal(np.asarray(z), x + sparse)
+    np.testing.assert_array_equal(np.asarray(w), x + sparse)
+
+
+def test_constant_of_strings_is_refused_by_name():
+    import pytest
+
+    from converter.errors import ConversionError
+
+    node = helper.make_node("Constant", [], ["c"], value_strings=["a", "b"])
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("c", onnx.TensorProto.STRING, [2])]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ConversionError, match="Constant with value_strings"):
+        from_onnx(model).to_jax()()
