@@ -395,11 +395,24 @@ def test_make_fx_error_behind_another_is_raised(monkeypatch):
     with pytest.raises(ZeroDivisionError):
         torch_module._make_fx_graph(lambda x: x, [torch.zeros(1)])
 
+    def rule_error(fn, tracing_mode):
+        def trace(*args):
+            raise converter.ConversionError("raised directly")
+
+        return trace
+
+    monkeypatch.setattr(torch_module, "make_fx", rule_error)
+    with pytest.raises(converter.ConversionError, match="raised directly") as err:
+        torch_module._make_fx_graph(lambda x: x, [torch.zeros(1)])
+    assert err.value.__cause__ is None  # as raised, not chained to itself
+
 
 _KEYED = """
-func.func public @main(%x: tensor<2xui32>, %key: tensor<2xui32>) -> tensor<2xui32> {
-  %0 = stablehlo.add %x, %key : tensor<2xui32>
-  return %0 : tensor<2xui32>
+func.func public @main(%x: tensor<2xui32>, %key: tensor<2xui32>) -> tensor<2xf64> {
+  %0 = stablehlo.convert %key : (tensor<2xui32>) -> tensor<2xf64>
+  %1 = stablehlo.convert %x : (tensor<2xui32>) -> tensor<2xf64>
+  %2 = stablehlo.add %0, %1 : tensor<2xf64>
+  return %2 : tensor<2xf64>
 }
 """
 
@@ -416,7 +429,8 @@ def _args_tree(n: int, keys: tuple = ()) -> dict:
 
 @pytest.fixture(scope="module")
 def keyed():
-    """A module whose second argument is its PRNG key: returns ``x + key`` (uint32)."""
+    """A module whose second argument is its PRNG key: returns ``x + key`` (in float64: the
+    key's words as the module receives them, not wrapped by a uint32 add)."""
     from converter.signature import RNG_KEY
 
     base = converter.from_stablehlo(_KEYED)
