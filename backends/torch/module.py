@@ -818,8 +818,6 @@ def _derived(tree: Any, dim: Any, where: str, text: str) -> Any:
     import ast
 
     def ev(node: Any) -> Any:
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
         if isinstance(node, ast.Name):
             return dim(node.id)
         if isinstance(node, ast.Constant) and isinstance(node.value, int):

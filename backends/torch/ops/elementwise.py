@@ -121,8 +121,7 @@ def _imag(interp, op, x):
 
 @register("stablehlo.negate")
 def _negate(interp, op, x):
-    if x.dtype == torch.bool:
-        return x
+    # i1 is not an operand type of negate (spec: integer, float or complex; i1 is boolean)
     if x.dtype == torch.uint8:
         return (-(x.to(torch.int16))).to(torch.uint8)
     return -x
@@ -130,10 +129,9 @@ def _negate(interp, op, x):
 
 @register("stablehlo.sign")
 def _sign(interp, op, x):
+    # spec: signed integer, float or complex operands only (no unsigned, no i1)
     if x.is_complex():
         return torch.sgn(x)
-    if is_unsigned(result_name(op)):
-        return (x != 0).to(x.dtype)
     if x.is_floating_point():
         return torch.where(torch.isnan(x), x, torch.sign(x))
     return torch.sign(x)
@@ -200,8 +198,7 @@ for _name, _fn in _BINARY.items():
 
 @register("stablehlo.subtract")
 def _subtract(interp, op, x, y):
-    if x.dtype == torch.bool:
-        return x ^ y
+    # i1 is not an operand type of subtract (spec: integer, float or complex)
     if x.dtype == torch.uint8:
         return (x.to(torch.int16) - y.to(torch.int16)).to(torch.uint8)
     return x - y
@@ -229,11 +226,10 @@ def _xor(interp, op, x, y):
     return x ^ y
 
 
-def _ordered(x, name: str):
-    """A signed tensor ordered like the unsigned 64-bit values stored in ``x``."""
-    if name == "uint64":
-        return x ^ torch.iinfo(torch.int64).min
-    return x
+def _ordered(x):
+    """A signed tensor ordered like the unsigned 64-bit values stored in ``x`` (``uint64``
+    held as int64: the sign bit flipped)."""
+    return x ^ torch.iinfo(torch.int64).min
 
 
 @register("stablehlo.maximum")
@@ -244,7 +240,7 @@ def _maximum(interp, op, x, y):
     if x.is_complex():
         return torch.where(_complex_lt(x, y), y, x)
     if name == "uint64":
-        return torch.where(_ordered(x, name) >= _ordered(y, name), x, y)
+        return torch.where(_ordered(x) >= _ordered(y), x, y)
     return torch.maximum(x, y)
 
 
@@ -256,7 +252,7 @@ def _minimum(interp, op, x, y):
     if x.is_complex():
         return torch.where(_complex_lt(y, x), y, x)
     if name == "uint64":
-        return torch.where(_ordered(x, name) <= _ordered(y, name), x, y)
+        return torch.where(_ordered(x) <= _ordered(y), x, y)
     return torch.minimum(x, y)
 
 
@@ -440,7 +436,7 @@ def _compare(interp, op, x, y):
     if "TOTALORDER" in str(op.attr("compare_type")) and is_float(name):
         x, y = total_order_key(x), total_order_key(y)
     elif name == "uint64":
-        x, y = _ordered(x, name), _ordered(y, name)
+        x, y = _ordered(x), _ordered(y)
     elif x.is_complex() and direction not in ("EQ", "NE"):
         lt = _complex_lt(x, y)
         gt = _complex_lt(y, x)
@@ -523,7 +519,6 @@ def _int_to_int(x, src, dst):
 def _bitcast_convert(interp, op, x):
     src, dst = operand_name(op), result_name(op)
     raw = to_bits(x, src)
-    in_shape = tuple(op.operand_type(0).shape)
     out_shape = tuple(op.result_type.shape)
     target = _bits_dtype(dst)
     if dst == "bool" and src == "bool":
@@ -534,7 +529,6 @@ def _bitcast_convert(interp, op, x):
         out = raw.view(target)
     else:
         out = raw.contiguous().view(target).reshape(out_shape)
-    del in_shape
     return from_bits(out, dst)
 
 

@@ -155,6 +155,7 @@ def scatter_positions(op, operand_shape, indices, update_shape):
 
 
 _REDUCE = {"mul": "prod", "max": "amax", "min": "amin"}
+_BOOL_REDUCE = {"add": "amax", "or": "amax", "max": "amax", "mul": "amin", "and": "amin", "min": "amin"}
 
 
 @register("stablehlo.scatter")
@@ -173,16 +174,16 @@ def _scatter(interp, op, *args):
         u = u.reshape(-1).to(x.dtype)
         if kind == "replace" or (kind is None and n > 1 and _is_replace_all(op)):
             flat = flat.index_put((pos,), u)
-        elif kind == "add":
-            flat = (
-                flat.index_put((pos,), u, accumulate=True)
-                if x.dtype != torch.bool
-                else flat.index_put((pos,), u | flat[pos])
-            )
+        elif x.dtype == torch.bool and kind in _BOOL_REDUCE:
+            # i1 add/or/max are or, multiply/and/min are and (spec): a max or min over 0/1
+            # combines every update of a repeated position (index_put of ``u | flat[pos]``
+            # kept only the last write's, an update's true was lost)
+            bits = flat.to(torch.uint8).scatter_reduce(0, pos, u.to(torch.uint8), _BOOL_REDUCE[kind])
+            flat = bits.bool()
+        elif kind == "add" and x.dtype != torch.bool:
+            flat = flat.index_put((pos,), u, accumulate=True)
         elif kind in _REDUCE and x.dtype != torch.bool:
             flat = flat.scatter_reduce(0, pos, u, reduce=_REDUCE[kind], include_self=True)
-        elif kind in ("or", "max") and x.dtype == torch.bool:
-            flat = flat.index_put((pos,), u | flat[pos])
         elif n == 1 and op.attr("unique_indices"):
             # any body: with unique indices each element is combined at most once
             body = interp.region_fn(op.regions[0])

@@ -41,9 +41,7 @@ def _reduce_last(kind: str, x: torch.Tensor, ndims: int) -> torch.Tensor | None:
     if x.dtype == torch.bool:
         if kind in ("add", "max", "or"):
             return torch.any(x.flatten(-ndims), dim=-1)
-        if kind in ("min", "mul", "and"):
-            return torch.all(x.flatten(-ndims), dim=-1)
-        return None
+        return torch.all(x.flatten(-ndims), dim=-1)  # min, mul, and: the other kinds of _COMBINE
     if kind == "add":
         return torch.sum(x, dim=dims, dtype=x.dtype)
     if kind == "max":
@@ -53,10 +51,6 @@ def _reduce_last(kind: str, x: torch.Tensor, ndims: int) -> torch.Tensor | None:
     if kind == "mul":
         return torch.prod(x.flatten(-ndims), dim=-1, dtype=x.dtype)
     return None
-
-
-def _append(x: torch.Tensor, init: torch.Tensor) -> torch.Tensor:
-    return torch.cat([x, init.to(x.dtype).expand(*x.shape[:-1], 1)], dim=-1)
 
 
 def tree_reduce(body, xs: list[torch.Tensor], inits: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -145,9 +139,9 @@ def _pool(interp, op, x: torch.Tensor, sizes, strides, base_dil, win_dil, paddin
         return None
     kind = classify_combiner(op.regions[0])
     init = interp.static_operand(op, 1)
-    if init is None or init.size != 1:
+    if init is None:  # computed (spec: a 0-d tensor), not a constant
         return None
-    init = float(init.reshape(-1)[0])
+    init = float(init)
     if not ((kind == "max" and init == -math.inf) or (kind == "add" and init == 0.0)):
         return None
     trivial = [w == 1 and s == 1 and p == (0, 0) for w, s, p in zip(sizes, strides, padding, strict=True)]

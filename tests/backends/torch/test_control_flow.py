@@ -203,3 +203,36 @@ def test_counted_loop_gradient_is_exact():
     h = torch.tensor(X, requires_grad=True)
     to_torch_module(f, X)(h).backward()
     np.testing.assert_allclose(h.grad.numpy(), jax.grad(f)(X), rtol=1e-6)
+
+
+_DENSE_IN_BODY = """
+func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = stablehlo.while(%c = %arg0) : tensor<3xf32>
+  cond {
+    %z = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %1 = stablehlo.reduce(%c init: %z) applies stablehlo.add across dimensions = [0]
+      : (tensor<3xf32>, tensor<f32>) -> tensor<f32>
+    %t = stablehlo.constant dense<1.000000e+01> : tensor<f32>
+    %2 = stablehlo.compare LT, %1, %t, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %2 : tensor<i1>
+  } do {
+    %k = stablehlo.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
+    %1 = stablehlo.add %c, %k : tensor<3xf32>
+    stablehlo.return %1 : tensor<3xf32>
+  }
+  return %0 : tensor<3xf32>
+}
+"""
+
+
+def test_dense_constant_in_a_loop_body_is_hoisted():
+    """A non-splat constant inside a data-dependent loop's body (JAX hoists its own; other
+    producers do not) is created once outside the ``while_loop`` and passed in."""
+    import converter
+    from converter.backends.torch.ops.control_flow import while_loop_exact_grad
+
+    t = converter.from_stablehlo(_DENSE_IN_BODY).to_torch()
+    (loop,) = [n for n in t.graph_module.graph.nodes if n.target is while_loop_exact_grad]
+    assert len(loop.args[2]) == 2  # the carried value and the hoisted constant
+    np.testing.assert_array_equal(numpy_of(t(torch_of(np.zeros(3, np.float32)))), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(numpy_of(t(torch_of(np.array([9.0, 0, 0], np.float32)))), [10.0, 2.0, 3.0])

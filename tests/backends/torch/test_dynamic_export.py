@@ -361,3 +361,145 @@ def test_torch_compile_of_a_dynamic_cond_on_views_of_parameters():
     compiled = torch.compile(t, backend="aot_eager", fullgraph=True, dynamic=True)
     for x in (torch.rand(3, 4) + 0.1, -torch.rand(5, 4) - 0.1):
         torch.testing.assert_close(compiled(x), model(x).detach(), rtol=1e-5, atol=1e-6)
+
+
+def _iota_of(size: str) -> str:
+    """A module of one dynamic input ``x`` returning ``iota(size)`` (f32), ``size`` computed
+    from ``n = dim(x, 0)`` by the given ops (``%q`` names the size)."""
+    return f"""
+func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {{
+  %n = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?xf32>) -> tensor<i32>
+  %c5 = stablehlo.constant dense<5> : tensor<i32>
+  {size}
+  %s = stablehlo.reshape %q : (tensor<i32>) -> tensor<1xi32>
+  %y = stablehlo.dynamic_iota %s, dim = 0 : (tensor<1xi32>) -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}}
+"""
+
+
+def test_dimension_size_read_symbolically():
+    """``get_dimension_size`` of an input read under ``torch.export`` is the input's symbolic
+    size: ``iota(n + 5)`` exports once and runs at every ``n``; a size with no symbolic form
+    (``n / (n - 5)``, a divisor of unknown sign) raises naming the op and the size."""
+    from converter.signature import LeafSpec
+
+    base = converter.from_stablehlo(_iota_of("%q = stablehlo.add %n, %c5 : tensor<i32>"))
+    sig = base.signature  # with a second input the module does not use (kept_var_idx)
+    tree = {"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * 2},
+                                          {"kind": "dict", "keys": [], "children": []}]}  # fmt: skip
+    sig = sig.replace(
+        inputs=(*sig.inputs, LeafSpec("args[1]", (2,), "float32")), in_tree=tree, kept_var_idx=(0,)
+    )
+    t = converter.Module(base.mlir, sig, {}).to_torch()
+    ep = torch.export.export(t, (torch.zeros(4), torch.ones(2)), dynamic_shapes=t.export_dynamic_shapes())
+    for n in (2, 9):
+        torch.testing.assert_close(ep.module()(torch.zeros(n), torch.ones(2)), torch.arange(n + 5.0))
+    size = "%d = stablehlo.subtract %n, %c5 : tensor<i32>\n  %q = stablehlo.divide %n, %d : tensor<i32>"
+    t = converter.from_stablehlo(_iota_of(size)).to_torch()
+    torch.testing.assert_close(t(torch.zeros(10)), torch.arange(2.0))  # eager: any size
+    with pytest.raises(converter.DynamicDimensionError, match="stablehlo.divide.*unknown sign") as err:
+        torch.export.export(t, (torch.zeros(10),), dynamic_shapes=t.export_dynamic_shapes())
+    (dim,) = err.value.dims
+    assert f"size {dim} by {dim} - 5" in str(err.value)
+
+
+_SHAPE_OPS = """
+func.func public @main(%a: tensor<2xi32>, %b: tensor<2xi32>, %p: tensor<i1>, %q: tensor<2xi1>)
+    -> tensor<2xi32> {
+  %0 = stablehlo.divide %a, %b : tensor<2xi32>
+  %1 = stablehlo.remainder %a, %b : tensor<2xi32>
+  %2 = stablehlo.maximum %a, %b : tensor<2xi32>
+  %3 = stablehlo.minimum %a, %b : tensor<2xi32>
+  %4 = stablehlo.select %p, %a, %b : tensor<i1>, tensor<2xi32>
+  %5 = stablehlo.select %p, %q, %q : tensor<i1>, tensor<2xi1>
+  %6 = stablehlo.clamp %b, %a, %b : tensor<2xi32>
+  %7 = stablehlo.slice %a [1:2] : (tensor<2xi32>) -> tensor<1xi32>
+  %8 = stablehlo.convert %a : (tensor<2xi32>) -> tensor<2xi1>
+  %9 = stablehlo.convert %q : (tensor<2xi1>) -> tensor<2xi32>
+  %10 = stablehlo.not %q : tensor<2xi1>
+  %11 = stablehlo.not %a : tensor<2xi32>
+  %12 = stablehlo.and %q, %8 : tensor<2xi1>
+  %13 = stablehlo.or %q, %8 : tensor<2xi1>
+  %14 = stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi32>
+  %15 = stablehlo.constant dense<7> : tensor<20xi32>
+  return %0 : tensor<2xi32>
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def shape_ops():
+    """The ops of ``_SHAPE_OPS`` by result name (``"%4"`` ...) and the module holding them."""
+    from converter import mlir
+
+    module = converter.from_stablehlo(_SHAPE_OPS)
+    ops = [mlir.Op(o) for o in mlir.walk_ops(module.mlir.operation) if o.name != "func.return"]
+    ops = [o for o in ops if o.name.startswith("stablehlo.")]
+    return module, {f"%{i}": op for i, op in enumerate(ops)}
+
+
+def test_shape_arithmetic_on_concrete_sizes_follows_the_spec(shape_ops):
+    """Integer ``divide``/``remainder`` truncate toward zero (the spec's, not Python's floor),
+    ``maximum``/``minimum``/``clamp``/``slice``/``not`` elementwise; only small 1-D integer
+    constants are shape values."""
+    from converter.backends.torch.symbolic import SymArray, constant, eval_shape_op
+
+    _, ops = shape_ops
+    a, b = SymArray([-7, 7], "int32"), SymArray([2, -2], "int32")
+
+    def ev(name, *xs):
+        return eval_shape_op(ops[name], list(xs)).values.tolist()
+
+    assert ev("%0", a, b) == [-3, -3] and ev("%1", a, b) == [-1, 1]
+    assert ev("%2", a, b) == [2, 7] and ev("%3", a, b) == [-7, -2]
+    assert ev("%6", SymArray([0, 0], "int32"), a, SymArray([5, 5], "int32")) == [0, 5]
+    assert ev("%7", a) == [7] and ev("%11", a) == [6, -8]
+    assert ev("%8", SymArray([0, -3], "int32")) == [False, True]
+    assert ev("%9", SymArray([True, False], "bool")) == [1, 0] and ev(
+        "%10", SymArray([True, False], "bool")
+    ) == [False, True]
+    assert constant(ops["%14"]) is None and constant(ops["%15"]) is None  # 2-D, 20 elements
+    assert repr(SymArray([3, 4], "int64")) == "SymArray([3, 4], int64)"
+
+
+def test_shape_arithmetic_on_symbolic_sizes(shape_ops):
+    """On a size ``u`` of unknown sign: ``select`` on ``u > 0`` mixes ints and sizes through
+    ``sym_ite`` (scalar predicates broadcast), booleans through and/or, ``clamp`` through
+    ``sym_max``/``sym_min``; a remainder by it raises. Checked by substituting values of ``u``."""
+    from converter.backends.torch.symbolic import SymArray, SymbolicSizeError, eval_shape_op
+
+    _, ops = shape_ops
+    u = torch.fx.experimental.symbolic_shapes.ShapeEnv().create_unbacked_symint()
+    c = u > 0
+
+    def ev(name, *xs):
+        return list(eval_shape_op(ops[name], list(xs)).values)
+
+    def at(values, n):
+        out = []
+        for v in values:
+            if isinstance(v, (torch.SymInt, torch.SymBool)):
+                v = v.node.expr.subs({u.node.expr: n})
+            out.append(bool(v) if isinstance(v, bool) or str(v) in ("True", "False") else int(v))
+        return out
+
+    p = SymArray(c, "bool")
+    got = ev("%4", p, SymArray([3, 1], "int32"), SymArray([3, u], "int32"))
+    assert got[0] == 3 and at(got, 5) == [3, 1] and at(got, -2) == [3, -2]
+    got = ev("%4", p, SymArray([u, u * 2], "int32"), SymArray([u + 1, 4], "int32"))
+    assert at(got, 5) == [5, 10] and at(got, -2) == [-1, 4]
+    got = ev("%5", p, SymArray([True, c], "bool"), SymArray([c, False], "bool"))
+    assert at(got, 5) == [True, True] and at(got, -2) == [False, False]
+    got = ev("%6", SymArray([0, 0], "int32"), SymArray([u, -4], "int32"), SymArray([10, 10], "int32"))
+    assert [at(got, n)[0] for n in (-2, 5, 20)] == [0, 5, 10] and got[1] == 0
+    assert at(ev("%9", SymArray([True, c], "bool")), -3) == [1, 0]
+    assert at(ev("%10", SymArray([True, c], "bool")), -3) == [False, True]
+    both = SymArray([c, c], "bool")
+    assert at(ev("%12", SymArray([True, c], "bool"), both), 3) == [True, True]
+    assert at(ev("%12", both, SymArray([True, False], "bool")), 3) == [True, False]
+    assert at(ev("%13", SymArray([False, c], "bool"), both), -3) == [False, False]
+    assert at(ev("%13", both, SymArray([True, False], "bool")), -3) == [True, False]
+    assert ev("%7", SymArray([4, u], "int32")) == [u]
+    with pytest.raises(SymbolicSizeError, match="remainder of the size 6 by u0 of unknown sign"):
+        ev("%1", SymArray([6, 6], "int32"), SymArray([u, u], "int32"))

@@ -248,3 +248,90 @@ def test_bool_minimum_and_maximum():
     a = np.array([True, True, False, False])
     b = np.array([True, False, True, False])
     assert_same(lambda a, b: (jnp.minimum(a, b), jnp.maximum(a, b)), a, b)
+
+
+def test_wrapping_unsigned_complex_sign_and_saturating_converts():
+    """ui8 negate/subtract wrap modulo 256, complex sign is ``z / |z|`` (0 at 0), ui64
+    minimum compares unsigned, f32 → i4 and f64 → ui64 truncate and saturate (NaN → 0)."""
+    u = np.array([0, 1, 200, 255], np.uint8)
+    v = np.array([1, 0, 201, 3], np.uint8)
+    z = np.array([1 + 2j, 1 - 1j, 0, -3 + 0.5j], np.complex64)
+    p = np.array([0, 2**63, 2**64 - 1, 5], np.uint64)
+    q = np.array([1, 5, 2**63, 5], np.uint64)
+    f = np.array([7.9, -9.5, np.nan, 3.2], np.float32)
+    d = np.array([1e19, 2.0**64, -3.0, 1.5e19], np.float64)
+    assert_same(
+        lambda u, v, z, p, q, f, d: (
+            lax.neg(u),
+            u - v,
+            lax.sign(z),
+            lax.min(p, q),
+            lax.convert_element_type(f, jnp.int4).astype(jnp.int8),  # i4 returns in i8 storage
+            lax.convert_element_type(d, jnp.uint64),
+        ),
+        u, v, z, p, q, f, d,
+    )  # fmt: skip
+
+
+_SPEC_ELEMENTWISE = """
+func.func public @main(%z: tensor<4xcomplex<f32>>, %w: tensor<4xcomplex<f32>>, %y: tensor<2xcomplex<f64>>)
+    -> (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>, tensor<4xi1>, tensor<4xi1>, tensor<4xi1>,
+        tensor<4xi1>, tensor<4xi1>, tensor<4xf32>, tensor<2xf64>) {
+  %0 = stablehlo.maximum %z, %w : tensor<4xcomplex<f32>>
+  %1 = stablehlo.minimum %z, %w : tensor<4xcomplex<f32>>
+  %2 = stablehlo.compare LT, %z, %w : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  %3 = stablehlo.compare GT, %z, %w : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  %4 = stablehlo.compare LE, %z, %w : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  %5 = stablehlo.compare GE, %z, %w : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  %6 = stablehlo.compare EQ, %z, %w : (tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>) -> tensor<4xi1>
+  %7 = stablehlo.convert %z : (tensor<4xcomplex<f32>>) -> tensor<4xf32>
+  %8 = stablehlo.convert %y : (tensor<2xcomplex<f64>>) -> tensor<2xf64>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8 : tensor<4xcomplex<f32>>, tensor<4xcomplex<f32>>, tensor<4xi1>,
+    tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xi1>, tensor<4xf32>, tensor<2xf64>
+}
+"""
+
+
+def test_complex_order_and_complex_to_real_follow_the_spec():
+    """Complex maximum/minimum/compare order (real, imag) lexicographically (as XLA; JAX
+    writes its own selects instead), and a complex → real convert keeps the real part."""
+    z = np.array([1 + 2j, 1 + 2j, 2 - 9j, -1 + 0j], np.complex64)
+    w = np.array([1 + 3j, 1 + 2j, 1 + 9j, -1 - 1j], np.complex64)
+    y = np.array([1.5 - 2j, -0.25 + 7j], np.complex128)
+    t = converter.from_stablehlo(_SPEC_ELEMENTWISE).to_torch()
+    got = [numpy_of(o) for o in t(*(torch_of(a) for a in (z, w, y)))]
+    lt = np.array([True, False, False, False])  # z < w, (re, im) lexicographic
+    gt = np.array([False, False, True, True])
+    want = [np.where(lt, w, z), np.where(gt, w, z), lt, gt, ~gt, ~lt, z == w, z.real, y.real]
+    for g, wnt in zip(got, want, strict=True):
+        assert g.dtype == wnt.dtype
+        np.testing.assert_array_equal(g, wnt)
+
+
+_I1_BITCAST = """
+func.func public @main(%x: tensor<8xi1>) -> tensor<i8> {
+  %0 = stablehlo.bitcast_convert %x : (tensor<8xi1>) -> tensor<i8>
+  return %0 : tensor<i8>
+}
+"""
+
+_POLYGAMMA = """
+func.func public @main(%n: tensor<2xf32>, %x: tensor<2xf32>) -> tensor<2xf32> {
+  %c = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %0 = chlo.polygamma %N, %x : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (_I1_BITCAST, "bitcast_convert between i1 and another type"),
+        (_POLYGAMMA.replace("%N", "%n"), "chlo.polygamma with a non-constant order"),
+        (_POLYGAMMA.replace("%N", "%c"), "chlo.polygamma with mixed orders"),
+    ],
+)
+def test_unsupported_forms_raise_naming_the_op(text, message):
+    with pytest.raises(converter.ConversionError, match=message):
+        converter.from_stablehlo(text).to_torch()

@@ -3,6 +3,7 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax import lax
 
 from .helpers import assert_same, numpy_of, to_torch_module, torch_of
@@ -71,3 +72,76 @@ def test_dynamic_slice_clamps():
 
     for i in (0, 3, -5, 10):
         assert_same(f, A, np.int32(i))
+
+
+def test_bool_scatter_combines_repeated_positions():
+    """``.at[i].max``/``.min`` of bools (or / and) with a repeated index: every update of the
+    position counts (only the last write's did: ``[F, T]`` at one position gave F)."""
+    a = np.array([False, False, True, True])
+    i = np.array([1, 1, 2, 1], np.int32)
+    u, w = np.array([True, False, False, False]), np.array([False, True, True, True])
+    assert_same(
+        lambda a, i, u, w: (a.at[i].max(u), a.at[i].min(u), a.at[i].max(w), a.at[i].min(w)), a, i, u, w
+    )
+
+
+_SCATTERS = """
+func.func public @main(%a: tensor<4xi1>, %i: tensor<3x1xi32>, %u: tensor<3xi1>,
+                       %x: tensor<4xf32>, %n: tensor<4xi32>, %v: tensor<3xf32>, %m: tensor<3xi32>)
+    -> (tensor<4xi1>, tensor<4xf32>, tensor<4xi32>) {
+  %r = "stablehlo.scatter"(%a, %i, %u) ({
+    ^bb0(%p: tensor<i1>, %q: tensor<i1>):
+      %s = stablehlo.add %p, %q : tensor<i1>
+      stablehlo.return %s : tensor<i1>
+  }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0],
+      scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}
+    : (tensor<4xi1>, tensor<3x1xi32>, tensor<3xi1>) -> tensor<4xi1>
+  %w:2 = "stablehlo.scatter"(%x, %n, %i, %v, %m) ({
+    ^bb0(%x0: tensor<f32>, %n0: tensor<i32>, %x1: tensor<f32>, %n1: tensor<i32>):
+      stablehlo.return BODY : tensor<f32>, tensor<i32>
+  }) {scatter_dimension_numbers = #stablehlo.scatter<inserted_window_dims = [0],
+      scatter_dims_to_operand_dims = [0], index_vector_dim = 1>}
+    : (tensor<4xf32>, tensor<4xi32>, tensor<3x1xi32>, tensor<3xf32>, tensor<3xi32>)
+      -> (tensor<4xf32>, tensor<4xi32>)
+  return %r, %w#0, %w#1 : tensor<4xi1>, tensor<4xf32>, tensor<4xi32>
+}
+"""
+
+
+def test_i1_add_scatter_and_variadic_replace_scatter():
+    """Spec: i1 ``add`` is or (a repeated position gets every update); a two-operand scatter
+    whose body returns its updates writes both operands; one whose body returns anything
+    else is refused rather than computed with repeated indices in some order."""
+    import converter
+
+    t = converter.from_stablehlo(_SCATTERS.replace("BODY", "%x1, %n1")).to_torch()
+    a = np.array([False, False, False, True])
+    i = np.array([[1], [1], [5]], np.int32)  # 5: out of bounds, dropped
+    x, n = np.arange(4, dtype=np.float32), np.arange(4, dtype=np.int32) * 10
+    v, m = np.array([7.5, 7.5, 9.0], np.float32), np.array([-1, -1, -2], np.int32)
+    got = [numpy_of(o) for o in t(*(torch_of(z) for z in (a, i, np.array([True, False, True]), x, n, v, m)))]
+    np.testing.assert_array_equal(got[0], [False, True, False, True])
+    np.testing.assert_array_equal(got[1], [0.0, 7.5, 2.0, 3.0])
+    np.testing.assert_array_equal(got[2], [0, -1, 20, 30])
+    with pytest.raises(converter.ConversionError, match="scatter with a general body and possibly repeated"):
+        converter.from_stablehlo(_SCATTERS.replace("BODY", "%x0, %n1")).to_torch()
+
+
+_GATHER_SCALAR_STARTS = """
+func.func public @main(%a: tensor<4x6xf32>, %i: tensor<3xi32>) -> tensor<3x6xf32> {
+  %g = "stablehlo.gather"(%a, %i) {dimension_numbers = #stablehlo.gather<offset_dims = [1],
+      collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>,
+      slice_sizes = array<i64: 1, 6>} : (tensor<4x6xf32>, tensor<3xi32>) -> tensor<3x6xf32>
+  return %g : tensor<3x6xf32>
+}
+"""
+
+
+def test_gather_with_index_vector_dim_past_the_last():
+    """``index_vector_dim`` equal to the indices' rank (spec: a trailing index vector of
+    size 1): each index is a row's start, clamped into range."""
+    import converter
+
+    t = converter.from_stablehlo(_GATHER_SCALAR_STARTS).to_torch()
+    idx = np.array([3, 0, 9], np.int32)
+    np.testing.assert_array_equal(numpy_of(t(torch_of(A), torch_of(idx))), A[[3, 0, 3]])

@@ -111,8 +111,9 @@ def test_kept_var_idx_drops_unused_arguments():
             kept_var_idx=(0,),
         )
         module = converter.Module(module.mlir, sig, {})
-    out = module.to_torch()(torch.tensor(X), torch.tensor(W))
-    np.testing.assert_allclose(out.numpy(), X * 2)
+    t = module.to_torch()
+    np.testing.assert_allclose(t(torch.tensor(X), torch.tensor(W)).numpy(), X * 2)
+    np.testing.assert_allclose(t(X, W).numpy(), X * 2)  # NumPy inputs: the checked path
 
 
 def test_signature_mismatch_names_the_argument():
@@ -327,3 +328,204 @@ def test_inputs_updated_in_place_are_written_back_or_refused():
         SignatureMismatchError, match=r"args\[1\]: the model updates this input .* cannot be written"
     ):
         module(x, frozen)
+
+
+_TUPLES = """
+func.func public @main(%a: tensor<2xf32>, %b: tensor<i32>) -> (tensor<2xf32>, tensor<i32>) {
+  %t = stablehlo.tuple %a, %b : tuple<tensor<2xf32>, tensor<i32>>
+  %x = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2xf32>, tensor<i32>>) -> tensor<i32>
+  %y = stablehlo.get_tuple_element %t[0] : (tuple<tensor<2xf32>, tensor<i32>>) -> tensor<2xf32>
+  %z = stablehlo.negate %y : tensor<2xf32>
+  return %z, %x : tensor<2xf32>, tensor<i32>
+}
+"""
+
+
+def test_tuple_values_pass_through():
+    """``tuple``/``get_tuple_element`` (a tuple-typed result, no tensor type to read) carry
+    their elements by index."""
+    t = converter.from_stablehlo(_TUPLES).to_torch()
+    z, x = t(torch.tensor([1.5, -2.0]), torch.tensor(7, dtype=torch.int32))
+    np.testing.assert_array_equal(z.numpy(), [-1.5, 2.0])
+    assert x.dtype == torch.int32 and int(x) == 7
+
+
+_DYNAMIC = """
+func.func public @main(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %0 = stablehlo.custom_call @my_kernel(%x) : (tensor<?xf32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+"""
+
+
+def test_dynamic_module_refused_where_it_needs_static_shapes():
+    """``build_graph`` traces static shapes only (naming the input), and a shape-polymorphic
+    module's unsupported ops are reported at ``to_torch``, not at its first call."""
+    from converter.backends.torch.module import build_graph
+
+    module = converter.from_stablehlo(_DYNAMIC)
+    with pytest.raises(
+        converter.ConversionError, match=r"args\[0\]: dynamic shape \[None\] is not supported"
+    ):
+        build_graph(module)
+    with pytest.raises(converter.UnsupportedOpError) as err:
+        module.to_torch()
+    assert [m.name for m in err.value.missing] == ["stablehlo.custom_call@my_kernel"]
+
+
+def test_make_fx_error_behind_another_is_raised(monkeypatch):
+    """An error make_fx raises while a rule's ConversionError unwinds (its trace logging
+    failing) gives way to the rule's error; other errors propagate as they are."""
+    from converter.backends.torch import module as torch_module
+
+    def make_fx(fn, tracing_mode):
+        def trace(*args):
+            try:
+                raise converter.ConversionError("the rule's error")
+            except converter.ConversionError:
+                raise KeyError("printing") from None
+
+        return trace
+
+    monkeypatch.setattr(torch_module, "make_fx", make_fx)
+    with pytest.raises(converter.ConversionError, match="the rule's error") as err:
+        torch_module._make_fx_graph(lambda x: x, [torch.zeros(1)])
+    assert isinstance(err.value.__cause__, KeyError)
+    monkeypatch.setattr(torch_module, "make_fx", lambda fn, tracing_mode: lambda *a: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        torch_module._make_fx_graph(lambda x: x, [torch.zeros(1)])
+
+    def rule_error(fn, tracing_mode):
+        def trace(*args):
+            raise converter.ConversionError("raised directly")
+
+        return trace
+
+    monkeypatch.setattr(torch_module, "make_fx", rule_error)
+    with pytest.raises(converter.ConversionError, match="raised directly") as err:
+        torch_module._make_fx_graph(lambda x: x, [torch.zeros(1)])
+    assert err.value.__cause__ is None  # as raised, not chained to itself
+
+
+_KEYED = """
+func.func public @main(%x: tensor<2xui32>, %key: tensor<2xui32>) -> tensor<2xf64> {
+  %0 = stablehlo.convert %key : (tensor<2xui32>) -> tensor<2xf64>
+  %1 = stablehlo.convert %x : (tensor<2xui32>) -> tensor<2xf64>
+  %2 = stablehlo.add %0, %1 : tensor<2xf64>
+  return %2 : tensor<2xf64>
+}
+"""
+
+
+def _args_tree(n: int, keys: tuple = ()) -> dict:
+    return {
+        "kind": "tuple",
+        "children": [
+            {"kind": "tuple", "children": [{"kind": "leaf"}] * n},
+            {"kind": "dict", "keys": list(keys), "children": [{"kind": "leaf"}] * len(keys)},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def keyed():
+    """A module whose second argument is its PRNG key: returns ``x + key`` (in float64: the
+    key's words as the module receives them, not wrapped by a uint32 add)."""
+    from converter.signature import RNG_KEY
+
+    base = converter.from_stablehlo(_KEYED)
+    sig = base.signature.replace(inputs=base.signature.inputs[:1], rng=RNG_KEY, in_tree=_args_tree(1))
+    return converter.Module(base.mlir, sig, {}).to_torch()
+
+
+def test_rng_key_as_an_int_a_pair_or_refused(keyed):
+    """``rng=`` takes an int seed (high word, low word, as ``jax.random.PRNGKey``) or two
+    integers (a key's data, each word kept to 32 bits); anything else is refused, naming it."""
+    x = np.array([1, 2], np.uint32)
+    np.testing.assert_array_equal(keyed(x, rng=(5 << 32) + 9), [6, 11])
+    np.testing.assert_array_equal(keyed(x, rng=np.array([3, 2**32 + 4])), [4, 6])
+    np.testing.assert_array_equal(keyed(x, rng=torch.tensor([7, 8], dtype=torch.int32)), [8, 10])
+    with pytest.raises(converter.SignatureMismatchError, match=r"rng: expected .* got torch.int64\[3\]"):
+        keyed(x, rng=np.array([1, 2, 3]))
+    with pytest.raises(converter.SignatureMismatchError, match=r"rng: .* got torch.float32\[2\]"):
+        keyed(x, rng=torch.tensor([1.0, 2.0]))
+
+
+def test_call_with_missing_argument_or_inconsistent_tree():
+    """A call with too few arguments leaves the fast path and is refused naming the
+    arguments; a signature whose tree has fewer leaves than inputs is refused at call."""
+    base = converter.from_stablehlo(jax.jit(lambda x, y: x - y).lower(X, X).as_text())
+    t = base.to_torch()
+    with pytest.raises(converter.SignatureMismatchError, match="args"):
+        t(torch.tensor(X))
+    bad = converter.Module(base.mlir, base.signature.replace(in_tree=_args_tree(1)), {}).to_torch()
+    with pytest.raises(converter.ConversionError, match="expected 2 input leaves, got 1"):
+        bad(torch.tensor(X))
+
+
+def test_keyword_input_named_as_a_forward_parameter():
+    """A keyword input named as a parameter of ``forward`` (``args``) keeps ``forward``'s
+    ``**kwargs`` signature (a keyword-only one would clash) and still binds by name."""
+    import inspect
+
+    base = converter.from_stablehlo(jax.jit(lambda x, y: x - y).lower(X, X).as_text())
+    t = converter.Module(base.mlir, base.signature.replace(in_tree=_args_tree(1, ("args",))), {}).to_torch()
+    params = inspect.signature(t.forward).parameters
+    assert "kwargs" in params and params["kwargs"].kind is inspect.Parameter.VAR_KEYWORD
+    np.testing.assert_array_equal(t(torch.tensor(X), args=torch.tensor(X * 3)).numpy(), X - X * 3)
+
+
+def test_export_dynamic_shapes_of_dimension_expressions():
+    """Dimension names that are not identifiers become ``Dim`` names (``d_`` before a digit),
+    derived dimensions ``Dim`` expressions (``+ - *`` of names and integers); other
+    expressions are refused, naming the input and the expression."""
+    from converter.backends.torch.module import export_dynamic_shapes
+
+    sig = converter.from_stablehlo(jax.jit(lambda x: x).lower(X).as_text()).signature
+
+    def shapes(*dims):
+        inputs = tuple(LeafSpec(f"args[{i}]", (d, 4), "float32") for i, d in enumerate(dims))
+        return export_dynamic_shapes(sig.replace(inputs=inputs, in_tree=_args_tree(len(dims))))["args"]
+
+    a, b, c = shapes("9n", "n-1", "3*m")
+    assert a[0].__name__ == "d_9n"
+    assert str(b[0]) == str(torch.export.Dim("n") - 1) and str(c[0]) == str(3 * torch.export.Dim("m"))
+    (_, d, e) = shapes("k", "2*k+1", "k*2-3")
+    assert str(d[0]) == str(2 * torch.export.Dim("k") + 1) and str(e[0]) == str(torch.export.Dim("k") * 2 - 3)
+    with pytest.raises(
+        converter.ConversionError, match=r"args\[1\]: dimension 'k//2' has no torch.export Dim"
+    ):
+        shapes("k", "k//2", "k")
+
+
+_PARTITIONED_DYNAMIC = """module @m attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
+  sdy.mesh @mesh = <["x"=2]>
+  func.func public @main(%arg0: tensor<?x4xf32>) -> (tensor<?x4xf32>) {
+    %0 = sdy.manual_computation(%arg0) in_shardings=[<@mesh, [{"x"}, {}]>]
+        out_shardings=[<@mesh, [{"x"}, {}]>] manual_axes={"x"} (%a: tensor<?x4xf32>) {
+      %1 = stablehlo.negate %a : tensor<?x4xf32>
+      sdy.return %1 : tensor<?x4xf32>
+    } : (tensor<?x4xf32>) -> tensor<?x4xf32>
+    return %0 : tensor<?x4xf32>
+  }
+}
+"""
+
+
+def test_partitioned_module_with_dynamic_shapes_refused():
+    with pytest.raises(converter.DistributedError, match="partitioned module with dynamic shapes"):
+        converter.from_stablehlo(_PARTITIONED_DYNAMIC).to_torch()
+
+
+def test_shape_polymorphic_module_traces_once_per_shape():
+    """A shape-polymorphic module builds one graph per argument shapes and reuses it."""
+    text = _DYNAMIC.replace(
+        "stablehlo.custom_call @my_kernel(%x) : (tensor<?xf32>) ->", "stablehlo.negate %x :"
+    )
+    t = converter.from_stablehlo(text).to_torch()
+    x3, x5 = torch.tensor([1.0, -2.0, 3.0]), torch.arange(5.0)
+    np.testing.assert_array_equal(t(x3).numpy(), -x3.numpy())
+    first = t._graphs[((3,),)]
+    np.testing.assert_array_equal(t(x3 * 2).numpy(), -2 * x3.numpy())
+    np.testing.assert_array_equal(t(x5).numpy(), -x5.numpy())
+    assert t._graphs[((3,),)] is first and set(t._graphs) == {((3,),), ((5,),)}

@@ -145,3 +145,48 @@ def test_top_k_total_order(dtype):
     x = np.array(TOTAL_ORDER_SPECIALS, dtype)
     got, want = run_both(lambda x: (lax.top_k(x, 10), lax.top_k(x, 3), jnp.sort(x)), x)
     assert_bits_equal(got, want)
+
+
+def _select_and_scatter_variant(ety, scatter, negative_padding=False):
+    text = select_and_scatter_text(ety, "GE", "SIGNED" if ety.startswith("i") else "UNSIGNED", scatter, "0")
+    if negative_padding:  # rows 5 - 1 = 4: a source of 2 window rows
+        text = text.replace("[[0, 0], [1, 0], [1, 1]]", "[[0, 0], [-1, 0], [1, 1]]")
+        text = text.replace(f"tensor<2x3x3x{ety}>", f"tensor<2x2x3x{ety}>")
+    return text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_select_and_scatter_variant("i32", "subtract"), "with a general scatter body"),
+        (_select_and_scatter_variant("i32", "xor"), "with a xor scatter body"),
+        (_select_and_scatter_variant("ui32", "maximum"), "with a max scatter body on uint32"),
+        (_select_and_scatter_variant("i32", "add", negative_padding=True), "with negative padding"),
+    ],
+    ids=["subtract", "xor", "ui32-max", "negative-padding"],
+)
+def test_select_and_scatter_refusals_name_the_form(text, message):
+    with pytest.raises(converter.ConversionError, match="select_and_scatter " + message):
+        converter.from_stablehlo(text).to_torch()
+
+
+def test_one_dim_pool_bool_xor_empty_reduce_and_uint64_sort():
+    """A max pool over the only dimension (no batch dims) and one with a computed init, an
+    xor reduction of bools (a tree of the body), a reduction over no dimensions (the
+    operand), and a sort of uint64 keys (ordered unsigned)."""
+    v = rng.standard_normal(7).astype(np.float32)
+    b = np.array([[True, False, True], [True, True, True]])
+    u = np.array([2**64 - 1, 0, 2**63, 5, 2**63 - 1], np.uint64)
+    assert_same(
+        lambda v, b, u, s: (
+            lax.reduce_window(v, -jnp.inf, lax.max, (3,), (2,), "VALID"),
+            lax.reduce_window(v, s, lax.max, (3,), (2,), "VALID"),  # a computed init: no pool call
+            lax.reduce(b, False, lax.bitwise_xor, (1,)),
+            lax.reduce(v, np.float32(0), lax.add, ()),
+            jnp.sort(u),
+        ),
+        v,
+        b,
+        u,
+        np.float32(0.5),
+    )
