@@ -228,8 +228,9 @@ func.func public @main(%arg0: tensor<3xf32>) -> tensor<3xf32> {
 def test_dense_constant_in_a_loop_body_is_hoisted():
     """A non-splat constant inside a data-dependent loop's body (JAX hoists its own; other
     producers do not) is created once outside the ``while_loop`` and passed in."""
-    import converter
     from converter.backends.torch.ops.control_flow import while_loop_exact_grad
+
+    import converter
 
     t = converter.from_stablehlo(_DENSE_IN_BODY).to_torch()
     (loop,) = [n for n in t.graph_module.graph.nodes if n.target is while_loop_exact_grad]
