@@ -460,7 +460,7 @@ def attention_scale(gm: GraphModule) -> None:
         if node.op != "call_function" or node.target is not _SDPA_CPU:
             continue
         perm = node.args[0]
-        if not isinstance(perm, Node) or perm.target is not aten.permute.default or len(perm.users) != 1:
+        if not isinstance(perm, Node) or perm.target is not aten.permute.default:
             continue
         op = perm.args[0]
         if not isinstance(op, Node) or len(op.users) != 1 or op.kwargs or len(op.args) != 2:
@@ -480,7 +480,13 @@ def attention_scale(gm: GraphModule) -> None:
         scale = node.kwargs.get("scale")
         if scale is None:
             scale = 1.0 / _shape(node.args[0])[-1] ** 0.5
-        perm.args = (x, *perm.args[1:])
+        if len(perm.users) == 1:
+            perm.args = (x, *perm.args[1:])
+        else:  # the scaled queries are read elsewhere too (patterns._propagate_nan): keep them
+            with gm.graph.inserting_before(node):
+                unscaled = gm.graph.call_function(aten.permute.default, (x, *perm.args[1:]))
+            unscaled.meta = dict(perm.meta)
+            node.args = (unscaled, *node.args[1:])
         node.kwargs = {**node.kwargs, "scale": scale * factor}
 
 

@@ -236,6 +236,21 @@ def _where(interp, value: ir.Value, env: dict) -> tuple[torch.Tensor, ir.Value, 
     return cond_t, outer[i], c
 
 
+def _propagate_nan(out: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``out`` (SDPA of ``q`` ``(..., L, D)`` and ``k`` ``(..., S, D)``) with NaN in each row
+    whose scores are all NaN or ``-inf``: torch's fused kernel returns 0 there (it treats the
+    row as fully masked) where the program's ``exp(s - max(s))`` is NaN. Without overflow, such
+    a row is one whose query has a non-finite entry (every score of the row is then ``±inf``
+    or NaN, and a row holding ``+inf`` or NaN is NaN in both) or one where every key has one.
+    Other non-finite cases (NaN or ``±inf`` in a score, in ``v``) already agree. Cost:
+    O(L*D + S*D + L*Dv) elementwise, no product. Not applied with a mask: there torch's
+    additive mask lets a non-finite score at a masked position reach its row (NaN), where the
+    program's ``select`` drops it."""
+    # max |x| < inf: x finite (NaN compares false); cheaper than isfinite's several kernels
+    keys = (k.abs().amax(-1) < math.inf).any(-1)[..., None, None]
+    return torch.where((q.abs().amax(-1, keepdim=True) < math.inf) & keys, out, math.nan)
+
+
 def _attention(interp, op: mlir.Op, env: dict) -> torch.Tensor | None:
     dot = _single_dot(op)
     if dot is None or _dtype(op.results[0]) not in ("float32", "float64"):
@@ -271,6 +286,8 @@ def _attention(interp, op: mlir.Op, env: dict) -> torch.Tensor | None:
         if mask is not None:
             bias = torch.where(mask[0], 0.0, mask[1]).to(q_t.dtype)
         out = F.scaled_dot_product_attention(q_t, k_t, v_t, attn_mask=bias, scale=1.0)
+        if bias is None:
+            out = _propagate_nan(out, q_t, k_t)
         return out if probs_first else out.transpose(-1, -2)
     return None
 

@@ -566,11 +566,20 @@ _EMPTY_GROUPS = """%0 = "stablehlo.all_reduce"(%x) <{replica_groups = dense<> : 
       }) : (tensor<4xf32>) -> tensor<4xf32>"""
 
 
+def test_all_reduce_over_every_process_of_a_one_process_module():
+    """Empty ``replica_groups`` (every process) in a module of one partition and one replica:
+    one group of one process, so the reduction of the single operand, the operand itself
+    (StableHLO spec ``all_reduce``)."""
+    x = np.arange(4, dtype=np.float32) - 1.5
+    got = converter.from_stablehlo(_NO_MESH.replace("BODY", _EMPTY_GROUPS)).to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(got), x)
+
+
 @pytest.mark.parametrize(
     "text, op, words",
     [
-        pytest.param(
-            _NO_MESH.replace("BODY", _EMPTY_GROUPS),
+        pytest.param(  # empty groups over two replicas (one process: test below)
+            _NO_MESH.replace("BODY", _EMPTY_GROUPS).replace("num_replicas = 1", "num_replicas = 2"),
             "stablehlo.all_reduce",
             "a collective over several devices in a module without a mesh",
             id="all-devices-without-mesh",

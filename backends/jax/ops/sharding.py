@@ -14,7 +14,8 @@
   the row-major mesh): the StableHLO spec's "use_global_device_ids" mode
   (https://openxla.org/stablehlo/spec#all_reduce, #collective_permute).
 
-A module without a mesh (one device) runs the collectives over singleton groups as identities.
+A module without a mesh (one device) runs the collectives over singleton groups as identities,
+and so over "every process" (empty ``replica_groups``) when it has one partition and one replica.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from jax.sharding import NamedSharding
 
 from converter import mlir, regions, sharding
 from converter.errors import ShardingError
+from converter.sdy import num_partitions, num_replicas
 
 from ..registry import register
 
@@ -57,6 +59,13 @@ def _subset_groups(axes: dict[str, int], subset: tuple[str, ...]) -> list[tuple[
     return sorted(tuple(int(d) for d in row) for row in moved)
 
 
+def _one_process(interp) -> bool:
+    """The module runs as one process (``mhlo.num_partitions`` and ``mhlo.num_replicas`` 1 or
+    absent): empty ``replica_groups`` (all processes) then name a group of one."""
+    module = getattr(interp, "module", None)
+    return module is not None and num_partitions(module) == num_replicas(module) == 1
+
+
 def _axes_of_groups(interp, op: mlir.Op) -> tuple[str, ...] | None:
     """The mesh axes (in the order the groups enumerate them) over which ``op``'s device
     groups run; ``()`` when every group is one device (nothing to communicate).
@@ -68,6 +77,8 @@ def _axes_of_groups(interp, op: mlir.Op) -> tuple[str, ...] | None:
     axes = _mesh_axes(interp)
     if groups is not None and all(len(g) == 1 for g in groups):
         return ()
+    if groups is None and not axes and _one_process(interp):
+        return ()  # every process: the one there is
     if not axes:
         raise ShardingError("a collective over several devices in a module without a mesh")
     if groups is None:

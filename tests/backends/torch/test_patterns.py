@@ -6,6 +6,8 @@ and that the numbers match ``jax.jit`` and the graph built without the rewrite."
 
 from __future__ import annotations
 
+import itertools
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -350,8 +352,7 @@ def test_attention_is_sdpa(monkeypatch):
 def test_queries_divided_by_a_constant(c):
     """``q / c`` before attention: a negative ``c`` goes into SDPA's scale like any other
     (``scale * (1 / c)``, here ``1 / c``: the program has no ``1/sqrt(d)``); ``c = 0`` stays a
-    division (``1 / 0`` cannot be folded). The values of ``c = 0`` are not compared: ``q / 0``
-    is infinite, jax.jit's softmax gives NaN rows and torch's SDPA kernel zeros."""
+    division (``1 / 0`` cannot be folded): ``q / 0`` is infinite, rows of NaN in both."""
 
     def attend(q, k, v):
         w = jnp.einsum("bqhd,bkhd->bhqk", q / c, k)
@@ -359,12 +360,43 @@ def test_queries_divided_by_a_constant(c):
 
     q, k, v = _x(1, 3, 2, 4), _x(1, 4, 2, 4), _x(1, 4, 2, 4)
     tm = _convert(attend, q, k, v)
-    assert (aten.div.Tensor in _targets(tm)) is (c == 0.0)
     if c:
         assert _sdpa(tm).kwargs["scale"] == 1 / c
+    with torch.no_grad():
+        got = tm(*(torch.from_numpy(a) for a in (q, k, v))).numpy()
+    want = np.asarray(jax.jit(attend)(q, k, v))
+    assert bool(np.isnan(want).any()) == (c == 0.0)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_with_non_finite_inputs():
+    """NaN and ``±inf`` in ``q``, ``k``, ``v``: the program's numbers (torch's fused kernel alone
+    gives 0 for a row whose scores are all NaN or ``-inf``, the program NaN)."""
+
+    def attend(q, k, v):
+        w = jnp.einsum("bqhd,bkhd->bhqk", q, k)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(1, 3, 2, 4), _x(1, 4, 2, 4), _x(1, 4, 2, 4)
+    tm = _convert(attend, q, k, v)
+    assert aten._softmax.default not in _targets(tm)
+    cases = []
+    for i, value in itertools.product(range(3), (np.nan, np.inf, -np.inf)):
+        args = [a.copy() for a in (q, k, v)]
+        args[i][0, 1, 0, 2] = value
+        cases.append(args)
+    args = [a.copy() for a in (q, k, v)]
+    args[1][0, :, 1, 0] = -np.inf  # every key of head 1: every row NaN
+    cases.append(args)
+    args = [a.copy() for a in (q, k, v)]
+    args[0][0, 2, 0, :], args[1][0, :, 0, :] = [-np.inf, 0, 0, 0], 1.0  # scores of a row all -inf
+    cases.append(args)
+    for args in cases:
         with torch.no_grad():
-            got = tm(*(torch.from_numpy(a) for a in (q, k, v))).numpy()
-        np.testing.assert_allclose(got, np.asarray(jax.jit(attend)(q, k, v)), rtol=1e-5, atol=1e-5)
+            got = tm(*(torch.from_numpy(a) for a in args)).numpy()
+        want = np.asarray(jax.jit(attend)(*args))
+        assert not np.isfinite(want).all()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(("diagonal", "causal"), [(0, True), (-1, False), (1, False)])
