@@ -147,3 +147,22 @@ def run_check_batch(cases: dict, ops=(), rtol=1e-6, atol=1e-6) -> None:
 def check():
     """``check(fn, *tensors, ops=("aten.x.default", ...), rtol=1e-6, atol=1e-6)``."""
     return run_check
+
+
+def check_rule(rule, op, *args, rtol=1e-6, atol=1e-6, **kwargs) -> None:
+    """``rule`` (a rule function, imported: not through the registry, so no registry
+    coverage is recorded) called on ``args``, their tensors as JAX arrays, under one
+    ``jax.jit``, against eager ``op(*args, **kwargs)`` as :func:`run_check` compares.
+
+    For the rules of ops the Core ATen decompositions replace before any conversion reaches
+    them (``tests/registry_coverage.py``), which serve programs decomposed with another table."""
+    import jax
+
+    tensors = [to_numpy(a) for a in args if isinstance(a, torch.Tensor)]
+
+    def call(*arrays):
+        it = iter(arrays)
+        return rule(*(next(it) if isinstance(a, torch.Tensor) else a for a in args), **kwargs)
+
+    ref = [t for t in tree_leaves(op(*args, **kwargs)) if isinstance(t, torch.Tensor)]
+    assert_jax_matches([np.asarray(o) for o in tree_leaves(jax.jit(call)(*tensors))], ref, rtol, atol)
