@@ -79,3 +79,33 @@ def test_cia_cache_follows_new_op_registrations():
         assert torch.ops.converter_test_cia.twice.default in after
         assert first is utils._collect_all_valid_cia_ops
     assert epm._collect_all_valid_cia_ops is utils._collect_all_valid_cia_ops
+
+
+def test_lowering_refuses_what_a_rule_cannot_express():
+    """``interpret``: a node kind no rule serves (a tensor ``get_attr``: not a subgraph) is
+    an OpConversionError naming it; a graph without an output node a ValueError; ``conform``
+    refuses a rule's result of another shape than torch's, and the error of a rule in a
+    static graph names no dynamic dimension."""
+    import jax.numpy as jnp
+    import pytest
+    from converter.frontends.torch.lowering import _symbolic_cause, conform, interpret
+
+    from converter.errors import OpConversionError
+
+    root = torch.nn.Module()
+    root.table = torch.ones(2)
+    g = torch.fx.Graph(root)
+    g.output(g.get_attr("table"))
+    with pytest.raises(OpConversionError, match="get_attr.*table"):
+        interpret(g, [])
+    g = torch.fx.Graph()
+    g.placeholder("x")
+    with pytest.raises(ValueError, match="graph has no output node"):
+        interpret(g, [1])
+    fake = torch._subclasses.FakeTensorMode().from_tensor(torch.zeros(2, 3))
+    assert conform(jnp.zeros((2, 3), jnp.int32), fake).dtype == jnp.float32  # cast to torch's
+    with pytest.raises(ValueError, match=r"rule returned shape \(3, 2\), torch gives \(2, 3\)"):
+        conform(jnp.zeros((3, 2)), fake)
+    with pytest.raises(ValueError, match=r"rule returned shape \(6,\)"):
+        conform(jnp.zeros(6), fake)
+    assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2),), {})) is None
