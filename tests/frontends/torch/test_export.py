@@ -84,11 +84,12 @@ def test_cia_cache_follows_new_op_registrations():
 def test_lowering_refuses_what_a_rule_cannot_express():
     """``interpret``: a node kind no rule serves (a tensor ``get_attr``: not a subgraph) is
     an OpConversionError naming it; a graph without an output node a ValueError; ``conform``
-    refuses a rule's result of another shape than torch's, and the error of a rule in a
-    static graph names no dynamic dimension."""
+    refuses a rule's result of another shape than torch's; a rule's error in a dynamic graph
+    names the dynamic dimensions among its arguments, none when they have none."""
+    import jax
     import jax.numpy as jnp
     import pytest
-    from converter.frontends.torch.lowering import _symbolic_cause, conform, interpret
+    from converter.frontends.torch.lowering import _symbolic_cause, conform, interpret, symbolic_dims
 
     from converter.errors import OpConversionError
 
@@ -108,4 +109,7 @@ def test_lowering_refuses_what_a_rule_cannot_express():
         conform(jnp.zeros((3, 2)), fake)
     with pytest.raises(ValueError, match=r"rule returned shape \(6,\)"):
         conform(jnp.zeros(6), fake)
-    assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2),), {})) is None
+    (n,) = jax.export.symbolic_shape("n")
+    with symbolic_dims({"s0": n}):  # a rule's error in a dynamic graph: which dims it names
+        assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2), 3), {})) is None
+        assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2), n), {})) == ["n"]
