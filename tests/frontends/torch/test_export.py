@@ -113,3 +113,40 @@ def test_lowering_refuses_what_a_rule_cannot_express():
     with symbolic_dims({"s0": n}):  # a rule's error in a dynamic graph: which dims it names
         assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2), 3), {})) is None
         assert _symbolic_cause(ValueError("x"), ((jnp.zeros(2), n), {})) == ["n"]
+
+
+def test_treespec_to_json_kinds_and_keys():
+    """Tensor and static leaves, namedtuples (their field names: torch's node type is the
+    ``namedtuple`` function, its context the class; this crashed ``from_torch`` on any
+    namedtuple input or output), and the key spellings of custom nodes' contexts: keys,
+    ``(keys, extra)``, one string, none."""
+    from collections import namedtuple
+    from types import SimpleNamespace
+
+    from converter.frontends.torch.pytree import _keys_of, treespec_to_json
+    from torch.utils._pytree import tree_flatten
+
+    Pair = namedtuple("Pair", "a b")
+    t = torch.zeros(1)
+    leaves, spec = tree_flatten((t, None, Pair(t, 3)))
+    assert treespec_to_json(spec, leaves) == {
+        "kind": "tuple",
+        "children": [
+            {"kind": "leaf"},
+            {"kind": "static", "value": None},  # a leaf in torch's pytree
+            {
+                "kind": "dict",
+                "keys": ["a", "b"],
+                "children": [{"kind": "leaf"}, {"kind": "static", "value": 3}],
+                "type": "Pair",
+            },
+        ],
+    }
+
+    def keys(context, n=2):
+        return _keys_of(SimpleNamespace(type=object, context=context, num_children=n))
+
+    assert keys(["x", 1]) == ["x", 1]
+    assert keys((["p", "q"], "more")) == ["p", "q"]
+    assert keys("only", 1) == ["only"]
+    assert keys({"opaque": 1}, 3) == ["0", "1", "2"]
