@@ -443,3 +443,20 @@ def test_refused_arguments_raise_naming_them():
         r.hash_tensor(x, mode=1)
     with pytest.raises(NotImplementedError, match="complex"):
         r.hash_tensor(x.astype(jnp.complex64))
+
+
+def test_rule_helpers_on_scalars_bools_and_bad_dims():
+    """``_util``: the result dtype of Python scalars alone (torch's), a dim out of range
+    (IndexError naming it), the first maximum of a bool row (as torch's argmax)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from converter.frontends.torch.ops._util import arg_extreme, dim, result_type
+
+    assert result_type(2, 3.5) == np.float32 and result_type(True) == np.bool_ and result_type(7) == np.int64
+    with pytest.raises(IndexError, match="dim 2 out of range for a tensor of rank 2"):
+        dim(2, 2)
+    assert dim(-1, 0) == 0
+    b = torch.tensor([[False, True, True], [False, False, False]])
+    got = arg_extreme(jnp.asarray(b.numpy()), 1)
+    np.testing.assert_array_equal(got, b.int().argmax(1).numpy())
+    np.testing.assert_array_equal(arg_extreme(jnp.asarray(b.numpy()), 1, largest=False), [0, 0])
