@@ -62,7 +62,9 @@ def test_grid_sample(mode):
     grid[0, 0, 0] = torch.tensor([0.25, -0.5])  # exact half-pixel positions
     cases = _cases(functools.partial(F.grid_sample, mode=mode), GRID_CONFIGS, X2, grid)
     one_row = functools.partial(F.grid_sample, mode=mode, padding_mode="reflection", align_corners=True)
-    cases["reflection of a single row"] = (one_row, (X2[:, :, :1], grid))  # reflects to row 0
+    nan_y = grid.clone()
+    nan_y[1, 0, 0, 1] = float("nan")  # torch reflects even NaN to row 0 there
+    cases["reflection of a single row"] = (one_row, (X2[:, :, :1], nan_y))  # reflects to row 0
     run_check_batch(cases, ops="aten.grid_sampler_2d.default", rtol=1e-5, atol=1e-6)
 
 
