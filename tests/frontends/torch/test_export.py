@@ -143,6 +143,11 @@ def test_treespec_to_json_kinds_and_keys():
         ],
     }
 
+    assert treespec_to_json(tree_flatten([t, 3])[1]) == {  # without the leaves: all "leaf"
+        "kind": "list",
+        "children": [{"kind": "leaf"}, {"kind": "leaf"}],
+    }
+
     def keys(context, n=2):
         return _keys_of(SimpleNamespace(type=object, context=context, num_children=n))
 
