@@ -279,14 +279,11 @@ class _Padding:
                     return n, "a product over the padded dimension"
             if name in _RESHAPES and not self._keeps_rows(ins[0], padded[ins[0]], n, axis):
                 return n, "a view that moves the padded rows"
-            for a in ins:  # pointwise broadcasting: the padded axes line up
-                if _pointwise(n) and padded[a] - a.meta["val"].dim() != axis - n.meta["val"].dim():
-                    return n, "which lines the padded rows up with another dimension"
-        for n in padded:
-            for u in n.users:
-                if u.op == "call_function" and u not in padded and u not in self.checks:
-                    return u, "which reads its size"
-        return None
+            # a pointwise op lines its padded operands' rows up with its own: broadcasting
+            # aligns dims from the right, so an operand's padded dim lands on a padded dim of
+            # the result (a second one would be "mixed"); operands without it (a reduction
+            # over the padded rows) broadcast to every row
+        return None  # every user of a padded node is in ``padded`` or a size check
 
     def _reduced_axes(self, n: torch.fx.Node, inp: torch.fx.Node) -> set[int]:
         rank = inp.meta["val"].dim()

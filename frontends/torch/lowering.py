@@ -408,11 +408,6 @@ def conform(out: Any, val: Any) -> Any:
 
 
 def _same_shape(a: tuple, b: tuple) -> bool:
-    """Shapes equal, symbolic dimensions compared as ``jax.export`` expressions (an
-    undecidable comparison counts as different)."""
-    if len(a) != len(b):
-        return False
-    try:
-        return all(x == y for x, y in zip(a, b, strict=True))
-    except Exception:  # noqa: BLE001 - jax's InconclusiveDimensionOperation
-        return False
+    """Shapes equal, symbolic dimensions compared as ``jax.export`` expressions (whose
+    ``==`` never raises: an undecidable comparison answers False, so counts as different)."""
+    return len(a) == len(b) and all(x == y for x, y in zip(a, b, strict=True))

@@ -29,7 +29,7 @@ def _convert(spec: Any, it) -> TreeSpec:
         if isinstance(value, _STATIC_TYPES):
             return {"kind": "static", "value": value}
         return LEAF
-    t = spec.type
+    t = _node_class(spec)
     children = [_convert(c, it) for c in spec.children()]
     if t is tuple:
         return {"kind": "tuple", "children": children}
@@ -38,13 +38,20 @@ def _convert(spec: Any, it) -> TreeSpec:
     if t is type(None):
         return {"kind": "none"}
     keys = _keys_of(spec)
-    if issubclass(t, dict) and t is dict:
+    if t is dict:
         return {"kind": "dict", "keys": keys, "children": children}
     return {"kind": "dict", "keys": keys, "children": children, "type": t.__name__}
 
 
+def _node_class(spec: Any) -> type:
+    """The class of a TreeSpec node: its ``type``, except for a namedtuple, whose node type
+    is the ``namedtuple`` function and whose context the class (torch 2.13)."""
+    t = spec.type
+    return spec.context if not isinstance(t, type) and isinstance(spec.context, type) else t
+
+
 def _keys_of(spec: Any) -> list:
-    t, ctx = spec.type, spec.context
+    t, ctx = _node_class(spec), spec.context
     if hasattr(t, "_fields"):
         return list(t._fields)
     if isinstance(ctx, (list, tuple)) and all(isinstance(k, (str, int)) for k in ctx):

@@ -332,3 +332,21 @@ def test_stop_gradient_marking_is_per_thread():
     thread.join()
     assert results["other"] == 6.0
     assert _jax_internal.STOP_GRADIENT_TARGET in exp.mlir_module()
+
+
+def test_function_of_no_argument_and_parameter_checks():
+    """A function of no argument converts;
+    non-array parameters are refused naming their path; a variables dict whose other entry
+    is no collection (a dict) has no Flax state."""
+    from converter.frontends.jax import _flax_state, _param_names
+
+    m = converter.from_jax(lambda: jnp.arange(3.0) * 2)
+    assert m.signature.inputs == () and m.signature.params == ()
+    _close(m.to_jax()(), np.arange(3.0) * 2)
+    with pytest.raises(TypeError, match=r"params\['b'\]: parameters must be arrays, got int"):
+        _param_names({"w": np.ones(2), "b": 3})
+    names = ["params['params']['w']", "params['scale']"]
+    assert _flax_state({"params": {"w": np.ones(2)}, "scale": np.ones(1)}, names) == set()
+    assert _flax_state({"params": {"w": np.ones(2)}, "stats": {"s": np.ones(1)}}, names) == {
+        "params['scale']"
+    }

@@ -115,11 +115,6 @@ def dims(ds: Any, ndim: int) -> tuple[int, ...]:
     return tuple(sorted({dim(d, ndim) for d in ds})) if ndim else ()
 
 
-def default_int() -> np.dtype:
-    """int64, torch's index and integer-sum dtype."""
-    return np.dtype("int64")
-
-
 def arg_extreme(x: Any, axis: int, largest: bool = True) -> Any:
     """Index (int64) of the first maximum (``largest``) or minimum of ``x`` along ``axis``,
     NaN counting as the extreme, as torch's ``argmax``/``max.dim``/max pooling choose.

@@ -93,16 +93,15 @@ def _div_floor_int(a, b):
 
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def div_mode(x, y, rounding_mode=None):
-    """Division with ``rounding_mode`` None (true), ``"trunc"`` or ``"floor"``."""
+    """Division with ``rounding_mode`` None (true), ``"trunc"`` or ``"floor"`` (``torch.export``
+    refuses any other)."""
     if rounding_mode is None:
         return div(x, y)
     (x, y), dt = _common(x, y)
     x, y = jnp.broadcast_arrays(x, y)
     if rounding_mode == "trunc":
         return jnp.trunc(x / y) if is_float(dt) else lax.div(x, y)
-    if rounding_mode == "floor":
-        return _div_floor_float(x, y) if is_float(dt) else _div_floor_int(x, y)
-    raise ValueError(f"unknown rounding_mode {rounding_mode!r}")
+    return _div_floor_float(x, y) if is_float(dt) else _div_floor_int(x, y)
 
 
 @register(aten.floor_divide.default, aten.floor_divide.Scalar)

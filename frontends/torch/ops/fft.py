@@ -40,11 +40,9 @@ def _norm(normalization: int, forward: bool) -> str:
 
 def _axes(dim: Sequence[int], ndim: int) -> tuple[int, ...]:
     """The transformed dims, non-negative, in the order given (the last one is the halved
-    dim of ``r2c``/``c2r``)."""
+    dim of ``r2c``/``c2r``; ``torch.export`` refuses a repeated dim)."""
     out = tuple(d % ndim if ndim else 0 for d in dim)
     _dims(list(dim), ndim)  # range check, as torch's wrap_dim
-    if len(set(out)) != len(out):
-        raise ValueError(f"fft dims {list(dim)} repeat a dim")
     return out
 
 
@@ -68,10 +66,9 @@ def _static_lengths(op: str, sizes: Sequence) -> None:
 def fft_r2c(x: jax.Array, dim: Sequence[int], normalization: int, onesided: bool) -> jax.Array:
     """Forward transform of a real tensor over ``dim``: float32 → complex64 (float64 →
     complex128), same shape except that with ``onesided`` the last dim of ``dim`` keeps its
-    ``n // 2 + 1`` non-redundant entries. Raises ``ValueError`` for a bad ``normalization``."""
+    ``n // 2 + 1`` non-redundant entries (``torch.export`` refuses an empty ``dim``). Raises
+    ``ValueError`` for a bad ``normalization``."""
     axes = _axes(dim, x.ndim)
-    if not axes:
-        return x.astype(jnp.result_type(x.dtype, jnp.complex64))
     _static_lengths("_fft_r2c", [x.shape[a] for a in axes])
     norm = _norm(normalization, forward=True)
     if onesided:
@@ -97,11 +94,9 @@ def fft_c2r(x: jax.Array, dim: Sequence[int], normalization: int, last_dim_size:
     """Inverse transform of a one-sided Hermitian spectrum over ``dim`` to a real tensor:
     complex64 → float32, the last dim of ``dim`` becoming ``last_dim_size`` long (its first
     ``last_dim_size // 2 + 1`` entries are read; the imaginary parts that a real signal
-    cannot have are ignored, as pocketfft/MKL do). Raises ``ValueError`` for a bad
-    ``normalization`` or empty ``dim``."""
+    cannot have are ignored, as pocketfft/MKL do; ``torch.export`` refuses an empty ``dim``).
+    Raises ``ValueError`` for a bad ``normalization``."""
     axes = _axes(dim, x.ndim)
-    if not axes:
-        raise ValueError("_fft_c2r needs at least one dim")
     _static_lengths("_fft_c2r", [*(x.shape[a] for a in axes[:-1]), last_dim_size])
     sizes = [x.shape[a] for a in axes[:-1]] + [int(last_dim_size)]
     return jnp.fft.irfftn(x, s=sizes, axes=axes, norm=_norm(normalization, forward=False))

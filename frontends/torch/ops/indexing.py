@@ -207,7 +207,9 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):  # noqa: A002
 @_bools_as_int
 def index_add(x, dim, index, source, alpha=1):  # noqa: A002
     """``x`` with ``alpha * source`` slices added at ``index`` along ``dim``."""
-    d = _dim(dim, x.ndim) if x.ndim else 0
+    if x.ndim == 0:  # as a (1,) tensor
+        return index_add(x.reshape(1), 0, index.reshape(-1), source.reshape(-1), alpha).reshape(())
+    d = _dim(dim, x.ndim)
     idx = [slice(None)] * x.ndim
     idx[d] = _wrap(index, x.shape[d])
     src = source if alpha == 1 else source * alpha
@@ -235,9 +237,7 @@ def index_reduce(x, dim, index, source, reduce, *, include_self=True):  # noqa: 
         return index_reduce(
             x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce, include_self=include_self
         ).reshape(())
-    d = _dim(dim, x.ndim)
-    if source.ndim == 0:
-        source = source.reshape(1)
+    d = _dim(dim, x.ndim)  # a 0-dim source of a shaped x: torch refuses it when run
     index = index.reshape(-1)
     shape = [1] * source.ndim
     shape[d] = index.shape[0]

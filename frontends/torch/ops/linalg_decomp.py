@@ -219,9 +219,7 @@ def linalg_lu_solve(factor, pivots, b, left=True, adjoint=False):
 def linalg_qr(a, mode="reduced"):
     """``(Q, R)`` of ``a`` ``(..., m, n)`` (``?geqrf`` + ``?orgqr``): ``reduced`` gives
     ``Q (..., m, k)``, ``R (..., k, n)``; ``complete`` ``Q (..., m, m)``, ``R (..., m, n)``; ``r``
-    only ``R`` (``Q`` empty)."""
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr mode {mode!r}")
+    only ``R`` (``Q`` empty); ``torch.export`` refuses any other mode."""
     q, r = lax.linalg.qr(a, full_matrices=mode == "complete")
     return (empty(a.dtype) if mode == "r" else q), r
 

@@ -205,10 +205,7 @@ def _intervals(sample, size: int, out: int, pool: int):
 def _fractional_max_pool(x, nd: int, kernel_size, output_size, samples):
     x, unbatched = _batched(x, nd)
     n, c, sizes = x.shape[0], x.shape[1], x.shape[2:]
-    k, outs = _per_dim(kernel_size, nd), _per_dim(output_size, nd)
-    for size, kk, o in zip(sizes, k, outs, strict=True):
-        if o + kk - 1 > size:
-            raise ValueError(f"fractional_max_pool{nd}d: output {o} + kernel {kk} - 1 exceeds input {size}")
+    k, outs = _per_dim(kernel_size, nd), _per_dim(output_size, nd)  # o + k - 1 <= size: export checks
     # ATen's sample order per plane: (W, H) in 2-d, (T, H, W) in 3-d
     which = [1, 0] if nd == 2 else [0, 1, 2]
     samples = jnp.broadcast_to(samples, (n, c, nd))

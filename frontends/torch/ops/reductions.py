@@ -451,18 +451,19 @@ def segment_reduce(
 
     Segments are given by ``lengths`` (shape ``data.shape[:axis] + (S,)``) or ``offsets``
     (``data.shape[:axis] + (S + 1,)``); the output is ``data`` with ``data.shape[axis]``
-    replaced by ``S``. Every segment starts from ``initial`` (the reduction's identity when
-    None); ``max``/``min`` propagate NaN; ``mean`` divides by the segment length, and an empty
-    segment without ``initial`` gives NaN. ``unsafe`` only skips torch's input checks.
+    replaced by ``S``. ``"amax"``/``"amin"`` are ``"max"``/``"min"``. Every segment starts
+    from ``initial`` (the reduction's identity when None); ``max``/``min`` propagate NaN;
+    ``mean`` divides by the segment length, and an empty segment without ``initial`` gives
+    NaN. ``unsafe`` only skips torch's input checks.
+
+    ``torch.export`` refuses ``indices`` and neither ``lengths`` nor ``offsets`` (as torch does).
 
     Raises:
-        NotImplementedError: ``indices`` (torch does not implement it either) or an unknown
-            reduction.
+        NotImplementedError: an unknown reduction (torch raises when run).
     """
+    reduce = {"amax": "max", "amin": "min"}.get(reduce, reduce)
     if reduce not in _SEGMENT_IDENTITY:
         raise NotImplementedError(f"segment_reduce: reduction {reduce!r}")
-    if lengths is None and offsets is None:
-        raise NotImplementedError("segment_reduce: only lengths or offsets segments are supported")
     axis = dim(axis, data.ndim)
     start, end = _segment_bounds(lengths, offsets)
     pos = jnp.arange(data.shape[axis])
@@ -494,10 +495,9 @@ def segment_reduce(
 def _linspace(lo, hi, steps, dtype):
     """``torch.linspace(lo, hi, steps)`` as the CPU kernel computes it in ``dtype``: the first
     half ``lo + step * i``, the second half ``hi - step * (steps - 1 - i)``, with
-    ``step = (hi - lo) / (steps - 1)`` (``RangeFactoriesKernel.cpp``)."""
+    ``step = (hi - lo) / (steps - 1)`` (``RangeFactoriesKernel.cpp``); ``steps >= 2`` (the
+    edges of at least one bin)."""
     lo, hi = jnp.asarray(lo, dtype), jnp.asarray(hi, dtype)
-    if steps == 1:
-        return lo[None]
     step = (hi - lo) / jnp.asarray(steps - 1, dtype)
     i = np.arange(steps)
     head = lo + step * jnp.asarray(i, dtype)
@@ -508,12 +508,11 @@ def _linspace(lo, hi, steps, dtype):
 def _edge_bounds(x2d, d, rng):
     """Outer edges of dim ``d`` of a ``(M, D)`` input (``select_outer_bin_edges``): ``rng``
     pairs when given, else the column's min and max (0 and 1 for an empty input), widened
-    by 0.5 on both sides when equal."""
+    by 0.5 on both sides when equal. ``torch.export`` refuses a range with min > max (or not
+    finite)."""
     dt = x2d.dtype
     if rng is not None:
         lo, hi = float(rng[2 * d]), float(rng[2 * d + 1])
-        if not lo <= hi:
-            raise ValueError(f"histogramdd: min {lo} exceeds max {hi} for dimension {d}")
         if lo == hi:
             lo, hi = lo - 0.5, hi + 0.5
         return jnp.asarray(lo, dt), jnp.asarray(hi, dt)
@@ -585,10 +584,8 @@ def _as_points(x):
 
 
 def _bin_ct_edges(x2d, bins, rng):
-    if len(bins) != x2d.shape[1]:
-        raise ValueError(f"histogramdd: {len(bins)} bin counts for {x2d.shape[1]}-dimensional points")
-    if min(bins, default=1) <= 0:
-        raise ValueError(f"histogram: bins must be > 0, got {list(bins)}")
+    """The edges of ``bins[d]`` equal bins per dim (``torch.export`` refuses a count of bins
+    other than the points' dimension, and counts below 1)."""
     return [_linspace(*_edge_bounds(x2d, d, rng), b + 1, x2d.dtype) for d, b in enumerate(bins)]
 
 
@@ -600,13 +597,8 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002 - ATen names
     ``trunc((x - lo) * bins / (hi - lo))`` in the input dtype, the last one closed on the
     right; elements outside the range and NaN are not counted. Output: ``(bins,)``.
 
-    Raises:
-        ValueError: ``bins <= 0`` or ``min > max`` (torch raises too).
+    ``torch.export`` refuses ``bins <= 0`` and ``min > max``.
     """
-    if bins <= 0:
-        raise ValueError(f"histc: bins must be > 0, got {bins}")
-    if min > max:
-        raise ValueError("histc: max must be larger than min")
     dt = x.dtype
     flat = x.reshape(-1, 1)
     if min == max and flat.size:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from converter.frontends.torch import export
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
 
 import converter
 from tests.compare import assert_complex_close
@@ -147,3 +147,25 @@ def run_check_batch(cases: dict, ops=(), rtol=1e-6, atol=1e-6) -> None:
 def check():
     """``check(fn, *tensors, ops=("aten.x.default", ...), rtol=1e-6, atol=1e-6)``."""
     return run_check
+
+
+def check_rule(rule, op, *args, rtol=1e-6, atol=1e-6, **kwargs) -> None:
+    """``rule`` (a rule function, imported: not through the registry, so no registry
+    coverage is recorded) called on ``args``, their tensors as JAX arrays, under one
+    ``jax.jit``, against eager ``op(*args, **kwargs)`` as :func:`run_check` compares.
+
+    For the rules of ops the Core ATen decompositions replace before any conversion reaches
+    them (``tests/registry_coverage.py``), which serve programs decomposed with another table."""
+    import jax
+
+    leaves, spec = tree_flatten(args)  # tensors in lists too (``stack``'s ``tensors``)
+    tensors = [to_numpy(a) for a in leaves if isinstance(a, torch.Tensor)]
+
+    def call(*arrays):
+        it = iter(arrays)
+        return rule(
+            *tree_unflatten([next(it) if isinstance(a, torch.Tensor) else a for a in leaves], spec), **kwargs
+        )
+
+    ref = [t for t in tree_leaves(op(*args, **kwargs)) if isinstance(t, torch.Tensor)]
+    assert_jax_matches([np.asarray(o) for o in tree_leaves(jax.jit(call)(*tensors))], ref, rtol, atol)

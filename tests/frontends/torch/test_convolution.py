@@ -47,3 +47,12 @@ def test_conv_transpose(check, dims, cin, cout, k, kwargs):
 def test_unbatched_conv(check):
     m = torch.nn.Conv2d(3, 5, 3).eval()
     check(m, torch.randn(3, 8, 8), ops="aten.convolution.default", rtol=1e-5, atol=1e-5)
+
+
+def test_convolution_of_more_than_3_spatial_dims_raises():
+    """torch has no 4-d convolution kernel; the layout helper refuses one."""
+    from converter.frontends.torch.ops.convolution import _spec
+
+    assert _spec(2) == ("NCHW", "OIHW", "NCHW")
+    with pytest.raises(NotImplementedError, match="4-d convolution"):
+        _spec(4)

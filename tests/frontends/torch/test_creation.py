@@ -99,3 +99,28 @@ def test_strided_empties_copies_and_value_asserts():
         "aten.split_copy.Tensor",
     ]
     check_targets(fn, x, ops=ops, rtol=0, atol=0)
+
+
+def test_rules_of_decomposed_factories():
+    """Rules of factories the Core ATen decompositions replace, called directly (the
+    ``empty`` ones share the code of the ``zeros`` ones: torch's values are uninitialized)."""
+    from converter.frontends.torch.registry import ATEN_RULES
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    x = torch.randn(2, 3)
+
+    def rule(op):
+        return ATEN_RULES._rules[str(op)]  # not through get(): no registry hit
+
+    check_rule(rule(aten.ones_like.default), aten.ones_like.default, x)
+    check_rule(rule(aten.zeros_like.default), aten.zeros_like.default, x, dtype=torch.int32)
+    check_rule(rule(aten.new_ones.default), aten.new_ones.default, x, [4])
+    check_rule(rule(aten.new_zeros.default), aten.new_zeros.default, x, [1, 2], dtype=torch.bool)
+    check_rule(rule(aten.new_full.default), aten.new_full.default, x, [3], 2.5)
+    check_rule(rule(aten.new_full.default), aten.new_full.default, x, [2, 2], 7, dtype=torch.int64)
+    check_rule(rule(aten.fill.Scalar), aten.fill.Scalar, x, 1.5)
+    check_rule(rule(aten.fill.Tensor), aten.fill.Tensor, x.long(), torch.tensor(3.7))
+    check_rule(rule(aten.eye.default), aten.eye.default, 3)
+    check_rule(rule(aten.eye.m), aten.eye.m, 2, 4, dtype=torch.int32)

@@ -5,6 +5,7 @@ its source line, the reason and the static-size fix; a ``nonzero`` bounded by
 from __future__ import annotations
 
 import inspect
+import re
 
 import numpy as np
 import onnxruntime as ort
@@ -102,13 +103,14 @@ def test_nonzero_bounded_by_torch_check_converts_padded(bounded, x):
 
 class Gathered(torch.nn.Module):
     """A bounded ``nonzero`` used inside the graph: indexing by it, pointwise ops, reductions
-    over its rows (sum, mean, amax, all-element sum of the indices) and a padded output."""
+    over its rows (sum, mean, amax, all-element sum of the indices, a mean over every dim)
+    and padded outputs (one a product with a reduction over the rows)."""
 
     def forward(self, x, v):
         idx = torch.nonzero(x > 0)
         torch._check(idx.shape[0] <= 4)
         rows = v[idx[:, 0]] * 2 + 1
-        return rows.sum(0), rows.mean(0), rows.amax(0), idx.sum(), rows
+        return rows.sum(0), rows.mean(0), rows.amax(0), idx.sum(), rows.mean(), rows, rows * rows.sum(0)
 
 
 @pytest.fixture(scope="module")
@@ -141,16 +143,17 @@ def gathered():
 )
 def test_bounded_nonzero_inside_the_graph_matches_torch(gathered, x):
     m, v, backends = gathered
-    assert m.signature.outputs[-1].shape == (4, 3)  # the padded rows
+    assert [o.shape for o in m.signature.outputs[-2:]] == [(4, 3), (4, 3)]  # the padded rows
     with torch.no_grad():
         want = [t.numpy() for t in Gathered()(x, v)]
     n = want[-1].shape[0]
     for target, run in backends.items():
         got = run(x)
-        for w, g in zip(want[:-1], got[:-1], strict=True):
+        for w, g in zip(want[:-2], got[:-2], strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=target)
-        np.testing.assert_allclose(got[-1][:n], want[-1], rtol=1e-6, atol=1e-6, err_msg=target)
-        np.testing.assert_array_equal(got[-1][n:], 0, err_msg=target)  # padding rows are 0
+        for w, g in zip(want[-2:], got[-2:], strict=True):
+            np.testing.assert_allclose(g[:n], w, rtol=1e-6, atol=1e-6, err_msg=target)
+            np.testing.assert_array_equal(g[n:], 0, err_msg=target)  # padding rows are 0
 
 
 def test_bounded_nonzero_use_that_padding_would_change_is_refused():
@@ -174,6 +177,91 @@ def test_bounded_nonzero_use_that_padding_would_change_is_refused():
 
     with pytest.raises(DataDependentShapeError, match=r"at most 2 rows.*its size feeds a computation"):
         converter.from_torch(Sized(), (torch.tensor([0.0, 1.0, 0.0, 2.0]),))
+
+
+class Refused(torch.nn.Module):
+    """Bounded ``nonzero`` results each used in one way the padding cannot be carried
+    through (one line each: the error names it), and a bounded nonzero of a padded value."""
+
+    def forward(self, x, w):
+        out = []
+        for _ in range(9):
+            a = torch.nonzero(x)
+            torch._check(a.shape[0] <= 3)
+            out.append(a)
+        out += [torch.cat(out[:2])]  # a size computed from the padded one: 2 * u0
+        out += [out[2].max()]  # a reduction the masking does not know
+        out += [out[3].sum(0).sum()]  # a reduction of a reduction over the rows
+        out += [(out[4] * 1.0)[out[4][:, 0]]]  # indexing into the padded rows
+        out += [w @ (out[5] * 1.0).T]  # the padded rows as a product's right operand
+        out += [(out[6] * 1.0).T.reshape(-1, 2)]  # a reshape that moves the rows
+        out += [torch.sort(out[7], 1)]  # a tuple result (its sizes not per axis)
+        out += [torch.nonzero(out[7])]  # a nonzero of the padded value: converts padded
+        out += [out[8].shape[0]]  # its size an output
+        return out
+
+
+def test_each_use_a_padded_nonzero_cannot_serve_is_named():
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0], [3.0, 0.0], [0.0, 0.0]])
+    with pytest.raises(DataDependentShapeError) as info:
+        converter.from_torch(Refused(), (x, torch.ones(2, 2)))
+    lines, start = inspect.getsourcelines(Refused.forward)
+    refusals = {}
+    for op in info.value.ops:
+        line = int(op.location.rsplit(":", 1)[1]) - start
+        comment = lines[line].partition("#")[2].strip()  # "" for the loop's nonzero
+        refusals.setdefault(comment, []).append(op.reason)
+    expected = {  # the use → the op named and why
+        "a size computed from the padded one: 2 * u0": "cat.default at .*, which merges the padded rows",
+        "a reduction the masking does not know": "max.default at .*, whose result the padding rows would",
+        "a reduction of a reduction over the rows": "sum.dim_IntList at .*, a reduction that keeps the",
+        "indexing into the padded rows": "index.Tensor at .*, indexing into the padded rows",
+        "the padded rows as a product's right operand": "mm.default at .*, a product over the padded",
+        "a reshape that moves the rows": "view.default at .*, a view that moves the padded rows",
+        "a tuple result (its sizes not per axis)": "sort.default at .*, which merges the padded rows",
+    }
+    a_nonzero = [r for r in refusals.pop("") if "at most 3 rows" in r]
+    assert len(a_nonzero) == 8  # one reason each (the first error met)
+    assert sum("its size feeds a computation" in r for r in a_nonzero) == 1  # the size output
+    for use, why in expected.items():
+        assert any(re.search(why, r) for r in a_nonzero), (use, a_nonzero)
+    # the inner nonzero: its input's size is symbolic, so any bound of it is the program's
+    # the inner nonzero is not refused: its input's size (2 * u0) is symbolic, and the bound
+    # the program gives it (6 elements) pads it
+    assert not refusals
+
+
+def test_size_check_users_visit_a_shared_node_once():
+    """``sym_size`` → two size expressions → one sum → one assertion: the sum is found once."""
+    import operator
+
+    from converter.frontends.torch.data_dependent import _size_check_users
+
+    g = torch.fx.Graph()
+    nz = g.call_function(torch.ops.aten.nonzero.default, (g.placeholder("x"),))
+    n = g.call_function(torch.ops.aten.sym_size.int, (nz, 0))
+    both = g.call_function(
+        operator.add, (g.call_function(operator.mul, (n, 2)), g.call_function(operator.add, (n, 1)))
+    )
+    check = g.call_function(
+        torch.ops.aten._assert_scalar.default, (g.call_function(operator.le, (both, 9)), "m")
+    )
+    found = _size_check_users(nz)
+    assert len(found) == len(set(found)) == 6 and found[0] is n and check in found
+
+
+def test_a_reshape_keeps_rows_only_with_static_sizes_before_them():
+    from types import SimpleNamespace
+
+    from converter.frontends.torch.data_dependent import _Padding
+
+    def node(*shape):
+        return SimpleNamespace(meta={"val": SimpleNamespace(shape=shape)})
+
+    u, s = "u0", "s0"  # the padded size, another symbolic size
+    assert _Padding._keeps_rows(node(2, 3, u), 2, node(6, u), 1)
+    assert not _Padding._keeps_rows(node(2, 3, u), 2, node(3, u, 2), 1)
+    assert not _Padding._keeps_rows(node(s, u), 1, node(s, u, 1), 1)  # s0 may differ
 
 
 def test_nonzero_static_with_fill_value_matches_torch():

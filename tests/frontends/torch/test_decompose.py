@@ -123,3 +123,36 @@ def test_other_graphs_take_run_decompositions(model, args, dynamic):
     else:
         got = module.to_jax()(x.numpy())
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def _node(target, *args):
+    """A graph of placeholders for the FakeTensors or values of ``args`` and one call."""
+    g = torch.fx.Graph()
+    mode = torch._subclasses.FakeTensorMode()
+    nodes = []
+    for i, a in enumerate(args):
+        p = g.placeholder(f"a{i}")
+        p.meta["val"] = mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
+        nodes.append(p)
+    return g.call_function(target, tuple(nodes))
+
+
+def test_nodes_it_cannot_trace_fall_back(monkeypatch):
+    """A size argument (no tensor), an op whose trace fails: the node-by-node path gives up
+    (``_Unsupported``, then ``run_decompositions()``); the signature cache is cleared when
+    full; a decomposition without an output node is refused."""
+    aten = torch.ops.aten
+    with pytest.raises(decompose._Unsupported, match="argument a1 of .* is no tensor"):
+        decompose._signature(_node(aten.view.default, torch.zeros(4), 4))
+    with pytest.raises(decompose._Unsupported, match="tracing aten.mm.default"):
+        decompose._traced(_node(aten.mm.default, torch.zeros(2, 3), torch.zeros(2, 3)), {})
+    monkeypatch.setattr(decompose, "_CACHE", {("old",): None})
+    monkeypatch.setattr(decompose, "_CACHE_LIMIT", 1)
+    node = _node(aten.addmm.default, torch.zeros(2), torch.zeros(2, 3), torch.zeros(3, 2))
+    gm = decompose._traced(node, decompose.decomposition_table())
+    assert (
+        list(decompose._CACHE) == [decompose._signature(node)]
+        and decompose._CACHE[decompose._signature(node)] is gm
+    )
+    with pytest.raises(ValueError, match="decomposition graph without output"):
+        decompose._inline(torch.fx.Graph(), torch.fx.GraphModule({}, torch.fx.Graph()), node, {})

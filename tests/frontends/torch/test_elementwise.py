@@ -386,3 +386,55 @@ def test_scalar_first_shift_and_rounding_overloads():
         "prims.convert_element_type.default",
     ]
     check_targets(fn, a, s, x, ops=ops, rtol=0, atol=0)
+
+
+def test_optional_branches_of_the_rules():
+    """``div.Tensor_mode`` without a mode, a complex power by a plain exponent, an unsigned
+    right shift (logical), ``sign`` of bools and ``angle`` of complex: one program."""
+    from tests.frontends.torch.conftest import run_check_batch
+
+    c = torch.complex(X, Y)
+    u8 = torch.tensor([200, 3, 255, 128], dtype=torch.uint8)
+    cases = {
+        "div.Tensor_mode(None)": (lambda x, y: aten.div.Tensor_mode(x, y, rounding_mode=None), (X, POS)),
+        "complex ** 0.7": (lambda z: z**0.7, (c,)),
+        "uint8 >> 3": (lambda u: u >> 3, (u8,)),
+        "sign(bool)": (torch.sign, (B,)),
+        "angle(complex)": (torch.angle, (c,)),
+    }
+    ops = ["aten.div.Tensor_mode", "aten.pow.Tensor_Scalar", "aten.sign.default", "aten.angle.default"]
+    run_check_batch(cases, ops=ops, rtol=1e-5, atol=1e-6)
+
+
+def test_integer_to_a_negative_scalar_power_raises():
+    """torch refuses it when run; ``torch.export`` lets it through to the rule."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.elementwise import pow_
+
+    with pytest.raises(ValueError, match="integers to negative integer powers"):
+        pow_(jnp.array([3, -4]), -2)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        I64**-2
+
+
+def test_rules_of_decomposed_elementwise_ops():
+    """Rules of ops the Core ATen decompositions replace, called directly."""
+    from converter.frontends.torch.ops import elementwise as e
+
+    from tests.frontends.torch.conftest import check_rule
+
+    check_rule(e.rsub, aten.rsub.Tensor, X, Y, alpha=2)
+    check_rule(e.rsub, aten.rsub.Scalar, I32, 3)
+    check_rule(
+        e.floor_divide, aten.floor_divide.default, I32, torch.tensor([3, -4, 5, -6, 7], dtype=torch.int32)
+    )
+    check_rule(e.floor_divide, aten.floor_divide.default, X, -0.75)
+    check_rule(e.clamp_min, aten.clamp_min.default, X, 0.25)
+    check_rule(e.clamp_max, aten.clamp_max.Tensor, X, Y)
+    check_rule(e.sign, aten.sgn.default, torch.complex(X, Y) * (X > 0))  # zeros give 0
+    check_rule(e.sign, aten.sgn.default, X)
+    check_rule(e.isfinite, aten.isfinite.default, SPECIAL)
+    check_rule(e.nan_to_num, aten.nan_to_num.default, SPECIAL)
+    check_rule(e.nan_to_num, aten.nan_to_num.default, SPECIAL.half(), 1.0, 2.0, -3.0)
+    check_rule(e.nan_to_num, aten.nan_to_num.default, I32)
+    check_rule(e.silu, aten.silu.default, X, rtol=1e-6)

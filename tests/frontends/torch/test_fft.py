@@ -116,3 +116,14 @@ def test_stft():
         window,
         ops="aten._fft_r2c.default",
     )
+
+
+def test_c2c_of_no_dim_and_an_unknown_normalization():
+    """``fftn(x, dim=())`` reaches ``_fft_c2c`` with no dim: ``x`` itself; a normalization
+    code other than 0, 1, 2 (torch's kernel takes it and computes something) raises."""
+    from converter.frontends.torch.ops.fft import fft_c2c, fft_r2c
+
+    x = CPLX.numpy()
+    assert fft_c2c(x, [], 0, True) is x
+    with pytest.raises(ValueError, match="fft normalization 3 is not 0"):
+        fft_r2c(REAL.numpy(), [0], 3, False)

@@ -73,3 +73,22 @@ def test_linear_cross_entropy_chunked_precomputed_gradients(reduction):
     x, lw, lb, cw = torch.randn(5, 3), torch.randn(4, 3), torch.randn(4), torch.rand(4)
     t = torch.tensor([0, 3, 1, 1, 2])  # class 1 is ignore_index
     check_targets(fn, x, lw, lb, t, cw, ops="torch_nn._linear_cross_entropy_batch_chunked.default", rtol=1e-5)
+
+
+def test_forms_the_fused_rules_refuse():
+    """``_trilinear`` over more dims than einsum has letters, and the chunked linear
+    cross-entropy with label smoothing or no reduction (torch never routes those to it)."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.fused import linear_cross_entropy_chunked, trilinear
+
+    one = jnp.zeros((1,) * 53)
+    with pytest.raises(NotImplementedError, match="_trilinear over 53 dims"):
+        trilinear(one, one, one, [], [], [], [])
+    x, lw, t = jnp.zeros((2, 3)), jnp.zeros((4, 3)), jnp.zeros(2, int)
+    for reduction, smoothing in (("mean", 0.1), ("none", 0.0)):
+        with pytest.raises(
+            NotImplementedError, match=f"reduction='{reduction}', label_smoothing={smoothing}"
+        ):
+            linear_cross_entropy_chunked(
+                x, lw, t, None, None, reduction, -100, smoothing, 1, None, None, False, False, False, False
+            )

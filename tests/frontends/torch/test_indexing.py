@@ -280,3 +280,43 @@ def test_boolean_mask_index_is_refused():
         converter.from_torch(export(Masked(), (torch.randn(4, 3), mask)))
     with pytest.raises(NotImplementedError, match="boolean-mask"):
         index(jnp.zeros((4, 3)), [jnp.asarray(mask.numpy())])
+
+
+def test_zero_dim_and_empty_index_edges():
+    """A 0-dim ``gather``/``index_reduce`` input, empty ``scatter``/``scatter_reduce``
+    indices (the input unchanged), a max ``embedding_bag`` of no indices: one program."""
+    from tests.frontends.torch.conftest import run_check_batch
+
+    s, x, none = torch.tensor(2.5), X[0], torch.zeros(0, 6, dtype=torch.long)
+    w, empty, offsets = torch.randn(5, 3), torch.zeros(0, dtype=torch.long), torch.tensor([0, 0])
+    cases = {
+        "gather of a 0-dim tensor": (lambda a, i: torch.gather(a, 0, i), (s, torch.tensor(0))),
+        "scatter of no index": (lambda a, i: torch.scatter(a, 0, i, a * 2), (x, none)),
+        "scatter_reduce of no index": (lambda a, i: torch.scatter_reduce(a, 1, i, a, "amax"), (x, none)),
+        "index_reduce of a 0-dim tensor": (
+            lambda a, i, b: a.index_reduce(0, i, b, "prod"),
+            (s, torch.tensor([0]), torch.tensor(3.0)),
+        ),
+        "max embedding_bag of no index": (
+            lambda w_, i, o: F.embedding_bag(i, w_, o, mode="max"),
+            (w, empty, offsets),
+        ),
+    }
+    ops = ["aten.gather.default", "aten.scatter.src", "aten.scatter_reduce.two", "aten.index_reduce.default"]
+    run_check_batch(cases, ops=ops + ["aten._embedding_bag_forward_only.default"])
+
+
+def test_index_add_rule_and_2d_embedding_bag_refusal():
+    """``index_add`` (the Core ATen decompositions replace it) called directly, with ``alpha``
+    and on a 0-dim input; ``_embedding_bag`` with 2-D indices (``F.embedding_bag`` always
+    passes 1-D ones) raises naming them."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.indexing import _embedding_bag, index_add
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    check_rule(index_add, aten.index_add.default, X, 1, torch.tensor([4, 0, 4]), X[:, :3], alpha=2)
+    check_rule(index_add, aten.index_add.default, torch.tensor(1.0), 0, torch.tensor([0]), torch.tensor(2.0))
+    with pytest.raises(NotImplementedError, match="2-D indices"):
+        _embedding_bag(jnp.ones((5, 3)), jnp.zeros((2, 2), int), jnp.zeros(1, int), 0, None, False, -1)

@@ -118,3 +118,29 @@ def test_int_mm_accumulates_in_int32(check):
     a = torch.randint(-128, 128, (16, 32), dtype=torch.int8, generator=g)
     b = torch.randint(-128, 128, (32, 8), dtype=torch.int8, generator=g)
     check(torch._int_mm, a, b, ops="aten._int_mm.default", rtol=0, atol=0)
+
+
+def test_grouped_mm_bias_and_refused_forms_and_decomposed_products():
+    """``grouped_mm`` called directly: a per-expert ``bias`` (torch's CPU kernel has none yet:
+    against the products of each group), the forms it does not serve raise; ``mv``, ``dot``
+    and ``baddbmm`` (replaced by the Core ATen decompositions) against eager torch."""
+    import jax.numpy as jnp
+    import numpy as np
+    from converter.frontends.torch.ops import linalg as la
+
+    from tests.frontends.torch.conftest import check_rule
+
+    x, w = np.arange(12.0).reshape(4, 3) - 5, np.arange(18.0).reshape(2, 3, 3) / 4
+    offs, bias = np.array([1, 3], np.int32), np.array([[1.0, 2, 3], [-1, -2, -3]])
+    want = np.concatenate([x[:1] @ w[0] + bias[0], x[1:3] @ w[1] + bias[1], np.zeros((1, 3))])
+    np.testing.assert_allclose(la.grouped_mm(jnp.asarray(x), w, offs, bias), want, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="2-D input and 3-D weights without offsets"):
+        la.grouped_mm(jnp.asarray(x), w)
+    with pytest.raises(NotImplementedError, match="3-D input and 3-D weights with offsets"):
+        la.grouped_mm(jnp.asarray(w), w, offs)
+    aten = torch.ops.aten
+    a, v = torch.randn(3, 4), torch.randn(4)
+    check_rule(la.mv, aten.mv.default, a, v, rtol=1e-5)
+    check_rule(la.dot, aten.dot.default, v, v * 2, rtol=1e-5)
+    b = torch.randn(2, 3, 4)
+    check_rule(la.baddbmm, aten.baddbmm.default, a[None, :, :1], b, b.mT, beta=0.5, alpha=2, rtol=1e-5)

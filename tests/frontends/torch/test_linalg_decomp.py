@@ -219,3 +219,28 @@ def test_eig(check):
     np.testing.assert_allclose(got[0][order_g], want[0][order_w], **TOL)
     assert_same_up_to_sign(got[1][:, order_g], want[1][:, order_w], axis=-2)
     check(lambda a: torch.linalg.eigvals(a).abs(), a, ops="aten.linalg_eig.default", **TOL)
+
+
+def test_svd_without_uv_and_householder_product_of_no_reflector(check):
+    """``_linalg_svd(compute_uv=False)`` (empty ``U``/``Vh``) and a Householder product of
+    no reflector (the identity's first columns): one program."""
+    a = torch.randn(4, 3)
+
+    def fn(a, tau):
+        return torch.ops.aten._linalg_svd(a, compute_uv=False), torch.linalg.householder_product(a, tau)
+
+    ops = ["aten._linalg_svd.default", "aten.linalg_householder_product.default"]
+    check(fn, a, torch.zeros(0), ops=ops, rtol=1e-5, atol=1e-6)
+
+
+def test_lu_without_pivoting_and_an_svd_driver_raise():
+    """torch's CPU kernels refuse both when run; ``torch.export`` lets them through."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops import linalg_decomp as d
+
+    a = jnp.eye(3)
+    for rule in (d.linalg_lu_factor_ex, d.linalg_lu):
+        with pytest.raises(NotImplementedError, match="LU without pivoting"):
+            rule(a, pivot=False)
+    with pytest.raises(NotImplementedError, match="svd driver 'gesvd'"):
+        d.linalg_svd(a, driver="gesvd")

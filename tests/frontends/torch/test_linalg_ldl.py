@@ -80,3 +80,16 @@ def test_ldl_through_to_torch_and_empty_batches():
         for got in outs:
             for g, w in zip(got, want, strict=True):
                 np.testing.assert_allclose(np.asarray(g), w.numpy(), **TOL)
+
+
+def test_complex_ldl_raises():
+    """``?sytrf``/``?hetrf`` of complex matrices are not reproduced: both rules refuse them."""
+    import jax.numpy as jnp
+    import pytest
+    from converter.frontends.torch.ops.linalg_ldl import linalg_ldl_factor_ex, linalg_ldl_solve
+
+    a = jnp.eye(2, dtype=jnp.complex64)
+    with pytest.raises(NotImplementedError, match="LDL factorization of a complex matrix"):
+        linalg_ldl_factor_ex(a)
+    with pytest.raises(NotImplementedError, match="LDL solve of a complex matrix"):
+        linalg_ldl_solve(a, jnp.zeros(2, jnp.int32), a)

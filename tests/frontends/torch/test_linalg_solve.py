@@ -189,3 +189,12 @@ def test_matrix_exp_non_finite_and_1x1(check):
         a,
         torch.tensor([[[88.0]], [[-3.0]]]),
     )
+
+
+def test_pinv_of_an_empty_matrix():
+    """The pseudo-inverse of a ``(..., m, 0)`` batch is zeros ``(..., 0, m)``, as torch's."""
+    from converter.frontends.torch.ops.linalg_solve import linalg_pinv
+
+    from tests.frontends.torch.conftest import check_rule
+
+    check_rule(linalg_pinv, torch.ops.aten.linalg_pinv.atol_rtol_tensor, torch.zeros(2, 3, 0))

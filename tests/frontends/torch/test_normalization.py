@@ -90,3 +90,17 @@ def test_batch_norm_with_update(check):
         return out[0], out[1], out[2], out[4], out[5]
 
     check(fn, x, rm, rv, ops="aten._batch_norm_with_update_functional.default", rtol=1e-5, atol=1e-5)
+
+
+def test_functional_batch_norm_outside_training():
+    """``_native_batch_norm_legit_functional`` with ``training=False`` (export gives the
+    ``no_training`` op for eval mode, so called directly): normalized by the running
+    statistics, which come back unchanged."""
+    from converter.frontends.torch.ops.normalization import batch_norm_functional
+
+    from tests.frontends.torch.conftest import check_rule
+
+    x, w, b = torch.randn(2, 3, 4), torch.rand(3) + 0.5, torch.randn(3)
+    rm, rv = torch.randn(3), torch.rand(3) + 0.5
+    op = torch.ops.aten._native_batch_norm_legit_functional.default
+    check_rule(batch_norm_functional, op, x, w, b, rm, rv, False, 0.1, 1e-5, rtol=1e-5)

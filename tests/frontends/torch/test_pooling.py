@@ -94,8 +94,20 @@ def test_grad_through_converted_max_pool_goes_to_the_first_maximum(kwargs):
 
 
 def test_max_pool_ties_pick_first_and_ints(check):
+    """Ties on floats and integers (padded with the dtype's lowest value), a ceil-mode window
+    that would start in the padding (dropped), an integer average (truncated)."""
     x = torch.tensor([[[[1.0, 1.0, 0.0, 2.0], [1.0, 0.0, 2.0, 2.0], [5.0, 5.0, 5.0, 5.0]]]])
-    check(lambda v: F.max_pool2d(v, 2, 1, return_indices=True), x, ops="aten.max_pool2d_with_indices.default")
+
+    def fn(v, i):
+        return (
+            F.max_pool2d(v, 2, 1, return_indices=True),
+            F.max_pool2d(i, 2, 1, padding=1, return_indices=True),
+            F.max_pool2d(v, 2, 2, 1, ceil_mode=True, return_indices=True),  # 3 rows: 2 windows
+            F.avg_pool2d(i * 3 - 7, 2, 1),
+        )
+
+    ops = ["aten.max_pool2d_with_indices.default", "aten.avg_pool2d.default"]
+    check(fn, x, (x * 2 - 5).long(), ops=ops)
 
 
 def test_max_pool_1d_3d(check):

@@ -271,3 +271,27 @@ def test_random_overloads_distributions(random_overloads):
     a = -rrelu
     assert a.min() >= 1 / 8 and a.max() <= 1 / 3, (a.min(), a.max())
     _moments(a, (1 / 8 + 1 / 3) / 2, (1 / 3 - 1 / 8) / np.sqrt(12))
+
+
+def test_random_rules_branches_that_draw_nothing_or_are_decided():
+    """Called directly: no key stream raises; ``bernoulli`` (replaced by the Core ATen
+    decompositions) of probabilities 0 and 1, ``native_dropout`` in eval mode and with
+    ``p = 1``, eval-mode ``rrelu`` (the mean slope, as eager torch) give fixed values."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops import random as r
+
+    with pytest.raises(RuntimeError, match="without a PRNG key"):
+        r.next_key()
+    x = torch.tensor([-2.0, -0.5, 0.0, 3.0])
+    with r.key_stream(jax.random.PRNGKey(0)):
+        np.testing.assert_array_equal(r.bernoulli(jnp.array([0.0, 1.0, 1.0, 0.0])), [0, 1, 1, 0])
+        out, mask = r.native_dropout(x.numpy(), 0.5, train=False)
+        np.testing.assert_array_equal(out, x.numpy())
+        assert mask.dtype == bool and mask.all()
+        out, mask = r.native_dropout(x.numpy(), 1.0, train=True)
+        np.testing.assert_array_equal(out, 0 * x.numpy())
+        assert mask.dtype == bool and not mask.any()
+        noise = jnp.full(4, 7.0)
+        out, kept = r.rrelu_with_noise_functional(jnp.asarray(x.numpy()), noise, 0.1, 0.3)
+    np.testing.assert_allclose(out, torch.nn.functional.rrelu(x, 0.1, 0.3, training=False).numpy(), rtol=1e-6)
+    assert kept is noise

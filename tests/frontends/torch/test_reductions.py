@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tests.frontends.torch.both_targets import check_targets, check_targets_batch
-from tests.frontends.torch.conftest import run_check_batch
+from tests.frontends.torch.conftest import check_rule, run_check_batch
 
 torch.manual_seed(0)
 X = torch.randn(3, 4, 5)
@@ -346,3 +346,117 @@ def test_hash_tensor():
     x = X.clone()
     x[0, 0, 0], x[0, 0, 1] = float("nan"), -0.0
     check_targets(fn, x, INTS.int(), B, X.half(), ops="aten.hash_tensor.default")
+
+
+# ------------------------------------------------ edge cases: 0-dim inputs, dtypes, sorters
+
+S = torch.tensor(-1.5)
+
+
+def test_zero_dim_inputs_and_optional_arguments():
+    """0-dim inputs of the rules with a dim (torch accepts dim 0 and -1 there: the value and
+    index 0), and optional arguments (``dtype``, ``sorter``, unsigned ``hash_tensor``, an
+    empty ``histogramdd``, ``segment_reduce``'s ``"amax"`` and ``"amin"``): one program."""
+    pts = torch.empty(0, 2)
+    cases = {
+        "max.dim": (lambda s: torch.max(s, 0), (S,)),
+        "min.dim keepdim": (lambda s: torch.min(s, -1, keepdim=True), (S,)),
+        "softmax, log_softmax": (lambda s: (torch.softmax(s, 0), torch.log_softmax(s, -1)), (S,)),
+        "cumsum, cumprod, logcumsumexp": (lambda s: (s.cumsum(0), s.cumprod(0), s.logcumsumexp(0)), (S,)),
+        "sort, topk": (lambda s: (torch.sort(s, descending=True), torch.topk(s, 1)), (S,)),
+        "cummax, cummin, kthvalue": (lambda s: (s.cummax(0), s.cummin(-1), s.kthvalue(1)), (S,)),
+        "median, nanmedian, mode": (lambda s: (s.median(0), s.nanmedian(-1), torch.mode(s)), (S,)),
+        "mean(dtype)": (lambda v: (v.mean(dtype=torch.float64), v.mean((0, 1), dtype=torch.float64)), (X,)),
+        "vector_norm(dtype)": (lambda v: torch.linalg.vector_norm(v, 3, dtype=torch.float64), (X,)),
+        "searchsorted(sorter)": (
+            lambda s, v, o: (
+                torch.searchsorted(s, v, sorter=o),
+                torch.searchsorted(s, v, side="right", sorter=o),
+            ),
+            (
+                torch.tensor([7.0, 1.0, 2.0, 4.0, 2.0]),
+                torch.tensor([[0.0, 2.0, 3.0], [7.0, 8.0, 4.0]]),
+                torch.tensor([1, 2, 4, 3, 0]),
+            ),
+        ),
+        "hash_tensor(uint8)": (
+            lambda u: (torch.hash_tensor(u), torch.hash_tensor(u, 1)),
+            (torch.tensor([[3, 200, 7], [255, 0, 9]], dtype=torch.uint8),),
+        ),
+        "histogramdd of no points": (lambda p: torch.histogramdd(p, [2, 3]), (pts,)),
+        "segment_reduce amax, amin": (
+            lambda d, n: (
+                torch.segment_reduce(d, "amax", lengths=n),
+                torch.segment_reduce(d, "amin", lengths=n),
+            ),
+            (torch.tensor([1.0, 5.0, 2.0, 3.0, 0.0]), torch.tensor([2, 0, 3])),
+        ),
+    }
+    ops = [
+        "aten.max.dim",
+        "aten.min.dim",
+        "aten._softmax.default",
+        "aten._log_softmax.default",
+        "aten.cumsum.default",
+        "aten.logcumsumexp.default",
+        "aten.sort.default",
+        "aten.topk.default",
+        "aten.cummax.default",
+        "aten.kthvalue.default",
+        "aten.median.dim",
+        "aten.nanmedian.dim",
+        "aten.mode.default",
+        "aten.mean.dim",
+        "aten.searchsorted.Tensor",
+        "aten.hash_tensor.default",
+    ]
+    run_check_batch(cases, ops=ops, rtol=1e-6)
+
+
+def test_rules_of_decomposed_reductions():
+    from converter.frontends.torch.ops import reductions as r
+
+    aten = torch.ops.aten
+    check_rule(r.all_, aten.all.default, INTS)
+    check_rule(r.all_, aten.all.dim, B, 1, True)
+    check_rule(r.all_, aten.all.dims, INTS, [0, -1])
+    check_rule(r.var_dim, aten.var.dim, X, [1])
+    check_rule(r.var_dim, aten.var.dim, X, [0, 2], False, True)
+    check_rule(r.std_correction, aten.std.correction, X, [1], correction=0, keepdim=True)
+    check_rule(r.std_correction, aten.std.correction, X)
+    x = torch.stack([X[0], torch.full_like(X[0], float("-inf"))])
+    check_rule(r.logsumexp, aten.logsumexp.default, x * 50, [0, 2], True, rtol=1e-5)
+    check_rule(r.logsumexp, aten.logsumexp.default, x, [1], rtol=1e-5)
+    check_rule(r.logsumexp, aten.logsumexp.default, INTS, [-1])  # integers: in float32
+
+
+def test_refused_arguments_raise_naming_them():
+    """What torch refuses when run (an unknown ``segment_reduce`` reduction, another
+    ``hash_tensor`` mode, complex ``hash_tensor``) but ``torch.export`` lets through."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops import reductions as r
+
+    x = jnp.arange(4.0)
+    with pytest.raises(NotImplementedError, match="reduction 'foo'"):
+        r.segment_reduce(x, "foo", lengths=jnp.array([2, 2]))
+    with pytest.raises(NotImplementedError, match="mode 1"):
+        r.hash_tensor(x, mode=1)
+    with pytest.raises(NotImplementedError, match="complex"):
+        r.hash_tensor(x.astype(jnp.complex64))
+
+
+def test_rule_helpers_on_scalars_bools_and_bad_dims():
+    """``_util``: the result dtype of Python scalars alone (torch's), a dim out of range
+    (IndexError naming it), the first maximum of a bool row (as torch's argmax)."""
+    import jax.numpy as jnp
+    import numpy as np
+    from converter.frontends.torch.ops._util import arg_extreme, dim, result_type
+
+    assert result_type(2, 3.5) == np.float32 and result_type(True) == np.bool_ and result_type(7) == np.int64
+    with pytest.raises(IndexError, match="dim 2 out of range for a tensor of rank 2"):
+        dim(2, 2)
+    assert dim(-1, 0) == 0
+    b = torch.tensor([[False, True, True], [False, False, False]])
+    got = arg_extreme(jnp.asarray(b.numpy()), 1)
+    np.testing.assert_array_equal(got, b.int().argmax(1).numpy())
+    np.testing.assert_array_equal(arg_extreme(jnp.asarray(b.numpy()), 1, largest=False), [0, 0])

@@ -61,6 +61,10 @@ def test_grid_sample(mode):
     grid = torch.rand(2, 4, 3, 2) * 2.6 - 1.3  # some samples outside [-1, 1]
     grid[0, 0, 0] = torch.tensor([0.25, -0.5])  # exact half-pixel positions
     cases = _cases(functools.partial(F.grid_sample, mode=mode), GRID_CONFIGS, X2, grid)
+    one_row = functools.partial(F.grid_sample, mode=mode, padding_mode="reflection", align_corners=True)
+    nan_y = grid.clone()
+    nan_y[1, 0, 0, 1] = float("nan")  # torch reflects even NaN to row 0 there
+    cases["reflection of a single row"] = (one_row, (X2[:, :, :1], nan_y))  # reflects to row 0
     run_check_batch(cases, ops="aten.grid_sampler_2d.default", rtol=1e-5, atol=1e-6)
 
 
@@ -90,3 +94,18 @@ def test_bilinear_antialias():
 def test_bilinear_antialias_float64_weights():
     f = lambda v: F.interpolate(v, size=(4, 9), mode="bilinear", antialias=True)  # noqa: E731
     check_targets(f, X2.double() * 10, ops="aten._upsample_bilinear2d_aa.default", rtol=1e-12, atol=1e-12)
+
+
+def test_unsupported_modes_and_dtypes_raise():
+    """Bicubic grid sampling, a 3-d interpolation mode torch lacks too, and an antialiased
+    bilinear resize of uint8 (torch's fixed-point kernel) raise naming them."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops import sampling as s
+
+    x4, x5 = jnp.zeros((1, 1, 2, 2)), jnp.zeros((1, 1, 2, 2, 2))
+    with pytest.raises(NotImplementedError, match="grid_sampler_2d: bicubic"):
+        s.grid_sampler_2d(x4, jnp.zeros((1, 1, 1, 2)), 2, 0, False)
+    with pytest.raises(NotImplementedError, match="grid_sampler_3d: interpolation mode 2"):
+        s.grid_sampler_3d(x5, jnp.zeros((1, 1, 1, 1, 3)), 2, 0, False)
+    with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa of uint8"):
+        s.upsample_bilinear2d_aa(x4.astype(jnp.uint8), [3, 3], False, None, None)

@@ -129,7 +129,10 @@ def test_casts(check, dtype):
 
 
 def test_unfold(check):
-    check(lambda v: (v.unfold(2, 2, 1), v.unfold(1, 2, 2), v.unfold(-1, 4, 3)), X, ops="aten.unfold.default")
+    def fn(v, s):  # a 0-dim tensor unfolds to its value as a (1,) tensor
+        return v.unfold(2, 2, 1), v.unfold(1, 2, 2), v.unfold(-1, 4, 3), s.unfold(0, 1, 1)
+
+    check(fn, X, torch.tensor(2.5), ops="aten.unfold.default")
 
 
 class _StridedRows(torch.nn.Module):
@@ -281,3 +284,36 @@ def test_cat_skips_legacy_empty_1d_tensors_but_promotes_with_them():
     x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
     e64, ei, z = torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.int64), torch.zeros(0, 3)
     check_targets(fn, x, e64, ei, z, ops="aten.cat.default", rtol=0, atol=0)
+
+
+def test_resize_that_grows_pads_with_zeros():
+    """torch leaves the elements past ``x.numel()`` uninitialised; the rule gives zeros."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.shape import resize
+
+    got = np.asarray(resize(jnp.arange(6.0).reshape(2, 3), [3, 3]))
+    np.testing.assert_array_equal(got, np.concatenate([np.arange(6.0), np.zeros(3)]).reshape(3, 3))
+
+
+def test_rules_of_decomposed_shape_ops():
+    """Rules of ops the Core ATen decompositions replace, called directly."""
+    from converter.frontends.torch.ops import shape as sh
+    from converter.frontends.torch.registry import ATEN_RULES
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    v = torch.arange(5.0)
+    check_rule(sh.t, aten.t.default, X[0])
+    check_rule(sh.t, aten.t.default, v)
+    check_rule(sh.transpose, aten.transpose.int, X, -1, 0)
+    check_rule(sh.transpose, aten.transpose.int, torch.tensor(3.0), 0, -1)
+    check_rule(sh.stack, aten.stack.default, [X, INTS.float()], -1)
+    check_rule(sh.select_scatter, aten.select_scatter.default, X, X[:, 0] * 0, 1, -3)
+    check_rule(sh.roll, aten.roll.default, INTS, [5])  # over the flattened tensor
+    check_rule(sh.roll, aten.roll.default, INTS, [1, -2], [0, -1])
+    check_rule(sh.tril, aten.tril.default, X, -1)
+    check_rule(sh.triu, aten.triu.default, X, 1)
+    for name, pad in (("reflection_pad2d", [1, 2, 2, 1]), ("replication_pad1d", [3, 1])):
+        op = getattr(aten, name).default
+        check_rule(ATEN_RULES._rules[str(op)], op, X, pad)  # _rules: not a registry hit

@@ -125,7 +125,8 @@ def test_longrope_source_model_left_as_it_was(longrope):
 
 
 class Caching(torch.nn.Module):
-    """Stores tensors and counters on itself in ``forward``, as transformers' rope does."""
+    """Stores tensors, counters and a buffer on itself in ``forward``, as transformers' rope
+    does (the tensors)."""
 
     def __init__(self):
         super().__init__()
@@ -138,7 +139,9 @@ class Caching(torch.nn.Module):
         if getattr(self, "cached", None) is None:
             self.cached = torch.full((3,), 2.0)
         self.last_shape = x.shape
-        return x * self.cached * self.scale
+        if "ones" not in self._buffers:  # a buffer entry and a non-persistent name added
+            self.register_buffer("ones", torch.ones(3), persistent=False)
+        return x * self.cached * self.scale * self.ones
 
 
 def test_attributes_the_traced_forward_sets_are_put_back():
@@ -147,7 +150,7 @@ def test_attributes_the_traced_forward_sets_are_put_back():
     before = dict(vars(model)), dict(model._buffers), set(model._non_persistent_buffers_set)
     module = converter.from_torch(inner, (torch.randn(4, 3),), dynamic_shapes=({0: Dim("n")},))
     assert (dict(vars(model)), dict(model._buffers), set(model._non_persistent_buffers_set)) == before
-    assert model.calls == 0 and "cached" not in vars(model)
+    assert model.calls == 0 and "cached" not in vars(model) and "ones" not in model._buffers
     x = torch.randn(5, 3)
     np.testing.assert_allclose(np.asarray(module.to_jax()(x.numpy())), (x * 6).numpy(), rtol=1e-6)
     torch.testing.assert_close(model(x), x * 6)  # the eager model still computes (real tensors)

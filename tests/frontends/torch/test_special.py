@@ -230,3 +230,17 @@ def test_scalar_operand_overloads_in_one_module():
         np.testing.assert_allclose(
             np.asarray(g), w.numpy(), rtol=F32.rtol, atol=F32.atol, err_msg=f"output {i}"
         )
+
+
+def test_widen_and_recurrence_helpers_edges():
+    """``_widen`` of a float64 value is the value; the recurrence of an empty tensor is the
+    empty tensor (no while_loop: torch's cannot trace it)."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.special import _recurrence, _widen
+
+    x = np.array([1e-310, -2.5, 3.0])  # a float64 subnormal stays
+    got = _widen(jnp.asarray(x))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, x)
+    q = jnp.zeros((0, 2))
+    assert _recurrence(jnp.zeros((0, 2)), jnp.ones((0, 2)), q, lambda k, p, q: p + q) is q

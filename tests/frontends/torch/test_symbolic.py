@@ -178,3 +178,57 @@ def test_deferred_runtime_asserts_on_sizes():
     assert ATEN_RULES.get("aten._assert_scalar.default")(True, "holds") is None
     with pytest.raises(ValueError, match="fails for every input size: n < 0"):
         ATEN_RULES.get("aten._assert_scalar.default")(False, "n < 0")
+
+
+def test_symbolic_ratio_and_size_expressions_without_a_symbolic_form():
+    """A ratio's reflected operators and text; what has no ``jax.export`` form raises
+    ``NoSymbolicForm`` naming the size: a ratio divided by a dimension, a symbol that is no
+    input dimension, an expression outside the size arithmetic."""
+    from fractions import Fraction
+
+    import jax
+    import sympy
+    from converter.frontends.torch.lowering import NoSymbolicForm, SymbolicRatio, jax_dim
+
+    r = SymbolicRatio(3, 4)
+    for got, want in ((2 - r, Fraction(5, 4)), (1 / r, Fraction(4, 3)), (0.5 - r, Fraction(-1, 4))):
+        assert Fraction(got.num, got.den) == want
+    assert repr(SymbolicRatio(-6, 4)) == "-6/4" and repr(SymbolicRatio(1, -2)) == "-1/2"
+    with pytest.raises(TypeError, match="str is not a size"):
+        SymbolicRatio.of("3")
+    (n,) = jax.export.symbolic_shape("n")
+    with pytest.raises(NoSymbolicForm, match=r"\(3/4\) / \(n/1\) has no jax.export symbolic form"):
+        r / n
+    s0, s1 = sympy.symbols("s0 s1", integer=True)
+    third = jax_dim(sympy.Rational(1, 3) * s0, {s0: n})
+    assert isinstance(third, SymbolicRatio) and (str(third.num), third.den) == ("n", 3)
+    with pytest.raises(NoSymbolicForm, match="the size s1 is no dimension of the graph inputs"):
+        jax_dim(s0 + s1, {s0: n})
+    with pytest.raises(NoSymbolicForm, match=r"the size sin\(s0\) has no jax.export symbolic form"):
+        jax_dim(sympy.sin(s0), {s0: n})
+
+
+def test_size_rules_on_concrete_and_symbolic_operands():
+    """The size rules called directly: concrete operands give Python values, comparisons of
+    dimensions and ratios decided by the ranges give bools, ``math.floor`` of a dimension is
+    itself, extremes of ratios and unexpected comparison errors raise."""
+    import jax
+    import jax.numpy as jnp
+    from converter.frontends.torch.lowering import SymbolicRatio
+    from converter.frontends.torch.ops.symbolic import _decided, sym_stride
+
+    def rule(fn):
+        return ATEN_RULES.get(key_of(fn))
+
+    (n,) = jax.export.symbolic_shape("n")
+    half = SymbolicRatio(n, 2)
+    assert [sym_stride(jnp.zeros((2, 3, 4)), d) for d in (0, 1, -1)] == [12, 4, 1]
+    assert rule(operator.eq)(3, 3) is True and rule(operator.lt)(3, 2) is False
+    assert rule(operator.eq)(n, n) is True and rule(operator.ne)(n, n + 1) is True
+    assert rule(operator.lt)(half, n) is True and rule(operator.ge)(half, n) is False
+    assert rule(operator.and_)(True, False) is False and rule(operator.or_)(True, False) is True
+    assert rule(math.floor)(n) is n and rule(math.ceil)(2.5) == 3
+    with pytest.raises(ValueError, match="max of size-derived floats"):
+        rule(torch.sym_max)(half, n)
+    with pytest.raises(ZeroDivisionError):
+        _decided(operator.truediv, 1, 0)  # only JAX's inconclusive comparison means undecided
