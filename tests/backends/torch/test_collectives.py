@@ -62,9 +62,10 @@ def test_collective_permute_to_a_partition_outside_the_mesh(ops):
         C.collective_permute(_rank(0, 4), ops[0], X)
 
 
-def test_collective_permute_across_partitions_outside_a_distributed_module(ops):
+def test_channel_less_collective_permute_names_replicas(ops):
+    """Without a ``channel_handle`` the pairs are replica ids; the module has one replica."""
     with pytest.raises(
-        DistributedError, match=r"pairs \[\(0, 1\)\] span partitions: the module is partitioned"
+        DistributedError, match=r"pairs \[\(0, 1\)\] name other replicas than 0: the module has one replica"
     ):
         C.collective_permute(SimpleNamespace(comm=None), ops[1], X)
 
@@ -96,8 +97,10 @@ def test_reduction_bodies_and_types_the_collectives_refuse(ops):
         C._all_reduce(torch.zeros(4, dtype=torch.uint64), "max", "uint64", None)
 
 
-def test_all_to_all_split_count_must_be_the_group_size(ops):
-    """Without a ``channel_handle`` the replica groups name replicas: each partition is a
-    group of its own, which 4 chunks cannot be sent across."""
-    with pytest.raises(DistributedError, match=r"stablehlo.all_to_all: split_count 4 but a group of 1"):
+def test_channel_less_all_to_all_names_replicas(ops):
+    """Without a ``channel_handle`` the replica groups name replicas; the module has one."""
+    with pytest.raises(
+        DistributedError,
+        match=r"stablehlo.all_to_all: replica groups \[\[0, 1, 2, 3\]\] name replicas other than 0",
+    ):
         C.all_to_all(_rank(0, 4), ops[3], X)
