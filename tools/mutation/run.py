@@ -432,6 +432,20 @@ def read_results(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def runnable(order: list, tree: Path, until, until_text: str | None):
+    """``(k, mutant, path, original, mutated)`` of each mutant of ``order`` that applies and
+    compiles, in order, until the ``--until`` time (``until``) is past."""
+    for k, m in enumerate(order):
+        if until and now_utc() > until:
+            print(f"stopping: --until {until_text} reached", flush=True)
+            return
+        path = tree / m.file
+        original = path.read_text(encoding="utf-8")
+        mutated = mutate(original, m)
+        if mutated is not None and competent(mutated, m.file):
+            yield k, m, path, original, mutated
+
+
 def now_utc() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -699,15 +713,7 @@ def cmd_run(cfg: dict, args) -> None:
             log.write(json.dumps(rec) + "\n")
             log.flush()
 
-        for k, m in enumerate(order):
-            if until and now_utc() > until:
-                print(f"stopping: --until {args.until} reached", flush=True)
-                break
-            path = tree / m.file
-            original = path.read_text(encoding="utf-8")
-            mutated = mutate(original, m)
-            if mutated is None or not competent(mutated, m.file):
-                continue
+        for k, m, path, original, mutated in runnable(order, tree, until, args.until):
             span = set(statement_lines(original, m.line))
             selected, whole, cpu, failing, unrecorded = [], [], 0.0, [], []
             need = Counter(f for r in order[k:] for f in candidate_files(r.file, cfg, tree))
@@ -840,15 +846,7 @@ def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, resul
             log.write(json.dumps(rec) + "\n")
             log.flush()
 
-        for k, m in enumerate(order):
-            if until and now_utc() > until:
-                print(f"stopping: --until {args.until} reached", flush=True)
-                break
-            path = tree / m.file
-            original = path.read_text(encoding="utf-8")
-            mutated = mutate(original, m)
-            if mutated is None or not competent(mutated, m.file):
-                continue
+        for k, m, path, original, mutated in runnable(order, tree, until, args.until):
             span = statement_lines(original, m.line)
             fallback = candidate_files(m.file, cfg, tree)
             sel = cm.select(m.file, original, m.line, span, fallback, budget_s, file_cost, m.file in stale)

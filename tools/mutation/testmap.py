@@ -119,11 +119,18 @@ def module_name(rel: str) -> str:
     return ".".join(parts)
 
 
+def _parse(path: Path) -> ast.Module | None:
+    """``path``'s syntax tree, or None for a file Python cannot parse."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError):
+        return None
+
+
 def imported_modules(path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``path`` imports by name (anywhere in the file)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError):
+    tree = _parse(path)
+    if tree is None:
         return set()
     out = set()
     for node in ast.walk(tree):
@@ -143,9 +150,8 @@ def imported_modules(path: Path, known: set[str]) -> set[str]:
 
 def registered_ops(path: Path) -> set[str]:
     """The op names the decorators of ``path``'s functions name (string arguments, ``aten.x``)."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError):
+    tree = _parse(path)
+    if tree is None:
         return set()
     out = set()
     for node in ast.walk(tree):
