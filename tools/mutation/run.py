@@ -642,6 +642,9 @@ def cmd_run(cfg: dict, args) -> None:
             assert (tree / f).exists(), f
     if args.limit:
         order = order[: args.limit]
+    if args.shard:  # every n-th mutant of the order, so that n work trees share one sample
+        k, n = map(int, args.shard.split("/"))
+        order = order[k - 1 :: n]
     results = read_results(results_path)
     done = {r["id"]: r for r in results if r["kind"] == "mutant"}
     if args.ids:  # these again, whatever they did before
@@ -1326,6 +1329,11 @@ def main(argv: list[str] | None = None) -> None:
         "covmap_budget)",
     )  # fmt: skip
     r.add_argument("--limit", type=int, help="run only the first N of the sample's order")
+    r.add_argument(
+        "--shard",
+        help="K/N: run only mutants K, K+N, K+2N... of the order (1-based), e.g. one of N work trees "
+        "running the same seed at once; join their results files for `report`",
+    )
     r.add_argument("--until", help="HH:MM UTC: start no mutant that would end after it")
     r.add_argument("--rerun-survivors", action="store_true")
     r.add_argument("--ids", help="comma-separated mutant ids to run (again)")
