@@ -172,7 +172,20 @@ def _refused_keyword(e: TypeError) -> str | None:
 #   :func:`hold_print`, which ``converter.frontends.torch._torch_internal`` installs as the ``print``
 #   of that torch module.
 
-_LOCAL = threading.local()  # .depth: api nesting; .verbose: verbose_mode; .held: quiet scopes
+
+
+class _Local(threading.local):
+    """Per-thread state, every attribute present from the start: torch.compile traces the
+    decorated entry points (``call_jax``), and a guard on an attribute that did not exist yet
+    (``hasattr``) would fail after the first call and recompile the caller's frame."""
+
+    def __init__(self) -> None:  # run once in each thread that reads it
+        self.depth = 0  # api nesting
+        self.verbose = False  # verbose_mode
+        self.held: list | None = None  # quiet scopes
+
+
+_LOCAL = _Local()
 
 #: top-level packages whose loggers and warnings :func:`quiet` holds back
 _FRAMEWORKS = ("torch", "jax", "jaxlib", "onnx", "onnxruntime", "onnxscript")
