@@ -173,7 +173,6 @@ def _refused_keyword(e: TypeError) -> str | None:
 #   of that torch module.
 
 
-
 class _Local(threading.local):
     """Per-thread state, every attribute present from the start: torch.compile traces the
     decorated entry points (``call_jax``), and a guard on an attribute that did not exist yet
