@@ -45,7 +45,7 @@ class DecoderBlock(nn.Module):
 
 def _make(model: nn.Module, shape: tuple[int, ...], seed: int = 0):
     x = np.random.default_rng(seed).normal(size=shape).astype(np.float32)
-    params = model.init(jax.random.PRNGKey(seed), x)
+    params = jax.jit(model.init)(jax.random.PRNGKey(seed), x)  # one compile, not one per op
     return model.apply, params, (x,)
 
 

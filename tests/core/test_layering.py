@@ -14,6 +14,7 @@ file is covered the day it is added):
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -66,11 +67,24 @@ FACADES = {"converter/__init__.py", "converter/module.py"}
 FRAMEWORK_WRAPPERS = {"converter.onnx_skeleton", "converter._torch_internal", "converter.__main__"}
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """``path`` parsed (once per process: every check reads the same files)."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of ``path``'s tree (``ast.walk``), once per process."""
+    return tuple(ast.walk(_tree(path)))
+
+
+@functools.cache
 def _imports(path: Path, *, lazy: bool = True) -> list[tuple[str, list[str], int]]:
     """``(module, imported names, line)`` for every import of ``path`` (relative imports
     resolved); with ``lazy=False`` only module-level ones (not inside a function, nor under
     ``if TYPE_CHECKING``)."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _tree(path)
     package = _dotted(path) if path.name == "__init__.py" else _dotted(path).rpartition(".")[0]
     found: list[tuple[str, list[str], int]] = []
 
@@ -151,7 +165,7 @@ def _tool_graph() -> dict[str, set[str]]:
         for module, names, _ in _imports(p):
             graph[m].update(t for t in _targets(module, names) if t in tools and t != m)
         # lazy subcommands named by string (``SUBCOMMANDS = {"validate": "converter.tools.validate"}``)
-        for node in ast.walk(ast.parse(p.read_text())):
+        for node in _nodes(p):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in tools:
                 if node.value != m:
                     graph[m].add(node.value)
@@ -224,7 +238,7 @@ def test_private_framework_internals_live_in_one_module(framework):
         for module, names, line in _imports(p):
             if module.startswith(prefix) or (module == framework and any(n.startswith("_") for n in names)):
                 bad.append(f"{_rel(p)}:{line}: {module} {names}")
-        for node in ast.walk(ast.parse(p.read_text())):  # torch._dynamo.x, jax._src.y as attributes
+        for node in _nodes(p):  # torch._dynamo.x, jax._src.y as attributes
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -269,7 +283,7 @@ def test_backends_run_passes_only_through_their_declared_preparation():
         assert backend.PREPARE and all(isinstance(p, Pass) for p in backend.PREPARE), backend.__name__
     calls = []
     for path in _files("backends"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _nodes(path):
             if isinstance(node, ast.Call):
                 name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
                 if name in _PASS_FUNCTIONS:

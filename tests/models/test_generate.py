@@ -39,9 +39,9 @@ def test_static_cache_is_state(tiny):
     assert {n.split("_")[0] for n in names} == {"key", "value", "cumulative"}
 
 
-def test_static_cache_jax(tiny):
-    _, ids, expected, prefill, decode, _ = tiny
-    assert gen.greedy_jax(prefill, decode, ids.numpy(), TOKENS) == expected
+# The static-cache decode through to_jax (prefill, then a jitted decode step threading the
+# cache) is docs/generation.md's example, run by tests/core/test_doc_snippets.py on the same
+# tiny llama; test_symbolic_prompt_length below threads it from a dynamic-length prefill.
 
 
 def test_static_cache_torch(tiny):
