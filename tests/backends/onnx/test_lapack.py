@@ -362,6 +362,18 @@ def test_geev_complex_pairs_positive_imaginary_part_first():
     assert np.all(got[0::2].imag > 0) and np.all(got[0::2] == np.conj(got[1::2]))
 
 
+def test_geev_nearly_equal_real_pair_takes_the_rotated_split():
+    """A 2x2 block whose discriminant is below 4 eps (``[[1, 1], [1e-20, 1]]``) but whose
+    eigenvalues are real (1 +- 1e-10): dlanv2 rotates it to equal diagonals, then splits the
+    pair by ``sqrt|b'| * sqrt|c'|``; LAPACK gives the same two values."""
+    a = np.array([[1.0, 1.0], [1e-20, 1.0]])
+    got, _ = _geev_values(a)
+    wr, wi, *_ = lapack.dgeev(a, compute_vl=0, compute_vr=0)
+    assert not wi.any() and not got.imag.any()
+    np.testing.assert_allclose(np.sort(got.real), np.sort(wr), rtol=0, atol=1e-15)
+    assert abs(got.real[0] - got.real[1]) > 1e-10  # split, not a double eigenvalue
+
+
 def test_geev_deflates_from_the_bottom_as_lahqr():
     """Eigenvalues sit where they deflate (bottom up): for a generic matrix the order
     is LAPACK's (its balancing permutes nothing here)."""
