@@ -85,10 +85,21 @@ NAMES = sorted(
 )
 
 
+#: ``(name, backend)`` pairs: every model on both backends, except Inception v1 on JAX in the
+#: default run (XLA compiles its 57 convolutions for a third of this file's time; every op it
+#: has but its asymmetric-padded AveragePool is in the other models, and that one's lowering is
+#: the frontend's, checked against the expected output on the torch backend)
+CASES = [
+    (n, b)
+    for n in NAMES
+    for b in ("jax", "torch")
+    if (n, b) != ("inception_v1", "jax") or os.environ.get("LIGHT_MODELS") == "all"
+]
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("backend", ["jax", "torch"])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(("name", "backend"), CASES, ids=[f"{n}-{b}" for n, b in CASES])
 def test_light_model(name: str, backend: str) -> None:
     module, feeds, expected = _converted(name)
     out = _run(module, feeds, backend)
