@@ -333,6 +333,30 @@ def test_call_jax_under_torch_compile_with_symbolic_sizes():
         assert compiled(torch.ones(n)).tolist() == [2.0 if n > 4 else 0.0] * n
 
 
+def test_call_jax_under_torch_compile_compiles_once_in_a_fresh_thread():
+    """The converter's per-thread state exists with all its attributes in every thread: a
+    function calling ``call_jax`` under ``torch.compile`` in a thread that never called the
+    converter compiles once, not again on its second call (a guard on an attribute the
+    first call created failed)."""
+    import threading
+
+    from torch._dynamo.utils import counters
+
+    def f(x):
+        return converter.call_jax(jnp.sin, x) * 2
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(f, backend="eager", fullgraph=True)
+    x = torch.arange(4.0)
+    outs: list = []
+    worker = threading.Thread(target=lambda: outs.extend(compiled(x) for _ in range(2)))
+    worker.start()
+    worker.join()
+    assert len(outs) == 2 and all(torch.allclose(o, torch.sin(x) * 2) for o in outs)
+    assert counters["stats"]["unique_graphs"] == 1
+
+
 def test_call_jax_op_refuses_another_process_handle():
     """A graph kept by torch.compile's on-disk caches from another process names entries by
     that process's handles: never served by a wrong entry here."""
