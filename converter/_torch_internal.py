@@ -87,6 +87,15 @@ def fake_or_proxy_mode_active() -> bool:
     return fake is not None or proxy is not None
 
 
+def dce_impure_random() -> bool:
+    """Whether ``torch.fx.Graph.eliminate_dead_code`` keeps unread random nodes here: the
+    ``impure_random`` it passes to ``Node.is_impure`` (True, or inductor's ``fallback_random``
+    inside a tracing context)."""
+    if torch._guards.TracingContext.try_get():
+        return torch._inductor.config.fallback_random
+    return True
+
+
 #: ``tensor_from_dlpack(capsule) -> torch.Tensor``: a tensor sharing the memory of a DLPack
 #: capsule; torch's C function under ``torch.utils.dlpack.from_dlpack``, whose Python wrapper
 #: (``__dlpack__`` probing, device and copy arguments) adds ~1,600 instructions (callgrind) to
