@@ -130,7 +130,11 @@ class TorchInterpreter(Interpreter):
             native = patterns.rewrite(self, op, env)  # a softmax, gelu, layer norm ... as one call
             if native is not None:
                 return [native]
-        out = super().run_op(op, operands, env)
+        tracer = recorder.current() if op.name in recorder.REPLAYED_OPS and not self.symbolic else None
+        if tracer is not None:  # the rule's calls recorded once, replayed for the same metadata
+            out = tracer.run_op(op, operands, lambda: super(TorchInterpreter, self).run_op(op, operands, env))
+        else:
+            out = super().run_op(op, operands, env)
         if self.placer is not None and op.name == "stablehlo.constant":
             out = [self.placer.to(v, self.placer.current) for v in out]
         if op.name in _WRAPPING:

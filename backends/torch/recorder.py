@@ -99,6 +99,11 @@ class Recorder(TorchDispatchMode):
         self._n_constants = 0
         self._decomposes: dict[Any, bool] = {}
         self._names: dict[Any, str] = {}  # node name per op, as make_fx names them
+        #: while an op's rule runs to be remembered (:meth:`run_op`): the calls it records,
+        #: as ``(func, args, kwargs, out, name, entry, fresh)``; None otherwise
+        self._log: list[tuple] | None = None
+        self._replayable = True  # the logged calls can be replayed (see run_op)
+        self._entry: tuple | None = None  # the _RESULTS entry of the last _fake_result
 
     def track(self, value: torch.Tensor, node: torch.fx.Node, fresh: bool = False) -> None:
         """Record that ``node`` computes ``value``, by a weak reference. A ``fresh`` value
@@ -126,6 +131,7 @@ class Recorder(TorchDispatchMode):
         hit = self.fakes.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
+        self._replayable = False  # a constant: not a function of the op's operands' metadata
         name = f"_tensor_constant{self._n_constants}"
         self._n_constants += 1
         self.root.register_buffer(name, value, persistent=False)  # a get_attr of a plain attribute warns
@@ -163,6 +169,7 @@ class Recorder(TorchDispatchMode):
         known = [self._constant(t) for t in tensors]
         all_constant = all(k is not None for k in known)
         if torch.Tag.data_dependent_output in func.tags and all_constant:
+            self._replayable = False
             real_args, real_kwargs = _map((args, kwargs), self._constant)
             with unset_fake_temporarily():
                 return func(*real_args, **real_kwargs)  # a constant's value (item(), bool())
@@ -198,7 +205,13 @@ class Recorder(TorchDispatchMode):
             self.track(out, node, fresh)
             if isinstance(constant, torch.Tensor):
                 self.constants[id(out)] = (weakref.ref(out), constant)
+            if self._log is not None:
+                if constant is not None or self._entry is None or self._entry[0] == "seq":
+                    self._replayable = False
+                else:
+                    self._log.append((func, args, kwargs, out, name, self._entry, fresh))
         elif isinstance(out, (tuple, list)):
+            self._replayable = False
             node.meta["val"] = type(out)(
                 fast_detach(self.fake_mode, o) if isinstance(o, FakeTensor) else o for o in out
             )
@@ -206,12 +219,14 @@ class Recorder(TorchDispatchMode):
                 if isinstance(o, torch.Tensor):
                     self.track(o, self.graph.call_function(operator.getitem, (node, i)))
         else:
+            self._replayable = False
             node.meta["val"] = out
         return out
 
     def _fake_result(self, func, args: list, kwargs: dict) -> Any:
         """``func`` of fake tensors as the ``FakeTensorMode`` computes it, remembered in
         :data:`_RESULTS` by the arguments' metadata (see :func:`_memo_kind`)."""
+        self._entry = None
         kind = _KINDS.get(func)
         if kind is None:
             kind = _KINDS[func] = _memo_kind(func)
@@ -223,6 +238,7 @@ class Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         hit = _RESULTS.get(key)
         if hit is not None:
+            self._entry = hit
             return _rebuild(mode, hit, args)
         out = func(*args, **kwargs)
         entry = _entry(mode, kind, out, args)
@@ -230,7 +246,83 @@ class Recorder(TorchDispatchMode):
             if len(_RESULTS) >= _RESULTS_LIMIT:
                 _RESULTS.clear()
             _RESULTS[key] = entry
+            self._entry = entry
         return out
+
+    # ------------------------------------------------------------------ op replay
+
+    def run_op(self, op: Any, operands: Sequence[Any], run: Callable[[], list]) -> list:
+        """``run()``, the rule of the StableHLO ``op`` on ``operands`` (a rule that computes
+        from the op's attributes and types and its operands' metadata only: see
+        :data:`REPLAYED_OPS`), or the calls it records replayed.
+
+        The first time an op of these attributes and types meets operands of this metadata
+        (shape, strides, dtype, device, storage offset, which operands are the same tensor),
+        its rule runs and the ATen calls it records are remembered for the process
+        (:data:`_TEMPLATES`) when each is one :meth:`_fake_result` remembers and reads only
+        operands and earlier results (no constant, no value); the next time the same nodes
+        are created, with the same names, targets, arguments and ``meta["val"]`` metadata,
+        without running the rule nor dispatching the calls through torch."""
+        key = self._op_key(op, operands)
+        if key is None:
+            return run()
+        template = _TEMPLATES.get(key, _UNSEEN)
+        if template is None:
+            return run()
+        if template is not _UNSEEN:
+            return self._replay(template, operands)
+        outer = self._log, self._replayable
+        self._log, self._replayable = [], True
+        try:
+            out = run()
+            log, replayable = self._log, self._replayable
+        finally:
+            self._log, self._replayable = outer
+        if len(_TEMPLATES) >= _TEMPLATES_LIMIT:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = _template(log, operands, out) if replayable else None
+        return out
+
+    def _op_key(self, op: Any, operands: Sequence[Any]) -> tuple | None:
+        """``op``'s name, attributes and types with its operands' metadata (None when an
+        operand is not a tensor traced here, or a known constant)."""
+        mode = self.fake_mode
+        metas = []
+        for t in operands:
+            if type(t) is not FakeTensor or id(t) in self.constants:
+                return None
+            hit = self.nodes.get(id(t))
+            if hit is None or hit[0]() is not t:
+                return None
+            meta = _value_key(mode, t)
+            if meta is _NO_KEY:
+                return None
+            metas.append(meta)
+        same = tuple(next(j for j, u in enumerate(operands) if u is t) for t in operands)
+        operation = op.mlir
+        named = operation.attributes
+        attrs = tuple(str(named[i]) for i in range(len(named)))
+        types = (
+            tuple(str(v.type) for v in operation.operands),
+            tuple(str(v.type) for v in operation.results),
+        )
+        return (op.name, attrs, types, tuple(metas), same)
+
+    def _replay(self, template: tuple, operands: Sequence[Any]) -> list:
+        calls, outputs = template
+        mode = self.fake_mode
+        values = list(operands)
+        nodes: list[Any] = [self.node_of(t) for t in operands]
+        for func, args, kwargs, name, entry, fresh in calls:
+            fake_args = _fill(args, values)
+            out = _rebuild(mode, entry, fake_args)
+            node = self.graph.create_node(
+                "call_function", func, tuple(_fill(args, nodes)), _fill(kwargs, nodes), name=name
+            )
+            self.track(out, node, fresh)
+            values.append(out)
+            nodes.append(node)
+        return [values[i] for i in outputs]
 
     def _constant(self, value: torch.Tensor) -> torch.Tensor | None:
         """The real value of ``value`` when known: a real tensor itself, a tracked constant."""
@@ -238,6 +330,89 @@ class Recorder(TorchDispatchMode):
             return value
         hit = self.constants.get(id(value))
         return hit[1] if hit is not None and hit[0]() is value else None
+
+
+# ----------------------------------------------------------------------------- op replay
+#
+# An op's rule, run on fake tensors, records ATen calls whose nodes depend only on the op
+# (name, attributes, types) and its operands' metadata, for the rules of REPLAYED_OPS (they
+# read nothing else: no other value, no defining op, no interpreter state). Recorder.run_op
+# remembers those calls as a template: per call, its target, its arguments with each tensor
+# replaced by ("operand" or earlier call) index, its node name, its result's _RESULTS entry
+# and whether its meta["val"] is detached (a factory's result); and which values the rule
+# returned. Replaying creates the same nodes with results rebuilt from the entries, as
+# _fake_result rebuilds a remembered result.
+
+#: StableHLO ops whose rules compute from their attributes, types and operands' metadata only
+REPLAYED_OPS = frozenset(
+    {
+        "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose",
+        "stablehlo.convert", "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
+        "stablehlo.divide", "stablehlo.maximum", "stablehlo.minimum", "stablehlo.compare",
+        "stablehlo.select", "stablehlo.negate", "stablehlo.dot_general", "stablehlo.sqrt",
+        "stablehlo.rsqrt", "stablehlo.exponential", "stablehlo.log", "stablehlo.tanh",
+        "stablehlo.logistic", "stablehlo.abs", "chlo.erf", "stablehlo.and", "stablehlo.or",
+        "stablehlo.not", "stablehlo.clamp", "stablehlo.power", "stablehlo.iota",
+    }
+)  # fmt: skip
+
+_TEMPLATES: dict[tuple, tuple | None] = {}  # op key -> (calls, outputs); None: not replayable
+_TEMPLATES_LIMIT = 50_000
+_UNSEEN = object()
+
+
+class _Ref(int):
+    """An index into the values of a template's replay (operands, then call results)."""
+
+
+def _template(log: list[tuple], operands: Sequence[Any], out: Sequence[Any]) -> tuple | None:
+    """The replayable form of the calls ``log`` an op's rule recorded on ``operands``,
+    returning ``out``; None when a call reads a tensor that is neither an operand nor an
+    earlier call's result, or the rule returns such a tensor."""
+    index: dict[int, int] = {}
+    for i, t in enumerate(operands):
+        index.setdefault(id(t), i)
+    calls = []
+    for func, args, kwargs, result, name, entry, fresh in log:
+        try:
+            args_t = tuple(_refs(a, index) for a in args)
+            kwargs_t = {k: _refs(v, index) for k, v in kwargs.items()}
+        except KeyError:
+            return None
+        calls.append((func, args_t, kwargs_t, name, entry, fresh))
+        index[id(result)] = len(operands) + len(calls) - 1
+    outputs = []
+    for t in out:
+        if not isinstance(t, torch.Tensor) or id(t) not in index:
+            return None
+        outputs.append(index[id(t)])
+    return tuple(calls), tuple(outputs)
+
+
+def _refs(a: Any, index: dict[int, int]) -> Any:
+    if isinstance(a, torch.Tensor):
+        return _Ref(index[id(a)])  # KeyError: not an operand nor an earlier result
+    if isinstance(a, (list, tuple)):
+        return type(a)(_refs(b, index) for b in a)
+    if isinstance(a, _SCALARS) or isinstance(a, OpOverload):
+        return a
+    raise KeyError(a)
+
+
+def _fill(a: Any, values: list) -> Any:
+    if type(a) is _Ref:
+        return values[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_fill(b, values) for b in a)
+    if isinstance(a, dict):
+        return {k: _fill(v, values) for k, v in a.items()}
+    return a
+
+
+def current() -> Recorder | None:
+    """The recorder tracing in this thread, if any."""
+    stack = _active_list()
+    return stack[-1] if stack else None
 
 
 # ----------------------------------------------------------------------------- fake results
@@ -470,4 +645,4 @@ def record(
     return root
 
 
-__all__ = ["NeedsMakeFx", "Recorder", "active", "can_record", "record"]
+__all__ = ["REPLAYED_OPS", "NeedsMakeFx", "Recorder", "active", "can_record", "current", "record"]
