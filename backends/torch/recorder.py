@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from jaxlib.mlir import ir
 
 from converter._torch_internal import (
     COMPOSITE_IMPLICIT,
@@ -301,6 +302,8 @@ class Recorder(TorchDispatchMode):
         same = tuple(next(j for j, u in enumerate(operands) if u is t) for t in operands)
         operation = op.mlir
         named = operation.attributes
+        if op.name == "stablehlo.constant" and not _splat(named["value"]):
+            return None  # its rule makes a real tensor (never replayed): no key of its elements
         attrs = tuple(str(named[i]) for i in range(len(named)))
         types = (
             tuple(str(v.type) for v in operation.operands),
@@ -353,6 +356,7 @@ REPLAYED_OPS = frozenset(
         "stablehlo.rsqrt", "stablehlo.exponential", "stablehlo.log", "stablehlo.tanh",
         "stablehlo.logistic", "stablehlo.abs", "chlo.erf", "stablehlo.and", "stablehlo.or",
         "stablehlo.not", "stablehlo.clamp", "stablehlo.power", "stablehlo.iota",
+        "stablehlo.constant",  # splats only (a torch.full): see Recorder._op_key
     }
 )  # fmt: skip
 
@@ -407,6 +411,14 @@ def _fill(a: Any, values: list) -> Any:
     if isinstance(a, dict):
         return {k: _fill(v, values) for k, v in a.items()}
     return a
+
+
+def _splat(attr: Any) -> bool:
+    """``attr`` is a dense elements attribute holding one value repeated (or a single one)."""
+    try:
+        return ir.DenseElementsAttr(attr).is_splat
+    except (TypeError, ValueError):
+        return False
 
 
 def current() -> Recorder | None:
