@@ -49,6 +49,7 @@ from converter._torch_internal import (
     in_kernel_invocation_manager,
     unset_fake_temporarily,
 )
+from converter.interpreter import fold_constant
 
 aten = torch.ops.aten
 
@@ -208,17 +209,21 @@ class Recorder(TorchDispatchMode):
                 self.constants[id(out)] = (weakref.ref(out), constant)
             if self._log is not None:
                 if constant is not None or self._entry is None or self._entry[0] == "seq":
-                    self._replayable = False
+                    self._replayable = False  # (a sequence entry comes with a sequence result)
                 else:
                     self._log.append((func, args, kwargs, out, name, self._entry, fresh))
         elif isinstance(out, (tuple, list)):
-            self._replayable = False
             node.meta["val"] = type(out)(
                 fast_detach(self.fake_mode, o) if isinstance(o, FakeTensor) else o for o in out
             )
             for i, o in enumerate(out):
                 if isinstance(o, torch.Tensor):
                     self.track(o, self.graph.call_function(operator.getitem, (node, i)))
+            if self._log is not None:
+                if constant is not None or self._entry is None or self._entry[0] != "seq":
+                    self._replayable = False
+                else:  # a tensor per element (see _entry)
+                    self._log.append((func, args, kwargs, out, name, self._entry, None))
         else:
             self._replayable = False
             node.meta["val"] = out
@@ -264,6 +269,8 @@ class Recorder(TorchDispatchMode):
         operands and earlier results (no constant, no value); the next time the same nodes
         are created, with the same names, targets, arguments and ``meta["val"]`` metadata,
         without running the rule nor dispatching the calls through torch."""
+        if self._log is not None:  # inside an op being remembered (a body): part of its calls
+            return run()
         key = self._op_key(op, operands)
         if key is None:
             return run()
@@ -302,14 +309,25 @@ class Recorder(TorchDispatchMode):
         same = tuple(next(j for j, u in enumerate(operands) if u is t) for t in operands)
         operation = op.mlir
         named = operation.attributes
-        if op.name == "stablehlo.constant" and not _splat(named["value"]):
+        if op.name == "stablehlo.constant" and not _splat(named):
             return None  # its rule makes a real tensor (never replayed): no key of its elements
-        attrs = tuple(str(named[i]) for i in range(len(named)))
-        types = (
-            tuple(str(v.type) for v in operation.operands),
-            tuple(str(v.type) for v in operation.results),
-        )
-        return (op.name, attrs, types, tuple(metas), same)
+        try:
+            attrs = tuple(str(named[i]) for i in range(len(named)))
+            types = (
+                tuple(str(v.type) for v in operation.operands),
+                tuple(str(v.type) for v in operation.results),
+            )
+            body = ()
+            if len(operation.regions):  # bodies (reduce, reduce_window), and what static_operand reads
+                body = (
+                    tuple(_region_key(r) for r in operation.regions),
+                    tuple(map(_static_key, operation.operands)),
+                )
+                if None in body[0] or None in body[1]:
+                    return None
+        except (TypeError, ValueError):  # attributes the bindings cannot hand out (complex)
+            return None
+        return (op.name, attrs, types, tuple(metas), same, body)
 
     def _replay(self, template: tuple, operands: Sequence[Any]) -> list:
         calls, outputs = template
@@ -322,6 +340,14 @@ class Recorder(TorchDispatchMode):
             node = self.graph.create_node(
                 "call_function", func, tuple(_fill(args, nodes)), _fill(kwargs, nodes), name=name
             )
+            if entry[0] == "seq":  # as __torch_dispatch__: detached values, a getitem per tensor
+                node.meta["val"] = type(out)(fast_detach(mode, o) for o in out)
+                for i, o in enumerate(out):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    self.track(o, item)
+                    values.append(o)
+                    nodes.append(item)
+                continue
             self.track(out, node, fresh)
             values.append(out)
             nodes.append(node)
@@ -357,6 +383,7 @@ REPLAYED_OPS = frozenset(
         "stablehlo.logistic", "stablehlo.abs", "chlo.erf", "stablehlo.and", "stablehlo.or",
         "stablehlo.not", "stablehlo.clamp", "stablehlo.power", "stablehlo.iota",
         "stablehlo.constant",  # splats only (a torch.full): see Recorder._op_key
+        "stablehlo.convolution", "stablehlo.reduce", "stablehlo.reduce_window",
     }
 )  # fmt: skip
 
@@ -376,6 +403,7 @@ def _template(log: list[tuple], operands: Sequence[Any], out: Sequence[Any]) -> 
     index: dict[int, int] = {}
     for i, t in enumerate(operands):
         index.setdefault(id(t), i)
+    count = len(operands)  # values so far: the operands, then each call's result tensors
     calls = []
     for func, args, kwargs, result, name, entry, fresh in log:
         try:
@@ -384,7 +412,9 @@ def _template(log: list[tuple], operands: Sequence[Any], out: Sequence[Any]) -> 
         except KeyError:
             return None
         calls.append((func, args_t, kwargs_t, name, entry, fresh))
-        index[id(result)] = len(operands) + len(calls) - 1
+        for r in result if entry[0] == "seq" else (result,):  # one value per tensor
+            index[id(r)] = count
+            count += 1
     outputs = []
     for t in out:
         if not isinstance(t, torch.Tensor) or id(t) not in index:
@@ -413,11 +443,57 @@ def _fill(a: Any, values: list) -> Any:
     return a
 
 
-def _splat(attr: Any) -> bool:
-    """``attr`` is a dense elements attribute holding one value repeated (or a single one)."""
+def _region_key(region: Any) -> tuple | None:
+    """The ops of ``region`` (names, attributes, types, nested bodies, and which block
+    argument or earlier result each operand is), without SSA names; None when an op reads
+    a value defined outside the region."""
+    out = []
+    for block in region.blocks:
+        index = {a: ("arg", i) for i, a in enumerate(block.arguments)}
+        ops: list[tuple] = [tuple(str(a.type) for a in block.arguments)]
+        for k, o in enumerate(block.operations):
+            o = o.operation
+            named = o.attributes
+            if any(v not in index for v in o.operands):
+                return None
+            inner = tuple(_region_key(r) for r in o.regions)
+            if None in inner:
+                return None
+            ops.append(
+                (
+                    o.name,
+                    tuple(str(named[i]) for i in range(len(named))),
+                    tuple(index[v] for v in o.operands),
+                    tuple(str(r.type) for r in o.results),
+                    inner,
+                )
+            )
+            index.update({r: ("op", k, j) for j, r in enumerate(o.results)})
+        out.append(tuple(ops))
+    return tuple(out)
+
+
+_STATIC_LIMIT = 16  # elements: larger static operands are not part of a key (never replayed)
+
+
+def _static_key(value: Any) -> tuple | None:
+    """What :meth:`Interpreter.static_operand` gives for ``value``, as a key: ``()`` for a
+    computed value, the dtype, shape and bytes of a constant; None for a large constant."""
+    arr = fold_constant(value)
+    if arr is None:
+        return ()
+    if arr.size > _STATIC_LIMIT:
+        return None
+    return (arr.dtype.str, arr.shape, arr.tobytes())
+
+
+def _splat(named: Any) -> bool:
+    """A constant's ``value`` attribute (in its attributes ``named``) holds one value
+    repeated (or a single one); False also when the bindings cannot hand it out (complex
+    element types: see :attr:`converter.mlir.Op.attrs`)."""
     try:
-        return ir.DenseElementsAttr(attr).is_splat
-    except (TypeError, ValueError):
+        return ir.DenseElementsAttr(named["value"]).is_splat
+    except (TypeError, ValueError, KeyError):
         return False
 
 
