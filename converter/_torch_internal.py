@@ -87,6 +87,13 @@ def fake_or_proxy_mode_active() -> bool:
     return fake is not None or proxy is not None
 
 
+def meta_empty_strided(shape: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """``torch.empty_strided`` on the meta device with every dispatch mode set aside (what
+    ``in_kernel_invocation_manager`` gives a factory call, at a fifth of its cost)."""
+    with torch._C._DisableTorchDispatch():
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+
 def dce_impure_random() -> bool:
     """Whether ``torch.fx.Graph.eliminate_dead_code`` keeps unread random nodes here: the
     ``impure_random`` it passes to ``Node.is_impure`` (True, or inductor's ``fallback_random``

@@ -47,6 +47,7 @@ from converter._torch_internal import (
     fast_detach,
     has_kernel,
     in_kernel_invocation_manager,
+    meta_empty_strided,
     unset_fake_temporarily,
 )
 from converter.interpreter import fold_constant
@@ -411,6 +412,8 @@ def _template(log: list[tuple], operands: Sequence[Any], out: Sequence[Any]) -> 
             kwargs_t = {k: _refs(v, index) for k, v in kwargs.items()}
         except KeyError:
             return None
+        if not any(_nested_ref(a) for a in (*args_t, *kwargs_t.values())):
+            args_t = _Flat(args_t)  # refs at the top level only: filled without recursion
         calls.append((func, args_t, kwargs_t, name, entry, fresh))
         for r in result if entry[0] == "seq" else (result,):  # one value per tensor
             index[id(r)] = count
@@ -433,7 +436,23 @@ def _refs(a: Any, index: dict[int, int]) -> Any:
     raise KeyError(a)
 
 
+class _Flat(tuple):
+    """A template call's arguments whose only references are top-level ones (lists among
+    them are literals, passed as they are)."""
+
+
+def _nested_ref(a: Any) -> bool:
+    """``a`` is a list, tuple or dict holding a reference (at any depth)."""
+    if isinstance(a, (list, tuple)):
+        return any(type(b) is _Ref or _nested_ref(b) for b in a)
+    if isinstance(a, dict):
+        return any(type(b) is _Ref or _nested_ref(b) for b in a.values())
+    return False
+
+
 def _fill(a: Any, values: list) -> Any:
+    if type(a) is _Flat:
+        return [values[b] if type(b) is _Ref else b for b in a]
     if type(a) is _Ref:
         return values[a]
     if isinstance(a, (list, tuple)):
@@ -644,8 +663,7 @@ def _entry(mode: FakeTensorMode, kind: str, out: Any, args: list) -> tuple | Non
 
 def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
     shape, stride, _, dtype, device = meta
-    with in_kernel_invocation_manager(mode):
-        t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+    t = meta_empty_strided(shape, stride, dtype)
     return FakeTensor(mode, t, device)  # a fresh meta tensor: nothing to find in the converter's memo
 
 
