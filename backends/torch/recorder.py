@@ -661,6 +661,25 @@ def _entry(mode: FakeTensorMode, kind: str, out: Any, args: list) -> tuple | Non
     return None
 
 
+def _plain_meta(t: torch.Tensor) -> tuple | None:
+    """A real CPU tensor's metadata as :func:`_fresh` takes it, when a fresh fake tensor of
+    it is what ``FakeTensorMode.from_tensor`` makes of it (strided, dense, offset 0, no grad,
+    not a view, no subclass); else None."""
+    if (
+        type(t) is not torch.Tensor
+        or t.device.type != "cpu"
+        or t.layout != torch.strided
+        or t.requires_grad
+        or t._is_view()
+        or t.storage_offset() != 0
+        or t.is_conj()
+        or t.is_neg()
+        or t.is_quantized
+    ):
+        return None
+    return (tuple(t.shape), t.stride(), 0, t.dtype, t.device)
+
+
 def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
     shape, stride, _, dtype, device = meta
     t = meta_empty_strided(shape, stride, dtype)
@@ -733,7 +752,11 @@ def record(
     recorder = Recorder(fake_mode, graph, root)
     fakes = []
     for i, example in enumerate(examples):
-        fake = fake_mode.from_tensor(example, static_shapes=True)
+        meta = _plain_meta(example)
+        if meta is not None:  # a fresh fake of its metadata: from_tensor's, at a tenth of its cost
+            fake = _fresh(fake_mode, meta)
+        else:
+            fake = fake_mode.from_tensor(example, static_shapes=True)
         recorder.track(fake, graph.placeholder(f"arg{i}_1"))
         fakes.append(fake)
     _active_list().append(recorder)
