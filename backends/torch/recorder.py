@@ -102,6 +102,9 @@ class Recorder(TorchDispatchMode):
         self._n_constants = 0
         self._decomposes: dict[Any, bool] = {}
         self._names: dict[Any, str] = {}  # node name per op, as make_fx names them
+        #: the text of each MLIR type and named attribute met in op keys (uniqued by the
+        #: context: equal ones are one object for this module, and few differ)
+        self._texts: dict[Any, str] = {}
         #: while an op's rule runs to be remembered (:meth:`run_op`): the calls it records,
         #: as ``(func, args, kwargs, out, name, entry, fresh)``; None otherwise
         self._log: list[tuple] | None = None
@@ -307,16 +310,18 @@ class Recorder(TorchDispatchMode):
             if meta is _NO_KEY:
                 return None
             metas.append(meta)
-        same = tuple(next(j for j, u in enumerate(operands) if u is t) for t in operands)
+        ids = [id(t) for t in operands]
+        same = None if len(set(ids)) == len(ids) else tuple(ids.index(i) for i in ids)  # x + x
         operation = op.mlir
         named = operation.attributes
         if op.name == "stablehlo.constant" and not _splat(named):
             return None  # its rule makes a real tensor (never replayed): no key of its elements
         try:
-            attrs = tuple(str(named[i]) for i in range(len(named)))
+            text = self._text
+            attrs = tuple(text(named[i].name, named[i].attr) for i in range(len(named)))
             types = (
-                tuple(str(v.type) for v in operation.operands),
-                tuple(str(v.type) for v in operation.results),
+                tuple(text("", v.type) for v in operation.operands),
+                tuple(text("", v.type) for v in operation.results),
             )
             body = ()
             if len(operation.regions):  # bodies (reduce, reduce_window), and what static_operand reads
@@ -329,6 +334,14 @@ class Recorder(TorchDispatchMode):
         except (TypeError, ValueError):  # attributes the bindings cannot hand out (complex)
             return None
         return (op.name, attrs, types, tuple(metas), same, body)
+
+    def _text(self, name: str, value: Any) -> str:
+        """``name=value`` (an attribute) or ``value``'s text (a type), remembered."""
+        key = (name, value)
+        hit = self._texts.get(key)
+        if hit is None:
+            hit = self._texts[key] = f"{name}={value}" if name else str(value)
+        return hit
 
     def _replay(self, template: tuple, operands: Sequence[Any]) -> list:
         calls, outputs = template
