@@ -42,6 +42,7 @@ from torch.fx import GraphModule, Node
 from converter._torch_internal import OpOverload, dce_impure_random, nn_functions
 
 from ._util import aligned
+from .recorder import fake_view
 
 aten = torch.ops.aten
 
@@ -283,7 +284,7 @@ def fuse_bias(gm: GraphModule) -> None:
                     continue
                 with graph.inserting_before(inner):
                     vec = graph.call_function(aten.reshape.default, (b, [n]))
-                    vec.meta["val"] = b.meta["val"].reshape(n)
+                    vec.meta["val"] = fake_view(b.meta["val"], [n])
                 inner.target = aten.addmm.default
                 inner.args = (vec, *inner.args)
             elif (
@@ -298,7 +299,7 @@ def fuse_bias(gm: GraphModule) -> None:
                 conv = prod.args[0]
                 with graph.inserting_before(conv):
                     vec = graph.call_function(aten.reshape.default, (bias, [out_shape[-1]]))
-                    vec.meta["val"] = bias.meta["val"].reshape(out_shape[-1])
+                    vec.meta["val"] = fake_view(bias.meta["val"], [out_shape[-1]])
                 conv.args = (*conv.args[:2], vec, *conv.args[3:])
             else:
                 continue

@@ -529,6 +529,29 @@ def _splat(named: Any) -> bool:
         return False
 
 
+def fake_view(value: FakeTensor, shape: list[int]) -> torch.Tensor:
+    """``value.reshape(shape)`` of a fake tensor computed outside a trace (a pass editing the
+    graph): for a contiguous ``value``, its ``view`` rebuilt from :data:`_RESULTS` as a trace
+    does (the same metadata as reshape's view, without the fake mode's dispatch); otherwise
+    the fake mode computes it."""
+    mode = value.fake_mode if type(value) is FakeTensor else None
+    if mode is None or not value.is_contiguous():
+        return value.reshape(shape)
+    args = [value, list(shape)]
+    key = _call_key(mode, aten.view.default, args, {})
+    hit = _RESULTS.get(key) if key is not None else None
+    if hit is not None:
+        return _rebuild(mode, hit, args)
+    with mode:
+        out = aten.view.default(*args)
+    entry = _entry(mode, "view", out, args) if key is not None else None
+    if entry is not None:
+        if len(_RESULTS) >= _RESULTS_LIMIT:
+            _RESULTS.clear()
+        _RESULTS[key] = entry
+    return out
+
+
 def current() -> Recorder | None:
     """The recorder tracing in this thread, if any."""
     stack = _active_list()
@@ -787,4 +810,13 @@ def record(
     return root
 
 
-__all__ = ["REPLAYED_OPS", "NeedsMakeFx", "Recorder", "active", "can_record", "current", "record"]
+__all__ = [
+    "REPLAYED_OPS",
+    "NeedsMakeFx",
+    "Recorder",
+    "active",
+    "can_record",
+    "current",
+    "fake_view",
+    "record",
+]
