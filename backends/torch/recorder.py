@@ -398,6 +398,11 @@ REPLAYED_OPS = frozenset(
         "stablehlo.not", "stablehlo.clamp", "stablehlo.power", "stablehlo.iota",
         "stablehlo.constant",  # splats only (a torch.full): see Recorder._op_key
         "stablehlo.convolution", "stablehlo.reduce", "stablehlo.reduce_window",
+        "stablehlo.gather", "stablehlo.slice", "stablehlo.concatenate", "stablehlo.pad",
+        "stablehlo.reverse", "stablehlo.sign", "stablehlo.floor", "stablehlo.ceil",
+        "stablehlo.round_nearest_even", "stablehlo.round_nearest_afz", "stablehlo.sine",
+        "stablehlo.cosine", "stablehlo.exponential_minus_one", "stablehlo.log_plus_one",
+        "stablehlo.is_finite", "stablehlo.remainder", "stablehlo.xor", "stablehlo.atan2",
     }
 )  # fmt: skip
 
