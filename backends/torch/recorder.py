@@ -15,6 +15,14 @@ strides, dtypes, devices and scalar values, and rebuilds such a result (``empty_
 ``as_strided`` on the meta device, wrapped as a fake tensor) instead of dispatching it
 (see ``_RESULTS``): the same metadata at a third of the cost of a hit in the mode's cache.
 
+One level up, :meth:`Recorder.run_op` remembers the calls a whole StableHLO op's rule records,
+for the rules of :data:`REPLAYED_OPS` (which compute from the op's attributes, types, bodies
+and static operands and their operands' metadata only), and replays them when an op of the
+same key meets operands of the same metadata again, in the same module or a later
+conversion: the same nodes (names, targets, arguments, ``meta["val"]``), without running the
+rule nor dispatching its calls through torch (see ``_TEMPLATES``). Placeholders of plain CPU
+examples are fresh fake tensors of their metadata (``from_tensor`` costs ten times more).
+
 It handles what the torch backend traces on one CPU device without higher-order ops:
 ``CompositeImplicitAutograd`` ops reaching it are decomposed (as make_fx does), small
 constants (one element) are propagated so ``.item()``/``bool()`` of a constant works, and
