@@ -56,6 +56,7 @@ from converter._torch_internal import (
     has_kernel,
     in_kernel_invocation_manager,
     meta_empty_strided,
+    new_fake_tensor,
     unset_fake_temporarily,
 )
 from converter.interpreter import fold_constant
@@ -195,7 +196,7 @@ class Recorder(TorchDispatchMode):
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = self.graph._target_to_str(func.overloadpacket.__name__)
-        node = self.graph.create_node("call_function", func, tuple(node_args), node_kwargs, name=name)
+        node = _call_node(self.graph, func, tuple(node_args), node_kwargs, name)
         constant = None
         if (
             func is aten.lift_fresh_copy.default
@@ -359,9 +360,7 @@ class Recorder(TorchDispatchMode):
         for func, args, kwargs, name, entry, fresh in calls:
             fake_args = _fill(args, values)
             out = _rebuild(mode, entry, fake_args)
-            node = self.graph.create_node(
-                "call_function", func, tuple(_fill(args, nodes)), _fill(kwargs, nodes), name=name
-            )
+            node = _call_node(self.graph, func, tuple(_fill(args, nodes)), _fill(kwargs, nodes), name)
             if entry[0] == "seq":  # as __torch_dispatch__: detached values, a getitem per tensor
                 node.meta["val"] = type(out)(fast_detach(mode, o) for o in out)
                 for i, o in enumerate(out):
@@ -731,8 +730,8 @@ def _plain_meta(t: torch.Tensor) -> tuple | None:
 
 def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
     shape, stride, _, dtype, device = meta
-    t = meta_empty_strided(shape, stride, dtype)
-    return FakeTensor(mode, t, device)  # a fresh meta tensor: nothing to find in the converter's memo
+    # a fresh meta tensor: nothing to find in the converter's memo
+    return new_fake_tensor(mode, meta_empty_strided(shape, stride, dtype), device)
 
 
 def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
@@ -745,6 +744,17 @@ def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
     with in_kernel_invocation_manager(mode):
         t = aten.as_strided.default(args[0], shape, stride, offset)
     return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
+
+
+def _call_node(graph: torch.fx.Graph, func: Any, args: tuple, kwargs: dict, name: str) -> torch.fx.Node:
+    """``graph.create_node("call_function", func, args, kwargs, name=name)``, its arguments
+    set after: ``create_node`` walks every argument (a pytree walk, an eighth of a replayed
+    op) for raw ``SymInt``s to warn about, which a trace on static shapes has none of."""
+    node = graph.create_node("call_function", func, None, None, name=name)
+    node.args = args
+    if kwargs:
+        node.kwargs = kwargs
+    return node
 
 
 def _flat(args: tuple, kwargs: dict) -> list[Any]:
