@@ -152,6 +152,18 @@ def new_fake_tensor(mode: FakeTensorMode, elem: torch.Tensor, device: torch.devi
     return _lean_fake_tensor(mode, elem)
 
 
+def fake_from_meta(mode: FakeTensorMode, t: torch.Tensor, device: torch.device) -> FakeTensor:
+    """``mode.fake_tensor_converter.from_meta_and_device(mode, t, device)`` for a meta tensor
+    ``t`` just computed (a view rebuilt from remembered metadata: never memoized yet), its
+    fake tensor built as :func:`new_fake_tensor` builds one and memoized as that does."""
+    converter = mode.fake_tensor_converter
+    if device != _CPU or torch.compiler.is_exporting() or FakeTensorConfig.debug or not _LEAN_FAKE[0]:
+        return converter.from_meta_and_device(mode, t, device)
+    out = _lean_fake_tensor(mode, t)
+    converter.set_tensor_memo(t, out)
+    return out
+
+
 def dce_impure_random() -> bool:
     """Whether ``torch.fx.Graph.eliminate_dead_code`` keeps unread random nodes here: the
     ``impure_random`` it passes to ``Node.is_impure`` (True, or inductor's ``fallback_random``

@@ -51,6 +51,7 @@ from converter._torch_internal import (
     TorchDispatchMode,
     backend_dispatch_key,
     current_dispatch_mode,
+    fake_from_meta,
     fake_or_proxy_mode_active,
     fast_detach,
     has_kernel,
@@ -743,7 +744,7 @@ def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
     shape, stride, offset, _, device = entry[1]
     with in_kernel_invocation_manager(mode):
         t = aten.as_strided.default(args[0], shape, stride, offset)
-    return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
+    return fake_from_meta(mode, t, device)
 
 
 def _call_node(graph: torch.fx.Graph, func: Any, args: tuple, kwargs: dict, name: str) -> torch.fx.Node:
