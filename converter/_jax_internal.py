@@ -36,10 +36,48 @@ def dim_bounds(d) -> tuple[int, int | None]:
     return int(lo), None if hi == float("inf") else int(hi)
 
 
+_JAX_MAKE_IR_CONTEXT = _mlir.make_ir_context
+
+
 def make_ir_context():
     """A new ``jaxlib.mlir.ir.Context`` with every dialect JAX emits (func, stablehlo, chlo,
     sdy, mhlo) registered and loaded."""
-    return _mlir.make_ir_context()
+    return _JAX_MAKE_IR_CONTEXT()
+
+
+_LOWERING_INTO = threading.local()  # .context: where this thread's JAX lowerings build modules
+_INSTALL_LOCK = threading.Lock()
+#: True in a thread inside :func:`lowering_into`: a JAX user context (see :data:`_MARKING`),
+#: so JAX's lowering cache never hands a module built in the converter's context to a
+#: lowering outside it (another thread's, or a later ``jax.jit`` of the same function)
+_INTO_CONVERTER = jax.make_user_context(False)
+
+
+def _make_ir_context_here():
+    """JAX's ``make_ir_context`` as installed by :func:`lowering_into`: the context this
+    thread lowers into, else a new one (JAX's own)."""
+    context = getattr(_LOWERING_INTO, "context", None)
+    return context if context is not None else _JAX_MAKE_IR_CONTEXT()
+
+
+@contextlib.contextmanager
+def lowering_into(context):
+    """A context in which JAX lowerings of this thread (``jax.jit(...).lower``) build their
+    module in ``context`` (made by :func:`make_ir_context`: the same dialects) instead of a
+    new context each (making one is a tenth of lowering a small model); other threads'
+    lowerings, and lowerings after it, are unaffected (a user context keeps JAX's cached
+    lowerings apart)."""
+    if _mlir.make_ir_context is not _make_ir_context_here:
+        with _INSTALL_LOCK:
+            if _mlir.make_ir_context is _JAX_MAKE_IR_CONTEXT:
+                _mlir.make_ir_context = _make_ir_context_here
+    outer = getattr(_LOWERING_INTO, "context", None)
+    _LOWERING_INTO.context = context
+    try:
+        with _INTO_CONVERTER(True):
+            yield
+    finally:
+        _LOWERING_INTO.context = outer
 
 
 def refine_polymorphic_shapes(module):

@@ -27,6 +27,7 @@ from torch._ops import HigherOrderOperator, OperatorBase, OpOverload  # noqa: F4
 from torch._subclasses.fake_impls import fast_detach  # noqa: F401 - re-exported
 from torch._subclasses.fake_tensor import (  # noqa: F401 - re-exported
     FakeTensor,
+    FakeTensorConfig,
     FakeTensorMode,
     in_kernel_invocation_manager,
     is_fake,
@@ -85,6 +86,91 @@ def fake_or_proxy_mode_active() -> bool:
     fake = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE)
     proxy = torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY)
     return fake is not None or proxy is not None
+
+
+def meta_empty_strided(shape: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """``torch.empty_strided`` on the meta device with every dispatch mode set aside (what
+    ``in_kernel_invocation_manager`` gives a factory call, at a fifth of its cost)."""
+    with torch._C._DisableTorchDispatch():
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+
+_CPU = torch.device("cpu")
+#: whether :func:`new_fake_tensor` builds tensors equal to ``FakeTensor``'s constructor's
+#: (checked on first use), and the attributes that constructor sets to None
+_LEAN_FAKE: list = [None, {}]
+
+
+def _lean_fake_tensor(mode: FakeTensorMode, elem: torch.Tensor) -> FakeTensor:
+    t = torch.Tensor._make_subclass(
+        FakeTensor, elem, elem.requires_grad, dispatch_device=True, device_for_backend_keys=_CPU
+    )
+    if not mode._allow_unsafe_data_ptr_access:
+        torch._C._set_throw_on_mutable_data_ptr(t)
+    else:
+        torch._C._set_warn_deprecated_on_mutable_data_ptr(t)
+    state = t.__dict__
+    state.update(_LEAN_FAKE[1])
+    state["_fake_device"] = _CPU
+    state["fake_mode"] = mode
+    return t
+
+
+def _lean_fake_matches(mode: FakeTensorMode) -> bool:
+    """A tensor :func:`_lean_fake_tensor` builds has the type, dispatch keys, metadata and
+    attributes of the one ``FakeTensor(mode, elem, cpu)`` builds (its constructor's other
+    attributes all None, recorded in ``_LEAN_FAKE[1]``)."""
+    try:
+        want = FakeTensor(mode, meta_empty_strided((2, 3), (3, 1), torch.float32), _CPU)
+        blank = {k: v for k, v in want.__dict__.items() if k not in ("_fake_device", "fake_mode")}
+        if any(v is not None for v in blank.values()) or want.__dict__.get("_fake_device") != _CPU:
+            return False
+        _LEAN_FAKE[1] = blank
+        got = _lean_fake_tensor(mode, meta_empty_strided((2, 3), (3, 1), torch.float32))
+        return (
+            type(got) is type(want)
+            and got.__dict__ == {**want.__dict__}
+            and torch._C._dispatch_keys(got) == torch._C._dispatch_keys(want)
+            and (got.shape, got.stride(), got.dtype, got.device, got.requires_grad)
+            == (want.shape, want.stride(), want.dtype, want.device, want.requires_grad)
+        )
+    except Exception:  # noqa: BLE001 - another torch: its constructor as it is
+        return False
+
+
+def new_fake_tensor(mode: FakeTensorMode, elem: torch.Tensor, device: torch.device) -> FakeTensor:
+    """``FakeTensor(mode, elem, device)`` of a fresh meta tensor ``elem``. On CPU, outside
+    ``torch.export`` and fake-tensor debugging, built without the constructor's argument
+    checks and normalization (a third of its cost), once a first one was checked equal to
+    the constructor's (type, dispatch keys, metadata, every attribute)."""
+    if device != _CPU or torch.compiler.is_exporting() or FakeTensorConfig.debug:
+        return FakeTensor(mode, elem, device)
+    if _LEAN_FAKE[0] is None:
+        _LEAN_FAKE[0] = _lean_fake_matches(mode)
+    if not _LEAN_FAKE[0]:
+        return FakeTensor(mode, elem, device)
+    return _lean_fake_tensor(mode, elem)
+
+
+def fake_from_meta(mode: FakeTensorMode, t: torch.Tensor, device: torch.device) -> FakeTensor:
+    """``mode.fake_tensor_converter.from_meta_and_device(mode, t, device)`` for a meta tensor
+    ``t`` just computed (a view rebuilt from remembered metadata: never memoized yet), its
+    fake tensor built as :func:`new_fake_tensor` builds one and memoized as that does."""
+    converter = mode.fake_tensor_converter
+    if device != _CPU or torch.compiler.is_exporting() or FakeTensorConfig.debug or not _LEAN_FAKE[0]:
+        return converter.from_meta_and_device(mode, t, device)
+    out = _lean_fake_tensor(mode, t)
+    converter.set_tensor_memo(t, out)
+    return out
+
+
+def dce_impure_random() -> bool:
+    """Whether ``torch.fx.Graph.eliminate_dead_code`` keeps unread random nodes here: the
+    ``impure_random`` it passes to ``Node.is_impure`` (True, or inductor's ``fallback_random``
+    inside a tracing context)."""
+    if torch._guards.TracingContext.try_get():
+        return torch._inductor.config.fallback_random
+    return True
 
 
 #: ``tensor_from_dlpack(capsule) -> torch.Tensor``: a tensor sharing the memory of a DLPack

@@ -372,9 +372,12 @@ def tensor_type(t: ir.Type) -> TensorType:
     """
     if not isinstance(t, ir.RankedTensorType):
         raise TypeError(f"expected a ranked tensor type, got {t}")
-    rt = t
-    shape = tuple(None if rt.is_dynamic_dim(i) else rt.shape[i] for i in range(rt.rank))
-    return TensorType(shape, dtypes.from_mlir(str(rt.element_type)))
+    dynamic = _DYNAMIC_SIZE  # what ``shape`` holds for a dynamic dimension (is_dynamic_dim)
+    shape = tuple(None if d == dynamic else d for d in t.shape)  # one bindings call, not one per dim
+    return TensorType(shape, dtypes.from_mlir(str(t.element_type)))
+
+
+_DYNAMIC_SIZE = ir.ShapedType.get_dynamic_size()
 
 
 # --------------------------------------------------------------------------- attributes
@@ -393,23 +396,49 @@ _SHLO_ATTRS = _stablehlo_attr_classes()
 _SKIP_PROPS = {"context", "type", "typeid", "static_typeid"}
 
 
-def _decode_shlo_attr(attr: ir.Attribute) -> Any:
+# attribute TypeID -> (its StableHLO view class, the fields to read; None: its ``value``),
+# learned on first decode (TypeIDs are the process's, not a context's)
+_SHLO_BY_TYPEID: dict[Any, tuple[type, tuple[str, ...] | None] | None] = {}
+
+
+def _shlo_view(attr: ir.Attribute) -> tuple[type, tuple[str, ...] | None] | None:
+    try:
+        typeid = attr.typeid
+    except Exception:  # noqa: BLE001 - an attribute without a TypeID: search every class
+        typeid = None
+    if typeid is not None and typeid in _SHLO_BY_TYPEID:
+        return _SHLO_BY_TYPEID[typeid]  # None: no StableHLO attribute
     for cls in _SHLO_ATTRS:
         try:
             if not cls.isinstance(attr):
                 continue
         except TypeError:
             continue
-        view = cls(attr)
-        if hasattr(view, "value"):
-            return view.value
-        props = {
-            k: getattr(view, k)
-            for k, v in vars(cls).items()
-            if isinstance(v, property) and k not in _SKIP_PROPS and not k.startswith("_")
-        }
-        return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in props.items()}
+        fields = None
+        if not hasattr(cls(attr), "value"):
+            fields = tuple(
+                k
+                for k, v in vars(cls).items()
+                if isinstance(v, property) and k not in _SKIP_PROPS and not k.startswith("_")
+            )
+        if typeid is not None:
+            _SHLO_BY_TYPEID[typeid] = (cls, fields)
+        return cls, fields
+    if typeid is not None:
+        _SHLO_BY_TYPEID[typeid] = None
     return None
+
+
+def _decode_shlo_attr(attr: ir.Attribute) -> Any:
+    found = _shlo_view(attr)
+    if found is None:
+        return None
+    cls, fields = found
+    view = cls(attr)
+    if fields is None:
+        return view.value
+    props = {k: getattr(view, k) for k in fields}
+    return {k: list(v) if isinstance(v, (list, tuple)) else v for k, v in props.items()}
 
 
 def decode_attribute(attr: ir.Attribute) -> Any:
@@ -539,27 +568,33 @@ class Op:
         mlir: the underlying ``ir.Operation``.
     """
 
-    __slots__ = ("mlir", "name", "_attrs")
+    __slots__ = ("mlir", "name", "_attrs", "_some")
 
     def __init__(self, operation: ir.Operation):
         self.mlir = operation
         self.name: str = operation.name
         self._attrs: dict[str, Any] | None = None
+        self._some = False  # _attrs holds only the attributes attr() was asked for
 
     @property
     def attrs(self) -> dict[str, Any]:
         """Every attribute, decoded by :func:`decode_attribute`."""
-        if self._attrs is None:
+        if self._attrs is None or self._some:
+            done = self._attrs or {}
             named = self.mlir.attributes
-            self._attrs = {}
+            attrs = {}
             for i in range(len(named)):
                 key = named[i].name
+                if key in done:
+                    attrs[key] = done[key]
+                    continue
                 try:
-                    self._attrs[key] = decode_attribute(named[key])
+                    attrs[key] = decode_attribute(named[key])
                 except TypeError:
                     # the bindings cannot hand out dense attributes of some element types
                     # (complex); read the value literal from the op's own printed form.
-                    self._attrs[key] = self._literal_attr(key)
+                    attrs[key] = self._literal_attr(key)
+            self._attrs, self._some = attrs, False
         return self._attrs
 
     def _literal_attr(self, key: str) -> np.ndarray:
@@ -571,8 +606,23 @@ class Op:
         return _dense_from_literal(text[start:].splitlines()[0], ttype.shape, dtypes.to_numpy(ttype.dtype))
 
     def attr(self, key: str, default: Any = None) -> Any:
-        """One decoded attribute, or ``default`` when absent."""
-        return self.attrs.get(key, default)
+        """One decoded attribute, or ``default`` when absent (decodes that one only, as
+        :attr:`attrs` would)."""
+        attrs = self._attrs
+        if attrs is None:
+            attrs = self._attrs = {}
+            self._some = True  # decoded one by one: attrs decodes the rest
+        elif key in attrs or not self._some:
+            return attrs.get(key, default)
+        named = self.mlir.attributes
+        if key not in named:
+            return default
+        try:
+            value = decode_attribute(named[key])
+        except TypeError:  # see attrs
+            value = self._literal_attr(key)
+        attrs[key] = value
+        return value
 
     @property
     def operands(self) -> list[ir.Value]:

@@ -130,25 +130,43 @@ class TorchInterpreter(Interpreter):
             native = patterns.rewrite(self, op, env)  # a softmax, gelu, layer norm ... as one call
             if native is not None:
                 return [native]
-        out = super().run_op(op, operands, env)
+        tracer = recorder.current() if op.name in recorder.REPLAYED_OPS and not self.symbolic else None
+        if tracer is not None:  # the rule's calls recorded once, replayed for the same metadata
+            out = tracer.run_op(op, operands, lambda: super(TorchInterpreter, self).run_op(op, operands, env))
+        else:
+            out = super().run_op(op, operands, env)
         if self.placer is not None and op.name == "stablehlo.constant":
             out = [self.placer.to(v, self.placer.current) for v in out]
+        names = self._result_dtypes(op)
         if op.name in _WRAPPING:
-            names = [t.dtype for t in op.result_types]
             out = [wrap_unsigned(v, n) if n in WIDENED else v for v, n in zip(out, names, strict=False)]
         if op.name != "stablehlo.constant" and any(
-            r.dtype in ROUNDED for r in self._result_types(op)
+            n in ROUNDED for n in names
         ):  # sub-byte integers and narrow floats: back into their type
-            names = [t.dtype for t in op.result_types]
             out = [wrap_carried(v, n) if n in ROUNDED else v for v, n in zip(out, names, strict=False)]
         return out
 
-    @staticmethod
-    def _result_types(op: mlir.Op) -> list:
-        try:
-            return op.result_types
-        except TypeError:  # tokens, tuples
-            return []
+    _dtype_of: dict | None = None  # MLIR type -> its dtype name (None: a token or tuple)
+
+    def _result_dtypes(self, op: mlir.Op) -> list[str | None]:
+        """The dtype name of each result of ``op`` (None for a token or a tuple), decoded
+        once per distinct type of the module (types are uniqued in its context)."""
+        if self._dtype_of is None:
+            self._dtype_of = {}
+        cache = self._dtype_of
+        names = []
+        for r in op.mlir.results:
+            t = r.type
+            if t in cache:
+                names.append(cache[t])
+                continue
+            try:
+                name = mlir.tensor_type(t).dtype
+            except TypeError:  # tokens, tuples
+                name = None
+            cache[t] = name
+            names.append(name)
+        return names
 
     def _shape_op(self, op: mlir.Op, operands: list[Any]) -> list[Any] | None:
         """``op`` computed on :class:`~converter.backends.torch.symbolic.SymArray` shape values, or

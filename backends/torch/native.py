@@ -39,9 +39,10 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule, Node
 
-from converter._torch_internal import OpOverload, nn_functions
+from converter._torch_internal import OpOverload, dce_impure_random, nn_functions
 
 from ._util import aligned
+from .recorder import fake_view
 
 aten = torch.ops.aten
 
@@ -90,10 +91,22 @@ def _result_shape(node: Node, args: list) -> tuple[int, ...] | None:
     shapes = [_shape(a) for a in args if isinstance(a, Node)]
     if any(s is None for s in shapes):
         return None
-    try:
-        return tuple(torch.broadcast_shapes(*shapes))
-    except RuntimeError:
-        return None
+    return broadcast_shapes(shapes)
+
+
+def broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The shape static ``shapes`` broadcast to (torch's rule, ``torch.broadcast_shapes``:
+    right-aligned, a size-1 dimension stretches), None when they do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for shape in shapes:
+        for i, d in enumerate(shape, rank - len(shape)):
+            if d == 1 or d == out[i]:
+                continue
+            if out[i] != 1:
+                return None
+            out[i] = d
+    return tuple(out)
 
 
 def drop_broadcasts(gm: GraphModule) -> None:
@@ -271,7 +284,7 @@ def fuse_bias(gm: GraphModule) -> None:
                     continue
                 with graph.inserting_before(inner):
                     vec = graph.call_function(aten.reshape.default, (b, [n]))
-                    vec.meta["val"] = b.meta["val"].reshape(n)
+                    vec.meta["val"] = fake_view(b.meta["val"], [n])
                 inner.target = aten.addmm.default
                 inner.args = (vec, *inner.args)
             elif (
@@ -286,7 +299,7 @@ def fuse_bias(gm: GraphModule) -> None:
                 conv = prod.args[0]
                 with graph.inserting_before(conv):
                     vec = graph.call_function(aten.reshape.default, (bias, [out_shape[-1]]))
-                    vec.meta["val"] = bias.meta["val"].reshape(out_shape[-1])
+                    vec.meta["val"] = fake_view(bias.meta["val"], [out_shape[-1]])
                 conv.args = (*conv.args[:2], vec, *conv.args[3:])
             else:
                 continue
@@ -310,15 +323,17 @@ def fold_constants(gm: GraphModule) -> None:
             if isinstance(value, torch.Tensor):
                 values[node] = value
             continue
-        if node.op != "call_function" or node.is_impure() or not isinstance(node.target, OpOverload):
-            continue
-        if node.target._opname.startswith("empty") or any(_mutates(u) for u in node.users):
+        if node.op != "call_function" or not isinstance(node.target, OpOverload):
             continue
         flat = [*node.args, *node.kwargs.values()]
+        if any(isinstance(a, Node) and a not in values for a in flat):
+            continue  # reads a computed value (most nodes: tested first, it is the cheapest)
         nested = [b for a in flat if isinstance(a, (list, tuple)) for b in a]
         if any(isinstance(b, Node) for b in nested):
             continue
-        if any(isinstance(a, Node) and a not in values for a in flat):
+        if node.is_impure() or node.target._opname.startswith("empty"):
+            continue
+        if any(_mutates(u) for u in node.users):
             continue
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor) or val.device.type != "cpu" or val.numel() > _FOLD_LIMIT:
@@ -514,13 +529,21 @@ def _mutates(node: Node) -> bool:
     return node.op != "output" and node.is_impure()
 
 
+def eliminate_dead_code(gm: GraphModule) -> None:
+    """``gm.graph.eliminate_dead_code()``, asking ``Node.is_impure`` only of the nodes
+    nobody reads (the others stay whatever it answers; it costs more than the rest of the
+    pass)."""
+    impure_random = dce_impure_random()
+    gm.graph.eliminate_dead_code(lambda n: len(n.users) > 0 or n.is_impure(impure_random))
+
+
 def simplify(gm: GraphModule) -> GraphModule:
     """Apply the passes of this module to ``gm`` in place and regenerate its code."""
     drop_broadcasts(gm)
     collapse_views(gm)
     fuse_bias(gm)
     collapse_views(gm)
-    gm.graph.eliminate_dead_code()
+    eliminate_dead_code(gm)
     if all(
         n.meta["val"].device.type == "cpu"
         for n in gm.graph.nodes
@@ -530,7 +553,7 @@ def simplify(gm: GraphModule) -> GraphModule:
         pool_divisors(gm)
         causal_attention(gm)
         attention_scale(gm)
-        gm.graph.eliminate_dead_code()
+        eliminate_dead_code(gm)
         drop_unread_constants(gm)
     align_constants(gm)
     native_calls(gm)

@@ -15,6 +15,14 @@ strides, dtypes, devices and scalar values, and rebuilds such a result (``empty_
 ``as_strided`` on the meta device, wrapped as a fake tensor) instead of dispatching it
 (see ``_RESULTS``): the same metadata at a third of the cost of a hit in the mode's cache.
 
+One level up, :meth:`Recorder.run_op` remembers the calls a whole StableHLO op's rule records,
+for the rules of :data:`REPLAYED_OPS` (which compute from the op's attributes, types, bodies
+and static operands and their operands' metadata only), and replays them when an op of the
+same key meets operands of the same metadata again, in the same module or a later
+conversion: the same nodes (names, targets, arguments, ``meta["val"]``), without running the
+rule nor dispatching its calls through torch (see ``_TEMPLATES``). Placeholders of plain CPU
+examples are fresh fake tensors of their metadata (``from_tensor`` costs ten times more).
+
 It handles what the torch backend traces on one CPU device without higher-order ops:
 ``CompositeImplicitAutograd`` ops reaching it are decomposed (as make_fx does), small
 constants (one element) are propagated so ``.item()``/``bool()`` of a constant works, and
@@ -32,6 +40,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from jaxlib.mlir import ir
 
 from converter._torch_internal import (
     COMPOSITE_IMPLICIT,
@@ -42,12 +51,16 @@ from converter._torch_internal import (
     TorchDispatchMode,
     backend_dispatch_key,
     current_dispatch_mode,
+    fake_from_meta,
     fake_or_proxy_mode_active,
     fast_detach,
     has_kernel,
     in_kernel_invocation_manager,
+    meta_empty_strided,
+    new_fake_tensor,
     unset_fake_temporarily,
 )
+from converter.interpreter import fold_constant
 
 aten = torch.ops.aten
 
@@ -99,6 +112,14 @@ class Recorder(TorchDispatchMode):
         self._n_constants = 0
         self._decomposes: dict[Any, bool] = {}
         self._names: dict[Any, str] = {}  # node name per op, as make_fx names them
+        #: the text of each MLIR type and named attribute met in op keys (uniqued by the
+        #: context: equal ones are one object for this module, and few differ)
+        self._texts: dict[Any, str] = {}
+        #: while an op's rule runs to be remembered (:meth:`run_op`): the calls it records,
+        #: as ``(func, args, kwargs, out, name, entry, fresh)``; None otherwise
+        self._log: list[tuple] | None = None
+        self._replayable = True  # the logged calls can be replayed (see run_op)
+        self._entry: tuple | None = None  # the _RESULTS entry of the last _fake_result
 
     def track(self, value: torch.Tensor, node: torch.fx.Node, fresh: bool = False) -> None:
         """Record that ``node`` computes ``value``, by a weak reference. A ``fresh`` value
@@ -126,6 +147,7 @@ class Recorder(TorchDispatchMode):
         hit = self.fakes.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1]
+        self._replayable = False  # a constant: not a function of the op's operands' metadata
         name = f"_tensor_constant{self._n_constants}"
         self._n_constants += 1
         self.root.register_buffer(name, value, persistent=False)  # a get_attr of a plain attribute warns
@@ -163,6 +185,7 @@ class Recorder(TorchDispatchMode):
         known = [self._constant(t) for t in tensors]
         all_constant = all(k is not None for k in known)
         if torch.Tag.data_dependent_output in func.tags and all_constant:
+            self._replayable = False
             real_args, real_kwargs = _map((args, kwargs), self._constant)
             with unset_fake_temporarily():
                 return func(*real_args, **real_kwargs)  # a constant's value (item(), bool())
@@ -174,7 +197,7 @@ class Recorder(TorchDispatchMode):
         name = self._names.get(func)
         if name is None:
             name = self._names[func] = self.graph._target_to_str(func.overloadpacket.__name__)
-        node = self.graph.create_node("call_function", func, tuple(node_args), node_kwargs, name=name)
+        node = _call_node(self.graph, func, tuple(node_args), node_kwargs, name)
         constant = None
         if (
             func is aten.lift_fresh_copy.default
@@ -198,6 +221,11 @@ class Recorder(TorchDispatchMode):
             self.track(out, node, fresh)
             if isinstance(constant, torch.Tensor):
                 self.constants[id(out)] = (weakref.ref(out), constant)
+            if self._log is not None:
+                if constant is not None or self._entry is None or self._entry[0] == "seq":
+                    self._replayable = False  # (a sequence entry comes with a sequence result)
+                else:
+                    self._log.append((func, args, kwargs, out, name, self._entry, fresh))
         elif isinstance(out, (tuple, list)):
             node.meta["val"] = type(out)(
                 fast_detach(self.fake_mode, o) if isinstance(o, FakeTensor) else o for o in out
@@ -205,13 +233,20 @@ class Recorder(TorchDispatchMode):
             for i, o in enumerate(out):
                 if isinstance(o, torch.Tensor):
                     self.track(o, self.graph.call_function(operator.getitem, (node, i)))
+            if self._log is not None:
+                if constant is not None or self._entry is None or self._entry[0] != "seq":
+                    self._replayable = False
+                else:  # a tensor per element (see _entry)
+                    self._log.append((func, args, kwargs, out, name, self._entry, None))
         else:
+            self._replayable = False
             node.meta["val"] = out
         return out
 
     def _fake_result(self, func, args: list, kwargs: dict) -> Any:
         """``func`` of fake tensors as the ``FakeTensorMode`` computes it, remembered in
         :data:`_RESULTS` by the arguments' metadata (see :func:`_memo_kind`)."""
+        self._entry = None
         kind = _KINDS.get(func)
         if kind is None:
             kind = _KINDS[func] = _memo_kind(func)
@@ -223,6 +258,7 @@ class Recorder(TorchDispatchMode):
             return func(*args, **kwargs)
         hit = _RESULTS.get(key)
         if hit is not None:
+            self._entry = hit
             return _rebuild(mode, hit, args)
         out = func(*args, **kwargs)
         entry = _entry(mode, kind, out, args)
@@ -230,7 +266,114 @@ class Recorder(TorchDispatchMode):
             if len(_RESULTS) >= _RESULTS_LIMIT:
                 _RESULTS.clear()
             _RESULTS[key] = entry
+            self._entry = entry
         return out
+
+    # ------------------------------------------------------------------ op replay
+
+    def run_op(self, op: Any, operands: Sequence[Any], run: Callable[[], list]) -> list:
+        """``run()``, the rule of the StableHLO ``op`` on ``operands`` (a rule that computes
+        from the op's attributes and types and its operands' metadata only: see
+        :data:`REPLAYED_OPS`), or the calls it records replayed.
+
+        The first time an op of these attributes and types meets operands of this metadata
+        (shape, strides, dtype, device, storage offset, which operands are the same tensor),
+        its rule runs and the ATen calls it records are remembered for the process
+        (:data:`_TEMPLATES`) when each is one :meth:`_fake_result` remembers and reads only
+        operands and earlier results (no constant, no value); the next time the same nodes
+        are created, with the same names, targets, arguments and ``meta["val"]`` metadata,
+        without running the rule nor dispatching the calls through torch."""
+        if self._log is not None:  # inside an op being remembered (a body): part of its calls
+            return run()
+        key = self._op_key(op, operands)
+        if key is None:
+            return run()
+        template = _TEMPLATES.get(key, _UNSEEN)
+        if template is None:
+            return run()
+        if template is not _UNSEEN:
+            return self._replay(template, operands)
+        outer = self._log, self._replayable
+        self._log, self._replayable = [], True
+        try:
+            out = run()
+            log, replayable = self._log, self._replayable
+        finally:
+            self._log, self._replayable = outer
+        if len(_TEMPLATES) >= _TEMPLATES_LIMIT:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = _template(log, operands, out) if replayable else None
+        return out
+
+    def _op_key(self, op: Any, operands: Sequence[Any]) -> tuple | None:
+        """``op``'s name, attributes and types with its operands' metadata (None when an
+        operand is not a tensor traced here, or a known constant)."""
+        mode = self.fake_mode
+        metas = []
+        for t in operands:
+            if type(t) is not FakeTensor or id(t) in self.constants:
+                return None
+            hit = self.nodes.get(id(t))
+            if hit is None or hit[0]() is not t:
+                return None
+            meta = _value_key(mode, t)
+            if meta is _NO_KEY:
+                return None
+            metas.append(meta)
+        ids = [id(t) for t in operands]
+        same = None if len(set(ids)) == len(ids) else tuple(ids.index(i) for i in ids)  # x + x
+        operation = op.mlir
+        named = operation.attributes
+        if op.name == "stablehlo.constant" and not _splat(named):
+            return None  # its rule makes a real tensor (never replayed): no key of its elements
+        try:
+            text = self._text
+            attrs = tuple(text(named[i].name, named[i].attr) for i in range(len(named)))
+            types = (
+                tuple(text("", v.type) for v in operation.operands),
+                tuple(text("", v.type) for v in operation.results),
+            )
+            body = ()
+            if len(operation.regions):  # bodies (reduce, reduce_window), and what static_operand reads
+                body = (
+                    tuple(_region_key(r) for r in operation.regions),
+                    tuple(map(_static_key, operation.operands)),
+                )
+                if None in body[0] or None in body[1]:
+                    return None
+        except (TypeError, ValueError):  # attributes the bindings cannot hand out (complex)
+            return None
+        return (op.name, attrs, types, tuple(metas), same, body)
+
+    def _text(self, name: str, value: Any) -> str:
+        """``name=value`` (an attribute) or ``value``'s text (a type), remembered."""
+        key = (name, value)
+        hit = self._texts.get(key)
+        if hit is None:
+            hit = self._texts[key] = f"{name}={value}" if name else str(value)
+        return hit
+
+    def _replay(self, template: tuple, operands: Sequence[Any]) -> list:
+        calls, outputs = template
+        mode = self.fake_mode
+        values = list(operands)
+        nodes: list[Any] = [self.node_of(t) for t in operands]
+        for func, args, kwargs, name, entry, fresh in calls:
+            fake_args = _fill(args, values)
+            out = _rebuild(mode, entry, fake_args)
+            node = _call_node(self.graph, func, tuple(_fill(args, nodes)), _fill(kwargs, nodes), name)
+            if entry[0] == "seq":  # as __torch_dispatch__: detached values, a getitem per tensor
+                node.meta["val"] = type(out)(fast_detach(mode, o) for o in out)
+                for i, o in enumerate(out):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    self.track(o, item)
+                    values.append(o)
+                    nodes.append(item)
+                continue
+            self.track(out, node, fresh)
+            values.append(out)
+            nodes.append(node)
+        return [values[i] for i in outputs]
 
     def _constant(self, value: torch.Tensor) -> torch.Tensor | None:
         """The real value of ``value`` when known: a real tensor itself, a tracked constant."""
@@ -238,6 +381,194 @@ class Recorder(TorchDispatchMode):
             return value
         hit = self.constants.get(id(value))
         return hit[1] if hit is not None and hit[0]() is value else None
+
+
+# ----------------------------------------------------------------------------- op replay
+#
+# An op's rule, run on fake tensors, records ATen calls whose nodes depend only on the op
+# (name, attributes, types) and its operands' metadata, for the rules of REPLAYED_OPS (they
+# read nothing else: no other value, no defining op, no interpreter state). Recorder.run_op
+# remembers those calls as a template: per call, its target, its arguments with each tensor
+# replaced by ("operand" or earlier call) index, its node name, its result's _RESULTS entry
+# and whether its meta["val"] is detached (a factory's result); and which values the rule
+# returned. Replaying creates the same nodes with results rebuilt from the entries, as
+# _fake_result rebuilds a remembered result.
+
+#: StableHLO ops whose rules compute from their attributes, types and operands' metadata only
+REPLAYED_OPS = frozenset(
+    {
+        "stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.transpose",
+        "stablehlo.convert", "stablehlo.add", "stablehlo.subtract", "stablehlo.multiply",
+        "stablehlo.divide", "stablehlo.maximum", "stablehlo.minimum", "stablehlo.compare",
+        "stablehlo.select", "stablehlo.negate", "stablehlo.dot_general", "stablehlo.sqrt",
+        "stablehlo.rsqrt", "stablehlo.exponential", "stablehlo.log", "stablehlo.tanh",
+        "stablehlo.logistic", "stablehlo.abs", "chlo.erf", "stablehlo.and", "stablehlo.or",
+        "stablehlo.not", "stablehlo.clamp", "stablehlo.power", "stablehlo.iota",
+        "stablehlo.constant",  # splats only (a torch.full): see Recorder._op_key
+        "stablehlo.convolution", "stablehlo.reduce", "stablehlo.reduce_window",
+        "stablehlo.gather", "stablehlo.slice", "stablehlo.concatenate", "stablehlo.pad",
+        "stablehlo.reverse", "stablehlo.sign", "stablehlo.floor", "stablehlo.ceil",
+        "stablehlo.round_nearest_even", "stablehlo.round_nearest_afz", "stablehlo.sine",
+        "stablehlo.cosine", "stablehlo.exponential_minus_one", "stablehlo.log_plus_one",
+        "stablehlo.is_finite", "stablehlo.remainder", "stablehlo.xor", "stablehlo.atan2",
+    }
+)  # fmt: skip
+
+_TEMPLATES: dict[tuple, tuple | None] = {}  # op key -> (calls, outputs); None: not replayable
+_TEMPLATES_LIMIT = 50_000
+_UNSEEN = object()
+
+
+class _Ref(int):
+    """An index into the values of a template's replay (operands, then call results)."""
+
+
+def _template(log: list[tuple], operands: Sequence[Any], out: Sequence[Any]) -> tuple | None:
+    """The replayable form of the calls ``log`` an op's rule recorded on ``operands``,
+    returning ``out``; None when a call reads a tensor that is neither an operand nor an
+    earlier call's result, or the rule returns such a tensor."""
+    index: dict[int, int] = {}
+    for i, t in enumerate(operands):
+        index.setdefault(id(t), i)
+    count = len(operands)  # values so far: the operands, then each call's result tensors
+    calls = []
+    for func, args, kwargs, result, name, entry, fresh in log:
+        try:
+            args_t = tuple(_refs(a, index) for a in args)
+            kwargs_t = {k: _refs(v, index) for k, v in kwargs.items()}
+        except KeyError:
+            return None
+        if not any(_nested_ref(a) for a in (*args_t, *kwargs_t.values())):
+            args_t = _Flat(args_t)  # refs at the top level only: filled without recursion
+        calls.append((func, args_t, kwargs_t, name, entry, fresh))
+        for r in result if entry[0] == "seq" else (result,):  # one value per tensor
+            index[id(r)] = count
+            count += 1
+    outputs = []
+    for t in out:
+        if not isinstance(t, torch.Tensor) or id(t) not in index:
+            return None
+        outputs.append(index[id(t)])
+    return tuple(calls), tuple(outputs)
+
+
+def _refs(a: Any, index: dict[int, int]) -> Any:
+    if isinstance(a, torch.Tensor):
+        return _Ref(index[id(a)])  # KeyError: not an operand nor an earlier result
+    if isinstance(a, (list, tuple)):
+        return type(a)(_refs(b, index) for b in a)
+    if isinstance(a, _SCALARS) or isinstance(a, OpOverload):
+        return a
+    raise KeyError(a)
+
+
+class _Flat(tuple):
+    """A template call's arguments whose only references are top-level ones (lists among
+    them are literals, passed as they are)."""
+
+
+def _nested_ref(a: Any) -> bool:
+    """``a`` is a list, tuple or dict holding a reference (at any depth)."""
+    if isinstance(a, (list, tuple)):
+        return any(type(b) is _Ref or _nested_ref(b) for b in a)
+    if isinstance(a, dict):
+        return any(type(b) is _Ref or _nested_ref(b) for b in a.values())
+    return False
+
+
+def _fill(a: Any, values: list) -> Any:
+    if type(a) is _Flat:
+        return [values[b] if type(b) is _Ref else b for b in a]
+    if type(a) is _Ref:
+        return values[a]
+    if isinstance(a, (list, tuple)):
+        return type(a)(_fill(b, values) for b in a)
+    if isinstance(a, dict):
+        return {k: _fill(v, values) for k, v in a.items()}
+    return a
+
+
+def _region_key(region: Any) -> tuple | None:
+    """The ops of ``region`` (names, attributes, types, nested bodies, and which block
+    argument or earlier result each operand is), without SSA names; None when an op reads
+    a value defined outside the region."""
+    out = []
+    for block in region.blocks:
+        index = {a: ("arg", i) for i, a in enumerate(block.arguments)}
+        ops: list[tuple] = [tuple(str(a.type) for a in block.arguments)]
+        for k, o in enumerate(block.operations):
+            o = o.operation
+            named = o.attributes
+            if any(v not in index for v in o.operands):
+                return None
+            inner = tuple(_region_key(r) for r in o.regions)
+            if None in inner:
+                return None
+            ops.append(
+                (
+                    o.name,
+                    tuple(str(named[i]) for i in range(len(named))),
+                    tuple(index[v] for v in o.operands),
+                    tuple(str(r.type) for r in o.results),
+                    inner,
+                )
+            )
+            index.update({r: ("op", k, j) for j, r in enumerate(o.results)})
+        out.append(tuple(ops))
+    return tuple(out)
+
+
+_STATIC_LIMIT = 16  # elements: larger static operands are not part of a key (never replayed)
+
+
+def _static_key(value: Any) -> tuple | None:
+    """What :meth:`Interpreter.static_operand` gives for ``value``, as a key: ``()`` for a
+    computed value, the dtype, shape and bytes of a constant; None for a large constant."""
+    arr = fold_constant(value)
+    if arr is None:
+        return ()
+    if arr.size > _STATIC_LIMIT:
+        return None
+    return (arr.dtype.str, arr.shape, arr.tobytes())
+
+
+def _splat(named: Any) -> bool:
+    """A constant's ``value`` attribute (in its attributes ``named``) holds one value
+    repeated (or a single one); False also when the bindings cannot hand it out (complex
+    element types: see :attr:`converter.mlir.Op.attrs`)."""
+    try:
+        return ir.DenseElementsAttr(named["value"]).is_splat
+    except (TypeError, ValueError, KeyError):
+        return False
+
+
+def fake_view(value: FakeTensor, shape: list[int]) -> torch.Tensor:
+    """``value.reshape(shape)`` of a fake tensor computed outside a trace (a pass editing the
+    graph): for a contiguous ``value``, its ``view`` rebuilt from :data:`_RESULTS` as a trace
+    does (the same metadata as reshape's view, without the fake mode's dispatch); otherwise
+    the fake mode computes it."""
+    mode = value.fake_mode if type(value) is FakeTensor else None
+    if mode is None or not value.is_contiguous():
+        return value.reshape(shape)
+    args = [value, list(shape)]
+    key = _call_key(mode, aten.view.default, args, {})
+    hit = _RESULTS.get(key) if key is not None else None
+    if hit is not None:
+        return _rebuild(mode, hit, args)
+    with mode:
+        out = aten.view.default(*args)
+    entry = _entry(mode, "view", out, args) if key is not None else None
+    if entry is not None:
+        if len(_RESULTS) >= _RESULTS_LIMIT:
+            _RESULTS.clear()
+        _RESULTS[key] = entry
+    return out
+
+
+def current() -> Recorder | None:
+    """The recorder tracing in this thread, if any."""
+    stack = _active_list()
+    return stack[-1] if stack else None
 
 
 # ----------------------------------------------------------------------------- fake results
@@ -379,11 +710,29 @@ def _entry(mode: FakeTensorMode, kind: str, out: Any, args: list) -> tuple | Non
     return None
 
 
+def _plain_meta(t: torch.Tensor) -> tuple | None:
+    """A real CPU tensor's metadata as :func:`_fresh` takes it, when a fresh fake tensor of
+    it is what ``FakeTensorMode.from_tensor`` makes of it (strided, dense, offset 0, no grad,
+    not a view, no subclass); else None."""
+    if (
+        type(t) is not torch.Tensor
+        or t.device.type != "cpu"
+        or t.layout != torch.strided
+        or t.requires_grad
+        or t._is_view()
+        or t.storage_offset() != 0
+        or t.is_conj()
+        or t.is_neg()
+        or t.is_quantized
+    ):
+        return None
+    return (tuple(t.shape), t.stride(), 0, t.dtype, t.device)
+
+
 def _fresh(mode: FakeTensorMode, meta: tuple) -> FakeTensor:
     shape, stride, _, dtype, device = meta
-    with in_kernel_invocation_manager(mode):
-        t = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-    return FakeTensor(mode, t, device)  # a fresh meta tensor: nothing to find in the converter's memo
+    # a fresh meta tensor: nothing to find in the converter's memo
+    return new_fake_tensor(mode, meta_empty_strided(shape, stride, dtype), device)
 
 
 def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
@@ -395,7 +744,18 @@ def _rebuild(mode: FakeTensorMode, entry: tuple, args: list) -> Any:
     shape, stride, offset, _, device = entry[1]
     with in_kernel_invocation_manager(mode):
         t = aten.as_strided.default(args[0], shape, stride, offset)
-    return mode.fake_tensor_converter.from_meta_and_device(mode, t, device)
+    return fake_from_meta(mode, t, device)
+
+
+def _call_node(graph: torch.fx.Graph, func: Any, args: tuple, kwargs: dict, name: str) -> torch.fx.Node:
+    """``graph.create_node("call_function", func, args, kwargs, name=name)``, its arguments
+    set after: ``create_node`` walks every argument (a pytree walk, an eighth of a replayed
+    op) for raw ``SymInt``s to warn about, which a trace on static shapes has none of."""
+    node = graph.create_node("call_function", func, None, None, name=name)
+    node.args = args
+    if kwargs:
+        node.kwargs = kwargs
+    return node
 
 
 def _flat(args: tuple, kwargs: dict) -> list[Any]:
@@ -452,7 +812,11 @@ def record(
     recorder = Recorder(fake_mode, graph, root)
     fakes = []
     for i, example in enumerate(examples):
-        fake = fake_mode.from_tensor(example, static_shapes=True)
+        meta = _plain_meta(example)
+        if meta is not None:  # a fresh fake of its metadata: from_tensor's, at a tenth of its cost
+            fake = _fresh(fake_mode, meta)
+        else:
+            fake = fake_mode.from_tensor(example, static_shapes=True)
         recorder.track(fake, graph.placeholder(f"arg{i}_1"))
         fakes.append(fake)
     _active_list().append(recorder)
@@ -470,4 +834,13 @@ def record(
     return root
 
 
-__all__ = ["NeedsMakeFx", "Recorder", "active", "can_record", "record"]
+__all__ = [
+    "REPLAYED_OPS",
+    "NeedsMakeFx",
+    "Recorder",
+    "active",
+    "can_record",
+    "current",
+    "fake_view",
+    "record",
+]

@@ -187,3 +187,41 @@ def test_a_constant_is_a_buffer_and_raises_no_warning(recwarn):
     assert [str(w.message) for w in recwarn] == []
     assert dict(gm.named_buffers()) == {"_tensor_constant0": c} and "_tensor_constant0" not in gm.state_dict()
     torch.testing.assert_close(gm(torch.full((3,), 2.0))[0], 2 * c)
+
+
+def _layers(x, w):
+    """Two identical layers (the same ops on the same metadata twice): broadcasts,
+    elementwise ops, a matmul, a transpose, a reduction and a splat constant."""
+    for _ in range(2):
+        x = jax.numpy.tanh(x @ w + 1.0).T.T * 2.0 - x.sum(1, keepdims=True)
+    return x
+
+
+def test_replayed_ops_give_the_graph_their_rules_record(monkeypatch):
+    """The calls the rules of REPLAYED_OPS record are remembered per op and operand
+    metadata, then replayed: a conversion replaying (the second layer, and every op of a
+    second conversion) gives the graph, node values and results of one running every rule."""
+    x, w = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), np.eye(4, dtype=np.float32)
+    module = converter.from_jax(_layers, x, w)
+    replays = []
+    replay = recorder.Recorder._replay
+    monkeypatch.setattr(recorder.Recorder, "_replay", lambda *a: replays.append(1) or replay(*a))
+    monkeypatch.setattr(recorder, "_TEMPLATES", {})
+    monkeypatch.setattr(recorder, "REPLAYED_OPS", frozenset())
+    want = module.to_torch().graph_module
+    assert not recorder._TEMPLATES and not replays
+    monkeypatch.undo()
+    monkeypatch.setattr(recorder.Recorder, "_replay", lambda *a: replays.append(1) or replay(*a))
+    monkeypatch.setattr(recorder, "_TEMPLATES", {})
+    first = module.to_torch()
+    within = len(replays)
+    second = module.to_torch()
+    templates = [t for t in recorder._TEMPLATES.values() if t is not None]
+    assert within >= 4 and len(templates) >= 5  # the second layer replayed the first's ops
+    assert len(replays) - within >= within + len(templates)  # every op of the second conversion
+    for got in (first.graph_module, second.graph_module):
+        assert got.code == want.code
+        assert _meta_of(got) == _meta_of(want)
+    args = [torch.from_numpy(x), torch.from_numpy(w)]
+    assert torch.equal(second(*args), module.to_torch()(*args))
+    np.testing.assert_allclose(second(*args).numpy(), np.asarray(jax.jit(_layers)(x, w)), rtol=1e-5)
