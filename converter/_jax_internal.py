@@ -47,10 +47,6 @@ def make_ir_context():
 
 _LOWERING_INTO = threading.local()  # .context: where this thread's JAX lowerings build modules
 _INSTALL_LOCK = threading.Lock()
-#: True in a thread inside :func:`lowering_into`: a JAX user context (see :data:`_MARKING`),
-#: so JAX's lowering cache never hands a module built in the converter's context to a
-#: lowering outside it (another thread's, or a later ``jax.jit`` of the same function)
-_INTO_CONVERTER = jax.make_user_context(False)
 
 
 def _make_ir_context_here():
@@ -65,8 +61,7 @@ def lowering_into(context):
     """A context in which JAX lowerings of this thread (``jax.jit(...).lower``) build their
     module in ``context`` (made by :func:`make_ir_context`: the same dialects) instead of a
     new context each (making one is a tenth of lowering a small model); other threads'
-    lowerings, and lowerings after it, are unaffected (a user context keeps JAX's cached
-    lowerings apart)."""
+    lowerings are unaffected."""
     if _mlir.make_ir_context is not _make_ir_context_here:
         with _INSTALL_LOCK:
             if _mlir.make_ir_context is _JAX_MAKE_IR_CONTEXT:
@@ -74,8 +69,7 @@ def lowering_into(context):
     outer = getattr(_LOWERING_INTO, "context", None)
     _LOWERING_INTO.context = context
     try:
-        with _INTO_CONVERTER(True):
-            yield
+        yield
     finally:
         _LOWERING_INTO.context = outer
 

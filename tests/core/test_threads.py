@@ -321,29 +321,6 @@ def test_stop_gradient_marking_stays_in_its_thread():
     assert _jax_internal.STOP_GRADIENT_TARGET not in jax.jit(fn).lower(x).as_text()  # nor later
 
 
-def test_lowering_into_the_converters_context_stays_in_its_thread():
-    """The frontends' lowerings build their module in the converter's MLIR context
-    (``lowering_into``); another thread's ``jax.jit`` lowering meanwhile, and a later one,
-    get a context of their own, as JAX makes them."""
-    from converter import _jax_internal, mlir
-
-    def fn(x):
-        return jnp.tanh(x) * 2.0
-
-    x = jnp.arange(3.0)
-    shared = mlir.context()
-    with _jax_internal.lowering_into(shared):
-        inside = jax.jit(fn).lower(x).compiler_ir("stablehlo")
-        out: list = []
-        t = threading.Thread(target=lambda: out.append(jax.jit(fn).lower(x).compiler_ir("stablehlo")))
-        t.start()
-        t.join()
-    later = jax.jit(fn).lower(x).compiler_ir("stablehlo")
-    assert inside.context is shared
-    assert out[0].context is not shared and later.context is not shared
-    assert str(inside) == str(out[0]) == str(later)
-
-
 def test_eager_dtype_check_leaves_other_threads_draws_alone():
     """``call_torch`` runs a module eagerly to refuse what eager torch refuses (dtypes); its
     random ops draw nothing then, and torch's global generator is not saved and restored: a
