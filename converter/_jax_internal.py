@@ -36,42 +36,10 @@ def dim_bounds(d) -> tuple[int, int | None]:
     return int(lo), None if hi == float("inf") else int(hi)
 
 
-_JAX_MAKE_IR_CONTEXT = _mlir.make_ir_context
-
-
 def make_ir_context():
     """A new ``jaxlib.mlir.ir.Context`` with every dialect JAX emits (func, stablehlo, chlo,
     sdy, mhlo) registered and loaded."""
-    return _JAX_MAKE_IR_CONTEXT()
-
-
-_LOWERING_INTO = threading.local()  # .context: where this thread's JAX lowerings build modules
-_INSTALL_LOCK = threading.Lock()
-
-
-def _make_ir_context_here():
-    """JAX's ``make_ir_context`` as installed by :func:`lowering_into`: the context this
-    thread lowers into, else a new one (JAX's own)."""
-    context = getattr(_LOWERING_INTO, "context", None)
-    return context if context is not None else _JAX_MAKE_IR_CONTEXT()
-
-
-@contextlib.contextmanager
-def lowering_into(context):
-    """A context in which JAX lowerings of this thread (``jax.jit(...).lower``) build their
-    module in ``context`` (made by :func:`make_ir_context`: the same dialects) instead of a
-    new context each (making one is a tenth of lowering a small model); other threads'
-    lowerings are unaffected."""
-    if _mlir.make_ir_context is not _make_ir_context_here:
-        with _INSTALL_LOCK:
-            if _mlir.make_ir_context is _JAX_MAKE_IR_CONTEXT:
-                _mlir.make_ir_context = _make_ir_context_here
-    outer = getattr(_LOWERING_INTO, "context", None)
-    _LOWERING_INTO.context = context
-    try:
-        yield
-    finally:
-        _LOWERING_INTO.context = outer
+    return _mlir.make_ir_context()
 
 
 def refine_polymorphic_shapes(module):

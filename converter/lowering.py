@@ -69,9 +69,7 @@ def lower(
             return mlir.parse_module(exported.mlir_module_serialized, filename=filename, verified=True), list(
                 exported.out_avals
             )
-        # @main takes the signature's arguments only; built in the converter's context, where
-        # the passes' copies of it go (mlir.clone_module), not in a new one
-        with _jax_internal.embedded_constants(), _jax_internal.lowering_into(mlir.context()):
+        with _jax_internal.embedded_constants():  # @main takes the signature's arguments only
             lowered = jax.jit(fn, keep_unused=True).lower(*avals)
         return lowered.compiler_ir("stablehlo"), jax.tree.leaves(lowered.out_info)
 
