@@ -203,7 +203,8 @@ def test_bucketize_logcumsumexp(check):
 
 
 def test_segment_reduce():
-    """Every reduction with and without ``initial``, in one program."""
+    """Every reduction with and without ``initial``, in one program; segments along a dim
+    followed by one dim, by none (1-D) and by two (3-D along dim 0)."""
     data = torch.randn(3, 7, 2)
     data[1, 2, 0] = float("nan")
     lengths = torch.tensor([[2, 0, 3, 2], [7, 0, 0, 0], [1, 1, 1, 4]])  # empty segments too
@@ -214,6 +215,7 @@ def test_segment_reduce():
             torch.segment_reduce(d, reduce, lengths=lens, axis=1, initial=initial),
             torch.segment_reduce(d, reduce, offsets=offs, axis=1, initial=initial),
             torch.segment_reduce(d[0], reduce, lengths=lens[1], initial=initial),
+            torch.segment_reduce(d.permute(1, 0, 2), reduce, lengths=lens[2], initial=initial),
         )
 
     cases = {
