@@ -215,7 +215,6 @@ def test_segment_reduce():
             torch.segment_reduce(d, reduce, lengths=lens, axis=1, initial=initial),
             torch.segment_reduce(d, reduce, offsets=offs, axis=1, initial=initial),
             torch.segment_reduce(d[0], reduce, lengths=lens[1], initial=initial),
-            torch.segment_reduce(d.permute(1, 0, 2), reduce, lengths=lens[2], initial=initial),
         )
 
     cases = {
@@ -226,6 +225,10 @@ def test_segment_reduce():
         for reduce in ("sum", "mean", "max", "min", "prod")
         for initial in (None, 2.0)
     }
+    cases["mean, 3-D along dim 0"] = (
+        lambda d, lens: torch.segment_reduce(d.permute(1, 0, 2), "mean", lengths=lens[2]),
+        (data, lengths),
+    )
     check_targets_batch(cases, ops="aten.segment_reduce.default", rtol=1e-5)
 
 
