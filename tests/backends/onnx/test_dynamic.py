@@ -183,6 +183,24 @@ def test_dynamic_pad_slice_broadcast_iota() -> None:
         np.testing.assert_array_equal(iota, np.broadcast_to(np.arange(3, dtype=np.float32), (n, 3)))
 
 
+_RESHAPE_TO_STATIC = """
+func.func @main(%x: tensor<?x4xf32>) -> tensor<8xf32> {
+  %0 = stablehlo.reshape %x : (tensor<?x4xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+"""
+
+
+def test_reshape_of_a_dynamic_operand_to_a_static_shape() -> None:
+    """``stablehlo.reshape`` of an operand of dynamic shape to a static result (the element
+    counts agree at run time): converted, the Reshape reads only the result's shape."""
+    model = converter.from_stablehlo(_RESHAPE_TO_STATIC).to_onnx()
+    assert _dims(model.graph.output) == [[8]]
+    assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")  # still dynamic
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(_session(model).run(None, {"args[0]": x})[0], x.reshape(8))
+
+
 def test_op_without_dynamic_rule_names_it_and_specialize() -> None:
     """A ``select_and_scatter`` (max pooling's gradient) on a dynamic operand has no dynamic
     lowering: one error names it and the specialize call; the specialized module converts

@@ -75,6 +75,27 @@ def test_conv1d_and_3d():
     )
 
 
+def test_convolution_equal_padding_above_256_is_the_convolutions_own():
+    """Equal low and high padding is the convolution's ``padding`` argument (no separate pad
+    op) whatever its size: 300 on each side, beyond the integers CPython shares."""
+    import torch
+    from converter.backends.torch.native import aten_target
+
+    from .helpers import to_torch_module, torch_of
+
+    aten = torch.ops.aten
+    x = rng.standard_normal((1, 2, 3)).astype(np.float32)
+    w = rng.standard_normal((1, 2, 2)).astype(np.float32)
+    f = lambda x, w: lax.conv_general_dilated(x, w, (1,), ((300, 300),))  # noqa: E731
+    module = to_torch_module(f, x, w)
+    calls = [n for n in module.graph_module.graph.nodes if n.op == "call_function"]
+    assert aten.constant_pad_nd.default not in {aten_target(n) for n in calls}
+    (conv,) = [n for n in calls if aten_target(n) is aten.convolution.default]
+    assert list(conv.args[4]) == [300]
+    got = module(torch_of(x), torch_of(w)).numpy()
+    np.testing.assert_allclose(got, np.asarray(jax.jit(f)(x, w)), rtol=1e-6, atol=1e-6)
+
+
 _CONV_WITHOUT_PAD = """
 func.func @main(%x: tensor<1x3x10xf32>, %w: tensor<2x3x3xf32>) -> tensor<1x2x4xf32> {
   %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {stride = [2]}

@@ -16,6 +16,7 @@ import pytest
 import torch
 from converter.backends.torch import patterns
 from converter.backends.torch.native import aten_target
+from jax import lax
 
 import converter
 from examples import flax_models
@@ -124,6 +125,18 @@ def test_gelu_with_another_constant_is_not_rewritten():
         return x * (0.5 * (1 + jnp.tanh(0.8 * (x + 0.044715 * x * x * x))))
 
     _check(almost, _x(3, 16), absent=[aten.gelu.default])
+
+
+def test_gelu_form_with_another_factor_in_the_cube_is_not_rewritten():
+    """``(x * x) * y`` in place of the cube ``(x * x) * x``: not gelu of ``x``."""
+    c = float(np.sqrt(2 / np.pi))
+
+    def almost(x, y):
+        return x * (0.5 * (1 + jnp.tanh(c * (x + 0.044715 * ((x * x) * y)))))
+
+    x = _x(3, 16, scale=3.0)
+    _check(lambda x: almost(x, x), x, present=[aten.gelu.default])  # y = x: the tanh gelu
+    _check(almost, x, _x(3, 16, scale=3.0), absent=[aten.gelu.default])
 
 
 @pytest.mark.parametrize("shape", [(2, 7, 32), (4, 16)])
@@ -446,6 +459,21 @@ def test_attention_with_a_small_mask_fill_is_not_sdpa():
     mask = RNG.random((2, 5, 6)) > 0.3
     mask[0, 1, :] = False
     _check(attend, q, k, v, mask, absent=[aten._scaled_dot_product_flash_attention_for_cpu.default])
+
+
+def test_vector_added_along_a_convolutions_batch_dim_is_not_its_bias():
+    """A convolution whose output layout puts the channels first and the batch last
+    (``CWN``: the permute of torch's ``(N, C, W)`` is ``[1, 2, 0]``) plus a vector along that
+    last dim: one value per batch element, not a per-channel bias (3 of each, so fusing it
+    as the convolution's bias would run and be wrong)."""
+    w, b = _x(3, 2, 2), _x(3)
+
+    def fn(x):
+        return lax.conv_general_dilated(x, w, (1,), "VALID", dimension_numbers=("NCW", "OIW", "CWN")) + b
+
+    tm = _check(fn, _x(3, 2, 5))
+    (conv,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.convolution.default]
+    assert conv.args[2] is None
 
 
 def test_bias_computed_after_the_product_is_not_fused():

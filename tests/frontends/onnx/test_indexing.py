@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx import helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx_oracle import check_node, check_nodes  # noqa: E402
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
@@ -126,6 +126,35 @@ def test_max_unpool_output_shape_pads_the_inferred_shape():
         (got,) = from_onnx(model).to_jax()(x, idx)
         assert want.shape == tuple(shape)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_max_unpool_of_rank_258_with_its_output_shape():
+    """MaxUnpool over 256 spatial dims (rank 258, beyond the sizes CPython shares) with an
+    ``output_shape`` equal to the inferred shape: no padding, and not refused. The 2 values
+    come in and go out flat (Reshape nodes around it: NumPy holds at most 64 dims)."""
+    from converter.frontends.onnx import from_onnx
+
+    shape = [1, 2] + [1] * 256
+    ints = {n: numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s", shape), ("flat", [2]))}
+    nodes = [
+        helper.make_node("Reshape", ["x", "s"], ["xr"]),
+        helper.make_node("Reshape", ["i", "s"], ["ir"]),
+        helper.make_node("MaxUnpool", ["xr", "ir", "s"], ["u"], kernel_shape=[1] * 256),
+        helper.make_node("Reshape", ["u", "flat"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        initializer=list(ints.values()),
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    (got,) = from_onnx(model).to_jax()(np.array([5.0, 7.0], np.float32), np.array([1, 0], np.int64))
+    np.testing.assert_array_equal(np.asarray(got), [7.0, 5.0])  # index 1 takes 5, index 0 takes 7
 
 
 def test_defaults_and_limits_in_one_graph():

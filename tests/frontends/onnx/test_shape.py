@@ -109,6 +109,12 @@ def test_depth_to_space_with_blocksize_3():
         check_node("DepthToSpace", {"x": x}, {"blocksize": 3, "mode": mode})
 
 
+def test_dropout_in_inference_mode_with_and_without_its_mask():
+    """Dropout-13 in inference mode: the input, and with a second output the mask, all true."""
+    check_node("Dropout", {"x": X}, n_out=2, opset=13)
+    check_node("Dropout", {"x": X}, opset=13)
+
+
 def test_constant_value_float_and_sparse_value():
     """``sparse_value`` with linear indices (``[NNZ]``) and with coordinates (``[NNZ, rank]``),
     the other elements 0 (the ONNX SparseTensorProto)."""

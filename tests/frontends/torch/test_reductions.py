@@ -203,7 +203,8 @@ def test_bucketize_logcumsumexp(check):
 
 
 def test_segment_reduce():
-    """Every reduction with and without ``initial``, in one program."""
+    """Every reduction with and without ``initial``, in one program; segments along a dim
+    followed by one dim, by none (1-D) and by two (3-D along dim 0)."""
     data = torch.randn(3, 7, 2)
     data[1, 2, 0] = float("nan")
     lengths = torch.tensor([[2, 0, 3, 2], [7, 0, 0, 0], [1, 1, 1, 4]])  # empty segments too
@@ -224,6 +225,10 @@ def test_segment_reduce():
         for reduce in ("sum", "mean", "max", "min", "prod")
         for initial in (None, 2.0)
     }
+    cases["mean, 3-D along dim 0"] = (
+        lambda d, lens: torch.segment_reduce(d.permute(1, 0, 2), "mean", lengths=lens[2]),
+        (data, lengths),
+    )
     check_targets_batch(cases, ops="aten.segment_reduce.default", rtol=1e-5)
 
 
