@@ -322,3 +322,20 @@ def test_fresh_report_counts_not_covered_timeouts_and_partial_runs():
     assert rep["not_covered"] == {"a.py": [3]}
     text = "\n".join(run.fresh_markdown(rep))
     assert "seed **7**" in text and "3/40 (lines) partial" in text and "`a.py` 3" in text
+
+
+def test_failing_test_ids_keep_parameters_with_spaces_and_dashes():
+    """A kill is verified by running its failing test again unmutated: the id must come out
+    whole, parameters with spaces (``[... on a symbolic dimension]``) and `` - `` included."""
+    tail = (
+        "FAILED tests/a.py::t[attrs0-None-mode=tf on a symbolic dimension]\n"
+        "FAILED tests/b.py::u - AssertionError: x\n"
+        "FAILED tests/c.py::v[p-q] - E: [1]\n"
+        "FAILED tests/d.py::w\n"
+    )
+    assert run.failing_tests(tail) == [
+        "tests/a.py::t[attrs0-None-mode=tf on a symbolic dimension]",
+        "tests/b.py::u",
+        "tests/c.py::v[p-q]",
+        "tests/d.py::w",
+    ]

@@ -931,7 +931,11 @@ def import_failed_in(log: str, rel: str) -> bool:
 
 
 def failing_tests(tail: str) -> list[str]:
-    return re.findall(r"^FAILED (\S+)", tail, re.M)
+    """The node ids of pytest's ``FAILED <id>[ - message]`` summary lines; an id's
+    parameters (``[...]``) may hold spaces and `` - `` (``[a-b on a symbolic dimension]``)."""
+    return [
+        m.group(1) or m.group(2) for m in re.finditer(r"^FAILED (?:(\S*?\[.*?\])|(\S+))(?: - |$)", tail, re.M)
+    ]
 
 
 def cmd_check(cfg: dict, args) -> None:
