@@ -213,17 +213,15 @@ def _fractional_max_pool(x, nd: int, kernel_size, output_size, samples):
         _intervals(samples[..., which[d]], sizes[d], outs[d], k[d]) for d in range(nd)
     ]  # (N, C, out_d) each
     strides = [int(np.prod(sizes[d + 1 :])) for d in range(nd)]
-    flat = x.reshape(n, c, -1)
-    windows, positions = [], []
-    for offset in itertools.product(*(range(kk) for kk in k)):
-        pos = 0
-        for d in range(nd):
-            shape = [n, c] + [outs[e] if e == d else 1 for e in range(nd)]
-            pos = pos + ((starts[d] + offset[d]) * strides[d]).reshape(shape)
-        pos = jnp.broadcast_to(pos, (n, c, *outs)).reshape(n, c, -1)
-        positions.append(pos)
-        windows.append(jnp.take_along_axis(flat, pos, axis=-1))
-    w, p = jnp.stack(windows, -1), jnp.stack(positions, -1)
+    # every window position at once: (N, C, *outs, prod(k)) flat indices, the kernel offsets in
+    # row-major order on the last axis, then one gather of them all
+    offsets = np.array(list(itertools.product(*(range(kk) for kk in k))), np.int64).T  # (nd, prod(k))
+    pos = 0
+    for d in range(nd):
+        shape = [n, c] + [outs[e] if e == d else 1 for e in range(nd)] + [1]
+        pos = pos + (starts[d].reshape(shape) + offsets[d]) * strides[d]
+    p = jnp.broadcast_to(pos, (n, c, *outs, offsets.shape[1])).reshape(n, c, -1, offsets.shape[1])
+    w = jnp.take_along_axis(x.reshape(n, c, -1), p.reshape(n, c, -1), axis=-1).reshape(p.shape)
     choice = _last_nan_first_max(w)[..., None]
     vals = jnp.take_along_axis(w, choice, axis=-1)[..., 0].reshape(n, c, *outs)
     idx = jnp.take_along_axis(p, choice, axis=-1)[..., 0].reshape(n, c, *outs)

@@ -454,8 +454,12 @@ def test_onnx_lu_solve_inv_det_batched(dtype):
     a = rng.standard_normal((2, 4, 4)).astype(dtype)
     b = rng.standard_normal((2, 4, 3)).astype(dtype)
     tol = 1e-4 if dtype == F32 else 1e-10
-    _onnx_close(lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a)), a, b, tol=tol)
-    _onnx_close(jax.lax.linalg.lu, a, tol=tol)
+    _onnx_close(  # one model
+        lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), *jax.lax.linalg.lu(a)),
+        a,
+        b,
+        tol=tol,
+    )
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5)])
@@ -548,10 +552,11 @@ def test_onnx_svd_full_and_reduced(shape):
     _onnx_close(lambda a: (jnp.linalg.pinv(a), jnp.linalg.matrix_rank(a)), a, tol=1e-10)
 
 
-def _sorted_eigenvalues(a):
-    """``jnp.linalg.eigvals`` as real arrays (real parts, then imaginary parts) sorted by
-    ``(real, imag)``: order-free, and only the eigenvalues cross the ONNX boundary."""
-    w = jnp.linalg.eigvals(a)
+def _sorted_eigenvalues(a, w=None):
+    """``jnp.linalg.eigvals`` (or the given eigenvalues ``w`` of ``a``) as real arrays (real
+    parts, then imaginary parts) sorted by ``(real, imag)``: order-free, and only the
+    eigenvalues cross the ONNX boundary."""
+    w = jnp.linalg.eigvals(a) if w is None else w
     order = jnp.lexsort((jnp.round(w.imag, 4), jnp.round(w.real, 4)), axis=-1)
     w = jnp.take_along_axis(w, order, axis=-1)
     return w.real, w.imag
@@ -563,10 +568,21 @@ def _sorted_eigenvalues(a):
 def test_onnx_eigvals_matches_jax(shape, dtype):
     a = rng.standard_normal(shape).astype(dtype)
     tol = 1e-4 if dtype == F32 else 1e-10
-    _onnx_close(_sorted_eigenvalues, a, tol=tol)
-    got, want = run_onnx(jnp.linalg.eigvals, a)  # complex results, read back from real pairs
+
+    # one model (one conversion and compilation): the sorted real parts and imaginary parts,
+    # and the eigenvalues themselves as complex results, read back from real pairs
+    def sorted_and_raw(a):
+        w = jnp.linalg.eigvals(a)  # one ?geev
+        return (*_sorted_eigenvalues(a, w), w)
+
+    got, want = run_onnx(sorted_and_raw, a)
+    assert len(got) == len(want) == 3
+    for g, w in zip(got[:2], want[:2], strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+    assert np.iscomplexobj(got[2]) and got[2].dtype == want[2].dtype and got[2].shape == want[2].shape
     for i in np.ndindex(shape[:-2]):
-        assert _match_error(got[0][i], want[0][i]) < tol
+        assert _match_error(got[2][i], want[2][i]) < tol
 
 
 def test_onnx_eigvals_rotation_and_nan_input():
