@@ -35,6 +35,10 @@ def test_save_load_round_trip(tmp_path):
     assert m2.op_histogram() == m.op_histogram()
     with zipfile.ZipFile(path) as zf:
         assert json.loads(zf.read("manifest.json"))["version"] == 1
+        # reproducible members: a fixed timestamp, and rw-r--r-- (regular file) when unzipped
+        for info in zf.infolist():
+            assert info.date_time == (1980, 1, 1, 0, 0, 0), info
+            assert info.external_attr >> 16 == 0o644, info
 
 
 def test_loaded_module_runs(tmp_path):

@@ -93,3 +93,24 @@ def test_grad_through_int64_gather_without_x64():
     want = np.zeros_like(w)
     np.add.at(want, ids, 2 * w[ids])
     np.testing.assert_allclose(np.asarray(grad), want, rtol=1e-6)
+
+
+def test_partial_window_scatter_indices_widen_past_int32():
+    """A scatter window padded on both sides of a dimension whose padded size passes int32's
+    largest value (2**31 - 3 + 2 * 2) has its start indices computed in int64 (shapes only:
+    ``jax.eval_shape`` allocates nothing); one that fits stays int32."""
+    import jax
+    from jax import lax
+
+    from converter.backends.jax.ops.indexing import _pad_for_partial_windows
+
+    dn = lax.ScatterDimensionNumbers(
+        update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,)
+    )
+    idx = jax.ShapeDtypeStruct((1, 1), np.int32)
+    for n, want in ((2**31 - 3, np.int64), (2**31 - 5, np.int32)):
+        operand = jax.ShapeDtypeStruct((n,), np.float32)
+        padded, out = jax.eval_shape(
+            lambda o, i: _pad_for_partial_windows(o, i, (1, 2), dn)[:2], operand, idx
+        )
+        assert padded.shape == (n + 4,) and out.dtype == want, (n, out.dtype)

@@ -393,6 +393,14 @@ def test_unary_between_reshapes_that_cancel_runs_on_the_input():
     assert tanh.output[0] == model.graph.output[0].name
 
 
+def test_unary_after_a_reshape_then_transposed_back_to_the_input_shape_stays():
+    """``tanh(reshape(x)).T`` of ``x``'s shape: the outer op is a Transpose, not a Reshape, so
+    the Tanh stays between the Reshape and the Transpose (moved onto ``x`` it gave
+    ``tanh(x)``)."""
+    x = RNG.standard_normal((4, 6)).astype(np.float32)
+    _check(lambda x: jnp.tanh(x.reshape(6, 4)).T, x, fires="Transpose")
+
+
 def _near_misses(x, p):
     """Forms one step away from a fused pattern (each left as it is, or fused only in the
     part that matches): their numbers tell a wrongly fused form apart."""

@@ -9,7 +9,7 @@ import torch
 from jax import lax
 
 import converter
-from converter.signature import LeafSpec
+from converter.signature import UPDATE_PREFIX, LeafSpec, Mutation
 
 from .helpers import numpy_of, to_torch_module
 
@@ -80,6 +80,25 @@ def test_parameters_are_named_and_trainable():
     np.testing.assert_allclose(out.detach().numpy(), X @ W, rtol=1e-5, atol=1e-5)
     out.sum().backward()
     assert tm.layer_0_weight.grad is not None and tm.layer_0_weight.grad.shape == (4, 5)
+
+
+def test_a_parameter_the_program_updates_in_place_is_a_buffer():
+    """A floating ``parameter`` entry that is the target of a buffer mutation (JAX state such
+    as Flax's ``batch_stats``, converted with ``mutable=True``) is registered as a buffer, not
+    a trainable parameter, and the call updates it in place."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    params = {"bn.mean": np.zeros(3, np.float32), "w": np.ones(3, np.float32)}
+    module = _with_params(lambda p, x: (x * p["w"] - p["bn.mean"], p["bn.mean"] * 0.5 + x.mean(0)), params, x)
+    y, update = module.signature.outputs
+    update = LeafSpec(UPDATE_PREFIX + "bn.mean", update.shape, update.dtype, "update")
+    module.signature = module.signature.replace(
+        outputs=(y, update), out_tree={"kind": "leaf"}, mutations=(Mutation("buffer", "bn.mean"),)
+    )
+    tm = module.to_torch()
+    assert set(dict(tm.named_parameters())) == {"w"}
+    assert "bn_mean" in dict(tm.named_buffers())
+    np.testing.assert_array_equal(tm(torch.tensor(x)).detach().numpy(), x)
+    np.testing.assert_array_equal(tm.bn_mean.numpy(), x.mean(0))
 
 
 def test_zero_dim_parameters_and_inputs_keep_their_shape():

@@ -70,7 +70,11 @@ def test_reduce_window_pools_and_cumsum():
         empty = lax.reduce_window(x, -jnp.inf, lax.max, (1, 7, 3, 1), (1, 1, 1, 1), "VALID")
         # a window of one element everywhere: no pooled dim (the identity)
         same = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 1, 1), (1, 1, 1, 1), "VALID")
-        return mx, avg, dil, jnp.cumsum(x, 1), jnp.cumprod(x, 2), lax.cummax(x, 1), empty, same
+        # padding above half the window (torch's pools refuse it): padded first, then pooled
+        wide = lax.reduce_window(
+            x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), ((0, 0), (2, 2), (2, 2), (0, 0))
+        )
+        return mx, avg, dil, jnp.cumsum(x, 1), jnp.cumprod(x, 2), lax.cummax(x, 1), empty, same, wide
 
     assert_same(f, img, rtol=1e-5, atol=1e-5)
 

@@ -199,7 +199,8 @@ def test_loop_of_runtime_count_accumulating_a_sequence():
     """TorchScript's export of ``for i in range(n): outs.append(...)`` then ``torch.stack``:
     a runtime trip count and a sequence carried through the Loop (``SequenceInsert``),
     ``ConcatFromSequence`` after it. A while loop cannot carry a growing sequence (it raised
-    a JAX carry-type error); the loop is unrolled on ``n``'s value at call time."""
+    a JAX carry-type error); the loop is unrolled on ``n``'s value at call time. The body's
+    value is also a scan output (``vs``, one row per trip)."""
     i64, seq = TensorProto.INT64, helper.make_tensor_sequence_value_info
     body = helper.make_graph(
         [
@@ -207,6 +208,7 @@ def test_loop_of_runtime_count_accumulating_a_sequence():
             helper.make_node("Mul", ["x", "fi"], ["v"]),
             helper.make_node("SequenceInsert", ["seq_in", "v"], ["seq_out"]),
             helper.make_node("Identity", ["c"], ["c2"]),
+            helper.make_node("Identity", ["v"], ["v_out"]),
         ],
         "body",
         [
@@ -214,17 +216,21 @@ def test_loop_of_runtime_count_accumulating_a_sequence():
             helper.make_tensor_value_info("c", TensorProto.BOOL, []),
             seq("seq_in", F, None),
         ],
-        [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), seq("seq_out", F, None)],
+        [
+            helper.make_tensor_value_info("c2", TensorProto.BOOL, []),
+            seq("seq_out", F, None),
+            helper.make_tensor_value_info("v_out", F, [3]),
+        ],
     )
     graph = helper.make_graph(
         [
             helper.make_node("SequenceEmpty", [], ["s0"], dtype=F),
-            helper.make_node("Loop", ["n", "", "s0"], ["s"], body=body),
+            helper.make_node("Loop", ["n", "", "s0"], ["s", "vs"], body=body),
             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1),
         ],
         "g",
         [helper.make_tensor_value_info("x", F, [3]), helper.make_tensor_value_info("n", i64, [])],
-        [helper.make_tensor_value_info("y", F, ["n", 3])],
+        [helper.make_tensor_value_info("y", F, ["n", 3]), helper.make_tensor_value_info("vs", F, ["n", 3])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
@@ -232,9 +238,11 @@ def test_loop_of_runtime_count_accumulating_a_sequence():
     f = from_onnx(model).to_jax()
     x = np.array([0.5, -1.0, 2.0], np.float32)
     for n in (3,):
-        (want,) = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
-        (got,) = f(x, np.array(n, np.int64))
-        np.testing.assert_array_equal(np.asarray(got), want)
+        want = sess.run(None, {"x": x, "n": np.array(n, np.int64)})
+        got = f(x, np.array(n, np.int64))
+        assert len(got) == 2 and want[1].shape == (3, 3)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), w)
 
 
 def test_if_branches_of_different_shapes_reusing_the_output_name():

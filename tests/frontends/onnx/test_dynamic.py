@@ -449,3 +449,30 @@ def test_equal_of_symbolic_sizes_is_decided_only_when_every_size_agrees() -> Non
         x = np.zeros(shape, np.float32)
         (want,) = sess.run(None, {"x": x})
         np.testing.assert_array_equal(np.asarray(f(x)[0]), want)
+
+
+def test_zero_equal_to_a_symbolic_size_is_decided_at_conversion() -> None:
+    """``[0, 0] == [N, S]`` (the constant first: ``0 - N`` is at most -1 for every size) is
+    False at conversion, so a shape computed from it is known: ``ConstantOfShape`` of it
+    converts to one shape-polymorphic module (not one specialized on each input's sizes)."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Equal", ["zeros", "s"], ["e"]),
+        n("Cast", ["e"], ["c"], to=TensorProto.INT64),
+        n("Add", ["c", "twos"], ["shape"]),
+        n("ConstantOfShape", ["shape"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", "S"])],
+        [helper.make_tensor_value_info("y", F, [2, 2])],
+        initializer=[_i64("zeros", [0, 0]), _i64("twos", [2, 2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m = from_onnx(model)
+    assert isinstance(m, converter.Module)
+    assert [d.shape for d in m.signature.inputs] == [("N", "S")]
+    (y,) = m.to_jax()(np.ones((3, 1), np.float32))
+    np.testing.assert_array_equal(np.asarray(y), np.zeros((2, 2), np.float32))

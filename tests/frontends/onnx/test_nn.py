@@ -167,19 +167,21 @@ def test_max_pool_indices_in_both_storage_orders():
 
 
 def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
-    """DeformConv-19 with strides (2, 1): each output dim from its own stride; another with a
-    modulation mask and a bias."""
+    """DeformConv-19 with strides (2, 1), and dilations (2, 1): each output dim from its own
+    stride / dilation; another with a modulation mask and a bias."""
     r = np.random.default_rng(3)
     inputs = {
         "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
         "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
         "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
         "offset2": (r.standard_normal((1, 8, 4, 5)) * 0.5).astype(np.float32),
+        "offset3": (r.standard_normal((1, 8, 3, 5)) * 0.5).astype(np.float32),
         "b": r.standard_normal(3).astype(np.float32),
         "mask": r.random((1, 4, 4, 5)).astype(np.float32),
     }
     nodes = [
         helper.make_node("DeformConv", ["x", "w", "offset"], ["strided"], strides=[2, 1]),
         helper.make_node("DeformConv", ["x", "w", "offset2", "b", "mask"], ["masked"]),
+        helper.make_node("DeformConv", ["x", "w", "offset3"], ["dilated"], dilations=[2, 1]),
     ]
     check_nodes(nodes, inputs, opset=19, static=("w", "b"), rtol=1e-4, atol=1e-5)

@@ -68,6 +68,25 @@ def test_roi_align_adaptive_sampling_grid():
     check_node("RoiAlign", inputs, attrs, opset=16, atol=1e-5)
 
 
+def test_roi_align_output_half_pixel_widens_thin_rois_to_one_pixel():
+    """RoiAlign-16 with ``output_half_pixel`` (the legacy mode): a ROI narrower or lower than
+    one pixel is sampled as one pixel wide / high (the reference's ``max(size, 1)``)."""
+    r = np.random.default_rng(9)
+    inputs = {
+        "x": r.standard_normal((1, 1, 6, 6)).astype(np.float32),
+        "rois": np.array([[1.0, 2.0, 4.0, 2.25], [2.5, 0.5, 2.75, 4.5]], np.float32),
+        "batch_indices": np.array([0, 0], np.int64),
+    }
+    attrs = {"output_height": 2, "output_width": 2, "sampling_ratio": 2}
+    check_node(
+        "RoiAlign",
+        inputs,
+        {**attrs, "coordinate_transformation_mode": "output_half_pixel"},
+        opset=16,
+        atol=1e-5,
+    )
+
+
 @pytest.mark.parametrize("attrs", [{"coordinate_transformation_mode": "align_corners"}, {"mode": "min"}])
 def test_roi_align_refuses_values_outside_the_spec(attrs):
     """An attribute value RoiAlign-16 does not define is an error naming it (it was taken as

@@ -39,6 +39,7 @@ def test_max_min_family(check):
             v.max(dim=1),
             v.min(dim=0, keepdim=True),
             v.argmax(),
+            v.argmin(keepdim=True),  # no dim: the flat index, kept as a 1x1x1 tensor
             v.argmin(dim=2),
             v.max(),
             v.min(),
