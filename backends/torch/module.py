@@ -132,7 +132,8 @@ class TorchInterpreter(Interpreter):
                 return [native]
         tracer = recorder.current() if op.name in recorder.REPLAYED_OPS and not self.symbolic else None
         if tracer is not None:  # the rule's calls recorded once, replayed for the same metadata
-            out = tracer.run_op(op, operands, lambda: super(TorchInterpreter, self).run_op(op, operands, env))
+            run = lambda: super(TorchInterpreter, self).run_op(op, operands, env)  # noqa: E731
+            out = tracer.run_op(op, operands, run, self.registry.get(op.name))
         else:
             out = super().run_op(op, operands, env)
         if self.placer is not None and op.name == "stablehlo.constant":

@@ -271,8 +271,8 @@ class Recorder(TorchDispatchMode):
 
     # ------------------------------------------------------------------ op replay
 
-    def run_op(self, op: Any, operands: Sequence[Any], run: Callable[[], list]) -> list:
-        """``run()``, the rule of the StableHLO ``op`` on ``operands`` (a rule that computes
+    def run_op(self, op: Any, operands: Sequence[Any], run: Callable[[], list], rule: Any = None) -> list:
+        """``run()``, the rule ``rule`` of the StableHLO ``op`` on ``operands`` (a rule that computes
         from the op's attributes and types and its operands' metadata only: see
         :data:`REPLAYED_OPS`), or the calls it records replayed.
 
@@ -282,12 +282,14 @@ class Recorder(TorchDispatchMode):
         (:data:`_TEMPLATES`) when each is one :meth:`_fake_result` remembers and reads only
         operands and earlier results (no constant, no value); the next time the same nodes
         are created, with the same names, targets, arguments and ``meta["val"]`` metadata,
-        without running the rule nor dispatching the calls through torch."""
+        without running the rule nor dispatching the calls through torch. The rule itself is
+        part of the key: a rule registered in place of another (a test's, a user's) is run."""
         if self._log is not None:  # inside an op being remembered (a body): part of its calls
             return run()
         key = self._op_key(op, operands)
         if key is None:
             return run()
+        key = (rule, *key)
         template = _TEMPLATES.get(key, _UNSEEN)
         if template is None:
             return run()

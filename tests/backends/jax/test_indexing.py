@@ -100,9 +100,8 @@ def test_partial_window_scatter_indices_widen_past_int32():
     largest value (2**31 - 3 + 2 * 2) has its start indices computed in int64 (shapes only:
     ``jax.eval_shape`` allocates nothing); one that fits stays int32."""
     import jax
-    from jax import lax
-
     from converter.backends.jax.ops.indexing import _pad_for_partial_windows
+    from jax import lax
 
     dn = lax.ScatterDimensionNumbers(
         update_window_dims=(1,), inserted_window_dims=(), scatter_dims_to_operand_dims=(0,)

@@ -225,3 +225,16 @@ def test_replayed_ops_give_the_graph_their_rules_record(monkeypatch):
     args = [torch.from_numpy(x), torch.from_numpy(w)]
     assert torch.equal(second(*args), module.to_torch()(*args))
     np.testing.assert_allclose(second(*args).numpy(), np.asarray(jax.jit(_layers)(x, w)), rtol=1e-5)
+
+
+def test_a_rule_registered_in_place_of_another_is_run_not_replayed(monkeypatch):
+    """The replayed ATen calls of an op belong to the rule that recorded them: after a
+    conversion recorded ``stablehlo.tanh``, a rule put in its place (a test's broken one, a
+    user's) runs on the next conversion instead of the remembered calls."""
+    from converter.backends.torch.registry import TORCH_RULES
+
+    x = np.linspace(-1, 1, 6, dtype=np.float32)
+    m = converter.from_jax(lambda v: jax.numpy.tanh(v) * 2, x)
+    np.testing.assert_allclose(m.to_torch()(torch.from_numpy(x)).numpy(), np.tanh(x) * 2, rtol=1e-6)
+    monkeypatch.setitem(TORCH_RULES._rules, "stablehlo.tanh", lambda interp, op, v: torch.sin(v))
+    np.testing.assert_allclose(m.to_torch()(torch.from_numpy(x)).numpy(), np.sin(x) * 2, rtol=1e-6)
