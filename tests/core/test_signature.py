@@ -143,7 +143,7 @@ def test_extra_positional_argument_is_refused():
         flatten(((0, {"mask": 1, "ids": 2}, 5), {"scale": 2.0, "extra": None}), TREE)
 
 
-@pytest.mark.parametrize("value", [np.float32(3.0), np.array(2.0), True, "2.0"])
+@pytest.mark.parametrize("value", [np.float32(3.0), np.array(2.0), True, "2.0", 1.5])
 def test_static_leaf_refuses_other_values_and_arrays(value):
     with pytest.raises(SignatureMismatchError, match=r"kwargs\['scale'\]: this input was specialized to 2.0"):
         flatten(((0, {"mask": 1, "ids": 2}), {"scale": value, "extra": None}), TREE)

@@ -140,9 +140,18 @@ def _split(x, axis, sizes):
 
 
 def _even_split(dim: int, n: int) -> list[int]:
+    """Sizes of ``n`` parts of ``dim``: ``ceil(dim / n)`` each, the last smaller (Split-18's
+    ``num_outputs``). Parts of that size may fill fewer than ``n`` outputs (5 in 4 parts: 2, 2,
+    1): no size list is defined then (the reference's last size is negative, onnxruntime
+    refuses the node), so neither is a conversion."""
     chunk = -(-dim // n)
     sizes = [chunk] * (dim // chunk) + ([dim % chunk] if dim % chunk else [])
-    return sizes + [0] * (n - len(sizes))
+    if len(sizes) != n:
+        raise ValueError(
+            f"Split of a dimension of {dim} into {n} outputs: parts of {chunk} fill only "
+            f"{len(sizes)} (no split of this size into {n} parts is defined; give `split`)"
+        )
+    return sizes
 
 
 @onnx_op("Split", 2, until=11)

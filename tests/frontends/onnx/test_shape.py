@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from converter.frontends.onnx import from_onnx
 from onnx import helper, numpy_helper
 
@@ -49,6 +50,21 @@ def test_split_uneven_num_outputs():
         {"axis": 2, "num_outputs": 3},
         n_out=3,
     )
+
+
+def test_split_num_outputs_that_parts_cannot_fill_is_refused():
+    """5 in parts of ceil(5 / 4) = 2 fills three outputs, not four: the reference's last size
+    is negative and onnxruntime refuses the node; the conversion names it."""
+    from converter.errors import ConversionError
+
+    node = helper.make_node("Split", ["x"], ["a", "b", "c", "d"], axis=0, num_outputs=4)
+    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["n"]) for n in "abcd"]
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [5])], outs
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ConversionError, match=r"Split of a dimension of 5 into 4 outputs"):
+        from_onnx(model)
 
 
 def test_flatten_at_the_rank():
