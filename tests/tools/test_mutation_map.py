@@ -251,14 +251,14 @@ def test_coverage_map_selects_the_tests_that_ran_the_line_cheap_and_diverse_firs
     # line 6 ran in test_slow's setup (it counts), test_fast, test_far and test_broken (failed: left out)
     sel = _select(cm, 6)
     assert sel.kind == "lines" and sel.covering == 3 and not sel.partial
-    # the test files by their cheapest test, with their cost (test_calc.py's 3 s setup is a shared
-    # fixture, charged once), then round robin: the far file's only test, then test_calc's cheapest
-    assert sel.tests == ["tests/other/test_use.py::test_far[a b]", "tests/test_calc.py::test_fast",
-                         "tests/test_calc.py::test_slow"]  # fmt: skip
+    # the family's test file (the file map's, test_calc.py) first, its cheapest test first (its 3 s
+    # setup is a shared fixture, charged once), then the other files by their cheapest test
+    assert sel.tests == ["tests/test_calc.py::test_fast", "tests/test_calc.py::test_slow",
+                         "tests/other/test_use.py::test_far[a b]"]  # fmt: skip
     assert sel.seconds == pytest.approx((1 + 0.2) + (1 + 3 + 0.02) + (1.5 + 1.0))
-    # a budget takes a prefix of what fits (at least one test): the run is marked partial
+    # a budget takes what fits in that order (at least one test): the run is marked partial
     small = _select(cm, 6, budget=5.0)
-    assert small.tests == ["tests/other/test_use.py::test_far[a b]"] and small.partial
+    assert small.tests == ["tests/test_calc.py::test_fast"] and small.partial
 
 
 def test_coverage_map_import_time_and_uncovered_statements(cov):

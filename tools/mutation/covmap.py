@@ -424,8 +424,11 @@ class CovMap:
         """The tests a mutant of ``rel`` (``source``: its unmutated text) on the statement of lines
         ``span`` runs, at most ``budget`` seconds of them, cheap and diverse first:
 
-        - in a function body, the tests that ran ``span`` (setup included); when the statement
-          also runs at import, then the tests of the ``fallback`` files (``testmap.py``'s);
+        - in a function body, the tests that ran ``span`` (setup included), those of the
+          ``fallback`` files (``testmap.py``'s: the family's own test files) first (with a budget
+          of cheap tests from every file first, the family's tests that kill a mutant were left
+          out of hundreds of covering ones); when the statement also runs at import, then the
+          tests of the ``fallback`` files;
         - a module-level ``def``/``class`` header (a decorator, a default value), the tests that
           ran its body; any other module- or class-level statement, the tests that ran a line of
           the file, those of the ``fallback`` files first;
@@ -445,7 +448,8 @@ class CovMap:
                 kind = "module"
             else:
                 covering = self.covering(rel, lines)
-                tiers = [covering]
+                in_fb = set(fb)  # the family's own test files first: the tests written for it
+                tiers = [[t for t in covering if t in in_fb], [t for t in covering if t not in in_fb]]
                 kind = "lines" if where == "call" else "definition"
                 if where == "call" and self.ran_at_import(rel, span):
                     tiers.append(fb)
