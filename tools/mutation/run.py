@@ -1061,7 +1061,7 @@ def fresh_markdown(rep: dict) -> list[str]:
     if sel:
         how = [
             "prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests",
-            "that ran its statement in the default test run, its family's test files' first, then the cheapest of each test file, up to",
+            "that ran its statement in the default test run, the cheapest of each test file first, up to",
             f"{sel['budget']:g} s of their recorded time (coverage map `{sel['key']}`: {sel['tests']} tests,",
             f"built {sel['built']}, `tools/mutation/covmap.py`). A survivor that ran only part of the",
             "tests that ran its statement is marked *partial*; a statement no part of the run ran survives",
