@@ -476,3 +476,39 @@ def test_zero_equal_to_a_symbolic_size_is_decided_at_conversion() -> None:
     assert [d.shape for d in m.signature.inputs] == [("N", "S")]
     (y,) = m.to_jax()(np.ones((3, 1), np.float32))
     np.testing.assert_array_equal(np.asarray(y), np.zeros((2, 2), np.float32))
+
+
+def test_shape_arithmetic_of_a_symbolic_size_is_the_ops_own() -> None:
+    """``Reshape(x, [N * 4 - 1 + 1 ...])`` through Shape/Gather and Mul, Sub, Add, Div on the
+    symbolic batch: each shape op computes its own arithmetic (a flattened ``(N, 4)`` is
+    ``(N * 4 // 2, 2)``), for every batch, as onnxruntime."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Gather", ["s", "i0"], ["b"], axis=0),
+        n("Mul", ["b", "four"], ["b4"]),
+        n("Sub", ["b4", "one"], ["b3"]),
+        n("Add", ["b3", "one"], ["b4again"]),
+        n("Div", ["b4again", "two"], ["half"]),
+        n("Unsqueeze", ["half", "a0"], ["h1"]),
+        n("Concat", ["h1", "two1"], ["shape"], axis=0),
+        n("Reshape", ["x", "shape"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 4])],
+        [helper.make_tensor_value_info("y", F, [None, 2])],
+        initializer=[_i64("i0", 0), _i64("four", 4), _i64("one", 1), _i64("two", 2), _i64("a0", [0]),
+                     _i64("two1", [2])],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m = from_onnx(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = m.to_jax()
+    for batch in (1, 3):
+        x = np.arange(batch * 4, dtype=np.float32).reshape(batch, 4)
+        (want,) = sess.run(None, {"x": x})
+        (got,) = f(x)
+        assert want.shape == (batch * 2, 2)
+        np.testing.assert_array_equal(np.asarray(got), want)
