@@ -512,3 +512,21 @@ def test_shape_arithmetic_of_a_symbolic_size_is_the_ops_own() -> None:
         (got,) = f(x)
         assert want.shape == (batch * 2, 2)
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_reshape_of_a_shape_value_copies_a_zero_dimension() -> None:
+    """A shape value ``Shape(x)`` (symbolic batch) reshaped by ``[0]`` (``allowzero`` 0: copy
+    the input's dimension) stays ``[N, 4]`` and reshapes ``x`` to itself."""
+    n = helper.make_node
+    nodes = [n("Shape", ["x"], ["s"]), n("Reshape", ["s", "zero"], ["s2"]), n("Reshape", ["x", "s2"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 4])],
+        [helper.make_tensor_value_info("y", F, ["N", 4])],
+        initializer=[_i64("zero", [0])],
+    )
+    m = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (got,) = m.to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(got), x)

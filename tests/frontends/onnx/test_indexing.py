@@ -46,6 +46,19 @@ def test_non_max_suppression_center_point_boxes():
     check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))
 
 
+def test_non_max_suppression_center_point_boxes_apart_in_x():
+    """Centre-point boxes at x 0 and 3, 2 wide: [-1, 1] and [2, 4] do not overlap, both kept
+    under a 0.1 IoU threshold (left edges other than ``centre - width / 2`` make them overlap)."""
+    boxes = np.array([[[0.0, 0.0, 2.0, 2.0], [3.0, 0.0, 2.0, 2.0]]], np.float32)
+    inputs = {
+        "boxes": boxes,
+        "scores": np.array([[[0.9, 0.8]]], np.float32),
+        "max_out": np.array([2], np.int64),
+        "iou": np.array([0.1], np.float32),
+    }
+    check_node("NonMaxSuppression", inputs, {"center_point_box": 1}, static=tuple(inputs))
+
+
 def test_non_max_suppression_center_point_boxes_apart_in_y():
     """Centre-point boxes offset in y: (5, 5) and (5, 6), 2 x 2, overlap by IoU 1/3, under the
     0.5 threshold: both are kept (corners computed other than ``centre -/+ size / 2`` change

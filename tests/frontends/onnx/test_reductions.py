@@ -42,3 +42,4 @@ def test_opset_1_to_11_rules():
     check_node("LogSoftmax", {"x": x}, {"axis": 1}, opset=11)
     check_node("Hardmax", {"x": x}, {"axis": 2}, opset=11)
     check_node("TopK", {"x": x}, {"axis": 1, "k": 2}, n_out=2, opset=9)
+    check_node("TopK", {"x": x}, {"k": 2}, n_out=2, opset=9)  # the default axis: the last
