@@ -194,13 +194,13 @@ def verbose() -> bool:
     """Whether third-party chatter is let through: ``CONVERTER_VERBOSE`` is set to a
     non-empty value other than ``0``, or this thread is inside :func:`verbose_mode`
     (``convert --verbose``)."""
-    return getattr(_LOCAL, "verbose", False) or os.environ.get("CONVERTER_VERBOSE", "") not in ("", "0")
+    return _LOCAL.verbose or os.environ.get("CONVERTER_VERBOSE", "") not in ("", "0")
 
 
 @contextlib.contextmanager
 def verbose_mode(enabled: bool) -> Iterator[None]:
     """Let third-party chatter through while the body runs in this thread, when ``enabled``."""
-    previous = getattr(_LOCAL, "verbose", False)
+    previous = _LOCAL.verbose
     _LOCAL.verbose = previous or enabled
     try:
         yield
@@ -223,7 +223,7 @@ class _Held:
 
 def _held() -> _Held | None:
     """This thread's innermost :func:`quiet` scope, if any."""
-    stack = getattr(_LOCAL, "held", None)
+    stack = _LOCAL.held
     return stack[-1] if stack else None
 
 
@@ -353,7 +353,7 @@ def quiet(enabled: bool = True, *, capture_stderr: bool = True) -> Iterator[io.S
         return
     _cover_loggers()
     _install_warning_filters()
-    stack = getattr(_LOCAL, "held", None)
+    stack = _LOCAL.held
     if stack is None:
         stack = _LOCAL.held = []
     stack.append(held)
@@ -383,7 +383,7 @@ def nested() -> bool:
     """Whether an :func:`api` function is running in this thread (its wrapper classifies
     what escapes): for a per-call fast path that applies the contract itself, without the
     wrapper."""
-    return getattr(_LOCAL, "depth", 0) > 0
+    return _LOCAL.depth > 0
 
 
 def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> Any:
@@ -397,7 +397,7 @@ def api(fn: F | None = None, *, hush: bool = True, name: str | None = None) -> A
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        depth = getattr(_LOCAL, "depth", 0)
+        depth = _LOCAL.depth
         outer = depth == 0
         _LOCAL.depth = depth + 1
         try:
