@@ -322,6 +322,9 @@ def test_fresh_report_counts_not_covered_timeouts_and_partial_runs():
     assert rep["not_covered"] == {"a.py": [3]}
     text = "\n".join(run.fresh_markdown(rep))
     assert "seed **7**" in text and "3/40 (lines) partial" in text and "`a.py` 3" in text
+    # a survivor of the budget's tests that then ran the rest of them (the second budget)
+    whole = mutant(6, "survived", "passed", tests=3, second_tests=37, candidates=40, selection="lines")
+    assert not run._partial(whole) and run._tests_run(whole) == "40/40 (lines)"
 
 
 def test_failing_test_ids_keep_parameters_with_spaces_and_dashes():

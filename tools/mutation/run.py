@@ -47,6 +47,7 @@ Settings: ``tools/mutation/config.toml``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import difflib
 import hashlib
@@ -824,6 +825,7 @@ def load_covmap(cfg: dict, args, tree: Path) -> tuple[covmap.CovMap, list[str], 
     note = {
         "covmap": str(path), "key": cm.data["key"], "built": cm.data["built"], "measured": cm.data["tree"],
         "tests": len(cm.tests), "budget": args.budget or cfg["covmap_budget"],
+        "second_budget": cfg.get("covmap_second_budget", 0),
         "stale_sources": stale_src, "stale_tests": stale_tests,
     }  # fmt: skip
     print(
@@ -863,31 +865,35 @@ def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, resul
                 write({**base, "status": "survived", "outcome": outcome, "seconds": 0, "cpu": 0})
                 print(f"[{k + 1}/{len(order)}] survived {outcome} (line {m.line}): {m.id}", flush=True)
                 continue
-            budget = cfg["min_cpu"] + cfg["cpu_factor"] * sel.seconds
-            wall = min(
-                max(cfg["min_wall"], cfg["wall_factor"] * budget), args.mutant_wall or cfg["fresh_wall"]
+            status, outcome, res, verify, budget = run_selected(
+                cfg, args, server, logdir, path, mutated, m, sel
             )
-            mlog = logdir / "mutant.log"
-            try:
-                path.write_text(mutated, encoding="utf-8")
-                res = server.run([*cfg["pytest_args"], *sel.tests], mlog, cpu=budget, wall=wall)
-            finally:
-                path.write_text(original, encoding="utf-8")
-            status, outcome = classify(res["rc"], mlog, m.file)
-            verify = 0.0
-            if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
-                # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
-                failed = failing_tests(mlog.read_text(errors="replace"))
-                if failed:
-                    check = server.run(
-                        [*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600
+            extra = {}
+            second_s = cfg.get("covmap_second_budget", 0)
+            if status == "survived" and len(sel.tests) < sel.candidates and second_s > budget_s:
+                # the budget ran only part of its covering tests: the rest, up to the second budget
+                # (a survivor is a mutant its covering tests pass, not the cheapest of them)
+                more = cm.select(
+                    m.file, original, m.line, span, fallback, second_s, file_cost, m.file in stale
+                )
+                ran = set(sel.tests)
+                rest = dataclasses.replace(more, tests=[t for t in more.tests if t not in ran],
+                                           seconds=max(0.0, more.seconds - sel.seconds))  # fmt: skip
+                if rest.tests:
+                    status, outcome, res2, verify2, budget2 = run_selected(
+                        cfg, args, server, logdir, path, mutated, m, rest
                     )
-                    verify = check["seconds"]
-                    if check["rc"] != 0:
-                        status, outcome = "error", "its failing test fails unmutated"
+                    extra = {"second_tests": len(rest.tests), "second_seconds": res2["seconds"]}
+                    res = {
+                        **res2,
+                        "seconds": res["seconds"] + res2["seconds"],
+                        "cpu": res["cpu"] + res2["cpu"],
+                    }
+                    verify, budget = verify + verify2, budget + budget2
             rec = {**base, "status": status, "outcome": outcome, "seconds": res["seconds"], "cpu": res["cpu"],
                    "budget_cpu": round(budget, 1), "verify_seconds": verify,
-                   "tail": tail_of(mlog) if status != "survived" else ""}  # fmt: skip
+                   "tail": "" if status == "survived" else tail_of(logdir / "mutant.log"),
+                   **extra}  # fmt: skip
             write(rec)
             part = f"{len(sel.tests)}/{sel.candidates}" + (
                 f" ({sel.covering} covering)" if sel.covering else ""
@@ -898,6 +904,32 @@ def run_covmap(cfg: dict, args, cm, stale_src, server, tree, thash, order, resul
                 f"{part} tests, {sel.kind}, est {sel.seconds:.0f} s: {m.id} (line {m.line})",
                 flush=True,
             )
+
+
+def run_selected(cfg: dict, args, server, logdir: Path, path: Path, mutated: str, m, sel):
+    """Mutant ``m`` (``mutated``: its file's text, written to ``path`` and restored after) against
+    the tests of ``sel`` under a CPU budget from their recorded time; a kill counts only if its
+    failing test passes unmutated. ``(status, outcome, result, verify seconds, CPU budget)``."""
+    budget = cfg["min_cpu"] + cfg["cpu_factor"] * sel.seconds
+    wall = min(max(cfg["min_wall"], cfg["wall_factor"] * budget), args.mutant_wall or cfg["fresh_wall"])
+    mlog = logdir / "mutant.log"
+    original = path.read_text(encoding="utf-8")
+    try:
+        path.write_text(mutated, encoding="utf-8")
+        res = server.run([*cfg["pytest_args"], *sel.tests], mlog, cpu=budget, wall=wall)
+    finally:
+        path.write_text(original, encoding="utf-8")
+    status, outcome = classify(res["rc"], mlog, m.file)
+    verify = 0.0
+    if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
+        # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
+        failed = failing_tests(mlog.read_text(errors="replace"))
+        if failed:
+            check = server.run([*cfg["pytest_args"], *failed], logdir / "check.log", cpu=600, wall=3600)
+            verify = check["seconds"]
+            if check["rc"] != 0:
+                status, outcome = "error", "its failing test fails unmutated"
+    return status, outcome, res, verify, budget
 
 
 def classify(rc, mlog: Path, rel: str) -> tuple[str, str]:
@@ -1042,7 +1074,12 @@ def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
 
 def _partial(r: dict) -> bool:
     """Whether a mutant ran only part of the tests that ran its statement (the budget)."""
-    return r.get("mode") == "covmap" and r.get("tests", 0) < r.get("candidates", 0)
+    return r.get("mode") == "covmap" and _ran(r) < r.get("candidates", 0)
+
+
+def _ran(r: dict) -> int:
+    """How many tests a mutant ran: the budget's, and the second budget's if it survived them."""
+    return r.get("tests", 0) + r.get("second_tests", 0)
 
 
 def _tests_run(r: dict) -> str:
@@ -1050,7 +1087,7 @@ def _tests_run(r: dict) -> str:
         return ""
     if r.get("outcome") == "not-covered":
         return "none (not covered)"
-    return f"{r.get('tests', 0)}/{r.get('candidates', 0)} ({r.get('selection', '')})"
+    return f"{_ran(r)}/{r.get('candidates', 0)} ({r.get('selection', '')})"
 
 
 def fresh_markdown(rep: dict) -> list[str]:
@@ -1061,11 +1098,12 @@ def fresh_markdown(rep: dict) -> list[str]:
     if sel:
         how = [
             "prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests",
-            "that ran its statement in the default test run, the cheapest of each test file first, up to",
-            f"{sel['budget']:g} s of their recorded time (coverage map `{sel['key']}`: {sel['tests']} tests,",
-            f"built {sel['built']}, `tools/mutation/covmap.py`). A survivor that ran only part of the",
-            "tests that ran its statement is marked *partial*; a statement no part of the run ran survives",
-            "as *not covered*.",
+            "that ran its statement in the default test run, its family's test files first, then the",
+            f"cheapest of each test file, up to {sel['budget']:g} s of their recorded time (coverage map",
+            f"`{sel['key']}`: {sel['tests']} tests, built {sel['built']}, `tools/mutation/covmap.py`);",
+            f"one that passes them runs the rest, up to {sel.get('second_budget', 0):g} s. A survivor that",
+            "ran only part of the tests that ran its statement is marked *partial*; a statement no part",
+            "of the run ran survives as *not covered*.",
         ]
         if sel["stale_sources"]:
             how.append("Source files edited since the measured run (their mutants ran the file map's tests): "
