@@ -363,9 +363,11 @@ def test_torch_average_pools(kwargs, fires):
     np.testing.assert_allclose(_run(onnx_model, x.numpy())[0], want, rtol=1e-5, atol=1e-6)
 
 
-def test_embedding_lookup_is_gather():
+@pytest.mark.parametrize("ids", [[[0, 3, 49], [7, 7, 1]], [0, 49, 7]], ids=["2d", "1d"])
+def test_embedding_lookup_is_gather(ids):
+    """ids of either rank (the batch dims of the gather's indices, before its index column)."""
     table = RNG.normal(size=(50, 8)).astype(np.float32)
-    ids = np.array([[0, 3, 49], [7, 7, 1]], np.int64)
+    ids = np.array(ids, np.int64)
     with jax.enable_x64(True):
         _check(lambda t, i: t[i], table, ids, fires="Gather", gone=("GatherND",))
 

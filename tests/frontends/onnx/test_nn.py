@@ -168,7 +168,9 @@ def test_max_pool_indices_in_both_storage_orders():
 
 def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
     """DeformConv-19 with strides (2, 1), and dilations (2, 1): each output dim from its own
-    stride / dilation; another with a modulation mask and a bias."""
+    stride / dilation; another with a modulation mask and a bias; one with two offset groups
+    over a batch of two (the groups' channels joined per sample: with one sample, joining along
+    the batch is the same memory order)."""
     r = np.random.default_rng(3)
     inputs = {
         "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
@@ -178,10 +180,13 @@ def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
         "offset3": (r.standard_normal((1, 8, 3, 5)) * 0.5).astype(np.float32),
         "b": r.standard_normal(3).astype(np.float32),
         "mask": r.random((1, 4, 4, 5)).astype(np.float32),
+        "x2": r.standard_normal((2, 2, 3, 3)).astype(np.float32),
+        "offset4": (r.standard_normal((2, 16, 2, 2)) * 0.5).astype(np.float32),
     }
     nodes = [
         helper.make_node("DeformConv", ["x", "w", "offset"], ["strided"], strides=[2, 1]),
         helper.make_node("DeformConv", ["x", "w", "offset2", "b", "mask"], ["masked"]),
         helper.make_node("DeformConv", ["x", "w", "offset3"], ["dilated"], dilations=[2, 1]),
+        helper.make_node("DeformConv", ["x2", "w", "offset4"], ["grouped"], offset_group=2),
     ]
     check_nodes(nodes, inputs, opset=19, static=("w", "b"), rtol=1e-4, atol=1e-5)

@@ -261,7 +261,10 @@ def test_resize_antialias_up_and_down(mode):
 def test_static_modes_onnxs_node_tests_miss():
     """Static sizes, one graph: half_pixel_symmetric, pytorch_half_pixel to length 1, the
     nearest modes round_prefer_ceil and ceil (at .5 coordinates), tf_crop_and_resize with a
-    roi reaching outside (the extrapolation value there), cubic with exclude_outside."""
+    roi reaching outside (the extrapolation value there), cubic with exclude_outside, and a
+    scale other than 1 that keeps a length (``floor(4 * 1.2) = 4``): still resampled, as the
+    Resize page's coordinate formulas and ONNX's reference say (onnxruntime 1.32 agrees while
+    another dimension changes size; it copies the input when the whole shape stays)."""
     from onnx_oracle import check_nodes
 
     n = helper.make_node
@@ -272,6 +275,7 @@ def test_static_modes_onnxs_node_tests_miss():
         "one": np.array([1, 1, 1, 5], np.int64),
         "roi": np.array([0, 0, -0.25, 0.1, 1, 1, 1.2, 0.9], np.float32),
         "crop": np.array([1, 1, 3, 4], np.int64),
+        "near": np.array([1, 1, 1.2, 1.25], np.float32),  # 4x5 -> 4x6: the height resampled at 1.2
     }
     e = ""
     nodes = [
@@ -286,6 +290,7 @@ def test_static_modes_onnxs_node_tests_miss():
         n("Resize", ["x", "roi", e, "crop"], ["crop_"], mode="linear",
           coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0),
         n("Resize", ["x", e, "sym"], ["cubic_"], mode="cubic", exclude_outside=1),
+        n("Resize", ["x", e, "near"], ["same_size_"], mode="linear"),
     ]  # fmt: skip
     check_nodes(nodes, inputs, opset=19, static=tuple(k for k in inputs if k != "x"), rtol=1e-5, atol=1e-5)
 

@@ -67,7 +67,7 @@ POLYNOMIALS = [
 # n: negative, zero, one, fractional (truncated), past the trigonometric thresholds, large,
 # and nan / inf (which torch treats as a negative degree)
 _XS = [-1.0, 1.0, 0.0, 0.5, 0.25, -0.3, 0.9, 1.5, -2.0, 3.0, 1.0000001]
-_NS = [-2.0, 0.0, 1.0, 2.0, 2.7, 3.0, 5.0, 7.0, 9.0, 10.0, 25.0, 60.0, 130.0, -0.5, math.nan, math.inf]
+_NS = [-2.0, 0.0, 1.0, 2.0, 2.7, 3.0, 5.0, 7.0, 9.0, 10.0, 25.0, 60.0, 128.0, 130.0, -0.5, math.nan, math.inf]
 POLY_X = torch.tensor(_XS).repeat_interleave(len(_NS))
 POLY_N = torch.tensor(_NS).repeat(len(_XS))
 
