@@ -395,6 +395,37 @@ def test_unsorted_nodes_are_sorted_like_onnxruntime():
     assert [n.op_type for n in model.graph.node][0] == "If"  # the caller's model is not reordered
 
 
+def test_unsorted_nodes_read_in_a_nested_subgraph_are_sorted_first():
+    """A value computed after an If in the file that only an If nested in its branch reads
+    (a subgraph's subgraph): sorted before the outer If, as onnxruntime does."""
+    import onnxruntime as ort
+
+    def branch(name, op, src):
+        return helper.make_graph(
+            [helper.make_node(op, [src], [name])], name, [], [helper.make_tensor_value_info(name, F, None)]
+        )
+
+    nested = helper.make_node(
+        "If", ["c"], ["t"], then_branch=branch("t1", "Identity", "h"), else_branch=branch("t2", "Neg", "h")
+    )
+    then = helper.make_graph([nested], "then", [], [helper.make_tensor_value_info("t", F, None)])
+    nodes = [
+        helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=branch("e", "Neg", "x")),
+        helper.make_node("Relu", ["x"], ["h"]),
+    ]
+    ins = [
+        helper.make_tensor_value_info("x", F, [3]),
+        helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+    ]
+    model = _model(nodes, ins, [helper.make_tensor_value_info("y", F, [3])])
+    x = np.array([-1.5, 0.25, 2.0], np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()
+    for c in (True, False):
+        (want,) = sess.run(None, {"x": x, "c": np.array(c)})
+        np.testing.assert_array_equal(np.asarray(f(x, np.array(c))[0]), want)
+
+
 def test_supported_ops_lists_each_op_once_with_its_rule_versions_sorted():
     from converter.frontends.onnx import supported_ops
     from converter.frontends.onnx.registry import ONNX_RULES
