@@ -190,3 +190,34 @@ def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
         helper.make_node("DeformConv", ["x2", "w", "offset4"], ["grouped"], offset_group=2),
     ]
     check_nodes(nodes, inputs, opset=19, static=("w", "b"), rtol=1e-4, atol=1e-5)
+
+
+def test_conv_transpose_same_pads_count_the_output_padding():
+    """ConvTranspose with ``auto_pad`` SAME_UPPER and ``output_padding``: the output is still
+    input * stride (the ONNX operator page; onnxruntime and the reference agree), the
+    ``output_padding`` only enters the total padding. The height is dynamic: for a static one
+    ONNX shape inference (onnx 1.23) gives input * stride + output_padding, and the frontend
+    refuses the node rather than disagree with it."""
+    r = np.random.default_rng(4)
+    x = r.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    w = r.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    node = helper.make_node(
+        "ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], auto_pad="SAME_UPPER", output_padding=[1, 0]
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, "H", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        initializer=[onnx.numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    assert want.shape == (1, 3, 6, 8)
+    (got,) = from_onnx(model).to_jax()(x)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
