@@ -54,10 +54,13 @@ def test_max_indices_take_first_tie_and_nan(check):
 
 
 def test_any_all(check):
-    def fn(b, i):
-        return b.any(), b.any(dim=1), b.all(), b.all(dim=(0, 2)), i.any(dim=-1, keepdim=True)
+    """Nonzero, not positive, is true: ``neg`` has rows of negatives and zeros only."""
 
-    check(fn, B, INTS, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
+    def fn(b, i, neg):
+        return b.any(), b.any(dim=1), b.all(), b.all(dim=(0, 2)), i.any(dim=-1, keepdim=True), neg.any(dim=0)
+
+    neg = -torch.tensor([[0, 0, 3], [0, 2, 0]])
+    check(fn, B, INTS, neg, ops=["aten.any.default", "aten.any.dim", "aten.any.dims"])
 
 
 def test_var_std():
