@@ -101,15 +101,20 @@ _POTRF = """
 
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_potrf_raw_results_and_info(uplo):
+    """``info`` (recomputed by ``?potf2``'s recurrence only when the factor is not finite) of
+    a matrix whose first three leading minors are positive definite, not the fourth: with
+    its off-diagonal 0.8 doubled (a Hermitian fill adding the triangle to itself) the
+    second would not be."""
     a = SPD.copy()
-    a[1, 2, 2] = -30.0  # leading minor 3 of batch 1 is not positive definite
+    a[1] = 0.2 * np.eye(4) + 0.8
+    a[1, 3, 3] = -1.0
     text = _raw(
         _POTRF.replace("UPLO", str(ord(uplo))), "tensor<2x4x4xf32>", "(tensor<2x4x4xf32>, tensor<2xi32>)"
     )
     factor, info = converter.from_stablehlo(text).to_jax()(a)
     lower = uplo == "L"
     want = [sla.spotrf(m, lower=lower, clean=False) for m in a]
-    np.testing.assert_array_equal(info, [w[1] for w in want])  # [0, 3]
+    np.testing.assert_array_equal(info, [w[1] for w in want])  # [0, 4]
     np.testing.assert_allclose(factor[0], want[0][0], **TOL)  # with the untouched triangle
 
 
