@@ -1096,14 +1096,23 @@ def fresh_markdown(rep: dict) -> list[str]:
     a, b = rep["after"]["all"], rep["before"]["all"]
     sel = rep.get("selection")
     if sel:
-        how = [
-            "prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests",
-            "that ran its statement in the default test run, its family's test files first, then the",
-            f"cheapest of each test file, up to {sel['budget']:g} s of their recorded time (coverage map",
-            f"`{sel['key']}`: {sel['tests']} tests, built {sel['built']}, `tools/mutation/covmap.py`);",
-            f"one that passes them runs the rest, up to {sel.get('second_budget', 0):g} s. A survivor that",
-            "ran only part of the tests that ran its statement is marked *partial*; a statement no part",
-            "of the run ran survives as *not covered*.",
+        how = ["prefix of it is a uniform sample too), with `pytest -x`, at `nice -n 19`, against the tests"]
+        if "second_budget" in sel:  # runs since the family-first selection and the second budget
+            how += [
+                "that ran its statement in the default test run, its family's test files first, then the",
+                f"cheapest of each test file, up to {sel['budget']:g} s of their recorded time (coverage map",
+                f"`{sel['key']}`: {sel['tests']} tests, built {sel['built']}, `tools/mutation/covmap.py`);",
+                f"one that passes them runs the rest, up to {sel['second_budget']:g} s.",
+            ]
+        else:
+            how += [
+                "that ran its statement in the default test run, the cheapest of each test file first, up",
+                f"to {sel['budget']:g} s of their recorded time (coverage map `{sel['key']}`:",
+                f"{sel['tests']} tests, built {sel['built']}, `tools/mutation/covmap.py`).",
+            ]
+        how += [
+            "A survivor that ran only part of the tests that ran its statement is marked *partial*; a",
+            "statement no part of the run ran survives as *not covered*.",
         ]
         if sel["stale_sources"]:
             how.append("Source files edited since the measured run (their mutants ran the file map's tests): "
