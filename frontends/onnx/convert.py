@@ -150,6 +150,159 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple]:
     return types
 
 
+def _same_conv_transpose_padding(node: onnx.NodeProto, dims: dict[str, tuple]) -> list[int] | None:
+    """For a ConvTranspose ``node`` whose size onnx's shape inference gets wrong, the
+    ``output_padding`` that makes that inference give the operator page's size; else None.
+
+    With ``auto_pad`` SAME_UPPER/SAME_LOWER and no ``output_shape``, the ConvTranspose page
+    (opsets 11 and 22) makes each output size ``input * stride``, ``output_padding`` only
+    shifting the padding; onnxruntime and ``onnx.reference`` agree. onnx 1.23's inference
+    (checked on 1.23.2, ``convTransposeShapeInference``) instead pads by
+    ``max(k_eff - stride, 0)`` and adds ``output_padding``: it gives ``input * stride +
+    output_padding`` (``k_eff >= stride``), ``input * stride + output_padding + k_eff - stride``
+    otherwise (``k_eff`` the dilated kernel extent). An ``output_padding`` of
+    ``max(stride - k_eff, 0)`` makes its formula give ``input * stride``. None as well when
+    the kernel size is unknown (``kernel_shape`` absent, ``dims`` lacking the weight's) and
+    when ``k_eff + output_padding < stride`` on an axis (the rule refuses that node: there
+    onnxruntime gives a smaller size than the page)."""
+    if node.op_type != "ConvTranspose" or canonical_domain(node.domain) != DEFAULT_DOMAIN:
+        return None
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if not a.ref_attr_name}
+    if attrs.get("auto_pad") not in (b"SAME_UPPER", b"SAME_LOWER") or "output_shape" in attrs:
+        return None
+    weight = dims.get(node.input[1]) if len(node.input) > 1 else None
+    k = attrs.get("kernel_shape") or (weight or ())[2:]
+    if not k or not all(isinstance(v, int) for v in k):
+        return None
+    n = len(k)
+    s = list(attrs.get("strides") or [1] * n)
+    d = list(attrs.get("dilations") or [1] * n)
+    op = list(attrs.get("output_padding") or [0] * n)
+    if not len(s) == len(d) == len(op) == n:
+        return None  # malformed: left to the rule
+    k_eff = [(k[i] - 1) * d[i] + 1 for i in range(n)]
+    if any(k_eff[i] + op[i] < s[i] for i in range(n)):
+        return None
+    fixed = [max(s[i] - k_eff[i], 0) for i in range(n)]
+    return fixed if fixed != op else None
+
+
+def _spec_sized(
+    model: onnx.ModelProto, types: dict[str, tuple]
+) -> tuple[onnx.ModelProto, dict[str, str], dict[str, tuple]] | None:
+    """``model`` (the skeleton shape inference reads) changed so that onnx's shape inference
+    gives the ConvTranspose nodes it gets wrong their operator page's size (see
+    :func:`_same_conv_transpose_padding`; ``types`` from a first inference give the weights'
+    shapes); every value computed from such a node mapped to that node's name; and the shapes
+    the graph (or a subgraph) declares for its outputs among those values. None when no node
+    of the graph or its subgraphs needs it (model-local functions are not changed: the size
+    onnx infers for a call of one holding such a node can still fail the shape check, a
+    refusal, never a wrong size). The copy drops the ``value_info`` of those values (a model saved after
+    onnx's inference carries the wrong sizes there) and the declared shapes of those outputs,
+    which :func:`_declared_sizes` compares with the sizes inferred anew."""
+    graphs = [model.graph]  # the graph and its subgraphs, outer before inner
+    for graph in graphs:
+        graphs += [
+            g
+            for node in graph.node
+            for a in node.attribute
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))
+        ]
+    if not any(n.op_type == "ConvTranspose" for g in graphs for n in g.node):
+        return None  # the common case: no copy
+    dims = {n: t[1] for n, t in types.items() if t[1] is not None}
+    dims.update({t.name: tuple(t.dims) for g in graphs for t in g.initializer})
+    if not any(_same_conv_transpose_padding(n, dims) is not None for g in graphs for n in g.node):
+        return None
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    origin: dict[str, str] = {}  # value name -> the ConvTranspose node it is computed from
+    declared: dict[str, tuple] = {}  # graph output name -> its declared shape
+
+    def visit(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            fixed = _same_conv_transpose_padding(node, dims)
+            if fixed is not None:
+                del node.attribute[[a.name for a in node.attribute].index("output_padding")]
+                node.attribute.append(onnx.helper.make_attribute("output_padding", fixed))
+                source = node.name or f"<unnamed, output {node.output[0]}>"
+            else:
+                source = next((origin[v] for v in node.input if v in origin), None)
+            for a in node.attribute:
+                for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
+                    visit(g)  # sees this scope's names in ``origin``
+                    source = source or next((origin[o.name] for o in g.output if o.name in origin), None)
+            if source is not None:
+                origin.update((o, source) for o in node.output if o)
+        if origin:
+            kept = [vi for vi in graph.value_info if vi.name not in origin]
+            if len(kept) != len(graph.value_info):
+                del graph.value_info[:]
+                graph.value_info.extend(kept)
+            for o in graph.output:
+                if o.name in origin and o.type.tensor_type.HasField("shape"):
+                    declared[o.name] = tuple(
+                        d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                        for d in o.type.tensor_type.shape.dim
+                    )
+                    o.type.tensor_type.ClearField("shape")  # inferred anew
+
+    visit(out.graph)
+    return (out, origin, declared) if origin else None
+
+
+def _declared_sizes(
+    types: dict[str, tuple], origin: dict[str, str], declared: dict[str, tuple], opsets: dict[str, int]
+) -> dict[str, str]:
+    """Check the shapes the graph declares for outputs computed from the ConvTranspose
+    nodes :func:`_spec_sized` corrects (``declared``) against the shapes inference gives
+    them now (in ``types``), updated in place to the two merged (inferred sizes first).
+    Returns name → a note for the check of the converted value, for the declared sizes
+    inference left open.
+
+    Raises:
+        OpConversionError: a declared size differs from the inferred one (naming the
+            ConvTranspose node and both shapes).
+    """
+    notes = {}
+    version, _ = lookup("ConvTranspose", DEFAULT_DOMAIN, opsets.get(DEFAULT_DOMAIN, 1))
+    for name, want in declared.items():
+        dtype, got = types.get(name, (None, None))
+        node = origin[name]
+        why = (
+            f"{name!r} is computed from ConvTranspose node {node!r}, whose output the ONNX operator "
+            "page sizes input * strides under auto_pad SAME_UPPER/SAME_LOWER (onnxruntime agrees); "
+            "onnx 1.23's shape inference adds output_padding there, and a model saved after it "
+            "declares that size"
+        )
+        if got is None:
+            types[name] = (dtype, want)
+        elif len(got) != len(want) or any(
+            isinstance(g, int) and isinstance(w, int) and g != w for g, w in zip(got, want, strict=False)
+        ):
+            raise OpConversionError(
+                f"{DEFAULT_DOMAIN}::ConvTranspose-{version}",
+                f"node {node!r}",
+                ValueError(
+                    f"the graph declares output {name!r} with shape {want}, the operator page gives "
+                    f"{got}: {why}"
+                ),
+            )
+        else:
+            types[name] = (
+                dtype,
+                tuple(
+                    g if isinstance(g, int) or not isinstance(w, int) else w
+                    for g, w in zip(got, want, strict=True)
+                ),
+            )
+        if got is None or any(
+            isinstance(w, int) and not isinstance(g, int) for g, w in zip(got, want, strict=True)
+        ):
+            notes[name] = f" (declared by the graph: {why})"
+    return notes
+
+
 def _input_shape(
     vi: onnx.ValueInfoProto,
     dims: dict[str, int],
@@ -446,8 +599,19 @@ def _from_onnx(
         inferred = model
     types = _value_types(inferred)
     opsets = {canonical_domain(o.domain): o.version for o in model.opset_import}
+    notes: dict[str, str] = {}
+    spec_sized = _spec_sized(skeleton, types)
+    if spec_sized is not None:  # onnx 1.23 sizes some SAME_* ConvTranspose off the page: redo
+        skeleton, origin, declared = spec_sized
+        try:
+            inferred = onnx.shape_inference.infer_shapes(skeleton, data_prop=True)
+        except Exception:  # noqa: BLE001 - as above
+            inferred = skeleton
+        types = _value_types(inferred)
+        notes = _declared_sizes(types, origin, declared, opsets)
     functions = {(canonical_domain(f.domain), f.name): f for f in model.functions}
     runner = GraphRunner(opsets, types, functions)
+    runner.shape_notes = notes
 
     graph = model.graph
     init_names = [t.name for t in graph.initializer]

@@ -163,6 +163,7 @@ class GraphRunner:
         self.env: dict[str, Any] = {}
         self.symbols: dict[str, Any] = {}  # dim_param name -> jax.export symbolic dimension
         self.lifted: dict[str, np.ndarray] = {}  # values known at conversion time, passed as parameters
+        self.shape_notes: dict[str, str] = {}  # value name -> why its checked shape may be wrong
 
     def run_graph(self, graph: onnx.GraphProto, args: Sequence[Any], outer: dict[str, Any]) -> list:
         """Evaluate ``graph`` with ``args`` bound to its non-initializer inputs (in order) and
@@ -306,6 +307,7 @@ class GraphRunner:
         ):
             raise ValueError(
                 f"output {name!r} has shape {tuple(value.shape)}, ONNX shape inference gives {shape}"
+                + self.shape_notes.get(name, "")
             )
         return value
 

@@ -96,6 +96,15 @@ def conv_transpose(
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         out_sp = [in_sp[i] * s[i] for i in range(n)]
         total = [s[i] * (in_sp[i] - 1) + op[i] + ((k[i] - 1) * d[i] + 1) - out_sp[i] for i in range(n)]
+        short = [i for i in range(n) if total[i] < 0]
+        if short:  # the page's size input * stride needs negative padding (cropping) there
+            raise ValueError(
+                f"ConvTranspose auto_pad {auto_pad}: on spatial axes {short} the dilated kernel "
+                "plus output_padding is shorter than the stride; the operator page's output "
+                "size input * stride would need negative padding there, which onnxruntime "
+                "clamps at 0 (a smaller output) and onnx.reference does not, so the size is "
+                "ambiguous; give explicit pads or output_shape"
+            )
         pl = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in total]
         padding = [(pl[i], total[i] - pl[i]) for i in range(n)]
     else:

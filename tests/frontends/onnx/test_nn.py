@@ -4,13 +4,16 @@ import os
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
-from converter.frontends.onnx import from_onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 from onnx_oracle import check_node, check_nodes, single_node_model  # noqa: E402
+
+from converter.errors import ConversionError  # noqa: E402
+from converter.frontends.onnx import from_onnx  # noqa: E402
 
 R = np.random.default_rng(0)
 X = R.standard_normal((1, 4, 9, 9)).astype(np.float32)
@@ -195,9 +198,8 @@ def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
 def test_conv_transpose_same_pads_count_the_output_padding():
     """ConvTranspose with ``auto_pad`` SAME_UPPER and ``output_padding``: the output is still
     input * stride (the ONNX operator page; onnxruntime and the reference agree), the
-    ``output_padding`` only enters the total padding. The height is dynamic: for a static one
-    ONNX shape inference (onnx 1.23) gives input * stride + output_padding, and the frontend
-    refuses the node rather than disagree with it."""
+    ``output_padding`` only enters the total padding. The height is dynamic here; static sizes
+    are in :func:`test_conv_transpose_same_pads_static_sizes`."""
     r = np.random.default_rng(4)
     x = r.standard_normal((1, 2, 3, 4)).astype(np.float32)
     w = r.standard_normal((2, 3, 3, 3)).astype(np.float32)
@@ -221,3 +223,128 @@ def test_conv_transpose_same_pads_count_the_output_padding():
     (got,) = from_onnx(model).to_jax()(x)
     assert got.shape == want.shape
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+
+
+def _same_pads_model(declare=None):
+    """ConvTranspose nodes with auto_pad SAME_* and output_padding on a static input: k_eff >=
+    stride (onnx 1.23's inference adds output_padding), k_eff < stride (it adds
+    output_padding + k_eff - stride), dilated, and one followed by a Relu whose input
+    ``value_info`` is the one onnx 1.23 infers (as in a model saved after its inference).
+    Outputs are declared with symbolic sizes unless ``declare`` gives a shape to one."""
+    r = np.random.default_rng(5)
+    w3 = onnx.numpy_helper.from_array(r.standard_normal((2, 3, 3, 3)).astype(np.float32), "w3")
+    w2 = onnx.numpy_helper.from_array(r.standard_normal((2, 3, 2, 2)).astype(np.float32), "w2")
+    nodes = [
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "w3"],
+            ["upper"],
+            "ct_upper",
+            strides=[2, 2],
+            auto_pad="SAME_UPPER",
+            output_padding=[1, 0],
+        ),
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "w3"],
+            ["lower"],
+            "ct_lower",
+            strides=[2, 2],
+            auto_pad="SAME_LOWER",
+            output_padding=[1, 1],
+        ),
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "w2"],
+            ["short"],
+            "ct_short",
+            strides=[3, 3],
+            auto_pad="SAME_LOWER",
+            output_padding=[1, 2],
+        ),
+        helper.make_node(
+            "ConvTranspose",
+            ["x", "w2"],
+            ["dilated"],
+            "ct_dilated",
+            strides=[3, 2],
+            dilations=[2, 1],
+            auto_pad="SAME_UPPER",
+            output_padding=[1, 1],
+        ),
+        helper.make_node("Relu", ["upper"], ["relu"], "relu"),
+    ]
+    names = ["relu", "lower", "short", "dilated"]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 3, 4])],
+        [
+            helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [f"{n}{i}" for i in range(4)])
+            for n in names
+        ],
+        initializer=[w3, w2],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
+    model.graph.value_info.extend(v for v in inferred if v.name == "upper")  # as onnx 1.23 infers it
+    if declare:
+        name, shape = declare
+        out = next(o for o in model.graph.output if o.name == name)
+        out.CopyFrom(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape))
+    return model
+
+
+def test_conv_transpose_same_pads_static_sizes():
+    """On static sizes too, SAME_* with output_padding gives input * stride (the operator page,
+    onnxruntime), though onnx 1.23's shape inference says otherwise (and its ``value_info``
+    in the file): the values match onnxruntime's."""
+    model = _same_pads_model()
+    assert [d.dim_value for d in model.graph.value_info[0].type.tensor_type.shape.dim] == [1, 3, 7, 8]
+    x = np.random.default_rng(6).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    assert [w.shape[2:] for w in want] == [(6, 8), (6, 8), (9, 12), (9, 8)]
+    got = from_onnx(model).to_jax()(x)
+    for g, e in zip(got, want, strict=True):
+        assert np.asarray(g).shape == e.shape
+        np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("declare", "node", "shapes"),
+    [
+        (("lower", [1, 3, 7, 9]), "ct_lower", "(1, 3, 7, 9), the operator page gives (1, 3, 6, 8)"),
+        (("relu", [1, 3, 7, "w"]), "ct_upper", "(1, 3, 7, 'w'), the operator page gives (1, 3, 6, 8)"),
+    ],
+)
+def test_conv_transpose_same_pads_wrong_declared_output(declare, node, shapes):
+    """A graph output declared with onnx 1.23's size of such a node (or of a value computed
+    from it) is refused, naming the node and both shapes, before anything is traced."""
+    with pytest.raises(
+        ConversionError, match=rf"at node '{node}'.*declares output '{declare[0]}' with shape "
+    ) as e:
+        from_onnx(_same_pads_model(declare))
+    assert shapes in str(e.value)
+
+
+def test_conv_transpose_same_pads_shorter_than_stride_refused():
+    """SAME_* where the dilated kernel plus output_padding is shorter than the stride: the
+    page's input * stride needs negative padding, onnxruntime clamps it (a smaller output)
+    and onnx.reference does not; refused rather than match one of them (here a dynamic
+    height, which no shape inference check covers)."""
+    w = onnx.numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], "ct", strides=[2, 2], auto_pad="SAME_UPPER")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, "H", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        initializer=[w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    with pytest.raises(ConversionError, match=r"at node 'ct'.*axes \[0, 1\].*shorter than the stride"):
+        from_onnx(model)
