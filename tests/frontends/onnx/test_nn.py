@@ -9,11 +9,11 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+from converter.frontends.onnx import from_onnx  # noqa: E402
 from onnx import helper  # noqa: E402
 from onnx_oracle import check_node, check_nodes, single_node_model  # noqa: E402
 
 from converter.errors import ConversionError  # noqa: E402
-from converter.frontends.onnx import from_onnx  # noqa: E402
 
 R = np.random.default_rng(0)
 X = R.standard_normal((1, 4, 9, 9)).astype(np.float32)
