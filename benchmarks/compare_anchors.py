@@ -14,7 +14,10 @@ converts the same files):
 * ``from_onnx(...).to_torch()`` conversion time of the CNN, GPT-2 and BERT examples (warm: a
   second conversion in the process; the first one also imports ``torch._dynamo``, which every
   ``FakeTensorMode`` loads), against onnx2torch and against the floor any converter pays: reading
-  the initializers (``numpy_helper.to_array``) and copying them into torch tensors.
+  the initializers (``numpy_helper.to_array``) and copying them into torch tensors; and the
+  frameworks' floor on this route (``framework_floor``): JAX tracing and lowering the same
+  computation by ``jax.jit(...).lower()`` with the least Python per op, plus torch.fx building
+  the converted graph.
 * ONNX → JAX CNN, jitted steady state, against onnxruntime (default and one thread) and the
   floor: the same network written by hand with ``jax.lax`` (NCHW, the same weights), jitted.
 * ONNX → torch eager CNN (one torch thread), against onnx2torch and the torch model the ONNX
@@ -267,18 +270,55 @@ def check_outputs(torch_models: dict, onnx_models: dict, o2t) -> str:
     return ", ".join(errs)
 
 
-def conversion_rows(onnx_models: dict, o2t, repeat: int) -> dict[str, tuple[float, float | None, float]]:
-    """Per model: warm ``from_onnx(...).to_torch()`` time, onnx2torch's (None when absent), and
-    the weights floor, in seconds."""
+def framework_floor(model: onnx.ModelProto) -> tuple[Callable[[], object], Callable[[], object]]:
+    """What JAX and torch.fx alone cost on the conversion of ``model`` (ONNX → StableHLO through
+    JAX, StableHLO → an FX graph): two functions, timed apart.
+
+    - JAX: ``jax.jit(...).lower()`` of the same computation with the least Python per op: the
+      jaxpr of the converted module (``jax.make_jaxpr`` of its ``to_jax`` function, weights as
+      arguments) bound again by ``jax.core.eval_jaxpr`` (tracing that binds each primitive,
+      then JAX's lowering to StableHLO, a fresh MLIR context included);
+    - FX: the converted torch graph's nodes copied into a new ``GraphModule`` (node creation,
+      code generation, ``compile``).
+    """
+    module = converter.from_onnx(model)
+    f = module.to_jax(x64=True)
+    inputs = [jax.ShapeDtypeStruct(s.shape, np.dtype(s.dtype)) for s in module.signature.inputs]
+    params = jax.tree.map(lambda p: jax.ShapeDtypeStruct(p.shape, p.dtype), f.params)
+    with jax.enable_x64(True):
+        closed = jax.make_jaxpr(f.apply)(params, *inputs)
+    avals = [v.aval for v in closed.jaxpr.invars]
+    graph = module.to_torch().graph_module
+
+    def lower():
+        with jax.enable_x64(True):
+            fn = jax.jit(lambda *a: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, *a), keep_unused=True)
+            return fn.lower(*avals).compiler_ir("stablehlo")
+
+    def build():
+        g = torch.fx.Graph()
+        g.output(g.graph_copy(graph.graph, {}))
+        return torch.fx.GraphModule(graph, g)
+
+    return lower, build
+
+
+def conversion_rows(
+    onnx_models: dict, o2t, repeat: int
+) -> dict[str, tuple[float, float | None, float, float, float]]:
+    """Per model: warm ``from_onnx(...).to_torch()`` time, onnx2torch's (None when absent), the
+    weights floor, and the framework floors (:func:`framework_floor`: JAX's lowering, FX's
+    graph building), in seconds."""
     out = {}
     for name, m in onnx_models.items():
         converter.from_onnx(m).to_torch()  # the first conversion also imports torch._dynamo
-        fns = [lambda m=m: converter.from_onnx(m).to_torch(), lambda m=m: weights_floor(m)]
+        lower, build = framework_floor(m)
+        fns = [lambda m=m: converter.from_onnx(m).to_torch(), lambda m=m: weights_floor(m), lower, build]
         if o2t is not None:
             o2t.convert(m)
             fns.append(lambda m=m: o2t.convert(m))
-        times = interleaved(fns, repeat, warmup=0)
-        out[name] = (times[0], times[2] if o2t is not None else None, times[1])
+        times = interleaved(fns, repeat, warmup=1)
+        out[name] = (times[0], times[4] if o2t is not None else None, times[1], times[2], times[3])
     return out
 
 
@@ -419,22 +459,29 @@ def main(argv: list[str] | None = None) -> int:
     conv = conversion_rows(onnx_models, o2t, args.conversions)
     print("from_onnx(...).to_torch(), warm (median of interleaved runs)")
     parts = []
-    for name, (t, t_o2t, t_floor) in conv.items():
+    for name, (t, t_o2t, t_floor, t_jax, t_fx) in conv.items():
         anchor = f", {t / t_o2t:.2f}x onnx2torch ({t_o2t:.3f} s)" if t_o2t else ""
+        frameworks = t_jax + t_fx
         print(
             f"  {name:5s} {t:7.3f} s = {t / t_floor:6.1f}x reading+copying the weights "
-            f"({t_floor:.3f} s){anchor}"
+            f"({t_floor:.3f} s){anchor}; framework floor {frameworks:.3f} s (JAX lowering "
+            f"{t_jax:.3f} s + FX build {t_fx:.3f} s)"
+            + (f" = {frameworks / t_o2t:.2f}x onnx2torch" if t_o2t else "")
         )
         part = f"{name} {t:.2f} s"
         if t_o2t:
             part += f" = {t / t_o2t:.2f}× onnx2torch"
         if t_floor > 0.1 * t:  # weights big enough that reading them is a floor worth showing
             part += f" = {t / t_floor:.1f}× reading+copying its weights"
+        ratio = f" = {frameworks / t_o2t:.2f}×" if t_o2t else ""
+        part += f" (framework floor {frameworks:.2f} s{ratio})"
         parts.append(part)
     rows["anchors_onnx_to_torch_convert"] = dict(
         what=f"`from_onnx(...).to_torch()` conversion, warm (CNN, GPT-2 {args.gpt2}, BERT; {how})",
         result=", ".join(parts) + ("" if o2t else "; onnx2torch absent"),
-        anchor=f"onnx2torch {_version('onnx2torch')} `convert`; floor: reading and copying the initializers",
+        anchor=f"onnx2torch {_version('onnx2torch')} `convert`; floors: reading and copying the "
+        "initializers, and the frameworks' (JAX lowering the same jaxpr with `jax.jit(...).lower()`, "
+        "torch.fx building the converted graph)",
     )
 
     # --- 2. ONNX -> JAX CNN steady state

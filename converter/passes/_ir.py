@@ -57,6 +57,10 @@ def is_pure(op: ir.Operation, functions: dict[str, ir.Operation], _seen: frozens
     return all(is_pure(o, functions, _seen) for o in mlir.walk_ops(op))
 
 
+def _used(value: ir.Value) -> bool:
+    return next(iter(value.uses), None) is not None
+
+
 def remove_dead_code(block: ir.Block, functions: dict[str, ir.Operation]) -> int:
     """Erase pure ops of ``block`` whose results are unused, to a fixed point; returns how
     many were erased."""
@@ -65,9 +69,9 @@ def remove_dead_code(block: ir.Block, functions: dict[str, ir.Operation]) -> int
         changed = False
         for op in reversed(list(block.operations)):
             op = op.operation
-            if op.name in TERMINATORS or not is_pure(op, functions):
-                continue
-            if all(not list(r.uses) for r in op.results):
+            if op.name in TERMINATORS or any(_used(r) for r in op.results):
+                continue  # (asked first: most ops are read, and is_pure walks nested ops and callees)
+            if is_pure(op, functions):
                 op.erase()
                 erased += 1
                 changed = True

@@ -47,6 +47,33 @@ def test_verifier_catches_inconsistent_signature():
         run_passes(bad, [DEAD_ARGUMENTS])
 
 
+def test_run_passes_names_the_first_invalid_step():
+    """run_passes runs the MLIR verifier on its result only; when that fails, or a later
+    pass raises, it names the first step whose module fails."""
+    from converter.passes import Pass
+
+    m = converter.from_stablehlo(TEXT)
+
+    def breaks(module):  # a copy whose @main returns nothing: fails the verifier
+        out = mlir.clone_module(module.mlir)
+        ret = list(mlir.main_function(out).regions[0].blocks[0].operations)[-1]
+        ret.operation.erase()
+        return converter.Module(out, module.signature, module.params)
+
+    def copies(module):
+        return converter.Module(mlir.clone_module(module.mlir), module.signature, module.params)
+
+    def raises(module):
+        raise RuntimeError("a pass failing on what it was given")
+
+    with pytest.raises(PassError, match="after breaks: MLIR verifier failed"):
+        run_passes(m, [Pass("copies", copies), Pass("breaks", breaks), Pass("copies", copies)])
+    with pytest.raises(PassError, match="after breaks: MLIR verifier failed"):
+        run_passes(m, [Pass("breaks", breaks), Pass("raises", raises)])
+    with pytest.raises(RuntimeError, match="failing on what"):  # every step valid: its own error
+        run_passes(m, [Pass("copies", copies), Pass("raises", raises)])
+
+
 @pytest.mark.parametrize(
     "fn, kept",
     [
