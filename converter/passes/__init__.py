@@ -1,4 +1,4 @@
-"""Module → Module passes, run as one flat list and checked (:func:`run_passes`, :func:`verify`).
+"""Module → Module passes, run as one flat list; each is followed by :func:`verify`.
 
 A pass takes a :class:`converter.Module` and returns a new one (the input is never
 mutated). :data:`DEFAULT_PASSES` is what the frontends run on every module they produce:
@@ -52,18 +52,10 @@ def verify(module: Module, after: str = "input") -> None:
     Raises:
         PassError: naming the pass and what is inconsistent.
     """
-    _verify_mlir(module, after)
-    _check_signature(module, after)
-
-
-def _verify_mlir(module: Module, after: str) -> None:
     try:
         module.mlir.operation.verify()
     except ir.MLIRError as e:
         raise PassError(f"after {after}: MLIR verifier failed: {e}") from None
-
-
-def _check_signature(module: Module, after: str) -> None:
     sig = module.signature
     main = mlir.main_function(module.mlir)
     args = list(main.regions[0].blocks[0].arguments)
@@ -88,28 +80,11 @@ def _check_signature(module: Module, after: str) -> None:
 
 
 def run_passes(module: Module, passes: Sequence[Pass] | None = None) -> Module:
-    """Run ``passes`` (default :data:`DEFAULT_PASSES`) in order, checked as :func:`verify`
-    checks: ``@main``'s arguments against the signature on the input and after every pass;
-    the MLIR verifier on the result, and on the steps before it only when that fails or a
-    pass raises, to name the first step whose module fails (no pass mutates its input, so
-    each step's module is still there to check). The verifier is most of the cost of a
-    check: once per run instead of once per step (BERT: 0.7 ms each).
-
-    Raises:
-        PassError: the input or a pass's output is invalid (naming the first such step).
-    """
-    steps = [("input", module)]
-    _check_signature(module, "input")
-    try:
-        for p in DEFAULT_PASSES if passes is None else passes:
-            module = p(module)
-            _check_signature(module, p.name)
-            steps.append((p.name, module))
-        _verify_mlir(module, steps[-1][0])
-    except Exception:
-        for name, step in steps:  # the first invalid step is the one to name
-            _verify_mlir(step, name)
-        raise
+    """Run ``passes`` (default :data:`DEFAULT_PASSES`) in order, verifying after each."""
+    verify(module)
+    for p in DEFAULT_PASSES if passes is None else passes:
+        module = p(module)
+        verify(module, p.name)
     return module
 
 
