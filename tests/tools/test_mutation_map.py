@@ -342,3 +342,21 @@ def test_failing_test_ids_keep_parameters_with_spaces_and_dashes():
         "tests/c.py::v[p-q]",
         "tests/d.py::w",
     ]
+
+
+def test_annotations_of_a_future_annotations_module_are_not_mutants():
+    """Under ``from __future__ import annotations`` an annotation stays a string nothing runs:
+    the sample leaves out mutants inside one (parameter, return, variable annotations), never
+    the code beside them (a default value, an assigned value), and keeps every annotation of a
+    module without the import (evaluated at definition time)."""
+    body = (
+        "def f(x: int | None = 1 | 2, *, y: 'é' | None = None) -> int | None:\n"
+        "    z: int | None = x | 4\n"
+        "    return z\n"
+    )
+    spans = run.annotation_spans("from __future__ import annotations\n" + body)
+    inside = [(2, 13), (2, 39), (2, 61), (3, 11)]  # the `|` of each annotation (columns in characters)
+    outside = [(2, 24), (3, 22)]  # `1 | 2` (a default), `x | 4` (the value)
+    assert all(run.in_spans(p, spans) for p in inside)
+    assert not any(run.in_spans(p, spans) for p in outside)
+    assert run.annotation_spans(body) == []

@@ -47,6 +47,7 @@ Settings: ``tools/mutation/config.toml``.
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import datetime as dt
 import difflib
@@ -219,17 +220,62 @@ def enumerate_mutants(tree: Path, files: list[str], exclude: set[str]) -> dict[s
         operators.append((name, cls()))
     out: dict[str, list[Mutant]] = {}
     for rel in files:
-        module = get_ast((tree / rel).read_text(encoding="utf-8"))
-        nodes = list(ast_nodes(module))
+        source = (tree / rel).read_text(encoding="utf-8")
+        nodes = list(ast_nodes(get_ast(source)))
+        skip = annotation_spans(source)
         found = []
         for name, op in operators:
-            occ = 0
+            occ = 0  # cosmic-ray's occurrence index: counts the skipped ones too
             for node in nodes:
                 for start, _end in op.mutation_positions(node):
-                    found.append(Mutant(rel, name, occ, start[0]))
+                    if not in_spans(start, skip):
+                        found.append(Mutant(rel, name, occ, start[0]))
                     occ += 1
         out[rel] = found
     return out
+
+
+def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """The ``((line, column), (end line, end column))`` spans (1-based lines, columns in
+    characters, as parso's positions) of the annotations of a module with ``from __future__
+    import annotations``, where they stay strings nothing runs: a mutant there is no mutant of
+    the code (mutmut does not make them either). Empty for other modules, whose annotations
+    are evaluated at definition time."""
+    tree = ast.parse(source)
+    future = any(
+        isinstance(n, ast.ImportFrom)
+        and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    if not future:
+        return []
+    lines = source.splitlines()
+
+    def col(line: int, byte: int) -> int:  # ast's columns are UTF-8 byte offsets
+        return len(lines[line - 1].encode("utf-8")[:byte].decode("utf-8", errors="replace"))
+
+    spans = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.arg):
+            ann = [n.annotation]
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
+            ann = [n.returns]
+        elif isinstance(n, ast.AnnAssign):
+            ann = [n.annotation]
+        else:
+            continue
+        spans += [
+            ((a.lineno, col(a.lineno, a.col_offset)), (a.end_lineno, col(a.end_lineno, a.end_col_offset)))
+            for a in ann
+            if a is not None
+        ]
+    return spans
+
+
+def in_spans(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
+    """Whether position ``(line, column)`` lies in one of ``spans`` (ends exclusive)."""
+    return any(lo <= tuple(pos) < hi for lo, hi in spans)
 
 
 def mutate(source: str, m: Mutant) -> str | None:
@@ -610,7 +656,7 @@ def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
     order = fresh_sample(muts, n, seed)
     rec = {"kind": "run", "mode": mode, "seed": seed, "sample": len(order), "base": args.changed,
            "files": files, "mutants_per_file": {f: len(ms) for f, ms in muts.items()},
-           "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
+           "annotations": "left out", "at": now_utc().isoformat(timespec="seconds")}  # fmt: skip
     return mode, rec, order, scratch / "runs" / f"{mode}-{seed}.jsonl"
 
 
@@ -1047,6 +1093,7 @@ def fresh_report(results: list[dict], classes: dict[str, dict]) -> dict:
     out = {
         "mode": head["mode"], "seed": head["seed"], "base": head.get("base"), "at": head["at"],
         "population_files": len(head["files"]), "population_mutants": sum(head["mutants_per_file"].values()),
+        "annotations": head.get("annotations", "mutated"),
         "sample": head["sample"], "unmapped": head.get("unmapped", []),
         "package_only": head.get("package_only", []), "selection": head.get("selection"),
         "before": {"all": score(firsts), **{g: score([r for r in firsts if direction(r["file"]) == g])
@@ -1128,7 +1175,14 @@ def fresh_markdown(rep: dict) -> list[str]:
         "",
         f"`run.py run` drew seed **{rep['seed']}** and sampled {rep['sample']} mutants uniformly from all",
         f"{rep['population_mutants']} mutants of {what} ({rep['population_files']} files; each mutant",
-        "equally likely, so a file weighs by its number of mutants). Each ran, in the order drawn (every",
+        "equally likely, so a file weighs by its number of mutants"
+        + (
+            "; none inside the annotations of a module with `from __future__ import annotations`, which"
+            " nothing runs"
+            if rep.get("annotations") == "left out"
+            else ""
+        )
+        + "). Each ran, in the order drawn (every",
         *how,
         "",
         f"**{a['run']} of the {rep['sample']} ran**: {a['killed']} killed ({a['timeouts']} by running out of "
