@@ -85,15 +85,17 @@ NAMES = sorted(
 )
 
 
-#: ``(name, backend)`` pairs: every model on both backends, except Inception v1 on JAX in the
-#: default run (XLA compiles its 57 convolutions for a third of this file's time; every op it
-#: has but its asymmetric-padded AveragePool is in the other models, and that one's lowering is
-#: the frontend's, checked against the expected output on the torch backend)
+#: ``(name, backend)`` pairs: every model on both backends, except in the default run
+#: Inception v1 on JAX (XLA compiles its 57 convolutions for a third of this file's time; every
+#: op it has but its asymmetric-padded AveragePool is in the other models, and that one's
+#: lowering is the frontend's, checked against the expected output on the torch backend) and
+#: SqueezeNet on JAX (:func:`test_squeezenet_logits_match_onnxruntime` checks its output too)
 CASES = [
     (n, b)
     for n in NAMES
     for b in ("jax", "torch")
-    if (n, b) != ("inception_v1", "jax") or os.environ.get("LIGHT_MODELS") == "all"
+    if (n, b) not in {("inception_v1", "jax"), ("squeezenet", "jax")}
+    or os.environ.get("LIGHT_MODELS") == "all"
 ]
 
 
@@ -110,9 +112,9 @@ def test_light_model(name: str, backend: str) -> None:
 @pytest.mark.filterwarnings("ignore")
 def test_squeezenet_logits_match_onnxruntime() -> None:
     """SqueezeNet's softmax input (its global average pool) matches onnxruntime through
-    ``to_jax``. All 1000 logits are equal, so the softmax output alone would not notice
-    them being wrong -- as they were when XLA's YNNPACK reduce fusion summed a convolution
-    whose kernel was a splat constant."""
+    ``to_jax``, and its output the shipped one. All 1000 logits are equal, so the softmax
+    output alone would not notice them being wrong -- as they were when XLA's YNNPACK reduce
+    fusion summed a convolution whose kernel was a splat constant."""
     import onnxruntime as ort
 
     model = onnx.load(os.path.join(LIGHT, "light_squeezenet.onnx"))
@@ -123,6 +125,8 @@ def test_squeezenet_logits_match_onnxruntime() -> None:
     (want,) = ort.InferenceSession(model.SerializeToString()).run(["r65"], {"data_0": x})
     module = converter.from_onnx(model)
     assert any(p.kind == "constant" for p in module.signature.params)  # the fills are parameters
-    _, logits = module.to_jax()(x)
+    out, logits = module.to_jax()(x)
     np.testing.assert_allclose(np.asarray(logits), want, rtol=1e-5)
+    expected = numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT, "light_squeezenet_output_0.pb")))
+    np.testing.assert_allclose(np.asarray(out), expected, rtol=MODELS["squeezenet"], atol=1e-7)
     assert float(np.abs(want).min()) > 1e9  # large enough that a wrong sum is not near it

@@ -6,41 +6,10 @@ regenerate rather than edit."""
 
 GROUPS: tuple[tuple[str, ...], ...] = (
     (
-        "special.log_ndtr",  # aten.erfc.default, aten.special_erfcx.default
-        "special.zeta",  # aten.special_zeta.default
-        "special.spherical_bessel_j0",  # aten.special_spherical_bessel_j0.default
-        "special.shifted_chebyshev_polynomial_v",  # aten.special_shifted_chebyshev_polynomial_v.default
-        "special.shifted_chebyshev_polynomial_u",  # aten.special_shifted_chebyshev_polynomial_u.default
-        "special.shifted_chebyshev_polynomial_t",  # aten.special_shifted_chebyshev_polynomial_t.default
-        "special.scaled_modified_bessel_k1",  # aten.special_scaled_modified_bessel_k1.default
-        "special.scaled_modified_bessel_k0",  # aten.special_scaled_modified_bessel_k0.default
-        "special.ndtri",  # aten.special_ndtri.default
-        "special.modified_bessel_k1",  # aten.special_modified_bessel_k1.default
-        "special.modified_bessel_k0",  # aten.special_modified_bessel_k0.default
-        "special.modified_bessel_i1",  # aten.special_modified_bessel_i1.default
-        "special.modified_bessel_i0",  # aten.special_modified_bessel_i0.default
-        "special.laguerre_polynomial_l",  # aten.special_laguerre_polynomial_l.default
-        "special.i1e",  # aten.special_i1e.default
-        "special.i1",  # aten.special_i1.default
-        "special.i0e",  # aten.special_i0e.default
-        "special.hermite_polynomial_he",  # aten.special_hermite_polynomial_he.default
-        "special.hermite_polynomial_h",  # aten.special_hermite_polynomial_h.default
-        "special.chebyshev_polynomial_w",  # aten.special_chebyshev_polynomial_w.default
-    ),
-    (
-        "special.chebyshev_polynomial_v",  # aten.special_chebyshev_polynomial_v.default
-        "special.chebyshev_polynomial_u",  # aten.special_chebyshev_polynomial_u.default
-        "special.chebyshev_polynomial_t",  # aten.special_chebyshev_polynomial_t.default
-        "special.bessel_y1",  # aten.special_bessel_y1.default
-        "special.bessel_y0",  # aten.special_bessel_y0.default
-        "special.bessel_j0",  # aten.special_bessel_j0.default
-        "special.airy_ai",  # aten.special_airy_ai.default
         "nn.functional.adaptive_avg_pool3d",  # aten._adaptive_avg_pool3d.default
         "lgamma",  # aten.lgamma.default
         "exp2",  # aten.exp2.default
         "as_strided_copy",  # aten.as_strided_copy.default
         "unbind_copy",  # aten.unbind_copy.int
-        "prod",  # aten.prod.default
-        "gradient",  # aten.div.Scalar
     ),
 )

@@ -319,7 +319,7 @@ def test_gpt2_dynamic_sequence_length(gpt2):
     assert m.signature.inputs[0].shape == (2, "seq")
     f = m.to_jax()
     session = ort.InferenceSession(m.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
-    for n in (3, 16, 37):
+    for n in (3, 37):  # shorter and longer than the traced 16: one compilation each
         ids = torch.randint(0, 1000, (2, n))
         want = _torch_out(model, ids).logits.numpy()
         np.testing.assert_allclose(np.asarray(f(ids.numpy())["logits"]), want, rtol=1e-4, atol=1e-4)

@@ -2,7 +2,8 @@
 matches eager torch, for every entry of PyTorch's ``op_db``.
 
 Each entry is one test (``test_opinfo[<op>-float32]``). By default a CI-sized slice runs
-(every 10th entry); ``OPINFO_ENTRIES=all`` runs all of ``op_db`` (the conformance number),
+(every 20th entry; ``test_opinfo_batch`` adds, a batch per conversion, the entries that alone
+reach a rule); ``OPINFO_ENTRIES=all`` runs all of ``op_db`` (the conformance number),
 ``OPINFO_ENTRIES=abs,add`` the named entries. It takes the entry's first ``OPINFO_SAMPLES``
 sample inputs (default 3; ``OPINFO_SAMPLES=all`` for every sample), wraps
 the op in an ``nn.Module`` whose inputs are the sample's tensors, and compares the converted
@@ -422,14 +423,14 @@ def _dtype_params():
 
 def selected_entries() -> list[str]:
     """The names of ``OPINFO_ENTRIES=all`` (every entry, the conformance run), ``smoke``
-    (default: every 10th entry, a CI-sized slice) or a comma-separated list of entry names.
+    (default: every 20th entry, a CI-sized slice) or a comma-separated list of entry names.
     Collection needs only the names (:mod:`opinfo_index`); a case looks its entry up."""
     which = os.environ.get("OPINFO_ENTRIES", "smoke")
     ids = entry_ids()
     if which == "all":
         return list(ids)
     if which == "smoke":
-        return list(ids[::10])
+        return list(ids[::20])
     names = set(which.split(","))
     return [n for n in ids if n in names]
 
@@ -445,16 +446,20 @@ def selected_cases() -> list:
         have = {c.id for c in cases}
         cases += [
             pytest.param(n, d, id=cid)
-            for n, d in [*reason_class_cases(TARGET), *((n, torch.float32) for n in EXTRA_ENTRIES)]
+            for n, d in reason_class_cases(TARGET)
             if (cid := f"{n}-{_name(d)}") not in have and not have.add(cid)
         ]
     return cases
 
 
-#: Entries the default run adds to the every-10th slice: the only OpInfo cases of an ATen
-#: rule no other default-run test reaches (the registry coverage check,
+#: Entries the default run adds to the every-20th slice, as one batch (``test_opinfo_batch``,
+#: one conversion): the only default-run cases of a rule that ``gen_opinfo_groups.py``, which
+#: picks entries by name, does not find (each with that rule; the registry coverage check,
 #: tests/registry_coverage.py, names any rule left without a case).
-EXTRA_ENTRIES: tuple[str, ...] = ()
+EXTRA_ENTRIES: tuple[str, ...] = (
+    "nn.functional.cosine_embedding_loss",  # aten.sub.Scalar
+    "gradient",  # aten.div.Scalar
+)
 
 
 def failure_class(reason: str) -> str:
@@ -650,12 +655,14 @@ def check_batch(names: tuple[str, ...], limit: int = 3) -> list[str]:
 def _batch_groups():
     from opinfo_groups import GROUPS
 
-    return [pytest.param(g, id=f"group{n}") for n, g in enumerate(GROUPS)]
+    extra = [pytest.param(EXTRA_ENTRIES, id="extra")] if EXTRA_ENTRIES else []
+    return [pytest.param(g, id=f"group{n}") for n, g in enumerate(GROUPS)] + extra
 
 
 @pytest.mark.parametrize("names", _batch_groups())
 def test_opinfo_batch(names):
     """Groups of entries (float32, each passing on its own) that reach ATen rules no other
-    default-run case reaches, chosen by ``gen_opinfo_groups.py``: one conversion per group."""
+    default-run case reaches, chosen by ``gen_opinfo_groups.py``, and :data:`EXTRA_ENTRIES`:
+    one conversion per group."""
     failures = check_batch(names)
     assert not failures, "\n".join(failures)
