@@ -30,7 +30,6 @@ UNIT_EDGES = [0.0, 1.0, -0.5, 1.5, 1e-30, 1e-39, 1e-44, 1 - 1e-7, 0.5, math.nan]
 UNIT = torch.cat([torch.tensor(UNIT_EDGES), torch.rand(32)])
 
 
-
 @pytest.fixture(autouse=True)
 def _seeded():
     """Each test draws from a seeded generator: the draws do not depend on which tests ran
