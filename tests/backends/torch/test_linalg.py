@@ -40,8 +40,10 @@ def test_dot_int_and_mixed_precision():
 _DOT_TO_I1 = """
 func.func @main(%a: tensor<2x3xi32>, %b: tensor<3x2xi32>, %p: tensor<2x3xi1>, %q: tensor<3x2xi1>)
     -> (tensor<2x2xi1>, tensor<2x2xi1>) {
-  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi1>
-  %s = stablehlo.dot_general %p, %q, contracting_dims = [1] x [0] : (tensor<2x3xi1>, tensor<3x2xi1>) -> tensor<2x2xi1>
+  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi1>
+  %s = stablehlo.dot_general %p, %q, contracting_dims = [1] x [0]
+      : (tensor<2x3xi1>, tensor<3x2xi1>) -> tensor<2x2xi1>
   return %r, %s : tensor<2x2xi1>, tensor<2x2xi1>
 }"""
 
