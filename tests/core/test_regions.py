@@ -147,6 +147,8 @@ _CANON = "\n".join(  # -0.0 as +0.0 through a select against a constant captured
         (_cmp("r", "LE", "a0", "b0") + "\n" + _RET, None),  # not a strict order
         (_cmp("r", "LT", "a0", "b1") + "\n" + _RET, None),  # two operands' elements
         (_cmp("r", "LT", "a0", "a0") + "\n" + _RET, None),
+        (_cmp("r", "LT", "c", "b0") + "\n" + _RET, None),  # a side computed from no element
+        (_cmp("r", "LT", "a0", "c") + "\n" + _RET, None),
         (_CANON.replace("%c, %a0", "%w, %a0").replace("%c, %b0", "%w, %b0"), None),  # a captured argument
         (  # a value reordered by an op other than compare/select
             "%na = stablehlo.negate %a0 : tensor<f32>\n%nb = stablehlo.negate %b0 : tensor<f32>\n"

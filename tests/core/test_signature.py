@@ -219,6 +219,20 @@ def test_apply_refuses_unknown_kwargs(masked):
         jf.apply(jf.params, x.numpy(), scale=2.0, maks=1)
 
 
+class _TakesMutable(torch.nn.Module):
+    def forward(self, x, mutable):
+        return x * mutable
+
+
+def test_apply_passes_a_model_keyword_named_mutable_to_the_model():
+    """A model's own ``mutable`` input goes to the model: ``apply`` then returns the outputs
+    alone (no ``(outputs, updates)`` pair, which ``mutable=True`` asks of other models)."""
+    x, m = torch.arange(3.0), torch.tensor([2.0, -1.0, 0.5])
+    jf = converter.from_torch(_TakesMutable(), (x,), {"mutable": m}).to_jax()
+    out = jf.apply(jf.params, x.numpy(), mutable=m.numpy())
+    np.testing.assert_array_equal(np.asarray(out), (x * m).numpy())
+
+
 def test_call_jax_refuses_unknown_kwargs_and_extra_args():
     from converter.tools.embed import call_jax
 

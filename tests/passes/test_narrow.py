@@ -390,6 +390,12 @@ def _narrow_and_run(text: str, *args):
   }) : (tensor<3xi64>, tensor<1x1xi32>, tensor<1xi64>) -> tensor<3xi64>""",
             id="scatter-max",
         ),
+        pytest.param(  # a convert to a narrower type that holds the values keeps their range
+            """%i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %n = stablehlo.convert %i : (tensor<3xi64>) -> tensor<3xi8>
+  %v = stablehlo.convert %n : (tensor<3xi8>) -> tensor<3xi64>""",
+            id="convert-through-i8",
+        ),
     ],
 )
 def test_bounded_values_through_ops_with_rules(body):

@@ -152,6 +152,11 @@ def test_call_jax_imports_an_unchanged_tensor_once(monkeypatch):
     torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
     w.data = torch.randn(4, 4)
     torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
+    buf = torch.randn(32)  # storage moved below, then above, the memory it was imported from
+    for lo, hi in ((16, 32), (0, 16), (16, 32)):
+        w.data = buf[lo:hi].view(4, 4)
+        for _ in range(2):  # seen, then imported
+            torch.testing.assert_close(converter.call_jax(f, x, w), x @ w)
     other = torch.randn(4, 4)  # another tensor of the same signature
     torch.testing.assert_close(converter.call_jax(f, x, other), x @ other)
     other.t_()  # same storage and shape, other strides

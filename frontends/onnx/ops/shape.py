@@ -324,18 +324,33 @@ def constant_of_shape(ctx, shape, *, value=None):
     return jnp.full(shape, fill.reshape(()), fill.dtype)  # symbolic dimensions
 
 
+_RANGE_STASH = {1: np.dtype(np.float32), 11: np.dtype(np.float64)}  # stash_type: FLOAT, DOUBLE
+
+
 @onnx_op("Range", 11)
-def range_(ctx, start, limit, delta):
-    """Range: ``ceil((limit - start) / delta)`` elements; start/limit/delta known statically.
-    An integer start or limit may be a symbolic dimension (``arange(seq)`` of a dynamic
-    sequence), with a static delta: the length is then ``(limit - start + delta - 1) //
-    delta`` (positive delta) as a dimension expression."""
+def range_(ctx, start, limit, delta, *, stash_type=1):
+    """Range: ``ceil((limit - start) / delta)`` elements ``start + i * delta``; start/limit/delta
+    known statically. From Range-27, float16/bfloat16 bounds are computed in ``stash_type``
+    (FLOAT, the default, or DOUBLE) and each element rounded once to the input type; before,
+    and for other types, in the input type. An integer start or limit may be a symbolic
+    dimension (``arange(seq)`` of a dynamic sequence), with a static delta: the length is then
+    ``(limit - start + delta - 1) // delta`` (positive delta) as a dimension expression.
+
+    Raises:
+        ValueError: a ``stash_type`` other than FLOAT or DOUBLE for float16/bfloat16 bounds.
+    """
     values = [ctx.static(i) for i in range(3)]
     if any(is_symbolic(v) for v in values):
         return _symbolic_range(ctx, *(np.asarray(v).reshape(()).item() for v in values))
     s, lim, d = (np.asarray(v).reshape(()) for v in values)
     n = max(int(np.ceil((lim.astype(np.float64) - s) / d)), 0)
-    return (s + np.arange(n, dtype=np.float64).astype(s.dtype) * d).astype(s.dtype)
+    wide = s.dtype
+    if ctx.version >= 27 and s.dtype in (np.dtype(np.float16), np.dtype(jnp.bfloat16)):
+        if stash_type not in _RANGE_STASH:
+            raise ValueError(f"Range: stash_type {stash_type} is neither FLOAT (1) nor DOUBLE (11)")
+        wide = _RANGE_STASH[stash_type]
+    i = np.arange(n, dtype=np.float64).astype(wide)
+    return (s.astype(wide) + i * d.astype(wide)).astype(s.dtype)
 
 
 def _symbolic_range(ctx, s, lim, d):

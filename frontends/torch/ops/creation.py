@@ -120,10 +120,12 @@ def fill(x, value):
 
 def _arange_length(start, end, step):
     """``ceil((end - start) / step)`` computed in double as torch does; for integer bounds
-    with a symbolic dimension (dynamic shapes), the same in integer arithmetic."""
+    with a symbolic dimension (dynamic shapes), the same in integer arithmetic as torch's
+    reference writes it, ``(end - start + step - sign(step)) // step``: the same expression,
+    so that it matches the size torch.export gives the result (``floordiv(-n, -2)`` is not
+    provably ``floordiv(n, 2)``)."""
     if _symbolic(start, end, step) and all(isinstance(v, int) for v in (step,)) and step:
-        span = end - start if step > 0 else start - end
-        return (span + abs(step) - 1) // abs(step)
+        return (end - start + step - (1 if step > 0 else -1)) // step
     n = int(np.ceil((float(end) - float(start)) / float(step)))
     return max(n, 0)
 

@@ -364,6 +364,14 @@ def test_long_fft_that_is_no_power_of_two_is_refused():
         module.to_onnx()
 
 
+def test_long_fft_of_a_power_of_two_takes_the_onnx_dft():
+    """A power of two over the DFT matrix's limit (4096 > 2048) is ONNX ``DFT``'s, exact
+    there: converted, not refused as a length that is no power of two."""
+    z = np.exp(1j * np.arange(4096) ** 2 / 7.0).astype(np.complex64)
+    got, want = run_onnx(jnp.fft.fft, z)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=20 * 4e-7 * np.abs(want[0]).max())
+
+
 # --------------------------------------------------------------------------- boundary
 
 

@@ -159,6 +159,18 @@ def test_integer_cumsum_is_cumsum():
     assert_onnx_same(lambda m: (jnp.cumsum(m, axis=1), jnp.cumsum(m.astype(jnp.float32), axis=0)), ids)
 
 
+def test_a_window_sum_is_a_cumsum_only_along_one_axis():
+    """A reduce_window sum shaped as a prefix sum along axis 0 (window 2 = its size, low
+    padding 1) is one ``CumSum``; with a window of 2 along axis 1 as well it sums both ways
+    (no ``CumSum`` of axis 0 alone); against XLA."""
+    ids = np.array([[1, 0, 2, 1], [3, 1, 1, 5]], np.int64)
+    prefix = lambda m: lax.reduce_window(m, 0, lax.add, (2, 1), (1, 1), ((1, 0), (0, 0)))  # noqa: E731
+    both = lambda m: lax.reduce_window(m, 0, lax.add, (2, 2), (1, 1), ((1, 0), (0, 0)))  # noqa: E731
+    assert_onnx_same(lambda m: (prefix(m), both(m)), ids)
+    ops = {n.op_type for n in converter.from_jax(prefix, ids).to_onnx().graph.node}
+    assert "CumSum" in ops, ops
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
 def test_max_min_propagate_nan(dtype):
     """StableHLO's maximum/minimum propagate NaN through reduce and reduce_window (pools,

@@ -374,6 +374,19 @@ def test_geev_nearly_equal_real_pair_takes_the_rotated_split():
     assert abs(got.real[0] - got.real[1]) > 1e-10  # split, not a double eigenvalue
 
 
+@pytest.mark.parametrize("a", [[[-2.0, -1.0], [4.0, 2.0]], [[-1.0, -0.25], [4.0, 1.0]]])
+def test_geev_double_eigenvalue_rotated_to_a_lower_triangle_stays_real(a):
+    """A nilpotent 2x2 block (double eigenvalue 0, ``b * c = -p**2``): dlanv2's rotation to
+    equal diagonals leaves ``b' = 0`` and ``c' != 0``, and the block is swapped to upper
+    triangular (``c' = 0``): two real eigenvalues, as LAPACK's, not ``+-sqrt|b'| sqrt|c'|`` i
+    of a kept ``c'``."""
+    a = np.array(a)
+    got, _ = _geev_values(a)
+    wr, wi, *_ = lapack.dgeev(a, compute_vl=0, compute_vr=0)
+    assert not wi.any() and not got.imag.any()
+    np.testing.assert_allclose(got.real, wr, rtol=0, atol=1e-15)
+
+
 def test_geev_deflates_from_the_bottom_as_lahqr():
     """Eigenvalues sit where they deflate (bottom up): for a generic matrix the order
     is LAPACK's (its balancing permutes nothing here)."""

@@ -78,6 +78,23 @@ def test_external_data_for_large_models(tmp_path):
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_external_data_written_by_to_onnx_is_64_byte_aligned(tmp_path):
+    """``to_onnx(path=..., external_data=True)`` starts each parameter at a multiple of 64
+    bytes of ``<path>.data`` (its docstring), whatever the sizes before it (60 and 20 bytes
+    here), and the offsets it records read them back."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Linear(5, 1)).eval()
+    x = torch.randn(2, 3)
+    path = tmp_path / "m.onnx"
+    converter.from_torch(model, (x,)).to_onnx(path=path, external_data=True, check=False)
+    inits = onnx.load(path, load_external_data=False).graph.initializer
+    offsets = [int(next(e.value for e in t.external_data if e.key == "offset")) for t in inits]
+    assert len(offsets) == 4 and all(o % 64 == 0 for o in offsets), offsets
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {"args[0]": x.numpy()})[0]
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
 def _dead_parts(graph: onnx.GraphProto, outputs) -> list[str]:
     """Nodes of ``graph`` whose results nothing reads and initializers nothing reads, in it
     and (recursively) in its subgraphs."""

@@ -198,6 +198,16 @@ def test_reduce_precision_float64(exponent_bits, mantissa_bits):
     _assert_bits_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
+def test_reduce_precision_16bit(dtype):
+    """reduce_precision of float16 (10 mantissa bits) and bfloat16 (7) to 4 exponent and 3
+    mantissa bits (rounding, overflow to inf and flush to 0 all reached), against XLA bit for
+    bit."""
+    x = _normal_floats(dtype, step=7)
+    (got,), (want,) = run_both(lambda x: lax.reduce_precision(x, exponent_bits=4, mantissa_bits=3), x)
+    _assert_bits_equal(got, want)
+
+
 _BITCAST_I1 = """
 func.func @main(%x: tensor<4xi1>) -> tensor<4xi1> {
   %y = stablehlo.bitcast_convert %x : (tensor<4xi1>) -> tensor<4xi1>

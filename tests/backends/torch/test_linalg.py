@@ -37,6 +37,37 @@ def test_dot_int_and_mixed_precision():
     )
 
 
+_DOT_TO_I1 = """
+func.func @main(%a: tensor<2x3xi32>, %b: tensor<3x2xi32>, %p: tensor<2x3xi1>, %q: tensor<3x2xi1>)
+    -> (tensor<2x2xi1>, tensor<2x2xi1>) {
+  %r = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]
+      : (tensor<2x3xi32>, tensor<3x2xi32>) -> tensor<2x2xi1>
+  %s = stablehlo.dot_general %p, %q, contracting_dims = [1] x [0]
+      : (tensor<2x3xi1>, tensor<3x2xi1>) -> tensor<2x2xi1>
+  return %r, %s : tensor<2x2xi1>, tensor<2x2xi1>
+}"""
+
+
+def test_dot_general_to_bool_is_a_nonzero_sum():
+    """A dot_general with an i1 result: the sum of products converted to bool, true when
+    nonzero, negative sums included (integer operands), an or of ands for i1 operands;
+    against XLA."""
+    import torch
+
+    import converter
+    from converter.tools.validate import xla_runner
+
+    module = converter.from_stablehlo(_DOT_TO_I1)
+    a = np.array([[-1, 0, 0], [1, 2, 0]], np.int32)
+    b = np.array([[1, 0], [0, -1], [5, 0]], np.int32)
+    p, q = a != 0, np.array([[True, False], [False, False], [True, True]])
+    want = xla_runner(module)((a, b, p, q), {})
+    got = module.to_torch()(*(torch.tensor(v) for v in (a, b, p, q)))
+    assert want[0].tolist() == [[True, False], [True, True]]  # -1 and -2 are true
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
 @pytest.mark.parametrize(
     "kw",
     [

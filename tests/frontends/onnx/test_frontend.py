@@ -438,6 +438,28 @@ def test_supported_ops_lists_each_op_once_with_its_rule_versions_sorted():
     assert sum(map(len, ops.values())) == len(ONNX_RULES)
 
 
+def test_each_rule_takes_every_attribute_of_each_version_it_serves():
+    """A rule registered for a schema version takes each attribute that version defines: an
+    attribute it does not know means the version is not the one the rule was written for
+    (Gemm-6's ``broadcast``, were Gemm's rule to start at 6, not 7) or one that added an
+    attribute the rule ignores (Range-27's ``stash_type``)."""
+    import inspect
+
+    from converter.frontends.onnx.registry import ONNX_RULES
+
+    unknown = []
+    for domain, op, version in ONNX_RULES.keys():
+        params = inspect.signature(ONNX_RULES.get((domain, op, version))).parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            continue
+        if not onnx.defs.has(op, "" if domain == "ai.onnx" else domain):
+            continue  # a contrib op onnx has no schema of (com.microsoft)
+        schema = onnx.defs.get_schema(op, version, "" if domain == "ai.onnx" else domain)
+        assert schema.since_version == version, (domain, op, version)
+        unknown += [f"{domain}::{op}-{version}.{a}" for a in schema.attributes if a not in params]
+    assert not unknown
+
+
 def _three_dims_named_apart():
     return _model(
         [helper.make_node("Sum", ["a", "b", "c"], ["y"], name="sum")],

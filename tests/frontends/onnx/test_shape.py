@@ -3,6 +3,7 @@
 import os
 import sys
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -11,7 +12,7 @@ from converter.frontends.onnx import from_onnx
 from onnx import helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+from onnx_oracle import check_node, single_node_model  # noqa: E402
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 
@@ -107,6 +108,23 @@ def test_old_opset_attribute_forms():
     check_node("Slice", {"x": X}, {"starts": [1, -3], "ends": [2, 100], "axes": [0, 2]}, opset=9)
     check_node("Pad", {"x": X}, {"pads": [0, 1, 2, 0, 0, 1], "mode": "reflect"}, opset=10)
     check_node("Pad", {"x": X}, {"pads": [1, 0, 0, 0, 2, 0], "value": 1.5}, opset=10)
+
+
+@pytest.mark.parametrize(("dtype", "stash_type"), [("float16", None), ("bfloat16", 11)])
+def test_range_27_computes_half_floats_in_its_stash_type(dtype, stash_type):
+    """Range-27: float16/bfloat16 bounds are computed in ``stash_type`` (FLOAT by default) and
+    each element rounded once (the onnx reference); in the half type, ``1.1 + 3 * 0.7`` and
+    ``1.1 + 6 * 0.7`` round twice to other values in both types."""
+    from onnx.reference import ReferenceEvaluator
+
+    dt = np.dtype(dtype) if dtype == "float16" else np.dtype(ml_dtypes.bfloat16)
+    bounds = {n: np.array(v, dt) for n, v in zip("sld", (1.1, 6.7, 0.7), strict=True)}
+    attrs = {} if stash_type is None else {"stash_type": stash_type}
+    model = single_node_model("Range", bounds, attrs, opset=27, static=tuple(bounds))
+    (want,) = ReferenceEvaluator(model).run(None, {})
+    (got,) = from_onnx(model).to_jax()()
+    assert np.asarray(got).dtype == want.dtype == dt and want.shape == (8,)
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want.astype(np.float32))
 
 
 def test_center_crop_pad_crops_and_pads():

@@ -124,3 +124,28 @@ def test_rules_of_decomposed_factories():
     check_rule(rule(aten.fill.Tensor), aten.fill.Tensor, x.long(), torch.tensor(3.7))
     check_rule(rule(aten.eye.default), aten.eye.default, 3)
     check_rule(rule(aten.eye.m), aten.eye.m, 2, 4, dtype=torch.int32)
+
+
+class _SymbolicAranges(torch.nn.Module):
+    def forward(self, x):
+        n = x.shape[0]
+        return torch.arange(n, 1, -2), torch.arange(1, n, 3), torch.arange(-n, -1, 2)
+
+
+def test_arange_with_a_symbolic_bound_and_either_step_sign():
+    """An integer arange whose bound is a dynamic size keeps a symbolic length, with either
+    step sign, the values of eager torch at each size (regression: with a negative step the
+    length was written ``(n - 1 + 1) // 2``, which JAX cannot prove equal to the ``(-n) // -2``
+    torch.export gives ``arange(n, 1, -2)``, and the conversion was refused)."""
+    import numpy as np
+
+    import converter
+
+    m = converter.from_torch(
+        _SymbolicAranges(), (torch.zeros(6),), dynamic_shapes=({0: torch.export.Dim("n", min=5, max=16)},)
+    )
+    f = m.to_jax()
+    for size in (5, 6):
+        x = torch.zeros(size)
+        for got, want in zip(f(x.numpy()), _SymbolicAranges()(x), strict=True):
+            np.testing.assert_array_equal(np.asarray(got), want.numpy())
