@@ -91,12 +91,21 @@ def _nan_max_min(kind: str, x, dims: tuple[int, ...]):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _keyed_max_min(kind: str, dims: tuple[int, ...], x):
     """``_nan_max_min``'s integer-key reduction (one module-level function: JAX caches its
-    traces across calls)."""
-    bits = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
-    nan_key = jnp.iinfo(bits).max if kind == "max" else jnp.iinfo(bits).min
-    r = _REDUCE[kind](jnp.where(jnp.isnan(x), nan_key, total_order_key(x)), dims)
-    out = lax.bitcast_convert_type(jnp.where(r < 0, r ^ jnp.iinfo(bits).max, r), x.dtype)
-    return jnp.where(r == nan_key, jnp.asarray(jnp.nan, x.dtype), out)
+    traces across calls; lax ops only: ``jnp.where`` traces an inner jit per signature)."""
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[x.dtype.itemsize]
+    info = np.iinfo(bits)
+    i = lax.bitcast_convert_type(x, bits)
+    flip = lambda k: lax.select(lax.lt(k, _full(k, 0)), lax.bitwise_xor(k, _full(k, info.max)), k)  # noqa: E731
+    nan_key = info.max if kind == "max" else info.min
+    key = lax.select(lax.ne(x, x), _full(i, nan_key), flip(i))  # NaN: the extreme key
+    r = _REDUCE[kind](key, dims)
+    out = lax.bitcast_convert_type(flip(r), x.dtype)  # the key map is its own inverse
+    return lax.select(lax.eq(r, _full(r, nan_key)), _full(out, np.nan), out)
+
+
+def _full(like, value):
+    """``value`` broadcast to ``like``'s shape and dtype (a lax constant: no inner jit)."""
+    return lax.full(like.shape, value, like.dtype)
 
 
 @_keyed_max_min.defjvp
