@@ -77,10 +77,10 @@ def _nan_max_min(kind: str, x, dims: tuple[int, ...]):
     (its maximum for max, its minimum for min), reduced with the integer max/min, mapped
     back bit for bit (the key map is its own inverse), the extreme read as NaN. One
     reduction: a separate ``reduce_or`` of ``isnan(x)`` made XLA compile a second kernel
-    per reduction with all of ``x``'s producers fused into it again (a fifth of the XLA
-    compile time of a 2-layer GPT-2, whose softmax takes a max). Types other than float16,
-    bfloat16, float32 and float64 (float8s, some without a sign bit) keep that
-    ``reduce_or`` guard. The derivative is that of ``lax.reduce_max``/``reduce_min``
+    per reduction with all of ``x``'s producers fused into it again (XLA compile CPU time
+    of GPT-2 small, whose softmaxes take a max: 1.28 s with it, 1.04 s without). Types
+    other than float16, bfloat16, float32 and float64 (float8s, some without a sign bit)
+    keep that ``reduce_or`` guard. The derivative is that of ``lax.reduce_max``/``reduce_min``
     (custom_jvp): integer keys have none."""
     if x.dtype not in _KEYED_FLOATS or 0 in [x.shape[d] for d in dims]:
         return _guarded(kind, x, dims)
