@@ -643,7 +643,12 @@ def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
         muts = enumerate_mutants(tree, rule_files(), exclude)
         order = sample(muts, args.sample or cfg["sample"], cfg["seed"])
         return "fixed", {"seed": cfg["seed"], "files": rule_files()}, order, scratch / "results.jsonl"
-    if args.changed is not None:
+    if args.files:
+        files, mode = sorted(set(args.files)), "files"
+        missing = [f for f in files if f not in testmap.source_files(tree)]
+        if missing:
+            raise SystemExit(f"not source files under {', '.join(testmap.SOURCE_DIRS)}/: {missing}")
+    elif args.changed is not None:
         files, mode = changed_files(args.changed), "changed"
         if not files:
             raise SystemExit(
@@ -1138,8 +1143,10 @@ def _tests_run(r: dict) -> str:
 
 
 def fresh_markdown(rep: dict) -> list[str]:
-    what = "every file under converter/, frontends/, backends/" if rep["mode"] == "fresh" else (
-        f"the files changed since the branch left `{rep['base']}`")  # fmt: skip
+    what = {
+        "fresh": "every file under converter/, frontends/, backends/",
+        "files": "the files " + ", ".join(f"`{f}`" for f in rep.get("files", [])),
+    }.get(rep["mode"], f"the files changed since the branch left `{rep['base']}`")
     a, b = rep["after"]["all"], rep["before"]["all"]
     sel = rep.get("selection")
     if sel:
@@ -1416,6 +1423,11 @@ def main(argv: list[str] | None = None) -> None:
         "--changed", nargs="?", const="main", metavar="BASE",
         help="a new random sample over only the source files the branch changed since it left BASE "
         "(git diff $(git merge-base BASE HEAD), uncommitted changes included; default BASE: main)",
+    )  # fmt: skip
+    how.add_argument(
+        "--files", nargs="+", metavar="FILE",
+        help="a new random sample over only these source files (paths from the repository root), "
+        "to harden one file's tests; its score is that file's, not the package's",
     )  # fmt: skip
     how.add_argument("--fixed", action="store_true", help="the fixed sample of the rule files (config seed)")
     r.add_argument("--seed", type=int, help="the seed of a fresh/changed run (default: a new random one)")
