@@ -252,24 +252,28 @@ def test_batch_norm_grad_spec_example(backend):
 def _cholesky(lower: bool) -> str:
     flag = "true" if lower else "false"
     return _main(
-        "%a: tensor<3x3xf64>",
-        "tensor<3x3xf64>",
-        f"""  %0 = stablehlo.cholesky %a, lower = {flag} : tensor<3x3xf64>
-  return %0 : tensor<3x3xf64>""",
+        "%a: tensor<2x3x3xf64>",
+        "tensor<2x3x3xf64>",
+        f"""  %0 = stablehlo.cholesky %a, lower = {flag} : tensor<2x3x3xf64>
+  return %0 : tensor<2x3x3xf64>""",
     )
 
 
 L = np.array([[1, 0, 0], [2, 4, 0], [3, 5, 6]], np.float64)
+L2 = np.array([[2, 0, 0], [-1, 3, 0], [4, 1, 5]], np.float64)  # a second matrix of the batch
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 @pytest.mark.parametrize("lower", [True, False])
 def test_cholesky_spec_example_reads_only_its_triangle(backend, lower):
-    a = L @ L.T  # the spec's [[1, 2, 3], [2, 20, 26], [3, 26, 70]]
+    """The spec's example (and a second matrix: a batch, whose conjugate transposes swap the
+    last two axes) factored from one triangle, the other holding junk."""
+    fac = np.stack([L, L2])
+    a = fac @ np.swapaxes(fac, -1, -2)  # the spec's [[1, 2, 3], [2, 20, 26], [3, 26, 70]] first
     junk = np.triu(np.full((3, 3), 99.0), 1)  # the unread triangle
     a = a - np.triu(a, 1) + junk if lower else a - np.tril(a, -1) + junk.T
     (out,) = run(_cholesky(lower), backend, a)
-    want = L if lower else L.T
+    want = fac if lower else np.swapaxes(fac, -1, -2)
     keep = np.tril if lower else np.triu
     np.testing.assert_allclose(keep(out), want, atol=1e-12)
 

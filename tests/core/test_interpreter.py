@@ -4,10 +4,12 @@ the constants it folds for the rules that need a static operand."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import converter
 from converter import mlir
-from converter.interpreter import fold_constant
+from converter.errors import ConversionError
+from converter.interpreter import Interpreter, fold_constant
 
 
 def test_tuples_are_built_and_read_by_the_walker():
@@ -24,6 +26,10 @@ func.func @main(%x: tensor<2xf32>, %y: tensor<2xf32>) -> (tensor<2xf32>, tensor<
     a, b = converter.from_stablehlo(text).to_jax()(x, y)
     np.testing.assert_array_equal(np.asarray(a), y)
     np.testing.assert_array_equal(np.asarray(b), x)
+    walker = Interpreter(mlir.parse_module(text))  # a region takes one value per argument
+    for args in ((x,), (x, y, y)):
+        with pytest.raises(ConversionError, match=rf"^region expects 2 values, got {len(args)}$"):
+            walker.run(*args)
 
 
 def test_constants_fold_through_convert_reshape_and_broadcast():

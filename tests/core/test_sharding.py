@@ -710,6 +710,8 @@ def test_one_shardy_reader_reads_device_ids_per_the_spec():
     with them, position ``i`` holds device ``device_ids[i]``; a mesh without axes is maximal
     (one device of any id). The signature's mesh is over devices in order, so a permuted
     mesh is refused there, by name, and a maximal mesh ignored."""
+    from jaxlib.mlir import ir
+
     from converter import mlir, sdy, sharding
 
     permuted = sdy.parse_mesh('#sdy.mesh<["x"=2, "y"=3], device_ids=[5, 4, 3, 2, 1, 0]>')
@@ -718,6 +720,10 @@ def test_one_shardy_reader_reads_device_ids_per_the_spec():
     maximal = sdy.parse_mesh("#sdy.mesh<[], device_ids=[3]>")
     assert maximal.maximal and maximal.size == 1 and maximal.coordinates(3) == {}
     assert sdy.parse_mesh('#sdy.mesh<["x"=2]>').device_ids is None
+    texts = ("<[], device_ids=[0]>", "<[]>", '<["x"=2], device_ids=[0, 1]>', '<["x"=2], device_ids=[1, 0]>')
+    with mlir.context():  # a mesh's text is Shardy's own (the maximal mesh of device 0 is no empty mesh)
+        for text in texts:
+            assert f"#sdy.mesh{sdy.parse_mesh(text)}" == str(ir.Attribute.parse(f"#sdy.mesh{text}"))
     with pytest.raises(ShardingError, match="device 7 is not in the mesh"):
         permuted.coordinates(7)
     with pytest.raises(ShardingError, match="cannot read the Shardy attribute"):

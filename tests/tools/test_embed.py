@@ -1,5 +1,7 @@
 """call_jax (JAX in torch autograd) and call_torch (torch in jax.jit/grad/vmap)."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,6 +40,19 @@ def test_call_jax_pytree_statics_and_gradients():
     converter.call_jax(f, x, d, 3.0, "none")
     converter.call_jax(f, x[:2], {**d, "w": w[:2]}, 3.0, "none")  # new shapes
     assert calls == ["tanh", "none", "none", "none"]
+
+
+def test_call_jax_leaves_the_users_own_warnings_alone():
+    """``call_jax`` runs per step and holds nothing back itself (``api(hush=False)``): a
+    FutureWarning the user's function raises as it is traced reaches the caller."""
+
+    def f(x):
+        warnings.warn("user future warning", FutureWarning, stacklevel=1)
+        return x * 2
+
+    with pytest.warns(FutureWarning, match="^user future warning$"):
+        out = converter.call_jax(f, torch.ones(2))
+    torch.testing.assert_close(out, torch.full((2,), 2.0))
 
 
 def test_call_jax_backward_compiles_once():

@@ -97,6 +97,8 @@ def test_cumsum_and_cummax():
 
 
 def test_sort_ascending_descending_multikey_and_stable():
+    """Key sorts, and a complex sort (real part, then imaginary: a one-operand comparator of
+    two compares, sorted pairwise), against jax.jit."""
     keys = np.array([3, 1, 2, 1, 3, 0], np.int32)
     vals = np.arange(6, dtype=np.float32)
     assert_same(
@@ -105,6 +107,7 @@ def test_sort_ascending_descending_multikey_and_stable():
             jnp.argsort(-k, stable=True),
             lax.sort((k, v), num_keys=2),
             jnp.sort(v, descending=True),
+            jnp.sort(k - 1j * v),
         ),
         keys,
         vals,

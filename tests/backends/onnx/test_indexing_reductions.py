@@ -162,11 +162,12 @@ def test_integer_cumsum_is_cumsum():
 def test_a_window_sum_is_a_cumsum_only_along_one_axis():
     """A reduce_window sum shaped as a prefix sum along axis 0 (window 2 = its size, low
     padding 1) is one ``CumSum``; with a window of 2 along axis 1 as well it sums both ways
-    (no ``CumSum`` of axis 0 alone); against XLA."""
+    (no ``CumSum`` of axis 0 alone), and with a stride of 2 it is one row; against XLA."""
     ids = np.array([[1, 0, 2, 1], [3, 1, 1, 5]], np.int64)
     prefix = lambda m: lax.reduce_window(m, 0, lax.add, (2, 1), (1, 1), ((1, 0), (0, 0)))  # noqa: E731
     both = lambda m: lax.reduce_window(m, 0, lax.add, (2, 2), (1, 1), ((1, 0), (0, 0)))  # noqa: E731
-    assert_onnx_same(lambda m: (prefix(m), both(m)), ids)
+    strided = lambda m: lax.reduce_window(m, 0, lax.add, (2, 1), (2, 1), ((1, 0), (0, 0)))  # noqa: E731
+    assert_onnx_same(lambda m: (prefix(m), both(m), strided(m)), ids)
     ops = {n.op_type for n in converter.from_jax(prefix, ids).to_onnx().graph.node}
     assert "CumSum" in ops, ops
 

@@ -374,6 +374,21 @@ def test_geev_nearly_equal_real_pair_takes_the_rotated_split():
     assert abs(got.real[0] - got.real[1]) > 1e-10  # split, not a double eigenvalue
 
 
+def test_geev_subdiagonal_below_the_lahqr_floor_splits_as_lapack():
+    """``?lahqr`` takes a subdiagonal entry of a zero diagonal as negligible below
+    ``smlnum = safmin * nh / ulp`` (``nh`` = 2 active rows here): at 1.5 ``safmin / ulp`` the
+    2x2 block splits into 0, 0, at 2.5 it does not (+-sqrt(h)); as LAPACK's ``dgees``, which
+    runs the same routines (``?gebal``'s permutation alone, ``?lahqr``)."""
+    tiny_over_ulp = np.finfo(F64).tiny / np.finfo(F64).eps
+    for h in (1.5 * tiny_over_ulp, 2.5 * tiny_over_ulp):
+        a = np.array([[0.0, 1.0], [h, 0.0]])
+        got, _ = _geev_values(a)
+        *_, wr, wi, _, _, info = lapack.dgees(lambda *_: 0, a, compute_v=0)
+        assert info == 0 and not wi.any() and not got.imag.any()
+        np.testing.assert_array_equal(np.sort(got.real), np.sort(wr))
+        assert (wr[0] == 0) == (h < 2 * tiny_over_ulp)
+
+
 @pytest.mark.parametrize("a", [[[-2.0, -1.0], [4.0, 2.0]], [[-1.0, -0.25], [4.0, 1.0]]])
 def test_geev_double_eigenvalue_rotated_to_a_lower_triangle_stays_real(a):
     """A nilpotent 2x2 block (double eigenvalue 0, ``b * c = -p**2``): dlanv2's rotation to
@@ -420,7 +435,11 @@ def test_geev_scales_tiny_and_huge_matrices(scale):
 
 
 def test_geev_nonfinite_input_reports_info():
-    a = np.broadcast_to(np.eye(5), (2, 3, 5, 5)).copy()
+    """A non-finite matrix gives info 1 and NaN eigenvalues; the finite ones of the batch
+    (triangular) give their diagonal exactly, as LAPACK: ``?gebal`` permutes every
+    eigenvalue out and a norm inside ``[smlnum, bignum]`` is not scaled (a scaling there would
+    round them)."""
+    a = np.triu(np.random.default_rng(1).standard_normal((2, 3, 5, 5)).round(2))
     a[0, 1, 0, 2], a[1, 2, 1, 1] = np.nan, np.inf
     got, info = _geev_values(a)
     np.testing.assert_array_equal(info, [[0, 1, 0], [0, 0, 1]])
@@ -428,7 +447,10 @@ def test_geev_nonfinite_input_reports_info():
         if info[i]:
             assert np.isnan(got[i].real).all() and np.isnan(got[i].imag).all()
         else:
-            np.testing.assert_array_equal(got[i], np.ones(5))
+            wr, wi, *_ = lapack.dgeev(a[i], compute_vl=0, compute_vr=0)
+            np.testing.assert_array_equal(np.sort(wr), np.sort(np.diagonal(a[i])))
+            assert not wi.any() and not got[i].imag.any()
+            np.testing.assert_array_equal(np.sort(got[i].real), np.sort(wr))
 
 
 def test_geev_empty_and_eigenvectors_refused():

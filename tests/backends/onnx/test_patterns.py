@@ -646,16 +646,9 @@ def test_constant_of_unknown_shape_is_not_evaluated():
     assert [n.op_type for n in nodes] == ["Abs", "Range", "Reshape", "Add"]
 
 
-@pytest.mark.parametrize(
-    "case, a, b, shape, kept",
-    [
-        ("merged batch split otherwise", (2, 3, 4, 5), (2, 3, 5, 6), (3, 2, 4, 6), "Reshape"),
-        ("not a reshape after", (2, 3, 4, 5), (2, 3, 5, 6), None, "Relu"),
-    ],
-)
-def test_batched_matmul_near_misses(case, a, b, shape, kept):
-    """``Reshape(MatMul(Reshape(a), Reshape(b)))`` whose reshapes do not only merge and split
-    back the batch dimensions keeps its reshapes."""
+def _reshaped_matmul(a, b, shape):
+    """``MatMul(Reshape(a), Reshape(b))`` of feeds of shapes ``a``, ``b`` (their two leading
+    dims merged), then ``Reshape`` to ``shape`` (``Relu`` for None), through :func:`_simplified`."""
     inits = {"sa": np.array([6, *a[2:]], np.int64), "sb": np.array([6, *b[2:]], np.int64)}
     nodes = [
         _node("Reshape", ["a", "sa"], ["ra"]),
@@ -670,6 +663,27 @@ def test_batched_matmul_near_misses(case, a, b, shape, kept):
     nodes.append(_node("Identity", ["o"], ["y"]))
     feeds = {"a": RNG.normal(size=a).astype(np.float32), "b": RNG.normal(size=b).astype(np.float32)}
     nodes, _ = _simplified(nodes, feeds, ["y"], inits)
+    return nodes
+
+
+def test_batched_matmul_between_reshapes_merging_its_batch():
+    """``Reshape(MatMul(Reshape(a), Reshape(b)))`` whose reshapes merge the batch dimensions
+    (2, 3) into 6 and split them back is ``MatMul(a, b)`` (the same numbers: onnxruntime)."""
+    nodes = _reshaped_matmul((2, 3, 4, 5), (2, 3, 5, 6), (2, 3, 4, 6))
+    assert [n.op_type for n in nodes] == ["MatMul"] and list(nodes[0].input) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "case, a, b, shape, kept",
+    [
+        ("merged batch split otherwise", (2, 3, 4, 5), (2, 3, 5, 6), (3, 2, 4, 6), "Reshape"),
+        ("not a reshape after", (2, 3, 4, 5), (2, 3, 5, 6), None, "Relu"),
+    ],
+)
+def test_batched_matmul_near_misses(case, a, b, shape, kept):
+    """``Reshape(MatMul(Reshape(a), Reshape(b)))`` whose reshapes do not only merge and split
+    back the batch dimensions keeps its reshapes."""
+    nodes = _reshaped_matmul(a, b, shape)
     ops = [n.op_type for n in nodes]
     assert ops.count("Reshape") >= 2 and ops[-1] == kept, (case, ops)
     (matmul,) = [n for n in nodes if n.op_type == "MatMul"]

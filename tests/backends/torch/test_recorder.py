@@ -238,3 +238,21 @@ def test_a_rule_registered_in_place_of_another_is_run_not_replayed(monkeypatch):
     np.testing.assert_allclose(m.to_torch()(torch.from_numpy(x)).numpy(), np.tanh(x) * 2, rtol=1e-6)
     monkeypatch.setitem(TORCH_RULES._rules, "stablehlo.tanh", lambda interp, op, v: torch.sin(v))
     np.testing.assert_allclose(m.to_torch()(torch.from_numpy(x)).numpy(), np.sin(x) * 2, rtol=1e-6)
+
+
+def test_fake_tensors_are_built_lean_where_that_equals_the_constructor(monkeypatch):
+    """The recorder's fake tensors skip ``FakeTensor``'s constructor exactly when a tensor
+    built without it equals the constructor's (type, attributes, dispatch keys, metadata):
+    on the pinned torch they do, and the lean build is taken; else the constructor is."""
+    from converter import _torch_internal as ti
+
+    monkeypatch.setattr(ti, "_LEAN_FAKE", [None, {}])  # the first use checks again
+    cpu = torch.device("cpu")
+    with ti.FakeTensorMode() as mode:
+        got = ti.new_fake_tensor(mode, ti.meta_empty_strided((2, 3), (3, 1), torch.float32), cpu)
+        want = ti.FakeTensor(mode, ti.meta_empty_strided((2, 3), (3, 1), torch.float32), cpu)
+    same = type(got) is type(want) and got.__dict__ == want.__dict__
+    same = same and torch._C._dispatch_keys(got) == torch._C._dispatch_keys(want)
+    meta = lambda t: (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)  # noqa: E731
+    assert meta(got) == meta(want)
+    assert ti._LEAN_FAKE[0] is same
