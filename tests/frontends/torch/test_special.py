@@ -186,6 +186,17 @@ def test_chebyshev_closed_forms_at_a_huge_degree(check):
     check(torch.special.chebyshev_polynomial_u, x, n, ops=["aten.special_chebyshev_polynomial_u.default"])
 
 
+def test_polynomial_degrees_near_the_int64_limits(check):
+    """torch truncates a float degree to int64: ``2**62`` and ``1.5 * 2**62`` are degrees
+    (``T_n(±1) = (±1)^n``, ``U_n(±1) = (±1)^n (n + 1)``); ``2**63`` and beyond, out of range,
+    give a negative degree (0, as ``-2**62``)."""
+    x = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat(5)
+    n = torch.tensor([2.0**62, 1.5 * 2**62, 2.0**63, 1e19, -(2.0**62)], dtype=torch.float64)
+    ops = ["aten.special_chebyshev_polynomial_t.default", "aten.special_chebyshev_polynomial_u.default"]
+    fn = lambda x, n: (torch.special.chebyshev_polynomial_t(x, n), torch.special.chebyshev_polynomial_u(x, n))  # noqa: E731
+    check(fn, x, n.repeat_interleave(2), ops=ops, rtol=1e-15, atol=0)
+
+
 def test_polynomial_nan_x_is_nan():
     """Where torch's recurrence never runs (``x = nan``, degree >= 2) it returns an
     uninitialised value; the rule returns nan for every family."""
