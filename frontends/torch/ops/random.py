@@ -289,12 +289,13 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
 
 @register_random(aten.rrelu_with_noise_functional.default)
 def rrelu_with_noise_functional(x, noise, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
-    """Randomized leaky ReLU, ``(out, noise)``. In training, negative inputs are scaled by a
-    slope ``~ U[lower, upper)`` recorded in ``noise`` (1 where ``x >= 0``); otherwise by the
-    fixed slope ``(lower + upper) / 2`` and ``noise`` is returned unchanged."""
+    """Randomized leaky ReLU, ``(out, noise)``. In training, inputs ``x <= 0`` are scaled by a
+    slope ``~ U[lower, upper)`` recorded in ``noise`` (1 where ``x > 0``; zeros draw a slope
+    too, as in ATen's ``_rrelu_with_noise_train``); otherwise negative inputs are scaled by
+    the fixed slope ``(lower + upper) / 2`` and ``noise`` is returned unchanged."""
     if not training:
         slope = np.asarray((lower + upper) / 2, x.dtype)
         return jnp.where(x >= 0, x, x * slope), noise
     a = _uniform(x.shape, x.dtype, lower, upper)
-    slope = jnp.where(x >= 0, jnp.ones((), x.dtype), a)
+    slope = jnp.where(x > 0, jnp.ones((), x.dtype), a)
     return x * slope, slope.astype(noise.dtype)

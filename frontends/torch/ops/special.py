@@ -658,9 +658,9 @@ def zeta(x, q) -> Array:
 
 def _degree(n: Array) -> Array:
     """torch's ``static_cast<int64_t>(n)`` of a floating degree: truncation toward zero;
-    ``nan``, ``±inf`` and values out of int64 range give a negative degree (x86 returns
-    INT64_MIN for them; the Hermite H kernel maps them to -1)."""
-    ok = jnp.isfinite(n) & (jnp.abs(n) < 2.0**62)
+    ``nan``, ``±inf`` and values out of int64 range (``|n| >= 2**63``) give a negative
+    degree (x86 returns INT64_MIN for them; the Hermite H kernel maps them to -1)."""
+    ok = jnp.isfinite(n) & (jnp.abs(n) < 2.0**63)
     return jnp.where(ok, jnp.trunc(jnp.where(ok, n, -1.0)), -1.0).astype(np.int64)
 
 

@@ -95,10 +95,12 @@ def test_sort_kinds():
         lambda x: (jnp.sort(x, 1), jnp.argsort(x, 2), jnp.sort(x, 0, descending=True), lax.top_k(x, 2)), x
     )
     keys = rng.integers(0, 3, (2, 9)).astype(np.int32)
-    # two keys; one integer or bool key (bools sorted as uint8), stable
+    # two keys (also over the last of three dims: two batch dims of different sizes); one
+    # integer or bool key (bools sorted as uint8), stable
     assert_same(
         lambda k, v: (
             lax.sort((k, v), num_keys=2, dimension=1),
+            lax.sort((k.reshape(2, 3, 3), v.reshape(2, 3, 3)), num_keys=2, dimension=2),
             lax.sort((k, v), num_keys=1),
             lax.sort((k > 0, v), num_keys=1),
         ),

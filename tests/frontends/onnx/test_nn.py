@@ -73,10 +73,12 @@ def test_batch_norm_training_mode():
         )
 
 
-def test_global_lp_pool_and_group_norm_18():
-    """GlobalLpPool (p = 3) and GroupNormalization-18 (scale and bias per group)."""
+def test_lp_pools_and_group_norm_18():
+    """GlobalLpPool (p = 3), LpPool of a batch of two (the window strides only the spatial
+    dims) and GroupNormalization-18 (scale and bias per group)."""
     x = np.random.default_rng(3).standard_normal((2, 4, 3, 5)).astype(np.float32)
     check_node("GlobalLpPool", {"x": np.abs(x)}, {"p": 3}, rtol=1e-5, atol=1e-5)
+    check_node("LpPool", {"x": x}, {"kernel_shape": [2, 2], "strides": [2, 1]}, rtol=1e-5, atol=1e-5)
     scale, bias = np.array([0.5, 2.0], np.float32), np.array([1.0, -1.0], np.float32)
     # onnxruntime has no GroupNormalization-18 (scale and bias per group; -21 has them per
     # channel) and onnx's checker refuses it as deprecated: unchecked, against its formula

@@ -406,6 +406,24 @@ def test_optional_branches_of_the_rules():
     run_check_batch(cases, ops=ops, rtol=1e-5, atol=1e-6)
 
 
+def test_copysign_of_int64_rounds_once_to_float32():
+    """torch computes ``copysign`` of integers in float32 (its default dtype), rounding each
+    int64 once: ``2**60 + 2**36 + 1`` becomes ``2**60 + 2**37``; through float64 it would
+    round twice (to the tie ``2**60 + 2**36``, then to the even ``2**60``). In 64-bit mode:
+    the 32-bit form takes no such int64."""
+    import jax
+    from converter.frontends.torch import export
+
+    from .conftest import Fn
+
+    v = torch.tensor([2**60 + 2**36 + 1, -(2**60 + 2**36 + 1), 3, -7])
+    s = torch.tensor([-1, 1, 0, 5])
+    want = torch.copysign(v, s)
+    m = converter.from_torch(export(Fn(torch.copysign), (v, s)))
+    with jax.enable_x64(True):
+        np.testing.assert_array_equal(np.asarray(m.to_jax(x64=True)(v.numpy(), s.numpy())), want.numpy())
+
+
 def test_integer_to_a_negative_scalar_power_raises():
     """torch refuses it when run; ``torch.export`` lets it through to the rule."""
     import jax.numpy as jnp

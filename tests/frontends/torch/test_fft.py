@@ -127,3 +127,17 @@ def test_c2c_of_no_dim_and_an_unknown_normalization():
     assert fft_c2c(x, [], 0, True) is x
     with pytest.raises(ValueError, match="fft normalization 3 is not 0"):
         fft_r2c(REAL.numpy(), [0], 3, False)
+
+
+def test_c2r_over_a_dynamic_dim_is_refused_by_name():
+    """StableHLO ``fft`` takes static lengths (``fft_length`` is an attribute): the rule of an
+    inverse real transform over a dynamic dim other than the last of ``dim`` (whose length is
+    the static ``last_dim_size``) raises NoSymbolicForm naming the op and the dim (which the
+    frontend reports as a DynamicDimensionError at the op's line)."""
+    import jax
+    from converter.frontends.torch.lowering import NoSymbolicForm
+    from converter.frontends.torch.ops.fft import fft_c2r
+
+    x = jax.ShapeDtypeStruct(jax.export.symbolic_shape("3, n, 5"), np.complex64)
+    with pytest.raises(NoSymbolicForm, match=r"_fft_c2r transforms a dynamic dim \(n\)"):
+        jax.eval_shape(lambda x: fft_c2r(x, [1, 2], 0, 8), x)

@@ -212,6 +212,7 @@ def random_overloads():
             x.clone().bernoulli_(p),  # bernoulli.Tensor: p = 0.3
             torch.nn.functional.rrelu(x - 1.0, training=True),  # rrelu_with_noise_functional
             torch.bernoulli(x, 0.7),  # bernoulli.p
+            *torch.ops.aten.rrelu_with_noise_functional(x, x, 1 / 8, 1 / 3, True),  # (out, noise) at 0
         )
 
     x = torch.zeros(N_OVERLOADS)
@@ -252,7 +253,7 @@ def _moments(v: np.ndarray, mean: float, std: float) -> None:
 
 def test_random_overloads_distributions(random_overloads):
     _, got, _ = random_overloads
-    randn, randint, randint_like, randint_low, n_tt, n_tf, n_ft, n_ff, bern, rrelu, bern_p = got
+    randn, randint, randint_like, randint_low, n_tt, n_tf, n_ft, n_ff, bern, rrelu, bern_p, zero, noise = got
     _moments(randn, 0.0, 1.0)
     _moments(n_tt, 2.0, 3.0)
     _moments(n_tf, -1.0, 0.5)
@@ -271,6 +272,10 @@ def test_random_overloads_distributions(random_overloads):
     a = -rrelu
     assert a.min() >= 1 / 8 and a.max() <= 1 / 3, (a.min(), a.max())
     _moments(a, (1 / 8 + 1 / 3) / 2, (1 / 3 - 1 / 8) / np.sqrt(12))
+    # at x = 0 a slope is drawn too (ATen's kernel tests x <= 0), recorded in the noise
+    assert not zero.any()
+    assert noise.min() >= 1 / 8 and noise.max() <= 1 / 3, (noise.min(), noise.max())
+    _moments(noise, (1 / 8 + 1 / 3) / 2, (1 / 3 - 1 / 8) / np.sqrt(12))
 
 
 def test_random_rules_branches_that_draw_nothing_or_are_decided():

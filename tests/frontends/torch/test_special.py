@@ -100,15 +100,21 @@ def test_unary(check, names):
     check_both(check, fn, X, ops=[f"aten.special_{n}.default" for n in names])
 
 
+#: The functions computed with Cephes' own rational approximations and series, as torch's
+#: (everything of UNARY but airy_ai and erfcx, whose evaluation orders differ in the last bits)
+CEPHES = [n for n in UNARY if n not in ("airy_ai", "erfcx")]
+
+
 def test_unary_float64(check):
-    """Within float64's tolerance (1e-7); modified_bessel_i1, Cephes' series as torch's,
-    to 1e-14 (past 8, a wrong coefficient of order 1e-9 is a relative error of 1e-8)."""
+    """Within float64's tolerance (1e-7); the Cephes functions to 1e-14, where a coefficient
+    wrong in its tenth digit shows (modified_bessel_i1 past 8: a relative error of 1e-8 from
+    one of order 1e-9; bessel_j0 near 5: 3e-12 from its rational's leading coefficient)."""
     fn = lambda x: tuple(getattr(torch.special, n)(x) for n in UNARY)  # noqa: E731
-    out = check(
-        fn, X.double(), ops=[f"aten.special_{n}.default" for n in UNARY], rtol=F64.rtol, atol=F64.atol
-    )
-    want = torch.special.modified_bessel_i1(X.double()).numpy()
-    np.testing.assert_allclose(out[UNARY.index("modified_bessel_i1")], want, rtol=1e-14, atol=0)
+    x = X.double()
+    out = check(fn, x, ops=[f"aten.special_{n}.default" for n in UNARY], rtol=F64.rtol, atol=F64.atol)
+    for name in CEPHES:
+        want = getattr(torch.special, name)(x).numpy()
+        np.testing.assert_allclose(out[UNARY.index(name)], want, rtol=1e-14, atol=0, err_msg=name)
 
 
 def test_unary_of_integers_is_float(check):
@@ -178,6 +184,17 @@ def test_chebyshev_closed_forms_at_a_huge_degree(check):
     (At ``x = 0``: the trigonometric form.)"""
     x, n = torch.tensor([1.0, -1.0, 0.0]), torch.full((3,), 2.0**25 + 3)
     check(torch.special.chebyshev_polynomial_u, x, n, ops=["aten.special_chebyshev_polynomial_u.default"])
+
+
+def test_polynomial_degrees_near_the_int64_limits(check):
+    """torch truncates a float degree to int64: ``2**62`` and ``1.5 * 2**62`` are degrees
+    (``T_n(±1) = (±1)^n``, ``U_n(±1) = (±1)^n (n + 1)``); ``2**63`` and beyond, out of range,
+    give a negative degree (0, as ``-2**62``)."""
+    x = torch.tensor([1.0, -1.0], dtype=torch.float64).repeat(5)
+    n = torch.tensor([2.0**62, 1.5 * 2**62, 2.0**63, 1e19, -(2.0**62)], dtype=torch.float64)
+    ops = ["aten.special_chebyshev_polynomial_t.default", "aten.special_chebyshev_polynomial_u.default"]
+    fn = lambda x, n: (torch.special.chebyshev_polynomial_t(x, n), torch.special.chebyshev_polynomial_u(x, n))  # noqa: E731
+    check(fn, x, n.repeat_interleave(2), ops=ops, rtol=1e-15, atol=0)
 
 
 def test_polynomial_nan_x_is_nan():
