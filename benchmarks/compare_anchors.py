@@ -30,7 +30,8 @@ converts the same files):
   of the same weights.
 * first call of ``jax.jit(f)`` (trace + compile) of a converted GPT-2, against torchax (its
   ``extract_jax`` function under ``jax.jit``, weights as arguments) and ``jax.jit(f.apply)``:
-  medians of ``--first-calls`` rounds, each of fresh functions, the order rotating.
+  medians of ``--first-calls`` rounds, each call in a fresh process, the order rotating
+  (``bench_first_call.py``, which also splits the stages and measures the floors).
 
 The anchors are optional; a row without one says so. onnx2torch: its package requires
 torchvision, which must not be installed here (its wheels pull a torch build of their own), so
@@ -71,6 +72,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import perf_page  # noqa: E402
 from bench_embed import small_overhead  # noqa: E402
+from bench_first_call import first_calls  # noqa: E402
 
 import converter  # noqa: E402
 
@@ -370,49 +372,6 @@ def session(m: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
     return ort.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
-def first_calls(gmodel: torch.nn.Module, ids: torch.Tensor, torchax, rounds: int) -> list[float | None]:
-    """Median first-call time (trace + compile + run) of ``jax.jit(f)`` of a converted GPT-2
-    (weights embedded as constants), of ``jax.jit(f.apply)(f.params, x)`` (weights as
-    arguments) and of torchax's ``jax.jit`` of ``extract_jax`` (weights as arguments; None
-    without torchax), in seconds: ``rounds`` rounds, each of fresh functions (no trace
-    shared), the order rotating. One conversion (``from_torch``) serves every round."""
-    module = converter.from_torch(gmodel, (ids,))
-    x = ids.numpy()
-
-    class Logits(torch.nn.Module):  # torchax returns what forward returns: a JAX type here
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids):
-            return self.model(ids).logits
-
-    def project():
-        return jax.jit(module.to_jax())(x)
-
-    def apply():
-        f = module.to_jax()
-        return jax.jit(f.apply)(f.params, x)
-
-    def tx():
-        states, fn = torchax.extract_jax(Logits(gmodel))
-        return jax.jit(fn)(states, (jnp.asarray(x),))
-
-    fns = [project, apply] + ([tx] if torchax is not None else [])
-    times: list[list[float]] = [[] for _ in fns]
-    with jax.enable_x64(True):  # int64 token ids: JAX narrows them under jax.jit otherwise
-        want = gmodel(ids).logits.detach().numpy()
-        for r in range(rounds):
-            for k in [(r + i) % len(fns) for i in range(len(fns))]:
-                start = time.perf_counter()
-                out = jax.block_until_ready(fns[k]())
-                times[k].append(time.perf_counter() - start)
-                out = out["logits"] if isinstance(out, dict) else out
-                np.testing.assert_allclose(np.asarray(out), want, rtol=1e-4, atol=1e-4)
-    medians: list[float | None] = [statistics.median(ts) for ts in times]
-    return medians + [None] * (3 - len(medians))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="interleaved rounds per steady state")
@@ -597,7 +556,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- 6. first call of jax.jit(f) of a converted GPT-2
     gmodel, (ids,) = torch_models["gpt2"]
-    first, first_apply, first_tx = first_calls(gmodel, ids, torchax, args.first_calls)
+    variants = ("jit(f)", "jit(f.apply)") + (("torchax",) if torchax is not None else ())
+    med = first_calls(gmodel, ids, args.gpt2, args.first_calls, variants)
+    first, first_apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
+    first_tx = med["torchax"]["total"] if "torchax" in med else None
     versus = f" = {first / first_tx:.2f}x torchax ({first_tx:.2f} s)" if first_tx else " (torchax absent)"
     print(
         f"first call of jax.jit(f), GPT-2 {args.gpt2}: {first:.2f} s{versus}; "
@@ -612,7 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {first_apply:.2f} s{apply_part}"
         + ("" if first_tx else " (torchax absent)"),
         anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function (weights as "
-        "arguments); `jax.jit(f.apply)(f.params, x)` of the same Module",
+        "arguments); `jax.jit(f.apply)(f.params, x)` of the same Module; medians of "
+        f"{args.first_calls} fresh processes each",
     )
 
     if args.record:

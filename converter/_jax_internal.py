@@ -147,7 +147,10 @@ def constants_hoisted() -> bool:
     instead of embedding them in it: JAX's transitional ``jax_use_simplified_jaxpr_constants``
     mode (https://docs.jax.dev/en/latest/internals/constants.html), which only takes full
     effect when set before JAX is imported (``JAX_USE_SIMPLIFIED_JAXPR_CONSTANTS=True``):
-    ``jax.Array`` is then a literal type of the tracer."""
+    ``jax.Array`` is then a literal type of the tracer, and the lowering parameters
+    ``jax.jit`` uses (``mlir.LoweringParameters()``) hoist literals into arguments only when
+    the mode was on at import (their default is read then). The option set later, even as a
+    context around the trace, makes literals that are embedded all the same."""
     from jax._src import config
     from jax._src.array import ArrayImpl
 
