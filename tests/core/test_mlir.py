@@ -161,3 +161,23 @@ def test_bytecode_naming_all_to_all_is_read_in_a_child_first(monkeypatch):
     with pytest.raises(ParseError, match=r"verifier crashes \(SIGFPE\) reading this bytecode"):
         mlir.parse_module(data + b"all_to_all")
     assert runs == [data + b"all_to_all"]
+
+
+def test_format_location_renders_name_and_first_file_position():
+    from jaxlib.mlir import ir
+
+    with mlir.context():
+        file = ir.Location.file("m.py", 3, 4)
+        cases = [
+            (ir.Location.unknown(), ""),
+            (ir.Location.file("-", 1, 2), ""),  # the parser's stdin: no position worth showing
+            (file, "m.py:3"),  # a file position alone, not also read as a name
+            (ir.Location.name("aten.add.Tensor[m.py:3]", childLoc=file), "aten.add.Tensor[m.py:3] @ m.py:3"),
+            (ir.Location.name("", childLoc=file), "m.py:3"),
+            (ir.Location.name("-"), ""),
+            (ir.Location.name("jit(f)/sin"), "jit(f)/sin"),
+            (ir.Location.name("x", childLoc=ir.Location.file("-", 1, 1)), "x"),
+            (ir.Location.callsite(file, [ir.Location.file("b.py", 5, 6)]), "m.py:3"),
+            (ir.Location.name("n", childLoc=ir.Location.callsite(file, [file])), "n @ m.py:3"),
+        ]
+        assert [mlir.format_location(loc) for loc, _ in cases] == [want for _, want in cases]
