@@ -71,7 +71,12 @@ def test_stablehlo_attributes_decode_to_fields():
         mlir.Op(o) for o in mlir.walk_ops(mlir.main_function(module)) if o.name == "stablehlo.dot_general"
     )
     dims = dot.attr("dot_dimension_numbers")
-    assert dims["lhs_batching_dimensions"] == [0] and dims["rhs_contracting_dimensions"] == [1]
+    assert dims == {  # its fields, nothing else of the attribute's class
+        "lhs_batching_dimensions": [0],
+        "rhs_batching_dimensions": [0],
+        "lhs_contracting_dimensions": [2],
+        "rhs_contracting_dimensions": [1],
+    }
     assert dot.result_type == mlir.TensorType((2, 3, 5), "float32")
 
 
@@ -161,6 +166,26 @@ def test_bytecode_naming_all_to_all_is_read_in_a_child_first(monkeypatch):
     with pytest.raises(ParseError, match=r"verifier crashes \(SIGFPE\) reading this bytecode"):
         mlir.parse_module(data + b"all_to_all")
     assert runs == [data + b"all_to_all"]
+    # a child that exits (0, or 1 on a Python error) did not crash: the bytes are read here
+    groups = "dense<[[0, 1]]> : tensor<1x2xi64>"
+    valid = mlir.serialize_portable(
+        mlir.parse_module(_ALL_TO_ALL.replace("NAME", "stablehlo.all_to_all").replace("GROUPS", groups))
+    )
+    for code in (0, 1):
+        monkeypatch.setattr(
+            mlir.subprocess, "run", lambda args, code=code, **kw: subprocess.CompletedProcess(args, code)
+        )
+        read = mlir.parse_module(valid)
+        names = [o.name for o in mlir.walk_ops(mlir.main_function(read))]
+        assert names == ["stablehlo.all_to_all", "func.return"]
+
+
+def test_quant_dialect_loads_once_and_stays_loaded():
+    from converter import _jax_internal
+
+    ctx = _jax_internal.make_ir_context()  # a context of its own: the first call loads it
+    assert mlir._load_quant_dialect(ctx) and mlir._load_quant_dialect(ctx)
+    ctx.dialects["quant"]  # loaded
 
 
 def test_format_location_renders_name_and_first_file_position():
