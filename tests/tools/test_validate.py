@@ -666,6 +666,8 @@ def test_compare_outputs_count_and_layout_mismatches():
     assert not row.passed and row.output == "outputs" and row.note == "1 outputs, the source gives 2"
     c = V._compare_layout(np.ones(2, np.float32), np.ones(3, np.float64))
     assert not c.passed and c.note == "float64[3] != float32[2]"
+    c = V._compare_layout(np.ones(2, np.float32), np.ones((2, 1), np.float32))  # the shape alone
+    assert not c.passed and c.note == "float32[2, 1] != float32[2]"
     assert V._compare_layout(np.ones(2, np.float32), np.zeros(2, np.float32)).passed
 
 
