@@ -817,3 +817,21 @@ def test_rewrites_keep_values_a_subgraph_reads():
     nodes, _ = _simplified(nodes, feeds, ["y1", "y2", "y3", "y4"], inits)
     ops = collections.Counter(n.op_type for n in nodes)
     assert ops["Reshape"] == 6 and ops["ReduceSum"] == 2, ops  # every rewrite skipped
+
+
+def test_a_constant_shape_inference_rejects_stays_and_the_others_fold():
+    """A constant value ONNX shape inference reports an error for (a ``Reshape`` of 6
+    elements to ``[4, -1]``) gets no type: it is not evaluated and stays, while the
+    constants beside it still fold (inference is not strict)."""
+    inits = {"c": np.arange(6, dtype=np.float32), "bad": np.array([4, -1], np.int64)}
+    nodes = [
+        _node("Reshape", ["c", "bad"], ["r"]),
+        _node("Neg", ["c"], ["nc"]),
+        _node("Add", ["x", "nc"], ["a"]),
+        _node("Identity", ["a"], ["y"]),
+        _node("Identity", ["r"], ["z"]),
+    ]
+    nodes, ts = _simplified(nodes, {"x": np.ones(6, np.float32)}, ["y", "z"], inits, run=False)
+    assert [n.op_type for n in nodes] == ["Reshape", "Add"]
+    (neg_c,) = [t for t in ts if t.name not in inits]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(neg_c), -inits["c"])
