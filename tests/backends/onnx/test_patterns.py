@@ -835,3 +835,24 @@ def test_a_constant_shape_inference_rejects_stays_and_the_others_fold():
     assert [n.op_type for n in nodes] == ["Reshape", "Add"]
     (neg_c,) = [t for t in ts if t.name not in inits]
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(neg_c), -inits["c"])
+
+
+def test_subgraphs_read_the_folded_and_forwarded_values():
+    """An ``If`` branch reading (from the outer scope) a folded constant and an
+    ``Identity``'s copy reads the constant and the original after :func:`simplify`: the
+    nodes that computed them are gone, and onnxruntime's numbers stay."""
+    out = onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [3])
+    then = onnx.helper.make_graph([_node("Sub", ["xi", "nc"], ["t"])], "then", [], [out])
+    other = onnx.helper.make_graph([_node("Neg", ["xi"], ["t"])], "else", [], [out])
+    nodes = [
+        _node("Neg", ["c"], ["nc"]),
+        _node("Identity", ["x"], ["xi"]),
+        _node("If", ["b"], ["z"], then_branch=then, else_branch=other),
+        _node("Add", ["z", "nc"], ["a"]),
+        _node("Identity", ["a"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=3).astype(np.float32), "b": np.array(True)}
+    nodes, _ = _simplified(nodes, feeds, ["y"], {"c": np.arange(3, dtype=np.float32)})
+    assert [n.op_type for n in nodes] == ["If", "Add"]
+    (branch,) = [a.g for a in nodes[0].attribute if a.name == "then_branch"]
+    assert list(branch.node[0].input) == ["x", nodes[1].input[1]] and nodes[1].input[1] != "nc"
