@@ -576,10 +576,12 @@ def format_location(loc: ir.Location) -> str:
     text = str(loc)
     parts = []
     name = _LOC_NAME.search(text)
+    pos = _LOC_FILE.search(text)
+    if name and pos and pos.start() == name.start(1) - 1:  # loc("file":line:col) has no name
+        name = None
     if name and name.group(1) not in ("", "-"):
         parts.append(name.group(1))
-    pos = _LOC_FILE.search(text)
-    if pos and pos.group(1) != "-" and not (name and pos.start() == name.start()):
+    if pos and pos.group(1) != "-":
         parts.append(f"{pos.group(1)}:{pos.group(2)}")
     return " @ ".join(parts)
 

@@ -71,7 +71,12 @@ def test_stablehlo_attributes_decode_to_fields():
         mlir.Op(o) for o in mlir.walk_ops(mlir.main_function(module)) if o.name == "stablehlo.dot_general"
     )
     dims = dot.attr("dot_dimension_numbers")
-    assert dims["lhs_batching_dimensions"] == [0] and dims["rhs_contracting_dimensions"] == [1]
+    assert dims == {  # its fields, nothing else of the attribute's class
+        "lhs_batching_dimensions": [0],
+        "rhs_batching_dimensions": [0],
+        "lhs_contracting_dimensions": [2],
+        "rhs_contracting_dimensions": [1],
+    }
     assert dot.result_type == mlir.TensorType((2, 3, 5), "float32")
 
 
@@ -161,3 +166,43 @@ def test_bytecode_naming_all_to_all_is_read_in_a_child_first(monkeypatch):
     with pytest.raises(ParseError, match=r"verifier crashes \(SIGFPE\) reading this bytecode"):
         mlir.parse_module(data + b"all_to_all")
     assert runs == [data + b"all_to_all"]
+    # a child that exits (0, or 1 on a Python error) did not crash: the bytes are read here
+    groups = "dense<[[0, 1]]> : tensor<1x2xi64>"
+    valid = mlir.serialize_portable(
+        mlir.parse_module(_ALL_TO_ALL.replace("NAME", "stablehlo.all_to_all").replace("GROUPS", groups))
+    )
+    for code in (0, 1):
+        monkeypatch.setattr(
+            mlir.subprocess, "run", lambda args, code=code, **kw: subprocess.CompletedProcess(args, code)
+        )
+        read = mlir.parse_module(valid)
+        names = [o.name for o in mlir.walk_ops(mlir.main_function(read))]
+        assert names == ["stablehlo.all_to_all", "func.return"]
+
+
+def test_quant_dialect_loads_once_and_stays_loaded():
+    from converter import _jax_internal
+
+    ctx = _jax_internal.make_ir_context()  # a context of its own: the first call loads it
+    assert mlir._load_quant_dialect(ctx) and mlir._load_quant_dialect(ctx)
+    ctx.dialects["quant"]  # loaded
+
+
+def test_format_location_renders_name_and_first_file_position():
+    from jaxlib.mlir import ir
+
+    with mlir.context():
+        file = ir.Location.file("m.py", 3, 4)
+        cases = [
+            (ir.Location.unknown(), ""),
+            (ir.Location.file("-", 1, 2), ""),  # the parser's stdin: no position worth showing
+            (file, "m.py:3"),  # a file position alone, not also read as a name
+            (ir.Location.name("aten.add.Tensor[m.py:3]", childLoc=file), "aten.add.Tensor[m.py:3] @ m.py:3"),
+            (ir.Location.name("", childLoc=file), "m.py:3"),
+            (ir.Location.name("-"), ""),
+            (ir.Location.name("jit(f)/sin"), "jit(f)/sin"),
+            (ir.Location.name("x", childLoc=ir.Location.file("-", 1, 1)), "x"),
+            (ir.Location.callsite(file, [ir.Location.file("b.py", 5, 6)]), "m.py:3"),
+            (ir.Location.name("n", childLoc=ir.Location.callsite(file, [file])), "n @ m.py:3"),
+        ]
+        assert [mlir.format_location(loc) for loc, _ in cases] == [want for _, want in cases]

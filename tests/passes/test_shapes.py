@@ -101,3 +101,8 @@ def test_derived_dimensions_are_evaluated_and_solved():
     assert bind_dims(solved, [(7,), (7,)]) == {"t": 4}
     with pytest.raises(SignatureMismatchError):
         bind_dims(solved, [(7,), (8,)])
+    # solved from a coefficient other than 1 (t = (13 - 1) / 3), which 14 does not divide
+    scaled = [LeafSpec("z", ("3*t + 1",), "float32"), LeafSpec("y", ("t + 3",), "float32")]
+    assert bind_dims(scaled, [(13,), (7,)]) == {"t": 4}
+    with pytest.raises(SignatureMismatchError, match=r"'3\*t \+ 1' of z is 14"):
+        bind_dims(scaled, [(14,), (7,)])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import time
 import types
 
 import jax.numpy as jnp
@@ -47,6 +49,8 @@ def test_compare_within_and_beyond_tolerance():
 
 def test_compare_integers_are_exact_and_nans_must_match():
     assert V.tolerance("int64") == V.Tolerance(0.0, 0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the shared table cannot be loosened by accident
+        V.TOLERANCES["float32"].rtol = 1.0
     assert not V.compare(np.array([1, 2]), np.array([1, 3])).passed
     assert V.compare(np.array([np.nan, 1.0]), np.array([np.nan, 1.0])).passed
     c = V.compare(np.array([np.nan, 1.0]), np.array([0.0, 1.0]))
@@ -82,7 +86,8 @@ def test_compare_equal_infinities_and_nans_pass_and_finite_values_keep_their_tol
     assert V.compare(e, e.copy()).passed
     c = V.compare(e, np.array([INF, -INF, NAN, 1.0 + 1e-3], dtype))
     assert not c.passed and not c.note and c.max_abs == pytest.approx(1e-3, rel=1e-3)
-    assert V.compare(np.float64(-INF), np.float64(-INF)).passed  # 0-d
+    c = V.compare(np.float64(-INF), np.float64(-INF))  # 0-d, no finite pair: no error measured
+    assert c.passed and c.max_abs == 0 and c.max_rel == 0
     assert not V.compare(np.float64(-INF), np.float64(INF)).passed
 
 
@@ -95,6 +100,8 @@ def test_compare_equal_infinities_and_nans_pass_and_finite_values_keep_their_tol
         (complex(INF, 0), complex(-INF, 0), False),
         (complex(0, INF), complex(0, -INF), False),
         (complex(INF, 0), complex(0, 0), False),
+        (complex(0, 1), complex(INF, 1), False),  # an infinity where the source is finite
+        (complex(-INF, 1), complex(INF, 1), False),
         (complex(1, NAN), complex(NAN, 1), False),  # NaN in another component
         (complex(NAN, NAN), complex(NAN, NAN), True),
         (complex(1, 2), complex(1, 2 + 1e-3), False),
@@ -156,9 +163,11 @@ def test_npz_inputs_by_name(tmp_path):
 
 
 def test_validate_torch_model_passes_on_jax():
+    start = time.perf_counter()
     report = V.validate(_net(), from_="torch", targets=("jax",), progress=False)
     assert report.passed
     (target,) = report.targets
+    assert 0 < target.seconds <= time.perf_counter() - start  # the target's own time
     (row,) = target.rows
     assert row.target == "jax" and row.dtype == "float32" and row.shape == [2, 3]
     assert row.max_abs < 1e-5 and row.rtol == 1e-5
@@ -458,6 +467,11 @@ def test_random_leaf_ignores_an_empty_example_and_keeps_unsigned_draws_non_negat
     assert z.dtype == np.complex64 and np.abs(z.imag).min() > 0 and z.real.std() > 0.5
     u = V.random_leaf((200,), "uint8", rng, example=np.array([-5, 3]))  # a signed example's range
     assert u.dtype == np.uint8 and set(u.tolist()) == {0, 1, 2, 3}
+    neg = V.random_leaf((5,), "uint16", rng, example=np.array([-5, -2]))  # no value of it left: zeros
+    assert neg.dtype == np.uint16 and neg.tolist() == [0] * 5
+    var = V.random_leaf((100,), "float32", rng, example=np.array([0.0, 2.0]))  # a variance: >= 0
+    signed = V.random_leaf((100,), "float32", rng, example=np.array([-1.0, 2.0]))
+    assert var.min() >= 0 and var.std() > 0.3 and signed.min() < 0 < signed.max()
 
 
 def _one_input_signature(shape=(2,), dtype="float32") -> Signature:
@@ -652,6 +666,8 @@ def test_compare_outputs_count_and_layout_mismatches():
     assert not row.passed and row.output == "outputs" and row.note == "1 outputs, the source gives 2"
     c = V._compare_layout(np.ones(2, np.float32), np.ones(3, np.float64))
     assert not c.passed and c.note == "float64[3] != float32[2]"
+    c = V._compare_layout(np.ones(2, np.float32), np.ones((2, 1), np.float32))  # the shape alone
+    assert not c.passed and c.note == "float32[2, 1] != float32[2]"
     assert V._compare_layout(np.ones(2, np.float32), np.zeros(2, np.float32)).passed
 
 

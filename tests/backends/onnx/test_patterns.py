@@ -746,3 +746,127 @@ def test_batched_matmul_between_reshapes_not_back():
     }
     _simplify._batched_matmul(g, shapes, ["o"])
     assert list(g.nodes[2].input) == ["ra", "rb"] and list(g.nodes[3].output) == ["o"]
+
+
+def test_random_ops_and_other_domains_are_neither_folded_nor_shared():
+    """``Bernoulli`` of a constant draws anew on each run: it is not folded into one sample,
+    and two of them are not one (common subexpressions); an ``ai.onnx.ml`` node on constants
+    stays (folding runs the default domain), and the default-domain constants beside it
+    still fold."""
+    inits = {"p": np.full((4,), 0.5, np.float32), "c": np.arange(4, dtype=np.float32)}
+    nodes = [
+        _node("Bernoulli", ["p"], ["b1"]),
+        _node("Bernoulli", ["p"], ["b2"]),
+        _node("Add", ["b1", "b2"], ["s"]),
+        _node("Binarizer", ["c"], ["bin"], domain="ai.onnx.ml", threshold=1.5),
+        _node("Neg", ["c"], ["nc"]),
+        _node("Add", ["x", "nc"], ["a"]),
+        _node("Add", ["a", "s"], ["a2"]),
+        _node("Identity", ["a2"], ["y"]),
+        _node("Identity", ["bin"], ["z"]),
+    ]
+    nodes, ts = _simplified(nodes, {"x": np.ones(4, np.float32)}, ["y", "z"], inits, run=False)
+    ops = collections.Counter(n.op_type for n in nodes)
+    assert ops["Bernoulli"] == 2 and ops["Binarizer"] == 1 and ops["Neg"] == 0, ops
+    (neg_c,) = [t for t in ts if t.name not in inits]  # -c, folded
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(neg_c), -inits["c"])
+    # nor is a random per-channel scale folded into a convolution's weight
+    params = {
+        "w": RNG.normal(size=(2, 2, 1, 1)).astype(np.float32),
+        "p": np.full((1, 2, 1, 1), 0.5, np.float32),
+    }
+    nodes = [
+        _node("Conv", ["x", "w"], ["c"]),
+        _node("Bernoulli", ["p"], ["r"]),
+        _node("Mul", ["c", "r"], ["m"]),
+        _node("Identity", ["m"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=(1, 2, 3, 3)).astype(np.float32)}
+    nodes, _ = _simplified(nodes, feeds, ["y"], params, set(params), param_data=params.get, run=False)
+    assert [n.op_type for n in nodes] == ["Conv", "Bernoulli", "Mul"]
+
+
+def test_rewrites_keep_values_a_subgraph_reads():
+    """The batched product, the unary op between reshapes and the squeezing reduction each
+    rename the value they rewrite: one an ``If`` branch also reads (from the outer scope)
+    keeps its producer, and the model's numbers stay onnxruntime's."""
+    a, b, x = (RNG.normal(size=s).astype(np.float32) for s in ((2, 3, 4, 5), (2, 3, 5, 6), (2, 3)))
+    inits = {
+        "sa": np.array([6, 4, 5], np.int64),
+        "sb": np.array([6, 5, 6], np.int64),
+        "so": np.array([2, 3, 4, 6], np.int64),
+        "flat": np.array([6], np.int64),
+        "back": np.array([2, 3], np.int64),
+        "axes": np.array([1], np.int64),
+        "two": np.array([2], np.int64),
+    }
+    # the branch reads m (the product), u (the unary op's result), s (the kept-dims reduction)
+    reads = [
+        _node("ReduceSum", ["m"], ["t1"], keepdims=0),
+        _node("ReduceSum", ["u"], ["t2"], keepdims=0),
+        _node("ReduceSum", ["s"], ["t3"], keepdims=0),
+        _node("Sum", ["t1", "t2", "t3"], ["t"]),
+    ]
+    out = onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [])
+    then = onnx.helper.make_graph(reads, "then", [], [out])
+    other = onnx.helper.make_graph([_node("Neg", ["t0"], ["t"])], "else", [], [out])
+    nodes = [
+        _node("Reshape", ["a", "sa"], ["ra"]),
+        _node("Reshape", ["b", "sb"], ["rb"]),
+        _node("MatMul", ["ra", "rb"], ["m"]),
+        _node("Reshape", ["m", "so"], ["o"]),
+        _node("Reshape", ["x", "flat"], ["rx"]),
+        _node("Tanh", ["rx"], ["u"]),
+        _node("Reshape", ["u", "back"], ["ub"]),
+        _node("ReduceSum", ["x", "axes"], ["s"], keepdims=1),
+        _node("Reshape", ["s", "two"], ["sq"]),
+        _node("ReduceSum", ["o"], ["t0"], keepdims=0),
+        _node("If", ["c"], ["z"], then_branch=then, else_branch=other),
+        _node("Identity", ["o"], ["y1"]),
+        _node("Identity", ["ub"], ["y2"]),
+        _node("Identity", ["sq"], ["y3"]),
+        _node("Identity", ["z"], ["y4"]),
+    ]
+    feeds = {"a": a, "b": b, "x": x, "c": np.array(True)}
+    nodes, _ = _simplified(nodes, feeds, ["y1", "y2", "y3", "y4"], inits)
+    ops = collections.Counter(n.op_type for n in nodes)
+    assert ops["Reshape"] == 6 and ops["ReduceSum"] == 2, ops  # every rewrite skipped
+
+
+def test_a_constant_shape_inference_rejects_stays_and_the_others_fold():
+    """A constant value ONNX shape inference reports an error for (a ``Reshape`` of 6
+    elements to ``[4, -1]``) gets no type: it is not evaluated and stays, while the
+    constants beside it still fold (inference is not strict)."""
+    inits = {"c": np.arange(6, dtype=np.float32), "bad": np.array([4, -1], np.int64)}
+    nodes = [
+        _node("Reshape", ["c", "bad"], ["r"]),
+        _node("Neg", ["c"], ["nc"]),
+        _node("Add", ["x", "nc"], ["a"]),
+        _node("Identity", ["a"], ["y"]),
+        _node("Identity", ["r"], ["z"]),
+    ]
+    nodes, ts = _simplified(nodes, {"x": np.ones(6, np.float32)}, ["y", "z"], inits, run=False)
+    assert [n.op_type for n in nodes] == ["Reshape", "Add"]
+    (neg_c,) = [t for t in ts if t.name not in inits]
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(neg_c), -inits["c"])
+
+
+def test_subgraphs_read_the_folded_and_forwarded_values():
+    """An ``If`` branch reading (from the outer scope) a folded constant and an
+    ``Identity``'s copy reads the constant and the original after :func:`simplify`: the
+    nodes that computed them are gone, and onnxruntime's numbers stay."""
+    out = onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [3])
+    then = onnx.helper.make_graph([_node("Sub", ["xi", "nc"], ["t"])], "then", [], [out])
+    other = onnx.helper.make_graph([_node("Neg", ["xi"], ["t"])], "else", [], [out])
+    nodes = [
+        _node("Neg", ["c"], ["nc"]),
+        _node("Identity", ["x"], ["xi"]),
+        _node("If", ["b"], ["z"], then_branch=then, else_branch=other),
+        _node("Add", ["z", "nc"], ["a"]),
+        _node("Identity", ["a"], ["y"]),
+    ]
+    feeds = {"x": RNG.normal(size=3).astype(np.float32), "b": np.array(True)}
+    nodes, _ = _simplified(nodes, feeds, ["y"], {"c": np.arange(3, dtype=np.float32)})
+    assert [n.op_type for n in nodes] == ["If", "Add"]
+    (branch,) = [a.g for a in nodes[0].attribute if a.name == "then_branch"]
+    assert list(branch.node[0].input) == ["x", nodes[1].input[1]] and nodes[1].input[1] != "nc"
