@@ -239,6 +239,10 @@ def test_cnn_is_convolution_and_pooling():
     assert aten.div.Tensor not in _targets(tm)
     (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool2d.default]
     assert pool.args[6] == 4
+    # each convolution's bias (added after its channels-last permute) is the convolution's own
+    convs = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.convolution.default]
+    assert len(convs) == 2 and all(c.args[2] is not None for c in convs)
+    assert aten.add.Tensor not in _targets(tm)
     assert {float(b) for _, b in tm.graph_module.named_buffers() if b.dim() == 0} == {0.0}
     assert all(b.dim() == 0 for _, b in tm.graph_module.named_buffers())
 
