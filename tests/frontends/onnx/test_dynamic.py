@@ -537,8 +537,8 @@ def _shape_value_ops(opset: int) -> onnx.ModelProto:
     ``x``: ``ReduceProd`` (all axes kept as ``[N*S]``; one axis of a ``[[N, S] * 3]`` matrix,
     dropped or kept), ``Max``/``Min`` of several inputs, ``Where`` of a constant condition,
     ``Squeeze``, ``Gather`` along axis 1, a reversing ``Slice`` (negative step), ``Reshape``
-    of a shape value by ``-1`` and ``Cast`` to int64; their axes as inputs or as attributes
-    by opset (``ReduceProd``'s from 18, ``Squeeze``'s from 13)."""
+    of a shape value by ``-1``, ``Cast`` to int32 and back; their axes as inputs or as
+    attributes by opset (``ReduceProd``'s from 18, ``Squeeze``'s from 13)."""
     n = helper.make_node
 
     def attr_or_input(op: str, x: str, out: str, axes: str, since: int, **attrs):
@@ -549,7 +549,8 @@ def _shape_value_ops(opset: int) -> onnx.ModelProto:
     nodes = [
         n("Shape", ["x"], ["s"]),
         n("Slice", ["s", "zero", "two"], ["ns"]),  # [N, S]
-        n("Cast", ["ns"], ["nsi"], to=TensorProto.INT64),
+        n("Cast", ["ns"], ["ns32"], to=TensorProto.INT32),
+        n("Cast", ["ns32"], ["nsi"], to=TensorProto.INT64),
         n("ReduceProd", ["nsi"], ["p"], keepdims=1),  # [N*S]
         n("Concat", ["p", "four"], ["shp1"], axis=0),
         n("Reshape", ["x", "shp1"], ["y1"]),  # (N*S, 4)
