@@ -538,7 +538,8 @@ def _shape_value_ops(opset: int) -> onnx.ModelProto:
     dropped or kept), ``Max``/``Min`` of several inputs, ``Where`` of a constant condition,
     ``Squeeze``, ``Gather`` along axis 1, a reversing ``Slice`` (negative step), ``Reshape``
     of a shape value by ``-1``, ``Cast`` to int32 and back; their axes as inputs or as
-    attributes by opset (``ReduceProd``'s from 18, ``Squeeze``'s from 13)."""
+    attributes by opset (``ReduceProd``'s from 18, ``Squeeze``'s from 13); from 18 an empty
+    ``axes`` input, with ``noop_with_empty_axes`` (no reduction) and without (all axes)."""
     n = helper.make_node
 
     def attr_or_input(op: str, x: str, out: str, axes: str, since: int, **attrs):
@@ -573,12 +574,22 @@ def _shape_value_ops(opset: int) -> onnx.ModelProto:
         n("Reshape", ["g", "m1"], ["shp4"]),  # [N, 4]
         n("ConstantOfShape", ["shp4"], ["y4"]),
     ]
+    if opset >= 18:  # empty axes: no reduction with noop_with_empty_axes, else all axes
+        nodes += [
+            n("ReduceProd", ["ns", "empty"], ["same"], noop_with_empty_axes=1),
+            n("ReduceProd", ["ns", "empty"], ["all"]),
+        ]
+    else:
+        nodes += [n("Identity", ["ns"], ["same"]), n("Identity", ["p"], ["all"])]
+    nodes += [n("Concat", ["same", "all"], ["shp5"], axis=0), n("ConstantOfShape", ["shp5"], ["y5"])]
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", F, ["N", "S", 4])],
-        [helper.make_tensor_value_info(f"y{i}", F, [None, None]) for i in range(1, 5)],
+        [helper.make_tensor_value_info(f"y{i}", F, [None, None]) for i in range(1, 5)]
+        + [helper.make_tensor_value_info("y5", F, [None, None, None])],
         initializer=[
+            numpy_helper.from_array(np.zeros(0, np.int64), "empty"),
             _i64("zero", [0]), _i64("two", [2]), _i64("four", [4]), _i64("three_two", [3, 2]),
             _i64("two_two", [2, 2]), _i64("ax0", [0]), _i64("ax1", [1]), _i64("axm1", [-1]),
             _i64("m1", [-1]), _i64("m4", [-4]), _i64("ones", [1, 1]), _i64("twos", [2, 2]),
@@ -596,7 +607,7 @@ def test_shape_value_ops_keep_the_module_dynamic(opset: int) -> None:
     at sizes on both sides of ``Max``'s and ``Min``'s constants."""
     model = _shape_value_ops(opset)
     m = from_onnx(model)
-    shapes = [("N*S", 4), ("min(max(N^3, 2), 9)", 5), ("N*S", "4*S"), ("N", 4)]
+    shapes = [("N*S", 4), ("min(max(N^3, 2), 9)", 5), ("N*S", "4*S"), ("N", 4), ("N", "S", "N*S")]
     assert [o.shape for o in m.signature.outputs] == shapes
     f = m.to_jax()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
