@@ -367,6 +367,14 @@ def test_no_op_transpose_reshape_convert_emit_nothing():
     assert len([n for n in tm.graph_module.graph.nodes if n.op == "call_function"]) == 1
 
 
+def test_reshape_of_a_reshape_reads_the_first_input():
+    """Two reshapes in a row are one reshape of the first one's input (and none is left
+    between elementwise ops that do not need it)."""
+    tm = _check(lambda x: jnp.tanh(x).reshape(4, 6).reshape(2, 12) + 1.0, _x(3, 8))
+    counts = _counts(tm)
+    assert counts.get(aten.view.default, 0) + counts.get(aten.reshape.default, 0) == 1
+
+
 def test_forward_fast_path_keeps_the_checks():
     tm = _convert(lambda x: x * 2.0, _x(3))
     with pytest.raises(converter.SignatureMismatchError, match="args\\[0\\]"):
