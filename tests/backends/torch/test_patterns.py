@@ -367,12 +367,30 @@ def test_no_op_transpose_reshape_convert_emit_nothing():
     assert len([n for n in tm.graph_module.graph.nodes if n.op == "call_function"]) == 1
 
 
-def test_reshape_of_a_reshape_reads_the_first_input():
-    """Two reshapes in a row are one reshape of the first one's input (and none is left
-    between elementwise ops that do not need it)."""
-    tm = _check(lambda x: jnp.tanh(x).reshape(4, 6).reshape(2, 12) + 1.0, _x(3, 8))
+def test_view_chains_collapse():
+    """Two reshapes in a row are one reshape of the first one's input; two transposes one
+    permute, none when they cancel; a broadcasting op's operands lose the views that only
+    add leading 1s, unless the result would lose them too (two ``(3,)`` vectors viewed as
+    ``(1, 3)``: one keeps its view)."""
+
+    def fn(x, y, a, b):
+        return (
+            jnp.tanh(x).reshape(4, 6).reshape(2, 12) + 1.0,
+            jnp.transpose(jnp.tanh(y), (1, 0, 2)).transpose(2, 1, 0),
+            jnp.transpose(jnp.tanh(y), (1, 2, 0)).transpose(2, 0, 1),
+            a.reshape(1, 3) * b.reshape(1, 3),
+        )
+
+    args = (_x(3, 8), _x(2, 3, 4), _x(3), _x(3))
+    tm = _convert(fn, *args)
     counts = _counts(tm)
-    assert counts.get(aten.view.default, 0) + counts.get(aten.reshape.default, 0) == 1
+    assert counts[aten.reshape.default] == 1 and counts[aten.view.default] == 1
+    assert counts[aten.permute.default] == 1
+    with torch.no_grad():
+        got = tm(*(torch.from_numpy(a) for a in args))
+    for g, want in zip(got, jax.jit(fn)(*args), strict=True):
+        assert g.shape == want.shape
+        np.testing.assert_allclose(g.numpy(), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 def test_forward_fast_path_keeps_the_checks():
