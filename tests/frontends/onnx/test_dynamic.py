@@ -617,3 +617,34 @@ def test_shape_value_ops_keep_the_module_dynamic(opset: int) -> None:
         for got, w in zip(f(x), want, strict=True):
             assert np.asarray(got).shape == w.shape
             np.testing.assert_array_equal(np.asarray(got), w)
+
+
+def test_static_part_of_a_symbolic_shape_is_a_known_value() -> None:
+    """``Shape(x)[1:2]`` of ``x: [N, 3]`` holds no symbolic dimension: it is the constant
+    ``[3]``, so rules that need their input at conversion (``Tile``'s repeats, ``TopK``'s
+    ``k``) take it, as onnxruntime computes them."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Slice", ["s", "one", "two"], ["c"]),
+        n("Concat", ["one", "c"], ["reps"], axis=0),
+        n("Tile", ["x", "reps"], ["y"]),
+        n("TopK", ["x", "c"], ["v", "i"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 3])],
+        [
+            helper.make_tensor_value_info("y", F, [None, None]),
+            helper.make_tensor_value_info("v", F, [None, None]),
+        ],
+        initializer=[_i64("one", [1]), _i64("two", [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m = from_onnx(model)
+    assert [o.shape for o in m.signature.outputs] == [("N", 9), ("N", 3)]
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(m.to_jax()(x), sess.run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
