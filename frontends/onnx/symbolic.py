@@ -117,6 +117,8 @@ def _reduce_prod(version, values, attrs):
     axes = _axes(version, values, attrs, 1, 18)
     keep = attrs.get("keepdims", 1)
     if axes is None or not axes:
+        if attrs.get("noop_with_empty_axes", 0):  # (from version 18) no axes: the input as it is
+            return data
         out = np.array(math.prod(data.reshape(-1).tolist()), dtype=object)
         return out.reshape((1,) * data.ndim) if keep else out
     return np.prod(data, axis=tuple(int(a) for a in axes), keepdims=bool(keep))

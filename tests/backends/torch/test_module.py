@@ -479,6 +479,8 @@ def test_export_dynamic_shapes_of_dimension_expressions():
     assert str(b[0]) == str(torch.export.Dim("n") - 1) and str(c[0]) == str(3 * torch.export.Dim("m"))
     (_, d, e) = shapes("k", "2*k+1", "k*2-3")
     assert str(d[0]) == str(2 * torch.export.Dim("k") + 1) and str(e[0]) == str(torch.export.Dim("k") * 2 - 3)
+    (_, g) = shapes("k", "1+k")  # an integer first: the Dim's own ``+`` (``int + Dim`` has none)
+    assert str(g[0]) == str(torch.export.Dim("k") + 1)
     with pytest.raises(
         converter.ConversionError, match=r"args\[1\]: dimension 'k//2' has no torch.export Dim"
     ):

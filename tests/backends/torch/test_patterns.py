@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 from converter.backends.torch import patterns
-from converter.backends.torch.native import aten_target
+from converter.backends.torch.native import aten_target, broadcast_shapes
 from jax import lax
 
 import converter
@@ -192,6 +192,23 @@ def test_decoder_block_is_native(monkeypatch):
 # --------------------------------------------------------------------------- single ops
 
 
+def test_broadcast_shapes_is_torchs_rule():
+    """``broadcast_shapes`` (what decides which ``expand`` torch's implicit broadcasting
+    replaces) agrees with ``torch.broadcast_shapes``, None where torch raises."""
+    cases = [
+        [(3, 1), (1, 4)], [(2, 1, 4), (3, 1)], [(4,), (2, 3, 4)], [(1,), ()], [(0, 1), (1, 5)],
+        [(2, 3), (3, 2)], [(3,), (4,)], [(2, 1), (1, 3), (2, 3)], [(5, 1, 1), (1, 2, 1), (3,)],
+        [(2, 0), (2, 1)], [(0,), (2,)], [(1, 1), (1, 1, 1)], [(3, 2), (1, 2), (4, 1, 1)],
+    ]  # fmt: skip
+    for shapes in cases:
+        try:
+            want = tuple(torch.broadcast_shapes(*shapes))
+        except RuntimeError:
+            want = None
+        assert broadcast_shapes(shapes) == want, shapes
+    assert broadcast_shapes([]) == ()
+
+
 def test_dense_is_addmm_and_einsum_is_bmm():
     w = _x(8, 6)
     b = _x(6)
@@ -239,6 +256,10 @@ def test_cnn_is_convolution_and_pooling():
     assert aten.div.Tensor not in _targets(tm)
     (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool2d.default]
     assert pool.args[6] == 4
+    # each convolution's bias (added after its channels-last permute) is the convolution's own
+    convs = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.convolution.default]
+    assert len(convs) == 2 and all(c.args[2] is not None for c in convs)
+    assert aten.add.Tensor not in _targets(tm)
     assert {float(b) for _, b in tm.graph_module.named_buffers() if b.dim() == 0} == {0.0}
     assert all(b.dim() == 0 for _, b in tm.graph_module.named_buffers())
 
@@ -266,6 +287,38 @@ def test_avg_pool_without_padding_in_the_count_keeps_its_division():
     tm = _check(lambda x: nn.avg_pool(x, (2, 2, 2), padding="SAME"), _x(2, 5, 6, 4, 3))
     (pool,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool3d.default]
     assert pool.args[6] == 8 and aten.div.Tensor not in _targets(tm)
+
+
+def test_sum_pooling_keeps_a_division_that_is_not_its_divisor():
+    """A window sum divided by a constant that is not a positive integer (2.5, 0.5, NaN),
+    or whose undivided sum is read too, keeps its division: ``divisor_override`` is an
+    integer >= 1, and the other read must see the sum. One divided by 4 after them (and
+    after a division of another op) takes the divisor."""
+
+    def window_sum(x):
+        return lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 1, 1, 1), "VALID")
+
+    def fn(x):
+        s = window_sum(x)
+        return (
+            jnp.tanh(x) / 3.0,
+            window_sum(x) / 2.5,
+            window_sum(x) / 0.5,
+            window_sum(x) / jnp.nan,
+            s / 4.0,
+            s,
+            window_sum(x) / 4.0,
+        )
+
+    x = _x(1, 4, 5, 2)
+    tm = _convert(fn, x)
+    pools = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.avg_pool2d.default]
+    assert [p.args[6] for p in pools] == [1, 1, 1, 1, 4]
+    assert _counts(tm)[aten.div.Tensor] == 5
+    with torch.no_grad():
+        got = tm(torch.from_numpy(x))
+    for g, want in zip(got, jax.jit(fn)(x), strict=True):
+        np.testing.assert_allclose(g.numpy(), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -312,6 +365,32 @@ def test_no_op_transpose_reshape_convert_emit_nothing():
         absent=[aten.permute.default, aten.view.default, aten._to_copy.default],
     )
     assert len([n for n in tm.graph_module.graph.nodes if n.op == "call_function"]) == 1
+
+
+def test_view_chains_collapse():
+    """Two reshapes in a row are one reshape of the first one's input; two transposes one
+    permute, none when they cancel; a broadcasting op's operands lose the views that only
+    add leading 1s, unless the result would lose them too (two ``(3,)`` vectors viewed as
+    ``(1, 3)``: one keeps its view)."""
+
+    def fn(x, y, a, b):
+        return (
+            jnp.tanh(x).reshape(4, 6).reshape(2, 12) + 1.0,
+            jnp.transpose(jnp.tanh(y), (1, 0, 2)).transpose(2, 1, 0),
+            jnp.transpose(jnp.tanh(y), (1, 2, 0)).transpose(2, 0, 1),
+            a.reshape(1, 3) * b.reshape(1, 3),
+        )
+
+    args = (_x(3, 8), _x(2, 3, 4), _x(3), _x(3))
+    tm = _convert(fn, *args)
+    counts = _counts(tm)
+    assert counts[aten.reshape.default] == 1 and counts[aten.view.default] == 1
+    assert counts[aten.permute.default] == 1
+    with torch.no_grad():
+        got = tm(*(torch.from_numpy(a) for a in args))
+    for g, want in zip(got, jax.jit(fn)(*args), strict=True):
+        assert g.shape == want.shape
+        np.testing.assert_allclose(g.numpy(), np.asarray(want), rtol=1e-6, atol=1e-6)
 
 
 def test_forward_fast_path_keeps_the_checks():
@@ -476,6 +555,30 @@ def test_vector_added_along_a_convolutions_batch_dim_is_not_its_bias():
     assert conv.args[2] is None
 
 
+def test_convolution_read_twice_keeps_its_bias_out():
+    """A channels-last convolution plus a bias, whose bias-free result is also an output
+    (channels-last: the permute is read twice; transposed: the convolution is, by the two
+    permutes composed): the bias is not fused into the convolution (the other read would
+    get it too)."""
+    w, b = _x(3, 3, 2, 4), _x(4)
+
+    def fn(x):
+        y = lax.conv_general_dilated(x, w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return y + b, y
+
+    def transposed(x):
+        y = fn(x)[1]
+        return y + b, jnp.transpose(y, (0, 3, 2, 1))
+
+    x = _x(1, 4, 4, 2)
+    for f in (fn, transposed):
+        tm = _convert(f, x)
+        with torch.no_grad():
+            got = [t.numpy() for t in tm(torch.from_numpy(x))]
+        for g, want in zip(got, jax.jit(f)(x), strict=True):
+            np.testing.assert_allclose(g, np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
 def test_bias_computed_after_the_product_is_not_fused():
     w, b = _x(4, 5), _x(5)
     _check(lambda x, s: x @ w + b * s, _x(3, 4), np.float32(3.0))
@@ -490,6 +593,13 @@ def test_parameters_and_constants_are_aligned():
     tensors += [getattr(tm.graph_module, n.target) for n in tm.graph_module.graph.nodes if n.op == "get_attr"]
     assert len(tensors) >= 3
     assert all(t.data_ptr() % 64 == 0 for t in tensors)
+    # constants above the folding limit stay the trace's own (NumPy-backed, 16-aligned) tensors
+    big = [_x(1 << 16 | 1) for _ in range(2)]
+    tm = _convert(lambda x: x * big[0] + big[1], _x(1 << 16 | 1))
+    gm = tm.graph_module
+    constants = [getattr(gm, n.target) for n in gm.graph.nodes if n.op == "get_attr"]
+    assert len(constants) == 2 and all(t.data_ptr() % 64 == 0 for t in constants)
+    assert sorted(tuple(t[:2].tolist()) for t in constants) == sorted(tuple(b[:2].tolist()) for b in big)
 
 
 def test_compile_fullgraph_without_recompiling_on_new_weights():

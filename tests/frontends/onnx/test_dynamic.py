@@ -534,3 +534,121 @@ def test_reshape_of_a_shape_value_copies_a_zero_dimension() -> None:
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     (got,) = m.to_jax()(x)
     np.testing.assert_array_equal(np.asarray(got), x)
+
+
+def _shape_value_ops(opset: int) -> onnx.ModelProto:
+    """The other integer ops exporters compute shapes with, on the shape ``[N, S, 4]`` of
+    ``x``: ``ReduceProd`` (all axes kept as ``[N*S]``; one axis of a ``[[N, S] * 3]`` matrix,
+    dropped or kept), ``Max``/``Min`` of several inputs, ``Where`` of a constant condition,
+    ``Squeeze``, ``Gather`` along axis 1, a reversing ``Slice`` (negative step), ``Reshape``
+    of a shape value by ``-1``, ``Cast`` to int32 and back; their axes as inputs or as
+    attributes by opset (``ReduceProd``'s from 18, ``Squeeze``'s from 13); from 18 an empty
+    ``axes`` input, with ``noop_with_empty_axes`` (no reduction) and without (all axes)."""
+    n = helper.make_node
+
+    def attr_or_input(op: str, x: str, out: str, axes: str, since: int, **attrs):
+        if opset >= since:
+            return n(op, [x, axes], [out], **attrs)
+        return n(op, [x], [out], axes=[{"ax0": 0, "ax1": 1, "axm1": -1}[axes]], **attrs)
+
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Slice", ["s", "zero", "two"], ["ns"]),  # [N, S]
+        n("Cast", ["ns"], ["ns32"], to=TensorProto.INT32),
+        n("Cast", ["ns32"], ["nsi"], to=TensorProto.INT64),
+        n("ReduceProd", ["nsi"], ["p"], keepdims=1),  # [N*S]
+        n("Concat", ["p", "four"], ["shp1"], axis=0),
+        n("Reshape", ["x", "shp1"], ["y1"]),  # (N*S, 4)
+        n("Concat", ["ns", "ns", "ns"], ["ns3"], axis=0),
+        n("Reshape", ["ns3", "three_two"], ["m"]),  # [[N, S], [N, S], [N, S]]
+        attr_or_input("ReduceProd", "m", "q", "ax0", 18, keepdims=0),  # [N^3, S^3]
+        n("Max", ["q", "twos", "ones"], ["mx"]),
+        n("Min", ["mx", "nines", "tens"], ["mn"]),
+        n("Where", ["cond", "mn", "fives"], ["shp2"]),  # [min(max(N^3, 2), 9), 5]
+        n("ConstantOfShape", ["shp2"], ["y2"], value=numpy_helper.from_array(np.array([1.5], np.float32))),
+        n("Slice", ["s", "m1", "m4", "zero", "m1"], ["rev"]),  # [4, S, N]
+        n("Slice", ["rev", "zero", "two"], ["fs"]),  # [4, S]
+        n("Concat", ["ns", "fs"], ["ns_fs"], axis=0),
+        n("Reshape", ["ns_fs", "two_two"], ["m2"]),  # [[N, S], [4, S]]
+        attr_or_input("ReduceProd", "m2", "r", "ax1", 18, keepdims=1),  # [[N*S], [4*S]]
+        attr_or_input("Squeeze", "r", "r1", "axm1", 13),  # [N*S, 4*S]
+        n("Identity", ["r1"], ["r2"]),
+        n("ConstantOfShape", ["r2"], ["y3"]),
+        n("Gather", ["m2", "zero"], ["g"], axis=1),  # [[N], [4]]
+        n("Reshape", ["g", "m1"], ["shp4"]),  # [N, 4]
+        n("ConstantOfShape", ["shp4"], ["y4"]),
+    ]
+    if opset >= 18:  # empty axes: no reduction with noop_with_empty_axes, else all axes
+        nodes += [
+            n("ReduceProd", ["ns", "empty"], ["same"], noop_with_empty_axes=1),
+            n("ReduceProd", ["ns", "empty"], ["all"]),
+        ]
+    else:
+        nodes += [n("Identity", ["ns"], ["same"]), n("Identity", ["p"], ["all"])]
+    nodes += [n("Concat", ["same", "all"], ["shp5"], axis=0), n("ConstantOfShape", ["shp5"], ["y5"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", "S", 4])],
+        [helper.make_tensor_value_info(f"y{i}", F, [None, None]) for i in range(1, 5)]
+        + [helper.make_tensor_value_info("y5", F, [None, None, None])],
+        initializer=[
+            numpy_helper.from_array(np.zeros(0, np.int64), "empty"),
+            _i64("zero", [0]), _i64("two", [2]), _i64("four", [4]), _i64("three_two", [3, 2]),
+            _i64("two_two", [2, 2]), _i64("ax0", [0]), _i64("ax1", [1]), _i64("axm1", [-1]),
+            _i64("m1", [-1]), _i64("m4", [-4]), _i64("ones", [1, 1]), _i64("twos", [2, 2]),
+            _i64("nines", [9, 9]), _i64("tens", [10, 10]), _i64("fives", [5, 5]),
+            numpy_helper.from_array(np.array([True, False]), "cond"),
+        ],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_shape_value_ops_keep_the_module_dynamic(opset: int) -> None:
+    """Each op evaluates on the symbolic shape value at conversion (the output shapes are
+    expressions of ``N`` and ``S``: nothing computed at run time), as onnxruntime computes it,
+    at sizes on both sides of ``Max``'s and ``Min``'s constants."""
+    model = _shape_value_ops(opset)
+    m = from_onnx(model)
+    shapes = [("N*S", 4), ("min(max(N^3, 2), 9)", 5), ("N*S", "4*S"), ("N", 4), ("N", "S", "N*S")]
+    assert [o.shape for o in m.signature.outputs] == shapes
+    f = m.to_jax()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for shape in ((1, 3, 4), (3, 2, 4)):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        want = sess.run(None, {"x": x})
+        for got, w in zip(f(x), want, strict=True):
+            assert np.asarray(got).shape == w.shape
+            np.testing.assert_array_equal(np.asarray(got), w)
+
+
+def test_static_part_of_a_symbolic_shape_is_a_known_value() -> None:
+    """``Shape(x)[1:2]`` of ``x: [N, 3]`` holds no symbolic dimension: it is the constant
+    ``[3]``, so rules that need their input at conversion (``Tile``'s repeats, ``TopK``'s
+    ``k``) take it, as onnxruntime computes them."""
+    n = helper.make_node
+    nodes = [
+        n("Shape", ["x"], ["s"]),
+        n("Slice", ["s", "one", "two"], ["c"]),
+        n("Concat", ["one", "c"], ["reps"], axis=0),
+        n("Tile", ["x", "reps"], ["y"]),
+        n("TopK", ["x", "c"], ["v", "i"], axis=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", F, ["N", 3])],
+        [
+            helper.make_tensor_value_info("y", F, [None, None]),
+            helper.make_tensor_value_info("v", F, [None, None]),
+        ],
+        initializer=[_i64("one", [1]), _i64("two", [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m = from_onnx(model)
+    assert [o.shape for o in m.signature.outputs] == [("N", 9), ("N", 3)]
+    x = RNG.standard_normal((2, 3)).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for got, want in zip(m.to_jax()(x), sess.run(None, {"x": x}), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), want)
