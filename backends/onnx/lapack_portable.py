@@ -620,10 +620,11 @@ def geev(a, *, left: bool = False, right: bool = False):
     """Eigenvalues of a general real matrix, LAPACK ``?geev`` with ``jobvl = jobvr = 'N'``.
 
     ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``;
-    not done here), reduces it to upper Hessenberg form (``?gehrd``; here unblocked
-    ``?gehd2``) and runs the Francis double-shift QR algorithm (``?hseqr``, which for
-    ``n < 75`` is ``?lahqr``; followed here: the same deflation tests, shifts, exceptional
-    shifts every 10th iteration, bulge chase and ``?lanv2`` for the 2x2 blocks).
+    here its permutations only, not its scaling), reduces it to upper Hessenberg form
+    (``?gehrd``; here unblocked ``?gehd2``) and runs the Francis double-shift QR algorithm
+    (``?hseqr``, which for ``n < 75`` is ``?lahqr``; followed here: the same deflation
+    tests, shifts, exceptional shifts every 10th iteration, bulge chase and ``?lanv2`` for
+    the 2x2 blocks).
 
     Args:
         a: ``(..., n, n)`` float32 or float64 array.
@@ -638,7 +639,7 @@ def geev(a, *, left: bool = False, right: bool = False):
         ``30 * max(10, n)`` iterations per deflation (only ``wr[i:]``, ``wi[i:]`` are then
         eigenvalues), 1 when ``a`` is not finite (all results NaN). Eigenvalues are stored
         where they deflate, from the bottom up, as ``?lahqr`` stores them; without
-        ``?gebal``'s permutations and scaling, the order can differ from LAPACK's: the set of
+        ``?gebal``'s scaling, the order can differ from LAPACK's: the set of
         eigenvalues (to rounding) is the contract, not their order.
 
     Raises:
