@@ -216,8 +216,8 @@ def potrf(a, *, lower: bool = True):
         triangle (``U``, ``a = U^H U``, in the upper one when not ``lower``), the other triangle
         of ``a`` left as is; ``info`` ``(...)`` int32, the order of the first leading minor
         that is not positive definite (a pivot not ``> 0``, NaN included), 0 when ``a`` is
-        positive definite. On failure the factorization stops at that column, as ``?potf2``
-        does (the failing pivot's value left on the diagonal).
+        positive definite. On failure it stops at that column (its pivot's value left on the
+        diagonal; the later columns as the earlier ones updated them: LAPACK leaves them open).
     """
     n = a.shape[-1]
     batch = a.shape[:-2]
@@ -619,12 +619,11 @@ _DAT1, _DAT2, _KEXSH = 0.75, -0.4375, 10
 def geev(a, *, left: bool = False, right: bool = False):
     """Eigenvalues of a general real matrix, LAPACK ``?geev`` with ``jobvl = jobvr = 'N'``.
 
-    ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``;
-    here its permutations only, not its scaling), reduces it to upper Hessenberg form
-    (``?gehrd``; here unblocked ``?gehd2``) and runs the Francis double-shift QR algorithm
-    (``?hseqr``, which for ``n < 75`` is ``?lahqr``; followed here: the same deflation
-    tests, shifts, exceptional shifts every 10th iteration, bulge chase and ``?lanv2`` for
-    the 2x2 blocks).
+    ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``; here
+    its permutations, not its scaling), reduces it to upper Hessenberg form (``?gehrd``; here
+    unblocked ``?gehd2``) and runs the Francis double-shift QR algorithm (``?hseqr``: for
+    ``n < 75``, ``?lahqr``; followed here: the same deflation tests, shifts, exceptional
+    shifts every 10th iteration, bulge chase and ``?lanv2`` for the 2x2 blocks).
 
     Args:
         a: ``(..., n, n)`` float32 or float64 array.

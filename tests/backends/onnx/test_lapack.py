@@ -77,12 +77,14 @@ def test_getrf_matches_lapack(shape, dtype):
 
 def test_getrf_singular_info_is_the_first_zero_pivot():
     a = np.array([[1.0, 2, 3], [2, 4, 6], [1, 1, 1]])
-    lu, ipiv, info = jit_fast(lp.getrf)(np.stack([a, np.eye(3), np.zeros((3, 3))]))
+    minus_one = np.array([[-1.0, 2, 0], [0.5, 1, 0], [0.25, 0, 1]])  # a pivot of exactly -1
+    lu, ipiv, info = jit_fast(lp.getrf)(np.stack([a, np.eye(3), np.zeros((3, 3)), minus_one]))
     want_lu, want_piv, want_info = lapack.dgetrf(a)
     np.testing.assert_allclose(lu[0], want_lu, atol=1e-15)
     np.testing.assert_array_equal(ipiv[0], want_piv + 1)
     assert want_info == 3
-    np.testing.assert_array_equal(info, [3, 0, 1])
+    np.testing.assert_array_equal(info, [3, 0, 1, 0])
+    np.testing.assert_allclose(lu[3], lapack.dgetrf(minus_one)[0], atol=1e-15)
     np.testing.assert_array_equal(ipiv[2], [1, 2, 3])  # no row of zeros is swapped
 
 
@@ -114,10 +116,12 @@ def test_trsm_every_variant_matches_blas(side, uplo, trans, diag):
 def test_trsm_batched_reads_only_its_triangle():
     a = rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)
     b = rng.standard_normal((2, 3, 2))
-    noisy = a + np.triu(np.full((3, 3), np.nan), 1)  # the unread triangle is NaN
-    got = jit_fast(lambda a, b: lp.trsm(a, b, lower=True))(noisy, b)
-    for i in range(2):
-        _close(got[i], blas.dtrsm(1.0, a[i], b[i], lower=True), F64)
+    unread = np.triu(np.full((3, 3), np.nan), 1)
+    for lower in (True, False):
+        noisy = a + (unread if lower else unread.T)  # the unread triangle is NaN
+        got = jit_fast(lambda a, b, lower=lower: lp.trsm(a, b, lower=lower))(noisy, b)
+        for i in range(2):
+            _close(got[i], blas.dtrsm(1.0, a[i], b[i], lower=lower), F64)
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
@@ -164,10 +168,11 @@ def test_geqrf_orgqr_match_lapack(shape, dtype):
         _close(q, _lapack("orgqr", dtype)(want_qr, want_tau)[0], dtype, 4)
 
 
-def test_geqrf_special_columns_match_lapack():
-    """A zero column (an identity reflector, tau = 0), a zero diagonal entry above a nonzero
-    column (beta = -norm: sign(0) is +) and columns whose squares overflow or underflow
-    (the norms are scaled), one batch."""
+def test_geqrf_zero_column_is_an_identity_reflector():
+    """A zero column is an identity reflector (tau = 0); in the same batch, a zero diagonal
+    entry above a nonzero column (beta = -norm: sign(0) is +) and columns whose squares
+    overflow or underflow (the norms are scaled), against LAPACK. (The name is kept for the
+    mutation coverage map.)"""
     zero = np.zeros((3, 2))
     zero[0, 1] = 1.0
     alpha0 = np.array([[0.0, 1], [3, 0], [4, 5]])
@@ -212,9 +217,11 @@ def test_syevd_reads_only_its_triangle(lower):
     _close(w, np.linalg.eigvalsh(s), F64, 8)
 
 
-def test_syevd_tiny_matrices_and_nonfinite_input():
-    """The convergence threshold is relative to each matrix (tiny ones get eigenvalues as
-    accurate, relative to their norm, as unit ones); a non-finite matrix reports info."""
+def test_syevd_nonfinite_input_reports_info():
+    """A non-finite matrix reports info; in the same batch, the identity keeps its vectors
+    and tiny matrices get eigenvalues as accurate, relative to their norm, as unit ones (the
+    convergence threshold is relative to each matrix). (The name is kept for the mutation
+    coverage map.)"""
     m = np.random.default_rng(5).standard_normal((3, 3))  # (the shared rng's draws unchanged)
     nan = np.eye(3)
     nan[1, 1] = np.nan
@@ -299,6 +306,8 @@ def test_gesdd_nonfinite_input_reports_info():
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 8])
 def test_jacobi_rounds_cover_every_pair_once_with_disjoint_rounds(n):
     p, q = lp._rounds(n)
+    m = n + n % 2  # the circle method's players: m - 1 rounds of m / 2 pairs each
+    assert p.shape == q.shape == (m - 1, m // 2)
     pairs = [(a, b) for pr, qr in zip(p, q, strict=True) for a, b in zip(pr, qr, strict=True) if b < n]
     assert sorted(pairs) == [(a, b) for a in range(n) for b in range(a + 1, n)]
     for pr, qr in zip(p, q, strict=True):
