@@ -147,7 +147,7 @@ def test_potrf_info_is_the_first_minor_not_positive_definite(lower):
     np.testing.assert_array_equal(info, [0, 3, 2])
     # LAPACK specifies the factor's columns before the failing one, the failing pivot's
     # value (left on the diagonal) and the other triangle (not read, left as is); the
-    # trailing columns depend on the implementation (?potf2 leaves them, ?potrf2 updates them)
+    # trailing columns depend on the implementation (?potf2 leaves them, ?potrf2 updates some)
     got = np.asarray(factor[1]) if lower else np.asarray(factor[1]).T
     want = want if lower else want.T
     _close(got[:, :2], want[:, :2], F64)
