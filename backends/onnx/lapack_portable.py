@@ -216,8 +216,8 @@ def potrf(a, *, lower: bool = True):
         triangle (``U``, ``a = U^H U``, in the upper one when not ``lower``), the other triangle
         of ``a`` left as is; ``info`` ``(...)`` int32, the order of the first leading minor
         that is not positive definite (a pivot not ``> 0``, NaN included), 0 when ``a`` is
-        positive definite. On failure the factorization stops at that column, as ``?potf2``
-        does (the failing pivot's value left on the diagonal).
+        positive definite. On failure it stops at that column (its pivot's value left on the
+        diagonal; the later columns as the earlier ones updated them: LAPACK leaves them open).
     """
     n = a.shape[-1]
     batch = a.shape[:-2]
@@ -619,10 +619,10 @@ _DAT1, _DAT2, _KEXSH = 0.75, -0.4375, 10
 def geev(a, *, left: bool = False, right: bool = False):
     """Eigenvalues of a general real matrix, LAPACK ``?geev`` with ``jobvl = jobvr = 'N'``.
 
-    ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``;
-    not done here), reduces it to upper Hessenberg form (``?gehrd``; here unblocked
-    ``?gehd2``) and runs the Francis double-shift QR algorithm (``?hseqr``, which for
-    ``n < 75`` is ``?lahqr``; followed here: the same deflation tests, shifts, exceptional
+    ``?geev`` scales ``a`` into ``[smlnum, bignum]`` (as here), balances it (``?gebal``; here
+    its permutations, not its scaling), reduces it to upper Hessenberg form (``?gehrd``; here
+    unblocked ``?gehd2``) and runs the Francis double-shift QR algorithm (``?hseqr``: for
+    ``n < 75``, ``?lahqr``; followed here: the same deflation tests, shifts, exceptional
     shifts every 10th iteration, bulge chase and ``?lanv2`` for the 2x2 blocks).
 
     Args:
@@ -638,7 +638,7 @@ def geev(a, *, left: bool = False, right: bool = False):
         ``30 * max(10, n)`` iterations per deflation (only ``wr[i:]``, ``wi[i:]`` are then
         eigenvalues), 1 when ``a`` is not finite (all results NaN). Eigenvalues are stored
         where they deflate, from the bottom up, as ``?lahqr`` stores them; without
-        ``?gebal``'s permutations and scaling, the order can differ from LAPACK's: the set of
+        ``?gebal``'s scaling, the order can differ from LAPACK's: the set of
         eigenvalues (to rounding) is the contract, not their order.
 
     Raises:
