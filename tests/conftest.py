@@ -1,24 +1,14 @@
-"""Shared test set-up: 64-bit JAX (torch models take int64 inputs), seeded RNGs, XLA's
-quicker CPU code generation, and the registry coverage check (:mod:`tests.registry_coverage`)."""
+"""Shared test set-up: 64-bit JAX (torch models take int64 inputs), seeded RNGs, and the
+registry coverage check (:mod:`tests.registry_coverage`)."""
 
 import gc
 import os
 
-#: XLA's CPU code generation with LLVM at -O0 and without its expensive passes, for this test
-#: process and the subprocesses it starts (read when JAX creates its CPU backend, so set before
-#: any test runs): about a fifth less CPU time in JAX-heavy test files, as XLA compiles
-#: thousands of small programs; the IEEE semantics are the same (no fast-math either way).
-#: Appended to XLA_FLAGS already set; XLA_FLAGS naming either flag is left as it is.
-_QUICK_CODEGEN = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
-_flags = os.environ.get("XLA_FLAGS", "")
-if "xla_backend_optimization_level" not in _flags and "xla_llvm_disable_expensive_passes" not in _flags:
-    os.environ["XLA_FLAGS"] = f"{_flags} {_QUICK_CODEGEN}".strip()
+import jax
+import numpy as np
+import pytest
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from tests import registry_coverage  # noqa: E402
+from tests import registry_coverage
 
 jax.config.update("jax_enable_x64", True)
 registry_coverage.install()
