@@ -1,14 +1,19 @@
-"""Shared test set-up: 64-bit JAX (torch models take int64 inputs), seeded RNGs, and the
-registry coverage check (:mod:`tests.registry_coverage`)."""
+"""Shared test set-up: one OpenMP thread, 64-bit JAX (torch models take int64 inputs), seeded
+RNGs, and the registry coverage check (:mod:`tests.registry_coverage`)."""
 
 import gc
 import os
 
-import jax
-import numpy as np
-import pytest
+# One OpenMP thread per test process (and the subprocesses it starts): the suite runs 3
+# workers on 2 cores, and each torch's two spinning OpenMP threads took CPU the other workers
+# needed (about 5% of the wall time of torch-heavy files). Read when torch loads libgomp.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from tests import registry_coverage
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from tests import registry_coverage  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 registry_coverage.install()
