@@ -163,6 +163,28 @@ def first_calls(model, ids, gpt2: str, rounds: int, variants=VARIANTS) -> dict[s
     return {v: {s: statistics.median(t[s] for t in ts) for s in STAGES} for v, ts in times.items()}
 
 
+def first_call_row(med: dict[str, dict[str, float]], gpt2: str, rounds: int) -> dict[str, str]:
+    """The performance table's row (``what``, ``result``, ``anchor``) of :func:`first_calls`'
+    medians ``med`` of ``jit(f)`` and ``jit(f.apply)`` against ``torchax`` (when measured)."""
+    from importlib import metadata
+
+    first, apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
+    tx = med.get("torchax", {}).get("total")
+    tx_part = f" = {first / tx:.2f}× torchax's {tx:.2f} s" if tx else ""
+    apply_part = f" ({apply / tx:.2f}× torchax)" if tx else ""
+    try:
+        version = metadata.version("torchax")
+    except metadata.PackageNotFoundError:
+        version = "absent"
+    return dict(
+        what=f"first call of `jax.jit(f)`, converted GPT-2 {gpt2} (trace + compile)",
+        result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {apply:.2f} s{apply_part}"
+        + ("" if tx else " (torchax absent)"),
+        anchor=f"torchax {version}: `jax.jit` of `extract_jax`'s function (weights as arguments); "
+        f"`jax.jit(f.apply)(f.params, x)` of the same Module; medians of {rounds} fresh processes each",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpt2", default="small", help="'example' (examples/gpt2.py) or a bench_gpt2 size")
@@ -203,18 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import perf_page
 
-        first, apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
-        tx_part = f" = {first / tx:.2f}× torchax's {tx:.2f} s" if tx else " (torchax absent)"
-        apply_part = f" ({apply / tx:.2f}× torchax)" if tx else ""
-        perf_page.record(
-            "anchors_first_call",
-            what=f"first call of `jax.jit(f)`, converted GPT-2 {args.gpt2} (trace + compile)",
-            result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {apply:.2f} s{apply_part}",
-            anchor="torchax 0.0.4: `jax.jit` of `extract_jax`'s function (weights as arguments); "
-            f"`jax.jit(f.apply)(f.params, x)` of the same Module; medians of {args.rounds} fresh "
-            f"processes each; {load}",
-            command=perf_page.command(__file__, argv),
-        )
+        row = first_call_row(med, args.gpt2, args.rounds)
+        row["anchor"] += f"; {load}"
+        perf_page.record("anchors_first_call", command=perf_page.command(__file__, argv), **row)
     return 0
 
 

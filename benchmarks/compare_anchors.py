@@ -72,7 +72,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import perf_page  # noqa: E402
 from bench_embed import small_overhead  # noqa: E402
-from bench_first_call import first_calls  # noqa: E402
+from bench_first_call import first_call_row, first_calls  # noqa: E402
 
 import converter  # noqa: E402
 
@@ -567,16 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         + (f" = {first_apply / first_tx:.2f}x torchax" if first_tx else "")
         + " (the weights as arguments, not embedded constants)"
     )
-    tx_part = f" = {first / first_tx:.2f}× torchax's {first_tx:.2f} s" if first_tx else ""
-    apply_part = f" ({first_apply / first_tx:.2f}× torchax)" if first_tx else ""
-    rows["anchors_first_call"] = dict(
-        what=f"first call of `jax.jit(f)`, converted GPT-2 {args.gpt2} (trace + compile)",
-        result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {first_apply:.2f} s{apply_part}"
-        + ("" if first_tx else " (torchax absent)"),
-        anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function (weights as "
-        "arguments); `jax.jit(f.apply)(f.params, x)` of the same Module; medians of "
-        f"{args.first_calls} fresh processes each",
-    )
+    rows["anchors_first_call"] = first_call_row(med, args.gpt2, args.first_calls)
 
     if args.record:
         for key, row in rows.items():
