@@ -645,7 +645,8 @@ def plan(cfg: dict, args, tree: Path) -> tuple[str, dict, list[Mutant], Path]:
         return "fixed", {"seed": cfg["seed"], "files": rule_files()}, order, scratch / "results.jsonl"
     if args.files:
         files, mode = sorted(set(args.files)), "files"
-        missing = [f for f in files if f not in testmap.source_files(tree)]
+        known = set(testmap.source_files(tree))
+        missing = [f for f in files if f not in known]
         if missing:
             raise SystemExit(f"not source files under {', '.join(testmap.SOURCE_DIRS)}/: {missing}")
     elif args.changed is not None:
