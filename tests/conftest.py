@@ -1,5 +1,6 @@
-"""Shared test set-up: one OpenMP thread, 64-bit JAX (torch models take int64 inputs), seeded
-RNGs, and the registry coverage check (:mod:`tests.registry_coverage`)."""
+"""Shared test set-up: one OpenMP thread, XLA's fast-compile settings (:mod:`tests.xla_fast`),
+64-bit JAX (torch models take int64 inputs), seeded RNGs, and the registry coverage check
+(:mod:`tests.registry_coverage`)."""
 
 import gc
 import os
@@ -13,10 +14,19 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from tests import registry_coverage  # noqa: E402
+from tests import registry_coverage, xla_fast  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 registry_coverage.install()
+xla_fast.install()
+xla_fast.export_to_subprocesses()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """XLA's fast-compile settings for the test, its fixtures included, unless it is marked
+    ``xla_defaults`` (:mod:`tests.xla_fast`)."""
+    xla_fast.enabled = item.get_closest_marker("xla_defaults") is None
 
 
 @pytest.fixture

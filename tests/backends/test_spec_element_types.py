@@ -139,6 +139,7 @@ _REDUCE_PRECISION_F64 = """func.func @main(%a: tensor<8xf64>) -> tensor<8xf64> {
 }"""
 
 
+@pytest.mark.xla_defaults
 @backends
 def test_reduce_precision_f64_zero_mantissa_bits(backend):
     """``reduce_precision`` to 0 mantissa bits keeps powers of two; others round to nearest,

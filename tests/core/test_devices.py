@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests import xla_fast
+
 SCRIPT = textwrap.dedent(
     """
     import jax, numpy as np, pytest, torch
@@ -48,7 +50,8 @@ SCRIPT = textwrap.dedent(
 def test_two_host_devices(tmp_path):
     script = tmp_path / "devices.py"
     script.write_text(SCRIPT)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}
+    devices = "--xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": f"{xla_fast.flags()} {devices}", "JAX_PLATFORMS": "cpu"}
     root = Path(__file__).parents[2]
     r = subprocess.run(
         [sys.executable, str(script)], env=env, cwd=root, capture_output=True, text=True, timeout=300

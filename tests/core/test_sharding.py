@@ -26,7 +26,7 @@ import converter
 from converter import DistributedError, ShardingError
 from converter.sharding import param_specs
 from converter.signature import LeafSpec, Signature
-from tests import registry_coverage
+from tests import registry_coverage, xla_fast
 
 #: A partitioned module whose ``all_reduce`` runs over ``GROUPS`` (logical device ids).
 BAD_GROUPS = """
@@ -300,7 +300,8 @@ def eight(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sharding")
     script, saved = tmp / "sharding.py", tmp / "sharded.shlo"
     script.write_text(SCRIPT)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    devices = "--xla_force_host_platform_device_count=8"
+    env = {**os.environ, "XLA_FLAGS": f"{xla_fast.flags()} {devices}", "JAX_PLATFORMS": "cpu"}
     root = Path(__file__).parents[2]
     env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
     r = subprocess.run(

@@ -217,6 +217,7 @@ def test_indexing_ops():
     _assert_same(fn, z, idx, start, rtol=1e-6)
 
 
+@pytest.mark.xla_defaults
 def test_reductions():
     rng = np.random.default_rng(3)
     z = (rng.normal(size=(3, 5, 4)) + 1j * rng.normal(size=(3, 5, 4))).astype(np.complex64)

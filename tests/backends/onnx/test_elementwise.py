@@ -519,6 +519,7 @@ def _precision_inputs(dtype) -> np.ndarray:
     return values
 
 
+@pytest.mark.xla_defaults  # bit-exact against XLA's default kernels
 @pytest.mark.parametrize(
     ("dtype", "exp_bits", "man_bits"),
     [(np.float32, 5, 10), (np.float32, 8, 7), (np.float32, 4, 3), (np.float32, 5, 2), (np.float32, 8, 23),
@@ -535,6 +536,7 @@ def test_reduce_precision_bit_exact(dtype, exp_bits, man_bits):
     np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
 
 
+@pytest.mark.xla_defaults
 def test_cbrt_float16_bit_exact():
     """float16 cbrt matches XLA bit for bit, -0.0 included (regression: the exponent 1/3 was
     a float16 constant, off by one ulp for about half the inputs)."""

@@ -174,6 +174,7 @@ def _assert_bits_equal(got, want):
     assert same.all(), (got[~same][:5], want[~same][:5])
 
 
+@pytest.mark.xla_defaults
 @pytest.mark.parametrize("dtype", [np.float16, jnp.bfloat16])
 def test_cbrt_and_rsqrt_16bit_bit_exact(dtype):
     """cbrt and rsqrt of float16/bfloat16 match XLA's CPU results bit for bit: computed wide

@@ -88,6 +88,7 @@ def _params():
             yield pytest.param(name, backend, id=f"{backend}-{name}")
 
 
+@pytest.mark.xla_defaults
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize(("name", "backend"), list(_params()))
 def test_node(name: str, backend: str) -> None:

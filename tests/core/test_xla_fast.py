@@ -1,0 +1,40 @@
+"""The suite's XLA settings (tests/xla_fast.py): fast ones for every compile, XLA's defaults
+for a test marked ``xla_defaults``."""
+
+import subprocess
+import sys
+
+import pytest
+from jax._src import compiler
+
+from tests import xla_fast
+
+
+def test_unmarked_tests_compile_with_the_fast_settings():
+    assert dict(compiler.get_compile_options(1, 1).env_option_overrides) == xla_fast.FAST
+
+
+def test_options_given_by_the_caller_win():
+    given = compiler.get_compile_options(1, 1, env_options_overrides={"xla_cpu_use_fusion_emitters": True})
+    assert dict(given.env_option_overrides)["xla_cpu_use_fusion_emitters"] is True
+
+
+@pytest.mark.xla_defaults
+def test_marked_tests_compile_with_xla_defaults():
+    assert compiler.get_compile_options(1, 1).env_option_overrides == []
+
+
+def test_flags_for_subprocesses():
+    assert xla_fast.flags().split() == [
+        "--xla_backend_optimization_level=0",
+        "--xla_llvm_disable_expensive_passes=true",
+        "--xla_cpu_use_fusion_emitters=false",
+    ]
+
+
+def test_subprocesses_inherit_the_fast_settings():
+    if not xla_fast.exported:
+        pytest.skip("XLA_FLAGS was set by the user: left as it is")
+    script = "import os; print(os.environ['XLA_FLAGS'])"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == xla_fast.flags().split()
