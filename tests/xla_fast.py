@@ -38,6 +38,9 @@ FAST: dict[str, int | bool] = {
 enabled = True
 #: Whether :func:`export_to_subprocesses` set ``XLA_FLAGS`` (the user had not).
 exported = False
+#: The environment variable that tells a test process the ``XLA_FLAGS`` it inherited are
+#: :func:`flags` set by its parent test process, not the user's.
+_MARK = "CONVERTER_TESTS_XLA_FLAGS"
 
 
 def flags() -> str:
@@ -68,9 +71,13 @@ def export_to_subprocesses() -> None:
     """Put :func:`flags` in this process's ``XLA_FLAGS`` for the processes it starts, after
     creating JAX's CPU client (which has read ``XLA_FLAGS`` then, for good): this process's
     own compiles keep following :data:`enabled`. A ``XLA_FLAGS`` set by the user is left
-    as it is."""
+    as it is. A test process started by another (a pytest-xdist worker) creates its client
+    without the flags its parent exported, then exports them again."""
     global exported
+    given = os.environ.get("XLA_FLAGS")
+    if given is not None and given == os.environ.get(_MARK):  # set by the test process that started this one (pytest-xdist's workers)
+        del os.environ["XLA_FLAGS"]
     jax.devices("cpu")
     if "XLA_FLAGS" not in os.environ:
-        os.environ["XLA_FLAGS"] = flags()
+        os.environ["XLA_FLAGS"] = os.environ[_MARK] = flags()
         exported = True

@@ -38,3 +38,16 @@ def test_subprocesses_inherit_the_fast_settings():
     script = "import os; print(os.environ['XLA_FLAGS'])"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == xla_fast.flags().split()
+
+
+@pytest.mark.xla_defaults
+def test_a_worker_process_compiles_at_defaults_when_marked():
+    """This process's CPU client was made without the exported flags, also in a pytest-xdist
+    worker, which inherits them from the controller: XLA's classic emitter turns NaN into
+    infinity in ``reduce_precision`` to no mantissa bits, its default one keeps NaN."""
+    import jax
+    import numpy as np
+    from jax import lax
+
+    got = jax.jit(lambda x: lax.reduce_precision(x, exponent_bits=11, mantissa_bits=0))(np.array([np.nan]))
+    assert np.isnan(np.asarray(got)).all()

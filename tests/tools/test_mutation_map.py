@@ -261,6 +261,26 @@ def test_coverage_map_selects_the_tests_that_ran_the_line_cheap_and_diverse_firs
     assert small.tests == ["tests/test_calc.py::test_fast"] and small.partial
 
 
+def test_coverage_map_credits_a_setup_line_to_every_test_of_the_file(tmp_path):
+    """A module-scoped fixture runs in its first user's setup; the file's other tests read what
+    it computed, so its lines count for each of them (not for another file's tests)."""
+    _write(tmp_path, {"converter/calc.py": CALC, "tests/test_calc.py": "", "tests/test_use.py": ""})
+    _coverage_db(
+        tmp_path / ".coverage",
+        {
+            "tests/test_calc.py::test_first|setup": {"converter/calc.py": [6]},
+            "tests/test_calc.py::test_first|run": {"converter/calc.py": [7]},
+            "tests/test_calc.py::test_second|run": {"converter/calc.py": [7]},
+            "tests/test_use.py::test_other|run": {"converter/calc.py": [7]},
+        },
+    )
+    out = tmp_path / "covmap.json.gz"
+    covmap.build(tmp_path / ".coverage", None, tmp_path, out)
+    sel = _select(covmap.CovMap.load(out), 6)
+    assert sel.covering == 2
+    assert sorted(sel.tests) == ["tests/test_calc.py::test_first", "tests/test_calc.py::test_second"]
+
+
 def test_coverage_map_import_time_and_uncovered_statements(cov):
     _, cm = cov
     assert _select(cm, 11).kind == "not-covered" and _select(cm, 11).tests == []  # never ran: a gap

@@ -22,7 +22,8 @@ tree's ``converter``, ``frontends`` and ``backends``, ``relative_files = True``)
        "import": numbits, "sets": [numbits, ...], "by_test": [[test i, set i], ...]}}}
 
 ``numbits`` are coverage.py's (a bit per line, base64 here). A line run in a test's setup or
-teardown counts for that test; a line run outside every test (the empty context: imports,
+teardown counts for that test, and a line run in a test's setup for every test of its file
+(a module-scoped fixture's lines: :func:`_credit_shared_setup`); a line run outside every test (the empty context: imports,
 collection) is in ``import``. Each file keeps its content hash, so a file edited since the
 measured run is noticed (its mutants fall back to the file map of ``testmap.py``).
 
@@ -179,6 +180,21 @@ def statements(source: str, rel: str) -> tuple[list[int], callable]:
 # --------------------------------------------------------------------------- build
 
 
+def _credit_shared_setup(per_file: dict[str, dict], tests: dict[str, int]) -> None:
+    """Credit the lines a test's setup ran to every test of its file. A module- or
+    session-scoped fixture runs in the setup of the first test that asks for it, and coverage
+    records its lines for that test alone, though every later test using the fixture reads
+    what those lines computed; which tests use it is not recorded, so all of the file's
+    tests count (more tests for such a mutant, never fewer)."""
+    by_file: dict[str, list[int]] = {}
+    for nodeid, t in tests.items():
+        by_file.setdefault(nodeid.split("::")[0], []).append(t)
+    for f in per_file.values():
+        for test_file, bits in f.pop("setup").items():
+            for t in by_file.get(test_file, []):
+                f["tests"][t] = numbits_union(f["tests"].get(t, b""), bits)
+
+
 def build(data: Path, log: Path | None, tree: Path, out: Path) -> dict:
     """The map of the coverage data ``data`` (a ``.coverage`` file of a run with
     ``--cov-context=test``) and the run's output ``log`` (for the durations), measured on
@@ -193,9 +209,12 @@ def build(data: Path, log: Path | None, tree: Path, out: Path) -> dict:
         return tests.setdefault(nodeid, len(tests))
 
     ctx_test: dict[int, int | None] = {}
+    setup_file: dict[int, str] = {}  # context of a test's setup -> the test's file
     for cid, ctx in contexts.items():
-        nodeid = ctx.rsplit("|", 1)[0] if ctx else ""
+        nodeid, _, phase = ctx.rpartition("|") if ctx else ("", "", "")
         ctx_test[cid] = test_index(nodeid) if nodeid else None
+        if nodeid and phase == "setup":
+            setup_file[cid] = nodeid.split("::")[0]
     for nodeid in durations:
         test_index(nodeid)
     per_file: dict[str, dict] = {}
@@ -203,13 +222,16 @@ def build(data: Path, log: Path | None, tree: Path, out: Path) -> dict:
         rel = normalize(paths[fid])
         if rel is None:
             continue
-        f = per_file.setdefault(rel, {"import": b"", "tests": {}})
+        f = per_file.setdefault(rel, {"import": b"", "tests": {}, "setup": {}})
         t = ctx_test[cid]
         if t is None:
             f["import"] = numbits_union(f["import"], bits)
         else:
             f["tests"][t] = numbits_union(f["tests"].get(t, b""), bits)
+        if cid in setup_file:
+            f["setup"][setup_file[cid]] = numbits_union(f["setup"].get(setup_file[cid], b""), bits)
     db.close()
+    _credit_shared_setup(per_file, tests)
     files = {}
     for rel in source_files(tree):
         src = (tree / rel).read_text(encoding="utf-8")
