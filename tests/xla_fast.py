@@ -75,7 +75,8 @@ def export_to_subprocesses() -> None:
     without the flags its parent exported, then exports them again."""
     global exported
     given = os.environ.get("XLA_FLAGS")
-    if given is not None and given == os.environ.get(_MARK):  # set by the test process that started this one (pytest-xdist's workers)
+    # flags set by the test process that started this one (pytest-xdist's workers)
+    if given is not None and given == os.environ.get(_MARK):
         del os.environ["XLA_FLAGS"]
     jax.devices("cpu")
     if "XLA_FLAGS" not in os.environ:
