@@ -176,19 +176,20 @@ def convert_static(
 
 
 def greedy_jax(prefill: converter.Module, decode: converter.Module, ids: np.ndarray, n: int) -> list[int]:
-    """Greedy decoding in JAX: prefill, then ``n - 1`` jitted decode steps, the cache threaded
-    through ``apply(params, ..., mutable=True)`` (the updates replace the cache entries of
-    ``params``)."""
+    """Greedy decoding in JAX: a jitted prefill, then ``n - 1`` jitted decode steps, the cache
+    threaded through ``apply(params, ..., mutable=True)`` (the updates replace the cache
+    entries of ``params``)."""
     import jax
 
     fp, fd = prefill.to_jax(), decode.to_jax()
     params = dict(fd.params)  # same weights and (zero) initial cache as fp.params
     p = ids.shape[1]
-    logits, updates = fp.apply(params, ids, np.arange(p), mutable=True)
-    params.update(updates)
+    fill = jax.jit(lambda params, ids, pos: fp.apply(params, ids, pos, mutable=True))
     step = jax.jit(lambda params, token, pos: fd.apply(params, token, pos, mutable=True))
-    tokens = [int(np.asarray(logits)[0, -1].argmax())]
     with jax.enable_x64(True):  # int64 ids and positions under jax.jit: else JAX narrows them first
+        logits, updates = fill(params, ids, np.arange(p))
+        params.update(updates)
+        tokens = [int(np.asarray(logits)[0, -1].argmax())]
         for i in range(n - 1):
             logits, updates = step(params, np.array([[tokens[-1]]]), np.array([p + i]))
             params.update(updates)

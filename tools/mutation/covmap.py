@@ -23,9 +23,10 @@ tree's ``converter``, ``frontends`` and ``backends``, ``relative_files = True``)
 
 ``numbits`` are coverage.py's (a bit per line, base64 here). A line run in a test's setup or
 teardown counts for that test, and a line run in a test's setup for every test of its file
-(a module-scoped fixture's lines: :func:`_credit_shared_setup`); a line run outside every test (the empty context: imports,
-collection) is in ``import``. Each file keeps its content hash, so a file edited since the
-measured run is noticed (its mutants fall back to the file map of ``testmap.py``).
+(a module-scoped fixture's lines: :func:`_credit_shared_setup`); a line run outside every
+test (the empty context: imports, collection) is in ``import``. Each file keeps its content
+hash, so a file edited since the measured run is noticed (its mutants fall back to the file
+map of ``testmap.py``).
 
 Only the standard library is needed to read the map; ``build`` takes the executable
 statements from coverage.py's own parser when coverage is installed (else from the AST).
