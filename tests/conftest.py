@@ -26,7 +26,7 @@ xla_fast.export_to_subprocesses()
 def pytest_runtest_setup(item):
     """XLA's fast-compile settings for the test, its fixtures included, unless it is marked
     ``xla_defaults`` (:mod:`tests.xla_fast`)."""
-    xla_fast.enabled = item.get_closest_marker("xla_defaults") is None
+    xla_fast.use(fast=item.get_closest_marker("xla_defaults") is None)
 
 
 @pytest.fixture

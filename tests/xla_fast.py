@@ -67,6 +67,16 @@ def install() -> None:
     compiler.get_compile_options = get_compile_options
 
 
+def use(fast: bool) -> None:
+    """Compile with :data:`FAST` from now on (``fast``) or with XLA's defaults. On a change,
+    JAX's caches are cleared: an executable compiled under the other settings (a jitted
+    function, an op run eagerly on the same shapes) would be reused otherwise."""
+    global enabled
+    if fast != enabled:
+        jax.clear_caches()
+        enabled = fast
+
+
 def export_to_subprocesses() -> None:
     """Put :func:`flags` in this process's ``XLA_FLAGS`` for the processes it starts, after
     creating JAX's CPU client (which has read ``XLA_FLAGS`` then, for good): this process's

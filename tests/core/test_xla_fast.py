@@ -51,3 +51,21 @@ def test_a_worker_process_compiles_at_defaults_when_marked():
 
     got = jax.jit(lambda x: lax.reduce_precision(x, exponent_bits=11, mantissa_bits=0))(np.array([np.nan]))
     assert np.isnan(np.asarray(got)).all()
+
+
+def test_switching_settings_drops_executables_compiled_under_the_other():
+    """An op run eagerly reuses its cached executable by shape and dtype: after a switch it is
+    compiled again, so a marked test never runs code compiled with the fast settings. (XLA
+    0.10's classic emitter turns NaN into infinity here, its default one keeps NaN.)"""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+
+    x = np.array([np.nan, 1.5], np.float64)
+    try:
+        fast = lax.reduce_precision(jnp.asarray(x), exponent_bits=11, mantissa_bits=0)
+        xla_fast.use(fast=False)
+        default = lax.reduce_precision(jnp.asarray(x), exponent_bits=11, mantissa_bits=0)
+    finally:
+        xla_fast.use(fast=True)
+    assert not np.isnan(np.asarray(fast)[0]) and np.isnan(np.asarray(default)[0])
