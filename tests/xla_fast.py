@@ -68,13 +68,14 @@ def install() -> None:
 
 
 def use(fast: bool) -> None:
-    """Compile with :data:`FAST` from now on (``fast``) or with XLA's defaults. On a change,
-    JAX's caches are cleared: an executable compiled under the other settings (a jitted
-    function, an op run eagerly on the same shapes) would be reused otherwise."""
+    """Compile with :data:`FAST` from now on (``fast``) or with XLA's defaults. On a change to
+    the defaults, JAX's caches are cleared: an executable compiled with :data:`FAST` (a jitted
+    function, an op run eagerly on the same shapes) would be reused otherwise. (The other way,
+    an executable compiled with the defaults may serve a fast test: only slower to build.)"""
     global enabled
-    if fast != enabled:
+    if enabled and not fast:
         jax.clear_caches()
-        enabled = fast
+    enabled = fast
 
 
 def export_to_subprocesses() -> None:
