@@ -99,6 +99,8 @@ def test_compare_equal_infinities_and_nans_pass_and_finite_values_keep_their_tol
         (complex(INF, 1), complex(INF, 2), False),  # the finite part beyond it
         (complex(INF, 0), complex(-INF, 0), False),
         (complex(0, INF), complex(0, -INF), False),
+        (complex(0, -INF), complex(0, INF), False),  # each order of the two infinities
+        (complex(1, -INF), complex(1, 0), False),
         (complex(INF, 0), complex(0, 0), False),
         (complex(0, 1), complex(INF, 1), False),  # an infinity where the source is finite
         (complex(-INF, 1), complex(INF, 1), False),

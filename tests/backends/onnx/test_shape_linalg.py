@@ -52,6 +52,16 @@ def test_dot_general_any_dimension_numbers():
     )
 
 
+def test_dot_general_batch_dimension_not_leading_is_no_matmul():
+    """A batch dimension in the middle of the lhs (contracting its last) is not the MatMul
+    pattern's leading batch: the general lowering, not a MatMul on the wrong axes."""
+    a = rng.normal(size=(3, 2, 4)).astype(np.float32)
+    b = rng.normal(size=(2, 4, 5)).astype(np.float32)
+    assert_onnx_same(
+        lambda a, b: lax.dot_general(a, b, (((2,), (1,)), ((1,), (0,)))), a, b, rtol=1e-5, atol=1e-5
+    )
+
+
 @pytest.mark.parametrize("groups,dil,stride", [(1, 1, 1), (2, 2, 2)])
 def test_convolution_layouts(groups, dil, stride):
     x = rng.normal(size=(2, 9, 9, 4)).astype(np.float32)

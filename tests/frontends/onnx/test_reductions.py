@@ -35,6 +35,13 @@ def test_topk_ties_and_cumsum():
     check_node("CumSum", {"x": X, "a": np.array(1, np.int64)}, {"exclusive": 1, "reverse": 1}, static=("a",))
 
 
+def test_topk_largest_of_unsigned_integers():
+    """The largest of unsigned values sort on the bitwise complement (negation would wrap):
+    ties keep their lower index first."""
+    x = np.array([[3, 250, 7, 250, 0, 255]], np.uint8)
+    check_node("TopK", {"x": x, "k": np.array([4], np.int64)}, n_out=2, static=("k",))
+
+
 def test_opset_1_to_11_rules():
     """LogSoftmax/Hardmax before opset 13 (input coerced to 2-D at ``axis``), TopK-1 (``k``
     an attribute)."""
