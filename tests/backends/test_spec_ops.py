@@ -407,3 +407,28 @@ def test_dynamic_gather_is_gather_with_operand_slice_sizes(backend):
     want = [[x[j, i : i + 2, 0:2] for i, j in row] for row in idx]
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(out[0, 2], [[13, 14], [15, 16]])
+
+
+_SELECT_AND_SCATTER_NO_PADDING = """func.func @main(%x: tensor<4xf32>, %s: tensor<2xf32>) -> tensor<4xf32> {
+  %init = stablehlo.constant dense<0.0> : tensor<f32>
+  %r = "stablehlo.select_and_scatter"(%x, %s, %init) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %c = stablehlo.compare GE, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %c : tensor<i1>
+  }, {
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %c = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %c : tensor<f32>
+  }) {window_dimensions = array<i64: 2>, window_strides = array<i64: 2>}
+    : (tensor<4xf32>, tensor<2xf32>, tensor<f32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_select_and_scatter_without_padding(backend):
+    """``padding`` is optional (spec: zero padding when absent): each source value lands on
+    its window's maximum."""
+    x = np.array([1.0, 3.0, 2.0, 0.0], np.float32)
+    (got,) = run(_SELECT_AND_SCATTER_NO_PADDING, backend, x, np.array([10.0, 20.0], np.float32))
+    np.testing.assert_array_equal(got, [0.0, 10.0, 20.0, 0.0])
