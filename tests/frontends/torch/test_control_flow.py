@@ -379,3 +379,17 @@ def test_branch_closures_convert():
     got = converter.from_torch(model, (x,)).to_jax()(x.numpy())
     for g, w in zip(got, model(x), strict=True):
         np.testing.assert_allclose(np.asarray(g), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_branch_closures_leave_the_callers_program_as_it_was():
+    """The aliased operands are cloned in a copy: an ``ExportedProgram`` passed in keeps its
+    graphs (no ``clone`` nodes appear in them)."""
+    x = torch.tensor([[0.5, -0.25, 1.0]])
+    ep = torch.export.export(BranchClosures(), (x,))
+
+    def codes():
+        return [m.code for m in ep.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+
+    before = codes()
+    converter.from_torch(ep)
+    assert codes() == before
