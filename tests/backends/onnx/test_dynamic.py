@@ -326,3 +326,27 @@ def test_integer_convolution_with_dynamic_batch_and_size() -> None:
     for n, h, wd in ((1, 5, 6), (3, 8, 7), (1, 4, 70)):  # 70: a last tap's slice runs to the end
         x = rng.integers(0, 256, (n, 3, h, wd)).astype(np.uint8)
         np.testing.assert_array_equal(got.run(None, {"x": x})[0], want.run(None, {"x": x})[0])
+
+
+_IF_DYNAMIC = """
+func.func public @main(%p: tensor<i1>, %x: tensor<?xf32>) -> tensor<?xf32> {
+  %r = "stablehlo.if"(%p) ({
+    %s = stablehlo.sine %x : tensor<?xf32>
+    stablehlo.return %s : tensor<?xf32>
+  }, {
+    %c = stablehlo.cosine %x : tensor<?xf32>
+    stablehlo.return %c : tensor<?xf32>
+  }) : (tensor<i1>) -> tensor<?xf32>
+  return %r : tensor<?xf32>
+}
+"""
+
+
+def test_if_on_a_dynamic_size() -> None:
+    """``stablehlo.if`` whose branches compute on a run-time size: an ONNX ``If``."""
+    session = _session(converter.from_stablehlo(_IF_DYNAMIC).to_onnx())
+    names = [i.name for i in session.get_inputs()]
+    for n, pred in ((3, True), (5, False)):
+        x = np.linspace(-1, 1, n, dtype=np.float32)
+        (got,) = session.run(None, dict(zip(names, (np.array(pred), x), strict=True)))
+        np.testing.assert_allclose(got, np.sin(x) if pred else np.cos(x), rtol=1e-6)
