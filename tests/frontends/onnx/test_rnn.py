@@ -133,3 +133,18 @@ def test_lstm_with_coupled_input_and_forget_gates():
     }
     attrs = {"hidden_size": hid, "input_forget": 1}
     check_node("LSTM", inputs, attrs, n_out=3, static=("w", "r"))
+
+
+def test_lstm_outputs_past_a_shorter_sequence_are_zero():
+    """``sequence_lens`` shorter than the input: ``Y`` is 0 past each sequence's end and
+    ``Y_h``/``Y_c`` hold the state at its last step (onnxruntime's reading of the operator)."""
+    r = np.random.default_rng(6)
+    seq, batch, inp, hid = 4, 3, 2, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": (r.standard_normal((1, 4 * hid, inp)) * 0.5).astype(np.float32),
+        "r": (r.standard_normal((1, 4 * hid, hid)) * 0.5).astype(np.float32),
+        "b": (r.standard_normal((1, 8 * hid)) * 0.1).astype(np.float32),
+        "lens": np.array([4, 1, 2], np.int32),
+    }
+    check_node("LSTM", inputs, {"hidden_size": hid}, n_out=3, static=("w", "r", "b", "lens"))
