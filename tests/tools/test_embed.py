@@ -434,6 +434,22 @@ def test_call_jax_cache_key_of_static_values():
     assert len(traces) == 3
 
 
+def test_call_jax_cache_of_a_function_goes_with_it():
+    """``call_jax``'s per-function cache is dropped when the function is collected (its
+    entry would otherwise stay for the process)."""
+    import gc
+
+    def f(x):
+        return x * 2
+
+    converter.call_jax(f, torch.ones(2))
+    ident = id(f)
+    assert ident in embed._JAX_BY_ID
+    del f
+    gc.collect()
+    assert ident not in embed._JAX_BY_ID
+
+
 def test_call_jax_ignored_inputs_get_no_gradient():
     a = torch.ones(3, requires_grad=True)
     b = torch.ones(3, requires_grad=True)

@@ -139,6 +139,8 @@ def test_traced_value_input_is_refused_naming_it():
     np.testing.assert_array_equal(np.asarray(y), x.reshape(3, 2))
     with pytest.raises(SignatureMismatchError, match="expected 2 positional inputs"):
         f(x)
+    with pytest.raises(SignatureMismatchError, match="expected 2 positional inputs, got 3"):
+        f(x, np.array([3, 2]), x)  # one too many
 
 
 def test_old_behaviour_and_no_single_stablehlo():
