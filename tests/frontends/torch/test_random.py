@@ -99,6 +99,15 @@ def test_multinomial_without_replacement_is_distinct_and_respects_zero_weight():
     assert not (x == 1).any()  # weight 0 is never drawn
 
 
+def test_multinomial_without_replacement_first_draw_frequencies():
+    """The first of the draws without replacement (Gumbel top-k) falls on each category as
+    often as its weight says."""
+    w = torch.tensor([[1.0, 0.0, 2.0, 3.0, 4.0]] * 20_000)
+    first = _sample(lambda p: torch.multinomial(p, 2), w)[:, 0]
+    for k, freq in enumerate([0.1, 0.0, 0.2, 0.3, 0.4]):
+        assert abs((first == k).mean() - freq) < 0.015, k
+
+
 def test_multinomial_with_replacement_frequencies():
     w = torch.tensor([1.0, 3.0])
     x = _sample(lambda p: torch.multinomial(p, N, replacement=True), w)
