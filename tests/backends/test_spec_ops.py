@@ -409,26 +409,30 @@ def test_dynamic_gather_is_gather_with_operand_slice_sizes(backend):
     np.testing.assert_array_equal(out[0, 2], [[13, 14], [15, 16]])
 
 
-_SELECT_AND_SCATTER_NO_PADDING = """func.func @main(%x: tensor<4xf32>, %s: tensor<2xf32>) -> tensor<4xf32> {
-  %init = stablehlo.constant dense<0.0> : tensor<f32>
+_SELECT_AND_SCATTER_NO_PADDING = """func.func @main(%x: tensor<4xT>, %s: tensor<2xT>) -> tensor<4xT> {
+  %init = stablehlo.constant dense<ZERO> : tensor<T>
   %r = "stablehlo.select_and_scatter"(%x, %s, %init) ({
-    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-      %c = stablehlo.compare GE, %a, %b : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    ^bb0(%a: tensor<T>, %b: tensor<T>):
+      %c = stablehlo.compare GE, %a, %b : (tensor<T>, tensor<T>) -> tensor<i1>
       stablehlo.return %c : tensor<i1>
   }, {
-    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
-      %c = stablehlo.add %a, %b : tensor<f32>
-      stablehlo.return %c : tensor<f32>
+    ^bb0(%a: tensor<T>, %b: tensor<T>):
+      %c = stablehlo.add %a, %b : tensor<T>
+      stablehlo.return %c : tensor<T>
   }) {window_dimensions = array<i64: 2>, window_strides = array<i64: 2>}
-    : (tensor<4xf32>, tensor<2xf32>, tensor<f32>) -> tensor<4xf32>
-  return %r : tensor<4xf32>
+    : (tensor<4xT>, tensor<2xT>, tensor<T>) -> tensor<4xT>
+  return %r : tensor<4xT>
 }"""
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_select_and_scatter_without_padding(backend):
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_select_and_scatter_without_padding(backend, dtype):
     """``padding`` is optional (spec: zero padding when absent): each source value lands on
-    its window's maximum."""
-    x = np.array([1.0, 3.0, 2.0, 0.0], np.float32)
-    (got,) = run(_SELECT_AND_SCATTER_NO_PADDING, backend, x, np.array([10.0, 20.0], np.float32))
-    np.testing.assert_array_equal(got, [0.0, 10.0, 20.0, 0.0])
+    its window's maximum (a float max-pool gradient and the general form, on integers)."""
+    floating = dtype == np.float32
+    text = _SELECT_AND_SCATTER_NO_PADDING.replace("T>", "f32>" if floating else "i32>")
+    text = text.replace("ZERO", "0.0" if floating else "0")
+    x = np.array([1, 3, 2, 0], dtype)
+    (got,) = run(text, backend, x, np.array([10, 20], dtype))
+    np.testing.assert_array_equal(got, np.array([0, 10, 20, 0], dtype))
