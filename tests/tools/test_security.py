@@ -363,3 +363,21 @@ def test_api_use_prints_no_xla_client_lines(bombs):
     """The first API call creates XLA's client: its ``pjrt_client.cc`` lines are held back
     (in a process whose ``TF_CPP_MIN_LOG_LEVEL`` is not set)."""
     assert "pjrt_client.cc" not in bombs[1], bombs[1]
+
+
+def test_a_float64_tensor_without_data_counts_eight_bytes_an_element(good_pt2, tmp_path, monkeypatch):
+    """The bytes a ``.pt2`` tensor declared without data would take come from its serialized
+    dtype (``DOUBLE``: 8 bytes an element): 100 float64 elements are 800 bytes."""
+
+    def no_data(name: str, data: bytes) -> bytes:
+        if name.endswith("_weights_config.json"):
+            config = json.loads(data)
+            meta = config["config"]["lin.bias"]["tensor_meta"]
+            meta["sizes"], meta["dtype"] = [{"as_int": 100}], 8  # torch's serialized ScalarType.DOUBLE
+            return json.dumps(config).encode()
+        return b"" if name.endswith("data/weights/weight_1") else data
+
+    path = _rewrite(good_pt2, tmp_path / "f64.pt2", no_data)
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "799")
+    with pytest.raises(converter.ParseError, match=r"would expand to 800 bytes"):
+        check_pt2(path)
