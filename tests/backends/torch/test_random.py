@@ -153,3 +153,20 @@ def test_exports_and_compiles():
         np.testing.assert_array_equal(numpy_of(g), w)
     for g, w in zip(torch.compile(module, backend="aot_eager")(key), want, strict=True):
         np.testing.assert_array_equal(numpy_of(g), w)
+
+
+def test_threefry_words_match_jax_where_a_word_is_all_ones():
+    """Threefry-2x32 against ``jax.extend.random.threefry_2x32`` on counters whose words are
+    all ones (a rotation of 0xFFFFFFFF) or zero, besides random ones."""
+    import torch
+    from converter.backends.torch.ops.random import threefry2x32
+    from jax.extend.random import threefry_2x32
+
+    rng = np.random.default_rng(0)
+    words = [0, 0xFFFFFFFF, 0x80000000, *rng.integers(0, 2**32, 5).tolist()]
+    x0, x1 = np.array(words, np.uint32), np.array(words[::-1], np.uint32)
+    for key in ([0, 0], [0xFFFFFFFF, 7], rng.integers(0, 2**32, 2).tolist()):
+        want = np.asarray(threefry_2x32(np.array(key, np.uint32), np.concatenate([x0, x1])))
+        as_words = lambda a: torch.tensor(a.astype(np.int64))  # noqa: E731
+        got = threefry2x32((as_words(x0), as_words(x1)), tuple(torch.tensor(k) for k in key))
+        np.testing.assert_array_equal(np.concatenate([g.numpy() for g in got]), want.astype(np.int64))
