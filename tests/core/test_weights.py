@@ -82,6 +82,18 @@ def test_truncated_data_is_a_format_error(tmp_path):
         read_safetensors(tmp_path / "w.safetensors")
 
 
+def test_a_header_past_the_end_is_named(tmp_path):
+    """A file cut inside its JSON header: refused for the header's claimed length, before
+    any JSON is read."""
+    save_safetensors(tmp_path / "w.safetensors", {"a": np.ones(4, np.float32)})
+    data = (tmp_path / "w.safetensors").read_bytes()
+    (tmp_path / "w.safetensors").write_bytes(data[:20])
+    with pytest.raises(
+        ModuleFormatError, match=r"w\.safetensors: corrupt safetensors data \(header past the end\)"
+    ):
+        read_safetensors(tmp_path / "w.safetensors")
+
+
 def test_from_torch_shares_the_weights_and_to_jax_uses_them_in_place():
     """Default (a copy-on-write snapshot, see tests/frontends/torch/test_param_copy.py) and
     ``copy=False``: read-only views of the torch tensors' memory, which is aligned, and the
