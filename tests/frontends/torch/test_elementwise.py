@@ -254,7 +254,8 @@ def test_hypot(check):
 
 def test_nextafter_igamma_dist(check):
     def fn(x, y, a):
-        return torch.nextafter(x, y), torch.igamma(a, a * 1.5), torch.igammac(a, a * 0.5), torch.dist(x, y, 3)
+        dists = torch.dist(x, y, 3), torch.dist(x, y)  # p = 3, and the default p = 2 (left out of the graph)
+        return torch.nextafter(x, y), torch.igamma(a, a * 1.5), torch.igammac(a, a * 0.5), *dists
 
     ops = ["aten.nextafter.default", "aten.igamma.default", "aten.igammac.default", "aten.dist.default"]
     check(fn, X, Y, POS * 3, ops=ops, rtol=2e-5, atol=1e-6)
