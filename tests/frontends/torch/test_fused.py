@@ -64,6 +64,10 @@ def test_linear_cross_entropy_chunked_mean_of_all_ignored_is_nan():
 
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 def test_linear_cross_entropy_chunked_precomputed_gradients(reduction):
+    # torch registers the custom op when F.linear_cross_entropy first imports its module:
+    # import it here, so the test does not depend on another one running first
+    import torch.nn.modules.linear_cross_entropy  # noqa: F401
+
     op = torch.ops.torch_nn._linear_cross_entropy_batch_chunked
 
     def fn(x, lw, lb, t, cw):
