@@ -349,3 +349,27 @@ def test_zero_d_and_zero_size_operands(backend):
     expect_eq(s.astype(np.int32), -6, np.int32)
     expect_eq(n.astype(np.int32), 6, np.int32)
     expect_eq(p, 4.0, np.float32)
+
+
+_CONVERT_INTS = """func.func @main(%a: tensor<3xi32>) -> (tensor<3xui32>, tensor<3xui16>, tensor<3xi8>, tensor<3xf64>, tensor<3xf64>) {
+  %u = stablehlo.convert %a : (tensor<3xi32>) -> tensor<3xui32>
+  %h = stablehlo.convert %a : (tensor<3xi32>) -> tensor<3xui16>
+  %b = stablehlo.convert %a : (tensor<3xi32>) -> tensor<3xi8>
+  %uf = stablehlo.convert %u : (tensor<3xui32>) -> tensor<3xf64>
+  %hf = stablehlo.convert %h : (tensor<3xui16>) -> tensor<3xf64>
+  return %u, %h, %b, %uf, %hf : tensor<3xui32>, tensor<3xui16>, tensor<3xi8>, tensor<3xf64>, tensor<3xf64>
+}"""
+
+
+@backends
+def test_convert_between_integer_types_wraps(backend):
+    """Spec ``convert`` between integer types keeps the low bits (two's complement), into
+    unsigned types torch stores in wider signed ones too, and the wrapped values are what
+    later ops compute on (here a conversion to float64)."""
+    a = np.array([-1, 70000, -129], np.int32)
+    u, h, b, uf, hf = run(_CONVERT_INTS, backend, a)
+    expect_eq(u, a.astype(np.uint32))
+    expect_eq(h, a.astype(np.uint16))
+    expect_eq(b, a.astype(np.int8))
+    expect_eq(uf, a.astype(np.uint32).astype(np.float64))
+    expect_eq(hf, a.astype(np.uint16).astype(np.float64))
