@@ -119,7 +119,7 @@ def test_jit_f_embedding_its_params_warns_once(fx, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", converter.EmbeddedParamsWarning)
         jax.jit(lambda v: g(v) * 2)(x)  # once per function
-        monkeypatch.setattr(converter.backends.jax.function, "EMBED_WARN_BYTES", 10**12)
+        monkeypatch.undo()  # the default bound (16 MiB)
         jax.jit(_copy(f))(x)  # small parameters: silent
 
 
