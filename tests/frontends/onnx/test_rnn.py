@@ -105,46 +105,40 @@ def test_rnn_activation_defaults_are_the_operators():
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
 
 
-def test_lstm_with_peepholes():
-    """LSTM with peephole weights ``P`` (input, output, forget: ``H`` columns each)."""
-    r = np.random.default_rng(5)
-    seq, batch, inp, hid = 3, 2, 4, 3
+def _lstm_inputs(r: np.random.Generator, seq: int, batch: int, inp: int, hid: int, bias: bool = True) -> dict:
+    """An LSTM node's ``x``, ``w``, ``r`` (and ``b``) drawn from ``r``, in that order."""
     inputs = {
         "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
         "w": (r.standard_normal((1, 4 * hid, inp)) * 0.5).astype(np.float32),
         "r": (r.standard_normal((1, 4 * hid, hid)) * 0.5).astype(np.float32),
-        "b": (r.standard_normal((1, 8 * hid)) * 0.1).astype(np.float32),
-        "lens": np.full(batch, seq, np.int32),
-        "h0": np.zeros((1, batch, hid), np.float32),
-        "c0": (r.standard_normal((1, batch, hid)) * 0.5).astype(np.float32),
-        "p": r.standard_normal((1, 3 * hid)).astype(np.float32),
     }
+    if bias:
+        inputs["b"] = (r.standard_normal((1, 8 * hid)) * 0.1).astype(np.float32)
+    return inputs
+
+
+def test_lstm_with_peepholes():
+    """LSTM with peephole weights ``P`` (input, output, forget: ``H`` columns each)."""
+    r = np.random.default_rng(5)
+    seq, batch, inp, hid = 3, 2, 4, 3
+    inputs = _lstm_inputs(r, seq, batch, inp, hid)
+    inputs["lens"] = np.full(batch, seq, np.int32)
+    inputs["h0"] = np.zeros((1, batch, hid), np.float32)
+    inputs["c0"] = (r.standard_normal((1, batch, hid)) * 0.5).astype(np.float32)
+    inputs["p"] = r.standard_normal((1, 3 * hid)).astype(np.float32)
     check_node("LSTM", inputs, {"hidden_size": hid}, n_out=3, static=("w", "r", "b", "lens", "p"))
 
 
 def test_lstm_with_coupled_input_and_forget_gates():
     """``input_forget=1``: the forget gate is ``1 - i`` (the input gate), not its own gate."""
-    r = np.random.default_rng(6)
-    seq, batch, inp, hid = 3, 2, 4, 3
-    inputs = {
-        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
-        "w": (r.standard_normal((1, 4 * hid, inp)) * 0.5).astype(np.float32),
-        "r": (r.standard_normal((1, 4 * hid, hid)) * 0.5).astype(np.float32),
-    }
-    attrs = {"hidden_size": hid, "input_forget": 1}
+    inputs = _lstm_inputs(np.random.default_rng(6), 3, 2, 4, 3, bias=False)
+    attrs = {"hidden_size": 3, "input_forget": 1}
     check_node("LSTM", inputs, attrs, n_out=3, static=("w", "r"))
 
 
 def test_lstm_outputs_past_a_shorter_sequence_are_zero():
     """``sequence_lens`` shorter than the input: ``Y`` is 0 past each sequence's end and
     ``Y_h``/``Y_c`` hold the state at its last step (onnxruntime's reading of the operator)."""
-    r = np.random.default_rng(6)
-    seq, batch, inp, hid = 4, 3, 2, 3
-    inputs = {
-        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
-        "w": (r.standard_normal((1, 4 * hid, inp)) * 0.5).astype(np.float32),
-        "r": (r.standard_normal((1, 4 * hid, hid)) * 0.5).astype(np.float32),
-        "b": (r.standard_normal((1, 8 * hid)) * 0.1).astype(np.float32),
-        "lens": np.array([4, 1, 2], np.int32),
-    }
-    check_node("LSTM", inputs, {"hidden_size": hid}, n_out=3, static=("w", "r", "b", "lens"))
+    inputs = _lstm_inputs(np.random.default_rng(6), 4, 3, 2, 3)
+    inputs["lens"] = np.array([4, 1, 2], np.int32)
+    check_node("LSTM", inputs, {"hidden_size": 3}, n_out=3, static=("w", "r", "b", "lens"))
