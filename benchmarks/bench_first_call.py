@@ -166,16 +166,13 @@ def first_calls(model, ids, gpt2: str, rounds: int, variants=VARIANTS) -> dict[s
 def first_call_row(med: dict[str, dict[str, float]], gpt2: str, rounds: int) -> dict[str, str]:
     """The performance table's row (``what``, ``result``, ``anchor``) of :func:`first_calls`'
     medians ``med`` of ``jit(f)`` and ``jit(f.apply)`` against ``torchax`` (when measured)."""
-    from importlib import metadata
+    import perf_page  # benchmarks/ is on sys.path: where this runs as a script, or imported
 
     first, apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
     tx = med.get("torchax", {}).get("total")
     tx_part = f" = {first / tx:.2f}× torchax's {tx:.2f} s" if tx else ""
     apply_part = f" ({apply / tx:.2f}× torchax)" if tx else ""
-    try:
-        version = metadata.version("torchax")
-    except metadata.PackageNotFoundError:
-        version = "absent"
+    version = perf_page.package_version("torchax")
     return dict(
         what=f"first call of `jax.jit(f)`, converted GPT-2 {gpt2} (trace + compile)",
         result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {apply:.2f} s{apply_part}"

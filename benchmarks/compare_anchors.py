@@ -73,6 +73,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import perf_page  # noqa: E402
 from bench_embed import small_overhead  # noqa: E402
 from bench_first_call import first_call_row, first_calls  # noqa: E402
+from perf_page import package_version  # noqa: E402
 
 import converter  # noqa: E402
 
@@ -391,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     load = f"load average {one:.1f}/{five:.1f}/{fifteen:.1f} on {os.cpu_count()} cores"
     print(f"{load}; torch {torch.__version__}, jax {jax.__version__}, onnxruntime {ort.__version__}")
     if o2t is not None:
-        print(f"  onnx2torch {_version('onnx2torch')}" + (f" ({o2t_how})" if o2t_how else ""))
+        print(f"  onnx2torch {package_version('onnx2torch')}" + (f" ({o2t_how})" if o2t_how else ""))
     else:
         print(f"  note: {o2t_note}: its rows show the floor only")
     rows: dict[str, dict[str, str]] = {}
@@ -438,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     rows["anchors_onnx_to_torch_convert"] = dict(
         what=f"`from_onnx(...).to_torch()` conversion, warm (CNN, GPT-2 {args.gpt2}, BERT; {how})",
         result=", ".join(parts) + ("" if o2t else "; onnx2torch absent"),
-        anchor=f"onnx2torch {_version('onnx2torch')} `convert`; floors: reading and copying the "
+        anchor=f"onnx2torch {package_version('onnx2torch')} `convert`; floors: reading and copying the "
         "initializers, and the frameworks' (JAX lowering the same jaxpr with `jax.jit(...).lower()`, "
         "torch.fx building the converted graph)",
     )
@@ -521,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         "call_jax's own zero-copy crossing without its checks",
     )
     torchax, tx_note = optional("torchax")
-    print(f"  torchax {_version('torchax')}" if torchax is not None else f"  note: {tx_note}")
+    print(f"  torchax {package_version('torchax')}" if torchax is not None else f"  note: {tx_note}")
 
     # --- 4. jax.jit(f.apply) dispatch, tiny MLP
     torch.manual_seed(0)
@@ -549,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         what="`jax.jit(f.apply)` per call, tiny MLP",
         result=f"{versus.replace(' us', ' µs')}{t_apply / t_floor:.2f}× the floor"
         + ("" if torchax else " (torchax absent)"),
-        anchor=f"torchax {_version('torchax')}: `jax.jit` of `extract_jax`'s function; floor: a "
+        anchor=f"torchax {package_version('torchax')}: `jax.jit` of `extract_jax`'s function; floor: a "
         "hand-written `jax.jit` MLP, same weights",
     )
     rows["anchors_call_jax"] = call_jax_row
@@ -573,16 +574,6 @@ def main(argv: list[str] | None = None) -> int:
         for key, row in rows.items():
             perf_page.record(key, command=command, **{**row, "anchor": f"{row['anchor']}; {load}"})
     return 0
-
-
-def _version(name: str) -> str:
-    """The installed version of distribution ``name``, or ``absent``."""
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "absent"
 
 
 if __name__ == "__main__":

@@ -50,6 +50,16 @@ def command(script: str, argv: list[str] | None = None) -> str:
     return " ".join(["python", str(rel), *(a for a in argv if a != "--record")])
 
 
+def package_version(name: str) -> str:
+    """The installed version of distribution ``name`` (an anchor a row names), or ``absent``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def record(key: str, *, what: str, result: str, anchor: str, command: str) -> None:
     """Store one benchmark result (replacing the one under ``key``, keeping its place in the
     table; a new key goes last) and re-render the pages' tables.
