@@ -42,6 +42,7 @@ from onnxruntime.capi import onnxruntime_pybind11_state as ort_state
 
 import converter
 from converter.errors import ConversionError
+from tests import xla_fast
 from tests.backends.conformance_cases import (
     CASES,
     FULL,
@@ -132,15 +133,6 @@ def _params():
 
 # --------------------------------------------------------------------------- the reference, once per case
 
-# LLVM at -O0: a third less compile time for the JAX reference, same float semantics; XLA's
-# classic elemental emitters instead of its MLIR fusion emitters: about half the remaining compile
-# time, results within an ulp of the default ones (tan, expi: rounding of the same formulas)
-_XLA_FAST_COMPILE = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
-
 
 @functools.lru_cache(maxsize=4)
 def lowering(cid: str, c: Case, dtype) -> tuple[list[np.ndarray], jax.stages.Lowered, str]:
@@ -156,7 +148,9 @@ def reference(cid: str, c: Case, dtype) -> list[np.ndarray]:
     """JAX's outputs of case ``cid``: its :func:`lowering` compiled by XLA and run, kept for
     the case's other backend (callers must not write to them)."""
     args, lowered, _ = lowering(cid, c, dtype)
-    compiled = lowered.compile(_XLA_FAST_COMPILE)
+    # XLA's fast settings (tests/xla_fast.py): two thirds less compile time for the reference,
+    # results within an ulp of the default ones here (tan, expi: rounding of the same formulas)
+    compiled = lowered.compile(xla_fast.FAST)
     return [np.asarray(w) for w in jax.tree_util.tree_leaves(compiled(*args))]
 
 

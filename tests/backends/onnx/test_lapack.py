@@ -21,6 +21,7 @@ from scipy.optimize import linear_sum_assignment
 
 import converter
 from converter.errors import ConversionError
+from tests import xla_fast
 
 from .helpers import run_onnx
 
@@ -42,20 +43,11 @@ def _lapack(name: str, dtype):
     return getattr(lapack, ("s" if dtype == F32 else "d") + name)
 
 
-#: XLA CPU options for running the routines (their results are checked against SciPy, not
-#: XLA): LLVM at -O0 and the legacy elemental emitters, about a third of the default compile
-#: time of these large expansions. Not for an XLA reference: the legacy emitters differ from
-#: the default in corners (``reduce_precision`` to 0 mantissa bits turns NaN into inf).
-_FAST_XLA = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-    "xla_cpu_use_fusion_emitters": False,
-}
-
-
 def jit_fast(fn):
-    """``jax.jit(fn)`` compiled with :data:`_FAST_XLA`."""
-    return lambda *args: jax.jit(fn).lower(*args).compile(_FAST_XLA)(*args)
+    """``jax.jit(fn)`` compiled with XLA's fast settings (:data:`tests.xla_fast.FAST`, about a
+    third of the default compile time of these large expansions) whatever the test's marks:
+    the routines' results are checked against SciPy, not XLA."""
+    return lambda *args: jax.jit(fn).lower(*args).compile(xla_fast.FAST)(*args)
 
 
 # --------------------------------------------------------------------------- the routines vs SciPy's LAPACK
@@ -332,7 +324,7 @@ def _geev_values(a):
     """``lp.geev(a)`` (compiled once per shape and dtype) as complex eigenvalues and info."""
     key = (a.shape, a.dtype)
     if key not in _GEEV:
-        _GEEV[key] = jax.jit(lp.geev).lower(a).compile(_FAST_XLA)
+        _GEEV[key] = jax.jit(lp.geev).lower(a).compile(xla_fast.FAST)
     wr, wi, vl, vr, info = _GEEV[key](a)
     assert wr.dtype == wi.dtype == a.dtype and info.dtype == np.int32
     assert vl.shape == vr.shape == a.shape and vl.dtype == vr.dtype == np.result_type(a.dtype, np.complex64)
