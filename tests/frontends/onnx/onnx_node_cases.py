@@ -27,8 +27,8 @@ from onnx.backend.test.loader import load_model_tests
 
 from tests.compare import assert_complex_close
 
-#: ``{"onnx": version, "cases": {name: [module, [[domain, op_type, since_version], ...]]}}``,
-#: each module named within :data:`PACKAGE`
+#: ``{"onnx": version, "cases": {name: [module, [[domain, op_type, since_version], ...], [form, ...]]}}``,
+#: each module named within :data:`PACKAGE`, each form as :func:`node_forms` writes it
 INDEX = Path(__file__).with_name("onnx_node_index.json")
 PACKAGE = "onnx.backend.test.case.node"
 
@@ -60,6 +60,29 @@ def node_ops(case) -> list[tuple[str, str, int]]:
     return sorted(out)
 
 
+def node_forms(case) -> list[str]:
+    """The forms of ``case``'s top-level nodes, sorted, each once: the op, its attributes (with
+    the value of a string attribute and of a 0/1 integer one, a flag or mode, other than
+    ``axis``; the name of any other) and which inputs are given, e.g.
+    ``ai.onnx::GRU[hidden_size,linear_before_reset=1](111000)``. Cases of the same rule with
+    different forms take different paths through it (a mode, a flag, an optional input)."""
+    from converter.frontends.onnx.registry import canonical_domain
+
+    out = set()
+    for node in case.model.graph.node:
+        attrs = []
+        for a in sorted(node.attribute, key=lambda a: a.name):
+            if a.type == onnx.AttributeProto.STRING:
+                attrs.append(f"{a.name}={a.s.decode(errors='replace')}")
+            elif a.type == onnx.AttributeProto.INT and a.i in (0, 1) and a.name != "axis":
+                attrs.append(f"{a.name}={a.i}")
+            else:
+                attrs.append(a.name)
+        given = "".join("1" if i else "0" for i in node.input)
+        out.add(f"{canonical_domain(node.domain)}::{node.op_type}[{','.join(attrs)}]({given})")
+    return sorted(out)
+
+
 @cache
 def _index() -> dict | None:
     """The index's cases when it was made for the installed onnx, else None."""
@@ -82,6 +105,14 @@ def case_ops(name: str) -> list[tuple[str, str, int]]:
     if index is None:
         return node_ops(node_cases()[name])
     return [tuple(op) for op in index[name][1]]
+
+
+def case_forms(name: str) -> list[str]:
+    """:func:`node_forms` of case ``name``."""
+    index = _index()
+    if index is None:
+        return node_forms(node_cases()[name])
+    return index[name][2]
 
 
 def load_case(name: str):
@@ -115,7 +146,11 @@ def build_index() -> dict:
             before = len(_NodeTestCases)
             imported = importlib.import_module(module)
             for case in _NodeTestCases[before:]:
-                cases[case.name] = [module.removeprefix(f"{PACKAGE}."), [list(op) for op in node_ops(case)]]
+                cases[case.name] = [
+                    module.removeprefix(f"{PACKAGE}."),
+                    [list(op) for op in node_ops(case)],
+                    node_forms(case),
+                ]
             if ispkg:
                 walk(imported)
 

@@ -10,8 +10,9 @@ from the error): one that passes, or fails differently, fails the run. Pass rate
 The default (CI) run (:func:`default_slice`) checks ``to_jax`` on one case of every ONNX
 frontend rule (the first case, in name order, of every op type's rule at the case's opset;
 a passing one where there is one; ``_expanded`` variants, which never call the op's own
-rule, only when the op has no rule), one case of every distinct xfail reason, and every
-:data:`SAMPLE`-th case besides; ``to_torch`` on every listed reason's first case and every
+rule, only when the op has no rule), the first passing case of every node form
+(:func:`onnx_node_cases.node_forms`: each mode, flag and optional input a case sets), one
+case of every distinct xfail reason, and every :data:`SAMPLE`-th case besides; ``to_torch`` on every listed reason's first case and every
 :data:`SAMPLE`-th ``to_torch`` case. Each case is converted once for both backends.
 ``ONNX_CONFORMANCE_BACKENDS=jax,torch`` runs the listed backends on every case (the full
 conformance run whose counts docs/coverage.md gives). A backend's own failures go in
@@ -29,7 +30,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from gen_onnx_node_xfails import failure_reason, same_failure  # noqa: E402
-from onnx_node_cases import case_names, case_ops, node_cases, node_ops, run_case  # noqa: E402
+from onnx_node_cases import case_forms, case_names, case_ops, node_cases, node_forms, node_ops, run_case  # noqa: E402
 from onnx_node_xfails import BACKEND_XFAILS, XFAILS  # noqa: E402
 
 _CHOSEN = [b for b in os.environ.get("ONNX_CONFORMANCE_BACKENDS", "").split(",") if b]
@@ -77,6 +78,12 @@ def default_slice(backend: str) -> set[str]:
                 if have is None or rank < (("_expanded" in have), bool(expected_reason(have, backend))):
                     best[unit] = name
         chosen |= set(best.values())
+        forms: dict[str, str] = {}
+        for name in names:
+            if "_expanded" not in name and not expected_reason(name, backend):
+                for form in case_forms(name):
+                    forms.setdefault(form, name)
+        chosen |= set(forms.values())
     return chosen
 
 
@@ -133,6 +140,10 @@ def test_default_slice_runs_every_rule_and_every_reason() -> None:
         reasons = {expected_reason(n, backend) for n in names} - {""}
         assert reasons <= {expected_reason(n, backend) for n in sliced}
     assert {"test_leakyrelu", "test_selu", "test_prelu_broadcast"} <= jax_slice  # not only `_expanded`
+    passing = [n for n in names if "_expanded" not in n and not expected_reason(n, "jax")]
+    forms = set().union(*(case_forms(n) for n in passing))
+    assert forms == set().union(*(case_forms(n) for n in jax_slice if n in passing))
+    assert "ai.onnx.preview.training::Momentum[alpha,beta,mode=nesterov,norm_coefficient](11111)" in forms
 
 
 def test_index_matches_the_loader() -> None:
@@ -148,7 +159,9 @@ def test_index_matches_the_loader() -> None:
         )
     cases = node_cases()
     assert sorted(index) == sorted(cases)
-    wrong = [n for n, c in cases.items() if [list(op) for op in node_ops(c)] != index[n][1]]
+    wrong = [
+        n for n, c in cases.items() if [list(op) for op in node_ops(c)] != index[n][1] or node_forms(c) != index[n][2]
+    ]
     assert not wrong, wrong[:10]
 
 
