@@ -27,6 +27,24 @@ def test_integer_divide_dtypes(dtype):
     assert_same(lambda a, b: (lax.div(a, b), lax.rem(a, b)), a, b)
 
 
+def test_uint8_remainder_by_255_is_not_the_signed_minus_one_case():
+    """A uint8 divisor of 255 compares equal to -1 in torch; only signed ``x % -1`` is 0."""
+    a = np.array([7, 255, 254, 0], dtype=np.uint8)
+    b = np.full(4, 255, dtype=np.uint8)
+    assert_same(lambda a, b: lax.rem(a, b), a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+def test_unsigned_shift_right_arithmetic_past_bit_width_fills_with_top_bit(dtype):
+    """An unsigned value with its top bit set, shifted arithmetically by ``>= bits``, is all
+    ones (the sign fill of its bit pattern), as XLA gives."""
+    bits = np.iinfo(dtype).bits
+    top = 1 << (bits - 1)
+    x = np.array([top, top + 5, top, 5], dtype=dtype)
+    s = np.array([bits, bits + 3, bits - 1, bits], dtype=dtype)
+    assert_same(lambda x, s: lax.shift_right_arithmetic(x, s), x, s)
+
+
 def test_round_nearest_afz_and_even():
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 0.49999997, -1.4, 3.7, np.nan], dtype=np.float32)
     assert_same(lambda x: (lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO), jnp.round(x)), x)

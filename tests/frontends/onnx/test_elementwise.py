@@ -5,10 +5,14 @@ import os
 import sys
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+from converter.frontends.onnx import from_onnx
+
+from converter.errors import OpConversionError
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+from onnx_oracle import check_node, single_node_model  # noqa: E402
 
 R = np.random.default_rng(0)
 X = R.standard_normal((2, 3, 4)).astype(np.float32)
@@ -46,6 +50,18 @@ def test_clip_6_attribute_bounds():
     """Clip-6 (the rule of opsets 7 to 10) takes its bounds as attributes (Clip-11 on: inputs)."""
     x = np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4)
     check_node("Clip", {"x": x}, {"min": -1.5, "max": 2.0}, opset=10)
+
+
+def test_clip_6_bound_inputs_are_refused_unchecked():
+    """Clip-6 has one input (its bounds are attributes): a node giving ``min``/``max`` as
+    inputs, converted unchecked, is refused (as onnxruntime refuses it), never clipped by them."""
+    x = np.linspace(-3, 3, 12, dtype=np.float32)
+    inputs = {"x": x, "lo": np.float32(-0.5), "hi": np.float32(0.5)}
+    model = single_node_model("Clip", inputs, opset=10, static=("lo", "hi"))
+    with pytest.raises(Exception, match="input size 3"):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(OpConversionError, match="Clip"):
+        from_onnx(model, check=False).to_jax()(x)
 
 
 _NARROW = {"int4": (22, -8, 7), "uint4": (21, 0, 15), "int2": (26, -2, 1), "uint2": (25, 0, 3)}

@@ -337,6 +337,31 @@ def test_symbolic_nearest_modes_and_half_pixel_symmetric():
         np.testing.assert_allclose(np.asarray(got), e, rtol=1e-5, atol=1e-6)
 
 
+def test_sizes_on_a_symbolic_height_scale_the_static_width_by_its_ratio():
+    """``sizes`` given, H symbolic and W static: the static axis scales by ``8 / 4`` in
+    half_pixel (linear), the symbolic one by ``6 / H`` at run time, against onnxruntime."""
+    sizes = numpy_helper.from_array(np.array([1, 1, 6, 8], np.int64), "sizes")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Constant", [], ["sizes"], value=sizes),
+            helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, "H", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    m = from_onnx(model, check=False)
+    assert m.signature.inputs[0].shape == (1, 1, "H", 4)
+    x = np.random.default_rng(3).standard_normal((1, 1, 3, 4)).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = m.to_jax()(x)
+    assert want.shape == (1, 1, 6, 8)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize(
     ("attrs", "scales", "sizes", "words"),
     [

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 from onnx import helper, numpy_helper
 
 from converter import from_onnx
@@ -36,6 +37,22 @@ def test_bidirectional_gru_takes_each_directions_activations():
     inputs = {**inputs, "w": inputs["w"][:, :hid], "r": inputs["r"][:, :hid]}
     attrs = {**attrs, "activations": ["LeakyRelu", "Elu"], "activation_alpha": [0.1, 0.7]}
     check_node("RNN", inputs, attrs, n_out=2, static=("w", "r"))
+
+
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+def test_gru_with_bias_matches_onnxruntime(linear_before_reset):
+    """A GRU with a bias ``B`` (``Wb`` then ``Rb``, ``3 * hidden`` each), the reset gate
+    applied before or after the recurrent weights."""
+    r = np.random.default_rng(3)
+    seq, batch, inp, hid = 3, 2, 4, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": (r.standard_normal((1, 3 * hid, inp)) * 0.5).astype(np.float32),
+        "r": (r.standard_normal((1, 3 * hid, hid)) * 0.5).astype(np.float32),
+        "b": r.standard_normal((1, 6 * hid)).astype(np.float32),
+    }
+    attrs = {"hidden_size": hid, "linear_before_reset": linear_before_reset}
+    check_node("GRU", inputs, attrs, n_out=2, static=("w", "r", "b"))
 
 
 def _rnns(kinds: list[dict], x: np.ndarray, w: np.ndarray, r: np.ndarray) -> onnx.ModelProto:

@@ -143,6 +143,19 @@ def test_traced_value_input_is_refused_naming_it():
         f(x, np.array([3, 2]), x)  # one too many
 
 
+def test_meta_tensor_value_input_is_refused_naming_it():
+    """A value input on the meta device has no value to specialize on: refused naming it."""
+    model = _model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        [_vi("x", F, [6]), _vi("s", I64, [2])],
+        [_out("y", F, 2)],
+    )
+    t = from_onnx(model).to_torch()
+    s = torch.tensor([2, 3], device="meta")
+    with pytest.raises(SignatureMismatchError, match=r"args\[1\] \('s'\).*must be a concrete tensor"):
+        t(torch.arange(6.0), s)
+
+
 def test_old_behaviour_and_no_single_stablehlo():
     model = _model(
         [helper.make_node("Reshape", ["x", "s"], ["y"])],
