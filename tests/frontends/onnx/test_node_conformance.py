@@ -12,11 +12,12 @@ frontend rule (the first case, in name order, of every op type's rule at the cas
 a passing one where there is one; ``_expanded`` variants, which never call the op's own
 rule, only when the op has no rule), the first passing case of every node form
 (:func:`onnx_node_cases.node_forms`: each mode, flag and optional input a case sets), one
-case of every distinct xfail reason, and every :data:`SAMPLE`-th case besides; ``to_torch`` on every listed reason's first case and every
-:data:`SAMPLE`-th ``to_torch`` case. Each case is converted once for both backends.
-``ONNX_CONFORMANCE_BACKENDS=jax,torch`` runs the listed backends on every case (the full
-conformance run whose counts docs/coverage.md gives). A backend's own failures go in
-``BACKEND_XFAILS``: one list whether it runs sliced or in full.
+case of every distinct xfail reason, and every :data:`SAMPLE`-th case besides; ``to_torch``
+on every listed reason's first case and every :data:`SAMPLE`-th ``to_torch`` case. Each
+case is converted once for both backends. ``ONNX_CONFORMANCE_BACKENDS=jax,torch`` runs the
+listed backends on every case (the full conformance run whose counts docs/coverage.md
+gives). A backend's own failures go in ``BACKEND_XFAILS``: one list whether it runs sliced or
+in full.
 """
 
 from __future__ import annotations
@@ -159,9 +160,7 @@ def test_index_matches_the_loader() -> None:
         )
     cases = node_cases()
     assert sorted(index) == sorted(cases)
-    wrong = [
-        n for n, c in cases.items() if [list(op) for op in node_ops(c)] != index[n][1] or node_forms(c) != index[n][2]
-    ]
+    wrong = [n for n, c in cases.items() if [[list(op) for op in node_ops(c)], node_forms(c)] != index[n][1:]]
     assert not wrong, wrong[:10]
 
 
