@@ -395,6 +395,20 @@ def test_unsorted_nodes_are_sorted_like_onnxruntime():
     assert [n.op_type for n in model.graph.node][0] == "If"  # the caller's model is not reordered
 
 
+def test_a_cycle_of_nodes_is_refused_by_the_checker_not_looped_on():
+    """Two nodes reading each other's outputs can never be ordered: the sort leaves them where
+    the order ends and the checker's error names the graph's problem, a ParseError (no endless
+    sort, no conversion)."""
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"]),
+        helper.make_node("Neg", ["a"], ["b"]),
+        helper.make_node("Relu", ["x"], ["y"]),
+    ]
+    model = _model(nodes, [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, [3])])
+    with pytest.raises(ParseError, match="invalid ONNX model: Nodes in a graph must be topologically sorted"):
+        from_onnx(model)
+
+
 def test_unsorted_nodes_read_in_a_nested_subgraph_are_sorted_first():
     """A value computed after an If in the file that only an If nested in its branch reads
     (a subgraph's subgraph): sorted before the outer If, as onnxruntime does."""
