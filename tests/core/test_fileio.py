@@ -58,6 +58,21 @@ def test_budget_defaults(monkeypatch):
     assert fileio.memory_bytes() == 1 << 40
 
 
+def test_check_size_refuses_negative_sizes_and_sizes_past_the_budget(monkeypatch):
+    """A claimed size passes from 0 to the memory budget; a negative one (a corrupt header's
+    -1 included) or one byte past the budget is refused, naming what claimed it."""
+    monkeypatch.setenv("CONVERTER_MAX_BYTES", "1K")
+    for ok in (0, 1024):
+        fileio.check_size(ok, "t")
+    for bad in (-1, -5, 1025):
+        with pytest.raises(
+            converter.ParseError, match=rf"^t claims {bad:,} bytes, more than the memory budget"
+        ):
+            fileio.check_size(bad, "t")
+    with pytest.raises(converter.InputError, match="^t claims -1 bytes"):
+        fileio.check_size(-1, "t", converter.InputError)
+
+
 def test_compressed_members_past_the_inflate_budget_are_refused(monkeypatch):
     """The declared sizes of an archive's compressed members, together, against the budget:
     1,024 bytes pass a 1K budget, 1,025 do not (before anything is decompressed)."""

@@ -393,6 +393,14 @@ REFUSALS = {
         assemble(_two(local={**_DD, "crc": 0}, central=_DD, after=_descriptor(crc=7))),
         "member 'a.txt': its data descriptor and central entry differ",
     ),
+    "bytes between two members": (
+        assemble(_two(after=b"junk")),  # a.txt: 30 + 5 + 5 bytes, then 4 no member covers
+        "member 'b.txt' (at offset 44) has bytes before it no member covers",
+    ),
+    "a member inside another": (
+        assemble([Raw(b"a.txt", b"alpha"), Raw(b"b.txt", b"beta", central={"offset": 20})]),
+        "member 'b.txt' (at offset 20) overlaps the member before it",
+    ),
     "name with a NUL byte": (  # zipfile cuts the name at the NUL: two members named "a" for it
         assemble([Raw(b"a\x00x", b"1"), Raw(b"a\x00y", b"2")]),
         "Python's zip reader sees other members than the layout check",

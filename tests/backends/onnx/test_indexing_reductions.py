@@ -729,6 +729,43 @@ func.func public @main(%x: {t}) -> {t} {{
     assert_bits_equal([got], [want])
 
 
+def test_sort_of_a_computed_operand_by_a_value_the_comparator_maps():
+    """The mapped-key sort of an operand computed in the graph (``select(m, x - y, y - x)``),
+    whose ONNX name is not the key's: sorted by the mapped value, as XLA does, not by the raw
+    operand (the ``TopK``-on-the-operand shortcut is for a key that is the operand itself)."""
+    t, e = "tensor<6xi32>", "tensor<i32>"
+    keys = "\n".join(
+        f"""    %t{v} = stablehlo.compare EQ, %{v}, %three, SIGNED : ({e}, {e}) -> tensor<i1>
+    %k{v} = stablehlo.select %t{v}, %seven, %{v} : tensor<i1>, {e}"""
+        for v in "ab"
+    )
+    text = f"""
+func.func public @main(%m: tensor<6xi1>, %x: {t}, %y: {t}) -> {t} {{
+  %d = stablehlo.subtract %x, %y : {t}
+  %n = stablehlo.negate %d : {t}
+  %s = stablehlo.select %m, %d, %n : tensor<6xi1>, {t}
+  %0 = "stablehlo.sort"(%s) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: {e}, %b: {e}):
+    %three = stablehlo.constant dense<3> : {e}
+    %seven = stablehlo.constant dense<7> : {e}
+{keys}
+    %r = stablehlo.compare LT, %ka, %kb, SIGNED : ({e}, {e}) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }}) : ({t}) -> {t}
+  return %0 : {t}
+}}"""
+    m = np.array([1, 0, 1, 0, 1, 0], bool)
+    x = np.array([5, 0, 1, 0, 8, 0], np.int32)
+    y = np.array([0, 3, 0, 6, 0, 2], np.int32)  # the sorted operand is [5, 3, 1, 6, 8, 2]
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(text).to_onnx().SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    (got,) = run_session(sess, [m, x, y])
+    (want,) = run_xla(text, m, x, y)
+    assert want.tolist() == [1, 2, 5, 6, 3, 8]
+    assert_bits_equal([got], [want])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, ml_dtypes.bfloat16])
 def test_top_k_total_order_opset26(dtype):
     """chlo.top_k at opset 26 in XLA's order: NaN first, -NaN last, +0.0 before -0.0."""
