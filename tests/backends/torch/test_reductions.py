@@ -79,6 +79,21 @@ def test_reduce_window_pools_and_cumsum():
     assert_same(f, img, rtol=1e-5, atol=1e-5)
 
 
+def test_reduce_window_with_negative_padding_crops_first():
+    """Equal negative padding on both sides (the spec's padding is any si64; a negative one
+    crops): cropped, then pooled, never handed to a torch pool as its own padding (which must
+    be >= 0), for max and sum."""
+    img = rng.standard_normal((1, 6, 7, 2)).astype(np.float32)
+    crop = ((0, 0), (-1, -1), (-1, -1), (0, 0))
+
+    def f(x):
+        mx = lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 1, 1, 1), crop)
+        total = lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 1, 1), crop)
+        return mx, total
+
+    assert_same(f, img, rtol=1e-5, atol=1e-5)
+
+
 def test_select_and_scatter_max_pool_grad():
     img = rng.standard_normal((1, 6, 7, 2)).astype(np.float32)
 
