@@ -364,6 +364,29 @@ def test_failing_test_ids_keep_parameters_with_spaces_and_dashes():
     ]
 
 
+def test_a_test_module_the_mutant_breaks_at_import_is_a_kill_and_a_gone_id_is_not(tmp_path):
+    """pytest given node ids exits 4 both when a test module fails to import (the mutant raised
+    at import: a kill, verified by collecting unmutated) and when an id is not collected (a
+    parametrization the mutant changed: no verdict from that id)."""
+    broken = tmp_path / "broken.log"
+    broken.write_text(
+        "E   ValueError: ai.onnx::LeakyRelu has no schema version 5 (has (1, 6, 16))\n"
+        "ERROR tests/frontends/onnx/test_node_conformance.py - ValueError: ai.onnx::Le...\n"
+        "1 error in 0.75s\n"
+        "ERROR: found no collectors for /tmp/t/tree/tests/frontends/onnx/test_node_conformance.py::test_node\n"
+    )
+    assert run.classify(4, broken, "frontends/onnx/ops/elementwise.py") == ("killed", "collection-error")
+    assert run.collection_errors(broken.read_text()) == ["tests/frontends/onnx/test_node_conformance.py"]
+    gone = tmp_path / "gone.log"
+    gone.write_text(
+        "no tests ran in 1.12s\n"
+        "ERROR: not found: /tmp/t/tree/tests/frontends/onnx/test_node_conformance.py::test_node\n"
+        "(no match in any of [<Module test_node_conformance.py>])\n"
+    )
+    assert run.classify(4, gone, "frontends/onnx/ops/shape.py")[0] == "error"
+    assert run.collection_errors(gone.read_text()) == []
+
+
 def test_annotations_of_a_future_annotations_module_are_not_mutants():
     """Under ``from __future__ import annotations`` an annotation stays a string nothing runs:
     the sample leaves out mutants inside one (parameter, return, variable annotations), never

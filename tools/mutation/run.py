@@ -966,13 +966,32 @@ def run_selected(cfg: dict, args, server, logdir: Path, path: Path, mutated: str
     wall = min(max(cfg["min_wall"], cfg["wall_factor"] * budget), args.mutant_wall or cfg["fresh_wall"])
     mlog = logdir / "mutant.log"
     original = path.read_text(encoding="utf-8")
+    tests = list(sel.tests)
     try:
         path.write_text(mutated, encoding="utf-8")
-        res = server.run([*cfg["pytest_args"], *sel.tests], mlog, cpu=budget, wall=wall)
+        res = server.run([*cfg["pytest_args"], *tests], mlog, cpu=budget, wall=wall)
+        out = mlog.read_text(errors="replace") if res["rc"] == 4 else ""
+        if "ERROR: not found:" in out and not collection_errors(out):
+            # the mutant changed a parametrization (a registry the ids are drawn from): the
+            # ids it removed cannot run; the ones its tree still collects decide
+            files = sorted({t.split("::")[0] for t in tests})
+            clog = logdir / "collect.log"
+            server.run([*cfg["collect_pytest_args"], "--collect-only", *files], clog, cpu=600, wall=3600)
+            have = set(re.findall(r"^(tests/\S+::\S.*)$", clog.read_text(errors="replace"), re.M))
+            tests = [t for t in tests if t in have]
+            if tests:
+                res = server.run([*cfg["pytest_args"], *tests], mlog, cpu=budget, wall=wall)
     finally:
         path.write_text(original, encoding="utf-8")
     status, outcome = classify(res["rc"], mlog, m.file)
     verify = 0.0
+    if outcome == "collection-error":
+        # the mutant made a test module fail to import: a kill if it collects unmutated
+        check = server.run([*cfg["collect_pytest_args"], "--collect-only", *tests], logdir / "check.log",
+                           cpu=600, wall=3600)  # fmt: skip
+        verify = check["seconds"]
+        if check["rc"] != 0:
+            status, outcome = "error", "its test module fails to collect unmutated"
     if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
         # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
         failed = failing_tests(mlog.read_text(errors="replace"))
@@ -999,6 +1018,8 @@ def classify(rc, mlog: Path, rel: str) -> tuple[str, str]:
         # a conftest whose imports fail in the mutated file stops pytest with exit 4 (a usage
         # error) where a test module's would be a collection error (exit 2): both kills
         out = mlog.read_text(errors="replace")
+        if rc == 4 and collection_errors(out):
+            return "killed", "collection-error"  # verified by the caller
         if rc == 4 and "ERROR: not found:" in out:
             return "error", "a selected test id is gone (rebuild the coverage map)"
         kill = rc in (2, 3) or rc == 4 and import_failed_in(out, rel)
@@ -1012,6 +1033,15 @@ def import_failed_in(log: str, rel: str) -> bool:
     if "ImportError while loading conftest" not in log:
         return False
     return re.search(rf"^(converter/)?{re.escape(rel)}:\d+: in <module>$", log, re.M) is not None
+
+
+def collection_errors(log: str) -> list[str]:
+    """The test modules of pytest's ``ERROR <module> - <exception>`` summary lines: modules
+    that failed to import (with ``-x`` and node ids, pytest then exits 4, "found no
+    collectors")."""
+    if "found no collectors for" not in log:
+        return []
+    return re.findall(r"^ERROR (tests/\S+\.py) - ", log, re.M)
 
 
 def failing_tests(tail: str) -> list[str]:
