@@ -423,6 +423,7 @@ func.func public @main(%a: tensor<2xi32>, %b: tensor<2xi32>, %p: tensor<i1>, %q:
   %13 = stablehlo.or %q, %8 : tensor<2xi1>
   %14 = stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi32>
   %15 = stablehlo.constant dense<7> : tensor<20xi32>
+  %16 = stablehlo.sign %a : tensor<2xi32>
   return %0 : tensor<2xi32>
 }
 """
@@ -461,6 +462,16 @@ def test_shape_arithmetic_on_concrete_sizes_follows_the_spec(shape_ops):
     ) == [False, True]
     assert constant(ops["%14"]) is None and constant(ops["%15"]) is None  # 2-D, 20 elements
     assert repr(SymArray([3, 4], "int64")) == "SymArray([3, 4], int64)"
+
+
+def test_shape_sign_of_concrete_sizes_matches_numpy(shape_ops):
+    """``sign`` on concrete sizes is -1, 0 or 1 as the spec's (numpy's): -1 included."""
+    from converter.backends.torch.symbolic import SymArray, eval_shape_op
+
+    _, ops = shape_ops
+    for values in ([-1, 7], [0, -5]):
+        got = eval_shape_op(ops["%16"], [SymArray(values, "int32")]).values.tolist()
+        assert got == np.sign(values).tolist()
 
 
 def test_shape_arithmetic_on_symbolic_sizes(shape_ops):
