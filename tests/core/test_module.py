@@ -1,5 +1,6 @@
 """converter.Module: save/load round trip, bad files, text and histogram."""
 
+import functools
 import json
 import zipfile
 
@@ -97,6 +98,25 @@ def test_failed_save_leaves_no_file(tmp_path, monkeypatch):
         m.save(tmp_path / "m.shlo")
     assert isinstance(info.value.__cause__, RuntimeError)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_jax_failure_while_converting_onnx_is_the_converters_not_an_export_error(monkeypatch):
+    """Converting an ONNX (or torch) model, JAX is the converter's own tool: a failure raised
+    inside JAX there is an InternalError (a converter bug), not an ExportError blaming the
+    source framework (which it would be for ``from_jax``, tracing the user's function)."""
+    from converter.frontends.onnx import convert
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    # the frontend's own step after the rules fails inside jax.numpy (no user frame)
+    monkeypatch.setattr(convert, "materialize", functools.partial(jnp.reshape, shape=(7,)))
+    with pytest.raises(converter.InternalError, match="cannot reshape") as info:
+        converter.from_onnx(model)
+    assert not isinstance(info.value, converter.ExportError)
+    assert isinstance(info.value.__cause__, TypeError)
 
 
 def test_arguments_the_call_does_not_take_are_the_callers_error():

@@ -110,6 +110,43 @@ def test_a_guarded_wrap_is_exact_and_an_unguarded_one_is_not():
     _refused(WRAP.replace("%neg, %w, %i", "%neg, %i, %w"), r"stablehlo.add: may compute values")
 
 
+LOOP_GUARD = """
+func.func @main(%x: tensor<i64>) -> tensor<i1> {
+  %z = stablehlo.constant dense<0> : tensor<i32>
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %r:3 = stablehlo.while(%i = %z, %v = %x, %pos = %f) : tensor<i32>, tensor<i64>, tensor<i1>
+  cond {
+    %k = stablehlo.constant dense<3> : tensor<i32>
+    %p = stablehlo.compare LT, %i, %k, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %j = stablehlo.add %i, %one : tensor<i32>
+    %big = stablehlo.constant dense<2147483647> : tensor<i64>
+    %w = stablehlo.add %v, %big : tensor<i64>
+    %five = stablehlo.constant dense<5> : tensor<i32>
+    %g = stablehlo.compare LT, %i, %five, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %s = stablehlo.select %g, %w, %v : tensor<i1>, tensor<i64>
+    %zero = stablehlo.constant dense<0> : tensor<i64>
+    %q = stablehlo.compare GT, %s, %zero, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %j, %v, %q : tensor<i32>, tensor<i64>, tensor<i1>
+  }
+  return %r#2 : tensor<i1>
+}"""
+
+
+def test_a_guard_on_a_loop_counter_of_unknown_range_does_not_hide_a_branch():
+    """``select(i < 5, x + (2**31 - 1), x)`` in a loop body: the counter ``i`` changes each
+    iteration, so its range is unknown there, and ``i < 5`` may hold (it does: ``i`` runs
+    0, 1, 2): the add is picked, and overflows int32 for ``x >= 1`` (``x + 2**31 - 1 > 0``
+    would wrap to false), so the module is refused, not narrowed as if the branch were never
+    taken."""
+    m = converter.from_stablehlo(LOOP_GUARD)
+    with jax.enable_x64(True):
+        assert bool(m.to_jax(x64=True)(np.int64(1)))  # 2**31 > 0 in 64 bits
+    _refused(LOOP_GUARD, r"stablehlo.add: may compute values in \[-1, 4294967294\]")
+
+
 def test_while_carried_int64_and_custom_calls_are_refused():
     e = _refused(
         """

@@ -668,6 +668,20 @@ def test_onnx_eigvals_rotation_and_nan_input():
     assert np.isnan(got[0]).all() and np.isnan(want[0]).all()
 
 
+def test_onnx_eigvals_of_tiny_and_huge_float64_matrices_match_numpy():
+    """?geev scales a matrix whose largest magnitude is below ``smlnum`` (~1e-146 in float64)
+    or above ``bignum`` up or down to that bound, and both parts of the eigenvalues back:
+    complex pairs of a matrix scaled by 1e-150 and by 1e150, through onnxruntime, as
+    ``numpy.linalg.eigvals`` (one model, the two matrices a batch)."""
+    m = np.array([[1.0, -3, 0.5, 0], [2, 1, 0, 1], [0, 0.25, -1, -2], [1, 0, 4, 0.5]])
+    a = np.stack([m * 1e-150, m * 1e150])
+    got, _ = run_onnx(jnp.linalg.eigvals, a)
+    for i, scale in enumerate((1e-150, 1e150)):
+        want = np.linalg.eigvals(a[i])
+        assert np.abs(want.imag).max() > scale  # complex pairs: the imaginary parts are scaled too
+        assert _match_error(got[0][i], want) < 1e-12 * scale
+
+
 def test_onnx_eig_with_eigenvectors_refused():
     a = rng.standard_normal((3, 3)).astype(F32)
     module = converter.from_stablehlo(jax.jit(jnp.linalg.eig).lower(a).as_text())
