@@ -373,7 +373,7 @@ def test_a_test_module_the_mutant_breaks_at_import_is_a_kill_and_a_gone_id_is_no
         "E   ValueError: ai.onnx::LeakyRelu has no schema version 5 (has (1, 6, 16))\n"
         "ERROR tests/frontends/onnx/test_node_conformance.py - ValueError: ai.onnx::Le...\n"
         "1 error in 0.75s\n"
-        "ERROR: found no collectors for /tmp/t/tree/tests/frontends/onnx/test_node_conformance.py::test_node\n"
+        "ERROR: found no collectors for /tmp/t/tests/frontends/onnx/test_node_conformance.py::test_node\n"
     )
     assert run.classify(4, broken, "frontends/onnx/ops/elementwise.py") == ("killed", "collection-error")
     assert run.collection_errors(broken.read_text()) == ["tests/frontends/onnx/test_node_conformance.py"]

@@ -404,7 +404,9 @@ def test_a_cycle_of_nodes_is_refused_by_the_checker_not_looped_on():
         helper.make_node("Neg", ["a"], ["b"]),
         helper.make_node("Relu", ["x"], ["y"]),
     ]
-    model = _model(nodes, [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, [3])])
+    model = _model(
+        nodes, [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, [3])]
+    )
     with pytest.raises(ParseError, match="invalid ONNX model: Nodes in a graph must be topologically sorted"):
         from_onnx(model)
 
