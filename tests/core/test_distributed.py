@@ -649,6 +649,27 @@ def test_partitioned_module_refuses_state_updates_and_random_ops():
             to_torch_distributed(converter.Module(m.mlir, sig, m.params), plan, None)
 
 
+_SPLIT_AND_WHOLE = """
+    %0 = sdy.manual_computation(%arg0, %arg1) in_shardings=[<@mesh, [{"x"}, {}]>, <@mesh, [{}, {}]>] out_shardings=[<@mesh, [{"x"}, {}]>] manual_axes={"x"} (%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) {
+      %1 = stablehlo.add %a, %b : tensor<4x4xf32>
+      sdy.return %1 : tensor<4x4xf32>
+    } : (tensor<8x4xf32>, tensor<4x4xf32>) -> tensor<8x4xf32>
+    return %0 : tensor<8x4xf32>"""  # noqa: E501
+
+
+def test_a_rank_given_the_wrong_shard_is_told_that_inputs_split():
+    """A rank handed a whole array where it takes a shard (or a shard of the wrong size) is
+    refused naming the input's own split: the second input's is replicated, the first's on x."""
+    text = _module(_SPLIT_AND_WHOLE, args="%arg0: tensor<8x4xf32>, %arg1: tensor<4x4xf32>")
+    tm = converter.from_stablehlo(text).to_torch()
+    shards = [(torch.zeros(4, 4), torch.zeros(2, 4))] * 2
+    for out in _threaded_ranks(tm, shards):
+        assert isinstance(out, converter.SignatureMismatchError), out
+        assert "takes its shard of the whole [4, 4], split as <@mesh, [{}, {}]>)" in str(out)
+    outs = _threaded_ranks(tm, [(torch.zeros(8, 4), torch.zeros(4, 4))] * 2)
+    assert all('takes its shard of the whole [8, 4], split as <@mesh, [{"x"}, {}]>)' in str(o) for o in outs)
+
+
 def test_call_in_a_world_of_another_size():
     tm = converter.from_stablehlo(_module(_MANUAL + "\n    return %0 : tensor<8x4xf32>")).to_torch()
     (out,) = _threaded_ranks(tm, [(torch.zeros(4, 4),)])

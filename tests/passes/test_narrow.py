@@ -64,6 +64,17 @@ def test_index_arithmetic_is_narrowed_and_computes_the_same():
         np.testing.assert_array_equal(g, w)
 
 
+def test_the_message_lists_twenty_problems_and_counts_the_rest():
+    """Every problem stays in ``problems``; the message lists the first 20 and counts the rest."""
+    problems = [f"stablehlo.add #{i}: may overflow" for i in range(23)]
+    e = NarrowingError(problems)
+    assert e.problems == problems
+    text = str(e)
+    assert "(23 problem(s))" in text and "stablehlo.add #19: may overflow" in text
+    assert "stablehlo.add #20" not in text and "  ... and 3 more" in text
+    assert "... and" not in str(NarrowingError(problems[:20]))
+
+
 def test_a_constant_outside_int32_is_named():
     _refused(
         """
