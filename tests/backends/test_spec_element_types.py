@@ -187,6 +187,23 @@ def test_sub_byte_integer_arithmetic(backend, t):
         assert got_s.dtype == (np.int8 if t.startswith("i") else np.uint8)
 
 
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+@pytest.mark.parametrize(
+    ("t", "x", "want"), [("i4", [7, -8, 5, -3], [7, -8, 5, 3]), ("i2", [1, -2, 0, -1], [1, -2, 0, 1])]
+)
+def test_sub_byte_integer_abs(backend, t, x, want):
+    """``abs`` of signed sub-byte integers (JAX has no abs for them): the magnitude, and the
+    most negative value wraps to itself as for every two's complement type."""
+    text = f"""func.func @main() -> tensor<4xi32> {{
+  %a = stablehlo.constant dense<{x}> : tensor<4x{t}>
+  %b = stablehlo.abs %a : tensor<4x{t}>
+  %c = stablehlo.convert %b : (tensor<4x{t}>) -> tensor<4xi32>
+  return %c : tensor<4xi32>
+}}"""
+    (got,) = run(text, backend)
+    expect_eq(got, want, np.int32)
+
+
 @pytest.mark.parametrize("t", ["i4", "ui2"])
 def test_sub_byte_integer_refused_by_onnx(t):
     """ONNX models cannot compute on sub-byte integers in onnxruntime: refused by name."""
