@@ -148,7 +148,7 @@ def assemble(
     """An archive of ``members``, then ``between``, the central directory (``cd_prefix`` and
     ``cd_suffix`` counted in it), the zip64 end record and locator when ``zip64`` or
     ``locator`` is given (their fields overridden by them: ``size``, ``disk``, ``n_disk``,
-    ``n_total``, ``cd_size``, ``cd_offset``; ``disk``, ``offset``, ``disks``), and the end
+    ``n_total``, ``cd_size``, ``cd_offset``; ``sig``, ``disk``, ``offset``, ``disks``), and the end
     record (fields overridden by ``end``: ``disk``, ``cd_disk``, ``n_disk``, ``n_total``,
     ``cd_size``, ``cd_offset``, ``comment``)."""
     out = bytearray()
@@ -213,7 +213,7 @@ def assemble(
             "cd_offset": cd_offset,
         }
         z.update(zip64 or {})
-        loc = {"disk": 0, "offset": len(out), "disks": 1, **(locator or {})}
+        loc = {"sig": b"PK\x06\x07", "disk": 0, "offset": len(out), "disks": 1, **(locator or {})}
         out += struct.pack(
             "<4sQHHIIQQQQ",
             b"PK\x06\x06",
@@ -227,7 +227,7 @@ def assemble(
             z["cd_size"],
             z["cd_offset"],
         )
-        out += struct.pack("<4sIQI", b"PK\x06\x07", loc["disk"], loc["offset"], loc["disks"])
+        out += struct.pack("<4sIQI", loc["sig"], loc["disk"], loc["offset"], loc["disks"])
     e = {"disk": 0, "cd_disk": 0, "n_disk": n, "n_total": n, "cd_size": len(central), "cd_offset": cd_offset}
     e["comment"] = 0
     e.update(end or {})

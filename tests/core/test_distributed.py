@@ -526,6 +526,46 @@ def test_round_trip_form_of_one_value():
         torch.testing.assert_close(out, a[:2] + a[2:], rtol=0, atol=0)
 
 
+_RT_TWO = '"#sdy.sharding_per_value<[<@mesh, [{\\22x\\22}, {}]>, <@mesh, [{\\22x\\22}, {}]>]>"'
+_RT_OUT = '"#sdy.sharding_per_value<[<@mesh, [{\\22x\\22}, {}]>, <@mesh, [{}, {}]>]>"'
+_T2 = "tuple<tensor<2x2xf32>, tensor<2x2xf32>>"
+_TWO_VALUES = f"""
+module @m attributes {{{_RT_MESH}}} {{
+  func.func private @xla.sdy.manual_computation_body.2(%arg0: tensor<2x2xf32>, %arg1: tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>) {{
+    %0 = stablehlo.add %arg0, %arg0 : tensor<2x2xf32>
+    %1 = "stablehlo.all_reduce"(%arg1) <{{{_CH}, replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>, use_global_device_ids}}> {_combiner("add", "f32")} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+    return %0, %1 : tensor<2x2xf32>, tensor<2x2xf32>
+  }}
+  func.func @main(%arg0: tensor<4x2xf32>, %arg1: tensor<4x2xf32>) -> (tensor<4x2xf32>, tensor<2x2xf32>) {{
+    %0 = stablehlo.custom_call @xla.sdy.GlobalToLocalShape(%arg0, %arg1) {{has_side_effect = true, mhlo.frontend_attributes = {{xla.sdy.in_shardings = {_RT_TWO}, {_RT_AXES}}}}} : (tensor<4x2xf32>, tensor<4x2xf32>) -> {_T2}
+    %1 = stablehlo.get_tuple_element %0[0] : ({_T2}) -> tensor<2x2xf32>
+    %2 = stablehlo.get_tuple_element %0[1] : ({_T2}) -> tensor<2x2xf32>
+    %3:2 = call @xla.sdy.manual_computation_body.2(%1, %2) : (tensor<2x2xf32>, tensor<2x2xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+    %4 = stablehlo.custom_call @xla.sdy.LocalToGlobalShape(%3#0, %3#1) {{has_side_effect = true, mhlo.frontend_attributes = {{{_RT_AXES}, xla.sdy.out_shardings = {_RT_OUT}}}}} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tuple<tensor<4x2xf32>, tensor<2x2xf32>>
+    %5 = stablehlo.get_tuple_element %4[0] : (tuple<tensor<4x2xf32>, tensor<2x2xf32>>) -> tensor<4x2xf32>
+    %6 = stablehlo.get_tuple_element %4[1] : (tuple<tensor<4x2xf32>, tensor<2x2xf32>>) -> tensor<2x2xf32>
+    return %5, %6 : tensor<4x2xf32>, tensor<2x2xf32>
+  }}
+}}
+"""  # noqa: E501
+
+
+def test_round_trip_form_of_two_values_through_tuples():
+    """XLA's form of a two-value shard_map (``jax.extend.mlir.hlo_to_stablehlo`` of a jitted
+    ``shard_map(lambda a, b: (a + a, psum(b)), out_specs=(P("x"), P()))``): the custom calls
+    take and give tuples, each result's split is read through its ``get_tuple_element``."""
+    tm = converter.from_stablehlo(_TWO_VALUES).to_torch()
+    assert tm.num_partitions == 2
+    assert [s.dims for s in tm.plan.args] == [(("x",), ()), (("x",), ())]
+    assert [s.dims for s in tm.plan.results] == [(("x",), ()), ((), ())]
+    a = torch.arange(8, dtype=torch.float32).reshape(4, 2)
+    b = a * 10
+    outs = _threaded_ranks(tm, [(a[2 * r : 2 * r + 2], b[2 * r : 2 * r + 2]) for r in range(2)])
+    for r, (doubled, summed) in enumerate(outs):
+        torch.testing.assert_close(doubled, 2 * a[2 * r : 2 * r + 2], rtol=0, atol=0)
+        torch.testing.assert_close(summed, b[:2] + b[2:], rtol=0, atol=0)
+
+
 def test_unread_arguments_keep_their_declared_split():
     """Arguments no manual computation reads: split as their ``sdy.sharding`` attribute
     says, else whole; the rank's shards cut accordingly. Without them

@@ -295,6 +295,10 @@ REFUSALS = {
         assemble(_two(), end=_ZIP64_END),
         "a zip64 archive without its zip64 end locator",
     ),
+    "zip64 locator with a signature sorting after the real one": (  # PK\x06\x08, not PK\x06\x07
+        assemble(_two(), zip64={}, locator={"sig": b"PK\x06\x08"}, end=_ZIP64_END),
+        "a zip64 archive without its zip64 end locator",
+    ),
     "zip64 locator of another disk": (
         assemble(_two(), zip64={}, locator={"disk": 1}, end=_ZIP64_END),
         "a multi-disk zip64 archive",

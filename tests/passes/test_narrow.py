@@ -284,6 +284,7 @@ func.func @main(%x: tensor<4xi64>) -> tensor<i64> {
 # hand-derived one, and holds every value the op computes over all operands in the given ranges.
 
 _SPEC = {  # the spec's integer semantics, on Python ints
+    "stablehlo.subtract": lambda x, y: x - y,
     "stablehlo.minimum": min,
     "stablehlo.maximum": max,
     "stablehlo.divide": lambda x, y: abs(x) // abs(y) * (1 if (x >= 0) == (y > 0) else -1),  # toward 0
@@ -302,6 +303,7 @@ _SPEC = {  # the spec's integer semantics, on Python ints
 }
 
 RANGES = [
+    ("stablehlo.subtract", [(-3, 5), (2, 4)], (-7, 3)),
     ("stablehlo.minimum", [(-3, 5), (2, 4)], (-3, 4)),
     ("stablehlo.divide", [(-7, 9), (2, 4)], (-3, 4)),
     ("stablehlo.divide", [(-7, 9), (-3, -2)], (-4, 3)),
@@ -459,6 +461,39 @@ func.func @main(%x: tensor<3xi64>) -> tensor<3xi64> {{
     got, want = _narrow_and_run(text, np.zeros(3, np.int64))
     assert got[0].dtype == np.int32
     np.testing.assert_array_equal(got[0], want[0])
+
+
+SUBTRACT = """
+func.func @main(%x: tensor<4xi64>) -> tensor<4xi64> {
+  %alo = stablehlo.constant dense<ALO> : tensor<4xi64>
+  %ahi = stablehlo.constant dense<AHI> : tensor<4xi64>
+  %blo = stablehlo.constant dense<BLO> : tensor<4xi64>
+  %bhi = stablehlo.constant dense<BHI> : tensor<4xi64>
+  %a = stablehlo.clamp %alo, %x, %ahi : tensor<4xi64>
+  %b = stablehlo.clamp %blo, %x, %bhi : tensor<4xi64>
+  %d = stablehlo.subtract %a, %b : tensor<4xi64>
+  %big = stablehlo.constant dense<2147483640> : tensor<4xi64>
+  %r = stablehlo.add %d, %big : tensor<4xi64>
+  return %r : tensor<4xi64>
+}"""
+
+
+def _subtract(a: tuple[int, int], b: tuple[int, int]) -> str:
+    text = SUBTRACT.replace("ALO", str(a[0])).replace("AHI", str(a[1]))
+    return text.replace("BLO", str(b[0])).replace("BHI", str(b[1]))
+
+
+def test_a_subtract_of_bounded_operands_is_bounded_by_their_difference():
+    """``clamp(x, -5, 5) - clamp(x, 0, 10)`` lies in [-15, 5]: plus 2**31 - 8 it fits int32
+    (narrowed, the same numbers as in int64); ``clamp(x, 0, 2**31 - 1) - clamp(x, -10, 0)``
+    reaches 2**31 + 9, outside int32 though both operands are inside: the subtract is refused."""
+    got, want = _narrow_and_run(_subtract((-5, 5), (0, 10)), np.array([-7, -5, 3, 12], np.int64))
+    assert got[0].dtype == np.int32
+    np.testing.assert_array_equal(got[0], want[0])
+    assert want[0].tolist() == [2147483640 - 5, 2147483640 - 5, 2147483640, 2147483640 - 5]
+    _refused(
+        _subtract((0, 2**31 - 1), (-10, 0)), r"stablehlo.subtract: may compute values in \[0, 2147483657\]"
+    )
 
 
 def test_a_narrow_type_that_wraps_keeps_its_own_range():

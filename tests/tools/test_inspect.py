@@ -1,5 +1,6 @@
 """``convert inspect``: signature, dropped inputs, parameters and op histogram of any file."""
 
+import argparse
 import json
 
 import jax.numpy as jnp
@@ -99,3 +100,33 @@ def test_render_counts_the_op_kinds_past_top(saved):
     listed = text.split("\nops (")[1].splitlines()[1:]  # after the "ops (N total):" line
     assert [line.split()[1] for line in listed[:2]] == list(rep["ops"])[:2] and len(listed) == 3
     assert "more op kinds" not in inspection.render(rep, top=kinds)
+
+
+def test_render_lists_twenty_op_kinds_by_default_as_the_cli(saved):
+    """``render`` without ``top`` lists 20 op kinds, the ``--top`` default of ``convert inspect``."""
+    from converter.tools import inspection
+
+    rep = inspection.report(converter.load(saved))
+    rep["ops"] = {f"stablehlo.op{i}": 21 - i for i in range(21)}
+    text = inspection.render(rep)
+    assert text.endswith("  ... 1 more op kinds")
+    assert "stablehlo.op19" in text and "stablehlo.op20" not in text
+    parser = argparse.ArgumentParser()
+    inspection.add_arguments(parser)
+    assert parser.parse_args([str(saved)]).top == 20
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (1023, "1023.0 B"),
+        (1024, "1.0 KiB"),
+        (3 * 1024**4, "3.0 TiB"),
+        (1024**5, "1024.0 TiB"),
+        (2048**5, "32768.0 TiB"),
+    ],
+)
+def test_byte_sizes_past_the_largest_unit_stay_in_tib(n, text):
+    from converter.tools import inspection
+
+    assert inspection._fmt_bytes(n) == text

@@ -134,6 +134,28 @@ def test_transformer_fusions_match_onnxruntime():
         )
 
 
+def test_embed_layer_normalization_without_a_mask_gives_a_zero_mask_index_per_row():
+    """Without ``mask`` the ``mask_index`` output is ``[B]`` zeros (one per row, not per token)."""
+    rng = np.random.default_rng(2)
+    b, s, h = 2, 3, 4
+    r = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    ids = rng.integers(0, 7, (b, s)).astype(np.int32)
+    inputs = {"ids": ids, "seg": (ids % 2).astype(np.int32)}
+    inits = {"word": r(7, h), "pos": r(5, h), "segw": r(2, h), "gamma": r(h) + 1, "beta": r(h)}
+    node = helper.make_node(
+        "EmbedLayerNormalization",
+        ["ids", "seg", "word", "pos", "segw", "gamma", "beta"],
+        ["emb", "mask_index"],
+        domain=MS,
+        epsilon=1e-5,
+    )
+    want, got = _run_both([node], inputs, {"emb": np.float32, "mask_index": np.int32}, inits)
+    assert want[1].shape == (b,)
+    for name, w, g in zip(["emb", "mask_index"], want, got, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
 def test_unsupported_contrib_inputs_raise_naming_the_node():
     from converter.errors import OpConversionError
 

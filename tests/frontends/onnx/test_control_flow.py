@@ -184,6 +184,23 @@ def test_loop_with_scan_outputs_and_a_condition_input():
             np.testing.assert_allclose(np.asarray(g), e, rtol=1e-6)
 
 
+def test_loop_past_the_unroll_limit_with_scan_outputs_and_a_false_first_condition():
+    """M = 300 (past the unroll limit) with a scan output and the first condition a graph
+    input: false, no trip (``vf`` is ``v0`` and the scan output has no rows, as onnxruntime
+    gives); true, all 300 trips (a ``lax.scan``)."""
+    model = _counting_loop(300, cond_input=True, body_cond="identity", scan=True)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    f = from_onnx(model).to_jax()  # specialized on go's value at each call
+    v0 = np.array([0.1, 0.2], np.float32)
+    for go in (False, True):
+        got = f(v0, np.array(go))
+        want = sess.run(None, {"v0": v0, "go": np.array(go)})
+        assert len(got) == len(want) == 2 and want[1].shape == ((300, 2) if go else (0, 2))
+        for g, e in zip(got, want, strict=True):
+            assert np.asarray(g).shape == e.shape
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-5)
+
+
 def test_loop_whose_body_ends_it():
     """The body computes its condition from the data: without scan outputs an unrolled loop
     continues as a ``while`` (it raised); with scan outputs past the unroll limit the loop

@@ -40,3 +40,18 @@ def test_tfidf_vectorizer_idf_and_tfidf_weights():
     }
     for mode in ("IDF", "TFIDF"):
         check_node("TfIdfVectorizer", {"x": x}, {**attrs, "mode": mode})
+
+
+def test_tfidf_vectorizer_of_a_1d_input_gives_a_1d_output():
+    """A 1-D ``[C]`` input is one row: the output is ``[n_out]``, not ``[1, n_out]``."""
+    x = np.array([2, 3, 5, 2, 3, 5, 5, 3], np.int64)
+    attrs = {
+        "min_gram_length": 1,
+        "max_gram_length": 2,
+        "max_skip_count": 0,
+        "mode": "TF",
+        "ngram_counts": [0, 3],
+        "ngram_indexes": [0, 1, 2, 3],
+        "pool_int64s": [2, 3, 5, 2, 3],  # unigrams 2 3 5, bigram (2 3)
+    }
+    check_node("TfIdfVectorizer", {"x": x}, attrs)

@@ -318,5 +318,8 @@ def test_index_add_rule_and_2d_embedding_bag_refusal():
     aten = torch.ops.aten
     check_rule(index_add, aten.index_add.default, X, 1, torch.tensor([4, 0, 4]), X[:, :3], alpha=2)
     check_rule(index_add, aten.index_add.default, torch.tensor(1.0), 0, torch.tensor([0]), torch.tensor(2.0))
+    # alpha below 1 (a fraction, zero, negative) scales the source too
+    for alpha in (0.5, 0.0, -1.5):
+        check_rule(index_add, aten.index_add.default, X, 1, torch.tensor([4, 0, 4]), X[:, :3], alpha=alpha)
     with pytest.raises(NotImplementedError, match="2-D indices"):
         _embedding_bag(jnp.ones((5, 3)), jnp.zeros((2, 2), int), jnp.zeros(1, int), 0, None, False, -1)

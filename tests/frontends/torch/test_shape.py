@@ -317,3 +317,14 @@ def test_rules_of_decomposed_shape_ops():
     for name, pad in (("reflection_pad2d", [1, 2, 2, 1]), ("replication_pad1d", [3, 1])):
         op = getattr(aten, name).default
         check_rule(ATEN_RULES._rules[str(op)], op, X, pad)  # _rules: not a registry hit
+
+
+def test_narrow_with_a_negative_start_counts_from_the_end():
+    """``narrow`` with ``start < 0`` wraps it once (``-2`` of 4 is 2), so ``start + length``
+    may reach the end of the dim (called directly: the decompositions replace ``narrow``)."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    check_rule(sh.narrow, torch.ops.aten.narrow.default, X, 2, -2, 2)
+    check_rule(sh.narrow, torch.ops.aten.narrow.default, X, -1, -3, 1)
