@@ -450,6 +450,20 @@ def test_call_with_missing_argument_or_inconsistent_tree():
         bad(torch.tensor(X))
 
 
+def test_keyword_inputs_become_keyword_only_parameters_of_forward():
+    """A module called with keywords shows them in ``inspect.signature(forward)`` (what
+    ``torch.export`` binds inputs to) as keyword-only parameters, after the positional ones
+    and before ``forward``'s own ``rng``, which stays; ``**kwargs`` is gone."""
+    import inspect
+
+    base = converter.from_stablehlo(jax.jit(lambda x, y: x - y).lower(X, X).as_text())
+    t = converter.Module(base.mlir, base.signature.replace(in_tree=_args_tree(1, ("y",))), {}).to_torch()
+    params = inspect.signature(t.forward).parameters
+    assert list(params) == ["args", "y", "rng"]
+    assert params["y"].kind is params["rng"].kind is inspect.Parameter.KEYWORD_ONLY
+    np.testing.assert_array_equal(t(torch.tensor(X), y=torch.tensor(X * 3)).numpy(), X - X * 3)
+
+
 def test_keyword_input_named_as_a_forward_parameter():
     """A keyword input named as a parameter of ``forward`` (``args``) keeps ``forward``'s
     ``**kwargs`` signature (a keyword-only one would clash) and still binds by name."""
