@@ -752,6 +752,8 @@ def test_bisect_helpers_leaves_matching_and_unknown_targets():
     outs = [(rec, np.zeros((4,))), (rec, np.zeros((2, 3))), (rec, np.ones((2, 3)))]
     assert B._match([a], outs) == [(a, outs[2])]  # one leaf: the last output of its shape
     assert B._match([a, a], outs) == [(a, outs[1]), (a, outs[2])]  # several: in order
+    # more leaves than outputs of their shape: the extra ones pair with the last output
+    assert B._match([a, a, a], outs) == [(a, outs[1]), (a, outs[2]), (a, outs[2])]
     assert B._match([a, torch.zeros(5)], outs) is None  # a leaf no output has the shape of
     assert B._match([], outs) is None
     with pytest.raises(NotImplementedError, match="op-by-op evaluation is not available for the tf target"):

@@ -288,6 +288,21 @@ def test_parameters_named_like_module_attributes():
     assert sorted(t.source_state_dict()) == sorted(names) and callable(t.half)
 
 
+def test_parameter_names_colliding_twice_get_increasing_suffixes():
+    """Three parameter names with the same word characters get ``_1`` then ``_2``: each a
+    distinct identifier that ``torch.nn.Module.register_parameter`` accepts (no ``.``)."""
+    from converter.backends.torch.module import param_attr_names
+
+    # three names only: were the suffix not to grow, a fourth collision would loop forever
+    names = ["a.b", "a_b", "a[b]"]
+    attrs = param_attr_names(names)
+    assert attrs == {"a.b": "a_b", "a_b": "a_b_1", "a[b]": "a_b_2"}
+    holder = torch.nn.Module()
+    for attr in attrs.values():
+        holder.register_parameter(attr, torch.nn.Parameter(torch.zeros(1)))
+    assert len(dict(holder.named_parameters())) == len(names)
+
+
 class _AddInto(torch.nn.Module):
     """Updates its second input in place (a recorded input mutation)."""
 

@@ -114,6 +114,21 @@ def test_symbolic_ratio_rounds_as_python():
     assert truediv(7, 2) == 3.5 and truediv(-3, 4) == -0.75
 
 
+def test_symbolic_ratio_divides_by_negative_numbers_as_python():
+    """Only a zero divisor is refused: a negative one (int, float or ratio) divides as
+    Python's ``Fraction`` does and the quotient rounds as Python's floats do."""
+    from fractions import Fraction
+
+    from converter.frontends.torch.lowering import SymbolicRatio
+
+    divisors = ((-2, Fraction(-2)), (-0.5, Fraction(-1, 2)), (SymbolicRatio(-3, 4), Fraction(-3, 4)))
+    for num in (-7, -3, 3, 7):
+        for div, exact in divisors:
+            q, r = Fraction(num) / exact, SymbolicRatio(num) / div
+            assert Fraction(r.num, r.den) == q, (num, div)
+            assert (r.floor(), r.ceil(), r.trunc()) == (math.floor(q), math.ceil(q), math.trunc(q))
+
+
 class _SizePredicates(torch.nn.Module):
     """``torch.cond`` on comparisons of two dynamic dimensions: export records each
     comparison (and ``&``, ``|``, ``sym_not``) as a node; the ranges do not decide them, so
