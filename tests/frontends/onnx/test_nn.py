@@ -315,6 +315,33 @@ def test_conv_transpose_same_pads_static_sizes():
         np.testing.assert_allclose(np.asarray(g), e, rtol=1e-4, atol=1e-5)
 
 
+def test_conv_transpose_same_pads_as_the_only_node():
+    """A graph whose only node is such a ConvTranspose (static sizes, output_padding): it is
+    still corrected to the operator page's input * stride, as onnxruntime computes."""
+    r = np.random.default_rng(7)
+    x = r.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    w = onnx.numpy_helper.from_array(r.standard_normal((2, 3, 3, 3)).astype(np.float32), "w")
+    node = helper.make_node(
+        "ConvTranspose", ["x", "w"], ["y"], "ct", strides=[2, 2], auto_pad="SAME_UPPER", output_padding=[1, 0]
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 3, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        initializer=[w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    assert want.shape == (1, 3, 6, 8)
+    (got,) = from_onnx(model).to_jax()(x)
+    assert np.asarray(got).shape == want.shape
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     ("declare", "node", "shapes"),
     [

@@ -394,3 +394,20 @@ def test_unknown_modes_are_refused_on_static_shapes():
         model = _resize_model(np.zeros(0, np.float32), np.array([1, 1, 0.5, 0.6], np.float32), attrs)
         with pytest.raises(OpConversionError, match=words):
             from_onnx(model, check=False)
+
+
+def test_symbolic_align_corners_to_length_one_samples_the_first_element():
+    """align_corners to an output length of 1 on a symbolic axis samples coordinate 0 (the
+    Resize page's ``length_resized == 1`` case): with cubic ``exclude_outside`` the taps at
+    -1 and below carry no weight, so a coordinate other than 0 changes the value. Against
+    onnxruntime."""
+    attrs = {"mode": "cubic", "coordinate_transformation_mode": "align_corners", "exclude_outside": 1}
+    model = _symbolic_resize(attrs, sizes=np.array([1, 1, 1, 3], np.int64))
+    m = from_onnx(model, check=False)
+    x = np.random.default_rng(4).standard_normal((1, 1, 3, 5)).astype(np.float32)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = m.to_jax()(x)
+    assert want.shape == (1, 1, 1, 3)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
