@@ -185,11 +185,13 @@ SCRIPT = (
     part = jax.jit(part)
     out["partial"] = compare(converter.from_jax(part, a).to_jax(), part, a)
     # permutations along "y" alone (pairs over all 8 devices: "x" is tried first and does not
-    # fit) and over both axes at once (no single axis fits)
+    # fit) and over both axes at once (no single axis fits; in the last, the first two pairs
+    # alone would fit "x": 0 -> 1 for y = 0 and y = 1, the next two move along "y" too)
     perms = jax.jit(jax.shard_map(
         lambda v: (
             jax.lax.ppermute(v, "y", [(0, 1), (1, 0)]),
             jax.lax.ppermute(v, ("x", "y"), [(d, (d + 3) % 8) for d in range(7)]),
+            jax.lax.ppermute(v, ("x", "y"), [(0, 2), (1, 3), (2, 1), (3, 0)]),
         ),
         mesh=mesh, in_specs=P("x", "y"), out_specs=P("x", "y"), check_vma=False,
     ))
@@ -477,10 +479,11 @@ def test_partially_manual_shard_map(eight):
 
 
 def test_permutations_along_one_axis_and_over_both(eight):
-    """``ppermute`` along the second mesh axis, and over both axes with a partial permutation
-    (device 7 sends nothing: device 2 receives zeros): the same values and shardings as JAX."""
+    """``ppermute`` along the second mesh axis, and over both axes with partial permutations
+    (device 7 sends nothing: device 2 receives zeros; then pairs whose first ones fit the first
+    axis alone): the same values and shardings as JAX."""
     p = eight[0]["permutes"]
-    assert p["pairs"] == [8, 7]
+    assert p["pairs"] == [8, 7, 4]
     assert p["max_diff"] == 0 and p["same_shardings"], p
 
 

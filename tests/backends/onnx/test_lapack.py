@@ -419,6 +419,20 @@ def test_geev_subdiagonal_below_the_lahqr_floor_splits_as_lapack():
         assert (wr[0] == 0) == (h < 2 * tiny_over_ulp)
 
 
+def test_geev_ahues_kressner_test_is_scaled_by_the_block_norm():
+    """The Ahues & Kressner test compares ``ba * (ab / s)`` with ``max(smlnum, ...)``,
+    ``s = aa + ab``: with equal diagonals ``d`` only ``smlnum`` bounds it, so whether
+    ``[[d, h], [-h, d]]`` splits (``d, d``) or stays a complex pair (``d +- h i``) depends on
+    ``h**2 / d``: it splits at ``d = 1e100, h = 1e-120`` and not at ``d = 1e-100, h = 1e-180``,
+    as LAPACK's ``dgeev``."""
+    for d, h in ((1e100, 1e-120), (1e-100, 1e-180)):
+        a = np.array([[d, h], [-h, d]])
+        got, _ = _geev_values(a)
+        wr, wi, *_ = lapack.dgeev(a, compute_vl=0, compute_vr=0)
+        np.testing.assert_array_equal(got, wr + 1j * wi, err_msg=f"d = {d}")
+        assert (wi[0] == 0) == (d == 1e100), wi  # the case splits (real) or does not
+
+
 @pytest.mark.parametrize("a", [[[-2.0, -1.0], [4.0, 2.0]], [[-1.0, -0.25], [4.0, 1.0]]])
 def test_geev_double_eigenvalue_rotated_to_a_lower_triangle_stays_real(a):
     """A nilpotent 2x2 block (double eigenvalue 0, ``b * c = -p**2``): dlanv2's rotation to

@@ -155,6 +155,15 @@ def test_layer_norm_over_a_leading_dim_is_not_rewritten():
     _check(ln.apply, x, params=params, absent=[aten.native_layer_norm.default])
 
 
+def test_bias_only_layer_norm_over_a_leading_dim_is_not_rewritten():
+    # no scale to reject it: only the trailing-dims check keeps it from a last-dim layer_norm
+    ln = nn.LayerNorm(reduction_axes=0, feature_axes=-1, use_scale=False)
+    x = _x(6, 5)
+    params = ln.init(jax.random.PRNGKey(0), x)
+    params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(RNG.normal(size=p.shape), p.dtype), params)
+    _check(ln.apply, x, params=params, absent=[aten.native_layer_norm.default])
+
+
 def test_two_pass_layer_norm_numbers():
     ln = nn.LayerNorm(use_fast_variance=False)
     x = _x(3, 8)

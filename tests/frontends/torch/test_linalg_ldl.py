@@ -42,6 +42,14 @@ def test_ldl_factor_reads_lower_triangle_and_info(check):
     check(lambda a: torch.linalg.ldl_factor_ex(a)[1:], zero, ops="aten.linalg_ldl_factor_ex.default")
 
 
+def test_ldl_factor_last_pivot_smaller_than_earlier_multipliers(check):
+    """The last column has nothing below its diagonal: its pivot is kept however small it is
+    next to the multipliers already stored in the factor (here d = 0.05 after L[1, 0] = 0.5)."""
+    a = torch.tensor([[1.0, 0.5], [0.5, 0.3]])
+    assert _pivots(torch.linalg.ldl_factor_ex, a).tolist() == [1, 2]
+    check(lambda a: torch.linalg.ldl_factor_ex(a), a, ops="aten.linalg_ldl_factor_ex.default", **TOL)
+
+
 def test_ldl_solve(check):
     a = sym(3, 6, 6)
     a[0].fill_diagonal_(0.0)

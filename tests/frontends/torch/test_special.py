@@ -117,6 +117,15 @@ def test_unary_float64(check):
         np.testing.assert_allclose(out[UNARY.index(name)], want, rtol=1e-14, atol=0, err_msg=name)
 
 
+@pytest.mark.parametrize("dtype, rtol", [(torch.float32, 1.5e-7), (torch.float64, 2e-16)])
+def test_modified_bessel_i1_at_the_series_switch(check, dtype, rtol):
+    """Cephes ``i1`` takes its series on ``[0, 8]``: at ``|x| = 8`` exactly, the series beyond
+    (6 float32 ulps off there, 2 float64 ulps) is not the value; within about an ulp."""
+    x = torch.tensor([8.0, -8.0], dtype=dtype)
+    op = "aten.special_modified_bessel_i1.default"
+    check(torch.special.modified_bessel_i1, x, ops=op, rtol=rtol, atol=0)
+
+
 def test_unary_of_integers_is_float(check):
     x = torch.arange(-3, 12)
     fn = lambda x: (torch.special.bessel_j0(x), torch.special.modified_bessel_k1(x))  # noqa: E731
