@@ -510,6 +510,7 @@ def test_shape_arithmetic_on_symbolic_sizes(shape_ops):
     assert at(ev("%12", SymArray([True, c], "bool"), both), 3) == [True, True]
     assert at(ev("%12", both, SymArray([True, False], "bool")), 3) == [True, False]
     assert at(ev("%13", SymArray([False, c], "bool"), both), -3) == [False, False]
+    assert at(ev("%13", SymArray([True, c], "bool"), both), -3) == [True, False]
     assert at(ev("%13", both, SymArray([True, False], "bool")), -3) == [True, False]
     assert ev("%7", SymArray([4, u], "int32")) == [u]
     with pytest.raises(SymbolicSizeError, match="remainder of the size 6 by u0 of unknown sign"):
