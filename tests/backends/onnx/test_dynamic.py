@@ -350,3 +350,23 @@ def test_if_on_a_dynamic_size() -> None:
         x = np.linspace(-1, 1, n, dtype=np.float32)
         (got,) = session.run(None, dict(zip(names, (np.array(pred), x), strict=True)))
         np.testing.assert_allclose(got, np.sin(x) if pred else np.cos(x), rtol=1e-6)
+
+
+def _slice_at_two_indices(x, ij):
+    dn = lax.GatherDimensionNumbers(offset_dims=(0, 1), collapsed_slice_dims=(1,), start_index_map=(1, 2))
+    return lax.gather(x, ij, dn, (x.shape[0], 1, 2), mode=lax.GatherScatterMode.CLIP)
+
+
+def test_dynamic_gather_of_one_slice_with_two_start_indices() -> None:
+    """A ``dynamic_gather`` of one slice (the slice sizes hold ``n``) whose index vector
+    starts two dimensions at once: onnxruntime equals ``jax.jit``, starts clamped."""
+    (n,) = jax.export.symbolic_shape("n")
+    specs = (jax.ShapeDtypeStruct((n, 5, 4), np.float32), jax.ShapeDtypeStruct((2,), np.int32))
+    m = converter.from_jax(_slice_at_two_indices, *specs)
+    assert "dynamic_gather" in m.text(debug_info=False)
+    session = _session(m.to_onnx())
+    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(np.float32)
+    for ij in ([2, 1], [4, 0], [7, 3]):
+        ij = np.array(ij, np.int32)
+        (got,) = session.run(None, {"args[0]": x, "args[1]": ij})
+        np.testing.assert_array_equal(got, np.asarray(jax.jit(_slice_at_two_indices)(x, ij)))

@@ -714,3 +714,13 @@ def test_every_target_of_a_dtype(dtype):
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def test_geev_with_an_eigenvalue_isolated_at_the_bottom_matches_numpy():
+    """The last row zero but its diagonal: ``?gebal`` isolates that eigenvalue (``ihi < n``)
+    and the Hessenberg reflectors must leave the rows past ``ihi`` alone."""
+    a = np.random.default_rng(0).standard_normal((5, 5))
+    a[-1, :-1] = 0
+    got, info = _geev_values(a)
+    assert int(info) == 0
+    assert _match_error(got, np.linalg.eigvals(a)) <= 1e-12

@@ -209,3 +209,22 @@ def test_dynamic_quantize_lstm_within_activation_quantization_of_onnxruntime():
     for w, g in zip(want, got, strict=True):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, atol=2e-2 * (1 + np.abs(w).max()))
+
+
+def test_attention_with_end_and_start_mask_index_matches_onnxruntime():
+    """A 1-D ``mask_index`` of ``2 * batch`` entries holds the end then the start position of
+    each row's valid keys: keys before the start are masked too."""
+    rng = np.random.default_rng(2)
+    b, s, h = 2, 5, 8
+    inputs = {
+        "x": rng.standard_normal((b, s, h)).astype(np.float32),
+        "mask_index": np.array([4, 5, 1, 2], np.int32),
+    }
+    inits = {
+        "w": (rng.standard_normal((h, 3 * h)) * 0.5).astype(np.float32),
+        "wb": rng.standard_normal(3 * h).astype(np.float32),
+    }
+    node = helper.make_node("Attention", ["x", "w", "wb", "mask_index"], ["y"], domain=MS, num_heads=2)
+    (want,), (got,) = _run_both([node], inputs, {"y": np.float32}, inits)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

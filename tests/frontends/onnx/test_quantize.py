@@ -68,3 +68,20 @@ def test_quantize_linear_per_axis_blocked_and_by_output_dtype():
         helper.make_node("QuantizeLinear", ["x", "s"], ["u8"]),
     ]
     check_nodes(nodes, inputs, opset=21, static=tuple(n for n in inputs if n != "x"), rtol=0, atol=0)
+
+
+def test_qlinear_matmul_of_a_vector_with_a_one_element_scale_keeps_the_vector_shape():
+    """QLinearMatMul of a 1-D ``a`` ``[K]`` with 1-element 1-D scales: the result is ``[N]``
+    (a per-row ``a_scale`` reshape to ``[1, 1]`` would broadcast it to ``[1, N]``)."""
+    r = np.random.default_rng(5)
+    inputs = {
+        "a": r.integers(0, 255, 4).astype(np.uint8),
+        "a_s": np.array([0.05], np.float32),
+        "a_z": np.array([120], np.uint8),
+        "b": r.integers(0, 255, (4, 3)).astype(np.uint8),
+        "b_s": np.array([0.02], np.float32),
+        "b_z": np.array([130], np.uint8),
+        "y_s": np.array([0.1], np.float32),
+        "y_z": np.array([128], np.uint8),
+    }
+    check_node("QLinearMatMul", inputs, opset=13, static=tuple(n for n in inputs if n != "a"), atol=1)
