@@ -337,6 +337,15 @@ def test_symbolic_nearest_modes_and_half_pixel_symmetric():
         np.testing.assert_allclose(np.asarray(got), e, rtol=1e-5, atol=1e-6)
 
 
+def _jax_and_onnxruntime(model, m, x):
+    """``m.to_jax()`` and onnxruntime on ``model``, each run on input ``x``: (ours, theirs)."""
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = m.to_jax()(x)
+    return np.asarray(got), want
+
+
 def test_sizes_on_a_symbolic_height_scale_the_static_width_by_its_ratio():
     """``sizes`` given, H symbolic and W static: the static axis scales by ``8 / 4`` in
     half_pixel (linear), the symbolic one by ``6 / H`` at run time, against onnxruntime."""
@@ -354,12 +363,9 @@ def test_sizes_on_a_symbolic_height_scale_the_static_width_by_its_ratio():
     m = from_onnx(model, check=False)
     assert m.signature.inputs[0].shape == (1, 1, "H", 4)
     x = np.random.default_rng(3).standard_normal((1, 1, 3, 4)).astype(np.float32)
-    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x}
-    )
-    (got,) = m.to_jax()(x)
+    got, want = _jax_and_onnxruntime(model, m, x)
     assert want.shape == (1, 1, 6, 8)
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -405,9 +411,6 @@ def test_symbolic_align_corners_to_length_one_samples_the_first_element():
     model = _symbolic_resize(attrs, sizes=np.array([1, 1, 1, 3], np.int64))
     m = from_onnx(model, check=False)
     x = np.random.default_rng(4).standard_normal((1, 1, 3, 5)).astype(np.float32)
-    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x}
-    )
-    (got,) = m.to_jax()(x)
+    got, want = _jax_and_onnxruntime(model, m, x)
     assert want.shape == (1, 1, 1, 3)
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
