@@ -387,6 +387,20 @@ def test_a_test_module_the_mutant_breaks_at_import_is_a_kill_and_a_gone_id_is_no
     assert run.collection_errors(gone.read_text()) == []
 
 
+def test_a_check_stops_a_looping_test_by_its_cpu_time():
+    """``run.py check``'s commands run under a CPU-time limit as well as the wall-time one: a
+    mutant that loops forever is stopped by SIGXCPU once it has used the budget, even where
+    nothing waits on the wall clock."""
+    import signal
+
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=run._cpu_limit(1))
+    try:
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == -signal.SIGXCPU
+
+
 def test_annotations_of_a_future_annotations_module_are_not_mutants():
     """Under ``from __future__ import annotations`` an annotation stays a string nothing runs:
     the sample leaves out mutants inside one (parameter, return, variable annotations), never

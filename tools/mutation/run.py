@@ -65,6 +65,7 @@ import time
 import tomllib
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -437,15 +438,29 @@ def commands(cfg: dict, rel: str, node_ids: dict[str, list[str]], tree: Path = R
     return out
 
 
+def _cpu_limit(seconds: float) -> Callable[[], None]:
+    """A ``preexec_fn`` capping the child's CPU time at ``seconds`` (SIGXCPU, then SIGKILL)."""
+
+    def limit() -> None:
+        import resource
+
+        soft = max(1, int(seconds))
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
+
+    return limit
+
+
 def run_commands(cmds: list[list[str]], tree: Path, timeout: float) -> tuple[str, float, str]:
-    """``(outcome, seconds, tail of output)``: outcome ``passed``, ``failed`` (exit code),
-    ``timeout``, or ``no-tests`` (pytest's exit 5: a broken table entry)."""
+    """``(outcome, seconds, tail of output)``: outcome ``passed``, ``failed`` (exit code, a
+    negative one for a signal: SIGXCPU past ``timeout`` CPU seconds), ``timeout`` (wall
+    seconds), or ``no-tests`` (pytest's exit 5: a broken table entry). Each command runs in
+    a session of its own, killed whole when this one is interrupted."""
     start = time.monotonic()
     for cmd in cmds:
         left = timeout - (time.monotonic() - start)
         proc = subprocess.Popen(
             cmd, cwd=tree, env=test_env(tree), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, text=True,
+            start_new_session=True, text=True, preexec_fn=_cpu_limit(timeout),
         )  # fmt: skip
         try:
             out, _ = proc.communicate(timeout=max(left, 1))
@@ -453,6 +468,9 @@ def run_commands(cmds: list[list[str]], tree: Path, timeout: float) -> tuple[str
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             return "timeout", time.monotonic() - start, ""
+        except BaseException:  # interrupted (Ctrl-C): no test process outlives the check
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
         tail = "\n".join(out.strip().splitlines()[-6:])
         if proc.returncode == 5:
             return "no-tests", time.monotonic() - start, tail
