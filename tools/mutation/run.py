@@ -837,22 +837,15 @@ def cmd_run(cfg: dict, args) -> None:
             finally:
                 path.write_text(original, encoding="utf-8")
             rc = res["rc"]
-            if rc == 0:
-                status, outcome = "survived", "passed"
-            elif rc == "timeout" and mode != "fixed":
-                # out of wall time on a loaded machine is no evidence either way (CPU-time
-                # limits, load-independent, still count as kills): left out of the score
-                status, outcome = "undecided", "wall-timeout"
-            elif rc in ("timeout", "cpu-limit"):
+            if rc == "timeout" and mode == "fixed":  # the fixed sample's runs count wall time too
                 status, outcome = "killed", rc
-            elif rc in (2, 3, 4, 5, 99):  # interrupted, internal or usage error, no tests, crash of the run
-                # a conftest whose imports fail in the mutated file stops pytest with exit 4 (a usage
-                # error) where a test module's would be a collection error (exit 2): both kills
-                out = mlog.read_text(errors="replace")
-                kill = rc in (2, 3) or rc == 4 and import_failed_in(out, m.file)
-                status, outcome = ("killed" if kill else "error"), f"failed({rc})"
             else:
-                status, outcome = "killed", f"failed({rc})" if isinstance(rc, int) else rc
+                status, outcome = classify(rc, mlog, m.file)
+            if (
+                outcome == "collection-error"
+                and not collects_unmutated(cfg, server, [*whole, *selected], logdir)[0]
+            ):
+                status, outcome = "error", "its test module fails to collect unmutated"
             if status == "killed" and unrecorded and isinstance(rc, int):
                 # a file run whole without a line record: its failing test must pass unmutated
                 failed = failing_tests(mlog.read_text(errors="replace"))
@@ -1004,11 +997,8 @@ def run_selected(cfg: dict, args, server, logdir: Path, path: Path, mutated: str
     status, outcome = classify(res["rc"], mlog, m.file)
     verify = 0.0
     if outcome == "collection-error":
-        # the mutant made a test module fail to import: a kill if it collects unmutated
-        check = server.run([*cfg["collect_pytest_args"], "--collect-only", *tests], logdir / "check.log",
-                           cpu=600, wall=3600)  # fmt: skip
-        verify = check["seconds"]
-        if check["rc"] != 0:
+        collects, verify = collects_unmutated(cfg, server, tests, logdir)
+        if not collects:
             status, outcome = "error", "its test module fails to collect unmutated"
     if status == "killed" and res["rc"] == 1 and cfg.get("verify_kills", True):
         # the failing test must pass unmutated (not flaky, not hurt by the selection's order)
@@ -1022,8 +1012,10 @@ def run_selected(cfg: dict, args, server, logdir: Path, path: Path, mutated: str
 
 
 def classify(rc, mlog: Path, rel: str) -> tuple[str, str]:
-    """``(status, outcome)`` of a fresh or changed run's mutant from pytest's exit (or the fork
-    server's ``timeout``/``cpu-limit``/``signal N``)."""
+    """``(status, outcome)`` of a mutant from pytest's exit (or the fork server's
+    ``timeout``/``cpu-limit``/``signal N``); a ``collection-error`` kill is for the caller to
+    verify (:func:`collects_unmutated`), and a fixed run counts a wall timeout as a kill
+    where this leaves it undecided."""
     if rc == 0:
         return "survived", "passed"
     if rc == "timeout":
@@ -1051,6 +1043,15 @@ def import_failed_in(log: str, rel: str) -> bool:
     if "ImportError while loading conftest" not in log:
         return False
     return re.search(rf"^(converter/)?{re.escape(rel)}:\d+: in <module>$", log, re.M) is not None
+
+
+def collects_unmutated(cfg: dict, server, tests: list[str], logdir: Path) -> tuple[bool, float]:
+    """Whether ``tests`` collect on the unmutated tree (a test module that failed to import
+    under a mutant, :func:`collection_errors`, is then the mutant's doing: a kill), and the
+    seconds the check took."""
+    check = server.run([*cfg["collect_pytest_args"], "--collect-only", *tests], logdir / "check.log",
+                       cpu=600, wall=3600)  # fmt: skip
+    return check["rc"] == 0, check["seconds"]
 
 
 def collection_errors(log: str) -> list[str]:
