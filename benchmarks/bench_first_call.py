@@ -165,20 +165,36 @@ def first_calls(model, ids, gpt2: str, rounds: int, variants=VARIANTS) -> dict[s
 
 def first_call_row(med: dict[str, dict[str, float]], gpt2: str, rounds: int) -> dict[str, str]:
     """The performance table's row (``what``, ``result``, ``anchor``) of :func:`first_calls`'
-    medians ``med`` of ``jit(f)`` and ``jit(f.apply)`` against ``torchax`` (when measured)."""
+    medians ``med`` of ``jit(f)`` and ``jit(f.apply)`` against ``torchax`` (when measured), with
+    the floors that were measured: ``torchax closed`` (torchax's own function closing over the
+    same weights) and what embedding the weights costs JAX alone (``embed floor`` minus
+    ``args floor``)."""
     import perf_page  # benchmarks/ is on sys.path: where this runs as a script, or imported
 
     first, apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
     tx = med.get("torchax", {}).get("total")
     tx_part = f" = {first / tx:.2f}× torchax's {tx:.2f} s" if tx else ""
     apply_part = f" ({apply / tx:.2f}× torchax)" if tx else ""
+    floors = []
+    closed = med.get("torchax closed", {}).get("total")
+    if closed:
+        floors.append(
+            f"torchax closing over the same weights {closed:.2f} s (`jax.jit(f)` {first / closed:.2f}× that)"
+        )
+    if "embed floor" in med and "args floor" in med:
+        cost = med["embed floor"]["total"] - med["args floor"]["total"]
+        floors.append(f"embedding the weights alone costs JAX {cost:.2f} s")
+    floor_part = f"; floors: {', '.join(floors)}" if floors else ""
     version = perf_page.package_version("torchax")
     return dict(
         what=f"first call of `jax.jit(f)`, converted GPT-2 {gpt2} (trace + compile)",
-        result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {apply:.2f} s{apply_part}"
+        result=f"{first:.2f} s{tx_part}; `jax.jit(f.apply)` {apply:.2f} s{apply_part}{floor_part}"
         + ("" if tx else " (torchax absent)"),
         anchor=f"torchax {version}: `jax.jit` of `extract_jax`'s function (weights as arguments); "
-        f"`jax.jit(f.apply)(f.params, x)` of the same Module; medians of {rounds} fresh processes each",
+        f"`jax.jit(f.apply)(f.params, x)` of the same Module; `jax.jit(f)` closes over its weights, "
+        "which JAX embeds as constants by default (floors: the same closure in torchax, and a program "
+        "that only reads each weight once, closing over them vs taking them as arguments); "
+        f"medians of {rounds} fresh processes each",
     )
 
 

@@ -537,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     if torchax is not None:
         states, tx_fn = torchax.extract_jax(mlp)
         tx_jit, tx_args = jax.jit(tx_fn), (xj,)
-        np.testing.assert_allclose(np.asarray(tx_jit(states, tx_args)), mlp(xm).detach().numpy(), rtol=1e-6)
+        want = mlp(xm).detach().numpy()  # float32 sums in another order: not bitwise
+        np.testing.assert_allclose(np.asarray(tx_jit(states, tx_args)), want, rtol=1e-5, atol=1e-6)
         fns.append(lambda: tx_jit(states, tx_args))
     times = interleaved(fns, args.repeat * 20)
     t_apply, t_floor = times[:2]
@@ -557,8 +558,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # --- 6. first call of jax.jit(f) of a converted GPT-2
     gmodel, (ids,) = torch_models["gpt2"]
-    variants = ("jit(f)", "jit(f.apply)") + (("torchax",) if torchax is not None else ())
-    med = first_calls(gmodel, ids, args.gpt2, args.first_calls, variants)
+    med = first_calls(gmodel, ids, args.gpt2, args.first_calls)  # every variant and floor
     first, first_apply = med["jit(f)"]["total"], med["jit(f.apply)"]["total"]
     first_tx = med["torchax"]["total"] if "torchax" in med else None
     versus = f" = {first / first_tx:.2f}x torchax ({first_tx:.2f} s)" if first_tx else " (torchax absent)"

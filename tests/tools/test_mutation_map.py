@@ -417,3 +417,33 @@ def test_annotations_of_a_future_annotations_module_are_not_mutants():
     assert all(run.in_spans(p, spans) for p in inside)
     assert not any(run.in_spans(p, spans) for p in outside)
     assert run.annotation_spans(body) == []
+
+
+def test_a_subprocess_of_a_test_records_under_that_tests_context(monkeypatch):
+    """covctx.py: during each phase of a test, the configuration coverage.py hands to child
+    processes names that phase's context, and the parent's configuration comes back after it."""
+    import base64
+    import json
+    import os
+
+    covctx = _load("covctx")
+    start = base64.b64encode(json.dumps({"context": None, "data_file": "/x/.coverage"}).encode()).decode()
+    monkeypatch.setenv(covctx.VAR, start)
+
+    class Item:
+        nodeid = "tests/a.py::test_b[1]"
+
+    seen = []
+    for hook in (covctx.pytest_runtest_setup, covctx.pytest_runtest_call, covctx.pytest_runtest_teardown):
+        gen = hook(Item())
+        next(gen)
+        config = json.loads(base64.b64decode(os.environ[covctx.VAR]))
+        seen.append((config["context"], config["data_file"]))
+        with pytest.raises(StopIteration):
+            next(gen)
+        assert os.environ[covctx.VAR] == start
+    assert seen == [(f"tests/a.py::test_b[1]|{p}", "/x/.coverage") for p in ("setup", "run", "teardown")]
+    monkeypatch.delenv(covctx.VAR)
+    gen = covctx.pytest_runtest_call(Item())
+    next(gen)  # no coverage of subprocesses: nothing set
+    assert covctx.VAR not in os.environ

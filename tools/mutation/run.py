@@ -1400,7 +1400,9 @@ def cmd_report(cfg: dict, args) -> None:
     print(out.read_text())
 
 
-COVERAGE_ARGS = ["--cov", "--cov-context=test", "--cov-report=", "--durations=0", "-p", "no:cacheprovider"]
+COVERAGE_ARGS = [
+    "--cov", "--cov-context=test", "--cov-report=", "--durations=0", "-p", "no:cacheprovider", "-p", "covctx",
+]  # fmt: skip
 
 
 def coverage_command(cfg: dict, rc: Path, extra: list[str]) -> list[str]:
@@ -1426,8 +1428,10 @@ def cmd_covmap(cfg: dict, args) -> None:
     rc.write_text(
         "[run]\nsource =\n" + "".join(f"    {ROOT / d}\n" for d in testmap.SOURCE_DIRS)
         + f"relative_files = True\ndata_file = {data}\n"
+        # subprocesses too, each credited to the test that started it (covctx.py)
+        + "patch = subprocess\n"
     )  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(Path(__file__).parent)]))
     where_from = subprocess.run(
         [cfg["test_python"], "-c", "import converter.frontends as f, converter.backends as b; "
          "print(f.__path__[0]); print(b.__path__[0])"],
