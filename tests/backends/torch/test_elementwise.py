@@ -364,3 +364,80 @@ func.func public @main(%n: tensor<2xf32>, %x: tensor<2xf32>) -> tensor<2xf32> {
 def test_unsupported_forms_raise_naming_the_op(text, message):
     with pytest.raises(converter.ConversionError, match=message):
         converter.from_stablehlo(text).to_torch()
+
+
+def test_not_of_integers_and_bools():
+    """stablehlo.not: bitwise on integers (the dtype kept), logical on bools."""
+    i = np.array([0, -1, 5, np.iinfo(np.int32).min], np.int32)
+    u = np.array([0, 1, 200, 255], np.uint8)
+    b = np.array([True, False, True])
+    assert_same(lambda i, u, b: (lax.bitwise_not(i), lax.bitwise_not(u), lax.bitwise_not(b)), i, u, b)
+
+
+def test_float_remainder_has_the_dividends_sign():
+    """stablehlo.remainder of floats is fmod (the dividend's sign; ``x % 0`` is NaN, not x)."""
+    x = np.array([5.5, -5.5, 5.5, -5.5, 3.0, 0.0], np.float32)
+    y = np.array([2.0, 2.0, -2.0, -2.0, 0.0, 3.0], np.float32)
+    assert_same(lambda x, y: lax.rem(x, y), x, y)
+
+
+def test_popcount_and_clz_of_64_and_16_bit_integers():
+    """clz of int64 counts the top bit (a negative value has none leading: 0; zero: 64), as
+    XLA; popcnt of int64/int16 counts all of the width's bits."""
+    x = np.array([0, -1, 1, 2**62, -(2**63), 2**40 + 3], np.int64)
+    h = np.array([0, -1, 1, 2**14, -(2**15), 255], np.int16)
+    assert_same(lambda x, h: (lax.clz(x), lax.population_count(x), lax.clz(h), lax.population_count(h)), x, h)
+
+
+def test_float_to_64_bit_integers_saturates_at_two_to_the_63():
+    """f64 → i64 and → ui64 at the boundary 2**63 and just below it (the largest double
+    below 2**63), past the range and below it, against XLA."""
+    below = np.nextafter(2.0**63, 0)
+    x = np.array([2.0**63, below, -(2.0**63), -1e19, 1e19, 2.0**64, -1.5, np.nan], np.float64)
+    assert_same(lambda x: (x.astype(jnp.int64), x.astype(jnp.uint64)), x)
+
+
+_IMAG_AND_TOTALORDER = """
+func.func public @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi1>, tensor<4xi1>) {
+  %0 = stablehlo.imag %x : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = stablehlo.compare LT, %x, %y, TOTALORDER : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  %2 = stablehlo.compare EQ, %x, %y, TOTALORDER : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+  return %0, %1, %2 : tensor<4xf32>, tensor<4xi1>, tensor<4xi1>
+}
+"""
+
+
+def test_imag_of_a_real_operand_and_totalorder_compare():
+    """Spec: ``imag`` of a float operand is zeros; ``compare`` with ``TOTALORDER`` orders
+    -0.0 before +0.0 and -NaN below -inf (ties only bit-identical values): against XLA."""
+    from tests.compare import run_xla
+
+    x = np.array([-0.0, -np.nan, np.nan, 2.0], np.float32)
+    y = np.array([0.0, -np.inf, np.nan, 2.0], np.float32)
+    got = converter.from_stablehlo(_IMAG_AND_TOTALORDER).to_torch()(torch_of(x), torch_of(y))
+    want = run_xla(_IMAG_AND_TOTALORDER, x, y)
+    for g, w in zip(got, want, strict=True):
+        g = numpy_of(g)
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(want[1], [True, True, False, False])  # the spec, by hand
+
+
+_POW_U64 = """
+func.func @main(%a: tensor<4xui64>, %b: tensor<4xui64>) -> tensor<4xui64> {
+  %0 = stablehlo.power %a, %b : tensor<4xui64>
+  return %0 : tensor<4xui64>
+}
+"""
+
+
+def test_uint64_power_reads_the_exponents_top_bit():
+    """ui64 power by exponents from 2**63 up (stored negative): every one of the 64 bits of
+    the exponent counts (2 ** (2**63 + 1) wraps to 0, 3 ** (2**63) is 1 modulo 2**64). The
+    reference is the spec's (exponentiation modulo 2**64, Python's ``pow``): XLA's CPU
+    compiler gives 0 for any exponent from 2**63 up."""
+    x = np.array([2, 3, 2, 5], np.uint64)
+    y = np.array([2**63 + 1, 2**63, 63, 0], np.uint64)
+    got = converter.from_stablehlo(_POW_U64).to_torch()(torch_of(x), torch_of(y))
+    want = [pow(int(a), int(b), 2**64) for a, b in zip(x, y, strict=True)]
+    np.testing.assert_array_equal(numpy_of(got).view(np.uint64), np.array(want, np.uint64))

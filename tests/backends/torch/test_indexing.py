@@ -145,3 +145,43 @@ def test_gather_with_index_vector_dim_past_the_last():
     t = converter.from_stablehlo(_GATHER_SCALAR_STARTS).to_torch()
     idx = np.array([3, 0, 9], np.int32)
     np.testing.assert_array_equal(numpy_of(t(torch_of(A), torch_of(idx))), A[[3, 0, 3]])
+
+
+def test_batched_scatter_with_batching_dims():
+    """``jax.vmap`` of a scatter: ``input_batching_dims``/``scatter_indices_batching_dims``
+    (each batch row scatters into its own operand row), repeated and dropped indices."""
+    idx = np.array([[0, 5], [1, 1], [2, 9], [5, 3]], dtype=np.int32)
+    upd = np.arange(8, dtype=np.float32).reshape(4, 2) + 1
+    assert_same(
+        lambda a, i, u: (
+            jax.vmap(lambda r, j, v: r.at[j].add(v, mode="drop"))(a, i, u),
+            jax.vmap(lambda r, j, v: r.at[j].set(v, mode="drop"), in_axes=(1, 0, 0), out_axes=1)(
+                a[:, :4], i[:, :1] % 4, u[:, :1]
+            ),
+        ),
+        A,
+        idx,
+        upd,
+    )
+
+
+_GATHER_SCALAR = """
+func.func public @main(%a: tensor<4x6xf32>, %i: tensor<2xi32>) -> tensor<f32> {
+  %g = "stablehlo.gather"(%a, %i) {dimension_numbers = #stablehlo.gather<
+      collapsed_slice_dims = [0, 1], start_index_map = [0, 1], index_vector_dim = 0>,
+      slice_sizes = array<i64: 1, 1>} : (tensor<4x6xf32>, tensor<2xi32>) -> tensor<f32>
+  return %g : tensor<f32>
+}
+"""
+
+
+def test_gather_of_one_element_to_a_scalar():
+    """A gather whose result has rank 0 (one index vector, every dim collapsed): the
+    element at the clamped start."""
+    import converter
+
+    t = converter.from_stablehlo(_GATHER_SCALAR).to_torch()
+    for i, want in (([2, 5], A[2, 5]), ([7, -1], A[3, 0]), ([0, 1], A[0, 1])):
+        got = numpy_of(t(torch_of(A), torch_of(np.array(i, np.int32))))
+        assert got.shape == () and got.dtype == np.float32
+        assert got == want

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from .helpers import assert_same, run_both
+from .helpers import assert_same, run_both, torch_of
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((2, 3, 4)).astype(np.float32)
@@ -395,3 +395,29 @@ def test_every_lapack_target_of_a_dtype(dtype):
 
     rtol, atol = TOL[dtype]
     assert_same(every_routine, *inputs(dtype), rtol=rtol, atol=atol)
+
+
+_CONV_REVERSED = """
+func.func public @main(%x: tensor<1x5x4x1xf32>, %w: tensor<3x2x1x1xf32>) -> tensor<1x3x3x1xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f],
+      window = {stride = [1, 1], pad = [[0, 0], [0, 0]], reverse = [REVERSE]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x5x4x1xf32>, tensor<3x2x1x1xf32>) -> tensor<1x3x3x1xf32>
+  return %0 : tensor<1x3x3x1xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("reverse", ["true, false", "false, true"])
+def test_convolution_window_reversal_flips_its_own_dim(reverse):
+    """Spec ``convolution``: ``window_reversal`` flips the kernel along the spatial dims it
+    marks, only those; against XLA."""
+    import converter
+    from tests.compare import run_xla
+
+    text = _CONV_REVERSED.replace("REVERSE", reverse)
+    x = np.arange(20, dtype=np.float32).reshape(1, 5, 4, 1) ** 2
+    w = np.array([1.0, 2.0, -3.0, 5.0, 0.5, 7.0], np.float32).reshape(3, 2, 1, 1)
+    got = converter.from_stablehlo(text).to_torch()(torch_of(x), torch_of(w))
+    (want,) = run_xla(text, x, w)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

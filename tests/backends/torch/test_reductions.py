@@ -211,3 +211,55 @@ def test_one_dim_pool_bool_xor_empty_reduce_and_uint64_sort():
         u,
         np.float32(0.5),
     )
+
+
+def test_max_and_min_reductions_over_an_empty_dim_give_the_init():
+    """A max/min reduction over a zero-size dim is its init value (torch's amax refuses an
+    empty dim), also with the kept dim non-empty."""
+    x = np.zeros((3, 0), np.float32)
+    i = np.zeros((0, 2), np.int32)
+    assert_same(
+        lambda x, i: (
+            lax.reduce(x, np.float32(-7.5), lax.max, (1,)),
+            lax.reduce(x, np.float32(2.5), lax.min, (1,)),
+            lax.reduce(i, np.int32(4), lax.max, (0,)),
+        ),
+        x,
+        i,
+    )
+
+
+def test_uint64_max_min_reductions_compare_unsigned():
+    """max/min reductions of uint64 order values from 2**63 up above the others (stored
+    negative in int64)."""
+    u = np.array([[5, 2**63, 2**64 - 1], [0, 7, 2**63 - 1]], np.uint64)
+    assert_same(lambda u: (u.max(1), u.min(1), u.max(), u.min(0)), u)
+
+
+def test_reduce_window_of_a_general_body_and_a_window_as_long_as_its_dim():
+    """reduce_window with a body that is no direct reduction (xor: a tree of the body), over
+    windows that fit exactly (the window as long as the dim: one window) and strided ones."""
+    i = rng.integers(-50, 50, (5, 4)).astype(np.int32)
+    assert_same(
+        lambda i: (
+            lax.reduce_window(i, np.int32(0), lax.bitwise_xor, (5, 1), (1, 1), "VALID"),
+            lax.reduce_window(i, np.int32(0), lax.bitwise_xor, (2, 3), (2, 1), "SAME"),
+            lax.reduce_window(i, np.int32(-9), lax.max, (5, 4), (1, 1), "VALID"),
+        ),
+        i,
+    )
+
+
+def test_reduce_window_max_and_sum_with_other_inits_are_not_pools():
+    """A max with init 0 (not -inf) and a sum with init 1.5 (not 0) combine the init into
+    every window, which torch's pools would not: all-negative windows give 0."""
+    img = -np.abs(rng.standard_normal((1, 5, 6, 2))).astype(np.float32)
+    assert_same(
+        lambda x: (
+            lax.reduce_window(x, np.float32(0), lax.max, (1, 2, 2, 1), (1, 1, 2, 1), "VALID"),
+            lax.reduce_window(x, np.float32(1.5), lax.add, (1, 2, 3, 1), (1, 2, 1, 1), "VALID"),
+        ),
+        img,
+        rtol=1e-5,
+        atol=1e-5,
+    )

@@ -39,3 +39,10 @@ def test_iota_and_constants():
 def test_pad_by_one_on_the_high_side():
     """High padding of exactly one element (and a low one of one) on each dim."""
     assert_same(lambda a: lax.pad(a, jnp.float32(-2), [(0, 1, 0), (1, 1, 0), (1, 0, 0)]), A)
+
+
+def test_interior_padding_of_dims_of_two_and_one_elements():
+    """Interior padding goes between elements: one gap in a dim of two, none in a dim of
+    one (with edge padding around)."""
+    x = A[:, :1, :2]  # 2x1x2
+    assert_same(lambda a: lax.pad(a, jnp.float32(-3), [(0, 0, 2), (1, 0, 3), (1, 1, 1)]), x)
