@@ -694,3 +694,60 @@ def test_call_jax_bound_method_traces_once():
     other.scale = 5.0  # another object: its own cache, its own trace
     torch.testing.assert_close(other(x), torch.sin(x) * 5.0)
     assert len(traces) == 2
+
+
+# --------------------------------------------------------------------------- hardening: helpers
+
+
+def test_unaliased_clones_only_outputs_sharing_memory():
+    """A custom op must not return views: an output sharing an input's memory, or an earlier
+    output's, is cloned (same values); others and empty tensors are returned as they are."""
+    a, b, c = torch.arange(4.0), torch.arange(3.0), torch.ones(2)
+    empty1, empty2 = torch.empty(0), torch.empty(0)
+    outs = embed.unaliased([a, torch.empty(0)], [a, c, c, a[:2], empty1, empty2, b])
+    assert outs[1] is c and outs[4] is empty1 and outs[5] is empty2 and outs[6] is b
+    for i, src in ((0, a), (2, c), (3, a[:2])):
+        assert outs[i] is not src and outs[i].data_ptr() != src.data_ptr()
+        torch.testing.assert_close(outs[i], src)
+
+
+def test_example_sizes_are_distinct_at_least_two_and_within_bounds():
+    """The example sizes torch.export traces a call_torch with: distinct, at least 2 (torch
+    specializes 0 and 1), at least the lower bound and at most the upper one."""
+    dims = {"a": (0, None), "b": (1, None), "c": (0, None), "d": (10, None), "e": (0, 2), "f": (0, 3)}
+    sizes = embed._example_sizes(dims)
+    assert list(sizes) == list(dims)
+    for name, (lo, hi) in dims.items():
+        assert sizes[name] >= max(lo, 2) and (hi is None or sizes[name] <= hi), (name, sizes)
+    unbounded = [sizes[n] for n in "abcd"]
+    assert len(set(unbounded)) == 4
+    assert sizes["e"] == 2 and sizes["f"] == 3  # clamped to the upper bound
+
+
+def test_symbol_names_of_torch_size_expressions():
+    assert embed._symbol_name("s0") == "s0"  # a symbol keeps its name
+    name = embed._symbol_name("2*s0 + 1")
+    assert name.startswith("_e") and name.isidentifier() and len(name) == 14
+    assert embed._symbol_name("2*s0 + 1") == name != embed._symbol_name("2*s0 + 2")
+
+
+def test_positional_key_flags_a_tensor_that_requires_grad():
+    x, w = torch.ones(2), torch.ones(3, dtype=torch.float64, requires_grad=True)
+    key, needs_grad = embed._positional_key((x, w))
+    assert key == ((torch.Size([2]), torch.float32, True), (torch.Size([3]), torch.float64, True))
+    assert needs_grad is True
+    assert embed._positional_key((x,))[1] is False
+    assert embed._positional_key((x, 2.0)) is None  # not all tensors: the general path
+
+
+def test_call_torch_refuses_64_bit_types_when_x64_is_off(x64_off):
+    """call_torch never turns jax_enable_x64 on: torch code computing in float64 with it off
+    is refused, naming the 64-bit arguments, where JAX would narrow them to 32 bits."""
+    x = np.ones(2, np.float64)
+    with pytest.raises(
+        converter.ConversionError, match=r"64-bit types \(args\[0\] \(float64\), .*jax_enable_x64"
+    ):
+        converter.call_torch(lambda a: a * 2, x)
+    y = np.array([1.5, -2.0], np.float32)  # 32-bit code runs as it is
+    np.testing.assert_array_equal(converter.call_torch(lambda a: a * 2, y), y * 2)
+    assert not jax.config.jax_enable_x64

@@ -841,3 +841,325 @@ def test_run_onnx_records_complex_values_and_feeds_the_rng_key(noisy):
 def test_onnx_target_of_a_random_module_feeds_its_key(noisy):
     (out,) = V.target_runner("onnx", noisy)((np.full(3, 5, np.float32),), {})
     assert out.shape == (3,) and ((out >= 5) & (out < 6)).all() and len(set(out.tolist())) == 3
+
+
+# --------------------------------------------------------------------------- hardening: compare
+
+
+def test_compare_bound_is_inclusive_and_a_given_tolerance_is_used():
+    """``|a - e| <= atol + rtol * |e|`` with the tolerance passed (not the dtype's), at the
+    bound exactly (binary fractions: no rounding), for a real value and for the finite part
+    of a complex value beside an infinite one; equal integers pass with the exact tolerance."""
+    tol = V.Tolerance(0.5, 0.25)  # bound at |e| = 2: 0.25 + 0.5 * 2 = 1.25
+    e = np.array([2.0])
+    assert V.compare(e, np.array([3.25]), tol).passed
+    assert not V.compare(e, np.array([3.5]), tol).passed
+    assert not V.compare(e, np.array([3.25])).passed  # float64's own tolerance is far tighter
+    z = np.array([complex(INF, 2.0)])
+    assert V.compare(z, np.array([complex(INF, 3.25)]), tol).passed
+    assert not V.compare(z, np.array([complex(INF, 3.5)]), tol).passed
+    assert V.compare(np.array([1, -2], np.int32), np.array([1, -2], np.int32)).passed
+
+
+def test_compare_measures_errors_relative_to_the_expected_magnitude():
+    c = V.compare(np.array([0.0, 0.5, 4.0]), np.array([0.0, 0.75, 4.0]))
+    assert (c.max_abs, c.max_rel) == (0.25, 0.5)  # 0.25 / |0.5|; an exact 0 against 0 counts 0
+    c = V.compare(np.array([0.0, 1.0]), np.array([0.0, 1.0]))
+    assert c.passed and (c.max_abs, c.max_rel) == (0.0, 0.0)
+
+
+def test_compare_fails_on_shape_or_dtype_even_with_equal_values():
+    c = V.compare(np.zeros((2, 3)), np.zeros((3, 2)))
+    assert not c.passed and c.max_abs == math.inf and c.note == "shape (3, 2) != (2, 3)"
+    c = V.compare(np.ones(2, np.float32), np.ones(2, np.float64))
+    assert not c.passed and c.note == "dtype float64 != float32"
+    assert V.compare(np.ones(2, np.float32), np.ones(2, np.float64), check_dtype=False).passed
+    empty = V.compare(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32))
+    assert empty.passed is True and (empty.max_abs, empty.max_rel) == (0.0, 0.0)
+    c = V.compare(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32))
+    assert not c.passed and c.note == "dtype int32 != float32"
+
+
+def test_compare_complex_against_real_keeps_the_imaginary_part():
+    """A complex value compared with a real one (dtypes not checked, as bisection does):
+    both go to complex128, so a nonzero imaginary part is a difference, on either side."""
+    assert not V.compare(np.array([1 + 1j]), np.array([1.0]), check_dtype=False).passed
+    assert not V.compare(np.array([1.0]), np.array([1 + 1j]), check_dtype=False).passed
+    assert V.compare(np.array([1 + 0j]), np.array([1.0]), check_dtype=False).passed
+
+
+def test_compare_notes_count_the_positions_and_name_the_first_infinity():
+    c = V.compare(np.array([1.0, INF, 2.0, INF]), np.array([1.0, -INF, 2.0, 5.0]))
+    assert not c.passed and c.note == "infinities differ at 2 position(s), first [1]: -inf != inf"
+    assert c.max_abs == math.inf and c.max_rel == math.inf
+    c = V.compare(np.array([NAN, 1.0, NAN]), np.array([0.0, 1.0, 2.0]))
+    assert not c.passed and c.note == "NaN at 2 position(s) where the other has none"
+
+
+def test_close_scaled_scales_atol_by_the_largest_finite_reference_value():
+    """float64: rtol = atol = 1e-7, atol times max(1, largest finite |ref|)."""
+    ok, c = V.close_scaled(np.array([1000.0, 0.0]), np.array([1000.0, 5e-5]))  # bound 1e-4
+    assert ok and c.passed and c.atol == pytest.approx(1e-4)
+    assert not V.close_scaled(np.array([1000.0, 0.0]), np.array([1000.0, 2e-4]))[0]
+    # below 1 the scale stays 1: atol 1e-7
+    assert V.close_scaled(np.array([0.5, 0.0]), np.array([0.5, 0.75e-7]))[0]
+    assert not V.close_scaled(np.array([0.5, 0.0]), np.array([0.5, 1.5e-7]))[0]
+    # an infinity does not scale the tolerance: only finite values do
+    assert not V.close_scaled(np.array([INF, 1.0]), np.array([INF, 1.5]))[0]
+    # dtypes are not checked
+    assert V.close_scaled(np.ones(2, np.float32), np.ones(2, np.float64))[0]
+
+
+# --------------------------------------------------------------------------- hardening: inputs
+
+
+def test_random_leaf_bools_symbolic_dims_and_a_positive_integer_example():
+    rng = np.random.default_rng(0)
+    mask = V.random_leaf((64,), "bool", rng)
+    assert mask.dtype == np.bool_ and 10 < mask.sum() < 54  # fair coin flips
+    assert V.random_leaf(("n", 3), "float32", rng).shape == (1, 3)  # unsized: 1
+    ids = V.random_leaf((300,), "int32", rng, example=np.array([3, 5]))  # from 0, not the example's min
+    assert set(ids.tolist()) == set(range(6))
+
+
+def test_load_inputs_by_name_in_any_order_and_any_size_of_a_dynamic_dimension(tmp_path):
+    sig = Signature(
+        params=(),
+        inputs=(LeafSpec("args[0]", (2,), "float32"), LeafSpec("args[1]", ("n",), "int64")),
+        outputs=(),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF] * 2}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+    )
+    path = tmp_path / "in.npz"
+    np.savez(path, **{"args[1]": np.arange(5), "args[0]": np.ones(2, np.float32)})  # not signature order
+    (x, ids), _ = V.load_inputs(path, sig)
+    assert x.dtype == np.float32 and ids.tolist() == [0, 1, 2, 3, 4]
+    positional = tmp_path / "pos.npz"
+    np.savez(positional, np.ones(2, np.float32), np.arange(7))  # arr_0, arr_1: signature order
+    (x, ids), _ = V.load_inputs(positional, sig)
+    assert x.dtype == np.float32 and len(ids) == 7
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, np.ones(3, np.float32), np.arange(2))
+    with pytest.raises(V.InputError, match=r"input args\[0\] is float32\[3\], the model takes float32\[2\]"):
+        V.load_inputs(wrong, sig)
+
+
+# --------------------------------------------------------------------------- hardening: sources
+
+
+@pytest.mark.parametrize(
+    ("source", "framework"),
+    [
+        ("dir/model.py:make", "torch"),
+        ("m.pt2", "torch"),
+        ("m.jaxexport", "jax"),
+        ("m.jax", "jax"),
+        ("m.onnx", "onnx"),
+        ("m.mlirbc", "stablehlo"),
+        ("m.shlo", "module"),
+    ],
+)
+def test_infer_source_from_the_suffix(source, framework):
+    assert V.infer_source(source) == framework
+
+
+def test_infer_source_refuses_a_silent_suffix():
+    with pytest.raises(
+        V.ConversionError, match=r"'m\.txt' from its suffix; pass --from \(torch, jax, onnx, stablehlo"
+    ):
+        V.infer_source("m.txt")
+
+
+def test_load_source_of_a_jax_function_with_example_kwargs():
+    x = np.linspace(-1, 1, 3, dtype=np.float32)
+    src = V.load_source((lambda x, scale: x * scale, (x,), {"scale": np.float32(3)}), "jax")
+    assert src.framework == "jax" and src.example == ((x,), {"scale": np.float32(3)})
+    np.testing.assert_array_equal(src.run((x,), {"scale": np.float32(2)})[0], x * 2)
+
+
+def test_roundtrips_come_back_to_the_source_framework():
+    assert V.roundtrips("torch", V.TARGETS) == ["jax>torch", "onnx>torch"]
+    assert V.roundtrips("onnx", V.TARGETS) == ["jax>onnx", "torch>onnx"]
+    assert V.roundtrips("jax", ("torch",)) == ["torch>jax"]
+    assert V.roundtrips("stablehlo", V.TARGETS) == ["torch>jax", "onnx>jax"]  # StableHLO comes back to JAX
+
+
+# --------------------------------------------------------------------------- hardening: report
+
+
+def test_report_passes_only_when_a_target_ran_and_none_failed():
+    def report(*statuses):
+        return V.Report(
+            "m", "jax", "ref", 0, [], [V.TargetResult(f"t{i}", s) for i, s in enumerate(statuses)]
+        )
+
+    assert not report("skipped", "skipped").passed  # nothing ran: nothing was shown
+    assert report("skipped", "skipped").to_json()["passed"] is False
+    assert not report().passed
+    assert not report("failed", "skipped").passed
+    assert not report("passed", "failed").passed
+    assert report("passed", "skipped").passed and report("passed").to_json()["passed"] is True
+
+
+def test_subnormal_policy_texts_without_subnormal_inputs():
+    assert V.subnormal_policy("stablehlo", 0) == (
+        "flushed to zero, as XLA's CPU client does (the source runs on XLA)"
+    )
+    assert V.subnormal_policy("torch", 0) == "kept, as the torch source does (a JAX target flushes them: XLA)"
+    assert V.subnormal_policy("onnx", 2).endswith("XLA); the inputs hold 2 subnormal value(s)")
+
+
+def _fake_source(framework):
+    sig = _one_input_signature()
+    return V.Source(framework, types.SimpleNamespace(signature=sig), lambda a, k: None, "ref")
+
+
+def test_run_target_flushes_notes_subnormals_and_bisects_only_a_failed_direct_target(monkeypatch):
+    """``_run_target`` with stand-in runners: a flushing source's target outputs are flushed
+    before comparing; a mismatch between a flushing and a keeping side says which flushes;
+    only a failed direct target (not a round trip) is bisected."""
+    tiny = np.finfo(np.float32).smallest_subnormal
+    actual = {}
+    monkeypatch.setattr(V, "target_runner", lambda target, module: lambda a, k: [actual[target]])
+    monkeypatch.setattr(V, "reimport", lambda via, module, inputs: module)
+    monkeypatch.setattr(V, "backend_available", lambda target: None)
+    bisected = []
+    monkeypatch.setattr(
+        V, "bisect", lambda src, final, inputs, close: bisected.append(final) or {"found": False}
+    )
+    inputs = ((np.zeros(2, np.float32),), {})
+    expected = [np.array([0.0, 2.0], np.float32)]
+
+    actual["torch"] = np.array([tiny, 2.0], np.float32)  # a flushing (JAX) source: flushed, passes
+    r = V._run_target(_fake_source("jax"), "torch", inputs, expected)
+    assert r.status == "passed" and r.bisect is None and r.rows[0].note == "" and bisected == []
+    assert r.rows[0].max_abs == 0.0 and r.seconds > 0
+    r = V._run_target(_fake_source("torch"), "torch", inputs, expected)  # a keeping source: kept
+    assert r.status == "passed" and r.rows[0].max_abs == tiny
+    actual["torch"] = np.array([1.0, 2.0], np.float32)
+    r = V._run_target(_fake_source("torch"), "torch", inputs, expected)  # both keep: nothing to say
+    assert r.status == "failed" and r.rows[0].note == "" and bisected == ["torch"]
+    assert r.bisect == {"found": False}
+    actual["jax"] = np.array([1.0, 2.0], np.float32)
+    r = V._run_target(_fake_source("torch"), "jax", inputs, expected)
+    assert r.rows[0].note == "subnormals: the source keeps them, this target flushes them to zero (XLA)"
+    r = V._run_target(_fake_source("jax"), "jax", inputs, expected)  # both flush: nothing to say
+    assert r.status == "failed" and r.rows[0].note == ""
+    actual["torch"] = np.array([1.0, 2.0], np.float64)
+    r = V._run_target(_fake_source("jax"), "torch", inputs, expected)
+    assert r.rows[0].note == (
+        "dtype float64 != float32; subnormals: the source flushes them to zero (XLA), this target keeps them"
+    )
+    bisected.clear()
+    r = V._run_target(_fake_source("torch"), "torch>jax", inputs, expected)  # a round trip: no bisection
+    assert r.status == "failed" and r.bisect is None and bisected == []
+
+
+def test_print_report_shows_unmeasured_errors_the_policy_and_the_verdict():
+    from rich.console import Console
+
+    row = V.Row(
+        "jax", "out", "float32", [2], math.nan, math.nan, 1e-5, 1e-5, True, "(random ops: shape, dtype only)"
+    )
+    report = V.Report("m.py", "torch", "eager torch", 3, [], [V.TargetResult("jax", "passed", rows=[row])])
+    console = Console(record=True, width=200)
+    V.print_report(report, console)
+    text = console.export_text()
+    (cells,) = [
+        [c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines() if ln.startswith("│ jax")
+    ]
+    assert cells[4:7] == ["-", "-", "1e-05 / 1e-05"]
+    assert "subnormals:" not in text and "all passed (seed 3)" in text
+    report.subnormals = "kept, as the torch source does"
+    console = Console(record=True, width=200)
+    V.print_report(report, console)
+    assert "subnormals: kept, as the torch source does" in console.export_text()
+
+
+# --------------------------------------------------------------------------- hardening: command line
+
+
+def test_cli_defaults_progress_and_exit_status(monkeypatch, tmp_path, capsys):
+    calls = []
+    status = {"value": "passed"}
+
+    def fake_validate(source, **kw):
+        calls.append(kw)
+        return V.Report(source, "torch", "ref", kw["seed"], [], [V.TargetResult("jax", status["value"])])
+
+    monkeypatch.setattr(V, "validate", fake_validate)
+    monkeypatch.setattr(V.sys.stderr, "isatty", lambda: True, raising=False)
+    assert V.main(["m.pt2", "--quiet"]) == 0
+    kw = calls[-1]
+    assert kw["targets"] == ["jax", "torch", "onnx"] and kw["seed"] == 0 and kw["from_"] is None
+    assert kw["trust_pickle"] is False and kw["roundtrip"] is False and not kw["dims"]
+    assert kw["progress"] is False  # --quiet: no bar, even on a terminal
+    assert capsys.readouterr().out == ""  # --quiet: no table
+    V.main(["m.pt2", "--to", " jax,,torch ", "--seed", "4"])
+    assert (
+        calls[-1]["targets"] == ["jax", "torch"] and calls[-1]["seed"] == 4 and calls[-1]["progress"] is True
+    )
+    assert "all passed (seed 4)" in capsys.readouterr().out
+    monkeypatch.setattr(V.sys.stderr, "isatty", lambda: False, raising=False)
+    status["value"] = "failed"
+    out = tmp_path / "r.json"
+    assert V.main(["m.pt2", "--json", str(out)]) == 1
+    assert calls[-1]["progress"] is False  # not a terminal: no bar
+    assert json.loads(out.read_text())["passed"] is False
+
+
+def test_validate_progress_total_matches_its_steps_and_names_a_tuple_source(monkeypatch):
+    bars = []
+
+    class Recording(V._Progress):
+        def __init__(self, enabled, total):
+            super().__init__(enabled, total)
+            self.steps = []
+            bars.append(self)
+
+        def step(self, description):
+            self.steps.append(description)
+
+    monkeypatch.setattr(V, "_Progress", Recording)
+    monkeypatch.setattr(V, "backend_available", lambda target: None)
+    monkeypatch.setattr(
+        V, "target_runner", lambda target, module: lambda a, k: [np.zeros((2, 3), np.float32)]
+    )
+    monkeypatch.setattr(V, "bisect", lambda *a, **k: {"found": False})
+    monkeypatch.setattr(V, "reimport", lambda via, module, inputs: module)
+    report = V.validate(_jax_fn(), from_="jax", targets=("jax", "torch"), roundtrip=True, progress=False)
+    (bar,) = bars
+    assert bar.total == len(bar.steps) == 5  # converting, the source, jax, torch, torch>jax
+    assert report.source == "'function'" and report.from_ == "jax" and report.seed == 0
+    assert report.inputs == [
+        {"name": "args[0]", "shape": [2, 4], "dtype": "float32"},
+        {"name": "args[1]", "shape": [5], "dtype": "int32"},
+    ]
+
+
+# --------------------------------------------------------------------------- hardening: onnx target
+
+
+@pytest.mark.parametrize("way", ["bfloat16 output", "bfloat16 input"])
+def test_onnx_target_exchanges_bfloat16_at_one_boundary_as_float32(way):
+    """onnxruntime's NumPy bridge has no bfloat16: a graph with bfloat16 only at its output
+    (or only at its input) is run with float32 there, and a bfloat16 output comes back as
+    bfloat16 with the same values."""
+    import ml_dtypes
+
+    import converter
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    if way == "bfloat16 output":
+        x = np.array([1.5, -2.0, 3.0], np.float32)
+        module = converter.from_jax(lambda x: (x * 2).astype(jnp.bfloat16), x)
+        want = (x * 2).astype(bf16)
+    else:
+        x = np.array([1.5, -2.0, 3.0], bf16)
+        module = converter.from_jax(lambda x: x.astype(jnp.float32) * 2, x)
+        want = x.astype(np.float32) * 2
+    (out,) = V.target_runner("onnx", module)((x,), {})
+    assert out.dtype == want.dtype
+    np.testing.assert_array_equal(out.astype(np.float32), want.astype(np.float32))
