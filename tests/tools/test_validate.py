@@ -841,3 +841,25 @@ def test_run_onnx_records_complex_values_and_feeds_the_rng_key(noisy):
 def test_onnx_target_of_a_random_module_feeds_its_key(noisy):
     (out,) = V.target_runner("onnx", noisy)((np.full(3, 5, np.float32),), {})
     assert out.shape == (3,) and ((out >= 5) & (out < 6)).all() and len(set(out.tolist())) == 3
+
+
+def test_bisect_groups_runs_of_one_aten_scope_and_keeps_outputs_used_outside():
+    """Consecutive ops of one ``aten.op[file:line]`` scope form one group; an unscoped op
+    (a hoisted constant) neither joins nor breaks a run; the same scope later starts a new
+    group. A group's outputs are the results some op outside it (or the return, -1) uses."""
+    import converter.tools.bisect as B
+
+    def rec(i, location, results=()):
+        return B.Recorded(i, types.SimpleNamespace(location=location, results=list(results)), list(results))
+
+    add, mul = "aten.add.Tensor[m.py:3] @ m.py:3", "outer/aten.mul.Tensor[m.py:4] @ m.py:4"
+    recs = [rec(0, add), rec(1, "m.py:3"), rec(2, add), rec(3, mul), rec(4, add)]
+    groups = B._groups(recs)
+    assert [(scope, [r.index for r in group]) for scope, group in groups] == [
+        ("aten.add.Tensor[m.py:3]", [0, 2]),
+        ("aten.mul.Tensor[m.py:4]", [3]),
+        ("aten.add.Tensor[m.py:3]", [4]),
+    ]
+    group = [rec(5, add, ["inner", "used_later"]), rec(6, add, ["returned"])]
+    uses = {"inner": {6}, "used_later": {6, 9}, "returned": {-1}}
+    assert [(r.index, v) for r, v in B._group_outputs(group, uses)] == [(5, "used_later"), (6, "returned")]
