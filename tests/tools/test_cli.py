@@ -674,3 +674,53 @@ def test_torch_export_failure_of_the_converted_module(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.export, "export", ours)
     with pytest.raises(ConversionError, match="^the converter's own refusal$"):  # not wrapped again
         cli.write_torch(module, out, argparse.Namespace())
+
+
+def test_opset_bounds_are_the_ones_the_help_names():
+    """``--opset``: 18 (the default) to 26, both included; only with ``--to onnx``."""
+    cli._check_opset(None, "jax")
+    for opset in (18, 26):
+        cli._check_opset(opset, "onnx")
+    for opset in (17, 27):
+        with pytest.raises(cli.CliError, match=f"--opset {opset}: the ONNX backend emits opsets 18 to 26"):
+            cli._check_opset(opset, "onnx")
+    with pytest.raises(cli.CliError, match="--opset applies to --to onnx only, not --to stablehlo"):
+        cli._check_opset(18, "stablehlo")
+
+
+def test_an_output_replacing_the_factory_file_is_refused_before_loading(tmp_path, capsys):
+    """``convert model.py:factory -o model.py`` would replace the Python file it converts:
+    refused before the factory runs, the file untouched."""
+    src = tmp_path / "model.py"
+    text = "def factory():\n    raise AssertionError('never called')\n"
+    src.write_text(text)
+    assert _run(f"{src}:factory", "-o", src, "--to", "module") == 2
+    err = capsys.readouterr().err
+    assert f"{src} is the input file {src}" in err and "never called" not in err
+    assert src.read_text() == text
+
+
+def test_a_model_whose_shapes_come_from_input_values_has_no_single_stablehlo_form(tmp_path, capsys):
+    """An ONNX Reshape to the values of an input ``s``: ``from_onnx`` specializes on ``s`` at
+    call time, so there is no one program to write as a .jax, .mlir, .shlo or .pt2 file."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        "reshape_to_values",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [6]),
+            helper.make_tensor_value_info("s", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])],
+    )
+    model = tmp_path / "r.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(model))
+    out = tmp_path / "r.jax"
+    _assert_bad_input(
+        _run(model, "-o", out),
+        capsys,
+        out,
+        "r.onnx: the model computes shapes from the values of inputs ['s'], so it has no single jax form",
+    )

@@ -666,3 +666,120 @@ def test_loaders_refusals_and_pass_through(tmp_path):
     assert loaders._describe(3) == "a builtins.int"
     ep = torch.export.export(torch.nn.ReLU(), (torch.ones(2),))
     assert loaders.torch_export(ep, (), {}, "here") is ep  # an ExportedProgram is not exported again
+
+
+_TUPLES = """
+import torch
+
+def jax3():
+    return (lambda x, y=1: x * y), [1.0], {"y": 2}
+
+def jax4():
+    return (lambda x: x), (1.0,), {}, None
+
+def jax_kwargs_list():
+    return (lambda x: x), (1.0,), ["y", 2]
+
+def torch2():
+    return torch.nn.ReLU(), [torch.ones(2)]
+
+def torch4():
+    return torch.nn.ReLU(), (torch.ones(2),), {}, ({0: None},)
+
+def torch5():
+    return torch.nn.ReLU(), (torch.ones(2),), {}, None, None
+"""
+
+
+def test_factory_results_of_each_length(tmp_path):
+    """``(model, args)``, ``(model, args, kwargs)``; a dynamic (torch) load also takes
+    ``(model, args, kwargs, dynamic_shapes)``; any other length is refused, naming it."""
+    from converter.errors import ParseError
+    from converter.tools import loaders
+
+    path = tmp_path / "tuples.py"
+    path.write_text(_TUPLES)
+    fn, args, kwargs = loaders.load_factory(path, "jax3", framework="jax")
+    assert (fn(*args, **kwargs), args, kwargs) == (2.0, (1.0,), {"y": 2})
+    with pytest.raises(ParseError, match=r"jax4\(\) must return .* it returned a tuple of 4$"):
+        loaders.load_factory(path, "jax4", framework="jax")
+    with pytest.raises(ParseError, match=r"jax_kwargs_list\(\) must return \(model, example_args\)"):
+        loaders.load_factory(path, "jax_kwargs_list", framework="jax")  # example_kwargs not a dict
+    model, args, kwargs, dynamic = loaders.load_factory(path, "torch2", dynamic=True)
+    assert isinstance(model, torch.nn.ReLU) and len(args) == 1 and (kwargs, dynamic) == ({}, None)
+    assert loaders.load_factory(path, "torch4", dynamic=True)[2:] == ({}, ({0: None},))
+    with pytest.raises(ParseError, match=r"torch4\(\) must return .* it returned a tuple of 4$"):
+        loaders.load_factory(path, "torch4")
+    with pytest.raises(ParseError, match=r"torch5\(\) must return .* it returned a tuple of 5$"):
+        loaders.load_factory(path, "torch5", dynamic=True)
+
+
+def test_the_factory_directory_comes_first_on_sys_path(tmp_path, monkeypatch):
+    """A module beside the factory's file shadows one of the same name elsewhere on
+    ``sys.path`` while it imports; ``sys.path`` is as it was afterwards."""
+    from converter.tools import loaders
+
+    other, beside = tmp_path / "other", tmp_path / "model"
+    other.mkdir()
+    beside.mkdir()
+    (other / "h1_shadowed_helper.py").write_text("VALUE = 'elsewhere'\n")
+    (beside / "h1_shadowed_helper.py").write_text("VALUE = 'beside'\n")
+    (beside / "m.py").write_text(
+        "import h1_shadowed_helper\n\ndef factory():\n    return (lambda x: x), (h1_shadowed_helper.VALUE,)\n"
+    )
+    monkeypatch.syspath_prepend(str(other))
+    monkeypatch.setitem(sys.modules, "h1_shadowed_helper", None)
+    del sys.modules["h1_shadowed_helper"]  # restored (removed) by monkeypatch afterwards
+    before = list(sys.path)
+    assert loaders.load_factory(beside / "m.py", "factory", framework="jax")[1] == ("beside",)
+    assert sys.path == before
+
+
+def test_split_factory_takes_python_files_only():
+    from converter.tools.loaders import split_factory
+
+    assert split_factory("dir/model.py:build") == (Path("dir/model.py"), "build")
+    assert split_factory("dir/model.py") == (Path("dir/model.py"), "factory")
+    assert split_factory("dir/model.onnx") is None
+    assert split_factory("dir:model.onnx") is None
+    assert split_factory("model.pt2:factory") is None
+
+
+def test_error_messages_list_every_op_once_sorted_with_locations():
+    """``UnsupportedOpError`` sorts the ops by name and gives a location only where known;
+    ``DataDependentShapeError`` names each op kind once in its first line, every occurrence
+    below; ``DynamicDimensionError`` names its dimensions, or says "a dynamic dimension"."""
+    from converter.errors import DataDependentOp, DataDependentShapeError, DynamicDimensionError, MissingOp
+
+    missing = converter.UnsupportedOpError(
+        [MissingOp("b.op", 2, "m.py:3"), MissingOp("a.op", 1)], "jax backend"
+    )
+    assert [m.name for m in missing.missing] == ["a.op", "b.op"]
+    assert (
+        str(missing)
+        == "2 op(s) have no lowering in the jax backend:\n  a.op (x1)\n  b.op (x2, first at m.py:3)"
+    )
+
+    ops = [
+        DataDependentOp("aten.nonzero.default", "m.py:4", "u0", "r0", "f0"),
+        DataDependentOp("aten.nonzero.default", "", "u1", "r1", "f1"),
+        DataDependentOp("aten.unique.default", "", "u2", "r2", "f2"),
+    ]
+    assert str(DataDependentShapeError(ops)) == (
+        "3 op(s) have an output size that depends on the input values (aten.nonzero.default, "
+        "aten.unique.default); a converted module needs static shapes:\n"
+        "  aten.nonzero.default at m.py:4: size u0: r0.\n    Fix: f0.\n"
+        "  aten.nonzero.default: size u1: r1.\n    Fix: f1.\n"
+        "  aten.unique.default: size u2: r2.\n    Fix: f2."
+    )
+
+    tail = " cannot stay symbolic here: the op needs a concrete size"
+    unnamed = DynamicDimensionError("stablehlo.x", "", ValueError("boom"))
+    assert unnamed.dims == () and str(unnamed).startswith(
+        f"While converting stablehlo.x: ValueError: boom\na dynamic dimension{tail}"
+    )
+    named = DynamicDimensionError("stablehlo.x", "f.py:1", ValueError("boom"), ["batch", "seq"])
+    assert named.dims == ("batch", "seq") and named.op_name == "stablehlo.x" and named.location == "f.py:1"
+    assert str(named).startswith(
+        f"While converting stablehlo.x at f.py:1: ValueError: boom\n'batch', 'seq'{tail}"
+    )

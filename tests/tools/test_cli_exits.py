@@ -82,7 +82,12 @@ def _loader_raising(monkeypatch, exc: BaseException) -> None:
     ("exc", "status", "start", "words"),
     [
         (MemoryError(), 2, "convert: error: ", "out of memory"),
-        (OSError(errno.EIO, "Input/output error", "good.shlo"), 2, "convert: error: ", "Input/output error"),
+        (
+            OSError(errno.EIO, "Input/output error", "good.shlo"),
+            2,
+            "convert: error: ",
+            "Input/output error (good.shlo)",
+        ),
         (InternalError("an invariant broke"), 1, "convert: internal error: ", "an invariant broke"),
         (KeyError("a converter bug"), 1, "convert: internal error", "KeyError"),
         (SystemExit(3), 2, "convert: error: ", "sys.exit(3)"),
@@ -270,3 +275,54 @@ def test_python_m_converter_tools_cli(monkeypatch, capsys):
         runpy.run_module("converter.tools.cli", run_name="__main__")
     assert exit_.value.code == 0
     assert capsys.readouterr().out.startswith("convert ")
+
+
+def test_an_out_of_memory_error_of_the_converter_keeps_its_message(good, out, capsys, monkeypatch):
+    """An ``OutOfMemoryError`` (the converter's own, a ``MemoryError`` too) already says what did
+    not fit: it is reported as it is, not replaced by the generic out-of-memory line."""
+    from converter.errors import OutOfMemoryError
+
+    _loader_raising(monkeypatch, OutOfMemoryError("the 3 GiB buffer of layer 7 does not fit"))
+    assert cli.main([str(good), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    _one_paragraph(err, "convert: error: the 3 GiB buffer of layer 7 does not fit")
+    assert "the model or its inputs do not fit" not in err
+    _no_leftovers(out)
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "text"),
+    [
+        (InternalError(), 1, "convert: internal error: InternalError\n"),
+        (
+            KeyError(),
+            1,
+            "convert: internal error (a bug in the converter; please report it): KeyError: KeyError\n",
+        ),
+        (OSError("no strerror"), 2, "convert: error: no strerror\n"),
+    ],
+    ids=["conversion", "bug", "oserror"],
+)
+def test_an_error_without_a_message_is_named_by_its_type(good, out, capsys, monkeypatch, exc, status, text):
+    """The paragraph is exactly ``convert: KIND: MESSAGE`` and the hint; an empty message is
+    replaced by the error's type, an error not of the converter is prefixed with its type, an
+    ``OSError`` without a file name names none."""
+    _loader_raising(monkeypatch, exc)
+    assert cli.main([str(good), "-o", str(out)]) == status
+    assert capsys.readouterr().err == text + "(run with --verbose for the traceback)\n"
+
+
+def test_the_summary_names_the_weights_file_and_counts_its_bytes(good, tmp_path, capsys):
+    """``convert: wrote OUT and OUT.safetensors (N bytes) in S s``: N is both files' bytes."""
+    import re
+
+    out = tmp_path / "o.jax"
+    assert cli.main([str(good), "-o", str(out), "--external-weights", "--quiet"]) == 0
+    weights_file = tmp_path / "o.jax.safetensors"
+    size = out.stat().st_size + weights_file.stat().st_size
+    line = capsys.readouterr().out
+    assert re.fullmatch(
+        rf"convert: wrote {re.escape(str(out))} and o\.jax\.safetensors \({size:,} bytes\) in \d+\.\d s\n",
+        line,
+    ), line
+    assert cli.written_files(out) == [out, weights_file]

@@ -161,6 +161,8 @@ def test_shape_expressions_that_are_code_are_refused(good_pt2, tmp_path):
         ("exit()", False),
         ("s0.__class__", False),
         ("eval", False),
+        ("BitwiseFn___class__(s0)", False),  # the pattern of torch's bitwise functions, but a dunder
+        ("_private(s0)", False),
     ],
 )
 def test_safe_expressions(expr, safe):
@@ -227,6 +229,8 @@ def test_a_pt2_with_symbolic_shapes_passes_the_check(tmp_path):
         ("_operator.call", False),
         ("_operator.attrgetter", False),
         ("torch.ops.aten.__class__", False),
+        ("torch.ops.aten.add.__call__", False),  # an op's overload may not be a dunder
+        ("#my_ns:my_op", True),
     ],
 )
 def test_graph_node_targets(target, safe):
@@ -381,3 +385,74 @@ def test_a_float64_tensor_without_data_counts_eight_bytes_an_element(good_pt2, t
     monkeypatch.setenv("CONVERTER_MAX_INFLATE", "799")
     with pytest.raises(converter.ParseError, match=r"would expand to 800 bytes"):
         check_pt2(path)
+
+
+def _declared_without_data(monkeypatch, budget: int, *entries: dict, held: dict | None = None) -> None:
+    """:func:`converter.tools.pt2._check_payload_config` of a weights config with ``entries``
+    (``{"fqn", "sizes", "dtype"?}``), members ``held`` ({path_name: bytes stored}) beside it,
+    the inflate budget ``budget`` bytes."""
+    from converter.tools import pt2
+
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", str(budget))
+    config = {}
+    for i, e in enumerate(entries):
+        meta = {"sizes": [{"as_int": d} for d in e["sizes"]]}
+        if "dtype" in e:
+            meta["dtype"] = e["dtype"]
+        config[e["fqn"]] = {"path_name": f"w{i}", "tensor_meta": meta}
+    infos = {}
+    for name, size in (held or {}).items():
+        infos[f"m/data/weights/{name}"] = zipfile.ZipInfo(f"m/data/weights/{name}")
+        infos[f"m/data/weights/{name}"].file_size = size
+    name = "m/data/weights/model_weights_config.json"
+    assert pt2._check_payload_config(Path("x.pt2"), None, infos, name, {"config": config}, False) == []
+
+
+def test_a_tensor_without_data_counts_the_element_size_of_its_dtype(monkeypatch):
+    """Every serialized ScalarType torch writes: 100 elements declared without data are
+    100 times the element size torch gives that dtype (bool, bytes and float8: 1)."""
+    from torch._export.serde.serialize import _TORCH_TO_SERIALIZE_DTYPE
+
+    for dtype, code in _TORCH_TO_SERIALIZE_DTYPE.items():
+        nbytes = 100 * dtype.itemsize
+        _declared_without_data(monkeypatch, nbytes, {"fqn": "t", "sizes": [10, 10], "dtype": int(code)})
+        with pytest.raises(converter.ParseError, match=rf"\(t, .*would expand to {nbytes:,} bytes"):
+            _declared_without_data(
+                monkeypatch, nbytes - 1, {"fqn": "t", "sizes": [10, 10], "dtype": int(code)}
+            )
+
+
+def test_tensors_without_data_add_up_and_stored_ones_do_not_count(monkeypatch):
+    """Two float32 tensors of 100 elements without data (no dtype: FLOAT, as torch's schema
+    defaults it) claim 800 bytes together; one whose record holds its bytes claims none."""
+    one, two = {"fqn": "a", "sizes": [100]}, {"fqn": "b", "sizes": [4, 25], "dtype": 7}
+    _declared_without_data(monkeypatch, 800, one, two)
+    with pytest.raises(converter.ParseError, match=r"\(b, m/data/weights/w1\) would expand to 800 bytes"):
+        _declared_without_data(monkeypatch, 799, one, two)
+    _declared_without_data(monkeypatch, 400, one, two, held={"w1": 400})
+    _declared_without_data(
+        monkeypatch, 0, {"fqn": "e", "sizes": [0, 5]}, {"fqn": "s", "sizes": [3]}, held={"w1": 12}
+    )
+
+
+def test_refusals_name_one_library_three_targets_a_member_and_80_characters(tmp_path):
+    """The refusal names the first AOTInductor member and at most three unsafe graph-node
+    targets of a member; a refused shape expression is quoted up to 80 characters."""
+    nodes = [{"target": t, "inputs": [], "outputs": []} for t in ("torch.load", "os.system", "eval", "exec")]
+    path = tmp_path / "crafted.pt2"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("m/models/model.json", json.dumps({"graph": {"nodes": nodes}}))
+        zf.writestr("m/data/aotinductor/a/lib.so", b"\x7fELF")
+        zf.writestr("m/data/aotinductor/b/lib.so", b"\x7fELF")
+    with pytest.raises(converter.UntrustedInputError) as info:
+        check_pt2(path)
+    message = str(info.value)
+    assert message.count("(graph node target ") == 3 and message.count("/data/aotinductor/") == 1, message
+    check_pt2(path, trust_pickle=True)  # the structure itself is sound
+
+    expr = "__import__('os')" + " + s0" * 40
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("m/models/model.json", json.dumps({"s": {"expr_str": expr}}))
+    with pytest.raises(converter.UntrustedInputError) as info:
+        check_pt2(path, trust_pickle=True)
+    assert f"the shape expression {expr[:80]!r}, which" in str(info.value)

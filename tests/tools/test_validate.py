@@ -1163,3 +1163,25 @@ def test_onnx_target_exchanges_bfloat16_at_one_boundary_as_float32(way):
     (out,) = V.target_runner("onnx", module)((x,), {})
     assert out.dtype == want.dtype
     np.testing.assert_array_equal(out.astype(np.float32), want.astype(np.float32))
+
+
+def test_bisect_groups_runs_of_one_aten_scope_and_keeps_outputs_used_outside():
+    """Consecutive ops of one ``aten.op[file:line]`` scope form one group; an unscoped op
+    (a hoisted constant) neither joins nor breaks a run; the same scope later starts a new
+    group. A group's outputs are the results some op outside it (or the return, -1) uses."""
+    import converter.tools.bisect as B
+
+    def rec(i, location, results=()):
+        return B.Recorded(i, types.SimpleNamespace(location=location, results=list(results)), list(results))
+
+    add, mul = "aten.add.Tensor[m.py:3] @ m.py:3", "outer/aten.mul.Tensor[m.py:4] @ m.py:4"
+    recs = [rec(0, add), rec(1, "m.py:3"), rec(2, add), rec(3, mul), rec(4, add)]
+    groups = B._groups(recs)
+    assert [(scope, [r.index for r in group]) for scope, group in groups] == [
+        ("aten.add.Tensor[m.py:3]", [0, 2]),
+        ("aten.mul.Tensor[m.py:4]", [3]),
+        ("aten.add.Tensor[m.py:3]", [4]),
+    ]
+    group = [rec(5, add, ["inner", "used_later"]), rec(6, add, ["returned"])]
+    uses = {"inner": {6}, "used_later": {6, 9}, "returned": {-1}}
+    assert [(r.index, v) for r, v in B._group_outputs(group, uses)] == [(5, "used_later"), (6, "returned")]
