@@ -325,3 +325,65 @@ def test_max_min_reduce_orders_signed_zeros_and_nan_exactly(dtype):
     a = A.reshape(-1)[:24].reshape(6, 4).astype(dtype)
     grad = jax.jit(jax.grad(lambda a: sum(o.sum() for o in f(a))))(a)
     assert_bits_equal([grad], [jax.grad(lambda a: sum(o.sum() for o in fn(a)))(a)])
+
+
+def test_max_min_reduce_over_an_empty_dimension_gives_the_init():
+    """A max/min reduction over an empty dimension is its init value (spec ``reduce``: the
+    schedule of an empty reduction is the init alone), not a NaN read from the integer key of
+    an empty ``reduce_max``."""
+    x = np.zeros((3, 0), np.float32)
+    fn = lambda a: (jnp.max(a, axis=1, initial=-jnp.inf), jnp.min(a, axis=1, initial=2.5))  # noqa: E731
+    got = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()(x)
+    want = (np.max(x, axis=1, initial=-np.inf), np.min(x, axis=1, initial=2.5))
+    assert_bits_equal([np.asarray(g) for g in got], list(want))
+
+
+def test_max_min_reduce_of_float8_propagates_nan():
+    """float8 (no 16/32/64-bit integer key) max/min reductions take the guarded path: NaN
+    where a row holds one, the row's max/min elsewhere (NumPy on the same values)."""
+    import ml_dtypes
+
+    x = np.array([[1.0, -2.0, 0.5], [np.nan, 3.0, -1.0], [4.0, -0.5, 2.0]], ml_dtypes.float8_e4m3fn)
+    fn = lambda a: (jnp.max(a, axis=1), jnp.min(a, axis=0))  # noqa: E731
+    got = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()(x)
+    f = x.astype(np.float32)
+    for g, w in zip(got, (np.max(f, axis=1), np.min(f, axis=0)), strict=True):
+        g = np.asarray(g)
+        assert g.dtype == x.dtype
+        np.testing.assert_array_equal(g.astype(np.float32), w)
+
+
+def test_max_window_wider_than_its_operand_is_empty():
+    """A float max/min ``reduce_window`` whose window is wider than the padded operand has
+    an empty result dimension (spec: the result size ``(padded - window) // stride + 1`` is
+    clamped at 0)."""
+    x = rng.normal(size=(2, 3)).astype(np.float32)
+
+    def pools(a):
+        mx = lax.reduce_window(a, -jnp.inf, lax.max, (1, 4), (1, 1), "VALID")
+        mn = lax.reduce_window(a, jnp.inf, lax.min, (2, 5), (1, 1), [(0, 0), (1, 0)])
+        return mx, mn
+
+    got = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()(x)
+    assert [np.asarray(g).shape for g in got] == [(2, 0), (1, 0)]
+
+
+_FLOAT_SELECT_AND_SCATTER = [
+    ("GE", "add", "1.5"),  # the max-pool gradient form, a non-zero init added
+    ("LE", "add", "-2.0"),  # the min-pool gradient form
+    ("GT", "add", "0.0"),  # last of tied maxima: the general form
+    ("GE", "maximum", "-1.0"),  # a maximum scatter: the general form
+]
+
+
+@pytest.mark.parametrize(("select", "scatter", "init"), _FLOAT_SELECT_AND_SCATTER)
+def test_select_and_scatter_float_forms(select, scatter, init):
+    """Float select_and_scatter in the pool-gradient forms (select ``GE``/``LE``, scatter
+    ``add``) and the others (``GT``, which picks the last of tied maxima; a ``maximum``
+    scatter) match XLA, the init value included."""
+    text = select_and_scatter_text("f32", select, "FLOAT", scatter, init)
+    x, s = select_and_scatter_inputs(np.float32)
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, s))
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
