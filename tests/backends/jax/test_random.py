@@ -57,3 +57,21 @@ func.func public @main(%arg0: {st}) -> (tensor<6xbf16>, tensor<6xui16>) {{
     assert halves.dtype.name == "bfloat16"
     np.testing.assert_array_equal(halves.view(np.uint16), bits)
     assert len(set(bits.tolist())) > 1
+
+
+@pytest.mark.parametrize(("state", "values"), [("3xui64", [1, 2, 3]), ("4xui32", [1, 2, 3, 4])])
+def test_state_other_than_two_uint64_words_refused(state, values):
+    """The spec lets a Philox state hold three ``ui64`` words (and a producer may give other
+    state types); ``jax.lax.rng_bit_generator`` takes only ``ui64[2]``: refused by name, with
+    the state's type, never generated from another state."""
+    st = f"tensor<{state}>"
+    text = f"""
+func.func public @main(%arg0: {st}) -> tensor<4xui32> {{
+  %s, %o = stablehlo.rng_bit_generator %arg0, algorithm = PHILOX : ({st}) -> ({st}, tensor<4xui32>)
+  return %o : tensor<4xui32>
+}}"""
+    arr = np.array(values, np.uint64 if "ui64" in state else np.uint32)
+    with pytest.raises(
+        converter.OpConversionError, match=r"rng_bit_generator with state .*JAX lowers only ui64\[2\]"
+    ):
+        converter.from_stablehlo(text).to_jax()(arr)
