@@ -387,3 +387,34 @@ def test_select_and_scatter_float_forms(select, scatter, init):
     (want,) = run_xla(text, x, s)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+_MUL_WINDOWS = [  # init, window, strides, padding: reduce_windows of a multiply body (3x4 operand)
+    (1.0, (1, 1), (1, 1), ((0, 0), (0, 0))),  # the identity window
+    (1.0, (1, 4), (1, 1), ((0, 0), (3, 0))),  # cumulative along axis 1 (jnp.cumprod)
+    (1.0, (3, 1), (1, 1), ((2, 0), (0, 0))),  # cumulative along axis 0
+    (1.0, (1, 2), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, narrower window
+    (1.0, (1, 5), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, wider window
+]
+
+
+def test_general_body_windows_values_and_forward_derivatives():
+    """``reduce_window`` with a multiply body (no monoid of ``lax``'s): values equal the
+    spec's definition in NumPy, and forward-mode derivatives ``jax.jvp`` of the source, for
+    cumulative windows (taken through an associative scan) and windows that are not: the
+    identity window, and windows padded as a cumulative one but narrower or wider."""
+    x = (np.arange(12, dtype=np.float32).reshape(3, 4) / 10 + 0.5).astype(np.float32)
+
+    def pools(a):
+        return [lax.reduce_window(a, np.float32(init), lax.mul, w, s, p) for init, w, s, p in _MUL_WINDOWS]
+
+    f = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()
+    tangent = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    got, got_t = jax.jvp(f, (x,), (tangent,))
+    want_t = jax.jvp(pools, (x,), (tangent,))[1]
+    for k, (init, w, s, p) in enumerate(_MUL_WINDOWS):
+        spec = _numpy_window_reduce(x, np.float32(init), np.prod, w, s, p, (1, 1), (1, 1))
+        np.testing.assert_allclose(np.asarray(got[k]), spec, rtol=1e-6, err_msg=str(k))
+        np.testing.assert_allclose(
+            np.asarray(got_t[k]), np.asarray(want_t[k]), rtol=1e-5, atol=1e-6, err_msg=str(k)
+        )
