@@ -920,3 +920,13 @@ def test_partition_id_is_the_row_major_device_position(monkeypatch):
     monkeypatch.setattr(jax.lax, "axis_index", lambda a: jnp.asarray(index[a], jnp.int32))
     got = s._partition_id(_fake_interp({"x": 2, "y": 3, "z": 2}, ("z", "x", "y")), _fake_op())
     assert got.dtype == np.uint32 and int(got) == 11
+
+
+def test_device_mismatch_names_one_device_or_the_mesh():
+    """Where a function runs, as its device-mismatch error says: its one device by name, or
+    the count of its mesh's devices with how to lay an input out on them."""
+    from converter.backends.jax.function import _where
+
+    assert _where({"TFRT_CPU_3"}) == "TFRT_CPU_3"
+    two = _where({"TFRT_CPU_0", "TFRT_CPU_1"})
+    assert two.startswith("the 2 devices of its mesh") and "NamedSharding on f.mesh" in two
