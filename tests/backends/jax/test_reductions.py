@@ -418,3 +418,24 @@ def test_general_body_windows_values_and_forward_derivatives():
         np.testing.assert_allclose(
             np.asarray(got_t[k]), np.asarray(want_t[k]), rtol=1e-5, atol=1e-6, err_msg=str(k)
         )
+
+
+def test_max_window_with_an_init_known_only_at_run_time():
+    """Max/min pools whose init value is an input (not a constant): each window reduced with
+    the init, NaN propagating (spec ``maximum``/``minimum``), in NumPy; XLA's CPU backend
+    (``jax.jit``) loses these NaNs here as it does with a constant init."""
+    x = rng.normal(size=(1, 16, 17, 33)).astype(np.float32)
+    x[0, 10:, 5, ::3] = np.nan
+
+    def pools(a, lo, hi):
+        return (
+            lax.reduce_window(a, lo, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+            lax.reduce_window(a, hi, lax.min, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+        )
+
+    lo, hi = np.float32(0.5), np.float32(-0.25)
+    got = converter.from_stablehlo(jax.jit(pools).lower(x, lo, hi).as_text()).to_jax()(x, lo, hi)
+    windows = x[..., :16, :32].reshape(1, 16, 8, 2, 16, 2)
+    want = (np.maximum(np.max(windows, axis=(3, 5)), lo), np.minimum(np.min(windows, axis=(3, 5)), hi))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
