@@ -188,6 +188,31 @@ def test_jax_refuses_a_shape_only_a_traced_value_knows():
         run(text, "jax", np.array([3], np.int64))
 
 
+_RESHAPE_TO_COMPUTED_SHAPE = _main(
+    "%x: tensor<2x3xi64>",
+    "tensor<3x2xi64>",
+    """  %c = stablehlo.constant dense<[[SHAPE]]> : tensor<1x2xi64>
+  %s = stablehlo.reshape %c : (tensor<1x2xi64>) -> tensor<2xi64>
+  %0 = stablehlo.dynamic_reshape %x, %s : (tensor<2x3xi64>, tensor<2xi64>) -> tensor<3x2xi64>
+  return %0 : tensor<3x2xi64>""",
+)
+
+
+@pytest.mark.parametrize("shape", ["4, 3", "2, 1", "1, 6"])
+def test_jax_refuses_a_shape_operand_that_disagrees_with_the_result_type(shape):
+    """Spec ``dynamic_reshape``: the shape operand must equal the result type's static
+    dimensions. One the parser cannot see (a reshaped constant) is checked when the JAX
+    backend runs it: every dimension larger, every one smaller, or some of each is refused,
+    naming the op and the operand; the matching one reshapes."""
+    x = np.arange(6, dtype=np.int64).reshape(2, 3)
+    (out,) = run(_RESHAPE_TO_COMPUTED_SHAPE.replace("SHAPE", "3, 2"), "jax", x)
+    np.testing.assert_array_equal(out, x.reshape(3, 2))
+    with pytest.raises(
+        OpConversionError, match=rf"stablehlo\.dynamic_reshape: ValueError: shape operand \[{shape}\]"
+    ):
+        run(_RESHAPE_TO_COMPUTED_SHAPE.replace("SHAPE", shape), "jax", x)
+
+
 # --------------------------------------------------------------------------- further spec ops
 
 BN_OPERAND = np.array([[[1, 2], [3, 4]], [[3, 4], [1, 2]]], np.float32)

@@ -123,6 +123,23 @@ def test_jit_f_embedding_its_params_warns_once(fx, monkeypatch):
         jax.jit(_copy(f))(x)  # small parameters: silent
 
 
+@pytest.mark.skipif(_jax_internal.constants_hoisted(), reason="JAX passes closed-over arrays as arguments")
+def test_embedding_warns_from_exactly_its_bound(fx, monkeypatch):
+    """Embedding at least ``EMBED_WARN_BYTES`` (16 MiB, as docs/jax.md states) of parameters
+    warns: parameters of exactly the bound's size do, one byte fewer than it do not
+    (``jax.make_jaxpr`` stages the call as ``jax.jit`` does, without compiling it)."""
+    f, x, _ = fx
+    assert converter.backends.jax.function.EMBED_WARN_BYTES == 16 * 2**20
+    size = sum(np.asarray(v).nbytes for v in f.params.values())
+    monkeypatch.setattr(converter.backends.jax.function, "EMBED_WARN_BYTES", size)
+    with pytest.warns(converter.EmbeddedParamsWarning, match=f"closes over f's {size / 2**20:.0f} MiB"):
+        jax.make_jaxpr(_copy(f))(x)
+    monkeypatch.setattr(converter.backends.jax.function, "EMBED_WARN_BYTES", size + 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", converter.EmbeddedParamsWarning)
+        jax.make_jaxpr(_copy(f))(x)
+
+
 _HOISTED = textwrap.dedent(
     """
     import jax, numpy as np, onnx, torch, warnings

@@ -818,3 +818,115 @@ def test_param_specs_fsdp_on_a_mesh_without_a_data_axis():
         match=r"^w: spec P\('a', None, None\) has more entries than the parameter's shape \[3, 8\]",
     ):
         param_specs({"w": np.zeros((3, 8))}, mesh, [("w", jax.sharding.PartitionSpec("a", None, None))])
+
+
+# --------------------------------------------------------------------------- in-process checks of
+# the JAX backend's device-group reading (the 8-device runs above are a subprocess)
+
+
+def _fake_op(**attrs):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(attr=lambda name, default=None: attrs.get(name, default))
+
+
+def _fake_interp(mesh: dict[str, int] | None, manual: tuple[str, ...] = ()):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(mesh=None if mesh is None else SimpleNamespace(shape=mesh), manual_axes=manual)
+
+
+def test_device_groups_read_as_mesh_axes():
+    """``replica_groups`` over logical device ids (row-major positions of the mesh x=4, y=2:
+    id ``2 * x + y``; spec ``all_reduce`` with ``use_global_device_ids``) name the mesh axes
+    their groups run along, in the order the groups enumerate them; -1 pads a group."""
+    from converter.backends.jax.ops import sharding as s
+
+    interp = _fake_interp({"x": 4, "y": 2})
+
+    def axes(groups):
+        return s._axes_of_groups(interp, _fake_op(replica_groups=np.array(groups, np.int64)))
+
+    assert s._groups(_fake_op(replica_groups=np.array([[0, 1, 2, -1], [3, 4, 5, 6]]))) == [
+        [0, 1, 2],
+        [3, 4, 5, 6],
+    ]
+    assert s._groups(_fake_op(replica_groups=np.zeros((0, 0), np.int64))) is None
+    assert axes([[0, 1], [2, 3], [4, 5], [6, 7]]) == ("y",)
+    assert axes([[0, 2, 4, 6], [1, 3, 5, 7]]) == ("x",)
+    assert axes([[0, 1, 2, 3, 4, 5, 6, 7]]) == ("x", "y")
+    assert axes([[0, 2, 4, 6, 1, 3, 5, 7]]) == ("y", "x")
+    assert axes([[k] for k in range(8)]) == ()
+    assert axes(np.zeros((0, 0), np.int64)) == ("x", "y")  # every device
+    with pytest.raises(
+        ShardingError, match=r"device groups \[\[0, 1, 2, 3\], \[4, 5, 6, 7\]\] match no axes"
+    ):
+        axes([[0, 1, 2, 3], [4, 5, 6, 7]])  # x's first half with y: no axes of this mesh
+    with pytest.raises(ShardingError, match="several devices in a module without a mesh"):
+        s._axes_of_groups(_fake_interp(None), _fake_op(replica_groups=np.array([[0, 1]])))
+
+
+def test_manual_computation_specs_keep_only_manual_axes():
+    """``shard_map``'s specs name only the manual axes: the others are dropped from each
+    dimension's axes (a dimension left with none is replicated)."""
+    from jax.sharding import PartitionSpec as P
+
+    from converter.backends.jax.ops import sharding as s
+
+    got = s._manual_spec((("x", "z"), ("z", "y"), "y", None, "z", ("x", "y")), {"x", "y"})
+    assert got == P("x", "y", "y", None, None, ("x", "y"))
+
+
+@pytest.mark.parametrize(
+    ("mesh", "pairs", "want"),
+    [
+        # y swapped in every row of x: a permutation along y alone
+        ({"x": 4, "y": 2}, [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4), (6, 7), (7, 6)],
+         ("y", [(0, 1), (1, 0)])),
+        # x shifted by one for each y: along x alone
+        ({"x": 4, "y": 2}, [(0, 2), (2, 4), (4, 6), (6, 0), (1, 3), (3, 5), (5, 7), (7, 1)],
+         ("x", [(0, 1), (1, 2), (2, 3), (3, 0)])),
+        # y swapped only where x == 0: over both axes, the pairs themselves
+        ({"x": 4, "y": 2}, [(0, 1), (1, 0)], (("x", "y"), [(0, 1), (1, 0)])),
+        # the first pairs move along x, the later ones leave it: over both axes
+        ({"x": 2, "y": 2}, [(0, 2), (1, 3), (2, 1), (3, 0)], (("x", "y"), [(0, 2), (1, 3), (2, 1), (3, 0)])),
+        # a different permutation of y in each row of x: over both axes
+        ({"x": 2, "y": 2}, [(0, 1), (1, 0), (2, 2), (3, 3)], (("x", "y"), [(0, 1), (1, 0), (2, 2), (3, 3)])),
+    ],
+)  # fmt: skip
+def test_collective_permute_along_the_fewest_axes(monkeypatch, mesh, pairs, want):
+    """``source_target_pairs`` (logical device ids, row-major in the mesh) become one
+    ``ppermute`` along the fewest mesh axes whose permutation is the same in every position
+    of the other axes, else over all axes with the pairs as they are (spec
+    ``collective_permute``)."""
+    from converter.backends.jax.ops import sharding as s
+
+    def ppermute(x, axis_name, perm):  # one axis by its name or as a 1-tuple: the same to JAX
+        return (axis_name if isinstance(axis_name, str) or len(axis_name) > 1 else axis_name[0]), sorted(perm)
+
+    monkeypatch.setattr(jax.lax, "ppermute", ppermute)
+    op = _fake_op(source_target_pairs=np.array(pairs, np.int64))
+    assert s._collective_permute(_fake_interp(mesh), op, None) == want
+
+
+def test_partition_id_is_the_row_major_device_position(monkeypatch):
+    """``partition_id`` inside a manual computation over every axis is the device's logical
+    id: its row-major position in the mesh (x=2, y=3, z=2 at (1, 2, 1): 1*6 + 2*2 + 1)."""
+    import jax.numpy as jnp
+
+    from converter.backends.jax.ops import sharding as s
+
+    index = {"x": 1, "y": 2, "z": 1}
+    monkeypatch.setattr(jax.lax, "axis_index", lambda a: jnp.asarray(index[a], jnp.int32))
+    got = s._partition_id(_fake_interp({"x": 2, "y": 3, "z": 2}, ("z", "x", "y")), _fake_op())
+    assert got.dtype == np.uint32 and int(got) == 11
+
+
+def test_device_mismatch_names_one_device_or_the_mesh():
+    """Where a function runs, as its device-mismatch error says: its one device by name, or
+    the count of its mesh's devices with how to lay an input out on them."""
+    from converter.backends.jax.function import _where
+
+    assert _where({"TFRT_CPU_3"}) == "TFRT_CPU_3"
+    two = _where({"TFRT_CPU_0", "TFRT_CPU_1"})
+    assert two.startswith("the 2 devices of its mesh") and "NamedSharding on f.mesh" in two

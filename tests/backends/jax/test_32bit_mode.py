@@ -220,3 +220,72 @@ def test_a_failing_32bit_analysis_keeps_the_exact_64bit_form(x64_off, monkeypatc
     assert int(np.asarray(f(np.array([2**40], np.int64)))[0]) == 2**40 + 1
     with pytest.raises(converter.ConversionError, match="boom"):
         m.to_jax(x64=False)
+
+
+_I64_TO_F32 = """func.func @main(%x: tensor<?xi64>) -> tensor<?xf32> {
+  %0 = stablehlo.convert %x : (tensor<?xi64>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}"""
+
+
+def test_int64_inputs_of_the_32bit_form_are_taken_up_to_both_int32_bounds(x64_off):
+    """The 32-bit form takes an int64 input whose values fit int32, both bounds included, and
+    an empty one (nothing to check); one past either bound is refused, naming the value."""
+    f = converter.from_stablehlo(_I64_TO_F32).to_jax(x64=False)
+    assert f.signature.inputs[0].dtype == "int32"
+    x = np.array([-(2**31), 2**31 - 1, 0, -7], np.int64)
+    np.testing.assert_array_equal(np.asarray(f(x)), x.astype(np.float32))
+    empty = np.asarray(f(np.zeros((0,), np.int64)))
+    assert empty.shape == (0,) and empty.dtype == np.float32
+    for values, bad in (([5, -(2**31) - 1, 9], -(2**31) - 1), ([-3, 2**31, 1], 2**31)):
+        with pytest.raises(InputRangeError, match=rf"args\[0\]: holds {bad}, outside the int32 range"):
+            f(np.array(values, np.int64))
+
+
+def test_params_lacking_parameters_are_refused_naming_at_most_ten(gpt2):
+    """``apply`` with incomplete params names how many are missing and the first ten of them
+    (in the signature's order), then ", ..." only when more are missing."""
+    f = gpt2.f
+    names = [p.name for p in f.signature.params]
+    n = len(names)
+    assert n > 11
+    shown = ", ".join(repr(k) for k in names[:10])
+    with pytest.raises(
+        SignatureMismatchError, match=rf"params lacks {n} of the module's {n} parameters: "
+    ) as e:
+        f.apply({}, gpt2.ids)
+    assert f"{shown}, ... (pass every parameter" in str(e.value)
+    for k, tail in ((10, ""), (11, ", ...")):  # ten missing: all shown; eleven: ten and ", ..."
+        kept = {name: f.params[name] for name in names[k:]}
+        with pytest.raises(
+            SignatureMismatchError, match=rf"params lacks {k} of the module's {n} parameters: "
+        ) as e:
+            f.apply(kept, gpt2.ids)
+        assert f"parameters: {shown}{tail} (pass every parameter" in str(e.value)
+
+
+def _times_constants(k: int) -> str:
+    """``x * c`` for ``k`` int64 constants ``c = 2**33 + i``: each past the 32-bit range."""
+    body = "\n".join(
+        f"  %c{i} = stablehlo.constant dense<{2**33 + i}> : tensor<2xi64>\n"
+        f"  %r{i} = stablehlo.multiply %x, %c{i} : tensor<2xi64>"
+        for i in range(k)
+    )
+    rets, types = ", ".join(f"%r{i}" for i in range(k)), ", ".join(["tensor<2xi64>"] * k)
+    return f"func.func @main(%x: tensor<2xi64>) -> ({types}) {{\n{body}\n  return {rets} : {types}\n}}"
+
+
+def test_why_no_32bit_form_names_at_most_three_problems(x64_off):
+    """The default ``to_jax()`` keeps the 64-bit form of a module that does not narrow
+    exactly and says why when JAX narrowed an argument: the first three problems, then
+    " ..." only when there are more."""
+    problems = [
+        f"may compute values in [{2**33 + i}, {2**33 + i}], outside the 32-bit range" for i in range(3)
+    ]
+    for k, tail in ((3, ""), (4, " ...")):
+        f = converter.from_stablehlo(_times_constants(k)).to_jax()
+        assert f.signature.inputs[0].dtype == "int64"
+        with pytest.raises(SignatureMismatchError) as e:
+            jax.jit(f)(np.array([1, 2]))
+        msg = str(e.value)
+        assert msg.endswith("; ".join(f"stablehlo.constant: {p}" for p in problems) + tail), (k, msg[-300:])

@@ -166,3 +166,23 @@ def test_total_order_compare_among_negative_floats():
     assert len(got) == len(want) == 2
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+_POWER_UI8 = """
+func.func public @main(%a: tensor<6xui8>, %b: tensor<6xui8>) -> tensor<6xui8> {
+  %0 = stablehlo.power %a, %b : tensor<6xui8>
+  return %0 : tensor<6xui8>
+}
+"""
+
+
+def test_unsigned_power_with_the_exponents_top_bit_set():
+    """Integer ``power`` walks every bit of an unsigned exponent, the top one included (spec:
+    exponentiation with wrap-around): ``2 ** 128`` and ``2 ** 200`` wrap to 0 in ``ui8``,
+    ``3 ** 129 == 3 * 3 ** 128``, with ``3 ** 128 == 1 (mod 256)``."""
+    a = np.array([2, 2, 3, 3, 1, 255], np.uint8)
+    b = np.array([128, 200, 128, 129, 255, 130], np.uint8)
+    got = np.asarray(converter.from_stablehlo(_POWER_UI8).to_jax()(a, b))
+    want = np.array([pow(int(x), int(y), 256) for x, y in zip(a, b, strict=True)], np.uint8)
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, want)

@@ -113,3 +113,38 @@ def test_partial_window_scatter_indices_widen_past_int32():
             lambda o, i: _pad_for_partial_windows(o, i, (1, 2), dn)[:2], operand, idx
         )
         assert padded.shape == (n + 4,) and out.dtype == want, (n, out.dtype)
+
+
+_SCATTER_BODY = """
+func.func public @main(%a: tensor<5xf32>, %i: tensor<2x1xi32>, %u: tensor<2xf32>) -> tensor<5xf32> {
+  %0 = "stablehlo.scatter"(%a, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}> ({
+  ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+    %s = BODY
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<5xf32>, tensor<2x1xi32>, tensor<2xf32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}"""
+
+
+def test_scatter_bodies_by_kind_and_a_general_body_refused():
+    """A scatter's body picks its update (spec: ``result = body(old, update)``); a body that
+    is no add/mul/min/max/replace is refused by name, never computed as another one."""
+    a = np.array([1, 2, 3, 4, 5], np.float32)
+    i = np.array([[3], [0]], np.int32)
+    u = np.array([10, -1], np.float32)
+    for body, want in [
+        ("stablehlo.add %x, %y : tensor<f32>", [0, 2, 3, 14, 5]),
+        ("stablehlo.multiply %x, %y : tensor<f32>", [-1, 2, 3, 40, 5]),
+        ("stablehlo.minimum %x, %y : tensor<f32>", [-1, 2, 3, 4, 5]),
+        ("stablehlo.maximum %x, %y : tensor<f32>", [1, 2, 3, 10, 5]),
+    ]:
+        got = converter.from_stablehlo(_SCATTER_BODY.replace("BODY", body)).to_jax()(a, i, u)
+        np.testing.assert_array_equal(np.asarray(got), np.array(want, np.float32), err_msg=body)
+    general = converter.from_stablehlo(
+        _SCATTER_BODY.replace("BODY", "stablehlo.subtract %x, %y : tensor<f32>")
+    )
+    with pytest.raises(converter.OpConversionError) as e:
+        general.to_jax()(a, i, u)
+    assert "NotImplementedError: scatter with 1 operands and a general body" in str(e.value)

@@ -130,3 +130,27 @@ def test_convolution_without_a_padding_attribute_pads_nothing():
     got = converter.from_stablehlo(_CONV_WITHOUT_PADDING).to_jax()(x, w)
     (want,) = run_xla(_CONV_WITHOUT_PADDING, x, w)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+_CONV_REVERSED = """
+func.func public @main(%x: tensor<1x1x4x5xf32>, %w: tensor<1x1x2x3xf32>) -> tensor<1x1x3x3xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1],
+      window = {stride = [1, 1], pad = [[0, 0], [0, 0]], reverse = [REVERSE]}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x1x4x5xf32>, tensor<1x1x2x3xf32>) -> tensor<1x1x3x3xf32>
+  return %0 : tensor<1x1x3x3xf32>
+}"""
+
+
+@pytest.mark.parametrize("reverse", [(False, True), (True, False), (True, True), (False, False)])
+def test_convolution_window_reversal(reverse):
+    """``window_reversal`` (spec ``convolution``: the kernel is read reversed along each
+    spatial dimension marked true; jax.jit never writes it): the cross-correlation with the
+    kernel flipped along those dimensions, computed in NumPy."""
+    x = rng.normal(size=(1, 1, 4, 5)).astype(np.float32)
+    w = rng.normal(size=(1, 1, 2, 3)).astype(np.float32)
+    text = _CONV_REVERSED.replace("REVERSE", ", ".join("true" if r else "false" for r in reverse))
+    k = w[0, 0][:: -1 if reverse[0] else 1, :: -1 if reverse[1] else 1]
+    want = np.array([[np.sum(x[0, 0, i : i + 2, j : j + 3] * k) for j in range(3)] for i in range(3)])
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, w))
+    np.testing.assert_allclose(got[0, 0], want, rtol=1e-5, atol=1e-5)

@@ -57,3 +57,42 @@ func.func public @main(%arg0: {st}) -> (tensor<6xbf16>, tensor<6xui16>) {{
     assert halves.dtype.name == "bfloat16"
     np.testing.assert_array_equal(halves.view(np.uint16), bits)
     assert len(set(bits.tolist())) > 1
+
+
+@pytest.mark.parametrize(("state", "values"), [("3xui64", [1, 2, 3]), ("4xui32", [1, 2, 3, 4])])
+def test_state_other_than_two_uint64_words_refused(state, values):
+    """The spec lets a Philox state hold three ``ui64`` words (and a producer may give other
+    state types); ``jax.lax.rng_bit_generator`` takes only ``ui64[2]``: refused by name, with
+    the state's type, never generated from another state."""
+    st = f"tensor<{state}>"
+    text = f"""
+func.func public @main(%arg0: {st}) -> tensor<4xui32> {{
+  %s, %o = stablehlo.rng_bit_generator %arg0, algorithm = PHILOX : ({st}) -> ({st}, tensor<4xui32>)
+  return %o : tensor<4xui32>
+}}"""
+    arr = np.array(values, np.uint64 if "ui64" in state else np.uint32)
+    with pytest.raises(
+        converter.OpConversionError, match=r"rng_bit_generator with state .*JAX lowers only ui64\[2\]"
+    ):
+        converter.from_stablehlo(text).to_jax()(arr)
+
+
+def test_rng_argument_forms():
+    """``rng=`` takes an int seed (NumPy's too), a typed ``jax.random.key`` or a raw
+    ``uint32[2]`` key, each as the raw key JAX makes of it; another shape or dtype is refused,
+    naming what it got."""
+    import jax
+
+    from converter import SignatureMismatchError
+    from converter.backends.jax.function import raw_key
+
+    np.testing.assert_array_equal(raw_key(7), jax.random.PRNGKey(7))
+    np.testing.assert_array_equal(raw_key(np.int64(3)), jax.random.PRNGKey(3))
+    np.testing.assert_array_equal(raw_key(jax.random.key(5)), jax.random.key_data(jax.random.key(5)))
+    raw = np.array([1, 2], np.uint32)
+    assert raw_key(raw) is raw
+    for bad, shown in [(np.zeros(3, np.uint32), r"uint32\[3\]"), (np.zeros(2, np.int32), r"int32\[2\]")]:
+        with pytest.raises(
+            SignatureMismatchError, match=rf"rng: expected an int seed .*, got ndarray {shown}"
+        ):
+            raw_key(bad)

@@ -325,3 +325,117 @@ def test_max_min_reduce_orders_signed_zeros_and_nan_exactly(dtype):
     a = A.reshape(-1)[:24].reshape(6, 4).astype(dtype)
     grad = jax.jit(jax.grad(lambda a: sum(o.sum() for o in f(a))))(a)
     assert_bits_equal([grad], [jax.grad(lambda a: sum(o.sum() for o in fn(a)))(a)])
+
+
+def test_max_min_reduce_over_an_empty_dimension_gives_the_init():
+    """A max/min reduction over an empty dimension is its init value (spec ``reduce``: the
+    schedule of an empty reduction is the init alone), not a NaN read from the integer key of
+    an empty ``reduce_max``."""
+    x = np.zeros((3, 0), np.float32)
+    fn = lambda a: (jnp.max(a, axis=1, initial=-jnp.inf), jnp.min(a, axis=1, initial=2.5))  # noqa: E731
+    got = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()(x)
+    want = (np.max(x, axis=1, initial=-np.inf), np.min(x, axis=1, initial=2.5))
+    assert_bits_equal([np.asarray(g) for g in got], list(want))
+
+
+def test_max_min_reduce_of_float8_propagates_nan():
+    """float8 (no 16/32/64-bit integer key) max/min reductions take the guarded path: NaN
+    where a row holds one, the row's max/min elsewhere (NumPy on the same values)."""
+    import ml_dtypes
+
+    x = np.array([[1.0, -2.0, 0.5], [np.nan, 3.0, -1.0], [4.0, -0.5, 2.0]], ml_dtypes.float8_e4m3fn)
+    fn = lambda a: (jnp.max(a, axis=1), jnp.min(a, axis=0))  # noqa: E731
+    got = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_jax()(x)
+    f = x.astype(np.float32)
+    for g, w in zip(got, (np.max(f, axis=1), np.min(f, axis=0)), strict=True):
+        g = np.asarray(g)
+        assert g.dtype == x.dtype
+        np.testing.assert_array_equal(g.astype(np.float32), w)
+
+
+def test_max_window_wider_than_its_operand_is_empty():
+    """A float max/min ``reduce_window`` whose window is wider than the padded operand has
+    an empty result dimension (spec: the result size ``(padded - window) // stride + 1`` is
+    clamped at 0)."""
+    x = rng.normal(size=(2, 3)).astype(np.float32)
+
+    def pools(a):
+        mx = lax.reduce_window(a, -jnp.inf, lax.max, (1, 4), (1, 1), "VALID")
+        mn = lax.reduce_window(a, jnp.inf, lax.min, (2, 5), (1, 1), [(0, 0), (1, 0)])
+        return mx, mn
+
+    got = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()(x)
+    assert [np.asarray(g).shape for g in got] == [(2, 0), (1, 0)]
+
+
+_FLOAT_SELECT_AND_SCATTER = [
+    ("GE", "add", "1.5"),  # the max-pool gradient form, a non-zero init added
+    ("LE", "add", "-2.0"),  # the min-pool gradient form
+    ("GT", "add", "0.0"),  # last of tied maxima: the general form
+    ("GE", "maximum", "-1.0"),  # a maximum scatter: the general form
+]
+
+
+@pytest.mark.parametrize(("select", "scatter", "init"), _FLOAT_SELECT_AND_SCATTER)
+def test_select_and_scatter_float_forms(select, scatter, init):
+    """Float select_and_scatter in the pool-gradient forms (select ``GE``/``LE``, scatter
+    ``add``) and the others (``GT``, which picks the last of tied maxima; a ``maximum``
+    scatter) match XLA, the init value included."""
+    text = select_and_scatter_text("f32", select, "FLOAT", scatter, init)
+    x, s = select_and_scatter_inputs(np.float32)
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(x, s))
+    (want,) = run_xla(text, x, s)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+_MUL_WINDOWS = [  # init, window, strides, padding: reduce_windows of a multiply body (3x4 operand)
+    (1.0, (1, 1), (1, 1), ((0, 0), (0, 0))),  # the identity window
+    (1.0, (1, 4), (1, 1), ((0, 0), (3, 0))),  # cumulative along axis 1 (jnp.cumprod)
+    (1.0, (3, 1), (1, 1), ((2, 0), (0, 0))),  # cumulative along axis 0
+    (1.0, (1, 2), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, narrower window
+    (1.0, (1, 5), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, wider window
+]
+
+
+def test_general_body_windows_values_and_forward_derivatives():
+    """``reduce_window`` with a multiply body (no monoid of ``lax``'s): values equal the
+    spec's definition in NumPy, and forward-mode derivatives ``jax.jvp`` of the source, for
+    cumulative windows (taken through an associative scan) and windows that are not: the
+    identity window, and windows padded as a cumulative one but narrower or wider."""
+    x = (np.arange(12, dtype=np.float32).reshape(3, 4) / 10 + 0.5).astype(np.float32)
+
+    def pools(a):
+        return [lax.reduce_window(a, np.float32(init), lax.mul, w, s, p) for init, w, s, p in _MUL_WINDOWS]
+
+    f = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()
+    tangent = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    got, got_t = jax.jvp(f, (x,), (tangent,))
+    want_t = jax.jvp(pools, (x,), (tangent,))[1]
+    for k, (init, w, s, p) in enumerate(_MUL_WINDOWS):
+        spec = _numpy_window_reduce(x, np.float32(init), np.prod, w, s, p, (1, 1), (1, 1))
+        np.testing.assert_allclose(np.asarray(got[k]), spec, rtol=1e-6, err_msg=str(k))
+        np.testing.assert_allclose(
+            np.asarray(got_t[k]), np.asarray(want_t[k]), rtol=1e-5, atol=1e-6, err_msg=str(k)
+        )
+
+
+def test_max_window_with_an_init_known_only_at_run_time():
+    """Max/min pools whose init value is an input (not a constant): each window reduced with
+    the init, NaN propagating (spec ``maximum``/``minimum``), in NumPy; XLA's CPU backend
+    (``jax.jit``) loses these NaNs here as it does with a constant init."""
+    x = rng.normal(size=(1, 16, 17, 33)).astype(np.float32)
+    x[0, 10:, 5, ::3] = np.nan
+
+    def pools(a, lo, hi):
+        return (
+            lax.reduce_window(a, lo, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+            lax.reduce_window(a, hi, lax.min, (1, 1, 2, 2), (1, 1, 2, 2), "VALID"),
+        )
+
+    lo, hi = np.float32(0.5), np.float32(-0.25)
+    got = converter.from_stablehlo(jax.jit(pools).lower(x, lo, hi).as_text()).to_jax()(x, lo, hi)
+    windows = x[..., :16, :32].reshape(1, 16, 8, 2, 16, 2)
+    want = (np.maximum(np.max(windows, axis=(3, 5)), lo), np.minimum(np.min(windows, axis=(3, 5)), hi))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
