@@ -497,3 +497,38 @@ def test_aligned_copies_only_misaligned_tensors():
     assert got is not view and got.data_ptr() % 64 == 0 and got.tolist() == [1.0, 2.0, 3.0, 4.0]
     empty = t[1:1]
     assert aligned(empty) is empty
+
+
+_STORED_RESULTS = """
+func.func public @main(%x: tensor<3xf32>, %u: tensor<3xui32>)
+    -> (tensor<3xf8E4M3FN>, tensor<3xi4>, tensor<3xui32>, tensor<3xf32>, tensor<3xf64>) {
+  %0 = stablehlo.convert %x : (tensor<3xf32>) -> tensor<3xf8E4M3FN>
+  %1 = stablehlo.convert %x : (tensor<3xf32>) -> tensor<3xi4>
+  %2 = stablehlo.add %u, %u : tensor<3xui32>
+  %c = stablehlo.constant dense<0.3125> : tensor<3xf8E4M3FN>
+  %3 = stablehlo.add %0, %c : tensor<3xf8E4M3FN>
+  %4 = stablehlo.convert %3 : (tensor<3xf8E4M3FN>) -> tensor<3xf32>
+  %5 = stablehlo.convert %2 : (tensor<3xui32>) -> tensor<3xf64>
+  return %0, %1, %2, %4, %5 : tensor<3xf8E4M3FN>, tensor<3xi4>, tensor<3xui32>, tensor<3xf32>, tensor<3xf64>
+}
+"""
+
+
+def test_results_of_emulated_and_carried_types():
+    """Results of a dtype torch has but computes in another storage come back in their own
+    dtype (``float8_e4m3fn``, ``uint32``); a type torch lacks (``int4``) in its storage
+    (``int8``). A ``uint32`` add wraps modulo ``2**32`` (also as a later op reads it); a
+    float8 add rounds to float8 (ties to even)."""
+    import ml_dtypes
+
+    tm = converter.from_stablehlo(_STORED_RESULTS).to_torch()
+    x = np.array([1.7, -2.0, 6.9], np.float32)
+    u = np.array([2**32 - 1, 5, 2**31], np.uint32)
+    f8, i4, s, f, s64 = tm(torch.from_numpy(x), torch.from_numpy(u))
+    assert (f8.dtype, i4.dtype, s.dtype) == (torch.float8_e4m3fn, torch.int8, torch.uint32)
+    want8 = x.astype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(f8.float().numpy(), want8.astype(np.float32))
+    np.testing.assert_array_equal(i4.numpy(), [1, -2, 6])  # toward zero, in range
+    np.testing.assert_array_equal(s.numpy(), u + u)
+    np.testing.assert_array_equal(s64.numpy(), (u + u).astype(np.float64))  # wrapped before the convert
+    np.testing.assert_array_equal(f.numpy(), (want8 + want8.dtype.type(0.3125)).astype(np.float32))
