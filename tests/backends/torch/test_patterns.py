@@ -98,6 +98,12 @@ def test_softmax_with_infinities_and_masks():
     np.testing.assert_allclose(tm(torch.from_numpy(x)).numpy(), want, rtol=1e-6, equal_nan=True)
 
 
+def test_softmax_over_two_axes_is_not_a_one_dim_softmax():
+    """A softmax normalized over two axes at once has no ``F.softmax`` (one dim): no rewrite,
+    the program's numbers."""
+    _check(lambda x: jax.nn.softmax(x, axis=(0, 2)), _x(3, 2, 4), absent=[aten._softmax.default])
+
+
 def test_softmax_without_max_subtraction_is_not_rewritten():
     """exp(x)/sum(exp(x)) overflows where softmax does not: not the same function."""
 
