@@ -154,6 +154,18 @@ def test_flax_layer_norm(shape, monkeypatch):
     _check(ln.apply, x, params=params, present=[aten.native_layer_norm.default], monkeypatch=monkeypatch)
 
 
+def test_layer_norm_over_two_trailing_dims():
+    """A layer norm over the last two dims (scale and bias of that shape) is one
+    ``F.layer_norm`` with a two-dim normalized shape."""
+    ln = nn.LayerNorm(reduction_axes=(-2, -1), feature_axes=(-2, -1))
+    x = _x(2, 3, 4, scale=2.0) + 1.0
+    params = ln.init(jax.random.PRNGKey(0), x)
+    params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(RNG.normal(size=p.shape), p.dtype), params)
+    tm = _check(ln.apply, x, params=params, present=[aten.native_layer_norm.default])
+    (node,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.native_layer_norm.default]
+    assert list(node.args[1]) == [3, 4]
+
+
 def test_layer_norm_over_a_leading_dim_is_not_rewritten():
     ln = nn.LayerNorm(reduction_axes=0, feature_axes=-1)
     x = _x(6, 5)
