@@ -424,6 +424,22 @@ func.func public @main(%a: tensor<2xi32>, %b: tensor<2xi32>, %p: tensor<i1>, %q:
   %14 = stablehlo.constant dense<[[1, 2], [3, 4]]> : tensor<2x2xi32>
   %15 = stablehlo.constant dense<7> : tensor<20xi32>
   %16 = stablehlo.sign %a : tensor<2xi32>
+  %17 = stablehlo.constant dense<7> : tensor<16xi32>
+  %18 = stablehlo.constant dense<7> : tensor<17xi32>
+  %19 = stablehlo.constant dense<[true, false]> : tensor<2xi1>
+  %20 = stablehlo.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %21 = stablehlo.constant dense<[4, 5]> : tensor<2xui32>
+  %22 = stablehlo.broadcast_in_dim %a, dims = [0] : (tensor<2xi32>) -> tensor<2x3xi32>
+  %23 = stablehlo.reshape %22 : (tensor<2x3xi32>) -> tensor<3x2xi32>
+  %24 = stablehlo.broadcast_in_dim %23, dims = [1, 0] : (tensor<3x2xi32>) -> tensor<2x3xi32>
+  %25 = stablehlo.concatenate %a, %b, dim = 0 : (tensor<2xi32>, tensor<2xi32>) -> tensor<4xi32>
+  %26 = stablehlo.slice %25 [1:4:2] : (tensor<4xi32>) -> tensor<2xi32>
+  %27 = stablehlo.abs %a : tensor<2xi32>
+  %28 = stablehlo.compare LT, %a, %b : (tensor<2xi32>, tensor<2xi32>) -> tensor<2xi1>
+  %29 = stablehlo.convert %a : (tensor<2xi32>) -> tensor<2xf32>
+  %30 = stablehlo.subtract %a, %b : tensor<2xi32>
+  %31 = stablehlo.and %a, %b : tensor<2xi32>
+  %32 = stablehlo.or %a, %b : tensor<2xi32>
   return %0 : tensor<2xi32>
 }
 """
@@ -472,6 +488,48 @@ def test_shape_sign_of_concrete_sizes_matches_numpy(shape_ops):
     for values in ([-1, 7], [0, -5]):
         got = eval_shape_op(ops["%16"], [SymArray(values, "int32")]).values.tolist()
         assert got == np.sign(values).tolist()
+
+
+def test_shape_values_of_constants_and_layout_ops_follow_the_spec(shape_ops):
+    """Integer and bool constants of at most 16 elements are shape values (a float one is
+    not); ``broadcast_in_dim`` (a transposing one too), ``reshape``, ``concatenate``, a
+    strided ``slice``, ``abs``, ``compare`` and the integer ``and``/``or`` give NumPy's values; a
+    ``convert`` to a float, or an op with a tensor operand, is no shape computation.
+    ``materialize`` puts concrete values in their storage dtype (``uint32`` in int64);
+    ``shape_list`` gives Python ints."""
+    from converter.backends.torch.symbolic import SymArray, constant, eval_shape_op, materialize, shape_list
+
+    _, ops = shape_ops
+    assert constant(ops["%17"]).values.tolist() == [7] * 16 and constant(ops["%18"]) is None
+    flags = constant(ops["%19"])
+    assert flags.dtype == "bool" and flags.values.tolist() == [True, False]
+    assert type(flags.values[0]) is bool
+    assert constant(ops["%20"]) is None and constant(ops["%21"]).values.tolist() == [4, 5]
+    a, b = np.array([-7, 3]), np.array([2, -2])
+    sa, sb = SymArray(a.tolist(), "int32"), SymArray(b.tolist(), "int32")
+
+    def ev(name, *xs):
+        return eval_shape_op(ops[name], list(xs)).values
+
+    wide = np.broadcast_to(a[:, None], (2, 3))
+    assert ev("%22", sa).tolist() == wide.tolist()
+    assert ev("%23", SymArray(wide, "int32")).tolist() == wide.reshape(3, 2).tolist()
+    tall = wide.reshape(3, 2)
+    assert ev("%24", SymArray(tall, "int32")).tolist() == tall.T.tolist()
+    both = np.concatenate([a, b])
+    assert ev("%25", sa, sb).tolist() == both.tolist()
+    assert ev("%26", SymArray(both, "int32")).tolist() == both[1:4:2].tolist()
+    assert ev("%27", sa).tolist() == np.abs(a).tolist()
+    assert ev("%28", sa, sb).tolist() == (a < b).tolist()
+    assert ev("%30", sa, sb).tolist() == (a - b).tolist()
+    assert ev("%31", sa, sb).tolist() == (a & b).tolist() and ev("%32", sa, sb).tolist() == (a | b).tolist()
+    assert eval_shape_op(ops["%29"], [sa]) is None
+    assert eval_shape_op(ops["%30"], [sa, torch.tensor(b)]) is None  # one operand is data
+    got = materialize(None, SymArray([[3, 4]], "uint32"))
+    assert got.dtype == torch.int64 and got.tolist() == [[3, 4]]
+    sizes = shape_list(SymArray([np.int64(3), 4], "int64"))
+    assert sizes == [3, 4] and all(type(v) is int for v in sizes)  # NumPy integers as ints
+    assert shape_list(torch.tensor([5, 6])) == [5, 6]
 
 
 def test_shape_arithmetic_on_symbolic_sizes(shape_ops):

@@ -441,3 +441,171 @@ def test_uint64_power_reads_the_exponents_top_bit():
     got = converter.from_stablehlo(_POW_U64).to_torch()(torch_of(x), torch_of(y))
     want = [pow(int(a), int(b), 2**64) for a, b in zip(x, y, strict=True)]
     np.testing.assert_array_equal(numpy_of(got).view(np.uint64), np.array(want, np.uint64))
+
+
+# --------------------------------------------------------------------------- carried dtypes
+
+
+_NARROW_FLOATS = (
+    "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz", "float6_e2m3fn", "float6_e3m2fn",
+    "float4_e2m1fn", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+)  # fmt: skip
+
+
+def test_narrow_float_rounding_matches_ml_dtypes():
+    """Every value of a narrow float format, the midpoints between neighbours (ties to the
+    even code), points just beside them, the midpoint past the largest value and beyond
+    (overflow: inf, NaN or saturation), infinities, NaN and both zeros round as ml_dtypes
+    converts float64 (the sign of zero and of every result included)."""
+    import ml_dtypes
+    from converter.backends.torch._util import round_to_format
+
+    for name in _NARROW_FLOATS:
+        _check_rounding(name, getattr(ml_dtypes, name), round_to_format)
+
+
+def _check_rounding(name, ml, round_to_format):
+    import ml_dtypes
+
+    bits = ml_dtypes.finfo(ml).bits
+    vals = np.arange(1 << bits, dtype=np.uint8).view(ml).astype(np.float64)
+    pos = np.unique(vals[np.isfinite(vals) & (vals >= 0)])
+    mids = (pos[:-1] + pos[1:]) / 2
+    top = pos[-1] + (pos[-1] - pos[-2]) / 2
+    x = np.concatenate([pos, mids, mids * (1 + 2**-20), mids * (1 - 2**-20), [top, top * 1.0001, top * 4]])
+    x = np.concatenate([x, -x, [np.inf, -np.inf, np.nan, -0.0]])
+    got = round_to_format(torch.from_numpy(x), name)
+    want = x.astype(ml).astype(np.float32)
+    assert got.dtype == torch.float32
+    got = got.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=name)
+    keep = ~np.isnan(want)
+    np.testing.assert_array_equal(got[keep], want[keep], err_msg=name)
+    np.testing.assert_array_equal(np.signbit(got[keep]), np.signbit(want[keep]), err_msg=name)
+
+
+def test_sub_byte_integers_wrap_modulo_their_width():
+    """A carried sub-byte integer is brought back into range as two's complement of its width
+    (sign-extended for the signed ones) in its storage dtype, as ml_dtypes wraps."""
+    import ml_dtypes
+    from converter.backends.torch._util import wrap_carried
+
+    x = np.arange(-20, 21, dtype=np.int64)
+    for name in ("int2", "int4", "uint2", "uint4"):
+        got = wrap_carried(torch.from_numpy(x), name)
+        assert got.dtype == (torch.int8 if name.startswith("int") else torch.uint8)
+        # ml_dtypes' own cast wraps as two's complement of the width
+        want = x.astype(np.int8).astype(getattr(ml_dtypes, name)).astype(np.int64)
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+        info = ml_dtypes.iinfo(getattr(ml_dtypes, name))
+        assert got.numpy().min() == info.min and got.numpy().max() == info.max
+
+
+def test_widened_unsigned_values_wrap_and_reinterpret():
+    """``uint16``/``uint32`` held in wider signed storage wrap modulo ``2**16``/``2**32`` and
+    go to and from their raw bits (a same-width signed dtype); other dtypes pass through.
+    ``unsigned_wide`` reads integers as unsigned in int64 (64-bit ones keep their bits)."""
+    from converter.backends.torch._util import from_bits, to_bits, unsigned_wide, wrap_carried, wrap_unsigned
+
+    x = torch.tensor([-1, 0, 65535, 65536, 1 << 32, (1 << 32) + 5], dtype=torch.int64)
+    assert wrap_unsigned(x, "uint16").tolist() == [65535, 0, 65535, 0, 0, 5]
+    assert wrap_carried(x, "uint32").tolist() == [(1 << 32) - 1, 0, 65535, 65536, 0, 5]
+    assert wrap_unsigned(x, "int64") is x and wrap_carried(x, "uint64") is x
+    big = torch.tensor([(1 << 32) - 1, 1 << 31, 7], dtype=torch.int64)  # uint32 values
+    bits = to_bits(big, "uint32")
+    assert bits.dtype == torch.int32 and bits.tolist() == [-1, -(1 << 31), 7]
+    back = from_bits(bits, "uint32")
+    assert back.dtype == torch.int64 and back.tolist() == big.tolist()
+    assert to_bits(big, "int64") is big and from_bits(big, "int64") is big
+    i8 = torch.tensor([-1, -128, 5], dtype=torch.int8)
+    assert unsigned_wide(i8, "int8").tolist() == [255, 128, 5]
+    i16 = torch.tensor([-1, 7], dtype=torch.int16)
+    assert unsigned_wide(i16, "int16").tolist() == [65535, 7]
+    u32 = torch.tensor([(1 << 32) - 1], dtype=torch.int64)
+    assert unsigned_wide(u32, "uint32").tolist() == [(1 << 32) - 1]
+    i64 = torch.tensor([-1, -(1 << 63)], dtype=torch.int64)
+    assert unsigned_wide(i64, "int64").tolist() == [-1, -(1 << 63)]
+    assert unsigned_wide(i64, "uint64").tolist() == [-1, -(1 << 63)]
+
+
+def test_splat_scalars_and_numpy_arrays_in_their_storage():
+    """A splat element becomes the Python scalar of its dtype (``uint64`` as the int64 of its
+    bits); NumPy arrays become tensors of each dtype's storage with the same values."""
+    import ml_dtypes
+    from converter.backends.torch._util import numpy_to_torch, scalar_of, storage_dtype
+
+    assert scalar_of(np.uint64(2**64 - 1), "uint64") == -1
+    assert scalar_of(np.uint64(5), "uint64") == 5
+    for value, name, want in [
+        (np.int8(-3), "int8", -3), (np.uint32(2**32 - 1), "uint32", 2**32 - 1),
+        (np.bool_(True), "bool", True), (np.float16(0.5), "float16", 0.5),
+        (np.complex64(1 - 2j), "complex64", 1 - 2j),
+    ]:  # fmt: skip
+        got = scalar_of(value, name)
+        assert got == want and type(got) is type(want), (name, got)
+    cases = [
+        ("uint16", np.array([0, 65535], np.uint16), torch.int32, [0, 65535]),
+        ("uint32", np.array([0, 2**32 - 1], np.uint32), torch.int64, [0, 2**32 - 1]),
+        ("uint64", np.array([2**64 - 1, 3], np.uint64), torch.int64, [-1, 3]),
+        ("int4", np.array([-8, 7], ml_dtypes.int4), torch.int8, [-8, 7]),
+        ("uint2", np.array([0, 3], ml_dtypes.uint2), torch.uint8, [0, 3]),
+        ("float8_e4m3fn", np.array([448, -0.5], ml_dtypes.float8_e4m3fn), torch.float32, [448.0, -0.5]),
+        ("float4_e2m1fn", np.array([6, -1.5], ml_dtypes.float4_e2m1fn), torch.float32, [6.0, -1.5]),
+        ("bfloat16", np.array([1.5, -2], ml_dtypes.bfloat16), torch.bfloat16, [1.5, -2.0]),
+        ("int16", np.array([-5, 9], np.int16), torch.int16, [-5, 9]),
+    ]
+    for name, arr, dtype, want in cases:
+        got = numpy_to_torch(arr, name)
+        assert got.dtype == dtype == storage_dtype(name) and got.tolist() == want, (name, got)
+    e8 = np.array([1.0, 0.25], ml_dtypes.float8_e8m0fnu)
+    got = numpy_to_torch(e8, "float8_e8m0fnu")
+    assert got.dtype == torch.float8_e8m0fnu and got.float().tolist() == [1.0, 0.25]
+
+
+def test_aligned_copies_only_misaligned_tensors():
+    """``aligned`` returns a 64-byte aligned tensor as it is and copies a misaligned one into
+    aligned memory (same values); an empty tensor needs no copy."""
+    from converter.backends.torch._util import aligned
+
+    t = torch.arange(40, dtype=torch.float32)
+    assert t.data_ptr() % 64 == 0 and aligned(t) is t
+    view = t[1:5]
+    got = aligned(view)
+    assert got is not view and got.data_ptr() % 64 == 0 and got.tolist() == [1.0, 2.0, 3.0, 4.0]
+    empty = t[1:1]
+    assert aligned(empty) is empty
+
+
+_STORED_RESULTS = """
+func.func public @main(%x: tensor<3xf32>, %u: tensor<3xui32>)
+    -> (tensor<3xf8E4M3FN>, tensor<3xi4>, tensor<3xui32>, tensor<3xf32>, tensor<3xf64>) {
+  %0 = stablehlo.convert %x : (tensor<3xf32>) -> tensor<3xf8E4M3FN>
+  %1 = stablehlo.convert %x : (tensor<3xf32>) -> tensor<3xi4>
+  %2 = stablehlo.add %u, %u : tensor<3xui32>
+  %c = stablehlo.constant dense<0.3125> : tensor<3xf8E4M3FN>
+  %3 = stablehlo.add %0, %c : tensor<3xf8E4M3FN>
+  %4 = stablehlo.convert %3 : (tensor<3xf8E4M3FN>) -> tensor<3xf32>
+  %5 = stablehlo.convert %2 : (tensor<3xui32>) -> tensor<3xf64>
+  return %0, %1, %2, %4, %5 : tensor<3xf8E4M3FN>, tensor<3xi4>, tensor<3xui32>, tensor<3xf32>, tensor<3xf64>
+}
+"""
+
+
+def test_results_of_emulated_and_carried_types():
+    """Results of a dtype torch has but computes in another storage come back in their own
+    dtype (``float8_e4m3fn``, ``uint32``); a type torch lacks (``int4``) in its storage
+    (``int8``). A ``uint32`` add wraps modulo ``2**32`` (also as a later op reads it); a
+    float8 add rounds to float8 (ties to even)."""
+    import ml_dtypes
+
+    tm = converter.from_stablehlo(_STORED_RESULTS).to_torch()
+    x = np.array([1.7, -2.0, 6.9], np.float32)
+    u = np.array([2**32 - 1, 5, 2**31], np.uint32)
+    f8, i4, s, f, s64 = tm(torch.from_numpy(x), torch.from_numpy(u))
+    assert (f8.dtype, i4.dtype, s.dtype) == (torch.float8_e4m3fn, torch.int8, torch.uint32)
+    want8 = x.astype(ml_dtypes.float8_e4m3fn)
+    np.testing.assert_array_equal(f8.float().numpy(), want8.astype(np.float32))
+    np.testing.assert_array_equal(i4.numpy(), [1, -2, 6])  # toward zero, in range
+    np.testing.assert_array_equal(s.numpy(), u + u)
+    np.testing.assert_array_equal(s64.numpy(), (u + u).astype(np.float64))  # wrapped before the convert
+    np.testing.assert_array_equal(f.numpy(), (want8 + want8.dtype.type(0.3125)).astype(np.float32))

@@ -516,6 +516,35 @@ def test_export_dynamic_shapes_of_dimension_expressions():
         shapes("k", "k//2", "k")
 
 
+def test_export_example_sizes_follow_the_ranges():
+    """``export_example`` gives each dynamic dimension a size other than 0 and 1 within its
+    range (the only one of ``[0, 2]`` is 2), distinct unbounded names distinct sizes, a derived
+    dimension the value of its expression; ``export_dynamic_shapes`` names an unnamed
+    dimension ``d<input>_<axis>`` and one that is no identifier with ``_`` for the others."""
+    from converter.backends.torch.module import export_dynamic_shapes, export_example
+
+    identity = "func.func public @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n  return %x : tensor<2xf32>\n}"
+    sig = converter.from_stablehlo(identity).signature
+    dims = [("a", 4), ("b", 2), (3, None), ("2*a+1",), ("k",), ("n",), ("batch-size",), ("x1",)]
+    inputs = tuple(LeafSpec(f"args[{i}]", d, "float32") for i, d in enumerate(dims))
+    sig = sig.replace(
+        inputs=inputs,
+        in_tree=_args_tree(len(dims)),
+        dim_ranges={"k": [0, 2], "n": [5, 9], "batch-size": [4, None]},
+    )
+    args, kwargs = export_example(sig)
+    assert kwargs == {}
+    a, b, d = args[0].shape[0], args[1].shape[0], args[2].shape[1]
+    assert args[0].shape[1] == 4 and args[2].shape[0] == 3 and args[0].dtype == torch.float32
+    assert min(a, b, d) >= 2 and len({a, b, d}) == 3
+    assert args[3].shape == (2 * a + 1,)
+    assert args[4].shape == (2,) and 5 <= args[5].shape[0] <= 9 and args[6].shape[0] >= 4
+    shapes = export_dynamic_shapes(sig)["args"]
+    assert shapes[2][1].__name__ == "d2_1" and shapes[6][0].__name__ == "batch_size"
+    assert shapes[7][0].__name__ == "x1"  # only a leading digit takes ``d_``
+    assert (shapes[4][0].min, shapes[4][0].max) == (0, 2) and shapes[6][0].min == 4
+
+
 _PARTITIONED_DYNAMIC = """module @m attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
   sdy.mesh @mesh = <["x"=2]>
   func.func public @main(%arg0: tensor<?x4xf32>) -> (tensor<?x4xf32>) {

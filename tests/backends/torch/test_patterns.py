@@ -98,6 +98,12 @@ def test_softmax_with_infinities_and_masks():
     np.testing.assert_allclose(tm(torch.from_numpy(x)).numpy(), want, rtol=1e-6, equal_nan=True)
 
 
+def test_softmax_over_two_axes_is_not_a_one_dim_softmax():
+    """A softmax normalized over two axes at once has no ``F.softmax`` (one dim): no rewrite,
+    the program's numbers."""
+    _check(lambda x: jax.nn.softmax(x, axis=(0, 2)), _x(3, 2, 4), absent=[aten._softmax.default])
+
+
 def test_softmax_without_max_subtraction_is_not_rewritten():
     """exp(x)/sum(exp(x)) overflows where softmax does not: not the same function."""
 
@@ -146,6 +152,18 @@ def test_flax_layer_norm(shape, monkeypatch):
     params = ln.init(jax.random.PRNGKey(0), x)
     params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(RNG.normal(size=p.shape), p.dtype), params)
     _check(ln.apply, x, params=params, present=[aten.native_layer_norm.default], monkeypatch=monkeypatch)
+
+
+def test_layer_norm_over_two_trailing_dims():
+    """A layer norm over the last two dims (scale and bias of that shape) is one
+    ``F.layer_norm`` with a two-dim normalized shape."""
+    ln = nn.LayerNorm(reduction_axes=(-2, -1), feature_axes=(-2, -1))
+    x = _x(2, 3, 4, scale=2.0) + 1.0
+    params = ln.init(jax.random.PRNGKey(0), x)
+    params = jax.tree_util.tree_map(lambda p: p + jnp.asarray(RNG.normal(size=p.shape), p.dtype), params)
+    tm = _check(ln.apply, x, params=params, present=[aten.native_layer_norm.default])
+    (node,) = [n for n in tm.graph_module.graph.nodes if aten_target(n) is aten.native_layer_norm.default]
+    assert list(node.args[1]) == [3, 4]
 
 
 def test_layer_norm_over_a_leading_dim_is_not_rewritten():
@@ -658,3 +676,31 @@ def test_weights_are_copied_once_aligned_and_exact(name):
     assert got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want)
     assert got.data_ptr() % 64 == 0
     assert not np.shares_memory(got.view(torch.int16).numpy() if name == "bfloat16" else got.numpy(), arr)
+
+
+@pytest.mark.parametrize("fill", [-np.inf, "tensor"])
+def test_attention_with_an_infinite_or_computed_mask_fill_is_not_sdpa(fill):
+    """``where(mask, s, -inf)`` is not ``s + (-inf)`` as SDPA's additive bias reads it (a fully
+    masked row is NaN in the program); a fill that is no constant cannot be a bias either: no
+    rewrite, the program's numbers."""
+
+    def attend(q, k, v, mask, c):
+        w = jnp.where(mask, jnp.einsum("bqd,bkd->bqk", q, k), np.float32(-np.inf) if fill != "tensor" else c)
+        return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(w), v)
+
+    q, k, v = _x(1, 3, 4), _x(1, 5, 4), _x(1, 5, 4)
+    mask = RNG.random((1, 3, 5)) > 0.3
+    mask[0, 1, :] = False
+    c = _x(1, 3, 5, scale=10.0)
+    tm = _check(attend, q, k, v, mask, c, absent=[aten._scaled_dot_product_flash_attention_for_cpu.default])
+    assert aten._softmax.default in _targets(tm)
+
+
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) + 1])
+def test_input_free_values_are_folded_up_to_the_limit(n):
+    """A value that reads no input is computed once at conversion and stored when it has at
+    most 65536 elements (exactly 65536 included); a larger one stays computed on each call."""
+    tm = _check(lambda x: x * lax.iota(jnp.float32, n), _x(n))
+    folded = aten.arange.default not in _targets(tm)
+    assert folded == (n <= 1 << 16)
+    assert len(list(tm.graph_module.named_buffers())) == (1 if folded else 0)

@@ -17,6 +17,7 @@ from converter.backends.torch.native import aten_target
 from jax.experimental.compute_on import compute_on
 from jax.sharding import SingleDeviceSharding
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import converter
 from converter import mlir
@@ -265,3 +266,66 @@ def test_annotate_device_placement_copies(offloaded):
         gm = build_graph(offloaded, "cuda:0")
     (pinned,) = [n for n in gm.graph.nodes if aten_target(n) is aten.empty_like.default]  # page-locked copy
     assert pinned.kwargs["pin_memory"] is True and str(pinned.kwargs["device"]) == "cpu"
+
+
+def test_device_primitives():
+    """``same_device`` reads a missing index as 0 and tells types and indices apart;
+    ``home`` is CPU for both host memory kinds; ``Placer.to`` keeps tuples and lists, leaves
+    values already there (and non-tensors) alone, and a value copied away and back is its
+    original; inside ``Placer.on`` factory ops default to that device, ``current`` says so, and
+    both are restored after."""
+    from converter.backends.torch.placement import CPU, Placer, home, resolve_device, same_device
+
+    from converter.signature import LeafSpec
+
+    cuda0, cuda1, meta = torch.device("cuda", 0), torch.device("cuda", 1), torch.device("meta")
+    assert same_device(torch.device("cuda"), cuda0) and same_device(cuda0, torch.device("cuda"))
+    assert not same_device(cuda0, cuda1) and not same_device(torch.device("cuda"), cuda1)
+    assert (
+        not same_device(CPU, meta) and not same_device(CPU, cuda0) and same_device(CPU, torch.device("cpu"))
+    )
+    assert resolve_device(None) == CPU and resolve_device("meta") == meta
+    for kind, want in [("pinned_host", CPU), ("unpinned_host", CPU), ("device", meta), (None, meta)]:
+        assert home(LeafSpec("x", (2,), "float32", memory_kind=kind), meta) == want, kind
+
+    placer = Placer(meta)
+    x = torch.ones(2)
+    assert placer.to(x, CPU) is x and placer.to(3, meta) == 3
+    moved = placer.to(x, meta)
+    assert moved.device == meta and placer.to(moved, CPU) is x  # the original, no second copy
+    pair = placer.to((x, [x]), meta)
+    assert type(pair) is tuple and type(pair[1]) is list and pair[1][0].device == meta
+    assert placer.current == meta
+    with placer.on(CPU):
+        assert placer.current == CPU and torch.zeros(1).device == CPU
+    with placer.on(meta):
+        assert torch.zeros(1).device == meta
+    assert placer.current == meta and torch.zeros(1).device == CPU
+    with Placer(CPU).on(meta):  # a CPU module computing elsewhere
+        assert torch.zeros(1).device == meta
+
+
+def test_placer_main_moves_host_memory_arguments_and_results():
+    """``Placer.main`` copies host-memory arguments to the module's device before running and
+    host-memory results to CPU after (the others stay where they are); on CUDA a
+    ``pinned_host`` result is copied into page-locked memory, an ``unpinned_host`` one not."""
+    from converter.backends.torch.placement import CPU, Placer
+
+    from converter.signature import LeafSpec
+
+    cuda = torch.device("cuda", 0)
+    specs = [LeafSpec("a", (2,), "float32", memory_kind=k) for k in ("pinned_host", None, "unpinned_host")]
+    seen = []
+
+    def run(*args):
+        seen.extend(a.device for a in args)
+        return [args[0] * 2, args[1] + 1, args[1] - 1]
+
+    with FakeTensorMode():  # no GPU here: trace for cuda:0 on fake tensors
+        x, y = torch.ones(2), torch.ones(2, device=cuda)
+        gm = make_fx(lambda x, y: Placer(cuda).main(run, [x, y], specs[:2], specs))(x, y)
+    assert seen[-2:] == [cuda, cuda]
+    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    assert [a.meta["val"].device for a in outs] == [CPU, cuda, CPU]
+    (pinned,) = [n for n in gm.graph.nodes if n.target is aten.empty_like.default]
+    assert pinned.kwargs["pin_memory"] is True and pinned in outs[0].all_input_nodes  # result 0's
