@@ -470,3 +470,70 @@ def test_an_archive_zipfile_cannot_read_is_a_parse_error():
     assert [e.name for e in ziparchive.check_layout(io.BytesIO(data), "c")] == ["a.txt", "b.txt"]
     with pytest.raises(converter.ParseError, match=r"^c: not a readable zip archive \(zipfiles that span"):
         ziparchive.open_checked(io.BytesIO(data), "c")
+
+
+def test_member_names_decode_as_their_utf8_flag_says():
+    """APPNOTE 4.4.4 bit 11: the name is UTF-8 when set, else IBM code page 437 (as Python's
+    zipfile reads it, which the layout check must agree with)."""
+    data = assemble(
+        [
+            Raw(b"\x81.txt", b"alpha", local={"flags": 0}, central={"flags": 0}),  # cp437 0x81: u umlaut
+            Raw("é.txt".encode(), b"beta"),  # flag 0x800
+        ]
+    )
+    assert [e.name for e in ziparchive.check_layout(io.BytesIO(data), "n")] == ["\u00fc.txt", "é.txt"]
+    with ziparchive.open_checked(io.BytesIO(data), "n") as zf:
+        assert ziparchive.read_member(zf, "\u00fc.txt", "n") == b"alpha"
+        assert ziparchive.read_member(zf, "é.txt", "n") == b"beta"
+
+
+def test_what_is_not_a_zip_archive_and_what_follows_one():
+    """Shorter than an end record, or no end record at the end: not a zip file (a parse
+    error naming the file); an end record followed by a comment or other bytes: refused."""
+    for data, words in (
+        (bytes(21), r"^t: not a zip file \(21 bytes\)$"),
+        (b"not a zip archive at all", r"^t: not a zip file$"),
+        (b"PK\x05\x07" + bytes(18), r"^t: not a zip file$"),
+    ):
+        with pytest.raises(converter.ParseError, match=words) as e:
+            ziparchive.check_layout(io.BytesIO(data), "t")
+        assert not isinstance(e.value, converter.UntrustedInputError)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("a.txt", b"alpha")
+        zf.comment = b"hi"
+    for data in (buf.getvalue(), assemble(_two()) + b"x"):
+        with pytest.raises(converter.UntrustedInputError) as e:
+            ziparchive.check_layout(io.BytesIO(data), "t")
+        assert (
+            str(e.value) == "t: refused zip archive layout: an archive comment or data after the end record"
+        )
+    assert ziparchive.is_zip(assemble(_two())) and not ziparchive.is_zip(assemble([]))
+
+
+def test_empty_archives_pass_with_and_without_zip64_end_records():
+    """No members: the end record alone (22 bytes, the smallest zip file), or with the zip64
+    end record and locator right before it (22 + 20 + 56 bytes) and the zip64 markers."""
+    for data in (assemble([]), assemble([], zip64={}, end=_ZIP64_END)):
+        assert ziparchive.check_layout(io.BytesIO(data), "e") == []
+        with ziparchive.open_checked(io.BytesIO(data), "e") as zf:
+            assert zf.namelist() == []
+
+
+def test_only_compressed_members_count_against_the_inflate_budget(monkeypatch):
+    """The declared sizes of deflated members, all together, against $CONVERTER_MAX_INFLATE;
+    a stored member holds its bytes as they are and counts for nothing."""
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "10")
+
+    def archive(*sizes: int) -> bytes:
+        members = [Member("stored.bin", bytes(100))]
+        for i, n in enumerate(sizes):
+            data, crc, size = deflated(bytes(n))
+            members.append(Member(f"d{i}.bin", data, method=8, crc=crc, size=size))
+        return build(members)
+
+    with ziparchive.open_checked(io.BytesIO(archive(4, 6)), "b") as zf:
+        assert ziparchive.read_member(zf, "stored.bin", "b") == bytes(100)
+        assert ziparchive.read_member(zf, "d1.bin", "b") == bytes(6)
+    with pytest.raises(converter.ParseError, match=r"^b: its compressed members would expand to 11 bytes"):
+        ziparchive.open_checked(io.BytesIO(archive(5, 6)), "b")

@@ -308,12 +308,16 @@ RANGES = [
     ("stablehlo.divide", [(-7, 9), (2, 4)], (-3, 4)),
     ("stablehlo.divide", [(-7, 9), (-3, -2)], (-4, 3)),
     ("stablehlo.divide", [(-7, 9), (-1, 2)], None),  # a divisor of 0 may occur
+    ("stablehlo.divide", [(-7, 9), (0, 4)], None),  # 0 at either end of the divisor's range
+    ("stablehlo.divide", [(-7, 9), (-4, 0)], None),
+    ("stablehlo.divide", [(-7, 9), (1, 1)], (-7, 9)),
     ("stablehlo.remainder", [(-7, 9), (2, 4)], (-3, 3)),
     ("stablehlo.remainder", [(0, 9), (-4, -2)], (0, 3)),  # the dividend's sign
     ("stablehlo.remainder", [(-9, 0), (2, 3)], (-2, 0)),
     ("stablehlo.remainder", [(1, 2), (5, 6)], (0, 2)),  # |x| < |y|: x itself
     ("stablehlo.remainder", [(-1, 9), (5, 6)], (-1, 5)),
     ("stablehlo.remainder", [(-7, 9), (0, 4)], None),
+    ("stablehlo.remainder", [(-7, 9), (-4, 0)], None),
     ("stablehlo.negate", [(2, 5)], (-5, -2)),
     ("stablehlo.abs", [(-3, 5)], (0, 5)),
     ("stablehlo.abs", [(-7, -2)], (2, 7)),
@@ -333,12 +337,14 @@ RANGES = [
     ("stablehlo.xor", [(0, 4), (-2, 3)], None),
     ("stablehlo.shift_left", [(1, 3), (0, 2)], (1, 12)),
     ("stablehlo.shift_left", [(1, 3), (0, 31)], None),  # may leave 32 bits
+    ("stablehlo.shift_left", [(0, 1), (0, 30)], (0, 2**30)),  # the largest shift it bounds
     ("stablehlo.shift_left", [(-1, 3), (0, 2)], None),
     ("stablehlo.shift_left", [(1, 3), (-1, 2)], None),
     ("stablehlo.shift_right_arithmetic", [(-8, 8), (0, 2)], (-8, 8)),
     ("stablehlo.shift_right_arithmetic", [(3, 8), (1, 2)], (0, 8)),
     ("stablehlo.shift_right_arithmetic", [(-8, 8), (-1, 2)], None),
     ("stablehlo.shift_right_logical", [(0, 9), (1, 2)], (0, 9)),
+    ("stablehlo.shift_right_logical", [(0, 9), (0, 2)], (0, 9)),  # a shift by 0
     ("stablehlo.shift_right_logical", [(-1, 9), (1, 2)], None),  # -1 is all ones
     ("stablehlo.shift_right_logical", [(0, 9), (-1, 2)], None),
 ]
@@ -355,6 +361,20 @@ def test_elementwise_ranges_hold_what_the_spec_computes(name, operands, want):
     if want is not None:
         values = [_SPEC[name](*xs) for xs in product(*(range(lo, hi + 1) for lo, hi in operands))]
         assert want[0] <= min(values) and max(values) <= want[1]
+
+
+def test_a_range_fits_the_32_bit_type_of_its_signedness():
+    """An i64 value narrows to i32 when its range lies in [-2**31, 2**31 - 1], a ui64 one
+    to ui32 when it lies in [0, 2**32 - 1] (both bounds included); an unknown range never.
+    A union of ranges is unknown when one of them is, or when there are none."""
+    from converter.passes.narrow import _fits, _union
+
+    assert _fits((-(2**31), 2**31 - 1), "i64") and _fits((0, 2**32 - 1), "ui64")
+    assert not _fits((-(2**31) - 1, 0), "i64") and not _fits((0, 2**31), "i64")
+    assert not _fits((-1, 0), "ui64") and not _fits((0, 2**32), "ui64")
+    assert not _fits(None, "i64") and not _fits(None, "ui64")
+    assert _union([(1, 2), (-3, 0), (0, 5)]) == (-3, 5)
+    assert _union([(1, 2), None]) is None and _union([]) is None
 
 
 def test_type_ranges_and_refined_comparisons():
@@ -445,6 +465,12 @@ def _narrow_and_run(text: str, *args):
   %n = stablehlo.convert %i : (tensor<3xi64>) -> tensor<3xi8>
   %v = stablehlo.convert %n : (tensor<3xi8>) -> tensor<3xi64>""",
             id="convert-through-i8",
+        ),
+        pytest.param(  # a convert of non-negative values to ui64 keeps their range
+            """%i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %u = stablehlo.convert %i : (tensor<3xi64>) -> tensor<3xui64>
+  %v = stablehlo.convert %u : (tensor<3xui64>) -> tensor<3xi64>""",
+            id="convert-through-ui64",
         ),
     ],
 )
@@ -669,3 +695,16 @@ func.func @main(%i: tensor<3xi64>) -> tensor<3xi64> {
         text.replace("%neg, %w, %i", "%neg, %i, %w"),
         r"stablehlo.add: may compute values in \[2147483595, 2147483700\]",
     )
+
+
+def test_a_static_iota_counts_to_its_size_minus_one():
+    """``iota`` of 2**31 elements ends at 2**31 - 1, the largest int32: narrowed (nothing is
+    run, only analysed); of 2**31 + 1 elements it ends at 2**31: refused, giving the range."""
+    text = """
+func.func @main() -> tensor<SIZExi64> {
+  %i = stablehlo.iota dim = 0 : tensor<SIZExi64>
+  return %i : tensor<SIZExi64>
+}"""
+    n = _narrow(text.replace("SIZE", str(2**31)))
+    assert "tensor<2147483648xi32>" in n.text() and "xi64>" not in n.text()
+    _refused(text.replace("SIZE", str(2**31 + 1)), r"stablehlo.iota: may compute values in \[0, 2147483648\]")

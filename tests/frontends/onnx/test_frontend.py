@@ -636,3 +636,115 @@ def test_a_value_info_of_an_unknown_element_type_is_ignored():
     m = from_onnx(model, dims={"N": 1}, check=False)
     x = np.ones((1, 3), np.float32)
     np.testing.assert_allclose(np.asarray(m.to_jax()(x)[0]), x @ m.params["w"] + 1, rtol=1e-6)
+
+
+def test_attribute_values_decode_to_python_and_numpy():
+    """Strings (one or a list) as str, tensors (one or a list) as arrays, an empty list as an
+    empty list, graphs as GraphProto (ONNX's AttributeProto types)."""
+    from converter.frontends.onnx.graph import decode_attribute
+
+    t = numpy_helper.from_array(np.array([1.5, 2.5], np.float32))
+    g = helper.make_graph([], "sub", [], [])
+    assert decode_attribute(helper.make_attribute("s", "nearest")) == "nearest"
+    assert decode_attribute(helper.make_attribute("ss", ["a", "bc"])) == ["a", "bc"]
+    assert decode_attribute(helper.make_attribute("s1", ["a"])) == ["a"]
+    np.testing.assert_array_equal(decode_attribute(helper.make_attribute("t", t)), [1.5, 2.5])
+    assert decode_attribute(helper.make_attribute("t1", [t]))[0].tolist() == [1.5, 2.5]
+    got = decode_attribute(helper.make_attribute("ts", [t, t]))
+    assert isinstance(got, list) and [a.tolist() for a in got] == [[1.5, 2.5], [1.5, 2.5]]
+    assert decode_attribute(helper.make_attribute("e", [], attr_type=onnx.AttributeProto.STRINGS)) == []
+    assert decode_attribute(helper.make_attribute("is", [3, -1])) == [3, -1]
+    assert decode_attribute(helper.make_attribute("g", g)) == g
+
+
+def test_node_context_defaults_past_the_last_input_and_output():
+    """``static(i)`` of an input the node omits (past the end, or an empty name) gives the
+    default; ``out_dtype``/``out_shape`` of an output past the end give None; of one shape
+    inference typed, its dtype and shape."""
+    from converter.frontends.onnx.graph import GraphRunner, NodeContext
+
+    runner = GraphRunner({"ai.onnx": 18}, {"y": (np.dtype(np.int32), (2, "N"))})
+    node = helper.make_node("TopK", ["x", "k"], ["y"])
+    ctx = NodeContext(runner, node, 11, 18, [np.zeros(3, np.float32), np.array([2])])
+    assert ctx.static(1).tolist() == [2] and ctx.static(2, "dflt") == "dflt"
+    assert NodeContext(runner, node, 11, 18, [np.zeros(3), None]).static(1, 7) == 7
+    assert ctx.out_dtype(0) == np.int32 and ctx.out_shape(0) == (2, "N")
+    assert ctx.out_dtype(1) is None and ctx.out_shape(1) is None and ctx.num_outputs == 1
+
+
+def test_type_protos_of_runtime_values():
+    """What a context-dependent function body is expanded for: a tensor's element type and
+    shape, a sequence's element type (none for an empty sequence), nothing for None."""
+    from converter.frontends.onnx.graph import _type_proto
+
+    t = _type_proto(np.zeros((2, 0, 3), np.int8))
+    assert t.tensor_type.elem_type == TensorProto.INT8
+    assert [d.dim_value for d in t.tensor_type.shape.dim] == [2, 0, 3]
+    s = _type_proto([np.zeros((), np.float16)])
+    assert s.sequence_type.elem_type.tensor_type.elem_type == TensorProto.FLOAT16
+    assert len(s.sequence_type.elem_type.tensor_type.shape.dim) == 0
+    assert _type_proto([]).HasField("sequence_type") is False and _type_proto(None) == onnx.TypeProto()
+
+
+def test_a_subgraph_given_the_wrong_number_of_inputs_names_it():
+    """A graph's initializers are not among the inputs it takes (ONNX IR: an input with an
+    initializer has a default); a call with more values is refused naming the graph."""
+    from converter.frontends.onnx import ops  # noqa: F401 - registers the rules
+    from converter.frontends.onnx.graph import GraphRunner
+
+    g = helper.make_graph(
+        [helper.make_node("Neg", ["a"], ["b"])],
+        "body",
+        [helper.make_tensor_value_info("a", F, [1]), helper.make_tensor_value_info("w", F, [1])],
+        [helper.make_tensor_value_info("b", F, [1])],
+        initializer=[numpy_helper.from_array(np.ones(1, np.float32), "w")],
+    )
+    runner = GraphRunner({"ai.onnx": 18}, {})
+    assert runner.run_graph(g, [np.array([2.0], np.float32)], {})[0].tolist() == [-2.0]
+    with pytest.raises(Exception, match=r"graph 'body' takes 1 inputs, got 2"):
+        runner.run_graph(g, [np.ones(1, np.float32)] * 2, {})
+
+
+def test_opsets_at_the_ends_of_the_supported_range():
+    """The default domain's opsets 7 to ``onnx.defs.onnx_opset_version()`` convert; 6 (and
+    one past the newest) are refused naming the opset, the supported range and the node."""
+    from converter.frontends.onnx.convert import MAX_OPSET
+
+    assert MAX_OPSET == onnx.defs.onnx_opset_version()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    want = x @ (np.arange(12, dtype=np.float32).reshape(3, 4) / 10) + 1
+    for opset in (7, MAX_OPSET):
+        model = _linear(opset=18)
+        model.opset_import[0].version = opset
+        np.testing.assert_allclose(np.asarray(from_onnx(model).to_jax()(x)[0]), want, rtol=1e-6)
+    for opset in (6, MAX_OPSET + 1):
+        model = _linear(opset=18)
+        model.opset_import[0].version = opset
+        with pytest.raises(UnsupportedOpError) as info:
+            from_onnx(model)
+        assert f"ai.onnx::MatMul at opset {opset} (supported: 7..{MAX_OPSET})" in str(info.value)
+        assert "'mm'" in str(info.value)
+
+
+def test_function_body_attributes_bind_to_the_call_and_known_values():
+    """A body node's attribute referring to a function attribute (``ref_attr_name``) takes
+    the call's value, the last one given winning (the schema default, then the node's own);
+    one the call does not give is dropped; the node's other attributes stay. Values known at
+    conversion time: NumPy arrays and scalars, None, lists of them; not Python numbers or
+    JAX arrays."""
+    import jax.numpy as jnp
+    from converter.frontends.onnx.graph import _bind_attrs, is_known
+
+    ref = onnx.AttributeProto()
+    ref.name, ref.ref_attr_name, ref.type = "alpha", "a", onnx.AttributeProto.FLOAT
+    gone = onnx.AttributeProto()
+    gone.name, gone.ref_attr_name, gone.type = "beta", "b", onnx.AttributeProto.FLOAT
+    node = helper.make_node("LeakyRelu", ["x"], ["y"])
+    node.attribute.extend([ref, gone, helper.make_attribute("keep", 3)])
+    bound = _bind_attrs(node, [helper.make_attribute("a", 0.5), helper.make_attribute("a", 0.25)])
+    assert {a.name: helper.get_attribute_value(a) for a in bound.attribute} == {"alpha": 0.25, "keep": 3}
+    assert [a.name for a in node.attribute] == ["alpha", "beta", "keep"]  # the body is not changed
+    plain = helper.make_node("Relu", ["x"], ["y"], keep=1)
+    assert _bind_attrs(plain, [helper.make_attribute("keep", 2)]) is plain
+    assert is_known(None) and is_known(np.float32(1)) and is_known([np.ones(2), None, []])
+    assert not is_known(3) and not is_known([np.ones(2), jnp.ones(2)])

@@ -243,3 +243,60 @@ def test_onnx_node_cases_with_value_inputs():
         except Exception as e:  # noqa: BLE001 - collected, reported together
             failed.append(f"{name}: {type(e).__name__}: {str(e)[:200]}")
     assert ran >= 100 and not failed, "\n".join(failed)
+
+
+def test_graph_input_sources_follows_every_branch_and_subgraph():
+    """The graph inputs a value is computed from: through each input of each node (one read
+    twice, an initializer with no producer beside them), through the values a subgraph
+    captures, in graph input order (not the order they were found)."""
+    from converter.frontends.onnx.values import graph_input_sources
+
+    then = helper.make_graph([helper.make_node("Identity", ["d"], ["t"])], "then", [], [_vi("t", I64, [1])])
+    other = helper.make_graph([helper.make_node("Identity", ["e"], ["o"])], "else", [], [_vi("o", I64, [1])])
+    model = _model(
+        [
+            helper.make_node("If", ["cond"], ["de"], then_branch=then, else_branch=other),
+            helper.make_node("Concat", ["b", "a", "a", "de", "w"], ["s"], axis=0),
+            helper.make_node("Reshape", ["x", "s"], ["y"]),
+        ],
+        [_vi(n, I64, [1]) for n in ("a", "b", "c", "d", "e")]
+        + [_vi("cond", TensorProto.BOOL, []), _vi("x", F, [6])],
+        [_out("y", F, 2)],
+        [numpy_helper.from_array(np.array([1], np.int64), "w")],
+    )
+    graph = model.graph
+    everything = {i.name for i in graph.input}
+    assert graph_input_sources(graph, ["s"], everything) == ["a", "b", "d", "e", "cond"]
+    assert graph_input_sources(graph, ["y"], everything - {"x"}) == ["a", "b", "d", "e", "cond"]
+    assert graph_input_sources(graph, ["y"], everything) == ["a", "b", "d", "e", "cond", "x"]
+    assert graph_input_sources(graph, ["s"], {"a", "c"}) == ["a"]
+
+
+def test_value_model_refuses_missing_values_keywords_and_another_opset(tmp_path):
+    model = _model(
+        [helper.make_node("Reshape", ["x", "s"], ["y"])],
+        [_vi("x", F, [6]), _vi("s", I64, [2])],
+        [_out("y", F, 2)],
+    )
+    m = from_onnx(model)
+    with pytest.raises(SignatureMismatchError, match=r"no values for the inputs \['s'\]"):
+        m.specialize_values({"x": np.zeros(6, np.float32)})
+    f = m.to_jax()
+    x = np.arange(6, dtype=np.float32)
+    with pytest.raises(SignatureMismatchError, match=r"unexpected keyword arguments \['s'\]"):
+        f(x, s=np.array([3, 2]))
+    with pytest.raises(ConversionError, match=r"is not converted to opset 17 \(it is opset 18\)"):
+        m.to_onnx(opset=17)
+    path = tmp_path / "same.onnx"
+    out = m.to_onnx(opset=18, path=path)
+    assert out is not m.onnx_model and out == m.onnx_model
+    assert path.read_bytes() == model.SerializeToString()
+    # one conversion per distinct value: the dtype and the shape of a value are part of it
+    a = m.specialize_values({"s": np.array([3, 2], np.int64)})
+    assert m.specialize_values({"s": np.array([3, 2], np.int64)}) is a
+    assert m.specialize_values({"s": np.array([2, 3], np.int64)}) is not a
+    assert m.specialize_values({"s": np.array([3, 2], np.int32)}) is not a
+    assert (
+        repr(m)
+        == "<converter.ValueSpecializedModel from onnx: 0 params, 2 inputs, shapes from the values of ['s']>"
+    )

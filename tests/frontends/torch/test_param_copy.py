@@ -191,3 +191,43 @@ def test_from_torch_to_jax_and_a_call_stay_far_below_a_copy_of_the_weights():
     extra = _kernel_figure("VmHWM") - base
     assert extra < 0.25 * nbytes, f"peak {extra / nbytes:.2f}x the weight beyond the model"
     np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_lazy_views_and_unaligned_memory_are_copied_as_values():
+    """A conjugate or negative view holds the values torch computes from it (its memory holds
+    them before the lazy bit); a contiguous tensor starting off a 64-byte boundary is copied
+    to an aligned array (a view would make JAX copy it); without ``copy`` a read-only view of
+    the tensor's own memory."""
+    z = torch.tensor([1 + 2j, 3 - 4j], dtype=torch.complex64)
+    conj, neg = z.conj(), z.conj().imag
+    assert conj.is_conj() and neg.is_neg()
+    np.testing.assert_array_equal(_to_numpy(conj), conj.resolve_conj().numpy())
+    np.testing.assert_array_equal(_to_numpy(neg), np.array([-2.0, 4.0], np.float32))
+    t = torch.arange(17, dtype=torch.float32)[1:]  # the only tensor of its storage
+    assert t.is_contiguous() and t.const_data_ptr() % 64 != 0
+    out = _to_numpy(t)
+    assert out.ctypes.data % 64 == 0 and out.tolist() == list(range(1, 17))
+    t.zero_()
+    assert out.tolist() == list(range(1, 17))  # a copy
+    view = _to_numpy(t, copy=False)
+    assert view.ctypes.data == t.data_ptr() and not view.flags.writeable
+
+
+def test_training_mode_matters_only_for_dropout_batch_norm_random_or_buffer_updates():
+    """``signature.training`` is recorded when the other mode would compute differently:
+    dropout with p > 0, batch norm tracking running statistics, a random op, a buffer the
+    model updates; not for dropout with p = 0, batch norm without running statistics, an
+    ExportedProgram (its mode is unknown)."""
+    from converter.frontends.torch.convert import _mode_dependent
+
+    from converter.signature import Mutation
+
+    nn = torch.nn
+    assert _mode_dependent(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.1)), None, [])
+    assert not _mode_dependent(nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0)), None, [])
+    assert _mode_dependent(nn.BatchNorm1d(2), None, [])
+    assert not _mode_dependent(nn.BatchNorm1d(2, track_running_stats=False), None, [])
+    assert _mode_dependent(nn.Linear(2, 2), object(), [])
+    assert _mode_dependent(nn.Linear(2, 2), None, [Mutation("input", "args[0]"), Mutation("buffer", "b")])
+    assert not _mode_dependent(nn.Linear(2, 2), None, [Mutation("input", "args[0]")])
+    assert not _mode_dependent(object(), object(), [Mutation("buffer", "b")])
