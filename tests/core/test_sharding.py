@@ -869,9 +869,8 @@ def test_device_groups_read_as_mesh_axes():
 def test_manual_computation_specs_keep_only_manual_axes():
     """``shard_map``'s specs name only the manual axes: the others are dropped from each
     dimension's axes (a dimension left with none is replicated)."""
-    from jax.sharding import PartitionSpec as P
-
     from converter.backends.jax.ops import sharding as s
+    from jax.sharding import PartitionSpec as P
 
     got = s._manual_spec((("x", "z"), ("z", "y"), "y", None, "z", ("x", "y")), {"x", "y"})
     assert got == P("x", "y", "y", None, None, ("x", "y"))
@@ -913,7 +912,6 @@ def test_partition_id_is_the_row_major_device_position(monkeypatch):
     """``partition_id`` inside a manual computation over every axis is the device's logical
     id: its row-major position in the mesh (x=2, y=3, z=2 at (1, 2, 1): 1*6 + 2*2 + 1)."""
     import jax.numpy as jnp
-
     from converter.backends.jax.ops import sharding as s
 
     index = {"x": 1, "y": 2, "z": 1}

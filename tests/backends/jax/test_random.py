@@ -82,9 +82,9 @@ def test_rng_argument_forms():
     ``uint32[2]`` key, each as the raw key JAX makes of it; another shape or dtype is refused,
     naming what it got."""
     import jax
+    from converter.backends.jax.function import raw_key
 
     from converter import SignatureMismatchError
-    from converter.backends.jax.function import raw_key
 
     np.testing.assert_array_equal(raw_key(7), jax.random.PRNGKey(7))
     np.testing.assert_array_equal(raw_key(np.int64(3)), jax.random.PRNGKey(3))

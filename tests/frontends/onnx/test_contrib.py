@@ -42,16 +42,24 @@ def _run_both(nodes, inputs: dict, outputs: dict, inits: dict):
     return want, [np.asarray(g) for g in got]
 
 
+# onnxruntime's uint8 x int8 GEMM kernels on x86 CPUs without VNNI (AVX2 only) add pairs of
+# products in int16 with saturation (``vpmaddubsw``): with full 8-bit weights a pair can pass
+# 32767, and onnxruntime's result depends on the CPU it runs on. Weights within 7 bits keep
+# every pair in range (255 * 64 * 2 < 32768), so onnxruntime is an exact reference on every
+# CPU (what ``quantize_dynamic(reduce_range=True)`` does for the same reason).
+
+
 def test_quantized_contrib_ops_within_one_step_of_onnxruntime():
     rng = np.random.default_rng(0)
     u8 = lambda *s: rng.integers(0, 256, s).astype(np.uint8)  # noqa: E731
     i8 = lambda *s: rng.integers(-128, 128, s).astype(np.int8)  # noqa: E731
+    i7 = lambda *s: rng.integers(-64, 64, s).astype(np.int8)  # noqa: E731  (weights: see the note on 8-bit GEMMs above)
     f = np.float32
     inits = {
         "sa": f(0.031), "za": np.uint8(121), "sb": f(0.017), "zb": np.uint8(133),
         "sc": f(0.043), "zc": np.uint8(118),
         "s8": f(0.021), "z8": np.int8(-7), "sm": f(1 / 256), "zm": np.uint8(0),
-        "w": i8(6, 5), "sw": rng.uniform(0.005, 0.02, 5).astype(f), "zw": np.zeros(5, np.int8),
+        "w": i7(6, 5), "sw": rng.uniform(0.005, 0.02, 5).astype(f), "zw": np.zeros(5, np.int8),
         "bias": rng.integers(-3000, 3000, 5).astype(np.int32),
     }  # fmt: skip
     inputs = {"a": u8(2, 3, 4, 6), "b": u8(2, 3, 4, 6), "c": i8(4, 6), "m": u8(4, 6)}
@@ -188,8 +196,10 @@ def test_dynamic_quantize_lstm_within_activation_quantization_of_onnxruntime():
     rng = np.random.default_rng(2)
     d, i, h, s, b = 2, 3, 4, 5, 2
     inits = {
-        "w": rng.integers(-128, 128, (d, i, 4 * h)).astype(np.int8),
-        "r": rng.integers(-128, 128, (d, h, 4 * h)).astype(np.int8),
+        "w": rng.integers(-64, 64, (d, i, 4 * h)).astype(
+            np.int8
+        ),  # 7 bits: see the note on 8-bit GEMMs above
+        "r": rng.integers(-64, 64, (d, h, 4 * h)).astype(np.int8),
         "bias": rng.standard_normal((d, 8 * h)).astype(np.float32) * 0.1,
         "ws": rng.uniform(0.002, 0.01, (d, 4 * h)).astype(np.float32),
         "wz": np.zeros((d, 4 * h), np.int8),
