@@ -20,6 +20,8 @@ a partitioned module (collectives), (iii) a module traced for a device other tha
 from __future__ import annotations
 
 import inspect
+import itertools
+import math
 import operator
 import re
 import types
@@ -817,11 +819,17 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
             for n in [name] if tree is None else sorted(dim_names(tree)):
                 if n not in names:
                     names.append(n)
+    bounds = {n: tuple((list(ranges.get(n) or []) + [None, None])[:2]) for n in names}
     sizes: dict[str, int] = {}
-    for k, name in enumerate(names):
-        lo, hi = (list(ranges.get(name) or []) + [None, None])[:2]
-        size = max(lo or 1, 2) + k
-        sizes[name] = min(size, hi) if hi is not None else size
+
+    def width(n: str) -> float:
+        lo, hi = bounds[n]
+        return math.inf if hi is None else hi - (lo or 0)
+
+    # the narrowest ranges choose first, so a wide one never takes the only free size of another
+    for k, name in enumerate(sorted(names, key=width)):
+        lo, hi = bounds[name]
+        sizes[name] = _example_size(max(lo or 1, 2), hi, k, set(sizes.values()))
     leaves = []
     for spec, dims in zip(sig.inputs, per_input, strict=True):
         shape = list(spec.shape)
@@ -830,6 +838,18 @@ def export_example(sig: Signature) -> tuple[tuple, dict]:
         leaves.append(torch.zeros(shape, dtype=dtypes.torch_dtype(spec.dtype)))
     args, kwargs = unflatten(sig.in_tree, leaves)
     return tuple(args), dict(kwargs)
+
+
+def _example_size(lo: int, hi: int | None, k: int, used: set[int]) -> int:
+    """The example size of the ``k``-th dynamic dimension, of range ``[lo, hi]`` (``lo`` >= 2):
+    ``lo + k`` (at most ``hi``), else the nearest size of the range that no earlier dimension
+    took (upwards first), else ``lo + k`` capped (the range holds no free size)."""
+    first = lo + k if hi is None else min(lo + k, hi)
+    top = hi if hi is not None else first + len(used)
+    for size in itertools.chain(range(first, top + 1), range(first - 1, lo - 1, -1)):
+        if size not in used:
+            return size
+    return first
 
 
 def _derived(tree: Any, dim: Any, where: str, text: str) -> Any:

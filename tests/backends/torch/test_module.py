@@ -543,6 +543,30 @@ def test_export_example_sizes_follow_the_ranges():
     assert shapes[2][1].__name__ == "d2_1" and shapes[6][0].__name__ == "batch_size"
     assert shapes[7][0].__name__ == "x1"  # only a leading digit takes ``d_``
     assert (shapes[4][0].min, shapes[4][0].max) == (0, 2) and shapes[6][0].min == 4
+    named = [a, b, d, args[5].shape[0], args[6].shape[0], args[7].shape[0]]  # k: 2 is its only size
+    assert len(set(named)) == len(named), named  # every other range leaves a size no name took
+
+
+def test_export_example_sizes_are_distinct_where_the_ranges_allow():
+    """A bounded name whose range starts where an unbounded one's first size falls, and a range
+    of one size taken first by another name: each name still gets a size of its own when its
+    range holds one, and stays within its range."""
+    from converter.backends.torch.module import export_example
+
+    identity = "func.func public @main(%x: tensor<2xf32>) -> tensor<2xf32> {\n  return %x : tensor<2xf32>\n}"
+    base = converter.from_stablehlo(identity).signature
+
+    def sizes(dims, ranges):
+        inputs = tuple(LeafSpec(f"args[{i}]", (d,), "float32") for i, d in enumerate(dims))
+        sig = base.replace(inputs=inputs, in_tree=_args_tree(len(dims)), dim_ranges=ranges)
+        return [t.shape[0] for t in export_example(sig)[0]]
+
+    n, m = sizes(["n", "m"], {"n": [3, 10]})
+    assert 3 <= n <= 10 and m >= 2 and n != m
+    p, q, r = sizes(["p", "q", "r"], {"q": [2, 3], "r": [2, 3]})
+    assert p >= 2 and {q, r} == {2, 3} and p not in (q, r)
+    s, t = sizes(["s", "t"], {"s": [4, 4], "t": [4, 4]})
+    assert s == t == 4  # one size in both ranges: shared
 
 
 _PARTITIONED_DYNAMIC = """module @m attributes {mhlo.num_partitions = 2 : i32, mhlo.num_replicas = 1 : i32} {
