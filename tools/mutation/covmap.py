@@ -8,11 +8,13 @@ with coverage contexts)::
 
     # the coverage tools are no project dependency: the `mutation` extra of pyproject.toml
     .venv/bin/pip install coverage pytest-cov
-    .mvenv/bin/python tools/mutation/run.py covmap measure    # ~25 min on 2 cores; then builds
+    .mvenv/bin/python tools/mutation/run.py covmap measure    # 12-25 min on 2 cores; then builds
 
 which runs, from the work tree, ``pytest -q -n 2 --dist worksteal --cov --cov-config=<rc>
---cov-context=test --cov-report= --durations=0 -p no:cacheprovider`` (``<rc>``: ``source`` the
-tree's ``converter``, ``frontends`` and ``backends``, ``relative_files = True``) and then
+--cov-context=test --cov-report= --durations=0 -p no:cacheprovider -p covctx`` (``<rc>``:
+``source`` the tree's ``converter``, ``frontends`` and ``backends``, ``relative_files = True``,
+``patch = subprocess``: the lines a test runs in a subprocess count for that test, see
+``covctx.py``) and then
 ``build``: from the ``.coverage`` file and the run's output (the per-test durations of
 ``--durations=0``, the tests that failed), a gzipped JSON file in the scratch directory::
 
