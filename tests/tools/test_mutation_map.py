@@ -279,6 +279,12 @@ def test_coverage_map_credits_a_setup_line_to_every_test_of_the_file(tmp_path):
     sel = _select(covmap.CovMap.load(out), 6)
     assert sel.covering == 2
     assert sorted(sel.tests) == ["tests/test_calc.py::test_first", "tests/test_calc.py::test_second"]
+    # a test that runs no source line itself (it only reads the fixture's result) has no coverage
+    # context: it is known from the durations log, which the map's run prints for every test
+    (tmp_path / "pytest.log").write_text("0.00s call     tests/test_calc.py::test_reads_the_fixture\n")
+    covmap.build(tmp_path / ".coverage", tmp_path / "pytest.log", tmp_path, out)
+    assert "tests/test_calc.py::test_reads_the_fixture" in _select(covmap.CovMap.load(out), 6).tests
+    assert "--durations-min=0" in run.COVERAGE_ARGS
 
 
 def test_coverage_map_import_time_and_uncovered_statements(cov):
