@@ -600,7 +600,7 @@ def case_params() -> list[tuple[Case, object, str]]:
 #: dtype (so every function of the table runs) and every :data:`CI_STEP`-th of the other
 #: (case, dtype) pairs; the documented counts are full runs.
 FULL = os.environ.get("CONFORMANCE_CASES") == "all"
-CI_STEP = 10
+CI_STEP = 4
 
 
 def selected_params() -> list[tuple[Case, object, str]]:

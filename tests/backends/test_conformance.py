@@ -24,7 +24,7 @@ error, or onnxruntime refusing the model), so a wrong result fails the run even 
 case.
 
 ``CONFORMANCE_CASES=all`` runs every case of the table (the full run whose counts
-docs/coverage.md gives); the default run takes each case's first dtype and every 10th other
+docs/coverage.md gives); the default run takes each case's first dtype and every 4th other
 (case, dtype) pair (:func:`~tests.backends.conformance_cases.selected_params`).
 """
 

@@ -2,7 +2,7 @@
 matches eager torch, for every entry of PyTorch's ``op_db``.
 
 Each entry is one test (``test_opinfo[<op>-float32]``). By default a CI-sized slice runs
-(every 30th entry; ``test_opinfo_batch`` adds, a batch per conversion, the entries that alone
+(every 20th entry; ``test_opinfo_batch`` adds, a batch per conversion, the entries that alone
 reach a rule); ``OPINFO_ENTRIES=all`` runs all of ``op_db`` (the conformance number),
 ``OPINFO_ENTRIES=abs,add`` the named entries. It takes the entry's first ``OPINFO_SAMPLES``
 sample inputs (default 3; ``OPINFO_SAMPLES=all`` for every sample), wraps
@@ -423,14 +423,14 @@ def _dtype_params():
 
 def selected_entries() -> list[str]:
     """The names of ``OPINFO_ENTRIES=all`` (every entry, the conformance run), ``smoke``
-    (default: every 30th entry, a CI-sized slice) or a comma-separated list of entry names.
+    (default: every 20th entry, a CI-sized slice) or a comma-separated list of entry names.
     Collection needs only the names (:mod:`opinfo_index`); a case looks its entry up."""
     which = os.environ.get("OPINFO_ENTRIES", "smoke")
     ids = entry_ids()
     if which == "all":
         return list(ids)
     if which == "smoke":
-        return list(ids[::30])
+        return list(ids[::20])
     names = set(which.split(","))
     return [n for n in ids if n in names]
 
