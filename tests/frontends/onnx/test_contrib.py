@@ -53,7 +53,8 @@ def test_quantized_contrib_ops_within_one_step_of_onnxruntime():
     rng = np.random.default_rng(0)
     u8 = lambda *s: rng.integers(0, 256, s).astype(np.uint8)  # noqa: E731
     i8 = lambda *s: rng.integers(-128, 128, s).astype(np.int8)  # noqa: E731
-    i7 = lambda *s: rng.integers(-64, 64, s).astype(np.int8)  # noqa: E731  (weights: see the note on 8-bit GEMMs above)
+    # the GEMM weights within 7 bits: see the note on 8-bit GEMMs above
+    i7 = lambda *s: rng.integers(-64, 64, s).astype(np.int8)  # noqa: E731
     f = np.float32
     inits = {
         "sa": f(0.031), "za": np.uint8(121), "sb": f(0.017), "zb": np.uint8(133),
@@ -196,9 +197,8 @@ def test_dynamic_quantize_lstm_within_activation_quantization_of_onnxruntime():
     rng = np.random.default_rng(2)
     d, i, h, s, b = 2, 3, 4, 5, 2
     inits = {
-        "w": rng.integers(-64, 64, (d, i, 4 * h)).astype(
-            np.int8
-        ),  # 7 bits: see the note on 8-bit GEMMs above
+        # within 7 bits: see the note on 8-bit GEMMs above
+        "w": rng.integers(-64, 64, (d, i, 4 * h)).astype(np.int8),
         "r": rng.integers(-64, 64, (d, h, 4 * h)).astype(np.int8),
         "bias": rng.standard_normal((d, 8 * h)).astype(np.float32) * 0.1,
         "ws": rng.uniform(0.002, 0.01, (d, 4 * h)).astype(np.float32),
