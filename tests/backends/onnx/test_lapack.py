@@ -289,10 +289,20 @@ def test_gesdd_rank_deficient_still_gives_orthonormal_vectors(mode):
 
 
 def test_gesdd_nonfinite_input_reports_info():
+    """A non-finite matrix reports info; in the same batch, matrices whose squared entries
+    underflow (1e-170) or overflow (1e170) get the singular values of ``numpy.linalg.svd``
+    to rounding: the one-sided Jacobi works on the matrix scaled by its largest magnitude.
+    (The name is kept for the mutation coverage map.)"""
     a = np.ones((3, 2))
     a[0, 0] = np.inf
-    *_, info = jit_fast(lambda a: lp.gesdd(a, mode="S"))(np.stack([np.ones((3, 2)), a]))
-    np.testing.assert_array_equal(info, [0, 1])
+    m = np.array([[1.0, -2], [3, 0.5], [-1, 4]])
+    scaled = [m * 1e-170, m * 1e170]
+    _, s, u, vt, info = jit_fast(lambda a: lp.gesdd(a, mode="S"))(np.stack([np.ones((3, 2)), a, *scaled]))
+    np.testing.assert_array_equal(info, [0, 1, 0, 0])
+    for i, x in enumerate(scaled, 2):
+        want = np.linalg.svd(x, compute_uv=False)
+        np.testing.assert_allclose(s[i], want, rtol=1e-13, atol=0)
+        np.testing.assert_allclose((u[i] * (s[i] / want[0])) @ vt[i], x / want[0], rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 8])
@@ -505,6 +515,172 @@ def test_geev_empty_and_eigenvectors_refused():
     assert got.shape == (2, 0) and info.shape == (2,)
     with pytest.raises(NotImplementedError, match="eigenvectors"):
         lp.geev(np.eye(2), right=True)
+
+
+# --------------------------------------------------------------------------- ?geev's steps, one at a time
+
+
+def _hessenberg6():
+    """A 6x6 upper Hessenberg matrix with distinct entries (subdiagonal 1 .. 5)."""
+    h = np.triu(np.arange(1.0, 37).reshape(6, 6) / 7, -1)
+    h[np.arange(1, 6), np.arange(5)] = np.arange(1.0, 6)
+    return h
+
+
+def test_lahqr_split_point_beside_two_zero_diagonal_entries():
+    """``?lahqr``'s negligible-subdiagonal test ``|h[k, k-1]| <= ulp * tst`` with ``tst =
+    |h[k-1, k-1]| + |h[k, k]|``, and when that is 0, ``tst = |h[k-1, k-2]|`` (if ``k - 2 >=
+    ilo``) ``+ |h[k+1, k]|`` (if ``k + 1 <= ihi``). Here ``k = 3`` (``i = 3``), ``h[2, 3] = 0``
+    (so the Ahues & Kressner test passes) and ``h[3, 2] = 3e-16``, between ``ulp`` and ``2 ulp``:
+    it splits (``lo = 3``) exactly when the neighbours that count sum to 2; worked by hand
+    from dlahqr's loop."""
+    ulp = np.finfo(F64).eps
+    cases = []  # (up = h[2, 1], down = h[4, 3], d = h[2, 2] = h[3, 3], ilo, ihi, expected lo)
+    cases += [(2.0, 0.0, 0.0, 1, 5, 3)]  # k - 2 == ilo: the upper neighbour counts
+    cases += [(2.0, 0.0, 0.0, 2, 5, 2)]  # k - 2 < ilo: it does not (no split: lo = ilo)
+    cases += [(0.0, 2.0, 0.0, 0, 4, 3)]  # k + 1 == ihi: the lower neighbour counts (h[2, 1] = 0 splits too)
+    cases += [(0.0, 2.0, 0.0, 0, 3, 2)]  # k + 1 > ihi: it does not (the split at k = 2 is the last)
+    cases += [(1.0, 1.0, 0.0, 0, 5, 3)]  # both count: 1 + 1
+    cases += [(1.0, 1.0, 1.0, 0, 5, 3)]  # nonzero diagonal: tst = 1 + 1, the neighbours unused
+    cases += [(0.5, 0.5, 1.0, 0, 5, 3)]  # the same with smaller neighbours
+    hs, bounds, want = [], [], []
+    for up, down, d, ilo, ihi, lo in cases:
+        h = _hessenberg6()
+        h[2, 1], h[4, 3], h[2, 2], h[3, 3], h[2, 3], h[3, 2] = up, down, d, d, 0.0, 3e-16
+        hs.append(h)
+        bounds.append((ilo, ihi))
+        want.append(lo)
+    assert ulp < 3e-16 < 2 * ulp
+
+    def split(h, ilo, ihi):
+        diags = lp._diagonals(jnp.pad(h, ((0, 1), (0, 1))))
+        smlnum = np.finfo(F64).tiny * ((ihi - ilo + 1).astype(F64) / ulp)
+        return lp._split_point(diags, np.int32(3), 6, (ilo, ihi), smlnum, ulp)
+
+    ilo, ihi = np.asarray(bounds, np.int32).T
+    got = jit_fast(jax.vmap(split))(np.stack(hs), ilo, ihi)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_lahqr_shifts_ordinary_and_exceptional():
+    """``?lahqr``'s double shift for the window ``lo = 1 .. i = 4``: on iterations 10, 30, ...
+    the exceptional one from the top (``s = |h[lo+1, lo]| + |h[lo+2, lo+1]|``, the eigenvalues
+    of ``[[0.75 s + h[lo, lo], -0.4375 s], [s, 0.75 s + h[lo, lo]]]``), on 20, 40, ... from the
+    bottom (``s = |h[i, i-1]| + |h[i-1, i-2]|``, ``h[i, i]``); otherwise the eigenvalues of the
+    trailing 2x2 block: a complex pair as ``(re, +|im|)``, ``(re, -|im|)``, two real ones as
+    the one nearer ``h[i, i]`` twice; a zero block gives zero shifts (dlahqr, by hand)."""
+    base = _hessenberg6()
+    real = base.copy()
+    real[3:5, 3:5] = [[1.0, 2.0], [3.0, 4.0]]  # 2.5 +- sqrt(8.25): 5.37 nearer 4
+    real_low = base.copy()
+    real_low[3:5, 3:5] = [[4.0, 2.0], [3.0, 1.0]]  # the same values: -0.37 nearer 1
+    cplx = base.copy()
+    cplx[3:5, 3:5] = [[0.5, -1.0], [5.0, 0.25]]  # |h21| larger than the other three together
+    zero = base.copy()
+    zero[3:5, 3:5] = 0
+    zero[2, 3] = zero[2, 4] = 0
+    hs = [base, base, base, base, real, real_low, cplx, zero]
+    kdefl = [10, 20, 30, 40, 5, 7, 1, 3]
+
+    def pair(m):
+        w = np.linalg.eigvals(m)
+        if w.imag.any():
+            return w.real[0], abs(w.imag[0])
+        near = w.real[np.argmin(np.abs(w.real - m[1, 1]))]
+        return near, 0.0
+
+    def exceptional(h, top):
+        s = abs(h[2, 1]) + abs(h[3, 2]) if top else abs(h[4, 3]) + abs(h[3, 2])
+        b = 0.75 * s + (h[1, 1] if top else h[4, 4])
+        return pair(np.array([[b, -0.4375 * s], [s, b]]))
+
+    want = [exceptional(base, k % 20 != 0) for k in kdefl[:4]]
+    want += [pair(h[3:5, 3:5]) for h in hs[4:]]
+
+    def shifts(h, kdefl):
+        diags = lp._diagonals(jnp.pad(h, ((0, 1), (0, 1))))
+        return lp._shifts(diags, np.int32(1), np.int32(4), kdefl)
+
+    rtr, rti, rtr2, rti2 = (np.asarray(x) for x in jit_fast(jax.vmap(shifts))(np.stack(hs), np.int32(kdefl)))
+    want = np.array(want)
+    np.testing.assert_allclose(rtr, want[:, 0], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(rti, want[:, 1], rtol=1e-14, atol=0)
+    np.testing.assert_array_equal(rtr2, rtr)
+    np.testing.assert_array_equal(rti2, -rti)
+    assert rtr[0] != rtr[1] and rtr[7] == 0 and rti[7] == 0
+
+
+def test_lanv2_two_by_two_blocks_as_lapack():
+    """``?lanv2``'s eigenvalues ``(rt1r, rt1i, rt2r, rt2i)`` of ``[[a, b], [c, d]]`` in every
+    branch (already triangular, ``b = 0`` swapped, equal diagonals with a complex pair, real
+    pairs with ``p`` of either sign, complex pairs rotated to equal diagonals, nearly equal
+    real ones), against LAPACK's ``dgees`` on the 2x2 matrix (``?lahqr`` hands such a block
+    to ``?lanv2`` and stores ``rt1`` above ``rt2``)."""
+    blocks = np.array(
+        [
+            [1.0, 2, 0, 3],  # c = 0
+            [1.0, 0, 2, 3],  # b = 0: swapped, (3, 1)
+            [1.0, -5, 2, 1],  # equal diagonals, b c < 0: 1 +- sqrt(10) i
+            [1.0, 5, 2, 1],  # equal diagonals, b c > 0: real
+            [4.0, 1, 2, 1],  # p > 0
+            [1.0, 2, 3, 5],  # p < 0
+            [1.0, -5, 2, 3],  # complex, rotated to equal diagonals
+            [3.0, -2, 1, 0.5],  # complex, p != 0
+            [-3.0, 4, -1, 2],  # complex, negative trace part
+            [1.0, 1, 1e-20, 1],  # nearly equal real pair (the rotated split)
+            [2.0, 1e-3, -1e-3, 2 + 1e-9],  # complex pair with a small imaginary part
+            [0.0, 0, 0, 0],
+        ]
+    )
+    got = np.stack([np.asarray(x) for x in jit_fast(lp._lanv2)(*blocks.T)], axis=-1)
+    for block, (rt1r, rt1i, rt2r, rt2i) in zip(blocks, got, strict=True):
+        *_, wr, wi, _, _, info = lapack.dgees(lambda *_: 0, block.reshape(2, 2), compute_v=0)
+        assert info == 0
+        np.testing.assert_allclose([rt1r, rt2r], wr, rtol=4e-16, atol=1e-300, err_msg=str(block))
+        np.testing.assert_allclose([rt1i, rt2i], wi, rtol=4e-16, atol=1e-300, err_msg=str(block))
+
+
+def test_balance_permutation_isolates_as_lapack():
+    """``?gebal``'s permutation (``job = 'P'``): rows isolating an eigenvalue pushed to the
+    bottom, columns to the top, and the window ``ilo..ihi`` left, against SciPy's ``dgebal``
+    (``permute=1, scale=0``): a full matrix (nothing moves), a triangular one (everything
+    moves: ``ilo = ihi = 0``), a permuted triangular one, one with a row and a column isolated,
+    and two where a single entry in the window's last column (first row) keeps a row (column)
+    from being isolated."""
+    r = np.random.default_rng(3)
+    full = r.standard_normal((5, 5)) + 10  # no zero entries
+    tri = np.triu(full)[[2, 0, 4, 1, 3]][:, [2, 0, 4, 1, 3]]
+    row = full.copy()
+    row[1, [0, 2, 3, 4]] = 0  # row 1 isolates h[1, 1]
+    both = row.copy()
+    both[[0, 1, 2, 4], 3] = 0  # and column 3 isolates h[3, 3]
+    near_row = full.copy()
+    near_row[1, [0, 2, 3]] = 0  # row 1 keeps h[1, 4] (the last column): not isolated
+    near_col = full.copy()
+    near_col[[1, 3, 4], 2] = 0  # column 2 keeps h[0, 2] (the first row): not isolated
+    cases = np.stack([full, np.triu(full), tri, row, both, near_row, near_col])
+    got, lo, hi = (np.asarray(x) for x in jit_fast(lp._balance_permutation)(cases))
+    for a, g, glo, ghi in zip(cases, got, lo, hi, strict=True):
+        want, want_lo, want_hi, _, info = lapack.dgebal(a, scale=0, permute=1)
+        assert info == 0
+        np.testing.assert_array_equal(g, want)
+        assert (glo, ghi) == (want_lo, want_hi)
+    assert list(lo) == [0, 0, 0, 0, 1, 0, 0] and list(hi) == [4, 0, 0, 3, 3, 4, 4]
+
+
+def test_hessenberg_reduces_only_the_balanced_window_as_lapack():
+    """``?gehd2`` on the rows and columns ``ilo..ihi`` of a matrix ``?gebal`` isolated
+    eigenvalues from (``(ilo, ihi)`` = (1, 4) of 6, (0, 5), (2, 5) and the 2-wide (3, 4)):
+    the Hessenberg part against SciPy's ``dgehrd`` (its unblocked ``dgehd2`` at this size)."""
+    r = np.random.default_rng(11)
+    a = r.standard_normal((6, 6))
+    a[0, 1:], a[5, :5], a[:, 0] = 0, 0, a[:, 0] * (np.arange(6) == 0)  # h[0, 0], h[5, 5] isolated
+    a[0, 1:] = r.standard_normal(5)  # (the first row is free: column 0 is the isolating one)
+    windows = [(1, 4), (0, 5), (2, 5), (3, 4)]
+    got = jit_fast(lp._hessenberg)(np.stack([a] * 4), *np.asarray(windows, np.int32).T)
+    for g, (lo, hi) in zip(np.asarray(got), windows, strict=True):
+        want = np.triu(lapack.dgehrd(a, lo=lo, hi=hi)[0], -1)
+        np.testing.assert_allclose(g, want, rtol=0, atol=1e-14, err_msg=f"window {lo}..{hi}")
 
 
 # --------------------------------------------------------------------------- custom-call expansion
