@@ -214,3 +214,30 @@ def test_pinv_of_an_empty_matrix():
     from tests.frontends.torch.conftest import check_rule
 
     check_rule(linalg_pinv, torch.ops.aten.linalg_pinv.atol_rtol_tensor, torch.zeros(2, 3, 0))
+
+
+#: 1-norms just below the top of each of ATen's buckets (degree 1, 2, 4, 8, 12, 18, then 18
+#: with squaring), where the next lower polynomial is far from the value: a bucket bound
+#: moved up sends such a norm to a polynomial whose truncation error shows
+_EXPM_BUCKET_TOPS = {
+    torch.float32: [1e-7, 5.9e-4, 0.05, 0.57, 1.45, 2.4, 2.99, 6.0],
+    torch.float64: [2e-16, 2.5e-8, 3.3e-4, 0.049, 0.29, 1.08, 2.0],
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_matrix_exp_at_the_top_of_each_norm_bucket(dtype):
+    """The rule on matrices of the dtype itself (``test_matrix_exp``'s float32 case is scaled
+    by float64 norms, so it runs in float64): each norm just inside its bucket's upper bound,
+    against torch's own Taylor scheme at about its rounding."""
+    from converter.frontends.torch.ops.linalg_expm import linalg_matrix_exp
+
+    from tests.frontends.torch.conftest import check_rule
+
+    norms = _EXPM_BUCKET_TOPS[dtype]
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(len(norms), 3, 3, generator=g, dtype=dtype)
+    a = a / a.abs().sum(-2).amax(-1)[:, None, None] * torch.tensor(norms, dtype=dtype)[:, None, None]
+    assert a.dtype == dtype
+    tol = {"rtol": 1e-6, "atol": 1e-7} if dtype == torch.float32 else {"rtol": 2e-15, "atol": 1e-16}
+    check_rule(linalg_matrix_exp, torch.ops.aten.linalg_matrix_exp.default, a, **tol)

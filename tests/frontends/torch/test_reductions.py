@@ -469,3 +469,60 @@ def test_rule_helpers_on_scalars_bools_and_bad_dims():
     got = arg_extreme(jnp.asarray(b.numpy()), 1)
     np.testing.assert_array_equal(got, b.int().argmax(1).numpy())
     np.testing.assert_array_equal(arg_extreme(jnp.asarray(b.numpy()), 1, largest=False), [0, 0])
+
+
+# ------------------------------------------------ rules called directly: boundaries of the counts
+
+
+def test_var_with_a_correction_at_or_above_the_count():
+    """A count at or below the correction divides by 0 (torch: ``inf``, or NaN for a zero
+    sum of squares), never by 1; one element with Bessel's correction is NaN."""
+    from converter.frontends.torch.ops import reductions as r
+
+    aten = torch.ops.aten
+    x = torch.tensor([[1.0, 3.0], [2.0, 2.0]])
+    check_rule(r.var_correction, aten.var.correction, x, [1], correction=2)
+    check_rule(r.var_correction, aten.var.correction, x, [1], correction=3, keepdim=True)
+    check_rule(r.var_correction, aten.var.correction, x[:, :1], [1])
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_batched_rows_with_ties(right):
+    """Values equal to elements of a batched sorted sequence: ``right`` counts them."""
+    from converter.frontends.torch.ops import reductions as r
+
+    seq = torch.tensor([[1.0, 2.0, 2.0, 4.0], [0.0, 0.0, 3.0, 3.0]])
+    v = torch.tensor([[2.0, 4.0, 0.0], [0.0, 3.0, 5.0]])
+    check_rule(r.searchsorted, torch.ops.aten.searchsorted.Tensor, seq, v, right=right)
+
+
+def test_nanmedian_of_an_all_nan_row():
+    """An all-NaN row's nanmedian is NaN at index 0 (``k`` clamped at 0); a row of one value
+    among NaNs takes that value."""
+    from converter.frontends.torch.ops import reductions as r
+
+    nan = float("nan")
+    x = torch.tensor([[nan, nan, nan], [nan, 2.0, nan], [3.0, 1.0, 2.0]])
+    check_rule(r.nanmedian_dim, torch.ops.aten.nanmedian.dim, x, 1)
+
+
+def test_histc_of_an_empty_input():
+    """histc of no elements with ``min == max`` counts nothing (the range is ``[-1, 1]``)."""
+    from converter.frontends.torch.ops import reductions as r
+
+    aten = torch.ops.aten
+    check_rule(r.histc, aten.histc.default, torch.empty(0), 4, 0, 0)
+
+
+def test_histogram_of_its_own_bin_edges():
+    """Points exactly on the edges torch computes (and one float32 step either side), where
+    ``trunc((x - lo) * bins / (hi - lo))`` is one bin off: the bin found by interpolation
+    is corrected against the edges, as torch's local search does; the edges themselves
+    match to the bit. (Ranges without an edge at 0, whose neighbours are subnormal.)"""
+    from converter.frontends.torch.ops import reductions as r
+
+    for lo, hi, bins in ((-0.3, 0.7, 5), (0.1, 0.9, 7)):
+        edges = torch.histogram(torch.zeros(1), bins, range=(lo, hi)).bin_edges
+        pts = torch.cat([edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1)])
+        op = torch.ops.aten.histogram.bin_ct
+        check_rule(r.histogram_bin_ct, op, pts, bins, range=(lo, hi), atol=0, rtol=0)

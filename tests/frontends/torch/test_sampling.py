@@ -109,3 +109,50 @@ def test_unsupported_modes_and_dtypes_raise():
         s.grid_sampler_3d(x5, jnp.zeros((1, 1, 1, 1, 3)), 2, 0, False)
     with pytest.raises(NotImplementedError, match="_upsample_bilinear2d_aa of uint8"):
         s.upsample_bilinear2d_aa(x4.astype(jnp.uint8), [3, 3], False, None, None)
+
+
+# ------------------------------------------------ rules called directly (no export)
+
+
+def test_nearest_index_shortcuts_of_aten():
+    """ATen's ``nearest_idx`` (torch's 2-d CPU kernel) takes the source index as is when the
+    output size equals the input size and as ``dst >> 1`` when it is twice it, whatever the
+    scale factor: 5 * 1.1 and 5 * 2.1 round down to those sizes, where ``floor(dst / scale)``
+    would differ."""
+    from converter.frontends.torch.ops import sampling as s
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    x = torch.arange(50.0).reshape(1, 2, 5, 5)
+    check_rule(s._nearest_rule(2, False), aten.upsample_nearest2d.vec, x, None, [1.1, 2.1], atol=0)
+
+
+def test_linear_downscale_factor_and_single_aligned_output():
+    """A scale factor below 1 sets the source step (``1 / scale``, not ``n_in / n_out``: 7 * 0.45
+    gives 3 outputs at a step of 2.22); ``align_corners`` with a single output takes the first
+    element (scale 0, no division by ``n_out - 1``)."""
+    from converter.frontends.torch.ops import sampling as s
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    x = torch.randn(1, 2, 7, 7, generator=torch.Generator().manual_seed(0))
+    check_rule(s._linear_rule(2), aten.upsample_bilinear2d.vec, x, None, False, [0.45, 0.7], rtol=1e-6)
+    check_rule(s._linear_rule(1), aten.upsample_linear1d.vec, x[0], [1], True, None)
+    check_rule(s._linear_rule(2), aten.upsample_bilinear2d.vec, x, [1, 2], True, None)
+
+
+def test_antialias_rule_edge_sizes():
+    """The antialiased resize: a single aligned output (scale 0: the first row and column), an
+    upscale whose middle output spans three source taps (3 -> 37), and an explicit downscale
+    factor (``1 / scale`` sets the filter width, not ``n_in / n_out``)."""
+    from converter.frontends.torch.ops import sampling as s
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten._upsample_bilinear2d_aa.default
+    x = torch.randn(1, 2, 7, 3, generator=torch.Generator().manual_seed(0))
+    check_rule(s.upsample_bilinear2d_aa, op, x, [1, 1], True, None, None)
+    check_rule(s.upsample_bilinear2d_aa, op, x, [7, 37], False, None, None, rtol=1e-5, atol=1e-6)
+    check_rule(s.upsample_bilinear2d_aa, op, x, [3, 3], False, 0.45, 1.0, rtol=1e-5, atol=1e-6)

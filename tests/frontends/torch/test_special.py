@@ -288,3 +288,24 @@ def test_widen_and_recurrence_helpers_edges():
     np.testing.assert_array_equal(got, x)
     q = jnp.zeros((0, 2))
     assert _recurrence(jnp.zeros((0, 2)), jnp.ones((0, 2)), q, lambda k, p, q: p + q) is q
+
+
+def test_modified_bessel_at_their_series_switches():
+    """Cephes ``i0`` switches series at ``|x| = 8`` and ``k0``, ``k1`` at ``x = 2``, each
+    switch point on the lower series (the upper one is a few ulps off there: i0 in float32,
+    k0 and scaled k1 in float64); the rules called directly, within an ulp of torch's."""
+    from converter.frontends.torch.ops import special as s
+
+    from .conftest import check_rule
+
+    aten = torch.ops.aten
+    check_rule(
+        s.modified_bessel_i0,
+        aten.special_modified_bessel_i0.default,
+        torch.tensor([8.0, -8.0]),
+        rtol=1.5e-7,
+        atol=0,
+    )
+    rule = lambda x: (s.modified_bessel_k0(x), s.scaled_modified_bessel_k1(x))  # noqa: E731
+    op = lambda x: (aten.special_modified_bessel_k0(x), aten.special_scaled_modified_bessel_k1(x))  # noqa: E731
+    check_rule(rule, op, torch.tensor([2.0], dtype=torch.float64), rtol=2e-16, atol=0)
