@@ -870,6 +870,22 @@ def test_scatter_with_a_static_window_on_an_indexed_dim(mode):
     assert_onnx_same(lambda a, i: combine(a, i, u[0], _WINDOWED, mode="drop"), A[0], np.array([2], np.int32))
 
 
+@pytest.mark.parametrize("start", [3, 4])
+def test_scatter_window_at_a_constant_start_at_the_edge(start):
+    """A window of 3 columns at a constant start into 6: at 3 it fits exactly (scattered
+    as it is, no spill slot padded on: constant indices known in bounds), at 4 its last
+    element is past the end and skipped, the other two applied (StableHLO spec,
+    ``scatter``; worked by hand)."""
+    u = np.arange(15, dtype=np.float32).reshape(5, 3) + 100
+    fn = lambda a: lax.scatter(a, np.array([start], np.int32), u, _WINDOWED, mode="drop")  # noqa: E731
+    model = converter.from_stablehlo(jax.jit(fn).lower(A[0]).as_text()).to_onnx()
+    assert ("Pad" in [n.op_type for n in model.graph.node]) == (start == 4)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = A[0].copy()
+    expected[:, start:] = u[:, : 6 - start]
+    np.testing.assert_array_equal(run_session(sess, [A[0]])[0], expected)
+
+
 def test_scatter_window_with_a_dynamic_batch():
     """The window's non-indexed dimension is a dynamic batch (BEiT with a dynamic batch)."""
     (b,) = jax.export.symbolic_shape("B")
