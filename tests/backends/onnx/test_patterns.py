@@ -386,6 +386,16 @@ def test_large_constant_values_stay_computed(monkeypatch):
     assert "Range" in _ops(model)
 
 
+def test_folded_constants_up_to_4096_bytes_are_stored():
+    """A constant computed in the graph (``sin`` of an iota: no repeating core) is folded
+    into an initializer up to ``FOLD_BYTES`` (4096 bytes: 1024 float32 values) and stays
+    computed from one element more."""
+    for n, folded in ((1024, True), (1025, False)):
+        x = np.zeros(n, np.float32)
+        model = _convert(lambda v: v + jnp.sin(jnp.arange(v.shape[0], dtype=jnp.float32)), x)
+        assert ("Sin" not in _ops(model)) == folded, (n, _ops(model))
+
+
 def test_unary_between_reshapes_that_cancel_runs_on_the_input():
     """``reshape(tanh(reshape(x)))`` back to ``x``'s shape: one Tanh of ``x``, no Reshape."""
     x = RNG.standard_normal((2, 3, 4)).astype(np.float32)
