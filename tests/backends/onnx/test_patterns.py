@@ -159,6 +159,14 @@ def test_gemm_and_matmul():
     _check(lambda a, c: a @ c, X, y, fires="MatMul", gone=("Einsum",))
 
 
+def test_matmul_of_a_3d_operand_by_a_matrix():
+    """``[b, m, k] @ [k, n]`` (no batch dimensions, MatMul's broadcasting) is one ``MatMul``;
+    with the matrix transposed it stays a ``MatMul`` (``Gemm`` takes 2-D operands only)."""
+    w = RNG.normal(size=(16, 3)).astype(np.float32)
+    _check(lambda a, c: a @ c, X, w, fires="MatMul", gone=("Einsum", "Gemm"))
+    _check(lambda a, c: a @ c.T, X, w.T.copy(), fires="MatMul", gone=("Einsum", "Gemm"))
+
+
 def test_conv_without_layout_transposes():
     x = RNG.normal(size=(1, 3, 8, 8)).astype(np.float32)
     k = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
