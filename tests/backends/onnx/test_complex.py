@@ -504,3 +504,29 @@ def test_complex_rules_on_a_dynamic_dimension():
         assert out.elem_type == elem[ety], (t, out)
         dims = [d.dim_value if d.HasField("dim_value") else "?" for d in out.shape.dim]
         assert dims == ["?"] * ("?x" in t) + [2] * ety.startswith("complex"), (t, dims)
+
+
+_COMPARE_AND_TRUTH = """func.func public @main(%z: tensor<5xcomplex<f32>>, %w: tensor<5xcomplex<f32>>)
+    -> (tensor<5xi1>, tensor<5xi1>, tensor<5xi1>) {
+  %0 = stablehlo.compare EQ, %z, %w : (tensor<5xcomplex<f32>>, tensor<5xcomplex<f32>>) -> tensor<5xi1>
+  %1 = stablehlo.compare NE, %z, %w : (tensor<5xcomplex<f32>>, tensor<5xcomplex<f32>>) -> tensor<5xi1>
+  %2 = stablehlo.convert %z : (tensor<5xcomplex<f32>>) -> tensor<5xi1>
+  return %0, %1, %2 : tensor<5xi1>, tensor<5xi1>, tensor<5xi1>
+}"""
+
+
+def test_complex_compare_and_convert_to_bool():
+    """StableHLO spec: complex ``compare`` EQ holds when both parts are equal, NE when either
+    differs; ``convert`` to ``i1`` is true when either part is nonzero (NaN too), false for
+    zeros of either sign. Against NumPy."""
+    z = _c([1 + 2j, 1 + 3j, 5 + 2j, complex(-0.0, 0.0), complex(0.0, NAN)])
+    w = _c([1 + 2j, 1 + 2j, 1 + 2j, 0j, 1j])
+    sess = ort.InferenceSession(
+        converter.from_stablehlo(_COMPARE_AND_TRUTH).to_onnx().SerializeToString(),
+        providers=["CPUExecutionProvider"],
+    )
+    eq, ne, truth = run_session(sess, (z, w))
+    np.testing.assert_array_equal(eq, z == w)
+    np.testing.assert_array_equal(ne, z != w)
+    np.testing.assert_array_equal(truth, z.astype(bool))
+    assert truth.tolist() == [True, True, True, False, True]
