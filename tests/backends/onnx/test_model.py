@@ -147,8 +147,8 @@ def test_external_data_from_the_threshold_on(tmp_path, monkeypatch):
     """``to_onnx(path=...)`` keeps the parameters in ``<path>.data`` from
     ``$CONVERTER_EXTERNAL_THRESHOLD`` bytes on (1088 here: exactly the Linear(16, 16)'s weight
     and bias), inline below it; ``save_onnx`` likewise from ``external_threshold`` (the model's
-    serialized size) on (the graph left unoptimized: only the files matter). ``external_data=True`` without a path, and an opset past 26, are
-    refused."""
+    serialized size) on. ``external_data=True`` without a path, and an opset past 26, are
+    refused. (The graph is left unoptimized: only the files matter.)"""
     torch.manual_seed(0)
     module = converter.from_torch(torch.nn.Linear(16, 16).eval(), (torch.randn(1, 16),))
     for threshold, external in ((1088, True), (1089, False)):
