@@ -585,6 +585,46 @@ def test_float_to_int_saturates_like_xla():
         np.testing.assert_array_equal(g, w)
 
 
+_CONVERT_64 = """func.func @main(%x: tensor<10xf64>, %y: tensor<10xf32>)
+    -> (tensor<10xi64>, tensor<10xui64>, tensor<10xi64>, tensor<10xui64>) {
+  %0 = stablehlo.convert %x : (tensor<10xf64>) -> tensor<10xi64>
+  %1 = stablehlo.convert %x : (tensor<10xf64>) -> tensor<10xui64>
+  %2 = stablehlo.convert %y : (tensor<10xf32>) -> tensor<10xi64>
+  %3 = stablehlo.convert %y : (tensor<10xf32>) -> tensor<10xui64>
+  return %0, %1, %2, %3 : tensor<10xi64>, tensor<10xui64>, tensor<10xi64>, tensor<10xui64>
+}"""
+
+
+def test_float_to_64_bit_integers_saturates():
+    """float64 and float32 → int64/uint64 as XLA converts: truncated toward zero, saturated
+    at the type's range (2**63 and 2**64 are past the largest values, whose float neighbours
+    below are exact), NaN → 0. Worked by hand: no float holds ``2**63 - 1``."""
+    x = np.array([2.0**63, 2.0**64, 1e30, 2.0**63 - 1024, -(2.0**63), -1e30, -2.7, 2.7, np.nan, np.inf])
+    model = converter.from_stablehlo(_CONVERT_64).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = run_session(sess, (x, x.astype(np.float32)))
+    i64 = [2**63 - 1, 2**63 - 1, 2**63 - 1, 2**63 - 1024, -(2**63), -(2**63), -2, 2, 0, 2**63 - 1]
+    u64 = [2**63, 2**64 - 1, 2**64 - 1, 2**63 - 1024, 0, 0, 0, 2, 0, 2**64 - 1]
+    f32 = [
+        2**63 - 1,
+        2**63 - 1,
+        2**63 - 1,
+        2**63 - 1,
+        -(2**63),
+        -(2**63),
+        -2,
+        2,
+        0,
+        2**63 - 1,
+    ]  # 2**63 - 1024: 2**63
+    u32 = [2**63, 2**64 - 1, 2**64 - 1, 2**63, 0, 0, 0, 2, 0, 2**64 - 1]
+    for g, w, dtype in zip(
+        got, (i64, u64, f32, u32), (np.int64, np.uint64, np.int64, np.uint64), strict=True
+    ):
+        assert g.dtype == dtype
+        np.testing.assert_array_equal(g, np.array(w, dtype))
+
+
 def test_clamp_with_tensor_and_scalar_bounds():
     """``stablehlo.clamp`` (``lax.clamp``; ``jnp.clip`` lowers to max/min instead) with
     bounds of the operand's shape and scalar bounds: float32, and int16 (onnxruntime has no

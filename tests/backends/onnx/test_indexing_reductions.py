@@ -258,6 +258,42 @@ def test_pools_of_infinities_nan_and_negative_zero(dtype):
         np.testing.assert_array_equal(np.signbit(g[zeros]), np.signbit(w[zeros]))
 
 
+def test_reductions_with_an_init_that_is_not_the_identity():
+    """The init takes part in the result when it is not the body's identity (spec:
+    ``reduce`` folds the init in): an int32 max from ``INT32_MAX``, a min from
+    ``INT32_MIN``, sums from 1 and from ``INT32_MAX`` (wrapping), a product from 0, boolean
+    and/or from false/true."""
+    x = np.array([[3, -7, 5], [0, 2, -1]], np.int32)
+    big, small = np.iinfo(np.int32).max, np.iinfo(np.int32).min
+
+    def fn(a):
+        return (
+            lax.reduce(a, np.int32(big), lax.max, (1,)),
+            lax.reduce(a, np.int32(small), lax.min, (1,)),
+            lax.reduce(a, np.int32(1), lax.add, (1,)),
+            lax.reduce(a, np.int32(0), lax.mul, (1,)),
+            lax.reduce(a > -10, np.False_, lax.bitwise_and, (1,)),  # all true: false from the init
+            lax.reduce(a > 10, np.True_, lax.bitwise_or, (1,)),  # all false: true from the init
+            lax.reduce(a, np.int32(big), lax.add, (1,)),  # wraps
+        )
+
+    model = converter.from_stablehlo(jax.jit(fn).lower(x).as_text()).to_onnx()
+    got = run_session(
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]), [x]
+    )
+    want = [
+        [big, big],
+        [small, small],
+        x.sum(1) + 1,
+        [0, 0],
+        [False, False],
+        [True, True],
+        (x.sum(1) + np.int64(big)).astype(np.int32),
+    ]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
 @pytest.mark.parametrize("padding", ["VALID", [(0, 0), (0, 0), (1, 1), (1, 1)]])
 def test_max_pool_of_relu_keeps_nan(padding):
     """A max pool whose input is a Relu (never negative) is ``Min(MaxPool(x), window sum)``:
@@ -302,6 +338,26 @@ def test_max_pool_of_a_relu_in_a_called_function():
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     pooled = np.max(np.maximum(x, 0).reshape(1, 2, 2, 2, 2, 2), axis=(3, 5))  # NaN-propagating
     assert_outputs_close(run_session(sess, [x]), [pooled, x * 2], 0, 0)
+
+
+def test_max_pool_of_the_second_result_of_a_call_whose_first_is_a_relu():
+    """The pooled value is the second result of a ``func.call`` whose first result is a
+    Relu: the pool's input may be negative, so it is not ``Min(MaxPool(x), window sum)``
+    (that sum is below the maximum for negative values); the max is NumPy's."""
+    x = rng.normal(size=(1, 2, 4, 4)).astype(np.float32) - 1
+    relu_and_shift = jax.jit(lambda a: (jax.nn.relu(a), a - 1))
+
+    def fn(a):
+        r, s = relu_and_shift(a)
+        return r, lax.reduce_window(s, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    text = jax.jit(fn).lower(x).as_text()
+    assert "call @" in text
+    model = converter.from_stablehlo(text).to_onnx(opset=18)
+    assert "HardSigmoid" in [n.op_type for n in model.graph.node]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    pooled = np.max((x - 1).reshape(1, 2, 2, 2, 2, 2), axis=(3, 5))
+    assert_outputs_close(run_session(sess, [x]), [np.maximum(x, 0), pooled], 0, 0)
 
 
 def test_max_pool_of_a_relu_with_windows_in_the_padding_only():
@@ -812,6 +868,22 @@ def test_scatter_with_a_static_window_on_an_indexed_dim(mode):
         np.testing.assert_allclose(sess.run(None, feeds)[0], expected, rtol=1e-6)
     # one window, no batch axis (torch's slice_scatter as exported)
     assert_onnx_same(lambda a, i: combine(a, i, u[0], _WINDOWED, mode="drop"), A[0], np.array([2], np.int32))
+
+
+@pytest.mark.parametrize("start", [3, 4])
+def test_scatter_window_at_a_constant_start_at_the_edge(start):
+    """A window of 3 columns at a constant start into 6: at 3 it fits exactly (scattered
+    as it is, no spill slot padded on: constant indices known in bounds), at 4 its last
+    element is past the end and skipped, the other two applied (StableHLO spec,
+    ``scatter``; worked by hand)."""
+    u = np.arange(15, dtype=np.float32).reshape(5, 3) + 100
+    fn = lambda a: lax.scatter(a, np.array([start], np.int32), u, _WINDOWED, mode="drop")  # noqa: E731
+    model = converter.from_stablehlo(jax.jit(fn).lower(A[0]).as_text()).to_onnx()
+    assert ("Pad" in [n.op_type for n in model.graph.node]) == (start == 4)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = A[0].copy()
+    expected[:, start:] = u[:, : 6 - start]
+    np.testing.assert_array_equal(run_session(sess, [A[0]])[0], expected)
 
 
 def test_scatter_window_with_a_dynamic_batch():

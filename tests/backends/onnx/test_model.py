@@ -141,3 +141,29 @@ def test_no_dead_nodes_or_initializers():
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     got = sess.run(None, {model.graph.input[0].name: a.numpy()})[0]
     np.testing.assert_allclose(got, Expm()(a).numpy(), rtol=2e-5, atol=1e-5)
+
+
+def test_external_data_from_the_threshold_on(tmp_path, monkeypatch):
+    """``to_onnx(path=...)`` keeps the parameters in ``<path>.data`` from
+    ``$CONVERTER_EXTERNAL_THRESHOLD`` bytes on (1088 here: exactly the Linear(16, 16)'s weight
+    and bias), inline below it; ``save_onnx`` likewise from ``external_threshold`` (the model's
+    serialized size) on. ``external_data=True`` without a path, and an opset past 26, are
+    refused. (The graph is left unoptimized: only the files matter.)"""
+    torch.manual_seed(0)
+    module = converter.from_torch(torch.nn.Linear(16, 16).eval(), (torch.randn(1, 16),))
+    for threshold, external in ((1088, True), (1089, False)):
+        monkeypatch.setenv("CONVERTER_EXTERNAL_THRESHOLD", str(threshold))
+        path = tmp_path / f"t{threshold}.onnx"
+        model = module.to_onnx(path=path, check=False, optimize=False)
+        assert (tmp_path / f"t{threshold}.onnx.data").exists() == external
+        params = {p.name for p in module.signature.params}
+        locations = {t.data_location for t in model.graph.initializer if t.name in params}
+        assert locations == {onnx.TensorProto.EXTERNAL if external else onnx.TensorProto.DEFAULT}
+    model = module.to_onnx(check=False, optimize=False)
+    for extra, external in ((0, True), (1, False)):
+        save_onnx(model, tmp_path / f"s{extra}.onnx", external_threshold=model.ByteSize() + extra)
+        assert (tmp_path / f"s{extra}.onnx.data").exists() == external
+    with pytest.raises(ValueError, match="needs the path"):
+        module.to_onnx(external_data=True)
+    with pytest.raises(ValueError, match=r"opset 27 is outside the supported 18\.\.26"):
+        module.to_onnx(opset=27)

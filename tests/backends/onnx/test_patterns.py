@@ -159,6 +159,14 @@ def test_gemm_and_matmul():
     _check(lambda a, c: a @ c, X, y, fires="MatMul", gone=("Einsum",))
 
 
+def test_matmul_of_a_3d_operand_by_a_matrix():
+    """``[b, m, k] @ [k, n]`` (no batch dimensions, MatMul's broadcasting) is one ``MatMul``;
+    with the matrix transposed it stays a ``MatMul`` (``Gemm`` takes 2-D operands only)."""
+    w = RNG.normal(size=(16, 3)).astype(np.float32)
+    _check(lambda a, c: a @ c, X, w, fires="MatMul", gone=("Einsum", "Gemm"))
+    _check(lambda a, c: a @ c.T, X, w.T.copy(), fires="MatMul", gone=("Einsum", "Gemm"))
+
+
 def test_conv_without_layout_transposes():
     x = RNG.normal(size=(1, 3, 8, 8)).astype(np.float32)
     k = RNG.normal(size=(4, 3, 3, 3)).astype(np.float32)
@@ -384,6 +392,16 @@ def test_large_constant_values_stay_computed(monkeypatch):
     monkeypatch.setattr(simplify, "FOLD_EVALUATED", 8)  # the 8x8 mask is now "large"
     model = _check(fn, s, fires="GreaterOrEqual")
     assert "Range" in _ops(model)
+
+
+def test_folded_constants_up_to_4096_bytes_are_stored():
+    """A constant computed in the graph (``sin`` of an iota: no repeating core) is folded
+    into an initializer up to ``FOLD_BYTES`` (4096 bytes: 1024 float32 values) and stays
+    computed from one element more."""
+    for n, folded in ((1024, True), (1025, False)):
+        x = np.zeros(n, np.float32)
+        model = _convert(lambda v: v + jnp.sin(jnp.arange(v.shape[0], dtype=jnp.float32)), x)
+        assert ("Sin" not in _ops(model)) == folded, (n, _ops(model))
 
 
 def test_unary_between_reshapes_that_cancel_runs_on_the_input():

@@ -1,9 +1,12 @@
 """Shape ops, dot_general and convolution through the ONNX backend."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+
+import converter
 
 from .helpers import assert_onnx_same, run_onnx
 
@@ -231,3 +234,16 @@ def test_interior_padding_of_a_dynamic_dimension_is_refused():
 }"""
     with pytest.raises(OpConversionError, match="interior padding of a dynamic dimension"):
         converter.from_stablehlo(text).to_onnx()
+
+
+def test_convolution_float64_im2col_reshapes_keep_allowzero_in_its_domain():
+    """ONNX Reshape's ``allowzero`` takes 0 or 1 only (onnxruntime reads any other value as 1
+    and onnx.checker does not check it): the im2col reshapes of a float64 convolution emit
+    one of the two."""
+    x, k = rng.normal(size=(2, 3, 5)), rng.normal(size=(4, 3, 2))
+    fn = lambda a, w: lax.conv(a, w, (1,), "VALID")  # noqa: E731
+    model = converter.from_stablehlo(jax.jit(fn).lower(x, k).as_text()).to_onnx()
+    allowzero = [
+        a.i for n in model.graph.node if n.op_type == "Reshape" for a in n.attribute if a.name == "allowzero"
+    ]
+    assert len(allowzero) == 3 and set(allowzero) <= {0, 1}, allowzero
