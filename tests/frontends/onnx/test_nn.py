@@ -392,7 +392,7 @@ def test_lrn_even_size_and_average_pool_ceil_mode_with_counted_pads():
     """LRN with an even ``size`` (4): the window spans ``floor(3/2) = 1`` channel below and
     ``ceil(3/2) = 2`` above (the operator page's formula, by hand: onnxruntime refuses an even
     size); AveragePool with ``count_include_pad`` and ``ceil_mode``: the explicit pads count
-    toward the divisor, the extra ceil-mode tail does not."""
+    toward the divisor, the extra ceil-mode tail does not; GlobalLpPool's default ``p`` (2)."""
     x = np.random.default_rng(6).standard_normal((1, 5, 3, 8)).astype(np.float32)
     attrs = {
         "kernel_shape": [3, 3],
@@ -401,7 +401,11 @@ def test_lrn_even_size_and_average_pool_ceil_mode_with_counted_pads():
         "count_include_pad": 1,
         "ceil_mode": 1,
     }
-    check_node("AveragePool", {"x": x}, attrs, opset=19, rtol=1e-5, atol=1e-5)
+    nodes = [
+        helper.make_node("AveragePool", ["x"], ["avg"], **attrs),
+        helper.make_node("GlobalLpPool", ["x"], ["glp"]),
+    ]
+    check_nodes(nodes, {"x": x}, opset=19, rtol=1e-5, atol=1e-5)
     model = single_node_model("LRN", {"x": x}, {"size": 4, "alpha": 0.5, "beta": 0.6, "bias": 2.0}, opset=13)
     (got,) = from_onnx(model).to_jax()(x)
     x64 = x.astype(np.float64)

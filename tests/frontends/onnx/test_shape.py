@@ -220,3 +220,17 @@ def test_old_opset_even_split_and_dropout_mask():
     np.testing.assert_array_equal(np.asarray(y), want_y)
     assert np.asarray(mask).dtype == want_mask.dtype == np.bool_ and np.asarray(mask).shape == X.shape
     np.testing.assert_array_equal(np.asarray(mask), want_mask)
+
+
+def test_constant_value_floats_and_value_ints():
+    """Constant's list attributes: ``value_floats`` a float32 vector, ``value_ints`` and
+    ``value_int`` int64 (the operator page's types), as onnxruntime gives them."""
+    from onnx_oracle import check_nodes
+
+    nodes = [
+        helper.make_node("Constant", [], ["fs"], value_floats=[1.5, -2.25]),
+        helper.make_node("Constant", [], ["is_"], value_ints=[3, -4, 5]),
+        helper.make_node("Constant", [], ["i"], value_int=7),
+        helper.make_node("Add", ["x", "fs"], ["y"]),
+    ]
+    check_nodes(nodes, {"x": np.array([0.5, 1.0], np.float32)}, opset=18)
