@@ -238,3 +238,83 @@ def test_attention_with_end_and_start_mask_index_matches_onnxruntime():
     (want,), (got,) = _run_both([node], inputs, {"y": np.float32}, inits)
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_with_attention_bias_and_smaller_v_matches_onnxruntime():
+    """Attention's ``attention_bias`` input ``[1, N, S, T]`` is added to the scaled scores
+    (broadcast over the batch), and ``qkv_hidden_sizes`` gives V a width (4) other than Q's
+    and K's (8): the output has V's width; scale defaults to ``1/sqrt(head_size)``."""
+    rng = np.random.default_rng(3)
+    b, s, h, n = 2, 3, 8, 2
+    inputs = {
+        "x": rng.standard_normal((b, s, h)).astype(np.float32),
+        "ab": (rng.standard_normal((1, n, s, s)) * 2).astype(np.float32),
+    }
+    inits = {
+        "w": (rng.standard_normal((h, 20)) * 0.5).astype(np.float32),
+        "wb": rng.standard_normal(20).astype(np.float32),
+    }
+    node = helper.make_node(
+        "Attention", ["x", "w", "wb", "", "", "ab"], ["y"], domain=MS, num_heads=n, qkv_hidden_sizes=[8, 8, 4]
+    )
+    (want,), (got,) = _run_both([node], inputs, {"y": np.float32}, inits)
+    assert got.shape == want.shape == (b, s, 4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_asked_for_present_without_past_raises_naming_the_node():
+    """A ``present`` output (key-value state) is refused also when no ``past`` input is given."""
+    from converter.errors import OpConversionError
+
+    node = helper.make_node("Attention", ["x", "w"], ["y", "present"], domain=MS, name="att1", num_heads=2)
+    f = 1  # TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", f, [1, 2, 4])],
+        [helper.make_tensor_value_info("y", f, [1, 2, 4]), helper.make_tensor_value_info("present", f, None)],
+        [numpy_helper.from_array(np.zeros((4, 12), np.float32), "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    with pytest.raises(OpConversionError, match="(?s)att1.*present"):
+        from_onnx(model, check=False)
+
+
+def test_contrib_op_defaults_and_layouts_match_onnxruntime():
+    """The modes the first tests leave out: QLinearSoftmax of an opset-11 Softmax (2-D
+    coercion at ``axis=1``: softmax over all trailing axes), QLinearGlobalAveragePool with
+    ``channels_last``, QLinearLeakyRelu's default alpha (0.01), QGemm with ``transA`` and
+    ``transB`` and per-tensor weight scale, QuickGelu's default alpha (1.702), FastGelu
+    without bias."""
+    rng = np.random.default_rng(4)
+    f = np.float32
+    inits = {
+        "sa": f(0.031), "za": np.uint8(121), "sc": f(0.043), "zc": np.uint8(118),
+        "s8": f(0.5), "z8": np.int8(3), "sm": f(1 / 256), "zm": np.uint8(0),
+        "wt": rng.integers(-64, 64, (5, 6)).astype(np.int8), "sw": f(0.011), "zw": np.int8(0),
+    }  # fmt: skip
+    inputs = {
+        "a": rng.integers(0, 256, (2, 3, 2, 2)).astype(np.uint8),
+        "c": rng.integers(-128, 128, (4, 6)).astype(np.int8),
+        "mt": rng.integers(0, 256, (6, 4)).astype(np.uint8),
+        "x": (rng.standard_normal((2, 5)) * 2).astype(np.float32),
+    }
+    q = lambda op, ins, out, **kw: helper.make_node(op, ins, [out], domain=MS, **kw)  # noqa: E731
+    nodes = [
+        q("QLinearSoftmax", ["a", "sa", "za", "sm", "zm"], "softmax11", axis=1, opset=11),
+        q("QLinearGlobalAveragePool", ["a", "sa", "za", "sc", "zc"], "gap_nhwc", channels_last=1),
+        q("QLinearLeakyRelu", ["c", "s8", "z8", "s8", "z8"], "leaky"),
+        q("QGemm", ["mt", "sa", "za", "wt", "sw", "zw"], "gemm_t", transA=1, transB=1),
+        q("QuickGelu", ["x"], "qgelu"),
+        q("FastGelu", ["x"], "fgelu"),
+    ]
+    names = [n.output[0] for n in nodes]
+    types = dict.fromkeys(names, np.uint8) | {"leaky": np.int8, "gemm_t": f, "qgelu": f, "fgelu": f}
+    want, got = _run_both(nodes, inputs, types, inits)
+    for name, w, g in zip(names, want, got, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (name, g.dtype, g.shape, w.dtype, w.shape)
+        if w.dtype == f:
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=name)
+            continue
+        d = np.abs(g.astype(np.int64) - w.astype(np.int64))
+        assert d.max() <= 1 and d.mean() < 0.1, (name, d.max(), d.mean())

@@ -652,3 +652,45 @@ def test_static_part_of_a_symbolic_shape_is_a_known_value() -> None:
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     for got, want in zip(m.to_jax()(x), sess.run(None, {"x": x}), strict=True):
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_shape_value_rules_directly_on_symbolic_dimensions() -> None:
+    """``symbolic.evaluate`` on shape values holding ``N`` and ``S`` (no model): ReduceProd
+    without axes and ``keepdims=0`` is the 0-d product (with the default ``keepdims`` a
+    ``[1]``); a Cast to float is not a shape computation (None), to int32 or int64 is;
+    Slice-9 with its bounds as attributes and no ``axes`` slices axis 0; a reversing Slice
+    (step -1); Unsqueeze-11 with negative attribute axes (counted in the output rank),
+    Squeeze-11 without axes and with a negative one; Gather of a negative index; ``N == 2``
+    undecided at conversion (None: computed at run time), ``N == N + 1``, ``2N == N`` and
+    ``0 == N`` False; a traced operand or a Slice with a symbolic bound is not evaluated here
+    (None)."""
+    import jax
+    import jax.numpy as jnp
+    from converter.frontends.onnx.symbolic import evaluate, shape_value
+
+    n, s = jax.export.symbolic_shape("N, S")
+    nsf = shape_value([n, s, 4])
+    ns = shape_value([n, s])
+    prod0 = evaluate("ReduceProd", 18, [ns, None], {"keepdims": 0})
+    assert prod0.shape == () and prod0[()] == n * s
+    prod1 = evaluate("ReduceProd", 13, [ns], {})
+    assert prod1.shape == (1,) and prod1.tolist() == [n * s]
+    assert evaluate("Cast", 13, [ns], {"to": TensorProto.FLOAT}) is None
+    assert evaluate("Cast", 13, [ns], {"to": TensorProto.INT32}).tolist() == [n, s]
+    assert evaluate("Cast", 13, [ns], {"to": TensorProto.INT64}).tolist() == [n, s]
+    assert evaluate("Slice", 9, [nsf], {"starts": [1], "ends": [3]}).tolist() == [s, 4]
+    stop = np.array([-(2**62)])
+    assert evaluate("Slice", 13, [nsf, np.array([-1]), stop, None, np.array([-1])], {}).tolist() == [4, s, n]
+    assert evaluate("Unsqueeze", 11, [np.array(n, dtype=object)], {"axes": [-1]}).tolist() == [n]
+    assert evaluate("Unsqueeze", 11, [ns], {"axes": [-1, 0]}).shape == (1, 2, 1)  # -1 of rank 3
+    squeezed = evaluate("Squeeze", 11, [shape_value([n]).reshape(1, 1)], {})
+    assert squeezed.shape == () and squeezed[()] == n
+    assert evaluate("Squeeze", 11, [ns.reshape(2, 1)], {"axes": [-1]}).tolist() == [n, s]
+    assert evaluate("Gather", 13, [nsf, np.array(-2)], {})[()] == s
+    assert evaluate("Equal", 13, [shape_value([n]), np.array([2])], {}) is None
+    assert evaluate("Equal", 13, [shape_value([n]), shape_value([n + 1])], {}).tolist() == [False]
+    assert evaluate("Equal", 13, [shape_value([2 * n]), shape_value([n])], {}).tolist() == [False]
+    assert evaluate("Equal", 13, [np.array([0]), shape_value([n])], {}).tolist() == [False]
+    assert evaluate("Add", 13, [ns, jnp.array([1, 1])], {}) is None
+    assert evaluate("Slice", 13, [np.arange(5), np.array([0]), shape_value([n])], {}) is None
+    assert evaluate("Slice", 13, [np.arange(5), shape_value([n]), np.array([5])], {}) is None

@@ -201,3 +201,29 @@ def test_tensor_scatter_circular_wraps_the_write_positions():
         "idx": np.array([2, 0], np.int64),
     }
     check_node("TensorScatter", inputs, {"axis": 1, "mode": "circular"}, opset=24)
+
+
+def test_nms_thresholds_and_defaults_and_max_unpool_pads():
+    """NonMaxSuppression keeps only scores strictly above ``score_threshold`` (a score equal
+    to it is dropped); without ``iou_threshold`` (0) any overlap suppresses; without
+    ``max_output_boxes_per_class`` (0) nothing is selected. MaxUnpool with asymmetric pads:
+    the unpooled size is ``(in - 1) * stride + kernel - pad_begin - pad_end`` per axis."""
+    nodes = [
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "st"], ["n_st"]),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out"], ["n_iou0"]),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["n_none"]),
+        helper.make_node(
+            "MaxUnpool", ["p", "pi"], ["m"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 0, 0, 1]
+        ),
+    ]
+    inputs = {
+        # box 1 overlaps box 0 a little (IoU 1/7), box 2 is apart
+        "boxes": np.array([[[0, 0, 1, 1], [0, 0.5, 1, 1.5], [0, 4, 1, 5]]], np.float32),
+        "scores": np.array([[[0.9, 0.5, 0.75]]], np.float32),
+        "max_out": np.array([3], np.int64),
+        "iou": np.array([0.5], np.float32),
+        "st": np.array([0.5], np.float32),
+        "p": np.array([[[[5.0, -1.0], [2.0, 3.0]]]], np.float32),  # unpooled to 3 x 3
+        "pi": np.array([[[[0, 4], [6, 8]]]], np.int64),
+    }
+    check_nodes(nodes, inputs, static=("boxes", "scores", "max_out", "iou", "st"))

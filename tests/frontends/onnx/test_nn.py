@@ -172,15 +172,17 @@ def test_max_pool_indices_in_both_storage_orders():
 
 
 def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
-    """DeformConv-19 with strides (2, 1), and dilations (2, 1): each output dim from its own
-    stride / dilation; another with a modulation mask and a bias; one with two offset groups
-    over a batch of two (the groups' channels joined per sample: with one sample, joining along
-    the batch is the same memory order)."""
+    """DeformConv-19 with strides (2, 1) beside dilations (1, 2) and asymmetric pads, and with
+    dilations (2, 1): each output dim from its own stride / dilation / pads; another with a
+    modulation mask and a bias; one with two offset groups over a batch of two (the groups'
+    channels joined per sample: with one sample, joining along the batch is the same memory
+    order)."""
     r = np.random.default_rng(3)
     inputs = {
         "x": r.standard_normal((1, 2, 5, 6)).astype(np.float32),
         "w": r.standard_normal((3, 2, 2, 2)).astype(np.float32),
-        "offset": (r.standard_normal((1, 8, 2, 5)) * 0.5).astype(np.float32),
+        # out: height (5 + 0 + 1 - 2) // 2 + 1 = 3, width (6 + 1 + 1 - 3) // 1 + 1 = 6
+        "offset": (r.standard_normal((1, 8, 3, 6)) * 0.5).astype(np.float32),
         "offset2": (r.standard_normal((1, 8, 4, 5)) * 0.5).astype(np.float32),
         "offset3": (r.standard_normal((1, 8, 3, 5)) * 0.5).astype(np.float32),
         "b": r.standard_normal(3).astype(np.float32),
@@ -189,7 +191,14 @@ def test_deform_conv_with_strides_differing_per_dim_and_with_mask_and_bias():
         "offset4": (r.standard_normal((2, 16, 2, 2)) * 0.5).astype(np.float32),
     }
     nodes = [
-        helper.make_node("DeformConv", ["x", "w", "offset"], ["strided"], strides=[2, 1]),
+        helper.make_node(
+            "DeformConv",
+            ["x", "w", "offset"],
+            ["strided"],
+            strides=[2, 1],
+            dilations=[1, 2],
+            pads=[0, 1, 1, 1],
+        ),
         helper.make_node("DeformConv", ["x", "w", "offset2", "b", "mask"], ["masked"]),
         helper.make_node("DeformConv", ["x", "w", "offset3"], ["dilated"], dilations=[2, 1]),
         helper.make_node("DeformConv", ["x2", "w", "offset4"], ["grouped"], offset_group=2),
@@ -377,3 +386,28 @@ def test_conv_transpose_same_pads_shorter_than_stride_refused():
     model.ir_version = 8
     with pytest.raises(ConversionError, match=r"at node 'ct'.*axes \[0, 1\].*shorter than the stride"):
         from_onnx(model)
+
+
+def test_lrn_even_size_and_average_pool_ceil_mode_with_counted_pads():
+    """LRN with an even ``size`` (4): the window spans ``floor(3/2) = 1`` channel below and
+    ``ceil(3/2) = 2`` above (the operator page's formula, by hand: onnxruntime refuses an even
+    size); AveragePool with ``count_include_pad`` and ``ceil_mode``: the explicit pads count
+    toward the divisor, the extra ceil-mode tail does not; GlobalLpPool's default ``p`` (2)."""
+    x = np.random.default_rng(6).standard_normal((1, 5, 3, 8)).astype(np.float32)
+    attrs = {
+        "kernel_shape": [3, 3],
+        "strides": [2, 2],
+        "pads": [1, 1, 1, 1],
+        "count_include_pad": 1,
+        "ceil_mode": 1,
+    }
+    nodes = [
+        helper.make_node("AveragePool", ["x"], ["avg"], **attrs),
+        helper.make_node("GlobalLpPool", ["x"], ["glp"]),
+    ]
+    check_nodes(nodes, {"x": x}, opset=19, rtol=1e-5, atol=1e-5)
+    model = single_node_model("LRN", {"x": x}, {"size": 4, "alpha": 0.5, "beta": 0.6, "bias": 2.0}, opset=13)
+    (got,) = from_onnx(model).to_jax()(x)
+    x64 = x.astype(np.float64)
+    sq = np.stack([(x64[:, max(0, c - 1) : min(5, c + 3)] ** 2).sum(1) for c in range(5)], axis=1)
+    np.testing.assert_allclose(np.asarray(got), x64 / (2.0 + 0.5 / 4 * sq) ** 0.6, rtol=1e-5, atol=1e-6)

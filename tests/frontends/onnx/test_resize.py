@@ -414,3 +414,42 @@ def test_symbolic_align_corners_to_length_one_samples_the_first_element():
     got, want = _jax_and_onnxruntime(model, m, x)
     assert want.shape == (1, 1, 1, 3)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_axes_subset_with_a_full_rank_roi_and_not_larger_sizes():
+    """Resize-18 with ``axes`` (negative, ``[-2, -1]``) and a ``roi`` given for every input
+    axis (``2 * rank`` values): the roi entries of the listed axes apply (the reference is
+    onnxruntime on the same resize with the roi of those axes only), and ``sizes`` with
+    ``keep_aspect_ratio_policy=not_larger`` (4x5 into 6x6: the smaller scale, 6/5, for both)."""
+    roi_axes = np.array([-0.25, 0.1, 1.2, 0.9], np.float32)  # starts, ends of axes 2, 3
+    full = np.array([0.3, 0.6, -0.25, 0.1, 0.9, 0.4, 1.2, 0.9], np.float32)  # axes 0..3
+
+    def model(roi):
+        consts = {"roi": roi, "crop": np.array([3, 4], np.int64), "six": np.array([6, 6], np.int64)}
+        nodes = [
+            helper.make_node("Constant", [], [k], value=numpy_helper.from_array(v, k))
+            for k, v in consts.items()
+        ]
+        nodes += [
+            helper.make_node("Resize", ["x", "roi", "", "crop"], ["crop_"], mode="linear", axes=[-2, -1],
+                             coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0),
+            helper.make_node("Resize", ["x", "", "", "six"], ["fit_"], mode="nearest", axes=[2, 3],
+                             keep_aspect_ratio_policy="not_larger"),
+        ]  # fmt: skip
+        outs = [
+            helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, [None] * 4) for o in ("crop_", "fit_")
+        ]
+        x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, X.shape)
+        m = helper.make_model(
+            helper.make_graph(nodes, "g", [x], outs), opset_imports=[helper.make_opsetid("", 18)]
+        )
+        m.ir_version = 8
+        return m
+
+    want = ort.InferenceSession(model(roi_axes).SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": X}
+    )
+    got = from_onnx(model(full)).to_jax()(X)
+    assert [np.shape(g) for g in got] == [w.shape for w in want] == [(1, 1, 3, 4), (1, 1, 5, 6)]
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)

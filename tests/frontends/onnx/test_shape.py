@@ -190,3 +190,47 @@ def test_constant_of_strings_is_refused_by_name():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     with pytest.raises(ConversionError, match="Constant with value_strings"):
         from_onnx(model).to_jax()()
+
+
+def test_pad_negative_pads_crop():
+    """Pad-18 with negative pads removes elements (the operator page): on one axis at the
+    start, on another at the end, while the opposite side pads; constant and edge modes."""
+    from onnx_oracle import check_nodes
+
+    pads = np.array([0, -1, 2, -1, 1, -2], np.int64)  # begins of axes 0, 1, 2, then ends
+    nodes = [
+        helper.make_node("Pad", ["x", "p", "v"], ["const"], mode="constant"),
+        helper.make_node("Pad", ["x", "p"], ["edge"], mode="edge"),
+    ]
+    check_nodes(nodes, {"x": X, "p": pads, "v": np.float32(-3)}, static=("p", "v"))
+
+
+def test_old_opset_even_split_and_dropout_mask():
+    """Split-11 without ``split`` divides the axis evenly among its outputs; Dropout-10 in
+    inference gives the input and, as a second output, a mask of all true (the ONNX
+    reference's; onnxruntime 1.32 gives all false for this opset, all true from Dropout-12)."""
+    from onnx.reference import ReferenceEvaluator
+
+    check_node(
+        "Split", {"x": np.arange(36, dtype=np.float32).reshape(2, 6, 3)}, {"axis": 1}, n_out=3, opset=11
+    )
+    model = single_node_model("Dropout", {"x": X}, n_out=2, opset=10)
+    want_y, want_mask = ReferenceEvaluator(model).run(None, {"x": X})
+    y, mask = from_onnx(model).to_jax()(X)
+    np.testing.assert_array_equal(np.asarray(y), want_y)
+    assert np.asarray(mask).dtype == want_mask.dtype == np.bool_ and np.asarray(mask).shape == X.shape
+    np.testing.assert_array_equal(np.asarray(mask), want_mask)
+
+
+def test_constant_value_floats_and_value_ints():
+    """Constant's list attributes: ``value_floats`` a float32 vector, ``value_ints`` and
+    ``value_int`` int64 (the operator page's types), as onnxruntime gives them."""
+    from onnx_oracle import check_nodes
+
+    nodes = [
+        helper.make_node("Constant", [], ["fs"], value_floats=[1.5, -2.25]),
+        helper.make_node("Constant", [], ["is_"], value_ints=[3, -4, 5]),
+        helper.make_node("Constant", [], ["i"], value_int=7),
+        helper.make_node("Add", ["x", "fs"], ["y"]),
+    ]
+    check_nodes(nodes, {"x": np.array([0.5, 1.0], np.float32)}, opset=18)
