@@ -240,3 +240,22 @@ def test_dense_constant_in_a_loop_body_is_hoisted():
     assert len(loop.args[2]) == 2  # the carried value and the hoisted constant
     np.testing.assert_array_equal(numpy_of(t(torch_of(np.zeros(3, np.float32)))), [2.0, 4.0, 6.0])
     np.testing.assert_array_equal(numpy_of(t(torch_of(np.array([9.0, 0, 0], np.float32)))), [10.0, 2.0, 3.0])
+
+
+def test_while_gradient_through_a_carried_value_independent_of_the_input():
+    """Differentiating a loop output that does not depend on the input requiring grad (the
+    replayed output needs no gradient) gives no (zero) gradient, as a Python loop under
+    autograd does; the dependent output still gets ``2**trips``."""
+    import torch
+    from converter.backends.torch.ops.control_flow import while_loop_exact_grad
+
+    a = torch.tensor([1.0, -2.0], requires_grad=True)
+    b, k = torch.tensor([3.0, 4.0]), torch.tensor(0)
+    out_a, out_b, trips = while_loop_exact_grad(
+        lambda a, b, k: k < 3, lambda a, b, k: (a * 2.0, b + 1.0, k + 1), (a, b, k), ()
+    )
+    assert int(trips) == 3 and out_b.tolist() == [6.0, 7.0]
+    (got,) = torch.autograd.grad(out_b.sum(), a, allow_unused=True, retain_graph=True)
+    assert got is None or not got.any()
+    (got,) = torch.autograd.grad(out_a.sum(), a)
+    assert got.tolist() == [8.0, 8.0]
