@@ -259,3 +259,51 @@ def test_while_gradient_through_a_carried_value_independent_of_the_input():
     assert got is None or not got.any()
     (got,) = torch.autograd.grad(out_a.sum(), a)
     assert got.tolist() == [8.0, 8.0]
+
+
+_CASE = """
+func.func @main(%i: tensor<i32>, %x: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    %a = stablehlo.add %x, %x : tensor<2xf32>
+    stablehlo.return %a : tensor<2xf32>
+  }, {
+    %b = stablehlo.multiply %x, %x : tensor<2xf32>
+    stablehlo.return %b : tensor<2xf32>
+  }, {
+    %c = stablehlo.negate %x : tensor<2xf32>
+    stablehlo.return %c : tensor<2xf32>
+  }) : (tensor<i32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+"""
+
+
+def test_case_with_an_index_out_of_range_runs_the_last_branch():
+    """StableHLO spec (case): an index ``< 0`` or ``>= N`` selects branch ``N - 1`` (JAX
+    clamps its own index first, so only a hand-written module reaches this)."""
+    import torch
+
+    import converter
+
+    t = converter.from_stablehlo(_CASE).to_torch()
+    x = torch.tensor([3.0, -2.0])
+    branches = [x + x, x * x, -x]
+    for i in (-1, 0, 1, 2, 3):
+        want = branches[i if 0 <= i < 3 else 2]
+        assert torch.equal(t(torch.tensor(i, dtype=torch.int32), x), want), i
+
+
+def test_branch_outputs_never_alias_their_inputs():
+    """HOP branch/loop outputs: an input returned as is or a view of one is a fresh
+    contiguous copy, a fresh output stays itself; a tensor entering twice is cloned the
+    second time only."""
+    import torch
+    from converter.backends.torch.ops.control_flow import _distinct, _no_alias
+
+    x, fresh = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]), torch.ones(3)
+    same, view, kept = _no_alias((x, x.t(), fresh), (x,))
+    assert same is not x and torch.equal(same, x)
+    assert not view._is_view() and view.is_contiguous() and torch.equal(view, x.t())
+    assert kept is fresh
+    first, second, other = _distinct((x, x, fresh))
+    assert first is x and second is not x and torch.equal(second, x) and other is fresh

@@ -845,3 +845,51 @@ def test_sum_pool_divided_by_a_boundary_constant(k, divisor):
     assert any(n.target is aten.div.Tensor for n in gm.graph.nodes) is (divisor is None)
     want = torch.nn.functional.avg_pool2d(x, 2, 2, divisor_override=1) / k
     torch.testing.assert_close(gm(x), want)
+
+
+def test_fold_constants_leaves_uninitialized_and_mutated_values():
+    """``fold_constants`` turns an input-free value into a buffer, but not an ``empty``
+    (uninitialized) one nor one a later node writes in place (a folded buffer would keep
+    the writes of earlier calls): calling twice gives eager's values both times."""
+    from converter.backends.torch.native import fold_constants
+
+    def fn(x):
+        ramp = aten.mul.Tensor(aten.arange.default(4, dtype=torch.float32), 2.0)
+        acc = aten.zeros.default([4], dtype=torch.float32)
+        aten.add_.Tensor(acc, x)
+        scratch = aten.empty.memory_format([4], dtype=torch.float32)
+        return aten.add.Tensor(x, ramp), acc, aten.fill_.Scalar(scratch, 1.0)
+
+    x = torch.tensor([1.0, -1.0, 0.5, 2.0])
+    gm = _fx(fn, x)
+    fold_constants(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    assert len([n for n in gm.graph.nodes if n.op == "get_attr"]) == 1
+    assert len(dict(gm.named_buffers())) == 1  # the ramp read only by a folded node: not stored
+    targets = {n.target for n in gm.graph.nodes}
+    assert aten.zeros.default in targets and aten.empty.memory_format in targets
+    for _ in range(2):
+        for got, want in zip(gm(x), fn(x), strict=True):
+            assert torch.equal(got, want)
+
+
+def test_bias_of_the_split_columns_is_inside_addmm():
+    """A product ``(4, 6)`` viewed as ``(4, 2, 3)`` plus a bias ``(2, 3)`` (Flax's
+    ``DenseGeneral``) is ``addmm`` with the bias flattened; a ``(3,)`` bias (repeated per
+    head: not one value per column) stays an ``add``. Values as eager."""
+    from converter.backends.torch.native import fuse_bias
+
+    x, w = torch.randn(4, 5), torch.randn(5, 6)
+    cases = [([4, 2, 3], (2, 3), True), ([4, 2, 3], (3,), False), ([4, 2, 3], (1, 2, 3), True)]
+    for shape, bias, fused in [*cases, ([2, 2, 6], (6,), True)]:  # rows split, columns kept
+        b = torch.randn(bias)
+
+        def fn(x, w, b):
+            return aten.add.Tensor(aten.view.default(aten.mm.default(x, w), shape), b)  # noqa: B023
+
+        gm = _fx(fn, x, w, b)
+        fuse_bias(gm)
+        gm.recompile()
+        assert (aten.addmm.default in {n.target for n in gm.graph.nodes}) is fused, (shape, bias)
+        torch.testing.assert_close(gm(x, w, b), fn(x, w, b))
