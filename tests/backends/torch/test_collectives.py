@@ -104,3 +104,49 @@ def test_channel_less_all_to_all_names_replicas(ops):
         match=r"stablehlo.all_to_all: replica groups \[\[0, 1, 2, 3\]\] name replicas other than 0",
     ):
         C.all_to_all(_rank(0, 4), ops[3], X)
+
+
+def test_reorder_cyclic_listing_to_rank_order_and_back():
+    """Chunk ``k`` belongs to the member listed ``k``-th (spec: replica_groups listing order);
+    torch's group orders by rank. A cyclic listing ``[1, 2, 0]`` is not its own inverse."""
+    chunks = [torch.tensor(v) for v in (10, 11, 12)]
+    members = [1, 2, 0]
+    by_rank = dict(zip(members, chunks, strict=True))
+    to_ranks = C._reorder(chunks, members, to_sorted=True)
+    assert [int(c) for c in to_ranks] == [int(by_rank[r]) for r in sorted(members)] == [12, 10, 11]
+    back = C._reorder(to_ranks, members, to_sorted=False)
+    assert [int(c) for c in back] == [10, 11, 12]
+
+
+_GROUPS = f"""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = "stablehlo.all_reduce"(%x) <{{replica_groups = dense<[[2, 0], [1, -1]]> : tensor<2x2xi64>,
+      {_CHANNEL}}}> {_MAX.replace("T", "f32")} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.all_reduce"(%x) <{{replica_groups = dense<[[0]]> : tensor<1x1xi64>}}>
+      {_MAX.replace("T", "f32")} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "stablehlo.all_reduce"(%x) <{{replica_groups = dense<> : tensor<0x0xi64>, {_CHANNEL}}}>
+      {_MAX.replace("T", "f32")} : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = stablehlo.partition_id : tensor<ui32>
+  return %x : tensor<4xf32>
+}}"""
+
+
+def test_replica_groups_read_as_partition_ids():
+    """With a channel the rows are partition groups in listing order (``-1`` pads a row;
+    partition 0 is kept); without one they are replica ids, so each partition is alone; no
+    groups with a channel is one group of every partition. Singleton groups need no process
+    group; ``partition_id`` is the rank."""
+    module = mlir.parse_module(_GROUPS)
+    ops = [mlir.Op(o.operation) for o in mlir.main_function(module).regions[0].blocks[0].operations]
+    interp = _rank(2, 3)
+    assert C._groups(interp, ops[0]) == [[2, 0], [1]]
+    assert C._groups(interp, ops[1]) == [[0], [1], [2]] and C._my_group(interp, ops[1]) == [2]
+    assert C._groups(interp, ops[2]) == [[0, 1, 2]]
+    assert C._groups(SimpleNamespace(comm=None), ops[1]) == [[0]]
+    assert C.all_reduce(SimpleNamespace(comm=None), ops[1], X)[0] is X
+    got = C.partition_id(interp, ops[3])
+    assert got.item() == 2 and got.dim() == 0
+    assert C.partition_id(SimpleNamespace(comm=None), ops[3]).item() == 0
+    comm = C.Communicator(2, 3)
+    assert comm.members([[0], [2], [1]], "op") == [2] and comm.members([[1, 2, 0]], "op") == [1, 2, 0]
+    del module

@@ -240,3 +240,70 @@ def test_dense_constant_in_a_loop_body_is_hoisted():
     assert len(loop.args[2]) == 2  # the carried value and the hoisted constant
     np.testing.assert_array_equal(numpy_of(t(torch_of(np.zeros(3, np.float32)))), [2.0, 4.0, 6.0])
     np.testing.assert_array_equal(numpy_of(t(torch_of(np.array([9.0, 0, 0], np.float32)))), [10.0, 2.0, 3.0])
+
+
+def test_while_gradient_through_a_carried_value_independent_of_the_input():
+    """Differentiating a loop output that does not depend on the input requiring grad (the
+    replayed output needs no gradient) gives no (zero) gradient, as a Python loop under
+    autograd does; the dependent output still gets ``2**trips``."""
+    import torch
+    from converter.backends.torch.ops.control_flow import while_loop_exact_grad
+
+    a = torch.tensor([1.0, -2.0], requires_grad=True)
+    b, k = torch.tensor([3.0, 4.0]), torch.tensor(0)
+    out_a, out_b, trips = while_loop_exact_grad(
+        lambda a, b, k: k < 3, lambda a, b, k: (a * 2.0, b + 1.0, k + 1), (a, b, k), ()
+    )
+    assert int(trips) == 3 and out_b.tolist() == [6.0, 7.0]
+    (got,) = torch.autograd.grad(out_b.sum(), a, allow_unused=True, retain_graph=True)
+    assert got is None or not got.any()
+    (got,) = torch.autograd.grad(out_a.sum(), a)
+    assert got.tolist() == [8.0, 8.0]
+
+
+_CASE = """
+func.func @main(%i: tensor<i32>, %x: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    %a = stablehlo.add %x, %x : tensor<2xf32>
+    stablehlo.return %a : tensor<2xf32>
+  }, {
+    %b = stablehlo.multiply %x, %x : tensor<2xf32>
+    stablehlo.return %b : tensor<2xf32>
+  }, {
+    %c = stablehlo.negate %x : tensor<2xf32>
+    stablehlo.return %c : tensor<2xf32>
+  }) : (tensor<i32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+"""
+
+
+def test_case_with_an_index_out_of_range_runs_the_last_branch():
+    """StableHLO spec (case): an index ``< 0`` or ``>= N`` selects branch ``N - 1`` (JAX
+    clamps its own index first, so only a hand-written module reaches this)."""
+    import torch
+
+    import converter
+
+    t = converter.from_stablehlo(_CASE).to_torch()
+    x = torch.tensor([3.0, -2.0])
+    branches = [x + x, x * x, -x]
+    for i in (-1, 0, 1, 2, 3):
+        want = branches[i if 0 <= i < 3 else 2]
+        assert torch.equal(t(torch.tensor(i, dtype=torch.int32), x), want), i
+
+
+def test_branch_outputs_never_alias_their_inputs():
+    """HOP branch/loop outputs: an input returned as is or a view of one is a fresh
+    contiguous copy, a fresh output stays itself; a tensor entering twice is cloned the
+    second time only."""
+    import torch
+    from converter.backends.torch.ops.control_flow import _distinct, _no_alias
+
+    x, fresh = torch.tensor([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]), torch.ones(3)
+    same, view, kept = _no_alias((x, x.t(), fresh), (x,))
+    assert same is not x and torch.equal(same, x)
+    assert not view._is_view() and view.is_contiguous() and torch.equal(view, x.t())
+    assert kept is fresh
+    first, second, other = _distinct((x, x, fresh))
+    assert first is x and second is not x and torch.equal(second, x) and other is fresh

@@ -573,3 +573,43 @@ def test_shape_arithmetic_on_symbolic_sizes(shape_ops):
     assert ev("%7", SymArray([4, u], "int32")) == [u]
     with pytest.raises(SymbolicSizeError, match="remainder of the size 6 by u0 of unknown sign"):
         ev("%1", SymArray([6, 6], "int32"), SymArray([u, u], "int32"))
+
+
+def test_shape_sign_and_abs_of_a_symbolic_size(shape_ops):
+    """``sign``/``abs`` of a size ``u`` of unknown sign follow NumPy at every value of ``u``
+    (negative ones included), through ``sym_ite``."""
+    from converter.backends.torch.symbolic import SymArray, eval_shape_op
+
+    _, ops = shape_ops
+    u = torch.fx.experimental.symbolic_shapes.ShapeEnv().create_unbacked_symint()
+    sign = eval_shape_op(ops["%16"], [SymArray([u, 3], "int32")]).values
+    size = eval_shape_op(ops["%27"], [SymArray([u, -3], "int32")]).values
+    for n in (-3, 0, 4):
+        assert int(sign[0].node.expr.subs({u.node.expr: n})) == np.sign(n)
+        assert int(size[0].node.expr.subs({u.node.expr: n})) == abs(n)
+    assert sign.tolist()[1] == 1 and size.tolist()[1] == 3
+
+
+def test_division_of_sizes_of_known_sign_stays_symbolic():
+    """Integer ``divide``/``remainder`` of sizes known ``>= 0`` by ones known ``> 0`` (0
+    included among the dividends) are floor division and modulo (the spec's truncation
+    agrees there): checked by substituting values; a divisor only known ``>= 0`` (it may
+    be 0) raises."""
+    from converter.backends.torch.symbolic import SymbolicSizeError, _tdiv, _trem
+
+    env = torch.fx.experimental.symbolic_shapes.ShapeEnv()
+    n, d, m = (env.create_unbacked_symint() for _ in range(3))
+    torch._check(n >= 0)
+    torch._check(d > 0)
+    torch._check(m >= 0)
+
+    def at(v, **values):
+        return int(v.node.expr.subs({s.node.expr: values[k] for k, s in (("n", n), ("d", d)) if k in values}))
+
+    assert [at(_tdiv(n, 3), n=k) for k in (0, 7)] == [0, 2] and at(_trem(n, 3), n=7) == 1
+    assert at(_tdiv(7, d), d=2) == 3 and at(_trem(7, d), d=2) == 1
+    assert at(_tdiv(n, d), n=0, d=5) == 0
+    with pytest.raises(SymbolicSizeError, match="unknown sign"):
+        _tdiv(7, m)
+    with pytest.raises(SymbolicSizeError, match="unknown sign"):
+        _trem(7, m)

@@ -704,3 +704,192 @@ def test_input_free_values_are_folded_up_to_the_limit(n):
     folded = aten.arange.default not in _targets(tm)
     assert folded == (n <= 1 << 16)
     assert len(list(tm.graph_module.named_buffers())) == (1 if folded else 0)
+
+
+def _fx(fn, *args):
+    """``fn`` (ATen calls) traced to an FX graph whose nodes carry their ``val``s."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn)(*args)
+
+
+def test_product_read_beside_its_biased_reshape_keeps_the_bias_out():
+    """``mm`` read by a reshape + bias and by another node: only the one-reader product
+    takes the bias into an ``addmm`` (the other reader must see the bare product)."""
+    from converter.backends.torch.native import fuse_bias
+
+    def shared(x, w, b):
+        p = aten.mm.default(x, w)
+        return aten.add.Tensor(aten.view.default(p, [2, 3]), b), p
+
+    def single(x, w, b):
+        return aten.add.Tensor(aten.view.default(aten.mm.default(x, w), [2, 3]), b)
+
+    args = (torch.randn(2, 4), torch.randn(4, 3), torch.randn(3))
+    for fn, fused in ((shared, False), (single, True)):
+        gm = _fx(fn, *args)
+        fuse_bias(gm)
+        gm.recompile()
+        targets = {n.target for n in gm.graph.nodes}
+        assert (aten.addmm.default in targets) is fused and (aten.add.Tensor in targets) is not fused
+        for got, want in zip(
+            torch.utils._pytree.tree_leaves(gm(*args)),
+            torch.utils._pytree.tree_leaves(fn(*args)),
+            strict=True,
+        ):
+            torch.testing.assert_close(got, want)
+
+
+_SOFTMAX_TEXT = """
+func.func public @main(%x: tensor<2x2xf32>) -> tensor<2x2xf32> {
+  %ninf = stablehlo.constant dense<MAXINIT> : tensor<f32>
+  %m = stablehlo.reduce(%x init: %ninf) applies stablehlo.maximum across dimensions = [MAXDIM]
+      : (tensor<2x2xf32>, tensor<f32>) -> tensor<2xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0] : (tensor<2xf32>) -> tensor<2x2xf32>
+  %s = stablehlo.subtract %x, %mb : tensor<2x2xf32>
+  %e = stablehlo.exponential %s : tensor<2x2xf32>
+  %zero = stablehlo.constant dense<SUMINIT> : tensor<f32>
+  %t = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [1]
+      : (tensor<2x2xf32>, tensor<f32>) -> tensor<2xf32>
+  %tb = stablehlo.broadcast_in_dim %t, dims = [0] : (tensor<2xf32>) -> tensor<2x2xf32>
+  %r = stablehlo.divide %e, %tb : tensor<2x2xf32>
+  return %r : tensor<2x2xf32>
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("max_dim", "max_init", "sum_init"),
+    [(1, -np.inf, 0.0), (0, -np.inf, 0.0), (1, 0.0, 0.0), (1, -np.inf, 1.0)],
+    ids=["softmax", "max-over-dim-0", "max-init-0", "sum-init-1"],
+)
+def test_softmax_pattern_needs_its_max_dims_and_inits(max_dim, max_init, sum_init):
+    """``exp(x - max) / sum`` over dim 1 is ``F.softmax`` only with the max over dim 1 too
+    (a square operand's max over dim 0 broadcasts the same way) and the inits ``-inf`` and
+    ``0``: otherwise another row's max, or 0, shifts a row of large negatives into ``exp``
+    underflow (0 / 0: NaN, as NumPy computes it), or the sum is off by its init."""
+    x = np.array([[1000, 999], [-1000, -1001]], np.float32)
+    text = _SOFTMAX_TEXT.replace("MAXDIM", str(max_dim)).replace("SUMINIT", repr(sum_init))
+    text = text.replace("MAXINIT", "0xFF800000" if max_init == -np.inf else repr(max_init))
+    tm = converter.from_stablehlo(text).to_torch()
+    assert (aten._softmax.default in _targets(tm)) is ((max_dim, max_init, sum_init) == (1, -np.inf, 0.0))
+    peak = np.maximum(x.max(axis=max_dim), np.float32(max_init))
+    shifted = x - peak[:, None]
+    with np.errstate(invalid="ignore"):
+        want = np.exp(shifted) / (np.exp(shifted).sum(axis=1, keepdims=True) + np.float32(sum_init))
+    np.testing.assert_allclose(tm(torch.from_numpy(x)).numpy(), want, rtol=1e-6)
+
+
+def test_view_chain_passes_on_an_fx_graph():
+    """``collapse_views``: a ``transpose`` with negative dims is the ``permute`` swapping
+    them, two permutes that cancel are none, a reshape of a reshape reads the first input,
+    an ``expand`` to the shape it has is its input; the values stay eager's."""
+    from converter.backends.torch.native import collapse_views, eliminate_dead_code
+
+    def fn(x):
+        t = aten.transpose.int(x, -1, 0)  # (4, 3, 2)
+        back = aten.permute.default(aten.permute.default(x, [1, 2, 0]), [2, 0, 1])
+        flat = aten.view.default(aten.view.default(x, [6, 4]), [3, 8])
+        same = aten.expand.default(x, [2, 3, 4])
+        return (
+            aten.mul.Tensor(t, 2.0),
+            aten.mul.Tensor(back, 3.0),
+            aten.neg.default(flat),
+            aten.neg.default(same),
+        )
+
+    x = torch.randn(2, 3, 4)
+    gm = _fx(fn, x)
+    collapse_views(gm)
+    eliminate_dead_code(gm)
+    gm.recompile()
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert [n.args[1] for n in nodes if n.target is aten.permute.default] == [[2, 1, 0]]
+    assert [n.target for n in nodes].count(aten.reshape.default) == 1
+    assert not any(n.target in (aten.transpose.int, aten.expand.default, aten.view.default) for n in nodes)
+    for got, want in zip(gm(x), fn(x), strict=True):
+        assert torch.equal(got, want)
+
+
+def _with_buffers(fn, args, constants):
+    """``fn(*args, *constants)`` traced, the ``constants`` read from buffers (as folded)."""
+    gm = _fx(fn, *args, *constants)
+    extra = [n for n in gm.graph.nodes if n.op == "placeholder"][len(args) :]
+    for i, (node, value) in enumerate(zip(extra, constants, strict=True)):
+        gm.register_buffer(f"_folded_constant{i}", value)
+        with gm.graph.inserting_before(node):
+            const = gm.graph.get_attr(f"_folded_constant{i}")
+        const.meta["val"] = node.meta["val"]
+        node.replace_all_uses_with(const)
+        gm.graph.erase_node(node)
+    gm.recompile()
+    return gm
+
+
+@pytest.mark.parametrize(("k", "divisor"), [(1.0, 1), (2.0**31 - 1, 2**31 - 1), (2.0**31, None)])
+def test_sum_pool_divided_by_a_boundary_constant(k, divisor):
+    """``divisor_override`` takes a divisor ``k`` in ``1 <= k < 2**31`` (an int32 of the
+    kernel), 1 and ``2**31 - 1`` included, the division then gone; ``2**31`` keeps it."""
+    from converter.backends.torch.native import pool_divisors
+
+    def fn(x, c):
+        return aten.div.Tensor(aten.avg_pool2d.default(x, [2, 2], [2, 2], [0, 0], False, True, 1), c)
+
+    x = torch.arange(32.0).reshape(1, 2, 4, 4)
+    gm = _with_buffers(fn, (x,), (torch.tensor(k, dtype=torch.float64),))
+    pool_divisors(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    (pool,) = [n for n in gm.graph.nodes if n.target is aten.avg_pool2d.default]
+    assert pool.args[6] == (1 if divisor is None else divisor)
+    assert any(n.target is aten.div.Tensor for n in gm.graph.nodes) is (divisor is None)
+    want = torch.nn.functional.avg_pool2d(x, 2, 2, divisor_override=1) / k
+    torch.testing.assert_close(gm(x), want)
+
+
+def test_fold_constants_leaves_uninitialized_and_mutated_values():
+    """``fold_constants`` turns an input-free value into a buffer, but not an ``empty``
+    (uninitialized) one nor one a later node writes in place (a folded buffer would keep
+    the writes of earlier calls): calling twice gives eager's values both times."""
+    from converter.backends.torch.native import fold_constants
+
+    def fn(x):
+        ramp = aten.mul.Tensor(aten.arange.default(4, dtype=torch.float32), 2.0)
+        acc = aten.zeros.default([4], dtype=torch.float32)
+        aten.add_.Tensor(acc, x)
+        scratch = aten.empty.memory_format([4], dtype=torch.float32)
+        return aten.add.Tensor(x, ramp), acc, aten.fill_.Scalar(scratch, 1.0)
+
+    x = torch.tensor([1.0, -1.0, 0.5, 2.0])
+    gm = _fx(fn, x)
+    fold_constants(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    assert len([n for n in gm.graph.nodes if n.op == "get_attr"]) == 1
+    assert len(dict(gm.named_buffers())) == 1  # the ramp read only by a folded node: not stored
+    targets = {n.target for n in gm.graph.nodes}
+    assert aten.zeros.default in targets and aten.empty.memory_format in targets
+    for _ in range(2):
+        for got, want in zip(gm(x), fn(x), strict=True):
+            assert torch.equal(got, want)
+
+
+def test_bias_of_the_split_columns_is_inside_addmm():
+    """A product ``(4, 6)`` viewed as ``(4, 2, 3)`` plus a bias ``(2, 3)`` (Flax's
+    ``DenseGeneral``) is ``addmm`` with the bias flattened; a ``(3,)`` bias (repeated per
+    head: not one value per column) stays an ``add``. Values as eager."""
+    from converter.backends.torch.native import fuse_bias
+
+    x, w = torch.randn(4, 5), torch.randn(5, 6)
+    cases = [([4, 2, 3], (2, 3), True), ([4, 2, 3], (3,), False), ([4, 2, 3], (1, 2, 3), True)]
+    for shape, bias, fused in [*cases, ([2, 2, 6], (6,), True)]:  # rows split, columns kept
+        b = torch.randn(bias)
+
+        def fn(x, w, b):
+            return aten.add.Tensor(aten.view.default(aten.mm.default(x, w), shape), b)  # noqa: B023
+
+        gm = _fx(fn, x, w, b)
+        fuse_bias(gm)
+        gm.recompile()
+        assert (aten.addmm.default in {n.target for n in gm.graph.nodes}) is fused, (shape, bias)
+        torch.testing.assert_close(gm(x, w, b), fn(x, w, b))

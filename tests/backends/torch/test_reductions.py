@@ -263,3 +263,16 @@ def test_reduce_window_max_and_sum_with_other_inits_are_not_pools():
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_general_sort_is_stable_along_any_dim():
+    """``sort_general`` (any comparator) keeps tied elements in their order (the spec's
+    ``is_stable``), along a leading dim too: NumPy's stable argsort gives the order."""
+    from converter.backends.torch.ops.reductions import sort_general
+
+    keys = torch.tensor([[2, 5], [1, 5], [2, 4], [1, 4], [0, 4]])
+    payload = torch.arange(10).reshape(5, 2)
+    got_keys, got_payload = sort_general(lambda a, b, c, d: [a < b], [keys, payload], 0)
+    order = np.argsort(keys.numpy(), axis=0, kind="stable")
+    np.testing.assert_array_equal(got_keys.numpy(), np.take_along_axis(keys.numpy(), order, 0))
+    np.testing.assert_array_equal(got_payload.numpy(), np.take_along_axis(payload.numpy(), order, 0))
