@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from dataclasses import dataclass
@@ -467,6 +468,43 @@ def test_api_errors_are_conversion_errors(capfd):
     assert isinstance(info.value.__cause__, RuntimeError)
     out, err = capfd.readouterr()
     assert "def forward" not in out + err and "fake_tensor" not in err, err  # torch's chatter held back
+
+
+def _traced_failure(frames: list[str], message: str) -> Exception:
+    """A RuntimeError whose traceback runs through ``frames`` (file names, outermost first;
+    the last one raises ``message``), built from code compiled under those names."""
+    names = [f"f{i}" for i in range(len(frames))]
+    scope: dict = {"message": message}
+    for i, (name, filename) in enumerate(zip(names, frames, strict=True)):
+        body = f"    {names[i + 1]}()\n" if i + 1 < len(frames) else "    raise RuntimeError(message)\n"
+        if i == 0:  # the outermost frame catches, so the traceback starts there
+            body = f"    try:\n    {body}    except Exception as e:\n        return e\n"
+        exec(compile(f"def {name}():\n{body}", filename, "exec"), scope)
+    return scope[names[0]]()
+
+
+def test_classify_decides_by_the_frames_after_the_converters_last():
+    """A failure in the converter's own code (no user frame) is the model's only when a
+    tracing framework's frame comes after the converter's last frame: torch.export failing
+    inside a call the converter made; a torch.export frame that called back into the
+    converter, which then failed, is a converter bug."""
+    from converter import _contract
+
+    ours, ours2 = (str(_contract._REPO / "converter" / f"_fake_{i}.py") for i in (1, 2))
+    export = sysconfig.get_paths()["purelib"] + "/torch/export/_fake_trace.py"
+    message = (
+        "boom\nsecond line\nThe following call raised this error:\n"
+        '  File "/m/model.py", line 12, in forward\n    if x.sum() > 0:\n'
+    )
+    export_last = _contract.classify(_traced_failure([ours, ours2, export], message), "converter.from_torch")
+    assert isinstance(export_last, converter.ExportError)
+    assert "RuntimeError: boom (at /m/model.py:12: if x.sum() > 0:)" in str(export_last)
+    assert "second line" not in str(export_last)
+    ours_last = _contract.classify(_traced_failure([ours, export, ours2], "boom"), "converter.from_torch")
+    assert isinstance(ours_last, converter.InternalError) and "RuntimeError: boom" in str(ours_last)
+    # no model runs in load: even a failure inside torch.export is the converter's
+    loaded = _contract.classify(_traced_failure([ours, ours2, export], "boom"), "converter.load")
+    assert isinstance(loaded, converter.InternalError)
 
 
 # --------------------------------------------------------------------------- the real process

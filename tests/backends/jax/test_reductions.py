@@ -439,3 +439,25 @@ def test_max_window_with_an_init_known_only_at_run_time():
     want = (np.maximum(np.max(windows, axis=(3, 5)), lo), np.minimum(np.min(windows, axis=(3, 5)), hi))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_max_window_folds_slices_up_to_64_taps():
+    """A float max ``reduce_window`` of at most 64 taps is a fold of ``lax.max`` over strided
+    slices, with no ``reduce_window`` kernel (which skips NaN on XLA's CPU backend); a larger
+    window takes ``reduce_window`` with a NaN count (the values of both:
+    ``test_max_min_windows_fold_exactly``)."""
+    from converter.backends.jax.ops.reductions import _max_min_window
+
+    x = jax.ShapeDtypeStruct((9, 14), np.float32)
+    for window, folded in [((1, 1), True), ((2, 2), True), ((8, 8), True), ((5, 13), False)]:
+        kwargs = dict(
+            window_dimensions=window,
+            window_strides=(1, 1),
+            padding=((0, 0), (0, 0)),
+            base_dilation=(1, 1),
+            window_dilation=(1, 1),
+        )
+        jaxpr = str(
+            jax.make_jaxpr(lambda a, kw=kwargs: _max_min_window(a, np.float32(-np.inf), "max", kw))(x)
+        )
+        assert ("reduce_window" not in jaxpr) == folded, (window, jaxpr)
