@@ -60,6 +60,35 @@ def test_variadic_reduce_of_values_and_indices_differentiates():
     np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.max(x, axis=1) * w))(x), rtol=1e-6)
 
 
+def test_tree_reduce_of_one_element_and_of_none():
+    """The pairwise reduction behind a (value, index) reduce's derivative gives the spec's
+    reduce at the edges: the lone element over a dimension of size 1 (its tangent passed
+    through), the init values over an empty one (odd counts:
+    ``test_variadic_reduce_of_values_and_indices_differentiates``)."""
+    from converter.backends.jax.ops.reductions import _tree_reduce
+
+    def pick(a, b):
+        take = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+        return jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1])
+
+    inits = (np.float32(-np.inf), np.int32(7))
+
+    @jax.jit
+    def edges(x):
+        one = jax.jvp(
+            lambda v: _tree_reduce(pick, (1,), (v, jnp.zeros((2, 1), jnp.int32)), inits), (x,), (x * 0 + 1,)
+        )
+        none = _tree_reduce(pick, (1,), (x[:, :0], jnp.zeros((2, 0), jnp.int32)), inits)
+        return one, none
+
+    ((value, index), (tangent, _)), none = edges(np.array([[3], [-2]], np.float32))
+    np.testing.assert_array_equal(np.asarray(value), [3, -2])
+    np.testing.assert_array_equal(np.asarray(index), [0, 0])
+    np.testing.assert_array_equal(np.asarray(tangent), [1, 1])
+    np.testing.assert_array_equal(np.asarray(none[0]), [-np.inf, -np.inf])
+    np.testing.assert_array_equal(np.asarray(none[1]), [7, 7])
+
+
 def test_cumulative_general_bodies_differentiate():
     """``jnp.cumprod`` and ``lax.cumlogsumexp`` lower to reduce_windows with a multiply /
     log-add-exp body, which JAX cannot reverse-differentiate: outputs bit-equal to
