@@ -6,6 +6,7 @@ lines, its exit status) is the point."""
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import subprocess
 import sys
@@ -470,16 +471,19 @@ def test_api_errors_are_conversion_errors(capfd):
     assert "def forward" not in out + err and "fake_tensor" not in err, err  # torch's chatter held back
 
 
-def _traced_failure(frames: list[str], message: str) -> Exception:
-    """A RuntimeError whose traceback runs through ``frames`` (file names, outermost first;
-    the last one raises ``message``), built from code compiled under those names."""
+def _traced_failure(frames: list[str], message: str, last: str = "raise RuntimeError(message)") -> Exception:
+    """The exception whose traceback runs through ``frames`` (file names, outermost first;
+    the last one runs ``last``, which fails with ``message``), built from code compiled
+    under those names (their lines in ``linecache``, as a traceback shows them)."""
     names = [f"f{i}" for i in range(len(frames))]
     scope: dict = {"message": message}
     for i, (name, filename) in enumerate(zip(names, frames, strict=True)):
-        body = f"    {names[i + 1]}()\n" if i + 1 < len(frames) else "    raise RuntimeError(message)\n"
+        body = f"    {names[i + 1]}()\n" if i + 1 < len(frames) else f"    {last}\n"
         if i == 0:  # the outermost frame catches, so the traceback starts there
             body = f"    try:\n    {body}    except Exception as e:\n        return e\n"
-        exec(compile(f"def {name}():\n{body}", filename, "exec"), scope)
+        source = f"def {name}():\n{body}"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), scope)
     return scope[names[0]]()
 
 
@@ -505,6 +509,24 @@ def test_classify_decides_by_the_frames_after_the_converters_last():
     # no model runs in load: even a failure inside torch.export is the converter's
     loaded = _contract.classify(_traced_failure([ours, ours2, export], "boom"), "converter.load")
     assert isinstance(loaded, converter.InternalError)
+
+
+def test_classify_takes_the_converters_own_raise_of_a_bad_argument_as_the_callers():
+    """A ``TypeError``/``ValueError`` the converter's own code raises with a ``raise``
+    statement refuses an argument (InputTypeError/InputValueError, the message as is); one
+    raised inside some other statement, or by a library, is a bug (InternalError)."""
+    from converter import _contract
+
+    ours, ours2 = (str(_contract._REPO / "converter" / f"_fake_{i}.py") for i in (3, 4))
+    library = sysconfig.get_paths()["purelib"] + "/numpy/_fake_lib.py"
+    what = "converter.to_onnx"
+    value = _contract.classify(_traced_failure([ours, ours2], "opset 99", "raise ValueError(message)"), what)
+    assert type(value) is converter.InputValueError and str(value) == "opset 99"
+    typed = _contract.classify(_traced_failure([ours, ours2], "a set", "raise TypeError(message)"), what)
+    assert type(typed) is converter.InputTypeError and str(typed) == "a set"
+    for frames, last in (([ours, ours2], "x = int(message)"), ([ours, library], "raise ValueError(message)")):
+        bug = _contract.classify(_traced_failure(frames, "z", last), what)
+        assert type(bug) is converter.InternalError and "ValueError: " in str(bug), (frames, last)
 
 
 # --------------------------------------------------------------------------- the real process
