@@ -529,6 +529,59 @@ def test_classify_takes_the_converters_own_raise_of_a_bad_argument_as_the_caller
         assert type(bug) is converter.InternalError and "ValueError: " in str(bug), (frames, last)
 
 
+def test_verbose_by_environment_or_mode(monkeypatch):
+    """``CONVERTER_VERBOSE`` set to anything but ``""`` or ``0`` lets chatter through, as
+    does ``verbose_mode(True)`` for its block (a nested ``verbose_mode(False)`` keeps it)."""
+    from converter import _contract
+
+    for value, want in (("", False), ("0", False), ("1", True), ("yes", True)):
+        monkeypatch.setenv("CONVERTER_VERBOSE", value)
+        assert _contract.verbose() is want, value
+    monkeypatch.delenv("CONVERTER_VERBOSE")
+    assert not _contract.verbose()
+    with _contract.verbose_mode(True):
+        with _contract.verbose_mode(False):
+            assert _contract.verbose()
+    with _contract.verbose_mode(False):
+        assert not _contract.verbose()
+    assert not _contract.verbose()
+
+
+def test_quiet_holds_back_framework_chatter_until_success(capsys):
+    """Inside ``quiet``: stderr prints through ``hold_print`` and framework log records up
+    to ERROR are held (the diagnostics); the prints are written out after a success (by the
+    outermost scope), kept back after a failure; stdout, CRITICAL records and a scope
+    without ``capture_stderr`` pass through."""
+    import logging
+
+    from converter import _contract
+
+    log = logging.getLogger("jax._h6_fake")
+    log.propagate = False
+    with _contract.quiet() as held:
+        _contract.hold_print("a", 1, file=sys.stderr)
+        _contract.hold_print("b", "c", sep=None, end=None, file=sys.stderr)
+        _contract.hold_print("out", file=sys.stdout)
+        log.error("an error")
+        log.critical("a crash")
+        assert capsys.readouterr() == ("out\n", "a crash\n")  # logging.lastResort: not held
+    assert held.getvalue() == "a 1\nb c\nERROR:jax._h6_fake:an error\n"
+    assert capsys.readouterr().err == "a 1\nb c\n"
+    with pytest.raises(KeyError), _contract.quiet():
+        _contract.hold_print("lost", file=sys.stderr)
+        raise KeyError
+    with _contract.quiet() as outer:
+        with _contract.quiet():
+            _contract.hold_print("inner", file=sys.stderr)
+        assert capsys.readouterr().err == "" and outer.getvalue() == "inner\n"
+    assert capsys.readouterr().err == "inner\n"
+    with _contract.quiet(capture_stderr=False):
+        _contract.hold_print("through", file=sys.stderr)
+    with _contract.quiet(False):
+        _contract.hold_print("off", file=sys.stderr)
+    assert capsys.readouterr().err == "through\noff\n"
+
+
 # --------------------------------------------------------------------------- the real process
 
 
