@@ -529,6 +529,29 @@ def test_classify_takes_the_converters_own_raise_of_a_bad_argument_as_the_caller
         assert type(bug) is converter.InternalError and "ValueError: " in str(bug), (frames, last)
 
 
+def test_a_call_the_function_cannot_take_is_the_callers_type_error():
+    """A ``TypeError`` raised before the API function ran (a missing argument), or refusing
+    a keyword the caller gave, is an InputTypeError naming the function; the same refusal of
+    a keyword the caller did not give comes from inside: a bug."""
+    from converter import _contract
+
+    def sink(*, known=None):
+        return known
+
+    def take(**options):  # sink refuses others: "got an unexpected keyword argument 'x'"
+        return sink(**options) if options else sink(hidden=1)
+
+    api = _contract.api(take, name="load_fake")
+    with pytest.raises(converter.InputTypeError, match=r"^converter\.load_fake: .*positional argument"):
+        api(1)
+    with pytest.raises(converter.InputTypeError, match=r"^converter\.load_fake: .*keyword argument 'wrong'"):
+        api(wrong=1)
+    with pytest.raises(
+        converter.InternalError, match=r"converter\.load_fake: unexpected TypeError: .*'hidden'"
+    ):
+        api()
+
+
 def test_verbose_by_environment_or_mode(monkeypatch):
     """``CONVERTER_VERBOSE`` set to anything but ``""`` or ``0`` lets chatter through, as
     does ``verbose_mode(True)`` for its block (a nested ``verbose_mode(False)`` keeps it)."""
