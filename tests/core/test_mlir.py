@@ -44,6 +44,45 @@ def test_dense_constants_decode_exactly(text, expected):
     np.testing.assert_array_equal(bits(got), bits(expected))
 
 
+def test_an_attribute_the_bindings_refuse_without_a_dense_literal_is_a_type_error(monkeypatch):
+    """An attribute the bindings cannot hand out is read from the op's printed ``dense<``
+    literal; without one (or under another key than ``value``) the refusal names the op."""
+    module = mlir.parse_module(
+        "func.func @main() -> f32 {\n  %0 = arith.constant 1.5 : f32\n  return %0 : f32\n}"
+    )
+    _KEEP_ALIVE.append(module)
+
+    def refuse(attr):
+        raise TypeError("no binding")
+
+    monkeypatch.setattr(mlir, "decode_attribute", refuse)
+    op = mlir.Op(next(mlir.walk_ops(mlir.main_function(module))))
+    with pytest.raises(TypeError, match=r"arith\.constant: cannot decode attribute 'value'"):
+        op.attr("value")
+    with pytest.raises(TypeError, match=r"arith\.constant: cannot decode attribute 'value'"):
+        op.attrs  # noqa: B018 - the property decodes every attribute
+    const = _constant_op("dense<[1.5, 2.5]> : tensor<2xf32>")
+    np.testing.assert_array_equal(const.attrs["value"], np.array([1.5, 2.5], np.float32))
+
+
+def test_attributes_decoded_one_by_one_then_all():
+    """``attr`` decodes the one attribute asked for; ``attrs`` afterwards still has every
+    attribute (the decoded one reused), and ``attr`` of an absent key gives the default
+    before and after."""
+    module = mlir.parse_module(
+        "func.func @main(%a: tensor<4xf32>) -> tensor<2xf32> {\n"
+        '  %0 = "stablehlo.slice"(%a) <{start_indices = array<i64: 1>, limit_indices = array<i64: 3>,'
+        " strides = array<i64: 1>}> : (tensor<4xf32>) -> tensor<2xf32>\n"
+        "  return %0 : tensor<2xf32>\n}"
+    )
+    _KEEP_ALIVE.append(module)
+    op = mlir.Op(next(mlir.walk_ops(mlir.main_function(module))))
+    assert op.attr("start_indices") == [1] and op.attr("absent", 5) == 5
+    assert op.attr("strides") == [1]
+    assert op.attrs == {"limit_indices": [3], "start_indices": [1], "strides": [1]}
+    assert op.attr("limit_indices") == [3] and op.attr("absent", 6) == 6
+
+
 def test_large_bf16_constant_round_trips_through_jax():
     x = (np.arange(300, dtype=np.float32) / 7).astype(ml_dtypes.bfloat16)
     module = mlir.parse_module(jax.jit(lambda: jnp.asarray(x)).lower().as_text())

@@ -106,3 +106,40 @@ def test_derived_dimensions_are_evaluated_and_solved():
     assert bind_dims(scaled, [(13,), (7,)]) == {"t": 4}
     with pytest.raises(SignatureMismatchError, match=r"'3\*t \+ 1' of z is 14"):
         bind_dims(scaled, [(14,), (7,)])
+
+
+def test_dimension_ranges_bound_each_named_size_inclusively():
+    """``dim_ranges`` bounds hold at their ends; a None or missing bound is open (``-inf`` or
+    ``inf`` in the message); a range of a dimension the specs do not name is skipped."""
+    from converter.signature import LeafSpec
+
+    specs = [LeafSpec("x", ("b", "s"), "float32")]
+    ranges = {"absent": [7, 7], "b": [None, 4], "s": [3]}
+    assert bind_dims(specs, [(4, 3)], ranges) == {"b": 4, "s": 3}
+    assert bind_dims(specs, [(1, 10**6)], ranges) == {"b": 1, "s": 10**6}
+    with pytest.raises(SignatureMismatchError, match=r"'b' is 5 in x, outside its range \[-inf, 4\]$"):
+        bind_dims(specs, [(5, 3)], ranges)
+    with pytest.raises(SignatureMismatchError, match=r"'s' is 2 in x, outside its range \[3, inf\]$"):
+        bind_dims(specs, [(4, 2)], ranges)
+
+
+def test_symbolic_shapes_name_each_dimension_and_bound_it():
+    """A named dimension is one ``jax.export`` variable (other characters as ``_``, a
+    leading digit prefixed), an expression stays one, an unnamed one is ``d<input>_<axis>``;
+    the ranges are the scope's constraints."""
+    from converter.passes.shapes import symbolic_shapes
+
+    shapes = symbolic_shapes(
+        [(3, None), ("batch-size", "2*n"), (4, 5), ("9x", "n")], {"n": [2, 8], "batch_size": [1, None]}
+    )
+    assert [tuple(str(d) for d in s) for s in shapes] == [
+        ("3", "d0_1"),
+        ("batch_size", "2*n"),
+        ("4", "5"),
+        ("d_9x", "n"),
+    ]
+    assert shapes[2] == (4, 5) and all(isinstance(d, int) for d in shapes[2])
+    n = shapes[3][1]
+    assert n >= 2 and n <= 8 and not n >= 9
+    with pytest.raises(jax.errors.InconclusiveDimensionOperation):
+        bool(shapes[1][0] >= 2)  # batch_size >= 1 only: no constraint beyond the default

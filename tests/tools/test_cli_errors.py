@@ -6,9 +6,11 @@ lines, its exit status) is the point."""
 from __future__ import annotations
 
 import json
+import linecache
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import zipfile
 from dataclasses import dataclass
@@ -467,6 +469,140 @@ def test_api_errors_are_conversion_errors(capfd):
     assert isinstance(info.value.__cause__, RuntimeError)
     out, err = capfd.readouterr()
     assert "def forward" not in out + err and "fake_tensor" not in err, err  # torch's chatter held back
+
+
+def _traced_failure(frames: list[str], message: str, last: str = "raise RuntimeError(message)") -> Exception:
+    """The exception whose traceback runs through ``frames`` (file names, outermost first;
+    the last one runs ``last``, which fails with ``message``), built from code compiled
+    under those names (their lines in ``linecache``, as a traceback shows them)."""
+    names = [f"f{i}" for i in range(len(frames))]
+    scope: dict = {"message": message}
+    for i, (name, filename) in enumerate(zip(names, frames, strict=True)):
+        body = f"    {names[i + 1]}()\n" if i + 1 < len(frames) else f"    {last}\n"
+        if i == 0:  # the outermost frame catches, so the traceback starts there
+            body = f"    try:\n    {body}    except Exception as e:\n        return e\n"
+        source = f"def {name}():\n{body}"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), scope)
+    return scope[names[0]]()
+
+
+def test_classify_decides_by_the_frames_after_the_converters_last():
+    """A failure in the converter's own code (no user frame) is the model's only when a
+    tracing framework's frame comes after the converter's last frame: torch.export failing
+    inside a call the converter made; a torch.export frame that called back into the
+    converter, which then failed, is a converter bug."""
+    from converter import _contract
+
+    ours, ours2 = (str(_contract._REPO / "converter" / f"_fake_{i}.py") for i in (1, 2))
+    export = sysconfig.get_paths()["purelib"] + "/torch/export/_fake_trace.py"
+    message = (
+        "boom\nsecond line\nThe following call raised this error:\n"
+        '  File "/m/model.py", line 12, in forward\n    if x.sum() > 0:\n'
+    )
+    export_last = _contract.classify(_traced_failure([ours, ours2, export], message), "converter.from_torch")
+    assert isinstance(export_last, converter.ExportError)
+    assert "RuntimeError: boom (at /m/model.py:12: if x.sum() > 0:)" in str(export_last)
+    assert "second line" not in str(export_last)
+    ours_last = _contract.classify(_traced_failure([ours, export, ours2], "boom"), "converter.from_torch")
+    assert isinstance(ours_last, converter.InternalError) and "RuntimeError: boom" in str(ours_last)
+    # no model runs in load: even a failure inside torch.export is the converter's
+    loaded = _contract.classify(_traced_failure([ours, ours2, export], "boom"), "converter.load")
+    assert isinstance(loaded, converter.InternalError)
+
+
+def test_classify_takes_the_converters_own_raise_of_a_bad_argument_as_the_callers():
+    """A ``TypeError``/``ValueError`` the converter's own code raises with a ``raise``
+    statement refuses an argument (InputTypeError/InputValueError, the message as is); one
+    raised inside some other statement, or by a library, is a bug (InternalError)."""
+    from converter import _contract
+
+    ours, ours2 = (str(_contract._REPO / "converter" / f"_fake_{i}.py") for i in (3, 4))
+    library = sysconfig.get_paths()["purelib"] + "/numpy/_fake_lib.py"
+    what = "converter.to_onnx"
+    value = _contract.classify(_traced_failure([ours, ours2], "opset 99", "raise ValueError(message)"), what)
+    assert type(value) is converter.InputValueError and str(value) == "opset 99"
+    typed = _contract.classify(_traced_failure([ours, ours2], "a set", "raise TypeError(message)"), what)
+    assert type(typed) is converter.InputTypeError and str(typed) == "a set"
+    for frames, last in (([ours, ours2], "x = int(message)"), ([ours, library], "raise ValueError(message)")):
+        bug = _contract.classify(_traced_failure(frames, "z", last), what)
+        assert type(bug) is converter.InternalError and "ValueError: " in str(bug), (frames, last)
+
+
+def test_a_call_the_function_cannot_take_is_the_callers_type_error():
+    """A ``TypeError`` raised before the API function ran (a missing argument), or refusing
+    a keyword the caller gave, is an InputTypeError naming the function; the same refusal of
+    a keyword the caller did not give comes from inside: a bug."""
+    from converter import _contract
+
+    def sink(*, known=None):
+        return known
+
+    def take(**options):  # sink refuses others: "got an unexpected keyword argument 'x'"
+        return sink(**options) if options else sink(hidden=1)
+
+    api = _contract.api(take, name="load_fake")
+    with pytest.raises(converter.InputTypeError, match=r"^converter\.load_fake: .*positional argument"):
+        api(1)
+    with pytest.raises(converter.InputTypeError, match=r"^converter\.load_fake: .*keyword argument 'wrong'"):
+        api(wrong=1)
+    with pytest.raises(
+        converter.InternalError, match=r"converter\.load_fake: unexpected TypeError: .*'hidden'"
+    ):
+        api()
+
+
+def test_verbose_by_environment_or_mode(monkeypatch):
+    """``CONVERTER_VERBOSE`` set to anything but ``""`` or ``0`` lets chatter through, as
+    does ``verbose_mode(True)`` for its block (a nested ``verbose_mode(False)`` keeps it)."""
+    from converter import _contract
+
+    for value, want in (("", False), ("0", False), ("1", True), ("yes", True)):
+        monkeypatch.setenv("CONVERTER_VERBOSE", value)
+        assert _contract.verbose() is want, value
+    monkeypatch.delenv("CONVERTER_VERBOSE")
+    assert not _contract.verbose()
+    with _contract.verbose_mode(True):
+        with _contract.verbose_mode(False):
+            assert _contract.verbose()
+    with _contract.verbose_mode(False):
+        assert not _contract.verbose()
+    assert not _contract.verbose()
+
+
+def test_quiet_holds_back_framework_chatter_until_success(capsys):
+    """Inside ``quiet``: stderr prints through ``hold_print`` and framework log records up
+    to ERROR are held (the diagnostics); the prints are written out after a success (by the
+    outermost scope), kept back after a failure; stdout, CRITICAL records and a scope
+    without ``capture_stderr`` pass through."""
+    import logging
+
+    from converter import _contract
+
+    log = logging.getLogger("jax._h6_fake")
+    log.propagate = False
+    with _contract.quiet() as held:
+        _contract.hold_print("a", 1, file=sys.stderr)
+        _contract.hold_print("b", "c", sep=None, end=None, file=sys.stderr)
+        _contract.hold_print("out", file=sys.stdout)
+        log.error("an error")
+        log.critical("a crash")
+        assert capsys.readouterr() == ("out\n", "a crash\n")  # logging.lastResort: not held
+    assert held.getvalue() == "a 1\nb c\nERROR:jax._h6_fake:an error\n"
+    assert capsys.readouterr().err == "a 1\nb c\n"
+    with pytest.raises(KeyError), _contract.quiet():
+        _contract.hold_print("lost", file=sys.stderr)
+        raise KeyError
+    with _contract.quiet() as outer:
+        with _contract.quiet():
+            _contract.hold_print("inner", file=sys.stderr)
+        assert capsys.readouterr().err == "" and outer.getvalue() == "inner\n"
+    assert capsys.readouterr().err == "inner\n"
+    with _contract.quiet(capture_stderr=False):
+        _contract.hold_print("through", file=sys.stderr)
+    with _contract.quiet(False):
+        _contract.hold_print("off", file=sys.stderr)
+    assert capsys.readouterr().err == "through\noff\n"
 
 
 # --------------------------------------------------------------------------- the real process

@@ -64,3 +64,22 @@ def test_convert_turns_reporting_on_unless_quiet(flag, tmp_path, monkeypatch):
     )
     assert cli.main([str(module_file), "-o", str(tmp_path / "m.shlo"), *flag]) == 0
     assert seen == [not flag]
+
+
+def test_size_text_switches_unit_at_each_power_of_1000():
+    assert [progress.size_text(n) for n in (999, 1000, 999_000, 10**6, 999_000_000, 10**9)] == [
+        "999 B",
+        "1 kB",
+        "999 kB",
+        "1 MB",
+        "999 MB",
+        "1 GB",
+    ]
+
+
+def test_the_display_timer_waits_two_seconds_and_never_holds_the_process():
+    with progress.reporting(console=Console(file=io.StringIO(), force_terminal=True)):
+        timer = progress._reporter.timer
+        assert timer.interval == 2.0 and timer.daemon  # an interrupted conversion exits at once
+    timer.join(1)  # cancelled on close: it ends without waiting out its delay
+    assert progress._reporter is None and not timer.is_alive()

@@ -148,3 +148,49 @@ def test_scatter_bodies_by_kind_and_a_general_body_refused():
     with pytest.raises(converter.OpConversionError) as e:
         general.to_jax()(a, i, u)
     assert "NotImplementedError: scatter with 1 operands and a general body" in str(e.value)
+
+
+_SCATTER_WINDOWS = """
+func.func public @main(%a: tensor<5x2xf32>, %i: tensor<5x1xi32>, %u: tensor<5x2x2xf32>) -> tensor<5x2xf32> {
+  %0 = "stablehlo.scatter"(%a, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<
+      update_window_dims = [1, 2], inserted_window_dims = [], scatter_dims_to_operand_dims = [0],
+      index_vector_dim = 1>, indices_are_sorted = false, unique_indices = false}> ({
+  ^bb0(%x: tensor<f32>, %y: tensor<f32>):
+    %s = stablehlo.add %x, %y : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<5x2xf32>, tensor<5x1xi32>, tensor<5x2x2xf32>) -> tensor<5x2xf32>
+  return %0 : tensor<5x2xf32>
+}"""
+
+
+def test_scatter_applies_the_in_bounds_part_of_a_partial_window():
+    """Spec ``scatter`` skips each update element whose result index is out of bounds, not
+    the whole window (XLA's FILL_OR_DROP does): windows of 2 rows starting at -1 and 4 add
+    their in-bounds row, ones at 5, 9 and -5 add nothing, one at 2 both rows (by hand)."""
+    a = np.arange(10, dtype=np.float32).reshape(5, 2) * 100
+    i = np.array([[-1], [4], [9], [-5], [2]], np.int32)
+    u = np.arange(1, 21, dtype=np.float32).reshape(5, 2, 2)
+    want = a + np.array([[3, 4], [0, 0], [17, 18], [19, 20], [5, 6]], np.float32)
+    f = converter.from_stablehlo(_SCATTER_WINDOWS).to_jax()
+    np.testing.assert_array_equal(np.asarray(f(a, i, u)), want)
+    i[2] = 5  # the first row past the end: the whole window out
+    np.testing.assert_array_equal(np.asarray(f(a, i, u)), want)
+
+
+def test_int64_gather_indices_narrow_only_when_their_bound_fits_int32():
+    """64-bit gather start indices become int32 when every clamp bound ``dim - slice size``
+    is at most 2**31 - 1 (exactly the limit included); past it, or with no mapped dimension,
+    they stay as given (shapes only: ``jax.eval_shape`` allocates nothing)."""
+    import jax
+    from converter.backends.jax.ops.indexing import _narrow_indices
+
+    idx = jax.ShapeDtypeStruct((3, 1), np.int64)
+    for dim, want in ((2**31, np.int32), (2**31 + 1, np.int64)):
+        out = jax.eval_shape(lambda i, d=dim: _narrow_indices(i, (d, 4), (1, 4), (0,)), idx)
+        assert out.dtype == want, (dim, out.dtype)
+    none = jax.ShapeDtypeStruct((3, 0), np.int64)
+    assert jax.eval_shape(lambda i: _narrow_indices(i, (5,), (1,), ()), none).dtype == np.int64
+    i32 = jax.ShapeDtypeStruct((3, 1), np.int32)
+    assert jax.eval_shape(lambda i: _narrow_indices(i, (5,), (1,), (0,)), i32).dtype == np.int32
+    clamped = _narrow_indices(np.array([[-3], [2], [9]], np.int64), (5,), (2,), (0,))
+    np.testing.assert_array_equal(np.asarray(clamped), np.array([[0], [2], [3]], np.int32))

@@ -60,6 +60,35 @@ def test_variadic_reduce_of_values_and_indices_differentiates():
     np.testing.assert_allclose(got, jax.grad(lambda x: jnp.sum(jnp.max(x, axis=1) * w))(x), rtol=1e-6)
 
 
+def test_tree_reduce_of_one_element_and_of_none():
+    """The pairwise reduction behind a (value, index) reduce's derivative gives the spec's
+    reduce at the edges: the lone element over a dimension of size 1 (its tangent passed
+    through), the init values over an empty one (odd counts:
+    ``test_variadic_reduce_of_values_and_indices_differentiates``)."""
+    from converter.backends.jax.ops.reductions import _tree_reduce
+
+    def pick(a, b):
+        take = (a[0] > b[0]) | ((a[0] == b[0]) & (a[1] < b[1]))
+        return jnp.where(take, a[0], b[0]), jnp.where(take, a[1], b[1])
+
+    inits = (np.float32(-np.inf), np.int32(7))
+
+    @jax.jit
+    def edges(x):
+        one = jax.jvp(
+            lambda v: _tree_reduce(pick, (1,), (v, jnp.zeros((2, 1), jnp.int32)), inits), (x,), (x * 0 + 1,)
+        )
+        none = _tree_reduce(pick, (1,), (x[:, :0], jnp.zeros((2, 0), jnp.int32)), inits)
+        return one, none
+
+    ((value, index), (tangent, _)), none = edges(np.array([[3], [-2]], np.float32))
+    np.testing.assert_array_equal(np.asarray(value), [3, -2])
+    np.testing.assert_array_equal(np.asarray(index), [0, 0])
+    np.testing.assert_array_equal(np.asarray(tangent), [1, 1])
+    np.testing.assert_array_equal(np.asarray(none[0]), [-np.inf, -np.inf])
+    np.testing.assert_array_equal(np.asarray(none[1]), [7, 7])
+
+
 def test_cumulative_general_bodies_differentiate():
     """``jnp.cumprod`` and ``lax.cumlogsumexp`` lower to reduce_windows with a multiply /
     log-add-exp body, which JAX cannot reverse-differentiate: outputs bit-equal to
@@ -439,3 +468,25 @@ def test_max_window_with_an_init_known_only_at_run_time():
     want = (np.maximum(np.max(windows, axis=(3, 5)), lo), np.minimum(np.min(windows, axis=(3, 5)), hi))
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
+
+
+def test_max_window_folds_slices_up_to_64_taps():
+    """A float max ``reduce_window`` of at most 64 taps is a fold of ``lax.max`` over strided
+    slices, with no ``reduce_window`` kernel (which skips NaN on XLA's CPU backend); a larger
+    window takes ``reduce_window`` with a NaN count (the values of both:
+    ``test_max_min_windows_fold_exactly``)."""
+    from converter.backends.jax.ops.reductions import _max_min_window
+
+    x = jax.ShapeDtypeStruct((9, 14), np.float32)
+    for window, folded in [((1, 1), True), ((2, 2), True), ((8, 8), True), ((5, 13), False)]:
+        kwargs = dict(
+            window_dimensions=window,
+            window_strides=(1, 1),
+            padding=((0, 0), (0, 0)),
+            base_dilation=(1, 1),
+            window_dilation=(1, 1),
+        )
+        jaxpr = str(
+            jax.make_jaxpr(lambda a, kw=kwargs: _max_min_window(a, np.float32(-np.inf), "max", kw))(x)
+        )
+        assert ("reduce_window" not in jaxpr) == folded, (window, jaxpr)

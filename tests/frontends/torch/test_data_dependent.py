@@ -300,3 +300,21 @@ def test_data_dependent_size_checks_are_refused_first():
         converter.from_torch(Fn(fn), (torch.ones(4, 2),))
     for key in ("aten.sym_constrain_range_for_size.default", "aten.sym_numel.default", "torch.sym_int"):
         assert key not in ATEN_RULES, key
+
+
+def test_reduced_axes_of_each_dim_spelling():
+    """The axes a reduction of a rank-3 value folds, as ``sum``'s ``dim`` spells them: one
+    axis, negative axes, a list, by keyword, none or ``[]`` (every axis). Only a reduction
+    over the padded axis may take a padded input."""
+    from types import SimpleNamespace
+
+    from converter.frontends.torch.data_dependent import _Padding
+
+    x = SimpleNamespace(meta={"val": torch.empty(2, 3, 4)})
+
+    def axes(*args, **kwargs):
+        return _Padding._reduced_axes(None, SimpleNamespace(args=(x, *args), kwargs=kwargs), x)
+
+    assert axes(1) == {1} and axes(-1) == {2} and axes([-3, 1]) == {0, 1}
+    assert axes(dim=[-2]) == {1} and axes(dim=2) == {2}
+    assert axes() == axes(None) == axes([]) == axes(dim=None) == {0, 1, 2}
