@@ -38,12 +38,16 @@ def _scale(n_in, n_out, scale, align_corners=False):
     return F32(1.0 / scale) if scale is not None and scale > 0 else F32(n_in / n_out)
 
 
-def _nearest_index(n_in, n_out, scale, exact):
-    """``nearest_idx`` / ``nearest_neighbor_exact_compute_source_index``."""
+def _nearest_index(n_in, n_out, scale, exact, shortcuts):
+    """``nearest_idx`` / ``nearest_neighbor_exact_compute_source_index``. ``shortcuts``:
+    ``nearest_idx``'s same-size and double-size index shortcuts, which torch's CPU kernel
+    takes for 2-d inputs only; its 1-d and 3-d kernels compute ``floor(dst * scale)``
+    (with a scale factor of 1.1, the output keeps the input's size, and the 1-d and 3-d
+    kernels still read ``[0, 0, 1, 2, ...]``)."""
     o = np.arange(n_out, dtype=F32)
-    if not exact and n_out == n_in:
+    if shortcuts and not exact and n_out == n_in:
         return np.arange(n_out)
-    if not exact and n_out == 2 * n_in:
+    if shortcuts and not exact and n_out == 2 * n_in:
         return np.arange(n_out) >> 1
     s = _scale(n_in, n_out, scale)
     src = np.floor((o + F32(0.5)) * s) if exact else np.floor(o * s)
@@ -54,7 +58,7 @@ def _nearest(x, nd, output_size, scale_factors, exact):
     outs, scales = _sizes(x, nd, output_size, scale_factors)
     for k in range(nd):
         axis = x.ndim - nd + k
-        idx = _nearest_index(x.shape[axis], outs[k], scales[k], exact)
+        idx = _nearest_index(x.shape[axis], outs[k], scales[k], exact, shortcuts=nd == 2)
         x = jnp.take(x, jnp.asarray(idx), axis=axis)
     return x
 

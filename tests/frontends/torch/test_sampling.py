@@ -118,7 +118,7 @@ def test_nearest_index_shortcuts_of_aten():
     """ATen's ``nearest_idx`` (torch's 2-d CPU kernel) takes the source index as is when the
     output size equals the input size and as ``dst >> 1`` when it is twice it, whatever the
     scale factor: 5 * 1.1 and 5 * 2.1 round down to those sizes, where ``floor(dst / scale)``
-    would differ."""
+    would differ. The 1-d and 3-d kernels take no shortcut: ``floor(dst / scale)`` there."""
     from converter.frontends.torch.ops import sampling as s
 
     from tests.frontends.torch.conftest import check_rule
@@ -126,6 +126,10 @@ def test_nearest_index_shortcuts_of_aten():
     aten = torch.ops.aten
     x = torch.arange(50.0).reshape(1, 2, 5, 5)
     check_rule(s._nearest_rule(2, False), aten.upsample_nearest2d.vec, x, None, [1.1, 2.1], atol=0)
+    check_rule(s._nearest_rule(1, False), aten.upsample_nearest1d.vec, x[0], None, [1.1], atol=0)
+    check_rule(s._nearest_rule(1, False), aten.upsample_nearest1d.vec, x[0], None, [2.1], atol=0)
+    x3 = torch.arange(250.0).reshape(1, 2, 5, 5, 5)
+    check_rule(s._nearest_rule(3, False), aten.upsample_nearest3d.vec, x3, None, [1.1, 2.1, 1.0], atol=0)
 
 
 def test_linear_downscale_factor_and_single_aligned_output():
