@@ -605,9 +605,10 @@ def histc(x, bins=100, min=0, max=0):  # noqa: A002 - ATen names
         lo, hi = jnp.min(flat), jnp.max(flat)
     else:
         lo, hi = jnp.asarray(min, dt), jnp.asarray(max, dt)
-    # widening an empty range: not for a given range the dtype keeps apart (MoE routers'
-    # histc(ids, E, 0, E - 1)), whose graph then needs no nextafter (a bit cast)
-    if min == max or np.asarray(min, dt) == np.asarray(max, dt):
+    # widening an empty range, decided as ATen does on the range as doubles: a given range
+    # the dtype keeps apart (MoE routers' histc(ids, E, 0, E - 1)) needs no nextafter (a bit
+    # cast), and one the dtype rounds to a single value is not widened either
+    if min == max:
         same = lo == hi
         inf = jnp.asarray(np.inf, dt)
         lo = jnp.where(same, jnp.minimum(jnp.nextafter(lo, -inf), lo - 1), lo)

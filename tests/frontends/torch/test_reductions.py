@@ -526,3 +526,14 @@ def test_histogram_of_its_own_bin_edges():
         pts = torch.cat([edges, torch.nextafter(edges, edges + 1), torch.nextafter(edges, edges - 1)])
         op = torch.ops.aten.histogram.bin_ct
         check_rule(r.histogram_bin_ct, op, pts, bins, range=(lo, hi), atol=0, rtol=0)
+
+
+def test_histc_of_a_range_float32_rounds_to_one_value_is_not_widened():
+    """ATen decides the widening of an empty range on ``min`` and ``max`` as doubles: 1.0 and
+    1.00000001 differ, so the range stays as given although float32 rounds both to 1.0 (its
+    edges then all equal 1.0, and both elements equal to 1.0 fall in the first bin)."""
+    from converter.frontends.torch.ops import reductions as r
+
+    aten = torch.ops.aten
+    x = torch.tensor([0.0, 1.0, 1.0, 1.5, 2.0, 0.999])
+    check_rule(r.histc, aten.histc.default, x, 4, 1.0, 1.00000001)
