@@ -34,7 +34,9 @@ def classify_combiner(region: ir.Region) -> str | None:
     """The kind of a one-operand combiner body ``(a, b) -> op(a, b)``.
 
     Returns ``add``/``max``/``min``/``mul``/``and``/``or``/``xor``; ``replace`` for a body
-    that returns its second argument (scatter's overwrite); ``None`` for anything else.
+    that returns its second argument (scatter's overwrite); ``None`` for anything else. On
+    ``i1``, an arithmetic body is returned as the logical op it is there (the StableHLO
+    spec: ``add`` and ``maximum`` are OR, ``multiply`` and ``minimum`` AND).
     """
     ops, args = _body_ops(region)  # a body of several operands returns several values: None below
     if len(ops) == 1 and ops[0].name == "stablehlo.return":
@@ -57,8 +59,13 @@ def classify_combiner(region: ir.Region) -> str | None:
         return None
     if set(operands) != set(args) or len(operands) != 2:
         return None
+    if str(args[0].type) == "tensor<i1>":  # on i1, maximum and add are OR, minimum and multiply AND
+        return _ON_BOOL.get(kind, kind)
     return kind
 
+
+#: The StableHLO spec's meaning of each arithmetic body on booleans (``add``: logical OR)
+_ON_BOOL = {"add": "or", "max": "or", "min": "and", "mul": "and"}
 
 _CANONICALIZING = {"stablehlo.constant", "stablehlo.compare", "stablehlo.select"}
 

@@ -46,6 +46,28 @@ _REAL_IMAG = """func.func @main() -> (tensor<3xf32>, tensor<3xf32>) {
 }"""
 
 
+_I1_REDUCE = """func.func @main(%a: tensor<3x3xi1>) -> tensor<3xi1> {
+  %t = stablehlo.constant dense<INIT> : tensor<i1>
+  %r = stablehlo.reduce(%a init: %t) applies stablehlo.BODY across dimensions = [1] : (tensor<3x3xi1>, tensor<i1>) -> tensor<3xi1>
+  return %r : tensor<3xi1>
+}"""
+
+
+@backends
+@pytest.mark.parametrize(
+    "body,init", [("add", False), ("maximum", True), ("multiply", True), ("minimum", False)]
+)
+def test_i1_reduce_bodies(backend, body, init):
+    """A reduce whose body is an arithmetic op on ``i1`` combines as that op does on booleans
+    (``add``/``maximum``: OR, ``multiply``/``minimum``: AND), from the init."""
+    rows = np.array([[False, False, False], [True, False, True], [True, True, True]])
+    text = _I1_REDUCE.replace("INIT", str(init).lower()).replace("BODY", body)
+    any_of = body in ("add", "maximum")
+    want = [(row.any() or init) if any_of else (row.all() and init) for row in rows]
+    (got,) = run(text, backend, rows)
+    expect_eq(got, want, np.bool_)
+
+
 @backends
 def test_real_imag_of_real_tensor(backend):
     """Spec: ``real`` of a float tensor is the tensor, ``imag`` is zeros."""
