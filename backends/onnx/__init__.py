@@ -453,8 +453,10 @@ def _specialize_hint(module: Module) -> str:
 
 def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_threshold: int = TWO_GB) -> None:
     """Write ``model`` atomically. A model of ``external_threshold`` bytes or more (protobuf's
-    2 GB limit by default) stores its initializers as external data in ``<name>.data``
-    beside it, written before the model file appears."""
+    2 GB limit by default) stores all its initializers as external data in ``<name>.data``
+    beside it, written before the model file appears (no data file when it has none).
+
+    Raises :class:`OSError` when a file cannot be written; nothing is left half-written."""
     path = Path(path)
     external = _model_size(model) >= external_threshold
     if not external:
@@ -467,10 +469,16 @@ def save_onnx(model: onnx.ModelProto, path: str | os.PathLike, *, external_thres
     model = copy
     with staging_dir(path) as staging:
         staged = Path(staging) / path.name
-        onnx.save_model(
-            model, staged, save_as_external_data=True, all_tensors_to_one_file=True, location=data_name
+        onnx.save_model(  # every initializer (onnx's default keeps those under 1 KB inline)
+            model,
+            staged,
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data_name,
+            size_threshold=0,
         )
-        os.replace(Path(staging) / data_name, path.parent / data_name)
+        if (Path(staging) / data_name).exists():  # none when the model has no initializer
+            os.replace(Path(staging) / data_name, path.parent / data_name)
         os.replace(staged, path)
 
 

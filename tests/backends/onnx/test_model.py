@@ -78,6 +78,26 @@ def test_external_data_for_large_models(tmp_path):
     np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_save_onnx_external_puts_small_initializers_out_too(tmp_path):
+    """Past ``external_threshold``, every initializer goes to ``<name>.data``, those under
+    onnx's own 1 KB default too (a model of small weights only wrote no data file, and the
+    save failed); a model with no initializer writes no data file."""
+    model = torch.nn.Linear(2, 2).eval()  # 24 bytes of weights
+    x = torch.randn(1, 2)
+    proto = converter.from_torch(model, (x,)).to_onnx()
+    save_onnx(proto, tmp_path / "m.onnx", external_threshold=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "m.onnx.data"]
+    loaded = onnx.load(tmp_path / "m.onnx", load_external_data=False)
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in loaded.graph.initializer)
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(
+        sess.run(None, {"args[0]": x.numpy()})[0], model(x).detach().numpy(), rtol=1e-6
+    )
+    bare = converter.from_torch(torch.nn.Tanh(), (x,)).to_onnx()
+    save_onnx(bare, tmp_path / "t.onnx", external_threshold=1)
+    assert not (tmp_path / "t.onnx.data").exists() and (tmp_path / "t.onnx").exists()
+
+
 def test_external_data_written_by_to_onnx_is_64_byte_aligned(tmp_path):
     """``to_onnx(path=..., external_data=True)`` starts each parameter at a multiple of 64
     bytes of ``<path>.data`` (its docstring), whatever the sizes before it (60 and 20 bytes
