@@ -104,7 +104,7 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     )
     if deliberate and isinstance(e, (TypeError, ValueError)):  # our own check of an argument
         return (InputTypeError if isinstance(e, TypeError) else InputValueError)(str(e))
-    ours_last = next((f for f in reversed(files) if f.startswith(_OURS)), None)
+    last_ours = max((i for i, f in enumerate(files) if f.startswith(_OURS)), default=None)  # frame index
     user = any(_is_user(f) for f in files)
     # converting a torch or ONNX model, JAX is the converter's own tool: a failure in it is a
     # conversion failure (the rules' job), never the source framework refusing the model
@@ -112,7 +112,7 @@ def classify(e: Exception, what: str, code: Any = None, keywords: Any = ()) -> C
     tracing = any(
         t in f.replace(os.sep, "/") for f in files for t in _TRACING if not (own_jax and t == "jax/")
     )
-    after_ours = files[files.index(ours_last) + 1 :] if ours_last is not None else files
+    after_ours = files[last_ours + 1 :] if last_ours is not None else files
     model_code = what.rpartition(".")[2].startswith(("from_", "call_"))  # others run no model
     if model_code and (user or (tracing and any(not f.startswith(_OURS) for f in after_ours))):
         where = _raised_at(str(e))

@@ -506,6 +506,8 @@ def test_classify_decides_by_the_frames_after_the_converters_last():
     assert "second line" not in str(export_last)
     ours_last = _contract.classify(_traced_failure([ours, export, ours2], "boom"), "converter.from_torch")
     assert isinstance(ours_last, converter.InternalError) and "RuntimeError: boom" in str(ours_last)
+    same_file = _contract.classify(_traced_failure([ours, export, ours], "boom"), "converter.from_torch")
+    assert isinstance(same_file, converter.InternalError)  # the last frame of that file, not its first
     # no model runs in load: even a failure inside torch.export is the converter's
     loaded = _contract.classify(_traced_failure([ours, ours2, export], "boom"), "converter.load")
     assert isinstance(loaded, converter.InternalError)
