@@ -6,7 +6,8 @@ without its expensive passes, and XLA's classic elemental emitters instead of th
 emitters. Neither turns on fast-math; results differ from the default settings only in
 rounding where -O2 contracts a multiply-add, and in a few elementwise kernels the classic
 emitters compute differently (``cbrt`` of float16 rounds in float16, ``reduce_precision`` to
-zero mantissa bits turns NaN into infinity).
+zero mantissa bits turns NaN into infinity, a conversion of -0.0 to a FNUZ float8 type gives
+its NaN).
 
 :func:`install` adds :data:`FAST` to the options of every XLA compile in this process, except
 during a test marked ``xla_defaults``: a test whose expectation is XLA's own default-setting
