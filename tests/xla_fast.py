@@ -33,6 +33,9 @@ FAST: dict[str, int | bool] = {
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
     "xla_cpu_use_fusion_emitters": False,
+    # Eigen's own thread pool in matmuls and convolutions: 3 test processes share 2 cores,
+    # where its threads only add hand-offs (about 8% of a torch- and ONNX-heavy file's CPU)
+    "xla_cpu_multi_thread_eigen": False,
 }
 
 #: Whether compiles in this process take :data:`FAST` now (see :func:`install`).

@@ -29,6 +29,7 @@ def test_flags_for_subprocesses():
         "--xla_backend_optimization_level=0",
         "--xla_llvm_disable_expensive_passes=true",
         "--xla_cpu_use_fusion_emitters=false",
+        "--xla_cpu_multi_thread_eigen=false",
     ]
 
 
