@@ -159,3 +159,65 @@ def test_lstm_outputs_past_a_shorter_sequence_are_zero():
     inputs = _lstm_inputs(np.random.default_rng(6), 4, 3, 2, 3)
     inputs["lens"] = np.array([4, 1, 2], np.int32)
     check_node("LSTM", inputs, {"hidden_size": 3}, n_out=3, static=("w", "r", "b", "lens"))
+
+
+def test_rnn_family_batch_first_with_clip():
+    """``layout=1`` (opset 14): ``X`` is ``[batch, seq, input]``, the states ``[batch, dirs,
+    hidden]`` and ``Y`` ``[batch, seq, dirs, hidden]``; the RNN's zero initial state takes its
+    batch from ``X``'s first axis (batch 2, sequence 3) where no initial state is given (the
+    RNN's and GRU's ``initial_h``, the LSTM's ``initial_c``). With ``clip``, each gate's input
+    (RNN's, GRU's ``z``, ``r`` and ``h~``, LSTM's four) is clamped to ``[-clip, clip]``
+    before its activation. onnxruntime runs only ``layout=0``: the oracle is the same nodes
+    there on the transposed inputs, outputs transposed back."""
+    rng = np.random.default_rng(11)
+    seq, batch, inp, hid = 3, 2, 4, 3
+
+    def a(*shape, scale=0.5):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    x, h0 = a(batch, seq, inp, scale=2.0), a(batch, 1, hid)
+    t = lambda v: np.swapaxes(v, 0, 1)  # noqa: E731
+    weights = {f"{k}{g}": a(1, g * hid, inp if k == "w" else hid) for k in "wr" for g in (1, 3, 4)}
+
+    def model(layout):
+        common = {"hidden_size": hid, "layout": layout, "clip": 0.4}
+        nodes = [
+            helper.make_node("RNN", ["x", "w1", "r1"], ["rnn_y", "rnn_h"], **common),
+            helper.make_node("GRU", ["x", "w3", "r3"], ["gru_y", "gru_h"], **common),
+            helper.make_node("LSTM", ["x", "w4", "r4", "", "", "h0"], ["ly", "lh", "lc"], **common),
+        ]
+        names = [o for node in nodes for o in node.output]
+        vi = helper.make_tensor_value_info
+        feeds = {"x": x, "h0": h0}
+        ins = [vi(n, onnx.TensorProto.FLOAT, v.shape if layout else t(v).shape) for n, v in feeds.items()]
+        outs = [vi(n, onnx.TensorProto.UNDEFINED, None) for n in names]
+        inits = [numpy_helper.from_array(v, k) for k, v in weights.items()]
+        graph = helper.make_graph(nodes, "g", ins, outs, inits)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+        m.ir_version = 8
+        return onnx.shape_inference.infer_shapes(m)
+
+    sess = ort.InferenceSession(model(0).SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": t(x), "h0": t(h0)})
+    want = [np.transpose(w, (2, 0, 1, 3)) if w.ndim == 4 else t(w) for w in want]
+    got = from_onnx(model(1)).to_jax()(x, h0)
+    assert len(got) == len(want) == 7
+    for g, w in zip(got, want, strict=True):
+        assert np.asarray(g).shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-5, atol=1e-5)
+
+
+def test_reverse_gru_with_sequence_lens():
+    """A reverse GRU with ``sequence_lens``: it starts at each sequence's own last step, ``Y``
+    is 0 past the end and ``Y_h`` holds the state after step 0."""
+    r = np.random.default_rng(13)
+    seq, batch, inp, hid = 4, 3, 2, 3
+    inputs = {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": (r.standard_normal((1, 3 * hid, inp)) * 0.5).astype(np.float32),
+        "r": (r.standard_normal((1, 3 * hid, hid)) * 0.5).astype(np.float32),
+        "b": (r.standard_normal((1, 6 * hid)) * 0.1).astype(np.float32),
+        "lens": np.array([2, 4, 1], np.int32),
+    }
+    attrs = {"hidden_size": hid, "direction": "reverse"}
+    check_node("GRU", inputs, attrs, n_out=2, static=("w", "r", "b", "lens"), atol=1e-5)

@@ -41,12 +41,13 @@ def test_grid_sample_border_clamps_outside_points():
     """``padding_mode=border``, bicubic: a point outside the input is moved to the edge
     pixel's centre before its taps are weighted (clamping only the taps would mix in the
     next pixel), as the ONNX reference implementation does; onnxruntime, which clamps only
-    the taps of a bicubic sample, is not the oracle here."""
+    the taps of a bicubic sample, is not the oracle here. A point exactly on the outer edge
+    (±1: half a pixel outside the edge pixel's centre) is inside, not moved."""
     from onnx.reference import ReferenceEvaluator
 
     x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3) ** 2
-    line = np.array([-2.0, -1.1, -0.3, 0.8, 1.05, 3.0], np.float32)
-    grid = np.stack(np.meshgrid(line, line[::-1][:3]), -1)[None].astype(np.float32)  # (1, 3, 6, 2)
+    line = np.array([-2.0, -1.1, -1.0, -0.3, 0.8, 1.0, 1.05, 3.0], np.float32)  # ±1: the bounds
+    grid = np.stack(np.meshgrid(line, line[::-1][:4]), -1)[None].astype(np.float32)  # (1, 4, 8, 2)
     attrs = {"padding_mode": "border", "mode": "cubic"}
     model = single_node_model("GridSample", {"x": x, "grid": grid}, attrs, 1, 20, ())
     (want,) = ReferenceEvaluator(model).run(None, {"x": x, "grid": grid})
@@ -102,3 +103,34 @@ def test_roi_align_refuses_values_outside_the_spec(attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
     with pytest.raises(ConversionError, match=f"roi.*{next(iter(attrs.values()))!r}"):
         from_onnx(model, static_inputs={"b": np.zeros(1, np.int64)})
+
+
+def test_grid_sample_half_pixel_zeros_and_border():
+    """GridSample-16 with ``align_corners=0`` (-1 and 1 are the outer edges of the corner
+    pixels): bilinear with ``zeros`` padding (taps outside read 0, those on the
+    last row and column do not), and nearest and bilinear with ``border`` padding, the grid
+    reaching past every side of a 3 x 4 input."""
+    from onnx_oracle import check_nodes
+
+    x = (np.arange(2 * 3 * 4, dtype=np.float32).reshape(1, 2, 3, 4) % 5) + 1
+    line = np.array([-1.3, -1.0, -0.8, -0.2, 0.4, 0.9, 1.0, 1.4], np.float32)
+    grid = np.stack(np.meshgrid(line, line[::-1][1:6]), -1)[None].astype(np.float32)  # (1, 5, 8, 2)
+    nodes = [
+        helper.make_node("GridSample", ["x", "g"], [f"{m}_{p}"], mode=m, padding_mode=p)
+        for m, p in (("bilinear", "zeros"), ("nearest", "border"), ("bilinear", "border"))
+    ]
+    check_nodes(nodes, {"x": x, "g": grid}, opset=16, atol=1e-5)
+
+
+def test_roi_align_10_max_mode_scaled_second_image():
+    """RoiAlign-10 (the default ``output_half_pixel`` before opset 16), ``max`` mode, a
+    ``spatial_scale`` of 0.5, one sample per bin (``sampling_ratio=1``) and ROIs of the second
+    image of the batch (``batch_indices``)."""
+    r = np.random.default_rng(10)
+    inputs = {
+        "x": r.standard_normal((2, 2, 5, 6)).astype(np.float32),
+        "rois": np.array([[1.0, 2.0, 9.0, 7.0], [0.0, 0.0, 4.0, 3.0]], np.float32),
+        "batch_indices": np.array([1, 0], np.int64),
+    }
+    attrs = {"output_height": 2, "output_width": 2, "sampling_ratio": 1, "mode": "max", "spatial_scale": 0.5}
+    check_node("RoiAlign", inputs, attrs, opset=10, atol=1e-5)

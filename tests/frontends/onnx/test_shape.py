@@ -234,3 +234,180 @@ def test_constant_value_floats_and_value_ints():
         helper.make_node("Add", ["x", "fs"], ["y"]),
     ]
     check_nodes(nodes, {"x": np.array([0.5, 1.0], np.float32)}, opset=18)
+
+
+def test_slice_negative_step_stops_before_index_zero():
+    """A reversing Slice ending at 0 stops before element 0 (``x[3:0:-1]``: 3, 2, 1); one
+    ending below the start of the axis takes element 0 too (``x[2::-1]``)."""
+    from onnx_oracle import check_nodes
+
+    nodes = [
+        helper.make_node("Slice", ["x", "s3", "e0", "a2", "m1"], ["to_zero"]),
+        helper.make_node("Slice", ["x", "s2", "em", "a2", "m1"], ["past_zero"]),
+    ]
+    consts = {"s3": [3], "e0": [0], "a2": [2], "m1": [-1], "s2": [2], "em": [-100]}
+    inputs = {"x": X, **{k: np.array(v, np.int64) for k, v in consts.items()}}
+    check_nodes(nodes, inputs, static=tuple(consts))
+
+
+def test_shape_slices_size_and_flatten_at_axis_zero():
+    """Shape-15 with and without ``start``/``end`` (``end`` negative counts from the rank),
+    Size (an int64 scalar), Flatten at ``axis=0`` (``(1, size)``) and at ``-1``."""
+    from onnx_oracle import check_nodes
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["all"]),
+        helper.make_node("Shape", ["x"], ["mid"], start=1, end=-1),
+        helper.make_node("Shape", ["x"], ["tail"], start=-2),
+        helper.make_node("Size", ["x"], ["n"]),
+        helper.make_node("Flatten", ["x"], ["f0"], axis=0),
+        helper.make_node("Flatten", ["x"], ["fm1"], axis=-1),
+    ]
+    check_nodes(nodes, {"x": X})
+
+
+def test_squeeze_and_unsqueeze_with_negative_axes():
+    """Unsqueeze-13 with ``axes`` counted from the end of the *output* rank (-1 of a rank-2
+    input inserts at position 3), in any order; Squeeze-13 with a negative axis and with no
+    ``axes`` (every 1 removed)."""
+    from onnx_oracle import check_nodes
+
+    x = X.reshape(2, 1, 12, 1)
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "u"], ["up"]),
+        helper.make_node("Squeeze", ["x", "sq"], ["down"]),
+        helper.make_node("Squeeze", ["x"], ["all"]),
+    ]
+    check_nodes(
+        nodes, {"x": x, "u": np.array([-1, 0], np.int64), "sq": np.array([-1], np.int64)}, static=("u", "sq")
+    )
+
+
+def test_range_empty_and_negative_delta():
+    """Range with the limit behind the start is empty (``max(ceil(...), 0)`` elements);
+    with a negative delta it counts down (``ceil((1 - 6) / -2) = 3``: 6, 4, 2); float
+    bounds give ``ceil`` elements too (``ceil(2.5 / 1) = 3``)."""
+    from onnx_oracle import check_nodes
+
+    nodes = [
+        helper.make_node("Range", ["i5", "i1", "p1"], ["empty"]),
+        helper.make_node("Range", ["i6", "i1", "m2"], ["down"]),
+        helper.make_node("Range", ["f0", "f25", "f1"], ["floats"]),
+    ]
+    ints = {"i5": 5, "i1": 1, "p1": 1, "i6": 6, "m2": -2}
+    inputs = {k: np.array(v, np.int64) for k, v in ints.items()}
+    inputs.update({"f0": np.float32(0.0), "f25": np.float32(2.5), "f1": np.float32(1.0)})
+    inputs = {k: np.asarray(v) for k, v in inputs.items()}
+    check_nodes(nodes, inputs, static=tuple(inputs))
+
+
+def test_one_hot_negative_zero_and_out_of_range_indices():
+    """OneHot-11: index 0 is on at 0, a negative index counts from ``depth`` (-1 is the
+    last), an index at or past ``depth`` (or below ``-depth``) is a row all off; along
+    ``axis=0`` and the default last axis."""
+    from onnx_oracle import check_nodes
+
+    idx = np.array([[0, -1, 2], [4, -5, 3]], np.int64)
+    nodes = [
+        helper.make_node("OneHot", ["i", "d", "v"], ["last"]),
+        helper.make_node("OneHot", ["i", "d", "v"], ["first"], axis=0),
+    ]
+    inputs = {"i": idx, "d": np.array(4, np.int64), "v": np.array([-1.0, 3.0], np.float32)}
+    check_nodes(nodes, inputs, static=("d", "v"), opset=11)
+
+
+def test_eye_like_trilu_and_constant_of_shape_attributes():
+    """EyeLike on the diagonal (``k`` defaults to 0), below and above it (``k``) of a
+    non-square input, with a ``dtype`` attribute; Trilu lower with ``k = 1`` and upper without
+    ``k``; ConstantOfShape without ``value`` (float32 zeros) and with an int64 ``value``."""
+    from onnx_oracle import check_nodes
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    nodes = [
+        helper.make_node("EyeLike", ["x"], ["diag"]),
+        helper.make_node("EyeLike", ["x"], ["below"], k=-1),
+        helper.make_node("EyeLike", ["x"], ["above"], k=2, dtype=onnx.TensorProto.INT32),
+        helper.make_node("Trilu", ["x", "k"], ["lower"], upper=0),
+        helper.make_node("Trilu", ["x"], ["upper"]),
+        helper.make_node("ConstantOfShape", ["s"], ["zeros"]),
+        helper.make_node(
+            "ConstantOfShape", ["s"], ["sevens"], value=numpy_helper.from_array(np.array([7], np.int64))
+        ),
+    ]
+    inputs = {"x": x, "k": np.array(1, np.int64), "s": np.array([2, 3], np.int64)}
+    check_nodes(nodes, inputs, static=("k", "s"))
+
+
+def test_space_to_depth_modes():
+    """SpaceToDepth: DCR (the block's offsets before the channels) against onnxruntime; CRD
+    (opset 28: channels before the block) against the operator page's reshape/transpose."""
+    x = np.arange(1 * 2 * 4 * 6, dtype=np.float32).reshape(1, 2, 4, 6)
+    check_node("SpaceToDepth", {"x": x}, {"blocksize": 2}, opset=13)
+    model = single_node_model("SpaceToDepth", {"x": x}, {"blocksize": 2, "mode": "CRD"}, opset=28)
+    (got,) = from_onnx(model).to_jax()(x)
+    want = x.reshape(1, 2, 2, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(1, 8, 2, 3)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_dropout_training_mode():
+    """Dropout-13 in training mode with ``ratio = 0`` drops nothing (the input, mask all
+    true), as does ``training_mode = False`` with any ratio; training with a non-zero ratio is
+    random and refused by name."""
+    from converter.errors import ConversionError
+
+    inputs = {"x": X, "r": np.array(0.0, np.float32), "t": np.array(True)}
+    check_node("Dropout", inputs, n_out=2, opset=13, static=("r", "t"))
+    off = {**inputs, "r": np.array(0.5, np.float32), "t": np.array(False)}
+    check_node("Dropout", off, n_out=2, opset=13, static=("r", "t"))
+    model = single_node_model(
+        "Dropout", {**inputs, "r": np.array(0.5, np.float32)}, opset=13, static=("r", "t")
+    )
+    with pytest.raises(ConversionError, match="Dropout in training mode"):
+        from_onnx(model).to_jax()(X)
+
+
+def test_range_and_slice_of_a_symbolic_dimension():
+    """With ``N`` a symbolic dimension: Range(N, -1, -2) counts down (``ceil((N + 1) / 2)``
+    elements), Range(1, N, 2) and Range(0, N, 2) count up (``ceil((N - 1) / 2)``,
+    ``ceil(N / 2)``), Range(N, 0, 1) is empty; Slice of the ``N`` axis from -2 to INT64_MAX
+    (the end) and from 0 to 2 have ``min(N, 2)`` rows. Checked at several N against onnxruntime. A zero
+    delta (no length defined) is refused by name."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Range", ["n", "m1", "m2"], ["down"]),
+        helper.make_node("Range", ["one", "n", "two"], ["up"]),
+        helper.make_node("Range", ["zero", "n", "two"], ["even"]),
+        helper.make_node("Range", ["n", "zero", "one"], ["empty"]),
+        helper.make_node("Slice", ["x", "m2v", "end"], ["tail"]),
+        helper.make_node("Slice", ["x", "zerov", "twov"], ["head"]),
+    ]
+    scalars = {"zero": 0, "one": 1, "two": 2, "m1": -1, "m2": -2}
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in scalars.items()]
+    inits += [
+        numpy_helper.from_array(np.array([v], np.int64), k)
+        for k, v in (("m2v", -2), ("end", 2**63 - 1), ("zerov", 0), ("twov", 2))
+    ]
+    outs = [
+        helper.make_tensor_value_info(o, onnx.TensorProto.INT64, [o]) for o in ("down", "up", "even", "empty")
+    ]
+    outs += [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, [o, 2]) for o in ("tail", "head")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 2])], outs, inits
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    fn = from_onnx(model).to_jax()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for n in (1, 5):
+        x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+        for name, g, w in zip(
+            ("down", "up", "even", "empty", "tail", "head"), fn(x), sess.run(None, {"x": x}), strict=True
+        ):
+            assert np.asarray(g).shape == w.shape, (n, name)
+            np.testing.assert_array_equal(np.asarray(g), w, err_msg=f"{name} at N={n}")
+    from converter.errors import ConversionError
+
+    model.graph.node[2].input[2] = "zero"  # Range(N, -1, 0)
+    with pytest.raises(ConversionError, match="needs a static non-zero integer delta"):
+        from_onnx(model)
