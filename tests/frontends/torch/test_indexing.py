@@ -323,3 +323,57 @@ def test_index_add_rule_and_2d_embedding_bag_refusal():
         check_rule(index_add, aten.index_add.default, X, 1, torch.tensor([4, 0, 4]), X[:, :3], alpha=alpha)
     with pytest.raises(NotImplementedError, match="2-D indices"):
         _embedding_bag(jnp.ones((5, 3)), jnp.zeros((2, 2), int), jnp.zeros(1, int), 0, None, False, -1)
+
+
+def test_index_put_rule_mask_accumulate_and_per_row_values():
+    """A boolean mask with one value and ``accumulate`` adds it; a mask over the leading dims
+    with one row of values per True position puts them in row-major order (rule called
+    directly: a value count that matches the mask is data-dependent in an export)."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten.index_put.default
+    check_rule(ix.index_put, op, X, [X > 0.5], torch.tensor(2.0), True)
+    mask = torch.zeros(4, 5, dtype=torch.bool)
+    mask[0, 3] = mask[2, 1] = mask[3, 4] = True
+    rows = torch.arange(18.0).reshape(3, 6)
+    for accumulate in (False, True):
+        check_rule(ix.index_put, op, X, [mask], rows, accumulate)
+
+
+def test_scatter_reduce_rule_without_self_keeps_infinite_sources():
+    """With ``include_self=False`` the targets start from -inf (amax) / +inf (amin), not the
+    dtype's finite extremes: an all -inf (+inf) source reduces to -inf (+inf)."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten.scatter_reduce.two
+    index, base = torch.tensor([0, 2]), torch.tensor([1.0, 2.0, 3.0])
+    inf = float("inf")
+    check_rule(ix.scatter_reduce, op, base, 0, index, torch.tensor([-inf, 5.0]), "amax", include_self=False)
+    check_rule(ix.scatter_reduce, op, base, 0, index, torch.tensor([inf, -5.0]), "amin", include_self=False)
+
+
+def test_embedding_renorm_rule_leaves_rows_not_named():
+    """Only the rows named in ``indices`` whose norm exceeds ``max_norm`` are scaled, as
+    ``torch.embedding_renorm_`` does in place."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    w = torch.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0], [1.0, 0.0]])
+    renorm = lambda w_, i, m, p: torch.embedding_renorm_(w_.clone(), i, m, p)  # noqa: E731
+    check_rule(ix.embedding_renorm, renorm, w, torch.tensor([0, 1, 3]), 1.0, 2.0, rtol=1e-5)
+
+
+def test_embedding_bag_rule_sum_with_padding_index_0_keeps_offset2bag():
+    """torch's fast sum path (empty ``offset2bag``) is taken only without a padding index:
+    ``padding_idx=0`` (a real index) keeps each index's bag."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten._embedding_bag_forward_only.default
+    check_rule(ix.embedding_bag_forward_only, op, W, BAG_IDS, BAG_OFFS, False, 0, False, None, False, 0)

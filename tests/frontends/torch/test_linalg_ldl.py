@@ -101,3 +101,16 @@ def test_complex_ldl_raises():
         linalg_ldl_factor_ex(a)
     with pytest.raises(NotImplementedError, match="LDL solve of a complex matrix"):
         linalg_ldl_solve(a, jnp.zeros(2, jnp.int32), a)
+
+
+def test_ldl_factor_rule_info_is_the_first_of_several_zero_pivots():
+    """``info`` names the first zero pivot; later zero pivots leave it (rule called directly,
+    against eager torch)."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops.linalg_ldl import linalg_ldl_factor_ex
+
+    for a in (torch.diag(torch.tensor([1.0, 0.0, 0.0, 3.0])), torch.diag(torch.tensor([0.0, 2.0, 0.0]))):
+        got = linalg_ldl_factor_ex(jnp.asarray(a.numpy()))
+        want = torch.linalg.ldl_factor_ex(a)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(np.asarray(g), w.numpy())
