@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -377,3 +378,23 @@ def test_embedding_bag_rule_sum_with_padding_index_0_keeps_offset2bag():
 
     op = torch.ops.aten._embedding_bag_forward_only.default
     check_rule(ix.embedding_bag_forward_only, op, W, BAG_IDS, BAG_OFFS, False, 0, False, None, False, 0)
+
+
+def test_embedding_bag_rule_include_last_offset_bag_size_has_the_offsets_shape():
+    """With ``include_last_offset`` ``bag_size`` has ``offsets``' shape (torch's meta
+    function), the closing offset's entry 0: sum mode equals the CPU kernel's outputs; mean
+    mode's first ``B`` counts equal the kernel's (``(B,)`` there)."""
+    import jax
+    from converter.frontends.torch.ops import indexing as ix
+
+    offs = torch.cat([BAG_OFFS, BAG_OFFS.new_tensor([8])])
+    args = (W, BAG_IDS, offs)
+    rule = jax.jit(
+        lambda w, i, o: [ix.embedding_bag_forward_only(w, i, o, False, m, False, None, True) for m in (0, 1)]
+    )
+    for mode, got in enumerate(rule(*(a.numpy() for a in args))):
+        want = torch.ops.aten._embedding_bag_forward_only(*args, False, mode, False, None, True, -1)
+        np.testing.assert_allclose(np.asarray(got[0]), want[0].numpy(), rtol=1e-6)
+        bag_size = np.asarray(got[2])
+        assert bag_size.shape == tuple(offs.shape)
+        np.testing.assert_array_equal(bag_size, np.append(want[2].numpy()[:4], 0))

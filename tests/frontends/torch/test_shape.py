@@ -386,3 +386,16 @@ def test_cast_rules_keep_values_beyond_float8_range_and_no_dtype():
         check_rule(sh.to_copy, aten._to_copy.default, big, dtype=dtype)
     check_rule(sh.to_copy, aten._to_copy.default, big)
     check_rule(sh.constant_pad_nd, aten.constant_pad_nd.default, X, [1, 1])
+
+
+def test_squeeze_rule_of_given_dims_keeps_other_size_one_dims():
+    """``squeeze`` of one dim (or a negative one) leaves the other size-1 dims; with no dim
+    every size-1 dim goes (called directly: export records only ``squeeze.dims``)."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten, x = torch.ops.aten, torch.arange(3.0).reshape(1, 3, 1)
+    check_rule(sh.squeeze, aten.squeeze.dim, x, 0)
+    check_rule(sh.squeeze, aten.squeeze.dims, x, [-1])
+    check_rule(sh.squeeze, aten.squeeze.default, x)
