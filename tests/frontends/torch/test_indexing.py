@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -323,3 +324,77 @@ def test_index_add_rule_and_2d_embedding_bag_refusal():
         check_rule(index_add, aten.index_add.default, X, 1, torch.tensor([4, 0, 4]), X[:, :3], alpha=alpha)
     with pytest.raises(NotImplementedError, match="2-D indices"):
         _embedding_bag(jnp.ones((5, 3)), jnp.zeros((2, 2), int), jnp.zeros(1, int), 0, None, False, -1)
+
+
+def test_index_put_rule_mask_accumulate_and_per_row_values():
+    """A boolean mask with one value and ``accumulate`` adds it; a mask over the leading dims
+    with one row of values per True position puts them in row-major order (rule called
+    directly: a value count that matches the mask is data-dependent in an export)."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten.index_put.default
+    check_rule(ix.index_put, op, X, [X > 0.5], torch.tensor(2.0), True)
+    mask = torch.zeros(4, 5, dtype=torch.bool)
+    mask[0, 3] = mask[2, 1] = mask[3, 4] = True
+    rows = torch.arange(18.0).reshape(3, 6)
+    for accumulate in (False, True):
+        check_rule(ix.index_put, op, X, [mask], rows, accumulate)
+
+
+def test_scatter_reduce_rule_without_self_keeps_infinite_sources():
+    """With ``include_self=False`` the targets start from -inf (amax) / +inf (amin), not the
+    dtype's finite extremes: an all -inf (+inf) source reduces to -inf (+inf)."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten.scatter_reduce.two
+    index, base = torch.tensor([0, 2]), torch.tensor([1.0, 2.0, 3.0])
+    inf = float("inf")
+    check_rule(ix.scatter_reduce, op, base, 0, index, torch.tensor([-inf, 5.0]), "amax", include_self=False)
+    check_rule(ix.scatter_reduce, op, base, 0, index, torch.tensor([inf, -5.0]), "amin", include_self=False)
+
+
+def test_embedding_renorm_rule_leaves_rows_not_named():
+    """Only the rows named in ``indices`` whose norm exceeds ``max_norm`` are scaled, as
+    ``torch.embedding_renorm_`` does in place."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    w = torch.tensor([[3.0, 4.0], [0.3, 0.4], [6.0, 8.0], [1.0, 0.0]])
+    renorm = lambda w_, i, m, p: torch.embedding_renorm_(w_.clone(), i, m, p)  # noqa: E731
+    check_rule(ix.embedding_renorm, renorm, w, torch.tensor([0, 1, 3]), 1.0, 2.0, rtol=1e-5)
+
+
+def test_embedding_bag_rule_sum_with_padding_index_0_keeps_offset2bag():
+    """torch's fast sum path (empty ``offset2bag``) is taken only without a padding index:
+    ``padding_idx=0`` (a real index) keeps each index's bag."""
+    from converter.frontends.torch.ops import indexing as ix
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten._embedding_bag_forward_only.default
+    check_rule(ix.embedding_bag_forward_only, op, W, BAG_IDS, BAG_OFFS, False, 0, False, None, False, 0)
+
+
+def test_embedding_bag_rule_include_last_offset_bag_size_has_the_offsets_shape():
+    """With ``include_last_offset`` ``bag_size`` has ``offsets``' shape (torch's meta
+    function), the closing offset's entry 0: sum mode equals the CPU kernel's outputs; mean
+    mode's first ``B`` counts equal the kernel's (``(B,)`` there)."""
+    import jax
+    from converter.frontends.torch.ops import indexing as ix
+
+    offs = torch.cat([BAG_OFFS, BAG_OFFS.new_tensor([8])])
+    args = (W, BAG_IDS, offs)
+    rule = jax.jit(
+        lambda w, i, o: [ix.embedding_bag_forward_only(w, i, o, False, m, False, None, True) for m in (0, 1)]
+    )
+    for mode, got in enumerate(rule(*(a.numpy() for a in args))):
+        want = torch.ops.aten._embedding_bag_forward_only(*args, False, mode, False, None, True, -1)
+        np.testing.assert_allclose(np.asarray(got[0]), want[0].numpy(), rtol=1e-6)
+        bag_size = np.asarray(got[2])
+        assert bag_size.shape == tuple(offs.shape)
+        np.testing.assert_array_equal(bag_size, np.append(want[2].numpy()[:4], 0))

@@ -101,3 +101,26 @@ def test_complex_ldl_raises():
         linalg_ldl_factor_ex(a)
     with pytest.raises(NotImplementedError, match="LDL solve of a complex matrix"):
         linalg_ldl_solve(a, jnp.zeros(2, jnp.int32), a)
+
+
+def test_ldl_factor_rule_first_zero_pivot_and_pivot_test_at_its_bound():
+    """``info`` names the first zero pivot (later ones leave it); Bunch–Kaufman's test
+    ``|A[imax, imax]| >= alpha * rowmax`` is inclusive: a diagonal entry exactly ``alpha``
+    (rowmax 1) takes a 1x1 pivot with an interchange, one ulp less a 2x2 pivot. Both as eager
+    torch's LAPACK decides (the rule called directly)."""
+    import jax
+    from converter.frontends.torch.ops.linalg_ldl import ALPHA, linalg_ldl_factor_ex
+
+    at = np.float32(ALPHA)
+    a = torch.eye(4).repeat(3, 1, 1)
+    a[0] = torch.diag(torch.tensor([1.0, 0.0, 0.0, 3.0]))
+    a[1, :2, :2] = torch.tensor([[0.1, 1.0], [1.0, at]])
+    a[2, :2, :2] = torch.tensor([[0.1, 1.0], [1.0, np.nextafter(at, np.float32(0))]])
+    want = torch.linalg.ldl_factor_ex(a)
+    assert want.info.tolist() == [2, 0, 0]
+    assert want.pivots[1:, :2].tolist() == [[2, 2], [-2, -2]]
+    rule = jax.jit(linalg_ldl_factor_ex)  # one compilation: the matrices one by one, no vmap
+    ld, pivots, info = (np.stack(o) for o in zip(*(rule(m.numpy()) for m in a), strict=True))
+    np.testing.assert_array_equal(pivots, want.pivots.numpy())
+    np.testing.assert_array_equal(info, want.info.numpy())
+    np.testing.assert_allclose(ld, want.LD.numpy(), **TOL)

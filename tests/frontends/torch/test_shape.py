@@ -328,3 +328,74 @@ def test_narrow_with_a_negative_start_counts_from_the_end():
 
     check_rule(sh.narrow, torch.ops.aten.narrow.default, X, 2, -2, 2)
     check_rule(sh.narrow, torch.ops.aten.narrow.default, X, -1, -3, 1)
+
+
+def test_slice_split_unbind_rules_edge_bounds():
+    """``slice`` with ``None`` bounds and an end of 0, ``split`` by a size (the last piece
+    shorter; a size of 0 on an empty dim) and ``unbind`` on a negative dim, called directly
+    (the decompositions give the graph other forms)."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    check_rule(sh.slice_, aten.slice.Tensor, X, 2, None, None, 2)
+    check_rule(sh.slice_, aten.slice.Tensor, X, 1, 0, 0)  # empty
+    check_rule(sh.slice_, aten.slice.Tensor, X, -1, -3, -1)
+    check_rule(sh.split, aten.split.Tensor, X, 3, 2)
+    check_rule(sh.split, aten.split.Tensor, torch.zeros(2, 0), 0, 1)
+    check_rule(sh.unbind, aten.unbind.int, X, -1)
+
+
+def test_cat_rule_of_1d_tensors_and_of_empty_ones_only():
+    """Non-empty 1-D tensors are concatenated, not skipped; when every tensor is a legacy
+    empty one the result is empty, of their common dtype; an empty 2-D tensor is no legacy
+    one: its dtype takes part in the promotion."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    cat = torch.ops.aten.cat.default
+    check_rule(sh.cat, cat, [torch.tensor([5.0]), torch.tensor([1.0, 2.0])])
+    check_rule(sh.cat, cat, [torch.empty(0, dtype=torch.float64), torch.empty(0, dtype=torch.int64)])
+    check_rule(sh.cat, cat, [torch.zeros(0, 4, dtype=torch.float64), X[0]])
+
+
+def test_diagonal_scatter_rule_off_the_main_diagonal():
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    op = torch.ops.aten.diagonal_scatter.default
+    x = torch.arange(12.0).reshape(3, 4)
+    check_rule(sh.diagonal_scatter, op, x, -torch.arange(1.0, 4.0), 1)  # above: 3 of (3, 4)
+    check_rule(sh.diagonal_scatter, op, x, -torch.arange(1.0, 3.0), -1, 0, 1)  # below: 2
+    check_rule(sh.diagonal_scatter, op, X, -torch.ones(2, 2), -2, 2, 1)  # planes (dim2=2, dim1=1)
+
+
+def test_cast_rules_keep_values_beyond_float8_range_and_no_dtype():
+    """Only casts to float8_e4m3fn saturate at 448: 1000 stays 1000 in float16/float64;
+    ``_to_copy`` without a dtype is the identity; constant_pad_nd's default value is 0."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten = torch.ops.aten
+    big = torch.tensor([1000.0, -600.0, 3.5])
+    for dtype in (torch.float16, torch.float64, torch.int32):
+        check_rule(sh.to_copy, aten._to_copy.default, big, dtype=dtype)
+    check_rule(sh.to_copy, aten._to_copy.default, big)
+    check_rule(sh.constant_pad_nd, aten.constant_pad_nd.default, X, [1, 1])
+
+
+def test_squeeze_rule_of_given_dims_keeps_other_size_one_dims():
+    """``squeeze`` of one dim (or a negative one) leaves the other size-1 dims; with no dim
+    every size-1 dim goes (called directly: export records only ``squeeze.dims``)."""
+    from converter.frontends.torch.ops import shape as sh
+
+    from tests.frontends.torch.conftest import check_rule
+
+    aten, x = torch.ops.aten, torch.arange(3.0).reshape(1, 3, 1)
+    check_rule(sh.squeeze, aten.squeeze.dim, x, 0)
+    check_rule(sh.squeeze, aten.squeeze.dims, x, [-1])
+    check_rule(sh.squeeze, aten.squeeze.default, x)
