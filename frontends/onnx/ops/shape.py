@@ -235,7 +235,7 @@ def _symbolic_slice(x, starts, ends, axes, steps):
         if not assumed and _decided_le(start, stop) is not None:
             x = lax.slice_in_dim(x, start, stop, st, a)
         else:
-            n = (stop - start + st - 1) // st
+            n = (_jax_internal.max_dim(stop - start, 0) + st - 1) // st  # x[1:-1] of one row: none
             x = jnp.take(x, start + lax.iota(np.int64, n) * st, axis=a, mode="clip")
     return x
 

@@ -370,8 +370,9 @@ def test_range_and_slice_of_a_symbolic_dimension():
     """With ``N`` a symbolic dimension: Range(N, -1, -2) counts down (``ceil((N + 1) / 2)``
     elements), Range(1, N, 2) and Range(0, N, 2) count up (``ceil((N - 1) / 2)``,
     ``ceil(N / 2)``), Range(N, 0, 1) is empty; Slice of the ``N`` axis from -2 to INT64_MAX
-    (the end) and from 0 to 2 have ``min(N, 2)`` rows. Checked at several N against onnxruntime. A zero
-    delta (no length defined) is refused by name."""
+    (the end) and from 0 to 2 have ``min(N, 2)`` rows, from 1 to -1 ``max(N - 2, 0)`` (none at
+    N = 1). Checked at several N against onnxruntime. A zero delta (no length defined) is
+    refused by name."""
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
         helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
@@ -381,17 +382,20 @@ def test_range_and_slice_of_a_symbolic_dimension():
         helper.make_node("Range", ["n", "zero", "one"], ["empty"]),
         helper.make_node("Slice", ["x", "m2v", "end"], ["tail"]),
         helper.make_node("Slice", ["x", "zerov", "twov"], ["head"]),
+        helper.make_node("Slice", ["x", "onev", "m1v"], ["inner"]),
     ]
     scalars = {"zero": 0, "one": 1, "two": 2, "m1": -1, "m2": -2}
     inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in scalars.items()]
     inits += [
         numpy_helper.from_array(np.array([v], np.int64), k)
-        for k, v in (("m2v", -2), ("end", 2**63 - 1), ("zerov", 0), ("twov", 2))
+        for k, v in (("m2v", -2), ("end", 2**63 - 1), ("zerov", 0), ("twov", 2), ("onev", 1), ("m1v", -1))
     ]
     outs = [
         helper.make_tensor_value_info(o, onnx.TensorProto.INT64, [o]) for o in ("down", "up", "even", "empty")
     ]
-    outs += [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, [o, 2]) for o in ("tail", "head")]
+    outs += [
+        helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, [o, 2]) for o in ("tail", "head", "inner")
+    ]
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 2])], outs, inits
     )
@@ -399,10 +403,13 @@ def test_range_and_slice_of_a_symbolic_dimension():
     model.ir_version = 8
     fn = from_onnx(model).to_jax()
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for n in (1, 5):
+    for n in (1, 2, 5):
         x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
         for name, g, w in zip(
-            ("down", "up", "even", "empty", "tail", "head"), fn(x), sess.run(None, {"x": x}), strict=True
+            ("down", "up", "even", "empty", "tail", "head", "inner"),
+            fn(x),
+            sess.run(None, {"x": x}),
+            strict=True,
         ):
             assert np.asarray(g).shape == w.shape, (n, name)
             np.testing.assert_array_equal(np.asarray(g), w, err_msg=f"{name} at N={n}")
