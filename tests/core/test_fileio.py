@@ -158,3 +158,86 @@ def test_which_stale_temporaries_are_removed(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "unlink", refuse)  # left for the next writer to try again
     assert fileio.remove_stale_temps(tmp_path / "o.onnx") == []
     assert (tmp_path / f".o.onnx.{dead}.abcd1234.tmp").exists()
+
+
+def test_zero_bytes_is_a_byte_count_and_inflate_checks_both_ends(monkeypatch):
+    """``0`` (and ``0K``) is a budget, not an error; ``check_inflate`` passes 0 to the budget
+    and refuses a negative size or one byte past it."""
+    monkeypatch.setenv("CONVERTER_MAX_BYTES", "1T")
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "0K")
+    assert fileio.inflate_budget() == 0
+    monkeypatch.setenv("CONVERTER_MAX_INFLATE", "2K")
+    for ok in (0, 2048):
+        fileio.check_inflate(ok, "m")
+    for bad in (-1, 2049):
+        with pytest.raises(
+            converter.ParseError, match=rf"^m would expand to {bad:,} bytes, more than the 2,048"
+        ):
+            fileio.check_inflate(bad, "m")
+
+
+def test_written_files_get_the_mode_a_plain_open_gives(tmp_path):
+    """Not ``mkstemp``'s 0600: 0666 less the umask, as ``open(path, "w")`` makes it."""
+    mask = os.umask(0o027)
+    try:
+        fileio.atomic_write(tmp_path / "a.json", "{}")
+        with open(tmp_path / "plain", "w"):
+            pass
+    finally:
+        os.umask(mask)
+    assert (
+        (tmp_path / "a.json").stat().st_mode & 0o777 == 0o640 == (tmp_path / "plain").stat().st_mode & 0o777
+    )
+    assert (tmp_path / "a.json").read_text() == "{}"
+
+
+def test_files_written_together_go_each_to_its_own_path(tmp_path):
+    """``atomic_paths`` yields the temporaries in the order of the paths; a failure leaves
+    none of the files (and no temporaries)."""
+    a, b = tmp_path / "model.onnx", tmp_path / "sub" / "weights.bin"
+    with fileio.atomic_paths(a, b) as (ta, tb):
+        assert ta.parent == a.parent and tb.parent == b.parent
+        ta.write_text("A")
+        tb.write_text("B")
+    assert a.read_text() == "A" and b.read_text() == "B"
+    with pytest.raises(RuntimeError):
+        with fileio.atomic_paths(tmp_path / "x", tmp_path / "y") as (tx, ty):
+            tx.write_text("X")
+            raise RuntimeError
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "sub"]
+
+
+def test_unwritable_targets_name_the_reason(monkeypatch, tmp_path):
+    """A directory as the target; a directory where no new file can be made (the reason
+    names it); ``check_writable`` makes the parents and leaves no file behind."""
+    (tmp_path / "d").mkdir()
+    with pytest.raises(converter.OutputError, match=rf"^cannot write {tmp_path / 'd'}: is a directory$"):
+        fileio.atomic_write(tmp_path / "d", b"")
+    fileio.check_writable(tmp_path / "new" / "deep" / "m.onnx")
+    assert (tmp_path / "new" / "deep").is_dir() and list((tmp_path / "new" / "deep").iterdir()) == []
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(fileio.tempfile, "mkstemp", refuse)
+    target = tmp_path / "d" / "m.onnx"
+    with pytest.raises(
+        converter.OutputError,
+        match=rf"^cannot write {target}: Permission denied \(no new files can be made in {tmp_path / 'd'}\)$",
+    ):
+        fileio.check_writable(target)
+
+
+def test_a_temporary_of_another_live_process_stays(monkeypatch, tmp_path):
+    """pid 1 (init) is alive; so is a process this one may not signal (someone else's)."""
+    names = [".o.onnx.1.abcd1234.tmp", ".o.onnx.4321.abcd1234.tmp"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+
+    def not_yours(pid, sig):
+        if pid != 1:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "kill", not_yours)
+    assert fileio.remove_stale_temps(tmp_path / "o.onnx") == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)

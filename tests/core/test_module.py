@@ -183,3 +183,78 @@ def test_value_specialized_model_is_public():
     assert converter.ValueSpecializedModel is ValueSpecializedModel
     with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
         converter.NoSuchName  # noqa: B018
+
+
+_TINY = """
+func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+  %0 = stablehlo.add %x, %x : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+"""
+
+
+def _saved_with(tmp_path, name, change) -> str:
+    """A tiny module saved, then its manifest rewritten by ``change(manifest)`` (returning the
+    new manifest); members stored, as ``save`` writes them."""
+    path = tmp_path / name
+    converter.from_stablehlo(_TINY).save(path)
+    with zipfile.ZipFile(path) as zf:
+        files = {n: zf.read(n) for n in zf.namelist()}
+    files["manifest.json"] = json.dumps(change(json.loads(files["manifest.json"]))).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, data in files.items():
+            zf.writestr(n, data)
+    return str(path)
+
+
+def test_manifest_versions_up_to_the_current_one_load(tmp_path):
+    """Versions 0 (none written) to 3 load; 4 is newer; a non-integer version, another format
+    name and a manifest that is no JSON object are corrupt files, each named as such."""
+    for version in (3, None):
+        p = _saved_with(tmp_path, f"v{version}.shlo", lambda m, v=version: {**m, "version": v} if v else {
+            k: x for k, x in m.items() if k != "version"
+        })  # fmt: skip
+        assert converter.load(p).op_histogram()["stablehlo.add"] == 1
+    p = _saved_with(tmp_path, "v4.shlo", lambda m: {**m, "version": 4})
+    with pytest.raises(ModuleFormatError, match=r"format version 4 is newer than 3$"):
+        converter.load(p)
+    for bad in (True, "1", 1.0):
+        p = _saved_with(tmp_path, "vbad.shlo", lambda m, b=bad: {**m, "version": b})
+        with pytest.raises(
+            ModuleFormatError, match=rf"corrupt converter.Module manifest \(version {bad!r}\)$"
+        ):
+            converter.load(p)
+    p = _saved_with(tmp_path, "other.shlo", lambda m: {**m, "format": "other"})
+    with pytest.raises(ModuleFormatError, match=r"^.*other.shlo: not a converter.Module file$"):
+        converter.load(p)
+    p = _saved_with(tmp_path, "list.shlo", lambda m: [m])
+    with pytest.raises(
+        ModuleFormatError, match=r"corrupt converter.Module manifest \(a JSON list, not an object\)$"
+    ):
+        converter.load(p)
+    p = _saved_with(tmp_path, "nosig.shlo", lambda m: {k: x for k, x in m.items() if k != "signature"})
+    with pytest.raises(
+        ModuleFormatError, match=r"corrupt converter.Module manifest \(KeyError: 'signature'\)$"
+    ):
+        converter.load(p)
+
+
+def test_source_meta_and_the_parameters_a_module_needs(tmp_path):
+    from converter.signature import Signature
+
+    m = converter.from_stablehlo(_TINY)
+    assert repr(m) == "<converter.Module from stablehlo: 0 params, 1 inputs, 1 outputs>"
+    m2 = converter.Module(m.mlir, m.signature, source="torch", meta={"model": "Tiny"})
+    m2.save(tmp_path / "m.shlo")
+    back = converter.load(tmp_path / "m.shlo")
+    assert back.source == "torch" and back.meta == {"model": "Tiny"}
+    p = _saved_with(
+        tmp_path, "bare.shlo", lambda d: {k: x for k, x in d.items() if k not in ("source", "meta")}
+    )
+    bare = converter.load(p)
+    assert bare.source == "stablehlo" and bare.meta == {}
+    sig = Signature.from_json(
+        {**m.signature.to_json(), "params": [LeafSpec("w", (2,), "float32", "parameter").to_json()]}
+    )
+    with pytest.raises(ValueError, match=r"^no values for parameters \['w'\]$"):
+        converter.Module(m.mlir, sig)

@@ -1,6 +1,8 @@
 """Signature pytrees: flattening order, static leaves, argument-path errors, JSON round trip."""
 
 import json
+import re
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -289,3 +291,163 @@ def test_tree_spec_is_the_one_builder_for_jax_and_embed_trees():
         embed.torch_tree((({"m": np.zeros(1)},), {}))
     with pytest.raises(InputTypeError, match=r"kwargs\['p'\]: unsupported type Point"):
         embed.torch_tree(((), {"p": point(torch.zeros(1), 1)}))
+
+
+# --------------------------------------------------------------------------- leaf specs, outputs, args
+
+
+def test_leaf_size_counts_dynamic_dimensions_as_one_and_sharding_round_trips():
+    assert LeafSpec("x", (None, 3, "batch", 2), "float32").size == 6
+    assert LeafSpec("s", (), "float32").size == 1
+    assert LeafSpec("e", (0, 5), "float32").size == 0
+    plain = LeafSpec("x", (2,), "float32")
+    assert "sharding" not in plain.to_json()  # readable by versions without shardings
+    sharded = LeafSpec("y", (4, 2, 3), "float32", sharding=(("x", "y"), None, "z"))
+    d = json.loads(json.dumps(sharded.to_json()))
+    assert d["sharding"] == [["x", "y"], None, "z"] and d["shape"] == [4, 2, 3]
+    assert LeafSpec.from_json(d) == sharded
+
+
+def test_outputs_split_at_the_mutations_and_all_args_replace_in_order():
+    from converter.signature import RNG_KEY, Mutation
+
+    x, y = LeafSpec("args[0]", (2,), "float32"), LeafSpec("args[1]", (3,), "int32")
+    outs = tuple(LeafSpec(f"o{i}", (1,), "float32") for i in range(4))
+    sig = Signature(
+        params=(LeafSpec("w", (1,), "float32", "parameter"),),
+        inputs=(x, y),
+        outputs=outs,
+        in_tree=TREE,
+        out_tree=LEAF,
+        rng=RNG_KEY,
+        mutations=(Mutation("input", "args[0]"),),
+    )
+    assert sig.user_outputs == outs[:3]
+    assert sig.split_outputs([0, 1, 2, 3]) == ([0, 1, 2], [3])
+    assert sig.num_devices == 1 and sig.replace(mesh={"a": 3, "b": 2}).num_devices == 6
+    assert sig.all_args == (sig.params[0], x, y, RNG_KEY)
+    a, b, c, d = (LeafSpec(n, (1,), "int8") for n in "abcd")
+    got = sig.with_all_args([a, b, c, d])
+    assert (got.params, got.inputs, got.rng) == ((a,), (b, c), d)
+    norng = sig.replace(rng=None)
+    got = norng.with_all_args((a, b, c))
+    assert (got.params, got.inputs, got.rng) == ((a,), (b, c), None)
+    with pytest.raises(ValueError, match="expected 4 argument specs, got 3"):
+        sig.with_all_args([a, b, c])
+
+
+def test_explicit_typed_fields_win_over_old_extra_keys():
+    """``extra`` keys of the typed fields fill only fields left empty; a None there is dropped."""
+    leaf = LeafSpec("args[0]", (3,), "int64")
+    sig = Signature(
+        params=(),
+        inputs=(leaf,),
+        outputs=(leaf,),
+        in_tree=TREE,
+        out_tree=LEAF,
+        tied={"a": "b"},
+        extra={"tied": {"c": "d"}, "frozen": None, "narrowed": {"args[0]": "int64"}},
+    )
+    assert sig.tied == {"a": "b"} and sig.frozen == () and sig.narrowed == {"args[0]": "int64"}
+    assert sig.extra == {}
+    j = sig.to_json()
+    assert "frozen" not in j and "mesh" not in j and "mutations" not in j and j["tied"] == {"a": "b"}
+    assert j["kept_var_idx"] is None and j["rng"] is None
+
+
+def test_flatten_and_unflatten_refuse_what_the_spec_does_not_hold():
+    none_tree = args_tree(
+        {"kind": "tuple", "children": [{"kind": "none"}]}, {"kind": "dict", "keys": [], "children": []}
+    )
+    with pytest.raises(SignatureMismatchError, match=r"^args\[0\]: expected None, got int$"):
+        flatten(((3,), {}), none_tree)
+    with pytest.raises(SignatureMismatchError, match=r"^args\[1\]: missing key\(s\) \['mask', 'ids'\]$"):
+        flatten(((0, [1, 2]), {"scale": 2.0, "extra": None}), TREE)
+    with pytest.raises(SignatureMismatchError, match=r"^kwargs: missing key\(s\) \['scale', 'extra'\]$"):
+        flatten(((0, {"mask": 1, "ids": 2}), 5), TREE)
+    with pytest.raises(SignatureMismatchError, match=r"^kwargs: expected a list of 1, got a tuple of 2$"):
+        flatten(
+            ((0,), (1, 2)),
+            args_tree({"kind": "list", "children": [LEAF]}, {"kind": "list", "children": [LEAF]}),
+        )
+    with pytest.raises(ValueError, match="unknown tree spec kind 'set'"):
+        flatten({1}, {"kind": "set"})
+    with pytest.raises(ValueError, match="^2 leaves left over$"):
+        unflatten(TREE, ["a", "m", "i", "x", "y"])
+    assert unflatten({"kind": "list", "children": [LEAF, {"kind": "static", "value": 3}]}, [1]) == [1, 3]
+
+
+def test_custom_nodes_flatten_by_attribute_and_may_hold_more():
+    import types
+
+    node = {"kind": "dict", "keys": ["logits"], "children": [LEAF], "type": "Output"}
+    assert flatten(types.SimpleNamespace(logits=1, loss=2), node) == [("['logits']", 1)]
+    assert flatten({"logits": 1, "loss": 2}, node) == [("['logits']", 1)]
+    with pytest.raises(SignatureMismatchError, match=r"^input: missing key\(s\) \['logits'\]$"):
+        flatten(types.SimpleNamespace(loss=2), node)
+
+
+@pytest.mark.parametrize(
+    "value, ok, bad",
+    [
+        (float("nan"), [float("nan")], [1.0, np.nan * 1j]),
+        (1, [1], [1.0, True, 1 + 0j]),
+        (True, [True], [1, 1.0]),
+        (2j, [2j], [2, 2.0]),
+        (2 + 0j, [2 + 0j], [Decimal(2)]),  # a number of no kind: Decimal(2) == 2 + 0j
+        ("a", ["a"], ["b"]),
+    ],
+)
+def test_static_values_match_by_number_kind(value, ok, bad):
+    spec = {"kind": "static", "value": value}
+    for v in ok:
+        assert flatten(v, spec) == []
+    for v in bad:
+        with pytest.raises(
+            SignatureMismatchError, match="^input: this input was specialized to " + re.escape(repr(value))
+        ):
+            flatten(v, spec)
+
+
+def test_static_mismatch_describes_an_array_by_dtype_and_shape():
+    with pytest.raises(SignatureMismatchError, match=r"got an array float32\[2, 3\]; convert again"):
+        flatten(np.zeros((2, 3), np.float32), {"kind": "static", "value": 1.0})
+    with pytest.raises(SignatureMismatchError, match=r"got an array int8\[\]; convert again"):
+        flatten(np.int8(1), {"kind": "static", "value": 1})
+
+
+def test_check_leaf_accepts_any_size_for_dynamic_dimensions_and_names_python_types():
+    spec = LeafSpec("x", (None, "n", 3), "float32")
+    check_leaf("x", np.zeros((5, 0, 3), np.float32), spec)
+    for bad in (
+        np.zeros((5, 1, 4), np.float32),
+        np.zeros((5, 3), np.float32),
+        np.zeros((1, 1, 3, 1), np.float32),
+    ):
+        with pytest.raises(SignatureMismatchError, match="^x: expected shape"):
+            check_leaf("x", bad, spec)
+    with pytest.raises(SignatureMismatchError, match=r"got shape \[\] dtype float$"):
+        check_leaf("s", 1.5, LeafSpec("s", (), "float32"))
+
+
+def test_tree_spec_without_pytree_nodes_and_input_path_of_other_paths():
+    import collections
+
+    from converter.errors import InputTypeError
+    from converter.signature import tree_spec
+
+    point = collections.namedtuple("Point", "x")
+    with pytest.raises(InputTypeError, match=r"^input: unsupported type Point \(.*, tuple, list or dict\)$"):
+        tree_spec(point(np.zeros(1)), pytree_nodes=False)
+    with pytest.raises(
+        InputTypeError, match=r"^args\[0\]: unsupported type object \(.*list, dict or a JAX pytree node\)$"
+    ):
+        tree_spec((object(),), path="[0]")
+    assert tree_spec(point(np.zeros(1))) == {
+        "kind": "dict",
+        "keys": ["x"],
+        "children": [LEAF],
+        "type": "Point",
+    }
+    assert input_path("[2][0]") == "[2][0]" and input_path("") == ""
+    assert input_path("[1]['m'][0]") == "kwargs['m'][0]"

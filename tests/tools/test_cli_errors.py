@@ -883,6 +883,34 @@ def test_split_factory_takes_python_files_only():
     assert split_factory("model.pt2:factory") is None
 
 
+def test_dim_values_and_source_picking():
+    """``--dim NAME=SIZE``: spaces around either side are dropped, 0 is a size, the same size
+    twice is fine; anything else is refused naming the value. ``--from`` is taken from the
+    suffix (of the file in ``file.py:factory``), or refused naming the choices."""
+    from converter.tools import loaders
+    from converter.tools.loaders import CliError
+
+    assert loaders.parse_dims(None) == {} and loaders.parse_dims([]) == {}
+    assert loaders.parse_dims([" N = 0 ", "seq=7", "N=0"]) == {"N": 0, "seq": 7}
+    for bad in ("N", "=3", "N=", "N=-1", "N=1.5", "N=x"):
+        with pytest.raises(CliError, match=rf"^--dim {bad!r}: expected NAME=SIZE"):
+            loaders.parse_dims([bad])
+    with pytest.raises(CliError, match=r"^--dim: dimension 'N' given two sizes \(0 and 1\)$"):
+        loaders.parse_dims(["N=0", "N=1"])
+    pick = loaders.pick
+    assert pick(None, loaders.LOADERS, "dir/m.py:build", "input", "--from") == "torch"
+    assert pick(None, loaders.LOADERS, "m.mlirbc", "input", "--from") == "stablehlo"
+    assert pick(None, loaders.LOADERS, "a.b/m.jaxexport", "input", "--from") == "jax"
+    assert pick("onnx", loaders.LOADERS, "m.shlo", "input", "--from") == "onnx"
+    with pytest.raises(
+        CliError, match=r"^unknown --from 'tf'; supported: torch, stablehlo, module, jax, onnx$"
+    ):
+        pick("tf", loaders.LOADERS, "m.pb", "input", "--from")
+    with pytest.raises(CliError, match=r"^cannot tell the input format of 'm.onnx:f' from its suffix"):
+        pick(None, loaders.LOADERS, "m.onnx:f", "input", "--from")
+    assert loaders.weights_path(Path("d/m.jax")) == Path("d/m.jax.safetensors")
+
+
 def test_error_messages_list_every_op_once_sorted_with_locations():
     """``UnsupportedOpError`` sorts the ops by name and gives a location only where known;
     ``DataDependentShapeError`` names each op kind once in its first line, every occurrence

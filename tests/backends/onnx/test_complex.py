@@ -530,3 +530,32 @@ def test_complex_compare_and_convert_to_bool():
     np.testing.assert_array_equal(ne, z != w)
     np.testing.assert_array_equal(truth, z.astype(bool))
     assert truth.tolist() == [True, True, True, False, True]
+
+
+def test_real_pairs_helpers_keep_the_layout_and_dtypes():
+    """``to_pairs``/``from_pairs`` (``torch.view_as_real``'s layout: real then imaginary on a
+    new last axis) keep the precision; other values pass unchanged; the metadata record has
+    every kind, empty when absent."""
+    z = np.array([[1 + 2j, -3.5j]], np.complex64)
+    pairs = realpairs.to_pairs(z)
+    assert pairs.dtype == np.float32 and pairs.shape == (1, 2, 2)
+    np.testing.assert_array_equal(pairs, [[[1, 2], [0, -3.5]]])
+    back = realpairs.from_pairs(pairs)
+    assert back.dtype == np.complex64 and back.shape == (1, 2)
+    np.testing.assert_array_equal(back, z)
+    assert realpairs.from_pairs(realpairs.to_pairs(np.complex128(1 - 1j))) == np.complex128(1 - 1j)
+    assert realpairs.from_pairs(np.zeros((2,), np.float64)).dtype == np.complex128
+    assert realpairs.to_pairs(2j).dtype == np.float64 and realpairs.to_pairs(2j).tolist() == [0.0, 2.0]
+    real = np.ones(3, np.float32)
+    assert realpairs.to_pairs(real) is real and realpairs.to_pairs(1.5) == 1.5
+    for bad in (
+        np.zeros((2, 3), np.float32),
+        np.zeros((2,), np.int32),
+        np.float32(1),
+        np.zeros((2, 2), np.float16),
+    ):
+        with pytest.raises(ValueError, match="not a real-pair array"):
+            realpairs.from_pairs(bad)
+    assert realpairs.complex_as_real({}) == {"inputs": [], "outputs": [], "initializers": []}
+    record = realpairs.complex_as_real({realpairs.COMPLEX_AS_REAL_KEY: '{"outputs": ["y"]}'})
+    assert record == {"inputs": [], "outputs": ["y"], "initializers": []}

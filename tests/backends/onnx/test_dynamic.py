@@ -183,6 +183,60 @@ def test_dynamic_pad_slice_broadcast_iota() -> None:
         np.testing.assert_array_equal(iota, np.broadcast_to(np.arange(3, dtype=np.float32), (n, 3)))
 
 
+_PAD_RESHAPE_IOTA = """
+func.func public @main(%x: tensor<?x3xf32>, %y: tensor<2x2xf32>, %lo: tensor<2xi32>, %hi: tensor<2xi32>,
+    %s: tensor<2xi64>, %t: tensor<2xi64>) -> (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xi64>) {
+  %fill = stablehlo.constant dense<-1.0> : tensor<f32>
+  %interior = stablehlo.constant dense<[1, 2]> : tensor<2xi32>
+  %0 = stablehlo.dynamic_pad %y, %fill, %lo, %hi, %interior
+    : (tensor<2x2xf32>, tensor<f32>, tensor<2xi32>, tensor<2xi32>, tensor<2xi32>) -> tensor<?x?xf32>
+  %1 = stablehlo.dynamic_reshape %x, %s : (tensor<?x3xf32>, tensor<2xi64>) -> tensor<?x?xf32>
+  %2 = stablehlo.dynamic_iota %t, dim = 0 : (tensor<2xi64>) -> tensor<?x?xi64>
+  return %0, %1, %2 : tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xi64>
+}
+"""
+
+
+def test_dynamic_pad_interior_reshape_with_zero_and_iota_along_dim_0() -> None:
+    """StableHLO spec: dynamic_pad inserts ``interior`` fill values between neighbours (then
+    the edges, a negative one cropping); dynamic_reshape's 0 is a size (``[2, 0]`` of an empty
+    operand); dynamic_iota counts along ``iota_dimension`` 0 (int64: no cast)."""
+    session = _session(converter.from_stablehlo(_PAD_RESHAPE_IOTA).to_onnx())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    y = np.array([[1, 2], [3, 4]], np.float32)
+    lo, hi = np.array([1, -1], np.int32), np.array([0, 2], np.int32)
+    t = np.array([3, 2], np.int64)
+    names = [f"args[{i}]" for i in range(6)]
+    padded, reshaped, iota = session.run(
+        None, dict(zip(names, (x, y, lo, hi, np.array([3, 2], np.int64), t), strict=True))
+    )
+    spread = np.full((3, 4), -1, np.float32)
+    spread[::2, ::3] = y  # interior padding 1 along dimension 0, 2 along dimension 1
+    want = np.pad(spread[:, 1:], ((1, 0), (0, 2)), constant_values=-1)
+    np.testing.assert_array_equal(padded, want)
+    np.testing.assert_array_equal(reshaped, x.reshape(3, 2))
+    np.testing.assert_array_equal(iota, [[0, 0], [1, 1], [2, 2]])
+    assert iota.dtype == np.int64
+    empty = np.zeros((0, 3), np.float32)
+    feeds = dict(zip(names, (empty, y, lo, hi, np.array([2, 0], np.int64), t), strict=True))
+    assert session.run(None, feeds)[1].shape == (2, 0)
+
+
+def test_dynamic_pad_with_run_time_interior_padding_is_refused() -> None:
+    text = """
+func.func public @main(%x: tensor<?xf32>, %p: tensor<1xi32>) -> tensor<?xf32> {
+  %fill = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = stablehlo.dynamic_pad %x, %fill, %p, %p, %p
+    : (tensor<?xf32>, tensor<f32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>) -> tensor<?xf32>
+  return %0 : tensor<?xf32>
+}
+"""
+    with pytest.raises(
+        converter.ConversionError, match="dynamic_pad with interior padding not known at conversion"
+    ):
+        converter.from_stablehlo(text).to_onnx()
+
+
 _RESHAPE_TO_STATIC = """
 func.func @main(%x: tensor<?x4xf32>) -> tensor<8xf32> {
   %0 = stablehlo.reshape %x : (tensor<?x4xf32>) -> tensor<8xf32>

@@ -247,3 +247,38 @@ def test_convolution_float64_im2col_reshapes_keep_allowzero_in_its_domain():
         a.i for n in model.graph.node if n.op_type == "Reshape" for a in n.attribute if a.name == "allowzero"
     ]
     assert len(allowzero) == 3 and set(allowzero) <= {0, 1}, allowzero
+
+
+def test_iota_of_each_size_and_dtype_family():
+    """StableHLO spec: iota counts along ``iota_dimension``. Up to 16 elements it is an
+    initializer; a larger one is computed in the graph (a ``Range`` each: the bfloat16 one is
+    computed in float32, then cast)."""
+    import ml_dtypes
+    import onnxruntime as ort
+
+    import converter
+
+    from .helpers import run_session
+
+    types = "tensor<2x8xui8>, tensor<4x4xf32>, tensor<3x7xbf16>, tensor<3x6xf16>"
+    text = f"""func.func public @main() -> ({types}) {{
+  %0 = stablehlo.iota dim = 1 : tensor<2x8xui8>
+  %1 = stablehlo.iota dim = 0 : tensor<4x4xf32>
+  %2 = stablehlo.iota dim = 1 : tensor<3x7xbf16>
+  %3 = stablehlo.iota dim = 0 : tensor<3x6xf16>
+  return %0, %1, %2, %3 : {types}
+}}"""
+    module = converter.from_stablehlo(text)
+    nodes = [n.op_type for n in module.to_onnx(optimize=False).graph.node]
+    assert nodes.count("Range") == 2, nodes
+    sess = ort.InferenceSession(module.to_onnx().SerializeToString(), providers=["CPUExecutionProvider"])
+    got = run_session(sess, [])
+    want = [
+        np.broadcast_to(np.arange(8, dtype=np.uint8), (2, 8)),
+        np.broadcast_to(np.arange(4, dtype=np.float32)[:, None], (4, 4)),
+        np.broadcast_to(np.arange(7).astype(ml_dtypes.bfloat16), (3, 7)),
+        np.broadcast_to(np.arange(3, dtype=np.float16)[:, None], (3, 6)),
+    ]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32))
