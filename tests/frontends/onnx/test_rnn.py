@@ -39,18 +39,22 @@ def test_bidirectional_gru_takes_each_directions_activations():
     check_node("RNN", inputs, attrs, n_out=2, static=("w", "r"))
 
 
+def _gru_inputs(r, *, seq, batch, inp, hid, bias_scale):
+    """One direction's GRU inputs: ``x``, weights ``w``/``r`` scaled by 0.5, bias ``b``."""
+    return {
+        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
+        "w": (r.standard_normal((1, 3 * hid, inp)) * 0.5).astype(np.float32),
+        "r": (r.standard_normal((1, 3 * hid, hid)) * 0.5).astype(np.float32),
+        "b": (r.standard_normal((1, 6 * hid)) * bias_scale).astype(np.float32),
+    }
+
+
 @pytest.mark.parametrize("linear_before_reset", [0, 1])
 def test_gru_with_bias_matches_onnxruntime(linear_before_reset):
     """A GRU with a bias ``B`` (``Wb`` then ``Rb``, ``3 * hidden`` each), the reset gate
     applied before or after the recurrent weights."""
-    r = np.random.default_rng(3)
-    seq, batch, inp, hid = 3, 2, 4, 3
-    inputs = {
-        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
-        "w": (r.standard_normal((1, 3 * hid, inp)) * 0.5).astype(np.float32),
-        "r": (r.standard_normal((1, 3 * hid, hid)) * 0.5).astype(np.float32),
-        "b": r.standard_normal((1, 6 * hid)).astype(np.float32),
-    }
+    hid = 3
+    inputs = _gru_inputs(np.random.default_rng(3), seq=3, batch=2, inp=4, hid=hid, bias_scale=1.0)
     attrs = {"hidden_size": hid, "linear_before_reset": linear_before_reset}
     check_node("GRU", inputs, attrs, n_out=2, static=("w", "r", "b"))
 
@@ -210,14 +214,8 @@ def test_rnn_family_batch_first_with_clip():
 def test_reverse_gru_with_sequence_lens():
     """A reverse GRU with ``sequence_lens``: it starts at each sequence's own last step, ``Y``
     is 0 past the end and ``Y_h`` holds the state after step 0."""
-    r = np.random.default_rng(13)
-    seq, batch, inp, hid = 4, 3, 2, 3
-    inputs = {
-        "x": r.standard_normal((seq, batch, inp)).astype(np.float32),
-        "w": (r.standard_normal((1, 3 * hid, inp)) * 0.5).astype(np.float32),
-        "r": (r.standard_normal((1, 3 * hid, hid)) * 0.5).astype(np.float32),
-        "b": (r.standard_normal((1, 6 * hid)) * 0.1).astype(np.float32),
-        "lens": np.array([2, 4, 1], np.int32),
-    }
+    hid = 3
+    inputs = _gru_inputs(np.random.default_rng(13), seq=4, batch=3, inp=2, hid=hid, bias_scale=0.1)
+    inputs["lens"] = np.array([2, 4, 1], np.int32)
     attrs = {"hidden_size": hid, "direction": "reverse"}
     check_node("GRU", inputs, attrs, n_out=2, static=("w", "r", "b", "lens"), atol=1e-5)
