@@ -552,6 +552,7 @@ def test_real_pairs_helpers_keep_the_layout_and_dtypes():
         np.zeros((2, 3), np.float32),
         np.zeros((2,), np.int32),
         np.float32(1),
+        np.zeros((), np.float64),  # 0-d: no last axis (a ValueError, not an IndexError)
         np.zeros((2, 2), np.float16),
     ):
         with pytest.raises(ValueError, match="not a real-pair array"):

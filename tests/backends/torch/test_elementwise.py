@@ -609,3 +609,19 @@ def test_results_of_emulated_and_carried_types():
     np.testing.assert_array_equal(s.numpy(), u + u)
     np.testing.assert_array_equal(s64.numpy(), (u + u).astype(np.float64))  # wrapped before the convert
     np.testing.assert_array_equal(f.numpy(), (want8 + want8.dtype.type(0.3125)).astype(np.float32))
+
+
+def test_integer_to_uint64_converts_wrap_modulo_2_64():
+    """``convert`` of int8/int32/int64/uint32 to uint64 keeps the value modulo 2**64 (two's
+    complement: -1 becomes 2**64 - 1), as jax.lax gives."""
+
+    def fn(a, b, c, d):
+        return tuple(lax.convert_element_type(v, jnp.uint64) for v in (a, b, c, d))
+
+    args = (
+        np.array([-1, 5, -128], np.int8),
+        np.array([-(2**31), 7, 2**31 - 1], np.int32),
+        np.array([-1, 2**62, -(2**63)], np.int64),
+        np.array([2**32 - 1, 0, 3], np.uint32),
+    )
+    assert_same(fn, *args)
