@@ -113,3 +113,15 @@ def test_from_torch_shares_the_weights_and_to_jax_uses_them_in_place():
         f = module.to_jax()
         assert f.params["weight"].unsafe_buffer_pointer() == ptr
         np.testing.assert_allclose(np.asarray(f(x.numpy())), model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_negative_dimension_is_refused_by_name(tmp_path):
+    """A header whose shape has a negative size is refused for its shape (``[4, -1]``), not
+    later for data that does not fit it."""
+    import json
+    import struct
+
+    header = json.dumps({"a": {"dtype": "F32", "shape": [4, -1], "data_offsets": [0, 16]}}).encode()
+    (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
+    with pytest.raises(ModuleFormatError, match=r"tensor 'a': invalid shape \[4, -1\]"):
+        read_safetensors(tmp_path / "w.safetensors")
