@@ -16,22 +16,7 @@ from onnx_oracle import check_node, single_node_model  # noqa: E402
 def test_mel_weight_matrix_bins_with_bit_one_set():
     """MelWeightMatrix with 6 mel bins (``num_mel_bins + 2`` band edges; 6 has bit 1 set, unlike
     the bin counts of ONNX's node tests), its inputs Constant nodes."""
-    scalars = {
-        "bins": np.array(6, np.int64),
-        "dft": np.array(16, np.int64),
-        "rate": np.array(8000, np.int64),
-        "lo": np.array(0.0, np.float32),
-        "hi": np.array(4000.0, np.float32),
-    }
-    nodes = [
-        helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v, n)) for n, v in scalars.items()
-    ]
-    nodes.append(helper.make_node("MelWeightMatrix", list(scalars), ["y"]))
-    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, (9, 6))
-    model = helper.make_model(
-        helper.make_graph(nodes, "g", [], [out]), opset_imports=[helper.make_opsetid("", 17)]
-    )
-    model.ir_version = 8
+    model = _mel_model(6, 16, 8000, 0.0, 4000.0)
     (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {}
     )
@@ -49,7 +34,9 @@ def test_dft_zero_pads_to_a_longer_dft_length():
         check_node("DFT", inputs, {"axis": 1}, opset=17, static=("n",), atol=1e-5)
 
 
-def _mel_model(bins, dft, rate, lo, hi, out_type):
+def _mel_model(bins, dft, rate, lo, hi, out_type=None):
+    """A MelWeightMatrix node on Constant inputs (opset 17); ``out_type`` its
+    ``output_datatype`` (None: the attribute left out, float32)."""
     scalars = {
         "bins": np.array(bins, np.int64),
         "dft": np.array(dft, np.int64),
@@ -60,8 +47,9 @@ def _mel_model(bins, dft, rate, lo, hi, out_type):
     nodes = [
         helper.make_node("Constant", [], [n], value=numpy_helper.from_array(v, n)) for n, v in scalars.items()
     ]
-    nodes.append(helper.make_node("MelWeightMatrix", list(scalars), ["y"], output_datatype=out_type))
-    out = helper.make_tensor_value_info("y", out_type, [None, None])
+    attrs = {} if out_type is None else {"output_datatype": out_type}
+    nodes.append(helper.make_node("MelWeightMatrix", list(scalars), ["y"], **attrs))
+    out = helper.make_tensor_value_info("y", out_type or onnx.TensorProto.FLOAT, [None, None])
     model = helper.make_model(
         helper.make_graph(nodes, "g", [], [out]), opset_imports=[helper.make_opsetid("", 17)]
     )
