@@ -253,6 +253,7 @@ def test_nonzero_static():
     def fn(v):
         return (
             torch.nonzero_static(v, size=2),  # truncated
+            torch.nonzero_static(v, size=1),  # exactly one row
             torch.nonzero_static(v, size=6, fill_value=-7),  # padded
             torch.nonzero_static(v[0, 0], size=2),  # 0-d
             torch.nonzero_static(v > 0, size=0),
