@@ -159,12 +159,12 @@ def _dynamic_update_slice(interp, op, x, update, *starts):
     ``lax.scan`` over a symbolic length stacking its outputs)."""
     g = interp.graph
     ushape = op.operand_type(1).shape
+    if not ushape:  # rank 0: the result is the update (ScatterND needs indices of rank >= 1)
+        return g.op("Identity", [update])
     sizes = g.sizes(update, ushape)
     begin = _clamped_starts(g, x, starts, sizes, op.operand_type(0).shape)
     if None not in ushape:
-        grid = g.const(
-            np.stack(np.indices(ushape, dtype=np.int64), axis=-1) if ushape else np.zeros([0], np.int64)
-        )
+        grid = g.const(np.stack(np.indices(ushape, dtype=np.int64), axis=-1))
     else:
         grid = _index_grid(g, sizes)
     idx = g.op("Add", [grid, begin])

@@ -51,6 +51,8 @@ def _dynamic_slice(interp, op, x, *starts):
 @register("stablehlo.dynamic_update_slice")
 def _dynamic_update_slice(interp, op, x, update, *starts):
     rank = x.dim()
+    if rank == 0:  # the result is the update (index_put needs at least one index)
+        return update.to(x.dtype, copy=True)
     index = []
     for d, start in enumerate(starts):
         size = update.shape[d]

@@ -93,6 +93,12 @@ def test_dynamic_update_slice_clamps_its_start(start):
     assert_onnx_same(lambda a, u, i, j: lax.dynamic_update_slice(a, u, (i, j)), x, upd, *np.int32(start))
 
 
+def test_dynamic_update_slice_of_rank_0_is_the_update():
+    """StableHLO spec, dynamic_update_slice: with no dimensions the result is the update
+    (``ScatterND`` cannot express it: its indices need rank >= 1)."""
+    assert_onnx_same(lambda a, u: lax.dynamic_update_slice(a, u, ()), np.float32(1.5), np.float32(-2.0))
+
+
 def test_pad_interior_and_negative_edges():
     x = np.arange(12, dtype=np.int32).reshape(3, 4)
     assert_onnx_same(lambda a: lax.pad(a, np.int32(-7), [(1, -1, 2), (-2, 3, 1)]), x)

@@ -74,6 +74,12 @@ def test_dynamic_slice_clamps():
         assert_same(f, A, np.int32(i))
 
 
+def test_dynamic_update_slice_of_rank_0_is_the_update():
+    """StableHLO spec, dynamic_update_slice: with no dimensions the result is the update
+    (there is no start to index by)."""
+    assert_same(lambda a, u: lax.dynamic_update_slice(a, u, ()), np.float32(1.5), np.float32(-2.0))
+
+
 def test_bool_scatter_combines_repeated_positions():
     """``.at[i].max``/``.min`` of bools (or / and) with a repeated index: every update of the
     position counts (only the last write's did: ``[F, T]`` at one position gave F)."""
