@@ -639,3 +639,52 @@ def test_clamp_with_tensor_and_scalar_bounds():
         return lax.clamp(lo, x, hi), lax.clamp(ilo, i, np.int16(3))
 
     assert_onnx_same(fn, x, lo, hi, i, ilo)
+
+
+def _int_power(x: int, y: int, bits: int) -> int:
+    """StableHLO spec (reference interpreter): integer ``x ** y`` wrapped to ``bits``; a
+    negative ``y`` gives 0 unless ``|x| == 1``."""
+    if y < 0:
+        return 0 if abs(x) != 1 else x ** (y % 2)
+    return pow(x, y, 2**bits)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_integer_power_wraps_and_takes_negative_exponents(dtype):
+    """StableHLO spec: power of integers is exponentiation by squaring with wrap-around; a
+    negative exponent gives 0 unless ``|x| == 1`` (``-1`` gives ``±1`` by the exponent's
+    parity). Every base with every exponent, up to the type's largest (the top bit of the
+    unsigned one's too), against the definition worked in Python integers (XLA's CPU
+    kernel differs from it at ``(-3) ** (2**31 - 1)`` in int32)."""
+    info = np.iinfo(dtype)
+    bases = np.array([info.min, -3, -2, -1, 0, 1, 2, 3, 5, info.max], np.int64)
+    exps = np.array([-3, -2, -1, 0, 1, 2, 3, 7, 8, 31, info.max], np.int64)
+    if info.min == 0:
+        bases, exps = bases[bases >= 0], np.array([0, 1, 2, 3, 7, 8, 128, 129, 255], np.int64)
+    x, y = (a.ravel().astype(dtype) for a in np.meshgrid(bases, exps))
+    t = f"tensor<{x.size}x{'ui' if info.min == 0 else 'i'}{info.bits}>"
+    text = f"""func.func public @main(%x: {t}, %y: {t}) -> {t} {{
+  %0 = stablehlo.power %x, %y : {t}
+  return %0 : {t}
+}}"""
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [x, y])
+    want = np.array([_int_power(int(a), int(b), info.bits) for a, b in zip(x, y, strict=True)])
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want.astype(np.uint64).astype(dtype))
+
+
+def test_imag_of_real_values_is_zero():
+    """StableHLO spec: ``imag`` of a floating-point tensor is zeros of its shape, at NaN and
+    the infinities too."""
+    text = """func.func public @main(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %0 = stablehlo.imag %x : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.array([[np.nan, np.inf, -np.inf], [-0.0, 2.5, -1.0]], np.float32)
+    (got,) = run_session(sess, [x])
+    assert got.dtype == np.float32 and got.shape == (2, 3)
+    assert not np.signbit(got).any() and (got == 0).all()

@@ -661,6 +661,17 @@ func.func public @main(%x: tensor<4xi32>, %y: tensor<4xi32>) -> tensor<4xi32> {{
 _F4 = np.zeros(4, np.float32)
 
 
+def _gather_text(dims: str, sizes: str, result: str) -> str:
+    """A ``gather`` of rows of a ``4x3`` operand at ``2x1`` indices into dimension 0."""
+    return f"""
+func.func public @main(%x: tensor<4x3xf32>, %i: tensor<2x1xi32>) -> tensor<{result}xf32> {{
+  %0 = "stablehlo.gather"(%x, %i) <{{dimension_numbers = #stablehlo.gather<{dims},
+      start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = false,
+      slice_sizes = array<i64: {sizes}>}}> : (tensor<4x3xf32>, tensor<2x1xi32>) -> tensor<{result}xf32>
+  return %0 : tensor<{result}xf32>
+}}"""
+
+
 def _text(fn, *args) -> str:
     return jax.jit(fn).lower(*args).as_text()
 
@@ -688,6 +699,14 @@ _REFUSED = {
         "scatter with a general body",
     ),
     "sort comparing two operands": (lambda: _CROSS_SORT, "sort with a comparator other than < or >"),
+    "gather of two rows at each index": (
+        lambda: _gather_text("offset_dims = [1, 2]", "2, 3", "2x2x3"),
+        "gather: indexed dimension 0 has slice size 2",
+    ),
+    "gather of part of each row": (
+        lambda: _gather_text("offset_dims = [1], collapsed_slice_dims = [0]", "1, 2", "2x2"),
+        "gather: dimension 1 is sliced partially (2 of 3)",
+    ),
     "reduce_window max from 0": (
         lambda: (
             jax.jit(lambda v: lax.reduce_window(v, np.float32(0), lax.max, (2,), (1,), "VALID"))
@@ -922,3 +941,39 @@ def test_gather_with_another_index_vector_dim(itype, ivd, idx):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (got,) = run_session(sess, [x, idx])
     np.testing.assert_array_equal(got, x[[4, 1]])
+
+
+def test_sort_along_the_leading_dimension():
+    """``sort`` along dimension 0 of a matrix (TopK and the payload's gather on that axis),
+    with a second key breaking the first key's ties, both directions; against XLA."""
+    keys = np.array([[2, 0, 1], [1, 0, 1], [2, 1, 0], [1, 1, 1]], np.int32)
+    ties = np.array([[0, 3, 1], [2, 1, 0], [1, 0, 2], [3, 2, 3]], np.int8)
+    vals = np.arange(12, dtype=np.float32).reshape(4, 3)
+    assert_onnx_same(
+        lambda k, t, v: (
+            lax.sort((k, t, v), dimension=0, num_keys=2),
+            jnp.sort(v * (k - 1), axis=0, descending=True),
+        ),
+        keys,
+        ties,
+        vals,
+    )
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.uint32])
+def test_integer_reductions_of_narrow_and_unsigned_types(dtype):
+    """Sums and products in the operand's type wrap (computed in int64: no product here
+    leaves its range), max and min of the types onnxruntime lacks kernels for (computed
+    wider) are exact at the type's extremes; against XLA."""
+    info = np.iinfo(dtype)
+    x = np.array([[info.max, 3, info.min, 7], [info.max, 3, 1, 2], [5, info.min, 0, 9]], dtype)
+    zero, one = dtype(0), dtype(1)
+    assert_onnx_same(
+        lambda a: (
+            lax.reduce(a, zero, lax.add, (0,)),
+            lax.reduce(a, one, lax.mul, (1,)),
+            a.max(1),
+            a.min(0),
+        ),
+        x,
+    )

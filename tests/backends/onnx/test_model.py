@@ -187,3 +187,143 @@ def test_external_data_from_the_threshold_on(tmp_path, monkeypatch):
         module.to_onnx(external_data=True)
     with pytest.raises(ValueError, match=r"opset 27 is outside the supported 18\.\.26"):
         module.to_onnx(opset=27)
+
+
+def _graph_values(g, outputs, feeds=None):
+    """The values of ``outputs`` of GraphBuilder ``g``'s nodes and initializers, run by
+    onnxruntime (opset 18) on ``feeds`` (name -> array)."""
+    feeds = feeds or {}
+    inputs = [
+        onnx.helper.make_tensor_value_info(k, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+        for k, v in feeds.items()
+    ]
+    outs = [onnx.helper.make_empty_tensor_value_info(o) for o in outputs]
+    graph = onnx.helper.make_graph(g.nodes, "g", inputs, outs, g.initializers)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)], ir_version=10)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def test_graph_builder_names_nodes_and_constants():
+    """``fresh`` skips the reserved names; a Transpose by the identity is no node; None
+    attributes are left out; ``n_out`` names each output; a small constant is stored once
+    per distinct value (dtype, shape and bytes), a large one per call."""
+    import itertools
+
+    from converter.backends.onnx.graph import GraphBuilder
+
+    g = GraphBuilder(itertools.count(), prefix="p/", reserved={"p/v_0", "p/v_1"})
+    assert g.fresh() == "p/v_2" and g.fresh("w") == "p/w_3"
+    assert g.op("Transpose", ["x"], perm=[0, 1]) == "x" and g.nodes == []
+    t = g.op("Transpose", ["x"], perm=[1, 0])
+    assert g.nodes[-1].op_type == "Transpose" and list(g.nodes[-1].output) == [t]
+    a, b = g.op("Split", ["x"], 2, axis=0, split=None)
+    assert a != b and list(g.nodes[-1].output) == [a, b]
+    assert [x.name for x in g.nodes[-1].attribute] == ["axis"]
+    one = g.const(np.int64(1))
+    assert g.const(np.int64(1)) == one and g.const(np.int32(1)) != one and g.ints([1]) != one
+    assert g.const(np.arange(16.0)) == g.const(np.arange(16.0))
+    big = np.arange(17, dtype=np.float32)
+    assert g.const(big) != g.const(big) and len(g.initializers) == 6
+    child = g.child()
+    n = int(child.fresh().removeprefix("p/v_"))  # one name counter
+    assert g.fresh() == f"p/v_{n + 1}" and child.nodes == [] and child.reserved is g.reserved
+
+
+def test_graph_builder_widens_for_onnxruntime_and_computes_shapes():
+    """``op_as`` casts the data inputs of an operator onnxruntime lacks the type for and the
+    chosen outputs back; ``shape_vector``, ``product``, ``dim``, ``sizes`` and ``iota`` give
+    the values they document (NumPy's), static and at run time."""
+    import itertools
+
+    from converter.backends.onnx.graph import GraphBuilder
+
+    g = GraphBuilder(itertools.count())
+    x = np.array([[-3, 7, 2], [5, -1, 0]], np.int16)
+    pad = g.op_as("Pad", ["x", g.ints([0, 1, 0, 0]), g.const(np.int16(9))], "int16", data=(0, 2))
+    assert [n.op_type for n in g.nodes] == ["Cast", "Cast", "Pad", "Cast"]
+    other = GraphBuilder(itertools.count())
+    other.op_as("Pad", ["y", other.ints([0, 0, 0, 0])], "int32")
+    vals, idx = other.op_as("TopK", ["y", other.ints([2])], "uint16", n_out=2, axis=1)
+    assert [n.op_type for n in other.nodes] == ["Pad", "Cast", "TopK", "Cast"]
+    assert vals == other.nodes[-1].output[0] and idx == other.nodes[-2].output[1]
+    sizes = g.sizes("x", [None, 3])
+    assert sizes[1] == 3 and g.nodes[-1].op_type == "Shape"
+    assert g.product([2, 3]) == 6 and g.product([sizes[0], 1]) == sizes[0]
+    prod = g.product([4, sizes[0], 3, g.dim("x", 1)])
+    vec = g.shape_vector([5, 6, sizes[0], 7])
+    assert g.shape_vector([]) != g.shape_vector([2]) and g.nodes[-1].op_type == "Concat"
+    assert g.shape_vector([1, 2]) in {t.name for t in g.initializers}
+    iotas = [
+        g.iota([2, 3], 1, "uint8"),
+        g.iota([4], 0, "float16"),
+        g.iota([3, 1], 0, "int32"),
+        g.iota([sizes[0], 3], 0, "int64"),
+        g.iota([3, sizes[0]], 1, "float32"),
+    ]
+    got = _graph_values(g, [pad, prod, vec, *iotas], {"x": x})
+    np.testing.assert_array_equal(got[0], np.pad(x, [(0, 0), (1, 0)], constant_values=9))
+    assert got[0].dtype == np.int16
+    assert got[1].tolist() == [2 * 4 * 3 * 3] and got[2].tolist() == [5, 6, 2, 7]
+    want = [
+        np.broadcast_to(np.arange(3, dtype=np.uint8), (2, 3)),
+        np.arange(4, dtype=np.float16),
+        np.arange(3, dtype=np.int32).reshape(3, 1),
+        np.broadcast_to(np.arange(2)[:, None], (2, 3)),
+        np.broadcast_to(np.arange(2, dtype=np.float32), (3, 2)),
+    ]
+    for a, b in zip(got[3:], want, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+
+
+def test_constants_at_the_size_and_core_limits():
+    """16 elements are stored as they are, 17 compressed; a core of exactly a quarter is
+    compressed; a splat becomes one ``ConstantOfShape``, a repeating row an ``Expand`` of
+    its core, and ``whole`` stores it as it is; the values read back are the constant's."""
+    import itertools
+
+    from converter.backends.onnx.graph import GraphBuilder, compressed
+
+    assert compressed(np.ones(16, np.float32)) is None
+    assert compressed(np.ones(17, np.int8)).shape == (1,)
+    quarter = np.broadcast_to(np.arange(5, dtype=np.int32), (4, 5)).copy()  # core 5 of 20
+    assert compressed(quarter).tolist() == [list(range(5))]
+    g = GraphBuilder(itertools.count())
+    splat = np.full((3, 6), -2.5, np.float64)
+    names = [
+        g.const(splat),
+        g.const(quarter),
+        g.const(quarter, whole=True),
+        g.const(np.full(16, 3, np.uint8)),
+    ]
+    assert [n.op_type for n in g.nodes] == ["ConstantOfShape", "Expand"]
+    assert names[2] in {t.name for t in g.initializers} and names[3] in {t.name for t in g.initializers}
+    for got, want in zip(
+        _graph_values(g, names), [splat, quarter, quarter, np.full(16, 3, np.uint8)], strict=True
+    ):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_live_keeps_what_a_subgraph_reads():
+    """``live`` drops nodes whose results nothing reads (transitively) and initializers no
+    live node reads, and keeps a value read only inside a kept node's subgraph, and a node
+    one of whose results is read."""
+    from converter.backends.onnx.graph import live, used_names
+
+    make = onnx.helper.make_node
+    body = onnx.helper.make_graph([make("Add", ["inner", "k"], ["o"])], "b", [], [])
+    nodes = [
+        make("Neg", ["x"], ["k"]),
+        make("Abs", ["x"], ["dead1"]),
+        make("Neg", ["dead1"], ["dead2"]),
+        make("If", ["c"], ["y"], then_branch=body, else_branch=body),
+        make("Relu", ["w"], ["", "z"]),
+        make("Split", ["w"], ["s1", "s2"], num_outputs=2),
+    ]
+    inits = [onnx.numpy_helper.from_array(np.zeros(1, np.float32), n) for n in ("c", "w", "u")]
+    assert used_names(nodes[3:4]) == {"c", "inner", "k"}
+    kept, kept_inits = live(nodes, inits, ["y", "z", "s1"])
+    assert [n.output[-1] for n in kept] == ["k", "y", "z", "s2"]
+    assert [t.name for t in kept_inits] == ["c", "w"]

@@ -888,3 +888,89 @@ def test_subgraphs_read_the_folded_and_forwarded_values():
     assert [n.op_type for n in nodes] == ["If", "Add"]
     (branch,) = [a.g for a in nodes[0].attribute if a.name == "then_branch"]
     assert list(branch.node[0].input) == ["x", nodes[1].input[1]] and nodes[1].input[1] != "nc"
+
+
+def test_transpose_chains_compose_and_cancel():
+    """``Transpose(Transpose(x, p), q)`` is one ``Transpose(x, p∘q)`` (``[p[i] for i in q]``,
+    ONNX's ``perm`` semantics: the numbers match onnxruntime's); a pair that composes to the
+    identity leaves ``x`` itself."""
+    nodes = [
+        _node("Transpose", ["x"], ["t"], perm=[1, 2, 0]),
+        _node("Transpose", ["t"], ["u"], perm=[0, 2, 1]),
+        _node("Transpose", ["x"], ["v"], perm=[2, 0, 1]),
+        _node("Transpose", ["v"], ["w"], perm=[1, 2, 0]),
+        _node("Relu", ["w"], ["r"]),
+        _node("Identity", ["u"], ["y1"]),
+        _node("Identity", ["r"], ["y2"]),
+    ]
+    nodes, _ = _simplified(nodes, {"x": RNG.normal(size=(2, 3, 4)).astype(np.float32)}, ["y1", "y2"])
+    assert [n.op_type for n in nodes] == ["Transpose", "Relu"]
+    assert list(nodes[0].input) == ["x"] and list(nodes[0].attribute[0].ints) == [1, 0, 2]
+    assert list(nodes[1].input) == ["x"]
+
+
+def test_reshape_chains_merge_unless_the_outer_shape_copies_a_dimension():
+    """``Reshape(Reshape(x, a), b)`` is ``Reshape(x, b)`` for a constant ``b`` without 0s; a
+    0 in ``b`` copies the inner result's dimension (ONNX Reshape), so that chain stays; a
+    Reshape to its input's own shape is its input (the numbers: onnxruntime's)."""
+    inits = {
+        "a": np.array([6, 4], np.int64),
+        "b": np.array([3, 8], np.int64),
+        "z": np.array([0, 2, 2], np.int64),
+        "own": np.array([2, 3, 4], np.int64),
+    }
+    nodes = [
+        _node("Reshape", ["x", "a"], ["r1"]),
+        _node("Reshape", ["r1", "b"], ["r2"]),
+        _node("Reshape", ["r1", "z"], ["r3"]),
+        _node("Reshape", ["x", "own"], ["r4"]),
+        _node("Neg", ["r2"], ["n"]),
+        _node("Abs", ["r4"], ["m"]),
+        _node("Identity", ["n"], ["y1"]),
+        _node("Identity", ["r3"], ["y2"]),
+        _node("Identity", ["m"], ["y3"]),
+    ]
+    feeds = {"x": RNG.normal(size=(2, 3, 4)).astype(np.float32)}
+    nodes, _ = _simplified(nodes, feeds, ["y1", "y2", "y3"], inits)
+    reshapes = {n.output[0]: list(n.input) for n in nodes if n.op_type == "Reshape"}
+    assert sorted(reshapes.values()) == [["r1", "z"], ["x", "a"], ["x", "b"]]
+    (neg,) = [n for n in nodes if n.op_type == "Neg"]
+    (abs_,) = [n for n in nodes if n.op_type == "Abs"]
+    assert reshapes[neg.input[0]] == ["x", "b"] and list(abs_.input) == ["x"]
+
+
+def test_common_subexpressions_are_computed_once():
+    """Two nodes of the same operator, inputs and attributes are one (their consumers read
+    the first); other attributes, inputs or a random operator are not shared."""
+    nodes = [
+        _node("Neg", ["x"], ["a"]),
+        _node("Neg", ["x"], ["b"]),
+        _node("Softmax", ["x"], ["s0"], axis=0),
+        _node("Softmax", ["x"], ["s1"], axis=1),
+        _node("Abs", ["a"], ["c"]),
+        _node("Abs", ["b"], ["d"]),
+        _node("Sum", ["c", "d", "s0", "s1"], ["o"]),
+        _node("Identity", ["o"], ["y"]),
+    ]
+    nodes, _ = _simplified(nodes, {"x": RNG.normal(size=(2, 3)).astype(np.float32)}, ["y"])
+    ops = collections.Counter(n.op_type for n in nodes)
+    assert ops == {"Neg": 1, "Abs": 1, "Softmax": 2, "Sum": 1}, ops
+    (total,) = [n for n in nodes if n.op_type == "Sum"]
+    assert total.input[0] == total.input[1]
+
+
+def test_an_output_copied_twice_keeps_one_copy():
+    """A value two graph outputs copy cannot be renamed to both: one ``Identity`` stays and
+    both outputs have the value; a value copied once becomes its output."""
+    nodes = [
+        _node("Neg", ["x"], ["n"]),
+        _node("Abs", ["x"], ["m"]),
+        _node("Identity", ["n"], ["y1"]),
+        _node("Identity", ["n"], ["y2"]),
+        _node("Identity", ["m"], ["y3"]),
+    ]
+    nodes, _ = _simplified(nodes, {"x": RNG.normal(size=(2, 3)).astype(np.float32)}, ["y1", "y2", "y3"])
+    ops = collections.Counter(n.op_type for n in nodes)
+    assert ops == {"Neg": 1, "Abs": 1, "Identity": 2}, ops
+    (abs_,) = [n for n in nodes if n.op_type == "Abs"]
+    assert list(abs_.output) == ["y3"]

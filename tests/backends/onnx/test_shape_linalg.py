@@ -288,3 +288,17 @@ def test_iota_of_each_size_and_dtype_family():
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32))
+
+
+def test_interior_padding_of_an_empty_or_single_element_dimension():
+    """StableHLO spec: pad: a dimension of ``n`` elements with interior padding ``p`` has
+    ``max(n + (n - 1) * p, 0)`` before its edges: none for an empty one (only the edge
+    padding is left), the element alone for one of size 1."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    assert_onnx_same(
+        lambda a: (
+            lax.pad(a[:0], np.float32(-1), [(1, 2, 3), (0, 0, 1)]),
+            lax.pad(a[:1], np.float32(-1), [(0, 1, 4), (0, 0, 0)]),
+        ),
+        x,
+    )
