@@ -87,6 +87,18 @@ def test_getrf_pivot_is_the_first_largest_magnitude():
     assert int(ipiv[0]) == 2
 
 
+def test_getrf_never_picks_a_nan_below_the_diagonal():
+    """The pivot search (BLAS ``i?amax``) never picks a NaN below the diagonal over a number
+    (0.5, or even 0: a zero pivot, ``info = 1``) and keeps a NaN on the diagonal; the NaN
+    then spreads through the trailing update (reference ``dgetf2``, worked by hand)."""
+    nan = np.nan
+    a = np.array([[[0.5, 1.0], [nan, 2.0]], [[0.0, 1.0], [nan, 2.0]], [[nan, 1.0], [3.0, 2.0]]])
+    lu, ipiv, info = jit_fast(lp.getrf)(a)
+    np.testing.assert_array_equal(ipiv, [[1, 2]] * 3)  # no row swapped
+    np.testing.assert_array_equal(info, [0, 1, 0])
+    np.testing.assert_array_equal(lu, [[[0.5, 1], [nan, nan]], [[0, 1], [nan, nan]], [[nan, 1], [nan, nan]]])
+
+
 @pytest.mark.parametrize("side", "LR")
 @pytest.mark.parametrize("uplo", "LU")
 @pytest.mark.parametrize("trans", "NT")
@@ -133,10 +145,13 @@ def test_potrf_info_is_the_first_minor_not_positive_definite(lower):
     bad[2, 2] = -50.0
     nan = good.copy()
     nan[1, 1] = np.nan
-    factor, info = jit_fast(lambda a: lp.potrf(a, lower=lower))(np.stack([good, bad, nan]))
+    zero = np.eye(4)
+    zero[:2, :2] = 1  # the second pivot exactly 0 (not > 0): stops there, nothing divided by it
+    factor, info = jit_fast(lambda a: lp.potrf(a, lower=lower))(np.stack([good, bad, nan, zero]))
     want, want_info = _lapack("potrf", F64)(bad, lower=lower, clean=False)
     assert want_info == 3
-    np.testing.assert_array_equal(info, [0, 3, 2])
+    np.testing.assert_array_equal(info, [0, 3, 2, 2])
+    np.testing.assert_array_equal(factor[3], _lapack("potrf", F64)(zero, lower=lower, clean=False)[0])
     # LAPACK specifies the factor's columns before the failing one, the failing pivot's
     # value (left on the diagonal) and the other triangle (not read, left as is); the
     # trailing columns depend on the implementation (?potf2 leaves them, ?potrf2 updates some)
@@ -186,7 +201,9 @@ def test_ormqr_matches_lapack(left, transpose):
     _close(got, want, F64)
 
 
-@pytest.mark.parametrize(("n", "batch", "dtype"), [(1, (), F64), (4, (), F32), (6, (2,), F64), (12, (), F32)])
+@pytest.mark.parametrize(
+    ("n", "batch", "dtype"), [(1, (), F64), (2, (), F64), (4, (), F32), (6, (2,), F64), (12, (), F32)]
+)
 def test_syevd_values_ascending_and_vectors_orthonormal(n, batch, dtype):
     m = rng.standard_normal((*batch, n, n))
     s = (m + np.swapaxes(m, -1, -2)).astype(dtype)
@@ -670,16 +687,20 @@ def test_balance_permutation_isolates_as_lapack():
 
 def test_hessenberg_reduces_only_the_balanced_window_as_lapack():
     """``?gehd2`` on the rows and columns ``ilo..ihi`` of a matrix ``?gebal`` isolated
-    eigenvalues from (``(ilo, ihi)`` = (1, 4) of 6, (0, 5), (2, 5) and the 2-wide (3, 4)):
-    the Hessenberg part against SciPy's ``dgehrd`` (its unblocked ``dgehd2`` at this size)."""
+    eigenvalues from (``(ilo, ihi)`` = (1, 4) of 6, (0, 5), (2, 5) and the 2-wide (3, 4); and
+    (1, 4) with a zero first ``alpha``): the Hessenberg part against SciPy's ``dgehrd`` (its
+    unblocked ``dgehd2`` at this size)."""
     r = np.random.default_rng(11)
     a = r.standard_normal((6, 6))
     a[0, 1:], a[5, :5], a[:, 0] = 0, 0, a[:, 0] * (np.arange(6) == 0)  # h[0, 0], h[5, 5] isolated
     a[0, 1:] = r.standard_normal(5)  # (the first row is free: column 0 is the isolating one)
-    windows = [(1, 4), (0, 5), (2, 5), (3, 4)]
-    got = jit_fast(lp._hessenberg)(np.stack([a] * 4), *np.asarray(windows, np.int32).T)
-    for g, (lo, hi) in zip(np.asarray(got), windows, strict=True):
-        want = np.triu(lapack.dgehrd(a, lo=lo, hi=hi)[0], -1)
+    alpha0 = a.copy()
+    alpha0[2, 1] = 0  # the first reflector's alpha is 0: beta = -norm (sign(0) is +)
+    windows = [(1, 4), (0, 5), (2, 5), (3, 4), (1, 4)]
+    mats = [a] * 4 + [alpha0]
+    got = jit_fast(lp._hessenberg)(np.stack(mats), *np.asarray(windows, np.int32).T)
+    for g, m, (lo, hi) in zip(np.asarray(got), mats, windows, strict=True):
+        want = np.triu(lapack.dgehrd(m, lo=lo, hi=hi)[0], -1)
         np.testing.assert_allclose(g, want, rtol=0, atol=1e-14, err_msg=f"window {lo}..{hi}")
 
 
@@ -696,6 +717,33 @@ def test_lower_custom_call_refuses_unknown_targets_and_mismatched_types():
         lp.lower_custom_call("lapack_sgetrf_ffi", {}, [t((None, 3), "float32")], [t((None, 3), "float32")])
 
 
+def test_custom_call_flags_select_each_variant():
+    """``mhlo.backend_config``'s character flags (ASCII codes; a missing one, or a bool,
+    takes the default) and bool flags pick the expansion's variant: ``?potrf``'s and
+    ``?syevd``'s ``uplo``, ``?syevd``'s ``mode``, ``?gesdd``'s full or reduced vectors from
+    the declared result shapes (square ``u`` and ``vt``), and ``?geev``'s ``compute_left``
+    and ``compute_right`` (either one ``'V'`` is refused); an unknown routine is refused."""
+    assert lp._flag({"uplo": ord("U")}, "uplo", "L") == "U"
+    assert lp._flag({}, "uplo", "L") == lp._flag({"uplo": True}, "uplo", "L") == "L"
+    assert lp._bool({}, "left", True) is True and lp._bool({"left": 0}, "left", True) is False
+    assert lp._bool({"transpose": 1}, "transpose", False) is True
+    assert lp._expansion("potrf", {"uplo": ord("U")}, []).keywords == {"lower": False}
+    assert lp._expansion("potrf", {}, []).keywords == {"lower": True}
+    syevd = lp._expansion("syevd", {"uplo": ord("U"), "mode": ord("N")}, []).keywords
+    assert syevd == {"lower": False, "vectors": False}
+    assert lp._expansion("syevd", {}, []).keywords == {"lower": True, "vectors": True}
+    n = {"mode": ord("N")}
+    for u, vt, full in (((4, 4), (3, 3), True), ((4, 3), (3, 3), False), ((3, 3), (3, 4), False)):
+        shapes = [(4, 3), (3,), u, vt, ()]
+        assert lp._expansion("gesdd", n, shapes).keywords == {"mode": "N", "full_matrices": full}
+    t = converter.mlir.TensorType
+    for flags in ({"compute_left": ord("V"), "compute_right": ord("N")}, {"compute_left": ord("N")}):
+        with pytest.raises(NotImplementedError, match="eigenvectors"):
+            lp.lower_custom_call("lapack_sgeev_ffi", flags, [t((2, 2), "float32")], [])
+    with pytest.raises(NotImplementedError, match=r"\?gees has no portable expansion"):
+        lp._expansion("gees", {}, [])
+
+
 # --------------------------------------------------------------------------- through ONNX and onnxruntime
 
 
@@ -705,19 +753,29 @@ def _onnx_close(fn, *args, tol=1e-4):
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+    return got
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_onnx_lu_solve_inv_det_batched(dtype):
+    """Solve, inverse, determinant and LU in one model; ``?getf2`` scales the column below a
+    pivot by its reciprocal, ``x * (1 / p)``: the first matrix's first column (pivot 3) holds
+    that product bit for bit (in the rows the later pivots swap them to), where ``x / p``
+    differs in the last bit (XLA compiles a division by the broadcast pivot into the product
+    too: only onnxruntime tells them apart)."""
     a = rng.standard_normal((2, 4, 4)).astype(dtype)
     b = rng.standard_normal((2, 4, 3)).astype(dtype)
+    a[0, :, 0] = [3.0, 2.5, -2.5, 0.5]
+    col, pivot = a[0, 1:, 0], a[0, 0, 0]
+    assert (col / pivot != col * (1 / pivot)).any()
     tol = 1e-4 if dtype == F32 else 1e-10
-    _onnx_close(  # one model
+    got = _onnx_close(  # one model
         lambda a, b: (jnp.linalg.solve(a, b), jnp.linalg.inv(a), jnp.linalg.det(a), *jax.lax.linalg.lu(a)),
         a,
         b,
         tol=tol,
     )
+    np.testing.assert_array_equal(np.sort(got[3][0, 1:, 0]), np.sort(col * (1 / pivot)))  # rows swap later
 
 
 @pytest.mark.parametrize("shape", [(5, 3), (3, 5)])

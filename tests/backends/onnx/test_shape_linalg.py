@@ -302,3 +302,95 @@ def test_interior_padding_of_an_empty_or_single_element_dimension():
         ),
         x,
     )
+
+
+def _conv_text(x, w, out, window="{}", batch_groups=1):
+    """A 1-D ``[b, f, 0]x[o, i, 0]->[b, f, 0]`` convolution with the given ``window``."""
+    return f"""func.func public @main(%x: tensor<{x}>, %w: tensor<{w}>) -> tensor<{out}> {{
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0],
+      window = {window} {{batch_group_count = {batch_groups} : i64, feature_group_count = 1 : i64}}
+      : (tensor<{x}>, tensor<{w}>) -> tensor<{out}>
+  return %0 : tensor<{out}>
+}}"""
+
+
+def test_convolution_without_window_attributes_takes_the_spec_defaults():
+    """StableHLO spec ``convolution``: left-out ``window_strides``, ``padding``,
+    ``lhs_dilation`` and ``rhs_dilation`` are 1, 0, 1 and 1 (jax.jit always writes them):
+    the plain cross-correlation, computed in NumPy, through ``Conv`` (float32) and through
+    im2col (float64)."""
+    x, w = rng.normal(size=(1, 2, 5)), rng.normal(size=(3, 2, 2))
+    want = np.einsum("cjt,oct->oj", np.stack([x[0, :, j : j + 2] for j in range(4)], 1), w)[None]
+    for dtype, tol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        name = "f32" if dtype == np.float32 else "f64"
+        text = _conv_text(f"1x2x5x{name}", f"3x2x2x{name}", f"1x3x4x{name}")
+        (got,) = _run_text(text, x.astype(dtype), w.astype(dtype))
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (_conv_text("2x2x5xf32", "4x2x2xf32", "1x4x4xf32", batch_groups=2), "batch_group_count > 1"),
+        (_conv_text("1x2x5xf32", "3x2x2xf32", "1x3x4xf32", "{reverse = [true]}"), "window_reversal"),
+        (_conv_text("1x?x5xf64", "3x2x2xf64", "1x3x4xf64"), "dynamic channel count or kernel size"),
+    ],
+    ids=["batch_group_count", "window_reversal", "float64_dynamic_channels"],
+)
+def test_convolution_forms_onnx_cannot_express_are_refused(text, message):
+    """``batch_group_count = 2``, ``window_reversal`` and a float64 (im2col) convolution
+    whose channel count is only known at run time are refused, naming what is missing."""
+    from converter.errors import OpConversionError
+
+    with pytest.raises(OpConversionError, match=message):
+        converter.from_stablehlo(text).to_onnx()
+
+
+def test_deprecated_dot_of_a_vector_by_a_matrix():
+    """The deprecated ``dot`` of a vector and a matrix (``a,ab->b``): ``v @ m``."""
+    text = """func.func public @main(%v: tensor<3xf32>, %m: tensor<3x2xf32>) -> tensor<2xf32> {
+  %0 = "stablehlo.dot"(%v, %m) : (tensor<3xf32>, tensor<3x2xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}"""
+    v, m = np.array([1.0, -2.0, 3.0], np.float32), np.arange(6, dtype=np.float32).reshape(3, 2)
+    (got,) = _run_text(text, v, m)
+    np.testing.assert_array_equal(got, v @ m)
+
+
+def test_dot_general_leading_batch_with_more_lhs_free_dimensions():
+    """A leading batch dimension and two lhs free dimensions (``[b, x, m, k] x [b, k, n]``)
+    is not ``MatMul``'s pattern (its broadcasting would pair ``b`` with ``x``): the result
+    ``[b, x, m, n]`` as ``einsum``'s."""
+    a = rng.normal(size=(2, 3, 4, 5)).astype(np.float32)
+    b = rng.normal(size=(2, 5, 6)).astype(np.float32)
+    got, _ = run_onnx(lambda a, b: lax.dot_general(a, b, (((3,), (1,)), ((0,), (0,)))), a, b)
+    np.testing.assert_allclose(got[0], np.einsum("bxmk,bkn->bxmn", a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_convolution_float64_im2col_over_no_input_channels_is_zeros():
+    """A float64 (im2col) convolution over zero input channels is zeros (StableHLO spec: a
+    sum over no elements): the im2col reshapes' zero sizes are sizes (``allowzero=1``), not
+    copies of their input's."""
+    got, _ = run_onnx(lambda a, w: lax.conv(a, w, (1,), "VALID"), np.ones((1, 0, 5)), np.ones((4, 0, 2)))
+    assert got[0].dtype == np.float64
+    np.testing.assert_array_equal(got[0], np.zeros((1, 4, 4)))
+
+
+def test_matrix_times_a_transposed_matrix_is_one_gemm_with_trans_b_1():
+    """``x @ w.T`` is one ``Gemm`` reading ``w`` as it is with ``transB = 1`` (ONNX takes
+    the flag as 0 or 1; onnx.checker does not check it), and a ``[m, k] x [k, n, p]``
+    contraction (two rhs free dimensions) is no ``MatMul`` (its broadcasting would read
+    ``k`` as a batch): both as NumPy computes them."""
+    import onnxruntime as ort
+
+    x, w = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)
+    b = rng.normal(size=(4, 2, 6)).astype(np.float32)
+    fn = lambda x, w, b: (x @ w.T, lax.dot_general(x, b, (((1,), (0,)), ((), ()))))  # noqa: E731
+    model = converter.from_stablehlo(jax.jit(fn).lower(x, w, b).as_text()).to_onnx()
+    gemm = [n for n in model.graph.node if n.op_type == "Gemm"]
+    assert len(gemm) == 1 and {a.name: a.i for a in gemm[0].attribute} == {"transB": 1}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), (x, w, b), strict=True)})
+    np.testing.assert_allclose(got[0], x @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], np.einsum("mk,knp->mnp", x, b), rtol=1e-5, atol=1e-5)
