@@ -150,3 +150,43 @@ def test_replica_groups_read_as_partition_ids():
     comm = C.Communicator(2, 3)
     assert comm.members([[0], [2], [1]], "op") == [2] and comm.members([[1, 2, 0]], "op") == [1, 2, 0]
     del module
+
+
+_ONE_PARTITION = f"""
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = "stablehlo.all_gather"(%x) <{{all_gather_dim = 0 : i64,
+      replica_groups = dense<[[0]]> : tensor<1x1xi64>, {_CHANNEL}}}> : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = "stablehlo.reduce_scatter"(%x) <{{scatter_dimension = 0 : i64,
+      replica_groups = dense<[[0]]> : tensor<1x1xi64>, {_CHANNEL}}}>
+      {_MAX.replace("T", "f32")} : (tensor<4xf32>) -> tensor<4xf32>
+  %2 = "stablehlo.all_to_all"(%x) <{{split_dimension = 0 : i64, concat_dimension = 0 : i64,
+      split_count = 1 : i64, replica_groups = dense<[[0]]> : tensor<1x1xi64>, {_CHANNEL}}}>
+      : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = "stablehlo.collective_permute"(%x) <{{source_target_pairs = dense<[[0, 0]]> : tensor<1x2xi64>,
+      {_CHANNEL}}}> : (tensor<4xf32>) -> tensor<4xf32>
+  %4 = "stablehlo.collective_permute"(%x) <{{source_target_pairs = dense<> : tensor<0x2xi64>,
+      {_CHANNEL}}}> : (tensor<4xf32>) -> tensor<4xf32>
+  %5 = "stablehlo.all_gather"(%x) <{{all_gather_dim = 0 : i64,
+      replica_groups = dense<[[0], [1]]> : tensor<2x1xi64>, {_CHANNEL}}}> : (tensor<4xf32>) -> tensor<4xf32>
+  return %x : tensor<4xf32>
+}}"""
+
+
+def test_one_partition_collectives_are_identities():
+    """Outside a distributed module (one partition, group ``[[0]]``) all_gather,
+    reduce_scatter and all_to_all return their operand, a collective_permute from partition
+    0 to itself too (with a channel: partition ids), and one with no pairs gives zeros (spec:
+    a partition no pair targets receives zeros); groups naming partition 1 are refused there."""
+    module = mlir.parse_module(_ONE_PARTITION)
+    ops = [mlir.Op(o.operation) for o in mlir.main_function(module).regions[0].blocks[0].operations]
+    alone = SimpleNamespace(comm=None)
+    x = torch.tensor([1.0, -2.0, 3.0, 4.0])
+    assert C.all_gather(alone, ops[0], x)[0] is x
+    assert C.reduce_scatter(alone, ops[1], x) is x
+    assert C.all_to_all(alone, ops[2], x)[0] is x
+    assert C.collective_permute(alone, ops[3], x) is x
+    zeros = C.collective_permute(alone, ops[4], x)
+    assert zeros.shape == x.shape and not zeros.any()
+    with pytest.raises(DistributedError, match=r"all_gather: replica groups \[\[0\], \[1\]\] .* ids < 1$"):
+        C.all_gather(alone, ops[5], x)
+    del module

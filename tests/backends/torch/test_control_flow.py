@@ -307,3 +307,62 @@ def test_branch_outputs_never_alias_their_inputs():
     assert kept is fresh
     first, second, other = _distinct((x, x, fresh))
     assert first is x and second is not x and torch.equal(second, x) and other is fresh
+
+
+_MAP_CONSTANT_AND_CASE_OF_ONE = """
+func.func @main(%a: tensor<2x3xf32>, %i: tensor<i32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  %0 = "stablehlo.map"(%a) ({
+    ^bb0(%x: tensor<f32>):
+      %c = stablehlo.constant dense<2.5> : tensor<f32>
+      stablehlo.return %c : tensor<f32>
+  }) {dimensions = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = "stablehlo.case"(%i) ({
+    %n = stablehlo.negate %a : tensor<2x3xf32>
+    stablehlo.return %n : tensor<2x3xf32>
+  }) : (tensor<i32>) -> tensor<2x3xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x3xf32>
+}
+"""
+
+
+def test_map_of_a_constant_body_and_a_case_of_one_branch():
+    """StableHLO spec: a ``map`` whose body ignores its operands gives that value at every
+    index (the result's shape, not a scalar); a ``case`` with one branch runs it for every
+    index (out of range ones select branch ``N - 1 = 0``)."""
+    import torch
+
+    import converter
+
+    t = converter.from_stablehlo(_MAP_CONSTANT_AND_CASE_OF_ONE).to_torch()
+    a = torch.arange(6.0).reshape(2, 3)
+    for i in (0, 5, -1):
+        const, neg = t(a, torch.tensor(i, dtype=torch.int32))
+        assert const.shape == (2, 3) and torch.equal(const, torch.full((2, 3), 2.5))
+        assert torch.equal(neg, -a)
+
+
+_MAP_OF_A_REDUCTION = """
+func.func @main(%a: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = "stablehlo.map"(%a) ({
+    ^bb0(%x: tensor<f32>):
+      %z = stablehlo.constant dense<0.0> : tensor<f32>
+      %r = stablehlo.reduce(%x init: %z) applies stablehlo.add across dimensions = []
+          : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      stablehlo.return %r : tensor<f32>
+  }) {dimensions = array<i64: 0>} : (tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+"""
+
+
+def test_map_with_a_body_that_is_not_elementwise_is_refused():
+    """A ``map`` body is applied to whole operands at once, valid only for elementwise ops:
+    another op in it is refused, naming that op."""
+    import pytest
+
+    import converter
+
+    with pytest.raises(
+        converter.ConversionError, match=r"a map body with stablehlo.reduce: only elementwise"
+    ):
+        converter.from_stablehlo(_MAP_OF_A_REDUCTION).to_torch()

@@ -212,6 +212,35 @@ def test_cholesky_op():
     np.testing.assert_allclose(out.numpy(), np.linalg.cholesky(SPD), rtol=1e-5, atol=1e-5)
 
 
+_CHOLESKY_TRIANGLES = """
+func.func @main(%a: tensor<2x3x3xf64>) -> (tensor<2x3x3xf64>, tensor<2x3x3xf64>) {
+  %0 = stablehlo.cholesky %a, lower = true : tensor<2x3x3xf64>
+  %1 = stablehlo.cholesky %a : tensor<2x3x3xf64>
+  return %0, %1 : tensor<2x3x3xf64>, tensor<2x3x3xf64>
+}"""
+
+
+def test_cholesky_reads_only_its_triangle_and_is_upper_by_default():
+    """StableHLO spec (cholesky): only the ``lower`` (default false: upper) triangle of ``a``
+    is read, the other may hold anything; the named triangle of the result is the factor
+    (NumPy's lower one ``L``, or ``L^T`` for upper), batched. The other triangle of the
+    result is implementation-defined and not compared."""
+    import torch
+
+    import converter
+
+    m = rng.standard_normal((2, 3, 3))
+    spd = m @ m.transpose(0, 2, 1) + 3 * np.eye(3)
+    lower_in = np.tril(spd) + np.triu(np.full((3, 3), 50.0), 1)  # junk above the diagonal
+    upper_in = np.triu(spd) + np.tril(np.full((3, 3), -50.0), -1)  # junk below it
+    module = converter.from_stablehlo(_CHOLESKY_TRIANGLES).to_torch()
+    low, _ = module(torch.from_numpy(lower_in))
+    _, up = module(torch.from_numpy(upper_in))
+    factor = np.linalg.cholesky(spd)
+    np.testing.assert_allclose(np.tril(low.numpy()), factor, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.triu(up.numpy()), factor.transpose(0, 2, 1), rtol=1e-10, atol=1e-12)
+
+
 _TRSM = """
 func.func @main(%a: tensor<4x4xf32>, %b: tensor<4x3xf32>) -> (tensor<4x3xf32>, tensor<3x4xf32>) {
   %0 = "stablehlo.triangular_solve"(%a, %b) {left_side = true, lower = true, unit_diagonal = false,

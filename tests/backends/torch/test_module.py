@@ -453,6 +453,20 @@ def test_rng_key_as_an_int_a_pair_or_refused(keyed):
         keyed(x, rng=torch.tensor([1.0, 2.0]))
 
 
+def test_rng_key_drawn_when_not_given_spans_uint32(keyed):
+    """Without ``rng=`` the key is drawn from torch's default generator: the same after the
+    same ``torch.manual_seed``, new on the next call, and its words are uniform ``uint32``
+    values (of 8 words, some at least ``2**16``)."""
+    x = np.zeros(2, np.uint32)
+    torch.manual_seed(1234)
+    draws = [keyed(x) for _ in range(4)]
+    torch.manual_seed(1234)
+    assert torch.equal(keyed(x), draws[0])
+    assert not torch.equal(draws[0], draws[1])
+    words = torch.stack(draws)
+    assert words.min() >= 0 and words.max() < 2**32 and words.max() >= 2**16
+
+
 def test_call_with_missing_argument_or_inconsistent_tree():
     """A call with too few arguments leaves the fast path and is refused naming the
     arguments; a signature whose tree has fewer leaves than inputs is refused at call."""

@@ -276,3 +276,106 @@ def test_general_sort_is_stable_along_any_dim():
     order = np.argsort(keys.numpy(), axis=0, kind="stable")
     np.testing.assert_array_equal(got_keys.numpy(), np.take_along_axis(keys.numpy(), order, 0))
     np.testing.assert_array_equal(got_payload.numpy(), np.take_along_axis(payload.numpy(), order, 0))
+
+
+_WINDOWS_WITHOUT_OPTIONAL_ATTRS = """
+func.func public @main(%x: tensor<4x5xi32>, %f: tensor<4x5xf32>, %s: tensor<3x3xf32>)
+    -> (tensor<3x3xi32>, tensor<3x3xf32>, tensor<4x5xf32>) {
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %0 = "stablehlo.reduce_window"(%x, %zero) <{window_dimensions = array<i64: 2, 3>}> ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %c = stablehlo.xor %a, %b : tensor<i32>
+    stablehlo.return %c : tensor<i32>
+  }) : (tensor<4x5xi32>, tensor<i32>) -> tensor<3x3xi32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %1 = "stablehlo.reduce_window"(%f, %ninf) <{window_dimensions = array<i64: 2, 3>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %c = stablehlo.maximum %a, %b : tensor<f32>
+    stablehlo.return %c : tensor<f32>
+  }) : (tensor<4x5xf32>, tensor<f32>) -> tensor<3x3xf32>
+  %fzero = stablehlo.constant dense<0.0> : tensor<f32>
+  %2 = "stablehlo.select_and_scatter"(%f, %s, %fzero) <{window_dimensions = array<i64: 2, 3>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %c = stablehlo.compare GE, %a, %b, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %c : tensor<i1>
+  }, {
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %c = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %c : tensor<f32>
+  }) : (tensor<4x5xf32>, tensor<3x3xf32>, tensor<f32>) -> tensor<4x5xf32>
+  return %0, %1, %2 : tensor<3x3xi32>, tensor<3x3xf32>, tensor<4x5xf32>
+}"""
+
+
+def test_window_ops_without_strides_dilations_or_padding():
+    """StableHLO spec (reduce_window, select_and_scatter): ``window_strides``,
+    ``base_dilations`` and ``window_dilations`` default to ones, ``padding`` to zeros (jax.jit
+    always writes them): a general body (xor), a max pool and a select_and_scatter (each
+    source value added at its window's maximum) over every 2x3 window, worked with NumPy."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    x = rng.integers(-50, 50, (4, 5)).astype(np.int32)
+    f = rng.permutation(20).astype(np.float32).reshape(4, 5)  # distinct: one maximum per window
+    s = rng.integers(1, 9, (3, 3)).astype(np.float32)
+    module = converter.from_stablehlo(_WINDOWS_WITHOUT_OPTIONAL_ATTRS).to_torch()
+    xor, peak, scattered = (t.numpy() for t in module(*(torch.from_numpy(v) for v in (x, f, s))))
+    np.testing.assert_array_equal(xor, np.bitwise_xor.reduce(sliding_window_view(x, (2, 3)), axis=(2, 3)))
+    np.testing.assert_array_equal(peak, sliding_window_view(f, (2, 3)).max(axis=(2, 3)))
+    want = np.zeros((4, 5), np.float32)
+    for i, j in np.ndindex(3, 3):
+        r, c = np.unravel_index(np.argmax(f[i : i + 2, j : j + 3]), (2, 3))
+        want[i + r, j + c] += s[i, j]
+    assert xor.dtype == np.int32 and peak.dtype == scattered.dtype == np.float32
+    np.testing.assert_array_equal(scattered, want)
+
+
+_SORT_WITHOUT_DIMENSION = """
+func.func public @main(%x: tensor<2x2x3xi32>, %y: tensor<2x2x3xi32>)
+    -> (tensor<2x2x3xi32>, tensor<2x2x3xi32>) {
+  %0 = "stablehlo.sort"(%x) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %r = stablehlo.compare LT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %r : tensor<i1>
+  }) : (tensor<2x2x3xi32>) -> tensor<2x2x3xi32>
+  %1:2 = "stablehlo.sort"(%x, %y) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<i32>, %d: tensor<i32>):
+    %r = stablehlo.compare LT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %e = stablehlo.compare EQ, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %t = stablehlo.compare GT, %c, %d, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %u = stablehlo.and %e, %t : tensor<i1>
+    %v = stablehlo.or %r, %u : tensor<i1>
+    stablehlo.return %v : tensor<i1>
+  }) : (tensor<2x2x3xi32>, tensor<2x2x3xi32>) -> (tensor<2x2x3xi32>, tensor<2x2x3xi32>)
+  return %0, %1#1 : tensor<2x2x3xi32>, tensor<2x2x3xi32>
+}"""
+
+
+def test_sort_without_a_dimension_sorts_the_last():
+    """StableHLO spec (sort): ``dimension`` defaults to -1, the last dim, for a one-key
+    comparator (``torch.sort``) and a general one, of rank 3 (ascending key, ties by descending payload);
+    NumPy's sorts along axis -1 give the values."""
+    x = np.array([[[3, -1, 2], [0, 5, 0]], [[1, 1, -4], [7, 7, 7]]], np.int32)
+    y = np.arange(12, dtype=np.int32).reshape(2, 2, 3)
+    sorted_x, payload = converter.from_stablehlo(_SORT_WITHOUT_DIMENSION).to_torch()(
+        torch.from_numpy(x), torch.from_numpy(y)
+    )
+    np.testing.assert_array_equal(sorted_x.numpy(), np.sort(x, axis=-1))
+    order = np.lexsort((-y, x), axis=-1)
+    np.testing.assert_array_equal(payload.numpy(), np.take_along_axis(y, order, -1))
+
+
+def test_pools_over_four_window_dims_and_under_three_batch_dims():
+    """A max pool over four windowed dims (beyond torch's 3-D pools: the general path) and
+    one over the last dim under three trivially windowed (batch) dims, folded into torch's
+    pool's batch; against JAX."""
+    x4 = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    x3 = rng.standard_normal((2, 3, 2, 6)).astype(np.float32)
+    assert_same(
+        lambda a, b: (
+            lax.reduce_window(a, -jnp.inf, lax.max, (2, 2, 2, 2), (1, 1, 1, 2), "VALID"),
+            lax.reduce_window(b, -jnp.inf, lax.max, (1, 1, 1, 3), (1, 1, 1, 2), "VALID"),
+            lax.reduce_window(b, 0.0, lax.add, (1, 1, 2, 3), (1, 1, 1, 1), "VALID"),
+        ),
+        x4,
+        x3,
+    )
