@@ -282,3 +282,47 @@ def test_sort_keys_read_the_left_element_on_either_side(name):
     for got in (got_jax, got_torch, got_onnx):
         for g, w in zip(got, want, strict=True):
             np.testing.assert_array_equal(g, w)
+
+
+_COUNTED = """
+func.func @main(%x: tensor<f32>, %s: tensor<i64>) -> (tensor<i64>, tensor<i64>) {
+  %start = stablehlo.constant dense<2> : tensor<i64>
+  %r = stablehlo.while(%i = %start) : tensor<i64>
+  cond {
+    %lim = stablehlo.constant dense<11> : tensor<i64>
+    %p = stablehlo.compare LT, %i, %lim, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %step = stablehlo.constant dense<3> : tensor<i64>
+    %n = stablehlo.add %i, %step : tensor<i64>
+    stablehlo.return %n : tensor<i64>
+  }
+  %q = stablehlo.while(%i = %start) : tensor<i64>
+  cond {
+    %lim = stablehlo.constant dense<11> : tensor<i64>
+    %p = stablehlo.compare LT, %i, %lim, SIGNED : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %n = stablehlo.add %i, %s : tensor<i64>
+    stablehlo.return %n : tensor<i64>
+  }
+  return %r, %q : tensor<i64>, tensor<i64>
+}"""
+
+
+def test_static_trip_count_is_bounded_by_max_trips():
+    """``i = 2; while i < 11: i += 3`` runs 3 times: counted up to ``max_trips`` (the bound
+    included), None past it; a step that is no constant (an argument) is not counted."""
+    import types
+
+    from converter.interpreter import fold_constant
+
+    module = mlir.parse_module(_COUNTED)
+    _regions.keep.append(module)
+    loops = [mlir.Op(o) for o in mlir.walk_ops(mlir.main_function(module)) if o.name == "stablehlo.while"]
+    interp = types.SimpleNamespace(static_operand=lambda op, i: fold_constant(op.operands[i]))
+    counted, unknown_step = loops
+    assert regions.static_trip_count(interp, counted) == 3
+    assert regions.static_trip_count(interp, counted, max_trips=3) == 3
+    assert regions.static_trip_count(interp, counted, max_trips=2) is None
+    assert regions.static_trip_count(interp, unknown_step) is None

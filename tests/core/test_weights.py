@@ -125,3 +125,80 @@ def test_a_negative_dimension_is_refused_by_name(tmp_path):
     (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(16))
     with pytest.raises(ModuleFormatError, match=r"tensor 'a': invalid shape \[4, -1\]"):
         read_safetensors(tmp_path / "w.safetensors")
+
+
+def test_writing_at_an_offset_aligns_the_data_there_and_keeps_the_callers_metadata(tmp_path):
+    """``offset`` is where the writer's first byte lands in the file on disk: the data starts
+    at a multiple of ALIGN counted from the file's start, not the writer's. The byte count
+    returned is what was written; the caller's metadata comes back, the reader's own
+    bookkeeping (``dtypes``, ``raw``) does not."""
+    import io
+
+    from converter.weights import parse_safetensors, write_safetensors
+
+    params = {"c": np.array([1 + 2j, -3j], np.complex64), "x": np.arange(6, dtype=np.int16)}
+    for offset in (0, 10, 63):
+        f = io.BytesIO()
+        written = write_safetensors(f, params, metadata={"origin": "test"}, offset=offset)
+        data = f.getvalue()
+        assert written == len(data) == 8 + int.from_bytes(data[:8], "little") + 16 + 12
+        start = 8 + int.from_bytes(data[:8], "little")
+        assert (offset + start) % ALIGN == 0, offset
+        back, meta = parse_safetensors(np.frombuffer(data, np.uint8))
+        assert meta == {"origin": "test"}
+        assert back["c"].dtype == np.complex64 and back["c"].shape == (2,)
+        np.testing.assert_array_equal(back["c"], params["c"])
+        np.testing.assert_array_equal(back["x"], params["x"])
+
+
+def test_a_negative_data_offset_is_refused(tmp_path):
+    """``data_offsets`` count from the end of the header: a negative begin would read the
+    header's own bytes as the tensor, even when its length matches the shape."""
+    import struct
+
+    header = json.dumps({"a": {"dtype": "U8", "shape": [1], "data_offsets": [-1, 0]}}).encode()
+    (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
+    with pytest.raises(ModuleFormatError, match=r"tensor 'a': invalid shape \[1\] or offsets \[-1, 0\]"):
+        read_safetensors(tmp_path / "w.safetensors")
+
+
+def test_an_empty_file_and_an_open_file_are_read(tmp_path):
+    """An empty file is refused as corrupt data naming it (there is nothing to map); an open
+    binary file is mapped through its descriptor and named by its path."""
+    (tmp_path / "empty.safetensors").write_bytes(b"")
+    with pytest.raises(ModuleFormatError, match=r"empty\.safetensors: corrupt safetensors data"):
+        read_safetensors(tmp_path / "empty.safetensors")
+    with open(tmp_path / "empty.safetensors", "rb") as f, pytest.raises(ModuleFormatError, match="empty"):
+        read_safetensors(f)
+    save_safetensors(tmp_path / "w.safetensors", {"a": np.arange(3, dtype=np.float32)})
+    with open(tmp_path / "w.safetensors", "rb") as f:
+        back, _ = read_safetensors(f)
+    np.testing.assert_array_equal(back["a"], np.arange(3, dtype=np.float32))
+
+
+def test_zip_member_offset_of_stored_deflated_and_corrupt_members(tmp_path):
+    """A stored member's bytes start after its local header (30 bytes, its name and extra
+    field): reading there gives the member, one with an extra field too; a deflated member
+    has no mappable offset; a local header without its signature is refused naming the
+    member."""
+    from converter.weights import zip_member_offset
+
+    path = tmp_path / "a.zip"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("first.bin", b"0123456789")
+        second = zipfile.ZipInfo("second/member.bin")
+        second.extra = b"\xfe\xca\x04\x00abcd"  # an extra field of 8 bytes (id, size, data)
+        zf.writestr(second, b"abcdef")
+        zf.writestr("packed.txt", b"x" * 100, compress_type=zipfile.ZIP_DEFLATED)
+    data = path.read_bytes()
+    with zipfile.ZipFile(path) as zf:
+        for name, want in (("first.bin", b"0123456789"), ("second/member.bin", b"abcdef")):
+            offset, length = zip_member_offset(path, zf, name)
+            assert data[offset : offset + length] == want, name
+        assert zip_member_offset(path, zf, "packed.txt") is None
+        header = zf.getinfo("second/member.bin").header_offset
+    broken = tmp_path / "broken.zip"
+    broken.write_bytes(data[:header] + b"XX" + data[header + 2 :])
+    with zipfile.ZipFile(broken) as zf:
+        with pytest.raises(ModuleFormatError, match=r"bad zip local header for second/member\.bin"):
+            zip_member_offset(broken, zf, "second/member.bin")

@@ -176,3 +176,24 @@ def test_other_malformed_text_stays_a_parse_error():
 
     with pytest.raises(ParseError, match="malformed"):
         converter.from_stablehlo(COMPOSITE.replace("stablehlo.add %a", "stablehlo.nope %a"))
+
+
+UNUSED_QUANTIZED = f"""func.func @main(%q: tensor<4x{Q}>, %x: tensor<4xf32>) -> tensor<4xf32> {{
+  return %x : tensor<4xf32>
+}}"""
+
+
+def test_a_quantized_type_only_in_the_function_type_is_found_and_lowered():
+    """A quantized argument nothing reads appears in no op's operands, only in ``@main``'s
+    function type: it is still found (``func.func``, once, at its line) and lowered to its
+    storage type, so the module's first input is ``int8``."""
+    from converter import mlir
+    from converter.passes.quant import lower_quantized, quantized_ops
+
+    module = mlir.parse_module(UNUSED_QUANTIZED, filename="q.mlir")
+    found = {m.name: (m.count, m.location) for m in quantized_ops(module, "q.mlir")}
+    assert found == {"func.func": (1, "q.mlir:1:1")}
+    lowered = lower_quantized(module, "q.mlir")
+    assert lowered is not module and quantized_ops(lowered) == []
+    m = converter.from_stablehlo(UNUSED_QUANTIZED)
+    assert [s.dtype for s in m.signature.inputs] == ["int8", "float32"]

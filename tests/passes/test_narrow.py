@@ -708,3 +708,88 @@ func.func @main() -> tensor<SIZExi64> {
     n = _narrow(text.replace("SIZE", str(2**31)))
     assert "tensor<2147483648xi32>" in n.text() and "xi64>" not in n.text()
     _refused(text.replace("SIZE", str(2**31 + 1)), r"stablehlo.iota: may compute values in \[0, 2147483648\]")
+
+
+def test_refined_ranges_at_their_limits_and_the_largest_dimension_size():
+    """``_refine`` of an unknown range: one side bounded stays unknown, ``EQ`` takes the
+    bound's range (no comparison empties it); a range reaching ``-2**63`` or up to ``2**64 - 1`` is kept, one
+    past is unknown; ``EQ`` of a one-value range that meets the bound is that value.
+    ``_dim_max`` is the largest declared maximum, ``2**31 - 1`` when one is open or none is
+    declared, and a maximum past ``2**31 - 1`` is a problem. ``_leaf_range``: an input is
+    the whole 32-bit range of its signedness, a parameter its values, an empty one ``(0, 0)``."""
+    import types
+
+    from converter.passes.narrow import I32, U32, _dim_max, _leaf_range, _refine
+    from converter.signature import LeafSpec
+
+    for d in ("LT", "LE", "GT", "GE", "NE"):
+        assert _refine(None, d, (3, 5)) is None, d
+    assert _refine(None, "EQ", (3, 5)) == (3, 5)  # equal to a value of the bound: bounded both ways
+    assert _refine((-(2**63), 5), "LE", (0, 9)) == (-(2**63), 5)
+    assert _refine((-(2**63) - 1, 5), "LE", (0, 9)) is None
+    assert _refine((0, 2**64 - 1), "GE", (1, 2)) == (1, 2**64 - 1)
+    assert _refine((0, 2**64), "GE", (1, 2)) is None
+    assert _refine((3, 3), "EQ", (3, 5)) == (3, 3) and _refine((3, 3), "LT", (3, 5)) == (3, 3)
+    assert _refine((3, 3), "GT", (3, 5)) == "empty"
+
+    def dim_max(ranges):
+        problems: list[str] = []
+        module = types.SimpleNamespace(signature=types.SimpleNamespace(dim_ranges=ranges))
+        return _dim_max(module, problems), problems
+
+    assert dim_max({}) == (I32[1], [])
+    assert dim_max({"a": [1, 8], "b": [2, 5]}) == (8, [])
+    assert dim_max({"a": [1, None], "b": [2, 5]}) == (I32[1], [])
+    assert dim_max({"a": [1, 2**31 - 1]}) == (2**31 - 1, [])
+    too_large = "dimension 'a': its declared maximum 2147483648 does not fit in 32 bits"
+    assert dim_max({"a": [1, 2**31]})[1] == [too_large]
+    params = {"w": np.array([-4, 7], np.int64), "e": np.zeros(0, np.int64), "x": np.array([9], np.int64)}
+    assert _leaf_range(LeafSpec("x", (1,), "int64"), params) == I32  # an input: checked at call time
+    assert _leaf_range(LeafSpec("u", (1,), "uint64"), params) == U32
+    assert _leaf_range(LeafSpec("w", (2,), "int64", "parameter"), params) == (-4, 7)
+    assert _leaf_range(LeafSpec("e", (0,), "int64", "buffer"), params) == (0, 0)
+    assert _leaf_range(LeafSpec("w", (2,), "int32", "parameter"), params) is None
+
+
+CALL_AND_IF = """
+func.func private @inc(%a: tensor<3xi64>) -> tensor<3xi64> {
+  %one = stablehlo.constant dense<1> : tensor<3xi64>
+  %r = stablehlo.add %a, %one : tensor<3xi64>
+  return %r : tensor<3xi64>
+}
+func.func @main(%p: tensor<i1>) -> tensor<3xi64> {
+  %i = stablehlo.iota dim = 0 : tensor<3xi64>
+  %v = func.call @inc(%i) : (tensor<3xi64>) -> tensor<3xi64>
+  %w = "stablehlo.if"(%p) ({
+    stablehlo.return %v : tensor<3xi64>
+  }, {
+    %k = stablehlo.constant dense<K> : tensor<3xi64>
+    stablehlo.return %k : tensor<3xi64>
+  }) : (tensor<i1>) -> tensor<3xi64>
+  %big = stablehlo.constant dense<BIG> : tensor<3xi64>
+  %r = stablehlo.add %w, %big : tensor<3xi64>
+  return %r : tensor<3xi64>
+}"""
+
+
+@pytest.mark.parametrize(
+    "k, big, fits",
+    [
+        (7, 2**31 - 8, True),  # the else branch's 7 is the largest value
+        (8, 2**31 - 8, False),
+        (0, 2**31 - 4, True),  # the call's iota + 1 ends at 3
+        (0, 2**31 - 3, False),
+    ],
+)
+def test_a_call_and_an_if_give_the_union_of_what_they_return(k, big, fits):
+    """``func.call``'s results have the range its callee computes for the call's operand
+    ranges (``iota + 1``: [1, 3]); an ``if``'s result the union of its branches' ranges: the
+    add after them fits int32 exactly up to the larger bound."""
+    from converter.passes.narrow import check_narrowable
+
+    m = converter.from_stablehlo(CALL_AND_IF.replace("BIG", str(big)).replace("K", str(k)))
+    if fits:
+        assert check_narrowable(m) is None
+    else:
+        with pytest.raises(NarrowingError, match=rf"stablehlo.add: may compute values in \[.*, {2**31}\]"):
+            check_narrowable(m)

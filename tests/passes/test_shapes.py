@@ -143,3 +143,46 @@ def test_symbolic_shapes_name_each_dimension_and_bound_it():
     assert n >= 2 and n <= 8 and not n >= 9
     with pytest.raises(jax.errors.InconclusiveDimensionOperation):
         bool(shapes[1][0] >= 2)  # batch_size >= 1 only: no constraint beyond the default
+
+
+DIMS = """
+func.func @main(%x: tensor<?x3xf32>, %g: tensor<i64> {jax.global_constant = "b"})
+    -> (tensor<2xi64>, tensor<i64>) {
+  %d = stablehlo.get_dimension_size %x, dim = 0 : (tensor<?x3xf32>) -> tensor<i32>
+  %d64 = stablehlo.convert %d : (tensor<i32>) -> tensor<i64>
+  %two = stablehlo.constant dense<2> : tensor<i64>
+  %m = stablehlo.multiply %d64, %two : tensor<i64>
+  %five = stablehlo.constant dense<5> : tensor<i64>
+  %k = stablehlo.add %m, %five : tensor<i64>
+  %bc = stablehlo.broadcast_in_dim %k, dims = [] : (tensor<i64>) -> tensor<2xi64>
+  %seven = stablehlo.constant dense<7> : tensor<i64>
+  %eight = stablehlo.constant dense<8> : tensor<i64>
+  %cs = stablehlo.add %seven, %eight : tensor<i64>
+  %data = stablehlo.add %five, %cs : tensor<i64>
+  %h = stablehlo.subtract %g, %k : tensor<i64>
+  %out = stablehlo.add %data, %h : tensor<i64>
+  return %bc, %out : tensor<2xi64>, tensor<i64>
+}
+"""
+
+
+def test_dimension_values_follow_size_arithmetic_only():
+    """``dimension_values``: a ``get_dimension_size`` result and a ``jax.global_constant``
+    argument are sizes, and so is size arithmetic on sizes and constants (``convert``,
+    ``multiply``, ``add``, ``subtract``); a constant counts only when every use computes a
+    size. A size fed to an op outside that arithmetic (``broadcast_in_dim``), arithmetic of
+    constants alone, and arithmetic reading a non-size value compute data."""
+    from converter import mlir
+    from converter.passes.shapes import dimension_values
+
+    module = mlir.parse_module(DIMS)
+    main = mlir.main_function(module)
+    names = ["d", "d64", "two", "m", "five", "k", "bc", "seven", "eight", "cs", "data", "h", "out"]
+    ops = [op for op in mlir.walk_ops(main) if op.results]
+    assert len(ops) == len(names)
+    values = dict(zip(names, (op.results[0] for op in ops), strict=True))
+    dims = dimension_values(main)
+    found = {n for n, v in values.items() if v in dims}
+    assert found == {"d", "d64", "two", "m", "k", "h"}
+    block = main.regions[0].blocks[0]
+    assert block.arguments[1] in dims and block.arguments[0] not in dims

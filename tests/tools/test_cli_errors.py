@@ -554,6 +554,24 @@ def test_a_call_the_function_cannot_take_is_the_callers_type_error():
         api()
 
 
+def test_classify_takes_a_jax_failure_converting_torch_or_onnx_as_the_converters():
+    """JAX traces the user's function in ``from_jax``/``call_jax``: a failure inside JAX after
+    the converter's last frame is the model's (ExportError). Converting a torch or ONNX model
+    (``from_torch``, ``from_onnx``, ``load_pt2``), JAX is the converter's own tool: the same
+    failure is a converter bug (InternalError), never an ExportError."""
+    from converter import _contract
+
+    ours, ours2 = (str(_contract._REPO / "converter" / f"_fake_{i}.py") for i in (5, 6))
+    in_jax = sysconfig.get_paths()["purelib"] + "/jax/_src/_fake_trace.py"
+    for what in ("converter.from_jax", "converter.call_jax"):
+        err = _contract.classify(_traced_failure([ours, ours2, in_jax], "boom"), what)
+        assert type(err) is converter.ExportError and "RuntimeError: boom" in str(err), what
+        assert not str(err).endswith(")"), str(err)  # no "(at ...)": the message names no call
+    for what in ("converter.from_torch", "converter.from_onnx", "converter.load_pt2"):
+        err = _contract.classify(_traced_failure([ours, ours2, in_jax], "boom"), what)
+        assert type(err) is converter.InternalError, what
+
+
 def test_verbose_by_environment_or_mode(monkeypatch):
     """``CONVERTER_VERBOSE`` set to anything but ``""`` or ``0`` lets chatter through, as
     does ``verbose_mode(True)`` for its block (a nested ``verbose_mode(False)`` keeps it)."""
@@ -821,6 +839,9 @@ def jax_kwargs_list():
 def torch2():
     return torch.nn.ReLU(), [torch.ones(2)]
 
+def torch3():
+    return torch.nn.ReLU(), (torch.ones(2),), {"inplace": False}
+
 def torch4():
     return torch.nn.ReLU(), (torch.ones(2),), {}, ({0: None},)
 
@@ -850,6 +871,18 @@ def test_factory_results_of_each_length(tmp_path):
         loaders.load_factory(path, "torch4")
     with pytest.raises(ParseError, match=r"torch5\(\) must return .* it returned a tuple of 5$"):
         loaders.load_factory(path, "torch5", dynamic=True)
+
+
+def test_a_dynamic_load_of_a_three_item_factory_has_no_dynamic_shapes(tmp_path):
+    """``(model, args, kwargs)`` loaded with ``dynamic``: the kwargs are the factory's and
+    the dynamic shapes None (not an empty dict standing in for missing kwargs)."""
+    from converter.tools import loaders
+
+    path = tmp_path / "tuples.py"
+    path.write_text(_TUPLES)
+    model, args, kwargs, dynamic = loaders.load_factory(path, "torch3", dynamic=True)
+    assert isinstance(model, torch.nn.ReLU) and len(args) == 1
+    assert kwargs == {"inplace": False} and dynamic is None
 
 
 def test_the_factory_directory_comes_first_on_sys_path(tmp_path, monkeypatch):

@@ -751,3 +751,52 @@ def test_call_torch_refuses_64_bit_types_when_x64_is_off(x64_off):
     y = np.array([1.5, -2.0], np.float32)  # 32-bit code runs as it is
     np.testing.assert_array_equal(converter.call_torch(lambda a: a * 2, y), y * 2)
     assert not jax.config.jax_enable_x64
+
+
+def test_call_jax_first_order_backward_uses_the_forward_residuals():
+    """A plain ``backward()`` (no graph recorded, no ``torch.func``) takes the gradients from
+    the residuals the forward pass kept in JAX: the VJP is not traced again as an entry of
+    its own (which double backward needs)."""
+
+    def f(x):
+        return (x**3).sum()
+
+    x = torch.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    converter.call_jax(f, x).backward()
+    (entry,) = embed._JAX_BY_ID[id(f)][1].values()
+    assert entry._vjp is None
+    torch.testing.assert_close(x.grad, 3 * x.detach() ** 2)
+
+
+def test_live_inputs_keep_what_effects_and_outputs_read():
+    """The inputs a jaxpr still reads: those its outputs depend on, and those an equation
+    with an effect (``jax.debug.callback``) reads even when no output does; a literal
+    output reads none."""
+
+    def f(x, y, z, w):
+        jax.debug.callback(lambda v: None, y)
+        return x * 2, 3.0
+
+    closed = jax.make_jaxpr(f)(*(np.float32(1),) * 4)
+    assert embed._live_inputs(closed.jaxpr) == [0, 1]
+    assert embed._live_inputs(jax.make_jaxpr(lambda x, y: (y + 1, 2.0))(1.0, 2.0).jaxpr) == [1]
+
+
+def test_call_jax_never_serves_another_functions_entries_under_a_reused_id(monkeypatch):
+    """``call_jax``'s cache is keyed by ``id(fn)`` and checked against its owner: entries left
+    under the id by another function (an id reused before the old owner's entry was dropped)
+    are not served; the function is traced for itself."""
+
+    def double(x):
+        return x * 2
+
+    def triple(x):
+        return x * 3
+
+    x = torch.tensor([1.0, -2.0])
+    converter.call_jax(double, x)
+    stale = embed._JAX_BY_ID[id(double)]
+    monkeypatch.setitem(embed._JAX_BY_ID, id(triple), (lambda: double, dict(stale[1])))
+    for _ in range(2):  # the general path, then the per-call one
+        torch.testing.assert_close(converter.call_jax(triple, x), x * 3)
+    assert embed._JAX_BY_ID[id(triple)][0]() is triple

@@ -1185,3 +1185,35 @@ def test_bisect_groups_runs_of_one_aten_scope_and_keeps_outputs_used_outside():
     group = [rec(5, add, ["inner", "used_later"]), rec(6, add, ["returned"])]
     uses = {"inner": {6}, "used_later": {6, 9}, "returned": {-1}}
     assert [(r.index, v) for r, v in B._group_outputs(group, uses)] == [(5, "used_later"), (6, "returned")]
+
+
+def test_a_framework_name_read_at_run_time_selects_the_same_source():
+    """``--from jax`` arrives as a string built at run time (argparse's, a JSON config's),
+    not the interned literal: it is compared by value, so a JAX function is loaded as one,
+    and a JAX source with dynamic shapes is refused as such."""
+    x = np.linspace(-1, 1, 3, dtype=np.float32)
+    jax_name = "".join(["ja", "x"])
+    src = V.load_source((lambda v, scale: v * scale, (x,), {"scale": np.float32(3)}), jax_name)
+    assert src.framework == "jax" and src.reference == "the JAX function"
+    np.testing.assert_array_equal(src.run((x,), {"scale": np.float32(2)})[0], x * 2)
+    with pytest.raises(V.ConversionError, match=r"dynamic_shapes .* apply to torch sources only"):
+        V.load_source((lambda v: v, (x,), {}, {"v": None}), jax_name)
+
+
+def test_random_inputs_of_a_dynamic_dimension_take_the_examples_size():
+    """A dynamic dimension (``from_torch(dynamic_shapes=)``) is drawn at the example's size;
+    without an example, at size 1; static dimensions as declared."""
+    sig = Signature(
+        params=(),
+        inputs=(LeafSpec("args[0]", ("b", 3), "float32"), LeafSpec("args[1]", (2,), "int64")),
+        outputs=(),
+        in_tree=args_tree(
+            {"kind": "tuple", "children": [LEAF] * 2}, {"kind": "dict", "keys": [], "children": []}
+        ),
+        out_tree=LEAF,
+    )
+    example = ((np.zeros((5, 3), np.float32), np.array([0, 4])), {})
+    (x, ids), _ = V.make_inputs(sig, example, seed=0)
+    assert x.shape == (5, 3) and ids.shape == (2,) and ids.max() <= 4
+    (x, ids), _ = V.make_inputs(sig, None, seed=0)
+    assert x.shape == (1, 3) and ids.shape == (2,)

@@ -256,3 +256,21 @@ def test_fake_tensors_are_built_lean_where_that_equals_the_constructor(monkeypat
     meta = lambda t: (t.shape, t.stride(), t.dtype, t.device, t.requires_grad)  # noqa: E731
     assert meta(got) == meta(want)
     assert ti._LEAN_FAKE[0] is same
+
+
+def test_fake_tensors_off_the_cpu_keep_their_device(monkeypatch):
+    """The lean build is checked for CPU only: a fake tensor for another device (meta here)
+    comes from ``FakeTensor``'s constructor and reports that device, as one rebuilt from a
+    meta tensor does (``fake_from_meta``); a CPU one reports the CPU."""
+    from converter import _torch_internal as ti
+
+    monkeypatch.setattr(ti, "_LEAN_FAKE", [None, {}])
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    with ti.FakeTensorMode() as mode:
+        on_cpu = ti.new_fake_tensor(mode, ti.meta_empty_strided((2, 3), (3, 1), torch.float32), cpu)
+        on_meta = ti.new_fake_tensor(mode, ti.meta_empty_strided((2, 3), (3, 1), torch.float32), meta)
+        rebuilt = ti.fake_from_meta(mode, ti.meta_empty_strided((3,), (1,), torch.int64), meta)
+        rebuilt_cpu = ti.fake_from_meta(mode, ti.meta_empty_strided((3,), (1,), torch.int64), cpu)
+    assert (on_cpu.device, on_meta.device, rebuilt.device, rebuilt_cpu.device) == (cpu, meta, meta, cpu)
+    assert all(ti.is_fake(t) for t in (on_cpu, on_meta, rebuilt, rebuilt_cpu))
+    assert (rebuilt.shape, rebuilt.dtype) == ((3,), torch.int64)
