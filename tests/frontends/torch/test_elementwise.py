@@ -457,3 +457,35 @@ def test_rules_of_decomposed_elementwise_ops():
     check_rule(e.nan_to_num, aten.nan_to_num.default, SPECIAL.half(), 1.0, 2.0, -3.0)
     check_rule(e.nan_to_num, aten.nan_to_num.default, I32)
     check_rule(e.silu, aten.silu.default, X, rtol=1e-6)
+
+
+def test_round_decimals_to_the_bit():
+    """ATen rounds ``x * 10**d`` and divides by ``10**d`` for ``d >= 0`` (0.01 is inexact:
+    ``x / 0.01 * 0.01`` lands one float32 step off torch on half of these), ``x / 10**-d``
+    times ``10**-d`` below: the rule's StableHLO run exactly by the torch backend (XLA's CPU
+    compiler turns a division by 100 into a product by 0.01), against eager torch."""
+    import jax.numpy as jnp
+    from converter.frontends.torch.ops import elementwise as e
+
+    x = torch.tensor([5.364436, -7.3593903, 2.6815739, -0.19813156, 0.5, -2.5, 15.0, 25.0, -35.0])
+    ds = (2, 0, -1)
+    m = converter.from_jax(lambda v: tuple(e.round_decimals(v, d) for d in ds), jnp.asarray(x.numpy()))
+    for d, got in zip(ds, m.to_torch()(x), strict=True):
+        want = torch.round(x, decimals=d)
+        assert torch.equal(got, want), f"decimals={d}: {got} vs {want}"
+
+
+def test_floor_division_by_zero_by_one_and_to_signed_zeros():
+    """``c10::div_floor_floating``: a zero divisor gives IEEE ``a / b`` (±inf, NaN for 0/0),
+    a divisor of ±1 floors, and a zero quotient takes the sign of ``a / b`` (``-1 // -3`` is
+    +0.0, ``1 // -3`` is -1, ``-0.0 // 3`` is -0.0): values and signs of zero exact against
+    eager torch."""
+    import jax
+    from converter.frontends.torch.ops import elementwise as e
+
+    a = torch.tensor([1.0, -1.0, 0.0, -0.0, 2.5, -2.5, 7.5, -1.0, 1.0, 0.0, -0.0, 0.2, -0.2, 6.0])
+    b = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 1.0, -1.0, -3.0, -3.0, -3.0, 3.0, 0.5, -0.5, -0.25])
+    want = torch.div(a, b, rounding_mode="floor").numpy()
+    got = np.asarray(jax.jit(lambda x, y: e.div_mode(x, y, "floor"))(a.numpy(), b.numpy()))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

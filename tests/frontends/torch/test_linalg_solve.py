@@ -238,6 +238,30 @@ def test_matrix_exp_at_the_top_of_each_norm_bucket(dtype):
     g = torch.Generator().manual_seed(1)
     a = torch.randn(len(norms), 3, 3, generator=g, dtype=dtype)
     a = a / a.abs().sum(-2).amax(-1)[:, None, None] * torch.tensor(norms, dtype=dtype)[:, None, None]
+    if dtype == torch.float32:
+        # past the last threshold (3.01) T18 is scaled: exp(-4 I) halved and squared once;
+        # unscaled, its cancellation leaves a relative error of 5e-5
+        a = torch.cat([a, -4 * torch.eye(3)[None]])
     assert a.dtype == dtype
     tol = {"rtol": 1e-6, "atol": 1e-7} if dtype == torch.float32 else {"rtol": 2e-15, "atol": 1e-16}
     check_rule(linalg_matrix_exp, torch.ops.aten.linalg_matrix_exp.default, a, **tol)
+
+
+def test_pinv_tolerances_as_torchs_get_atol_rtol():
+    """``linalg_pinv``'s ``(atol, rtol)``, as torch documents them: ``rtol`` defaults to
+    ``eps * max(m, n)`` of the last two dims (``eps`` of the real dtype), or to 0 when only
+    a positive ``atol`` is given (``atol=0`` keeps the default); ``atol`` defaults to 0."""
+    from converter.frontends.torch.ops.linalg_solve import _pinv_tolerances
+
+    eps32, eps64 = float(np.finfo(np.float32).eps), float(np.finfo(np.float64).eps)
+    for a, atol, rtol, want in (
+        (np.zeros((1, 5, 3), np.float32), None, None, (0.0, 5 * eps32)),
+        (np.zeros((2, 4), np.complex64), None, None, (0.0, 4 * eps32)),
+        (np.zeros((3, 6), np.float64), None, None, (0.0, 6 * eps64)),
+        (np.zeros((7, 2, 3), np.float32), 0.0, None, (0.0, 3 * eps32)),
+        (np.zeros((5, 3), np.float32), 0.5, None, (0.5, 0.0)),
+        (np.zeros((5, 3), np.float32), None, 0.25, (0.0, 0.25)),
+        (np.zeros((5, 3), np.float32), 0.5, 0.25, (0.5, 0.25)),
+    ):
+        got = [float(t) for t in _pinv_tolerances(a, atol, rtol)]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=f"{a.shape} {a.dtype} {atol} {rtol}")
