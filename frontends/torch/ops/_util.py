@@ -93,6 +93,17 @@ def acc_dtype(dtype: Any) -> np.dtype:
     return np.dtype("float32") if dtype in _LOW else dtype
 
 
+def exact_div(a: Any, b: Any) -> Any:
+    """``a / b`` rounded as one IEEE division in ``a``'s dtype (``b`` an array or a Python
+    number). XLA's CPU compiler turns a division by a constant or by a broadcast scalar into a
+    multiplication by its rounded reciprocal, which can differ in the last bit from the
+    division torch's kernels make; a float32 quotient computed in float64 and rounded once
+    is the exact float32 quotient (53 >= 2 * 24 + 2 bits). Other dtypes divide as they are."""
+    if a.dtype == np.float32:
+        return (a.astype(np.float64) / jnp.asarray(b).astype(np.float64)).astype(np.float32)
+    return a / b
+
+
 def cast(x: Any, dtype: Any) -> Any:
     """``x`` (array or scalar) as an array of ``dtype``."""
     return jnp.asarray(x, dtype=dtype)

@@ -17,7 +17,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype, cast, float_type, is_array, is_float, result_type
+from ._util import acc_dtype, cast, exact_div, float_type, is_array, is_float, result_type
 
 aten = __import__("torch").ops.aten
 
@@ -459,13 +459,16 @@ def round_(x):
 
 @register(aten.round.decimals)
 def round_decimals(x, decimals=0):
-    """``round(x * 10**d) / 10**d`` for ``d >= 0``, ``round(x / 10**-d) * 10**-d`` below."""
+    """``round(x * 10**d) / 10**d`` for ``d >= 0``, ``round(x / 10**-d) * 10**-d`` below
+    (ATen's ``round.decimals`` kernel), each division one IEEE division (:func:`exact_div`:
+    float32 results are torch's to the bit; float64 ones may differ in the last bit where
+    XLA multiplies by the reciprocal)."""
     x = cast(x, acc_dtype(x.dtype))
     if decimals >= 0:
         f = 10.0**decimals
-        return jnp.round(x * f) / f
+        return exact_div(jnp.round(x * f), f)
     f = 10.0 ** (-decimals)
-    return jnp.round(x / f) * f
+    return jnp.round(exact_div(x, f)) * f
 
 
 @register(aten.isnan.default)
@@ -502,8 +505,11 @@ def nan_to_num(x, nan=None, posinf=None, neginf=None):
 
 @register(aten.relu.default)
 def relu(x):
-    """``max(x, 0)``: NaN propagates, the gradient at 0 is 0 as in torch."""
-    return jnp.where(x <= 0, jnp.zeros((), x.dtype), x)
+    """``max(x, 0)`` as ATen's ``clamp_min(x, 0)``: NaN propagates, a zero keeps its sign
+    (``relu(-0.0)`` is ``-0.0``), and the gradient at either zero is 0 (``threshold_backward``):
+    a zero passes as ``x * 0``, whose derivative is 0."""
+    zero = jnp.zeros((), x.dtype)
+    return jnp.where(x < 0, zero, jnp.where(x == 0, x * zero, x))
 
 
 @register(aten.gelu.default)

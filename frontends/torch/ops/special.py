@@ -10,7 +10,7 @@ and cancellation match torch's. Three details of torch's compiled kernels are re
 the elementary functions (``exp``, ``log``, ``sin``, ``cos``, ``acos``) are evaluated in
 float64 and rounded, standing in for the C library's (nearly) correctly rounded float
 functions; the recurrences and polynomial evaluations use fused multiply-adds (:func:`_fma`),
-as torch's kernels are compiled; and divisions round as IEEE divisions (:func:`_div`; XLA
+as torch's kernels are compiled; and divisions round as IEEE divisions (:func:`~._util.exact_div`; XLA
 would multiply by a reciprocal). With these the float32 results agree with torch's to a few
 ulp, and bit for bit along the ill-conditioned recurrences.
 
@@ -42,7 +42,7 @@ import numpy as np
 from jax import lax
 
 from ..registry import register
-from ._util import acc_dtype, cast, float_type
+from ._util import acc_dtype, cast, exact_div, float_type
 
 aten = __import__("torch").ops.aten
 
@@ -82,16 +82,6 @@ def _cos(x: Array) -> Array:
 
 def _acos(x: Array) -> Array:
     return _libm(jnp.arccos, x)
-
-
-def _div(a: Array, b: Array | float) -> Array:
-    """``a / b`` rounded as an IEEE division in ``a``'s dtype. XLA turns a division by a
-    constant or a broadcast scalar into a multiplication by its rounded reciprocal, which
-    can differ in the last bit; a float32 quotient computed in float64 and rounded once is
-    the exact float32 division (53 >= 2 * 24 + 2 bits)."""
-    if a.dtype == np.float32:
-        return (a.astype(np.float64) / jnp.asarray(b).astype(np.float64)).astype(np.float32)
-    return a / b
 
 
 def _c(value: float, dt) -> Array:
@@ -522,7 +512,7 @@ def _airy_positive(x: Array) -> Array:
     """``x >= 2.09``: ``Ai = (AN/AD)(1/zeta) / (2 sqrt(pi) x^(1/4) exp(zeta))``,
     ``zeta = 2/3 x^(3/2)``."""
     dt = x.dtype
-    zeta = _div(_c(2.0, dt) * x * jnp.sqrt(x), 3.0)
+    zeta = exact_div(_c(2.0, dt) * x * jnp.sqrt(x), 3.0)
     w = _c(1.0, dt) / zeta
     ratio = _horner(_AI_AN, w) / _horner(_AI_AD, w)
     return _c(_RSQRTPI, dt) * ratio / (_c(2.0, dt) * jnp.sqrt(jnp.sqrt(x)) * _exp(zeta))
@@ -532,7 +522,7 @@ def _airy_negative(x: Array) -> Array:
     """``x < -2.09``: the oscillatory asymptotic form with rational corrections in
     ``1/zeta``."""
     dt = x.dtype
-    zeta = _div(_c(-2.0, dt) * x * jnp.sqrt(-x), 3.0)
+    zeta = exact_div(_c(-2.0, dt) * x * jnp.sqrt(-x), 3.0)
     z = _c(1.0, dt) / zeta
     zz = z * z
     f = zz * _horner(_AI_AFN, zz) / _horner(_AI_AFD, zz)
@@ -776,7 +766,7 @@ def _hermite_he(x: Array, n: Array) -> Array:
 def _laguerre(x: Array, n: Array) -> Array:
     """Laguerre ``L_n``: ``r = ((2k + 1 - x) q - k p) / (k + 1)``; 1 at ``x = 0``."""
     one = _c(1.0, x.dtype)
-    step = lambda k, p, q: _div(_fma((k + k) + (one - x), q, -(k * p)), k + one)  # noqa: E731
+    step = lambda k, p, q: exact_div(_fma((k + k) + (one - x), q, -(k * p)), k + one)  # noqa: E731
     rec = _recurrence(_loop_degree(n, (n < 0) | (x == 0)), jnp.ones_like(x), one - x, step)
     return _select(
         [(n < 0, _as(0.0, x)), (x == 0, _as(1.0, x)), (n == 0, _as(1.0, x)), (n == 1, one - x)], rec
@@ -786,7 +776,7 @@ def _laguerre(x: Array, n: Array) -> Array:
 def _legendre(x: Array, n: Array) -> Array:
     """Legendre ``P_n``: ``r = ((2k + 1) x q - k p) / (k + 1)``; ``±1`` at ``x = ±1``."""
     one = _c(1.0, x.dtype)
-    step = lambda k, p, q: _div(_fma((k + k + one) * x, q, -(k * p)), k + one)  # noqa: E731
+    step = lambda k, p, q: exact_div(_fma((k + k + one) * x, q, -(k * p)), k + one)  # noqa: E731
     rec = _recurrence(_loop_degree(n, jnp.abs(x) == one), jnp.ones_like(x), x, step)
     sign = jnp.where(n % 2 != 0, -one, one)
     edge = jnp.where(x > 0, one, sign)

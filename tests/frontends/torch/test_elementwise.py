@@ -462,17 +462,36 @@ def test_rules_of_decomposed_elementwise_ops():
 def test_round_decimals_to_the_bit():
     """ATen rounds ``x * 10**d`` and divides by ``10**d`` for ``d >= 0`` (0.01 is inexact:
     ``x / 0.01 * 0.01`` lands one float32 step off torch on half of these), ``x / 10**-d``
-    times ``10**-d`` below: the rule's StableHLO run exactly by the torch backend (XLA's CPU
-    compiler turns a division by 100 into a product by 0.01), against eager torch."""
+    times ``10**-d`` below: the rule's StableHLO run by the torch backend and by XLA (whose
+    CPU compiler would turn a division by 100 into a product by 0.01), against eager torch."""
+    import jax
     import jax.numpy as jnp
     from converter.frontends.torch.ops import elementwise as e
 
     x = torch.tensor([5.364436, -7.3593903, 2.6815739, -0.19813156, 0.5, -2.5, 15.0, 25.0, -35.0])
     ds = (2, 0, -1)
-    m = converter.from_jax(lambda v: tuple(e.round_decimals(v, d) for d in ds), jnp.asarray(x.numpy()))
-    for d, got in zip(ds, m.to_torch()(x), strict=True):
+    fn = lambda v: tuple(e.round_decimals(v, d) for d in ds)  # noqa: E731
+    m = converter.from_jax(fn, jnp.asarray(x.numpy()))
+    for d, got, got_xla in zip(ds, m.to_torch()(x), jax.jit(fn)(x.numpy()), strict=True):
         want = torch.round(x, decimals=d)
         assert torch.equal(got, want), f"decimals={d}: {got} vs {want}"
+        np.testing.assert_array_equal(np.asarray(got_xla), want.numpy(), err_msg=f"decimals={d}")
+
+
+def test_relu_keeps_the_sign_of_zero_and_its_gradient_at_zero_is_zero():
+    """ATen's relu is ``clamp_min(x, 0)``: ``relu(-0.0)`` is -0.0, NaN stays NaN, and
+    ``threshold_backward`` gives 0 at either zero and 1 for NaN."""
+    import jax
+    from converter.frontends.torch.ops import elementwise as e
+
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.0, float("nan")], requires_grad=True)
+    want = torch.relu(x)
+    want.sum().backward()
+    got = np.asarray(jax.jit(e.relu)(x.detach().numpy()))
+    np.testing.assert_array_equal(got, want.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want.detach().numpy()))
+    grad = jax.grad(lambda v: e.relu(v).sum())(x.detach().numpy())
+    np.testing.assert_array_equal(np.asarray(grad), x.grad.numpy())
 
 
 def test_floor_division_by_zero_by_one_and_to_signed_zeros():
