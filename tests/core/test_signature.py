@@ -221,6 +221,14 @@ def test_apply_refuses_unknown_kwargs(masked):
         jf.apply(jf.params, x.numpy(), scale=2.0, maks=1)
 
 
+def test_jax_function_refuses_a_torch_tensor_by_its_path(masked):
+    """The JAX function takes NumPy or JAX arrays: a torch tensor is refused naming its
+    argument path and type (as ``jax.jit`` refuses a non-JAX type), not converted silently."""
+    _, x, jf, _ = masked
+    with pytest.raises(SignatureMismatchError, match=r"args\[0\]: a Tensor; the JAX function takes NumPy"):
+        jf(x, scale=2.0)
+
+
 class _TakesMutable(torch.nn.Module):
     def forward(self, x, mutable):
         return x * mutable

@@ -165,3 +165,67 @@ def test_every_target_of_a_dtype(dtype):
 
     rtol, atol = TOL[dtype]
     assert_same(every_routine, *inputs(dtype), rtol=rtol, atol=atol)
+
+
+_GEEV = {
+    "real": """
+  %0:5 = stablehlo.custom_call @lapack_sgeev_ffi(%a) {mhlo.backend_config = {compute_left = 86 : ui8,
+      compute_right = 78 : ui8}} : (tensor<2x3x3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>,
+      tensor<2x3x3xcomplex<f32>>, tensor<2x3x3xcomplex<f32>>, tensor<2xi32>)
+  return %0#0, %0#1, %0#2, %0#3, %0#4 : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3x3xcomplex<f32>>,
+      tensor<2x3x3xcomplex<f32>>, tensor<2xi32>""",
+    "complex": """
+  %0:4 = stablehlo.custom_call @lapack_cgeev_ffi(%a) {mhlo.backend_config = {compute_left = 78 : ui8,
+      compute_right = 86 : ui8}} : (tensor<2x3x3xcomplex<f32>>) -> (tensor<2x3xcomplex<f32>>,
+      tensor<2x3x3xcomplex<f32>>, tensor<2x3x3xcomplex<f32>>, tensor<2xi32>)
+  return %0#0, %0#1, %0#2, %0#3 : tensor<2x3xcomplex<f32>>, tensor<2x3x3xcomplex<f32>>,
+      tensor<2x3x3xcomplex<f32>>, tensor<2xi32>""",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_GEEV))
+def test_geev_raw_results_of_a_batch(kind):
+    """``?geev`` of a batch of two matrices, one set of eigenvectors left out (``'N'``): the
+    eigenvalues as SciPy's LAPACK gives them (real: ``wr``, ``wi`` apart; complex: ``w``),
+    the vectors not computed as zeros of their result type, ``info`` one per matrix (0: both
+    finite, as SciPy's)."""
+    a = SQ[:, :3, :3].copy()
+    if kind == "complex":
+        a = (a + 1j * SQ[::-1, 1:, 1:]).astype(np.complex64)
+        ety, types = "complex<f32>", "(tensor<2x3xcomplex<f32>>, " + "tensor<2x3x3xcomplex<f32>>, " * 2
+    else:
+        ety, types = "f32", "(tensor<2x3xf32>, tensor<2x3xf32>, " + "tensor<2x3x3xcomplex<f32>>, " * 2
+    text = _raw(_GEEV[kind], f"tensor<2x3x3x{ety}>", types + "tensor<2xi32>)")
+    *out, info = converter.from_stablehlo(text).to_jax()(a)
+    assert np.asarray(info).shape == (2,) and np.asarray(info).dtype == np.int32
+    for i, m in enumerate(a):
+        if kind == "real":
+            wr, wi, _, _, want_info = sla.sgeev(m, compute_vl=0, compute_vr=0)
+            w, got = wr + 1j * wi, np.asarray(out[0][i]) + 1j * np.asarray(out[1][i])
+        else:
+            w, _, _, want_info = sla.cgeev(m, compute_vl=0, compute_vr=0)
+            got = np.asarray(out[0][i])
+        np.testing.assert_allclose(np.sort_complex(got), np.sort_complex(w), **TOL)
+        assert info[i] == want_info == 0
+    unset = np.asarray(out[3] if kind == "real" else out[1])  # vr (real), vl (complex): 'N'
+    assert unset.shape == (2, 3, 3) and unset.dtype == np.complex64
+    np.testing.assert_array_equal(unset, 0)
+
+
+def test_complex_trsm_transpose_and_adjoint():
+    """``?trsm`` of a complex triangle with ``trans = 'T'`` (transpose) and ``'C'`` (conjugate
+    transpose): the solutions of ``a^T x = b`` and ``a^H x = b`` in NumPy."""
+    a = (np.tril(SQ[0]) + 4 * np.eye(4) + 1j * np.tril(SQ[1])).astype(np.complex64)
+    b = (SQ[1, :, :2] - 1j * SQ[0, :, :2]).astype(np.complex64)
+
+    def solves(a, b):
+        kw = dict(left_side=True, lower=True, transpose_a=True)
+        return (
+            lax.linalg.triangular_solve(a, b, **kw),
+            lax.linalg.triangular_solve(a, b, conjugate_a=True, **kw),
+        )
+
+    assert {"lapack_ctrsm_ffi"} == emitted_targets(solves, a, b)
+    got = converter.from_stablehlo(jax.jit(solves).lower(a, b).as_text()).to_jax()(a, b)
+    for g, m in zip(got, (a.T, a.conj().T), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.linalg.solve(m, b), **TOL)

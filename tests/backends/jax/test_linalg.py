@@ -154,3 +154,63 @@ def test_convolution_window_reversal(reverse):
     want = np.array([[np.sum(x[0, 0, i : i + 2, j : j + 3] * k) for j in range(3)] for i in range(3)])
     got = np.asarray(converter.from_stablehlo(text).to_jax()(x, w))
     np.testing.assert_allclose(got[0, 0], want, rtol=1e-5, atol=1e-5)
+
+
+_TRIANGULAR_SOLVE = """
+func.func public @main(%a: tensor<3x3xcomplex<f32>>, %b: tensor<3x2xcomplex<f32>>)
+    -> tensor<3x2xcomplex<f32>> {
+  %0 = "stablehlo.triangular_solve"(%a, %b) {left_side = true, lower = true, unit_diagonal = false,
+      transpose_a = #stablehlo<transpose TRANSPOSE>} : (tensor<3x3xcomplex<f32>>, tensor<3x2xcomplex<f32>>)
+      -> tensor<3x2xcomplex<f32>>
+  return %0 : tensor<3x2xcomplex<f32>>
+}"""
+
+
+@pytest.mark.parametrize("transpose", ["TRANSPOSE", "ADJOINT"])
+def test_complex_triangular_solve_transpose_and_adjoint(transpose):
+    """Spec ``triangular_solve``: ``op(a)`` is ``transpose(a)`` for ``TRANSPOSE`` and
+    ``adjoint(a)`` (the conjugate transpose) for ``ADJOINT``, of the lower triangle of ``a``;
+    on complex values (what jax.jit never emits: it calls LAPACK), against NumPy."""
+    a = (rng.normal(size=(3, 3)) + 1j * rng.normal(size=(3, 3)) + 3 * np.eye(3)).astype(np.complex64)
+    b = (rng.normal(size=(3, 2)) + 1j * rng.normal(size=(3, 2))).astype(np.complex64)
+    text = _TRIANGULAR_SOLVE.replace("TRANSPOSE>", f"{transpose}>")
+    got = np.asarray(converter.from_stablehlo(text).to_jax()(a, b))
+    op_a = np.tril(a).T if transpose == "TRANSPOSE" else np.tril(a).conj().T
+    np.testing.assert_allclose(got, np.linalg.solve(op_a, b), rtol=1e-5, atol=1e-5)
+
+
+_CHOLESKY_DEFAULT = """
+func.func public @main(%a: tensor<3x3xf32>) -> tensor<3x3xf32> {
+  %0 = "stablehlo.cholesky"(%a) : (tensor<3x3xf32>) -> tensor<3x3xf32>
+  return %0 : tensor<3x3xf32>
+}"""
+
+
+def test_cholesky_without_lower_gives_the_upper_factor():
+    """Spec ``cholesky``: ``lower`` is optional, false by default: the upper factor ``U``
+    (``a = U^T U``) of the upper triangle, zeros below; against NumPy's (lower) factor
+    transposed. The lower triangle holds garbage that must not be read."""
+    m = rng.normal(size=(3, 3))
+    a = (m @ m.T + 3 * np.eye(3)).astype(np.float32)
+    a_upper = np.triu(a) + np.tril(np.full((3, 3), 100.0, np.float32), -1)
+    got = np.asarray(converter.from_stablehlo(_CHOLESKY_DEFAULT).to_jax()(a_upper))
+    np.testing.assert_allclose(got, np.linalg.cholesky(a.astype(np.float64)).T, rtol=1e-5, atol=1e-5)
+
+
+_CONV_BARE_WINDOW = """
+func.func public @main(%x: tensor<1x1x5xf32>, %w: tensor<1x1x2xf32>) -> tensor<1x1x4xf32> {
+  %0 = stablehlo.convolution(%x, %w) dim_numbers = [b, f, 0]x[o, i, 0]->[b, f, 0], window = {}
+      {batch_group_count = 1 : i64, feature_group_count = 1 : i64}
+      : (tensor<1x1x5xf32>, tensor<1x1x2xf32>) -> tensor<1x1x4xf32>
+  return %0 : tensor<1x1x4xf32>
+}"""
+
+
+def test_convolution_without_window_attributes_takes_unit_strides_and_dilations():
+    """A convolution whose ``window_strides``, ``padding``, ``lhs_dilation`` and
+    ``rhs_dilation`` are all left out (spec: ones and zeros by default): the plain valid
+    cross-correlation, in NumPy."""
+    x = np.array([[[1, 2, 4, 8, 16]]], np.float32)
+    w = np.array([[[1, -3]]], np.float32)
+    got = np.asarray(converter.from_stablehlo(_CONV_BARE_WINDOW).to_jax()(x, w))
+    np.testing.assert_array_equal(got[0, 0], np.correlate(x[0, 0], w[0, 0], mode="valid"))

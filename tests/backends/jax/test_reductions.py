@@ -424,6 +424,8 @@ _MUL_WINDOWS = [  # init, window, strides, padding: reduce_windows of a multiply
     (1.0, (3, 1), (1, 1), ((2, 0), (0, 0))),  # cumulative along axis 0
     (1.0, (1, 2), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, narrower window
     (1.0, (1, 5), (1, 1), ((0, 0), (3, 0))),  # padded as a cumulative one, wider window
+    (1.0, (2, 4), (1, 1), ((0, 0), (3, 0))),  # cumulative along axis 1, a window of 2 along 0
+    (1.0, (1, 4), (1, 1), ((1, 0), (3, 0))),  # cumulative along axis 1, padded along 0 too
 ]
 
 
@@ -490,3 +492,79 @@ def test_max_window_folds_slices_up_to_64_taps():
             jax.make_jaxpr(lambda a, kw=kwargs: _max_min_window(a, np.float32(-np.inf), "max", kw))(x)
         )
         assert ("reduce_window" not in jaxpr) == folded, (window, jaxpr)
+
+
+_SORT_WITHOUT_DIMENSION = """
+func.func public @main(%x: tensor<2x4xi32>) -> tensor<2x4xi32> {
+  %0 = "stablehlo.sort"(%x) ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %lt = stablehlo.compare LT, %a, %b, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>
+  }) : (tensor<2x4xi32>) -> tensor<2x4xi32>
+  return %0 : tensor<2x4xi32>
+}"""
+
+
+def test_sort_without_a_dimension_sorts_the_last_one():
+    """Spec ``sort``: ``dimension`` is optional, -1 (the last dimension) by default."""
+    x = np.array([[3, -1, 2, 0], [5, 7, -4, 1]], np.int32)
+    got = converter.from_stablehlo(_SORT_WITHOUT_DIMENSION).to_jax()(x)
+    np.testing.assert_array_equal(np.asarray(got), np.sort(x, axis=-1))
+
+
+def test_select_and_scatter_with_negative_padding_is_refused_by_name():
+    """The general select_and_scatter (integer operands) refuses a negative padding amount
+    as not implemented, naming it, rather than failing inside ``jnp.pad``."""
+    text = select_and_scatter_text("i32", "GE", "SIGNED", "add", "0")
+    text = text.replace("[[0, 0], [1, 0], [1, 1]]", "[[0, 0], [-1, 2], [1, 1]]")  # the same result shape
+    x, s = select_and_scatter_inputs(np.int32)
+    with pytest.raises(
+        converter.OpConversionError, match="NotImplementedError: select_and_scatter with negative"
+    ):
+        converter.from_stablehlo(text).to_jax()(x, s)
+
+
+def test_max_window_over_an_empty_dimension_gives_the_init_in_its_padding():
+    """A float max/min ``reduce_window`` of an operand with an empty dimension, padded there:
+    the padding alone makes windows (spec: the result size counts the padded operand), each
+    reducing to the init value; the spec's definition in NumPy."""
+    x = np.zeros((2, 0), np.float32)
+
+    def pools(a):
+        return (
+            lax.reduce_window(a, np.float32(-np.inf), lax.max, (1, 2), (1, 1), [(0, 0), (1, 2)]),
+            lax.reduce_window(a, np.float32(1.5), lax.min, (1, 1), (1, 1), [(0, 0), (0, 1)]),
+        )
+
+    got = converter.from_stablehlo(jax.jit(pools).lower(x).as_text()).to_jax()(x)
+    cases = [
+        (np.float32(-np.inf), np.max, (1, 2), ((0, 0), (1, 2))),
+        (np.float32(1.5), np.min, (1, 1), ((0, 0), (0, 1))),
+    ]
+    for g, (init, reduce, window, padding) in zip(got, cases, strict=True):
+        want = _numpy_window_reduce(x, init, reduce, window, (1, 1), padding, (1, 1), (1, 1))
+        assert want.shape == (2, 2 if reduce is np.max else 1)
+        assert_bits_equal([np.asarray(g)], [want])
+
+
+def test_sum_window_with_an_init_known_only_at_run_time():
+    """An add ``reduce_window`` whose init value is an input: each window's sum plus the
+    init (spec: the init joins every window's reduction), in NumPy."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    fn = lambda a, init: lax.reduce_window(a, init, lax.add, (2, 2), (1, 2), "VALID")  # noqa: E731
+    init = np.float32(0.25)
+    got = converter.from_stablehlo(jax.jit(fn).lower(x, init).as_text()).to_jax()(x, init)
+    want = _numpy_window_reduce(x, init, np.sum, (2, 2), (1, 2), ((0, 0), (0, 0)), (1, 1), (1, 1))
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_cumulative_product_with_an_init_known_only_at_run_time():
+    """A cumulative multiply ``reduce_window`` (as ``jnp.cumprod`` emits) whose init value is
+    an input: each prefix product times the init once per padded position of its window
+    (spec: padding holds the init), in NumPy."""
+    x = np.array([[1.5, -2.0, 0.5, 3.0], [2.0, 1.0, -1.0, 0.25]], np.float32)
+    fn = lambda a, init: lax.reduce_window(a, init, lax.mul, (1, 4), (1, 1), [(0, 0), (3, 0)])  # noqa: E731
+    init = np.float32(1.0)
+    got = converter.from_stablehlo(jax.jit(fn).lower(x, init).as_text()).to_jax()(x, init)
+    want = _numpy_window_reduce(x, init, np.prod, (1, 4), (1, 1), ((0, 0), (3, 0)), (1, 1), (1, 1))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)

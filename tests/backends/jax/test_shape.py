@@ -4,6 +4,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+import converter
+
 from .helpers import assert_same
 
 A = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
@@ -34,3 +36,19 @@ def test_dynamic_slice_and_update_clamp():
         A,
         np.int32(5),
     )
+
+
+_BROADCAST_TO_AN_INPUT_SHAPE = """
+func.func public @main(%x: tensor<3xf32>, %s: tensor<2xi64>) -> tensor<2x3xf32> {
+  %0 = stablehlo.dynamic_broadcast_in_dim %x, %s, dims = [1]
+      : (tensor<3xf32>, tensor<2xi64>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}"""
+
+
+def test_dynamic_broadcast_to_a_run_time_shape_takes_the_static_result_type():
+    """A ``dynamic_broadcast_in_dim`` whose shape operand is an input (no constant): its
+    static result type gives the shape (the spec requires the operand to agree with it)."""
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    got = converter.from_stablehlo(_BROADCAST_TO_AN_INPUT_SHAPE).to_jax()(x, np.array([2, 3], np.int64))
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x, (2, 3)))
