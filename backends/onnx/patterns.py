@@ -14,7 +14,8 @@ within the dtype's tolerance, on float32 (and float64 where onnxruntime has the 
   ``native_layer_norm``, ``flax.linen.LayerNorm``'s form with ``square``);
 - **Gelu** (opset 20): ``0.5 x (1 + erf(x / sqrt 2))`` and ``0.5 x (1 + tanh(sqrt(2/pi)
   (x + 0.044715 x^3)))`` (``approximate="tanh"``);
-- **Relu**: ``select(x <= 0, 0, x)`` (torch's ``relu``) and ``max(x, 0)`` (``jax.nn.relu``).
+- **Relu**: ``select(x <= 0, 0, x)``, ``select(x < 0, 0, select(x == 0, x * 0, x))`` (torch's
+  ``relu``) and ``max(x, 0)`` (``jax.nn.relu``).
 
 Matching looks through ``broadcast_in_dim`` (and unit-dimension ``reshape``s) of its
 operands and into private functions (``func.call``, as ``jnp.where`` lowers), and checks
@@ -473,9 +474,30 @@ def _relu(m: _Matcher, operation, dtype, opset):
     (x, zero), cin = cmp[0], cmp[1]
     if not (m.var("x", x, cin) and m.const(*m.strip(zero, cin), 0.0)):
         return None
-    if not (m.const(*m.strip(on_true, inner), 0.0) and m.var("x", on_false, inner)):
+    if not (m.const(*m.strip(on_true, inner), 0.0) and _x_or_signed_zero(m, on_false, inner)):
         return None
     return Match("Relu", [m.bind["x"]])
+
+
+def _x_or_signed_zero(m: _Matcher, v, amap) -> bool:
+    """``v`` is ``x``, or ``select(x == 0, x * 0, x)`` (torch's relu keeping the sign of a
+    zero with a zero gradient there; ONNX's Relu leaves the sign of a zero unspecified)."""
+    if m.var("x", v, amap):
+        return True
+    got = m.op(v, amap, "select")
+    if got is None:
+        return False
+    (pred, on_true, on_false), inner = got[0], got[1]
+    cmp = m.op(pred, inner, "compare")
+    if cmp is None or mlir.Op(cmp[2]).attr("comparison_direction") != "EQ":
+        return False
+    (x, zero), cin = cmp[0], cmp[1]
+    if not (m.var("x", x, cin) and m.const(*m.strip(zero, cin), 0.0) and m.var("x", on_false, inner)):
+        return False
+    prod = m.op(on_true, inner, "multiply")
+    return prod is not None and m.either(
+        *prod[0], prod[1], lambda u, q: m.var("x", u, q), lambda u, q: m.const(*m.strip(u, q), 0.0)
+    )
 
 
 def _gemm(m: _Matcher, operation, dtype, opset):

@@ -148,6 +148,10 @@ def test_relu_forms():
     x[0, 0, 0] = np.nan
     _check(jax.nn.relu, x, fires="Relu", gone=("Max",))
     _check(lambda v: jnp.where(v <= 0, 0.0, v), x, fires="Relu", gone=("Where",))
+    signed = lambda v: jnp.where(v < 0, 0.0, jnp.where(v == 0, v * 0.0, v))  # noqa: E731
+    _check(signed, x, fires="Relu", gone=("Where", "Mul"))
+    not_relu = lambda v: jnp.where(v < 0, 0.0, jnp.where(v == 0, v * 2.0, v + 1))  # noqa: E731
+    assert "Relu" not in _ops(_convert(not_relu, x, opset=20))
 
 
 def test_gemm_and_matmul():
