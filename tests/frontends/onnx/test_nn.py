@@ -411,3 +411,9 @@ def test_lrn_even_size_and_average_pool_ceil_mode_with_counted_pads():
     x64 = x.astype(np.float64)
     sq = np.stack([(x64[:, max(0, c - 1) : min(5, c + 3)] ** 2).sum(1) for c in range(5)], axis=1)
     np.testing.assert_allclose(np.asarray(got), x64 / (2.0 + 0.5 / 4 * sq) ** 0.6, rtol=1e-5, atol=1e-6)
+
+
+def test_lrn_before_opset_13():
+    """LRN-1 (opsets 1 to 12) is LRN-13's formula with the same defaults."""
+    x = np.random.default_rng(7).standard_normal((1, 4, 2, 3)).astype(np.float32)
+    check_node("LRN", {"x": x}, {"size": 3, "alpha": 0.5}, opset=12)
