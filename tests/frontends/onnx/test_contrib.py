@@ -92,7 +92,11 @@ def test_quantized_contrib_ops_within_one_step_of_onnxruntime():
 
 
 def test_transformer_fusions_match_onnxruntime():
-    """float32 here; the float16 forms run in the quantization sweep (``opt-fp16`` rows)."""
+    """float32 here; the float16 forms run in the quantization sweep (``opt-fp16`` rows).
+    The optional inputs left out or given: SkipLayerNormalization without beta and bias,
+    SkipSimplifiedLayerNormalization with a bias (added before the RMS norm),
+    EmbedLayerNormalization without segment inputs and with explicit ``position_ids``,
+    Attention without its bias."""
     dtype = np.float32
     rng = np.random.default_rng(1)
     b, s, h, n = 2, 5, 8, 2
@@ -106,6 +110,7 @@ def test_transformer_fusions_match_onnxruntime():
         "ids": ids,
         "seg": (ids % 2).astype(np.int32),
         "mask": mask,
+        "pids": rng.integers(0, 7, (b, s)).astype(np.int32),
     }
     inits = {
         "word": r(11, h), "pos": r(7, h), "segw": r(2, h), "gamma": r(h) + 1, "beta": r(h), "bias": r(h),
@@ -132,8 +137,17 @@ def test_transformer_fusions_match_onnxruntime():
         ),
         ms("Attention", ["x", "w", "wb", "mask_index"], ["att_end"], num_heads=n),
         ms("Attention", ["x", "w", "wb", "mask"], ["att_causal"], num_heads=n, unidirectional=1, scale=0.3),
+        ms("SkipLayerNormalization", ["x", "skip", "gamma"], ["sln_plain"], epsilon=1e-5),
+        ms("SkipSimplifiedLayerNormalization", ["x", "skip", "gamma", "bias"], ["rms_bias"], epsilon=1e-5),
+        ms(
+            "EmbedLayerNormalization",
+            ["ids", "", "word", "pos", "", "gamma", "beta", "", "pids"],
+            ["emb_plain", "plain_mask_index"],
+            epsilon=1e-5,
+        ),
+        ms("Attention", ["x", "w"], ["att_no_bias"], num_heads=n),
     ]
-    types = {o: np.int32 if o == "mask_index" else dtype for n in nodes for o in n.output if o}
+    types = {o: np.int32 if o.endswith("mask_index") else dtype for n in nodes for o in n.output if o}
     want, got = _run_both(nodes, inputs, types, inits)
     tol = 1e-5
     for name, w, g in zip(types, want, got, strict=True):
@@ -318,3 +332,52 @@ def test_contrib_op_defaults_and_layouts_match_onnxruntime():
             continue
         d = np.abs(g.astype(np.int64) - w.astype(np.int64))
         assert d.max() <= 1 and d.mean() < 0.1, (name, d.max(), d.mean())
+
+
+_REFUSED = {
+    "attention-rotary": (
+        helper.make_node("Attention", ["x3", "w"], ["y"], domain=MS, name="n", num_heads=2, do_rotary=1),
+        "rotary",
+    ),
+    "attention-3d-mask-index": (
+        helper.make_node("Attention", ["x3", "w", "", "m3"], ["y"], domain=MS, name="n", num_heads=2),
+        "3-D",
+    ),
+    "qlinear-average-pool-channels-last": (
+        helper.make_node(
+            "QLinearAveragePool",
+            ["x4", "s", "z", "s", "z"],
+            ["y"],
+            domain=MS,
+            name="n",
+            kernel_shape=[2, 2],
+            channels_last=1,
+        ),
+        "channels_last",
+    ),
+}
+
+
+@pytest.mark.parametrize(("node", "what"), list(_REFUSED.values()), ids=list(_REFUSED))
+def test_contrib_modes_outside_the_rules_are_refused_naming_the_node(node, what):
+    """Attention with rotary embeddings or a 3-D mask_index, QLinearAveragePool with
+    ``channels_last``: refused at conversion, naming the node and what is missing."""
+    from converter.errors import OpConversionError
+
+    f = 1  # TensorProto.FLOAT
+    vis = {
+        "x3": helper.make_tensor_value_info("x3", f, [1, 2, 4]),
+        "m3": helper.make_tensor_value_info("m3", 6, [1, 2, 2]),
+        "x4": helper.make_tensor_value_info("x4", 2, [1, 2, 2, 2]),
+    }
+    inits = {"w": np.zeros((4, 12), np.float32), "s": np.float32(0.1), "z": np.uint8(0)}
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [vis[i] for i in node.input if i in vis],
+        [helper.make_tensor_value_info("y", 0, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items() if k in node.input],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
+    with pytest.raises(OpConversionError, match=f"(?s)'n'.*{what}"):
+        from_onnx(model, check=False)

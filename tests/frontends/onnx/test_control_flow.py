@@ -47,6 +47,53 @@ def test_scan_cumulative_sum_reverse():
     assert "stablehlo.while" in text  # lax.scan lowers to a while loop
 
 
+def test_scan_along_given_axes_and_directions():
+    """Scan's ``scan_input_axes`` (1 and -1, counted from the end), ``scan_input_directions``
+    (the second input read backwards) and ``scan_output_axes`` (1 and -1) with
+    ``scan_output_directions`` (the first output written backwards): each input is sliced
+    along its own axis, each output stacked along its own (the Scan page's semantics)."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            helper.make_node("Add", ["s", "a"], ["t"]),
+            helper.make_node("Add", ["t", "b"], ["s2"]),
+            helper.make_node("Identity", ["s2"], ["y1"]),
+            helper.make_node("Mul", ["s2", "a"], ["y2"]),
+        ],
+        "body",
+        [vi("s", F, [2]), vi("a", F, [2]), vi("b", F, [2])],
+        [vi("s2", F, [2]), vi("y1", F, [2]), vi("y2", F, [2])],
+    )
+    node = helper.make_node(
+        "Scan",
+        ["s0", "xa", "xb"],
+        ["sf", "ys1", "ys2"],
+        body=body,
+        num_scan_inputs=2,
+        scan_input_axes=[1, -1],
+        scan_input_directions=[0, 1],
+        scan_output_axes=[1, -1],
+        scan_output_directions=[1, 0],
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [vi("s0", F, [2]), vi("xa", F, [2, 3]), vi("xb", F, [2, 3])],
+        [vi("sf", F, [2]), vi("ys1", F, [2, 3]), vi("ys2", F, [2, 3])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    xa = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+    xb = np.array([[10, 20, 40], [-1, -2, -4]], np.float32)
+    feeds = {"s0": np.array([0.5, -0.5], np.float32), "xa": xa, "xb": xb}
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)
+    got = from_onnx(model).to_jax()(*feeds.values())
+    for g, w in zip(got, want, strict=True):
+        assert np.asarray(g).shape == w.shape
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)
+
+
 def test_loop_static_trip_count_scan_output():
     body = helper.make_graph(
         [
@@ -210,6 +257,51 @@ def test_loop_whose_body_ends_it():
     _run_both(_counting_loop(6, False, "data", scan=False), np.array([0.1, 0.2], np.float32))
     with pytest.raises(converter.ConversionError, match="length depends on the data"):
         converter.from_onnx(_counting_loop(300, False, "data", scan=True))
+
+
+def test_unrolled_loop_whose_body_ends_it_continues_as_a_while():
+    """A known trip count (6) and a known first condition (a true initializer): the loop is
+    unrolled, and once the body computes its condition from the data (``sum(v) < 3``, false
+    after the third trip) the other trips run as a ``while``; with a scan output their
+    length would depend on the data: refused."""
+    import converter
+
+    def constant_go(model):
+        go = next(i for i in model.graph.input if i.name == "go")
+        model.graph.input.remove(go)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(True), "go"))
+        return model
+
+    v0 = np.array([0.1, 0.2], np.float32)
+    model = constant_go(_counting_loop(6, True, "data", scan=False))
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"v0": v0}
+    )
+    (got,) = from_onnx(model).to_jax()(v0)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+    np.testing.assert_allclose(want, [1.6, 1.7], rtol=1e-6)  # three trips of six
+    with pytest.raises(converter.ConversionError, match="length depends on the data"):
+        converter.from_onnx(constant_go(_counting_loop(6, True, "data", scan=True)))
+
+
+def test_loops_without_a_trip_count_are_refused_where_shapes_need_one():
+    """Without M, a Loop whose carried value grows (a Concat) or that has a scan output
+    cannot be a StableHLO while (its shapes would depend on the number of trips): refused,
+    saying why, also when the first condition is a graph input."""
+    import converter
+
+    model = _counting_loop(4, True, "identity", scan=True)
+    model.graph.node[0].input[0] = ""
+    with pytest.raises(converter.ConversionError, match="scan outputs: their length is the number of trips"):
+        converter.from_onnx(model)
+    model = _counting_loop(4, True, "identity", scan=False)
+    model.graph.node[0].input[0] = ""
+    body = model.graph.node[0].attribute[0].g
+    body.node[0].CopyFrom(helper.make_node("Concat", ["v", "v"], ["v2"], axis=0))
+    body.output[1].CopyFrom(helper.make_tensor_value_info("v2", F, ["k"]))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("vf", F, ["k"]))
+    with pytest.raises(converter.ConversionError, match="carried values change shape"):
+        converter.from_onnx(model)
 
 
 def test_loop_of_runtime_count_accumulating_a_sequence():

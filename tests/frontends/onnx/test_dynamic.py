@@ -694,3 +694,35 @@ def test_shape_value_rules_directly_on_symbolic_dimensions() -> None:
     assert evaluate("Add", 13, [ns, jnp.array([1, 1])], {}) is None
     assert evaluate("Slice", 13, [np.arange(5), np.array([0]), shape_value([n])], {}) is None
     assert evaluate("Slice", 13, [np.arange(5), shape_value([n]), np.array([5])], {}) is None
+
+
+def test_more_shape_value_rules_directly_on_symbolic_dimensions() -> None:
+    """``symbolic.evaluate`` on the rules the test above leaves out: ReduceProd along given
+    axes (with and without ``keepdims``) and with empty axes (every axis; the input as it is
+    under ``noop_with_empty_axes``); Unsqueeze-13/Squeeze-13 with their axes as inputs; Concat skipping
+    an empty operand; Where on a known condition (None on a symbolic one); Max/Min of three
+    operands (each one counts); Div (integer, floor: ``2N / 2 = N``); Reshape to a symbolic
+    target is not evaluated here (None)."""
+    import jax
+    from converter.frontends.onnx.symbolic import evaluate, shape_value
+
+    n, s = jax.export.symbolic_shape("N, S")
+    ns = shape_value([n, s])
+    grid = np.array([[n, 2], [s, 3]], dtype=object)
+    assert evaluate("ReduceProd", 18, [grid, np.array([1])], {"keepdims": 0}).tolist() == [2 * n, 3 * s]
+    assert evaluate("ReduceProd", 18, [grid, np.array([0])], {}).tolist() == [[n * s, 6]]
+    noop = evaluate("ReduceProd", 18, [ns, np.zeros(0, np.int64)], {"noop_with_empty_axes": 1})
+    assert noop.tolist() == [n, s]
+    every = evaluate("ReduceProd", 18, [ns, np.zeros(0, np.int64)], {"keepdims": 0})  # empty: all axes
+    assert every.shape == () and every[()] == n * s
+    assert evaluate("Unsqueeze", 13, [ns, np.array([0])], {}).shape == (1, 2)
+    assert evaluate("Squeeze", 13, [ns.reshape(1, 2), np.array([0])], {}).tolist() == [n, s]
+    cat = evaluate("Concat", 13, [ns, np.zeros(0, np.int64), shape_value([4])], {"axis": 0})
+    assert cat.tolist() == [n, s, 4]
+    assert evaluate("Where", 16, [np.array([True, False]), ns, np.array([7, 8])], {}).tolist() == [n, 8]
+    assert evaluate("Where", 16, [shape_value([n]), ns, np.array([7, 8])], {}) is None
+    a, b, c = np.array([2, 5, 1]), np.array([3, 1, 0]), np.array([1, 2, 9])
+    assert evaluate("Max", 13, [a, b, c], {}).tolist() == [3, 5, 9]
+    assert evaluate("Min", 13, [a, b, c], {}).tolist() == [1, 1, 0]
+    assert evaluate("Div", 14, [shape_value([2 * n, 7]), np.array([2, 2])], {}).tolist() == [n, 3]
+    assert evaluate("Reshape", 14, [np.array([1, 2]), shape_value([n])], {}) is None

@@ -227,3 +227,30 @@ def test_nms_thresholds_and_defaults_and_max_unpool_pads():
         "pi": np.array([[[[0, 4], [6, 8]]]], np.int64),
     }
     check_nodes(nodes, inputs, static=("boxes", "scores", "max_out", "iou", "st"))
+
+
+def test_indexing_ops_along_other_axes_in_one_graph():
+    """GatherElements along axis -1 with negative indices (from the end; index 0 stays the
+    first), ReverseSequence with the batch axis first (each row reversed over its own length),
+    ScatterElements along axis -1 with ``reduction=max``, Compress along axis 1 with a
+    condition shorter than the axis (the rest dropped), Unique of a flattened input sorted,
+    NonZero of a known value."""
+    mk = helper.make_node
+    nodes = [
+        mk("GatherElements", ["x", "gi"], ["ge"], axis=-1),
+        mk("ReverseSequence", ["x", "lens"], ["rs"], batch_axis=0, time_axis=1),
+        mk("ScatterElements", ["x", "si", "su"], ["se"], axis=-1, reduction="max"),
+        mk("Compress", ["x", "cond"], ["cp"], axis=1),
+        mk("Unique", ["u"], ["uy", "ui", "uinv", "ucnt"]),
+        mk("NonZero", ["u"], ["nz"]),
+    ]
+    inputs = {
+        "x": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "gi": np.array([[0, -1], [-4, 2], [3, -2]], np.int64),
+        "lens": np.array([4, 1, 2], np.int64),
+        "si": np.array([[0, -1], [1, 1], [-4, 3]], np.int64),
+        "su": np.array([[5.0, 2.0], [9.0, 4.0], [1.0, 20.0]], np.float32),
+        "cond": np.array([False, True, True]),
+        "u": np.array([[3, 0, 3], [1, 0, 2]], np.int64),
+    }
+    check_nodes(nodes, inputs, opset=18, static=("cond", "u"))

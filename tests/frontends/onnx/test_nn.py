@@ -411,3 +411,36 @@ def test_lrn_even_size_and_average_pool_ceil_mode_with_counted_pads():
     x64 = x.astype(np.float64)
     sq = np.stack([(x64[:, max(0, c - 1) : min(5, c + 3)] ** 2).sum(1) for c in range(5)], axis=1)
     np.testing.assert_allclose(np.asarray(got), x64 / (2.0 + 0.5 / 4 * sq) ** 0.6, rtol=1e-5, atol=1e-6)
+
+
+def test_lrn_before_opset_13():
+    """LRN-1 (opsets 1 to 12) is LRN-13's formula with the same defaults."""
+    x = np.random.default_rng(7).standard_normal((1, 4, 2, 3)).astype(np.float32)
+    check_node("LRN", {"x": x}, {"size": 3, "alpha": 0.5}, opset=12)
+
+
+def test_normalizations_along_other_axes_and_without_bias():
+    """LayerNormalization from axis -2 and 1 (the last two axes) without a bias, with and
+    without its Mean and InvStdDev outputs; MeanVarianceNormalization over given axes; LpNormalization with
+    ``p=1`` along axis 0 (a zero column stays zero); InstanceNormalization with its default
+    epsilon; GlobalMaxPool."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x[:, 1, 2] = 0  # a zero vector along axis 0
+    nodes = [
+        helper.make_node(
+            "LayerNormalization", ["x", "sc"], ["ln", "ln_mean", "ln_inv"], axis=-2, epsilon=1e-3
+        ),
+        helper.make_node("LayerNormalization", ["x", "sc"], ["ln1"], axis=1),
+        helper.make_node("MeanVarianceNormalization", ["x"], ["mvn"], axes=[0, 2]),
+        helper.make_node("LpNormalization", ["x"], ["lp1"], axis=0, p=1),
+        helper.make_node("InstanceNormalization", ["x", "c", "cb"], ["inorm"]),
+        helper.make_node("GlobalMaxPool", ["x"], ["gmax"]),
+    ]
+    inputs = {
+        "x": x,
+        "sc": rng.standard_normal((3, 4)).astype(np.float32),
+        "c": rng.standard_normal(3).astype(np.float32),
+        "cb": rng.standard_normal(3).astype(np.float32),
+    }
+    check_nodes(nodes, inputs, opset=18, static=("sc", "c", "cb"), rtol=1e-4, atol=1e-5)

@@ -5,9 +5,10 @@ import sys
 
 import numpy as np
 import pytest
+from onnx import helper
 
 sys.path.insert(0, os.path.dirname(__file__))
-from onnx_oracle import check_node  # noqa: E402
+from onnx_oracle import check_node, check_nodes  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
 
@@ -50,3 +51,29 @@ def test_opset_1_to_11_rules():
     check_node("Hardmax", {"x": x}, {"axis": 2}, opset=11)
     check_node("TopK", {"x": x}, {"axis": 1, "k": 2}, n_out=2, opset=9)
     check_node("TopK", {"x": x}, {"k": 2}, n_out=2, opset=9)  # the default axis: the last
+
+
+def test_reductions_of_empty_sets_and_a_negative_axis_of_a_vector():
+    """Reducing an empty axis gives each reduction's identity (ReduceMax: -inf for floats,
+    the type's minimum for integers; ReduceMin: +inf / the maximum; ReduceLogSumExp: -inf),
+    in the output shape with or without the kept axis; ``axes=[-1]`` of a 1-D input is its
+    only axis; ReduceLogSumExp of values whose ``exp`` overflows float32 stays finite."""
+    mk = helper.make_node
+    nodes = [
+        mk("ReduceMax", ["xf", "ax"], ["maxf"], keepdims=0),
+        mk("ReduceMin", ["xf", "ax"], ["minf"]),
+        mk("ReduceMax", ["xi", "ax"], ["maxi"], keepdims=0),
+        mk("ReduceMin", ["xi", "ax"], ["mini"], keepdims=0),
+        mk("ReduceLogSumExp", ["xf", "ax"], ["lse"], keepdims=0),
+        mk("ReduceSum", ["x1", "neg"], ["sum1"], keepdims=0),
+        mk("ReduceLogSumExp", ["big", "neg"], ["lse_big"], keepdims=0),
+    ]
+    inputs = {
+        "xf": np.zeros((2, 0, 3), np.float32),
+        "xi": np.zeros((2, 0, 3), np.int32),
+        "x1": np.arange(4, dtype=np.float32),
+        "ax": np.array([1], np.int64),
+        "neg": np.array([-1], np.int64),
+        "big": np.array([[100.0, 99.0], [-100.0, -101.0]], np.float32),  # exp overflows float32
+    }
+    check_nodes(nodes, inputs, static=("ax", "neg"))

@@ -261,7 +261,8 @@ def test_resize_antialias_up_and_down(mode):
 def test_static_modes_onnxs_node_tests_miss():
     """Static sizes, one graph: half_pixel_symmetric, pytorch_half_pixel to length 1, the
     nearest modes round_prefer_ceil and ceil (at .5 coordinates), tf_crop_and_resize with a
-    roi reaching outside (the extrapolation value there), cubic with exclude_outside, and a
+    roi reaching outside (the extrapolation value there), cubic with exclude_outside,
+    align_corners (to length 1: the first element), and a
     scale other than 1 that keeps a length (``floor(4 * 1.2) = 4``): still resampled, as the
     Resize page's coordinate formulas and ONNX's reference say (onnxruntime 1.32 agrees while
     another dimension changes size; it copies the input when the whole shape stays)."""
@@ -291,6 +292,10 @@ def test_static_modes_onnxs_node_tests_miss():
           coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=7.0),
         n("Resize", ["x", e, "sym"], ["cubic_"], mode="cubic", exclude_outside=1),
         n("Resize", ["x", e, "near"], ["same_size_"], mode="linear"),
+        n("Resize", ["x", e, e, "crop"], ["corners_"], mode="linear",
+          coordinate_transformation_mode="align_corners"),
+        n("Resize", ["x", e, e, "one"], ["corners_one_"], mode="linear",
+          coordinate_transformation_mode="align_corners"),
     ]  # fmt: skip
     check_nodes(nodes, inputs, opset=19, static=tuple(k for k in inputs if k != "x"), rtol=1e-5, atol=1e-5)
 
@@ -318,11 +323,12 @@ def _symbolic_resize(attrs, scales=None, sizes=None) -> onnx.ModelProto:
 
 
 def test_symbolic_nearest_modes_and_half_pixel_symmetric():
-    """Symbolic H, W: nearest round_prefer_ceil and ceil (at .5 coordinates), and linear
-    half_pixel_symmetric, against onnxruntime."""
+    """Symbolic H, W: nearest round_prefer_ceil, round_prefer_floor (the default) and ceil
+    (at .5 coordinates), and linear half_pixel_symmetric, against onnxruntime."""
     nearest = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}
     attrs = [
         {**nearest, "nearest_mode": "round_prefer_ceil"},
+        nearest,
         {**nearest, "nearest_mode": "ceil"},
         {"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"},
     ]
