@@ -97,6 +97,8 @@ def test_sum_pools_without_conv(dtype):
             lax.reduce_window(
                 a, zero, lax.add, (1, 2, 2, 2), (1, 1, 2, 3), "VALID", window_dilation=(1, 1, 2, 1)
             ),
+            # every dimension padded: no (0, 0) pad among them
+            lax.reduce_window(a, zero, lax.add, (2, 2, 2, 2), (1, 1, 1, 1), ((1, 0), (0, 1), (1, 1), (1, 0))),
         ),
         x,
     )

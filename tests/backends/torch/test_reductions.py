@@ -168,6 +168,14 @@ def test_top_k_total_order(dtype):
     assert_bits_equal(got, want)
 
 
+def test_top_k_breaks_ties_by_lower_index_in_long_rows():
+    """chlo.top_k orders equal values by index (XLA's, and the spec's stable order); torch's
+    CPU sort keeps ties in order only when asked to be stable, from rows of 17 elements on."""
+    x = np.random.default_rng(0).integers(0, 3, size=(3, 40)).astype(np.float32)
+    got, want = run_both(lambda v: lax.top_k(v, 25), x)
+    assert_bits_equal(got, want)
+
+
 def _select_and_scatter_variant(ety, scatter, negative_padding=False):
     text = select_and_scatter_text(ety, "GE", "SIGNED" if ety.startswith("i") else "UNSIGNED", scatter, "0")
     if negative_padding:  # rows 5 - 1 = 4: a source of 2 window rows

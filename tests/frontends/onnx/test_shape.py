@@ -104,6 +104,8 @@ def test_expand_symbolic_dim_to_higher_rank():
 def test_old_opset_attribute_forms():
     """Squeeze-1, Split-2, Slice-1 and Pad-2: axes, split sizes, bounds and pads as attributes."""
     check_node("Squeeze", {"x": X.reshape(2, 1, 3, 4)}, {"axes": [1]}, opset=11)
+    check_node("Squeeze", {"x": X.reshape(2, 1, 3, 4, 1)}, {"axes": [-1]}, opset=11)  # keeps dim 1
+    check_node("Squeeze", {"x": X.reshape(2, 1, 3, 4, 1)}, {}, opset=11)  # every size-1 dim
     check_node("Split", {"x": X}, {"axis": 2, "split": [1, 3]}, n_out=2, opset=11)
     check_node("Slice", {"x": X}, {"starts": [1, -3], "ends": [2, 100], "axes": [0, 2]}, opset=9)
     check_node("Pad", {"x": X}, {"pads": [0, 1, 2, 0, 0, 1], "mode": "reflect"}, opset=10)
