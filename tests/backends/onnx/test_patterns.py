@@ -978,3 +978,19 @@ def test_an_output_copied_twice_keeps_one_copy():
     assert ops == {"Neg": 1, "Abs": 1, "Identity": 2}, ops
     (abs_,) = [n for n in nodes if n.op_type == "Abs"]
     assert list(abs_.output) == ["y3"]
+
+
+def test_a_kept_reduced_axis_is_dropped_only_into_a_reshape():
+    """``ReduceSum(keepdims=1)`` followed by a ``Reshape`` dropping its axes becomes one
+    ``ReduceSum(keepdims=0)``; followed by another op of the same output shape (``ReduceL1``
+    over the kept axis: the absolute value) it stays as it is (onnxruntime: the same numbers)."""
+    x = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    inits = {"ax": np.array([1], np.int64), "shape": np.array([2, 4], np.int64)}
+    for follower, want in (
+        (_node("Reshape", ["r", "shape"], ["o"]), ["ReduceSum"]),
+        (_node("ReduceL1", ["r", "ax"], ["o"], keepdims=0), ["ReduceSum", "ReduceL1"]),
+    ):
+        reduce = _node("ReduceSum", ["x", "ax"], ["r"], keepdims=1)
+        nodes = [reduce, follower, _node("Identity", ["o"], ["y"])]
+        got, _ = _simplified(nodes, {"x": x}, ["y"], inits)
+        assert [n.op_type for n in got if n.op_type != "Identity"] == want

@@ -716,6 +716,8 @@ def test_more_shape_value_rules_directly_on_symbolic_dimensions() -> None:
     every = evaluate("ReduceProd", 18, [ns, np.zeros(0, np.int64)], {"keepdims": 0})  # empty: all axes
     assert every.shape == () and every[()] == n * s
     assert evaluate("Unsqueeze", 13, [ns, np.array([0])], {}).shape == (1, 2)
+    assert evaluate("Unsqueeze", 13, [ns, np.array([1])], {}).tolist() == [[n], [s]]
+    assert evaluate("Unsqueeze", 13, [ns, np.array([-1])], {}).shape == (2, 1)
     assert evaluate("Squeeze", 13, [ns.reshape(1, 2), np.array([0])], {}).tolist() == [n, s]
     cat = evaluate("Concat", 13, [ns, np.zeros(0, np.int64), shape_value([4])], {"axis": 0})
     assert cat.tolist() == [n, s, 4]

@@ -92,3 +92,10 @@ def test_dft20_without_axis_input_transforms_axis_minus_two():
     (got,) = from_onnx(model).to_jax()(x)
     assert np.asarray(got).shape == want.shape == (2, 3, 4, 2)
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_dft_inverse_scales_by_one_over_n():
+    """DFT-17 with ``inverse=1``: the inverse transform, scaled by ``1/n`` (ONNX's node tests of
+    it are xfailed for their float32 tolerance), against onnxruntime on a complex signal."""
+    x = np.random.default_rng(3).standard_normal((2, 6, 2)).astype(np.float32)
+    check_node("DFT", {"x": x}, {"axis": 1, "inverse": 1}, opset=17, atol=1e-5)
