@@ -127,6 +127,19 @@ def test_a_negative_dimension_is_refused_by_name(tmp_path):
         read_safetensors(tmp_path / "w.safetensors")
 
 
+def test_data_offsets_longer_or_shorter_than_the_shape_are_refused(tmp_path):
+    """A tensor's byte span must be exactly its shape's size: 20 or 12 bytes for a ``[4]``
+    float32 tensor are refused by name, whether or not the file holds them."""
+    import json
+    import struct
+
+    for span in (20, 12):
+        header = json.dumps({"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, span]}}).encode()
+        (tmp_path / "w.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(24))
+        with pytest.raises(ModuleFormatError, match=rf"tensor 'a': data offsets \[0, {span}\] do not fit"):
+            read_safetensors(tmp_path / "w.safetensors")
+
+
 def test_writing_at_an_offset_aligns_the_data_there_and_keeps_the_callers_metadata(tmp_path):
     """``offset`` is where the writer's first byte lands in the file on disk: the data starts
     at a multiple of ALIGN counted from the file's start, not the writer's. The byte count

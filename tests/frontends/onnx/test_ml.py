@@ -55,3 +55,19 @@ def test_tfidf_vectorizer_of_a_1d_input_gives_a_1d_output():
         "pool_int64s": [2, 3, 5, 2, 3],  # unigrams 2 3 5, bigram (2 3)
     }
     check_node("TfIdfVectorizer", {"x": x}, attrs)
+
+
+def test_tfidf_vectorizer_skips_wider_than_the_row_count_nothing():
+    """Rows of 3 tokens with trigrams and up to 2 skipped tokens: a trigram with skips spans 4
+    or 6 positions, more than the row has, and counts nothing (only the contiguous one can)."""
+    x = np.array([[2, 3, 5], [5, 3, 2]], np.int64)
+    attrs = {
+        "min_gram_length": 3,
+        "max_gram_length": 3,
+        "max_skip_count": 2,
+        "mode": "TF",
+        "ngram_counts": [0, 0, 0],
+        "ngram_indexes": [0, 1],
+        "pool_int64s": [2, 3, 5, 5, 3, 2],  # trigrams (2 3 5) (5 3 2)
+    }
+    check_node("TfIdfVectorizer", {"x": x}, attrs)

@@ -486,6 +486,14 @@ def test_var_with_a_correction_at_or_above_the_count():
     check_rule(r.var_correction, aten.var.correction, x[:, :1], [1])
 
 
+def test_var_of_complex_values_is_real():
+    """The variance of complex values is the mean of ``|x - mean|^2``: a real result."""
+    from converter.frontends.torch.ops import reductions as r
+
+    z = torch.tensor([[1 + 2j, -1 + 0.5j, 3 - 1j], [0j, 2j, -2 + 1j]], dtype=torch.complex64)
+    check_rule(r.var_correction, torch.ops.aten.var.correction, z, [1], rtol=1e-5)
+
+
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted_batched_rows_with_ties(right):
     """Values equal to elements of a batched sorted sequence: ``right`` counts them."""
