@@ -123,6 +123,11 @@ def is_complex(name: str) -> bool:
     return name.startswith("complex")
 
 
+def is_integer(name: str) -> bool:
+    """True for the signed and unsigned integer dtypes (not bool)."""
+    return name.startswith(("int", "uint"))
+
+
 def is_unsigned(name: str) -> bool:
     """True for uint8..uint64."""
     return name.startswith("uint")

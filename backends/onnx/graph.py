@@ -34,7 +34,9 @@ ONNX_DTYPE = {
 # integers for comparisons, selections and padding; int64 for sums, products and
 # contractions of narrower (or unsigned) integers, whose wrapping results truncate back to
 # the same bits; the same bits as int64 for a uint64 selection. (bfloat16 is widened for
-# every op by the interpreter: see converter.backends.onnx.OnnxInterpreter.)
+# every op by the interpreter: see converter.backends.onnx.OnnxInterpreter.) The integer
+# ``reduce`` rule emits no ReduceSum/ReduceProd at all: onnxruntime computes those through
+# float64 (see ops/reductions.py's _integer_reduce).
 ORT_WIDENED: dict[str, dict[str, str]] = {
     "Where": {"bool": "uint8", "int16": "int32", "uint16": "int32", "uint64": "int64"},
     "Max": {"int16": "int32", "uint16": "int32"},

@@ -8,6 +8,7 @@ import itertools
 import math
 import string
 
+import numpy as np
 from jaxlib.mlir import ir
 
 from converter import dtypes, mlir
@@ -204,6 +205,9 @@ def _conv_im2col(interp, op, x, w, out_shape, strides, dilations, groups):
         )
     dynamic = None in x_shape or None in out_shape
     n, c, out_sp = x_shape[0], x_shape[1], out_shape[2:]
+    work = _im2col_type(op.result_type.dtype)
+    if c == 0 and not dynamic and work == "uint64":  # an empty sum: onnxruntime's uint64
+        return g.const(np.zeros(out_shape, np.uint64))  # MatMul fails on it (float64's works)
     o, window = k_shape[0], k_shape[2:]
     axes = list(range(2, 2 + len(window)))
     cols = []

@@ -51,6 +51,10 @@ def _reduce(interp, op, *args):
         dtype = op.operand_type(0).dtype
         if dtype == "uint64" and kind in ("max", "min"):  # no kernel: order-preserving int64 keys
             out = _from_ordered(g, g.op(_REDUCE[kind], [_ordered(g, x), axes], keepdims=0))
+        elif kind in ("add", "mul") and dtypes.is_integer(dtype):
+            out = _integer_reduce(g, x, op.operand_type(0).shape, list(op.attr("dimensions")), kind, dtype)
+            if out is None:  # a product over a dynamic number of elements
+                return _reduce_loop(interp, op, [x], [init])[0]
         else:
             out = g.op_as(_REDUCE[kind], [x, axes], dtype, keepdims=0)
         if kind in ("max", "min") and dtypes.is_floating(dtype):
@@ -60,7 +64,52 @@ def _reduce(interp, op, *args):
         raise NotImplementedError(f"reduce with a {kind} body on {op.result_type.dtype}")
     if _is_identity(kind, interp.static_operand(op, 1)):
         return out
-    return g.op(combine, [out, init])
+    return g.op_as(combine, [out, init], op.result_type.dtype, data=(0, 1))
+
+
+def _integer_reduce(g, x, shape, dims, kind, dtype):
+    """An integer sum or product over ``dims`` of ``x``, wrapping as the StableHLO spec's
+    integer ``add``/``multiply`` do: onnxruntime's integer ``ReduceSum``/``ReduceProd``
+    compute through float64 (inexact past 2**53, saturating where the result overflows),
+    while its int64 ``MatMul`` and ``Mul`` wrap exactly. The reduced dims are moved last and
+    flattened to one of ``R`` elements, in int64 (the low bits of an int64 sum or product are
+    those of the narrower type's): a sum is a ``MatMul`` by ``R`` ones; a product over a
+    static ``R`` halves that axis ``ceil(log2 R)`` times with ``Mul``. Returns None for a
+    product over a dynamic ``R`` (the caller folds it in a loop)."""
+    kept = [i for i in range(len(shape)) if i not in dims]
+    sizes = g.sizes(x, shape)
+    reduced = g.product([sizes[i] for i in dims])
+    if kind == "mul" and not isinstance(reduced, int):
+        return None
+    kept_sizes = [sizes[i] for i in kept]
+    wide = g.cast(x, "int64") if dtype != "int64" else x
+    moved = (
+        g.op("Transpose", [wide], perm=kept + dims) if dims != list(range(len(kept), len(shape))) else wide
+    )
+    flat = g.op("Reshape", [moved, g.shape_vector([*kept_sizes, reduced])], allowzero=1)
+    if kind == "add":
+        ones = g.op("Expand", [g.const(np.int64(1)), g.shape_vector([reduced])])
+        out = g.op("MatMul", [flat, ones])
+    elif reduced == 0:
+        out = g.op("Expand", [g.const(np.int64(1)), g.shape_vector(kept_sizes)])
+    else:
+        n = reduced
+        while n > 1:
+            half = n // 2
+            product = g.op(
+                "Mul",
+                [g.op("Slice", [flat, g.ints([0]), g.ints([half]), g.ints([-1])]),
+                 g.op("Slice", [flat, g.ints([half]), g.ints([2 * half]), g.ints([-1])])],
+            )  # fmt: skip
+            if n % 2:
+                product = g.op(
+                    "Concat",
+                    [product, g.op("Slice", [flat, g.ints([2 * half]), g.ints([n]), g.ints([-1])])],
+                    axis=-1,
+                )
+            flat, n = product, n - half
+        out = g.op("Reshape", [flat, g.shape_vector(kept_sizes)], allowzero=1)
+    return g.cast(out, dtype) if dtype != "int64" else out
 
 
 #: StableHLO ops a reduce body may hold for :func:`_reduce_loop`: elementwise ones, whose

@@ -296,6 +296,64 @@ def test_reductions_with_an_init_that_is_not_the_identity():
         np.testing.assert_array_equal(g, w)
 
 
+def _integer_reduce_text(shape, dims, body, ety, init):
+    t = lambda s: "tensor<" + "".join(f"{'?' if d is None else d}x" for d in s) + ety + ">"  # noqa: E731
+    out = [d for i, d in enumerate(shape) if i not in dims]
+    return f"""func.func public @main(%x: {t(shape)}) -> {t(out)} {{
+  %i = stablehlo.constant dense<{init}> : tensor<{ety}>
+  %0 = stablehlo.reduce(%x init: %i) applies stablehlo.{body} across dimensions = {dims}
+    : ({t(shape)}, tensor<{ety}>) -> {t(out)}
+  return %0 : {t(out)}
+}}"""
+
+
+@pytest.mark.parametrize(
+    "body, ety, dtype, shape, dims",
+    [
+        ("add", "i64", np.int64, (3, 5), [1]),  # sums past 2**53 and past 2**63
+        ("add", "ui64", np.uint64, (4, 3, 2), [0, 2]),
+        ("add", "i32", np.int32, (2, 1), [1]),  # one element: still exact
+        ("multiply", "i64", np.int64, (3, 5), [1]),  # products that wrap
+        ("multiply", "ui32", np.uint32, (4, 3, 2), [0, 2]),  # widened to int64 and back
+        ("multiply", "i8", np.int8, (0, 3), [0]),  # an empty product: the init
+        ("add", "i64", np.int64, (None, 5), [1]),  # a dynamic batch: MatMul by ones
+        ("multiply", "i64", np.int64, (3, None), [1]),  # a dynamic count: the loop
+    ],
+)
+def test_integer_sums_and_products_wrap_exactly(body, ety, dtype, shape, dims):
+    """StableHLO spec: integer ``add``/``multiply`` wrap modulo 2**bits. onnxruntime's
+    integer ``ReduceSum``/``ReduceProd`` compute through float64 (``[2**53, 1]`` sums to
+    2**53, overflow saturates), so the backend emits exact int64 ``MatMul``/``Mul`` forms:
+    every bit against NumPy's wrapping ``sum``/``prod``, the init 3 folded in."""
+    concrete = tuple(4 if d is None else d for d in shape)
+    rng = np.random.default_rng(0)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, size=concrete, dtype=dtype, endpoint=True)
+    model = converter.from_stablehlo(_integer_reduce_text(shape, dims, body, ety, 3)).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (got,) = run_session(sess, [x])
+    with np.errstate(over="ignore"):
+        if body == "add":
+            want = np.sum(x, axis=tuple(dims), dtype=dtype) + dtype(3)
+        else:
+            want = np.prod(x, axis=tuple(dims), dtype=dtype) * dtype(3)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, want)
+    assert not {n.op_type for n in model.graph.node} & {"ReduceSum", "ReduceProd"}
+
+
+def test_int16_max_and_min_with_an_init_that_is_not_the_identity():
+    """The init's combine (``Max``/``Min``, which onnxruntime has no int16/uint16 kernel for)
+    is widened as the reduction is."""
+    for ety, dtype in (("i16", np.int16), ("ui16", np.uint16)):
+        x = np.array([[1, 9, 2], [0, 3, 4]], dtype)
+        for body, want in (("maximum", [9, 5]), ("minimum", [1, 0])):
+            text = _integer_reduce_text((2, 3), [1], body, ety, 5)
+            model = converter.from_stablehlo(text).to_onnx()
+            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            np.testing.assert_array_equal(run_session(sess, [x])[0], np.array(want, dtype))
+
+
 @pytest.mark.parametrize("padding", ["VALID", [(0, 0), (0, 0), (1, 1), (1, 1)]])
 def test_max_pool_of_relu_keeps_nan(padding):
     """A max pool whose input is a Relu (never negative) is ``Min(MaxPool(x), window sum)``:

@@ -377,6 +377,16 @@ def test_convolution_float64_im2col_over_no_input_channels_is_zeros():
     np.testing.assert_array_equal(got[0], np.zeros((1, 4, 4)))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.uint16])
+def test_integer_convolution_over_no_input_channels_is_zeros(dtype):
+    """An integer convolution (im2col in uint64) over zero input channels is zeros, as for
+    float64 above (onnxruntime's uint64 ``MatMul`` fails on an empty contraction)."""
+    x, w = np.ones((1, 0, 5), dtype), np.ones((4, 0, 2), dtype)
+    got, _ = run_onnx(lambda a, k: lax.conv_general_dilated(a, k, (1,), "VALID"), x, w)
+    assert got[0].dtype == dtype
+    np.testing.assert_array_equal(got[0], np.zeros((1, 4, 4), dtype))
+
+
 def test_matrix_times_a_transposed_matrix_is_one_gemm_with_trans_b_1():
     """``x @ w.T`` is one ``Gemm`` reading ``w`` as it is with ``transB = 1`` (ONNX takes
     the flag as 0 or 1; onnx.checker does not check it), and a ``[m, k] x [k, n, p]``
