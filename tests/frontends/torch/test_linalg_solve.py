@@ -129,6 +129,7 @@ def test_det_slogdet_logdet(check):
             torch.linalg.det(a),
             torch.linalg.det(a[0]),  # unbatched: pivots of rank 1
             *torch.linalg.slogdet(a[:3]),
+            torch.linalg.slogdet(a[:2].reshape(2, 1, 3, 3)).sign,  # two batch dims
             torch.logdet(a[:3]),
         ),
         a,
