@@ -468,15 +468,20 @@ def _relu(m: _Matcher, operation, dtype, opset):
     if got is None:
         return None
     (pred, on_true, on_false), inner = got[0], got[1]
-    cmp = m.op(pred, inner, "compare")
-    if cmp is None or mlir.Op(cmp[2]).attr("comparison_direction") not in ("LE", "LT"):
-        return None
-    (x, zero), cin = cmp[0], cmp[1]
-    if not (m.var("x", x, cin) and m.const(*m.strip(zero, cin), 0.0)):
+    if not _x_compared_to_zero(m, pred, inner, ("LE", "LT")):
         return None
     if not (m.const(*m.strip(on_true, inner), 0.0) and _x_or_signed_zero(m, on_false, inner)):
         return None
     return Match("Relu", [m.bind["x"]])
+
+
+def _x_compared_to_zero(m: _Matcher, pred, amap, directions) -> bool:
+    """``pred`` is ``compare(x, 0)`` with one of ``directions``."""
+    cmp = m.op(pred, amap, "compare")
+    if cmp is None or mlir.Op(cmp[2]).attr("comparison_direction") not in directions:
+        return False
+    (x, zero), cin = cmp[0], cmp[1]
+    return m.var("x", x, cin) and m.const(*m.strip(zero, cin), 0.0)
 
 
 def _x_or_signed_zero(m: _Matcher, v, amap) -> bool:
@@ -488,11 +493,7 @@ def _x_or_signed_zero(m: _Matcher, v, amap) -> bool:
     if got is None:
         return False
     (pred, on_true, on_false), inner = got[0], got[1]
-    cmp = m.op(pred, inner, "compare")
-    if cmp is None or mlir.Op(cmp[2]).attr("comparison_direction") != "EQ":
-        return False
-    (x, zero), cin = cmp[0], cmp[1]
-    if not (m.var("x", x, cin) and m.const(*m.strip(zero, cin), 0.0) and m.var("x", on_false, inner)):
+    if not (_x_compared_to_zero(m, pred, inner, ("EQ",)) and m.var("x", on_false, inner)):
         return False
     prod = m.op(on_true, inner, "multiply")
     return prod is not None and m.either(
