@@ -71,3 +71,31 @@ def test_tfidf_vectorizer_skips_wider_than_the_row_count_nothing():
         "pool_int64s": [2, 3, 5, 5, 3, 2],  # trigrams (2 3 5) (5 3 2)
     }
     check_node("TfIdfVectorizer", {"x": x}, attrs)
+
+
+def test_array_feature_extractor_takes_the_last_axis_of_a_3d_input():
+    """ArrayFeatureExtractor picks its indices along the last axis whatever the rank (ONNX's
+    node test has a 2-D input only), against onnxruntime."""
+    import onnx
+    import onnxruntime as ort
+    from converter.frontends.onnx import from_onnx
+    from onnx import helper
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    idx = np.array([3, 0, 3], np.int64)
+    node = helper.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3, 3])],
+        [onnx.numpy_helper.from_array(idx, "i")],
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("ai.onnx.ml", 3)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=9)
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = from_onnx(model).to_jax()(x)
+    assert want.shape == (2, 3, 3)
+    np.testing.assert_array_equal(np.asarray(got), want)
