@@ -67,11 +67,6 @@ def storage_dtype(name: str) -> torch.dtype:
     return dtypes.torch_dtype(name)
 
 
-def is_int(name: str) -> bool:
-    """True for signed and unsigned integers (not bool)."""
-    return name.startswith(("int", "uint"))
-
-
 def is_unsigned(name: str) -> bool:
     """True for uint8..uint64."""
     return name.startswith("uint")
@@ -240,7 +235,7 @@ def scalar_of(value, name: str):
         return int(np.array(value, dtype=np.uint64).view(np.int64))
     if name == "bool":
         return bool(value)
-    if is_int(name):
+    if dtypes.is_integer(name):
         return int(value)
     if dtypes.is_complex(name):
         return complex(value)

@@ -104,7 +104,7 @@ def _power(interp, op, x, y):
     integers leaves overflow and negative exponents undefined."""
     g = interp.graph
     dtype = op.result_type.dtype
-    if not _is_int(dtype):
+    if not dtypes.is_integer(dtype):
         return g.op("Pow", [x, y])
     bits = np.iinfo(dtypes.to_numpy(dtype)).bits
     signed = not dtypes.is_unsigned(dtype)
@@ -125,10 +125,6 @@ def _power(interp, op, x, y):
         unit = g.op("Equal", [g.op("Abs", [wx]), one])
         result = g.op("Where", [g.op("And", [neg, g.op("Not", [unit])]), zero, result])
     return g.cast(result, dtype)
-
-
-def _is_int(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
 
 
 def _where(g, cond, a, b, dtype):
@@ -299,7 +295,7 @@ def _divide(interp, op, x, y):
     set, ``x / -1`` is ``0 - x`` (so ``INT_MIN / -1`` wraps to ``INT_MIN``)."""
     g = interp.graph
     dtype = op.result_type.dtype
-    if not _is_int(dtype):
+    if not dtypes.is_integer(dtype):
         return g.op("Div", [x, y])
     safe, zero = _safe_divisor(interp, op, x, y)
     q = g.op("Div", [x, safe])
@@ -315,7 +311,7 @@ def _remainder(interp, op, x, y):
     """``Mod(fmod=1)``; integers on a safe divisor: ``x % 0`` is ``x``, ``x % -1`` is 0."""
     g = interp.graph
     dtype = op.result_type.dtype
-    if not _is_int(dtype):
+    if not dtypes.is_integer(dtype):
         return g.op("Mod", [x, y], fmod=1)
     safe, zero = _safe_divisor(interp, op, x, y)
     return _where(g, zero, x, g.op("Mod", [x, safe], fmod=1), dtype)
@@ -701,7 +697,7 @@ def _bitcast_convert(interp, op, x):
         raise NotImplementedError(f"bitcast_convert {src} -> {dst}: only integer and float types")
     if interp.opset >= BITCAST_OPSET:
         return _bitcast_widths(g, x, src, dst)
-    if _is_int(src) and dst in _FLOAT_LAYOUT and _WIDTH[src] == _WIDTH[dst]:
+    if dtypes.is_integer(src) and dst in _FLOAT_LAYOUT and _WIDTH[src] == _WIDTH[dst]:
         return _bits_to_float(g, x, src, dst)
     raise NotImplementedError(
         f"bitcast_convert {src} -> {dst} needs ONNX BitCast, which opset {BITCAST_OPSET} introduced: "

@@ -28,7 +28,6 @@ from .._util import (
     NARROW_INTS,
     from_bits,
     is_float,
-    is_int,
     is_unsigned,
     operand_name,
     result_name,
@@ -264,7 +263,7 @@ def _complex_lt(x, y):
 @register("stablehlo.divide")
 def _divide(interp, op, x, y):
     name = result_name(op)
-    if not is_int(name):
+    if not dtypes.is_integer(name):
         return x / y if x.dtype != torch.bool else x
     if name == "uint64":
         q, _ = _udivmod64(x, y)
@@ -285,7 +284,7 @@ def _divide(interp, op, x, y):
 @register("stablehlo.remainder")
 def _remainder(interp, op, x, y):
     name = result_name(op)
-    if not is_int(name):
+    if not dtypes.is_integer(name):
         return torch.fmod(x, y)
     if name == "uint64":
         _, r = _udivmod64(x, y)
@@ -327,7 +326,7 @@ def _udivmod64(x, y):
 @register("stablehlo.power")
 def _power(interp, op, x, y):
     name = result_name(op)
-    if not is_int(name):
+    if not dtypes.is_integer(name):
         return torch.pow(x, y)
     if name == "uint64":  # exponents from 2**63 up are stored negative: walk the 64 bits
         result, base = torch.ones_like(x), x.clone()
@@ -463,12 +462,12 @@ def convert(x: torch.Tensor, src: str, dst: str) -> torch.Tensor:
     if dtypes.is_complex(src) and not dtypes.is_complex(dst):
         x = torch.real(x)
         src = "float64" if src == "complex128" else "float32"
-    if src == "uint64" and not is_int(dst):
+    if src == "uint64" and not dtypes.is_integer(dst):
         as_float = x.to(torch.float64)
         return torch.where(x < 0, as_float + 2.0**64, as_float).to(target)
-    if (is_float(src) or dtypes.is_complex(src)) and is_int(dst):
+    if (is_float(src) or dtypes.is_complex(src)) and dtypes.is_integer(dst):
         return _float_to_int(x, dst)
-    if is_int(dst) and src != "bool":
+    if dtypes.is_integer(dst) and src != "bool":
         return _int_to_int(x, src, dst)
     if dst == "float8_e4m3fn" and is_float(src) and src != dst:
         # float8_e4m3fn has no infinity: XLA gives NaN for what rounds past 448 (|x| > 464,
