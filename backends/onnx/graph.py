@@ -31,12 +31,12 @@ ONNX_DTYPE = {
 
 # Element types onnxruntime's CPU kernels lack, per ONNX operator, mapped to the type the
 # operator computes in instead. Every mapping is exact for what the operator does: wider
-# integers for comparisons, selections and padding; int64 for sums, products and
+# integers for comparisons, selections and padding; int64 for running sums and
 # contractions of narrower (or unsigned) integers, whose wrapping results truncate back to
 # the same bits; the same bits as int64 for a uint64 selection. (bfloat16 is widened for
-# every op by the interpreter: see converter.backends.onnx.OnnxInterpreter.) The integer
-# ``reduce`` rule emits no ReduceSum/ReduceProd at all: onnxruntime computes those through
-# float64 (see ops/reductions.py's _integer_reduce).
+# every op by the interpreter: see converter.backends.onnx.OnnxInterpreter.) No integer
+# ReduceSum/ReduceProd is emitted at all: onnxruntime computes those through float64 (see
+# ops/reductions.py's _integer_reduce).
 ORT_WIDENED: dict[str, dict[str, str]] = {
     "Where": {"bool": "uint8", "int16": "int32", "uint16": "int32", "uint64": "int64"},
     "Max": {"int16": "int32", "uint16": "int32"},
@@ -48,7 +48,7 @@ ORT_WIDENED: dict[str, dict[str, str]] = {
     "IsInf": {"float16": "float32"},
     **{
         op: {t: "int64" for t in ("int8", "int16", "uint8", "uint16", "uint32", "uint64")}
-        for op in ("ReduceSum", "ReduceProd", "CumSum", "Einsum")
+        for op in ("CumSum", "Einsum")
     },
     **{op: {"bool": "uint8"} for op in ("Less", "LessOrEqual", "Greater", "GreaterOrEqual")},
 }

@@ -83,30 +83,27 @@ def _integer_reduce(g, x, shape, dims, kind, dtype):
         return None
     kept_sizes = [sizes[i] for i in kept]
     wide = g.cast(x, "int64") if dtype != "int64" else x
-    moved = (
-        g.op("Transpose", [wide], perm=kept + dims) if dims != list(range(len(kept), len(shape))) else wide
-    )
+    perm = kept + dims
+    moved = g.op("Transpose", [wide], perm=perm) if perm != sorted(perm) else wide
     flat = g.op("Reshape", [moved, g.shape_vector([*kept_sizes, reduced])], allowzero=1)
+
+    def ones(parts):
+        return g.op("Expand", [g.const(np.int64(1)), g.shape_vector(parts)])
+
+    def last(v, start, stop):  # v[..., start:stop]
+        return g.op("Slice", [v, g.ints([start]), g.ints([stop]), g.ints([-1])])
+
     if kind == "add":
-        ones = g.op("Expand", [g.const(np.int64(1)), g.shape_vector([reduced])])
-        out = g.op("MatMul", [flat, ones])
+        out = g.op("MatMul", [flat, ones([reduced])])
     elif reduced == 0:
-        out = g.op("Expand", [g.const(np.int64(1)), g.shape_vector(kept_sizes)])
+        out = ones(kept_sizes)
     else:
         n = reduced
         while n > 1:
             half = n // 2
-            product = g.op(
-                "Mul",
-                [g.op("Slice", [flat, g.ints([0]), g.ints([half]), g.ints([-1])]),
-                 g.op("Slice", [flat, g.ints([half]), g.ints([2 * half]), g.ints([-1])])],
-            )  # fmt: skip
-            if n % 2:
-                product = g.op(
-                    "Concat",
-                    [product, g.op("Slice", [flat, g.ints([2 * half]), g.ints([n]), g.ints([-1])])],
-                    axis=-1,
-                )
+            product = g.op("Mul", [last(flat, 0, half), last(flat, half, 2 * half)])
+            if n % 2:  # the odd last element carries over
+                product = g.op("Concat", [product, last(flat, 2 * half, n)], axis=-1)
             flat, n = product, n - half
         out = g.op("Reshape", [flat, g.shape_vector(kept_sizes)], allowzero=1)
     return g.cast(out, dtype) if dtype != "int64" else out
