@@ -25,6 +25,13 @@ def run_onnx(fn, *args, opset=18):
     return got, want
 
 
+def run_text(text: str, *args) -> list[np.ndarray]:
+    """StableHLO ``text`` converted to ONNX and run in onnxruntime on ``args``."""
+    model = converter.from_stablehlo(text).to_onnx()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return run_session(sess, args)
+
+
 def run_session(sess: ort.InferenceSession, args) -> list[np.ndarray]:
     """``sess`` run on ``args`` (NumPy arrays, complex ones fed as real pairs); outputs as
     NumPy, those the model carries as real pairs made complex again."""

@@ -8,7 +8,7 @@ from jax import lax
 
 import converter
 
-from .helpers import assert_onnx_same, run_onnx
+from .helpers import assert_onnx_same, run_onnx, run_text
 
 rng = np.random.default_rng(0)
 A = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
@@ -189,16 +189,6 @@ def test_convolution_float16_with_float32_result():
 # --------------------------------------------------------------------------- forms only StableHLO text has
 
 
-def _run_text(text, *args):
-    import onnxruntime as ort
-
-    import converter
-
-    model = converter.from_stablehlo(text).to_onnx()
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, {i.name: a for i, a in zip(sess.get_inputs(), args, strict=True)})
-
-
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 def test_broadcast_in_dim_with_decreasing_dimensions(dynamic):
     """``broadcast_dimensions = [2, 0]`` (JAX only emits increasing ones): the operand is
@@ -209,7 +199,7 @@ def test_broadcast_in_dim_with_decreasing_dimensions(dynamic):
   return %0 : tensor<3x5x2xf32>
 }}"""
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
-    (got,) = _run_text(text, x)
+    (got,) = run_text(text, x)
     np.testing.assert_array_equal(got, np.broadcast_to(x.T[:, None, :], (3, 5, 2)))
 
 
@@ -224,7 +214,7 @@ def test_dynamic_update_slice_of_a_dynamic_update_into_a_static_operand():
     for i, start in [(7, 5), (-2, 0), (2, 2)]:
         want = x.copy()
         want[start : start + 3] = u
-        (got,) = _run_text(text, x, u, np.array(i, np.int64))
+        (got,) = run_text(text, x, u, np.array(i, np.int64))
         np.testing.assert_array_equal(got, want, err_msg=str(i))
 
 
@@ -324,7 +314,7 @@ def test_convolution_without_window_attributes_takes_the_spec_defaults():
     for dtype, tol in ((np.float32, 1e-5), (np.float64, 1e-12)):
         name = "f32" if dtype == np.float32 else "f64"
         text = _conv_text(f"1x2x5x{name}", f"3x2x2x{name}", f"1x3x4x{name}")
-        (got,) = _run_text(text, x.astype(dtype), w.astype(dtype))
+        (got,) = run_text(text, x.astype(dtype), w.astype(dtype))
         assert got.dtype == dtype
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=name)
 
@@ -354,7 +344,7 @@ def test_deprecated_dot_of_a_vector_by_a_matrix():
   return %0 : tensor<2xf32>
 }"""
     v, m = np.array([1.0, -2.0, 3.0], np.float32), np.arange(6, dtype=np.float32).reshape(3, 2)
-    (got,) = _run_text(text, v, m)
+    (got,) = run_text(text, v, m)
     np.testing.assert_array_equal(got, v @ m)
 
 
